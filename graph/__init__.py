@@ -1,0 +1,42 @@
+"""loopgraph: an agent loop built as a compiled LangGraph graph.
+
+Example:
+    >>> from langchain_core.messages import HumanMessage
+    >>> from graph import create_loop_agent, StopReason
+    >>> from graph.scripted import ScriptedChatModel
+    >>> agent = create_loop_agent(ScriptedChatModel(script=["42"]))
+    >>> agent.invoke({"messages": [HumanMessage("answer?")]})["stop_reason"] == StopReason.COMPLETED
+    True
+"""
+
+from graph.builder import create_loop_agent
+from graph.config import (
+    Approval,
+    ArgPolicy,
+    BudgetPressure,
+    Compaction,
+    Hooks,
+    Judge,
+    JudgeVerdict,
+    Limits,
+    LoopDetection,
+    StallDetection,
+)
+from graph.state import LoopState
+from graph.stop import StopReason
+
+__all__ = [
+    "Approval",
+    "ArgPolicy",
+    "BudgetPressure",
+    "Compaction",
+    "Hooks",
+    "Judge",
+    "JudgeVerdict",
+    "Limits",
+    "LoopDetection",
+    "LoopState",
+    "StallDetection",
+    "StopReason",
+    "create_loop_agent",
+]

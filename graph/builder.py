@@ -1,0 +1,109 @@
+"""``create_loop_agent``: assemble the nodes into a compiled LangGraph graph.
+
+The builder only validates arguments and wires nodes; each node's logic lives in
+its module under ``nodes/``.
+
+Example:
+    >>> from langchain_core.messages import HumanMessage
+    >>> from graph import create_loop_agent
+    >>> from graph.scripted import ScriptedChatModel
+    >>> agent = create_loop_agent(ScriptedChatModel(script=["Hello!"]))
+    >>> result = agent.invoke({"messages": [HumanMessage("hi")]})
+    >>> result["stop_reason"], result["messages"][-1].content
+    (<StopReason.COMPLETED: 'completed'>, 'Hello!')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langgraph.graph import START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import RetryPolicy
+
+from graph.config import LoopDetection
+from graph.routing import Routes
+from graph.settings import LoopSettings
+from graph.state import LoopContext, LoopInput, LoopOutput, LoopState
+from nodes.limits import finish_steps
+from nodes.loop_detector import LoopDetectorNode
+from nodes.model import ModelNode
+from nodes.prepare import PrepareNode
+from nodes.router import RouterNode
+from nodes.tools import ToolsNode
+
+__all__ = ["create_loop_agent", "default_recursion_limit"]
+
+_UNSET: Any = object()
+
+
+def default_recursion_limit(settings: LoopSettings) -> int:
+    """A recursion limit that fits the configured limits (10,000 when unbounded)."""
+    calls, passes = settings.limits.max_model_calls, settings.max_iterations
+    if calls is None or passes is None:
+        return 10_000
+    per_round = 4 + (1 if settings.compaction is not None else 0)
+    per_pass = calls * per_round + 3
+    return min(10_000, passes * per_pass + finish_steps(settings) + 10)
+
+
+def _retry(settings: LoopSettings) -> RetryPolicy:
+    return RetryPolicy(max_attempts=3, initial_interval=0.5, backoff_factor=2.0)
+
+
+def create_loop_agent(
+    model: BaseChatModel,
+    tools: Sequence[Any] = (),
+    *,
+    loop_detection: LoopDetection | None = _UNSET,
+    checkpointer: Any = None,
+    store: Any = None,
+    name: str | None = None,
+    **options: Any,
+) -> CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput]:
+    """Build the loop agent as a compiled graph.
+
+    Args:
+        model: the agent's chat model (any LangChain ``BaseChatModel`` with tools).
+        tools: LangChain tools or plain functions.
+        loop_detection: ``LoopDetection()`` by default; None turns detection off.
+        checkpointer: any LangGraph checkpointer (SQLite, PostgreSQL, in-memory).
+        store: a LangGraph store, passed through.
+        name: the graph's name.
+        **options: the other keyword arguments of DESIGN.md (``system_prompt``,
+            ``max_iterations``, ``should_continue``, ``judge``, ``next_message``,
+            ``record_feedback``, ``inject_progress``, ``fresh_context``,
+            ``prompt_factory``, ``limits``, ``stall_detection``, ``budget_pressure``,
+            ``tool_filter``, ``approval``, ``compaction``, ``hooks``,
+            ``response_format``).
+
+    Raises:
+        ValueError: an argument is invalid; the message names it.
+    """
+    known = set(LoopSettings.__dataclass_fields__) - {"model", "tools", "loop_detection",
+                                                      "_cache", "extra_tools"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValueError(f"create_loop_agent: unknown arguments {unknown}")
+    detection = LoopDetection() if loop_detection is _UNSET else loop_detection
+    settings = LoopSettings.build(model, tools, loop_detection=detection, **options)
+    routes = Routes(settings)
+    builder: StateGraph[LoopState, LoopContext, LoopInput, LoopOutput] = StateGraph(
+        LoopState, context_schema=LoopContext, input_schema=LoopInput, output_schema=LoopOutput
+    )
+    builder.add_node("prepare", PrepareNode(settings).as_runnable())
+    builder.add_node("model", ModelNode(settings).as_runnable(), retry_policy=_retry(settings))
+    builder.add_node("loop_detector", LoopDetectorNode(settings).as_runnable())
+    builder.add_node("tools", ToolsNode(settings).as_runnable())
+    builder.add_node("router", RouterNode(settings).as_runnable())
+    builder.add_edge(START, "prepare")
+    builder.add_edge("prepare", routes.entry)
+    builder.add_edge("model", "loop_detector")
+    builder.add_conditional_edges("loop_detector", routes.after_detector,
+                                  routes.detector_targets())
+    builder.add_conditional_edges("tools", routes.after_tools, [routes.entry, "router"])
+    builder.add_conditional_edges("router", routes.after_router, [routes.entry, "__end__"])
+    graph = builder.compile(checkpointer=checkpointer, store=store, name=name or "loopgraph")
+    return graph.with_config(recursion_limit=default_recursion_limit(settings))

@@ -1,0 +1,63 @@
+"""Calling user callbacks that may be sync or async, from sync or async nodes.
+
+Example:
+    >>> async def later(x):
+    ...     return x + 1
+    >>> call_sync(later, 1)
+    2
+    >>> call_sync(lambda x: x * 2, 4)
+    8
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+__all__ = ["CallbackError", "call_async", "call_sync"]
+
+
+class CallbackError(RuntimeError):
+    """A user callback raised; the message names the callback."""
+
+
+def _run(coro: Coroutine[Any, Any, Any]) -> Any:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # a loop is running in this thread
+        return pool.submit(asyncio.run, coro).result()
+
+
+def call_sync(fn: Callable[..., Any], *args: Any, name: str | None = None) -> Any:
+    """Call ``fn``; run it to completion if it is a coroutine function."""
+    try:
+        result = fn(*args)
+        if inspect.isawaitable(result):
+            result = _run(_await(result))
+    except Exception as exc:
+        if name is None:
+            raise
+        raise CallbackError(f"{name} raised {type(exc).__name__}: {exc}") from exc
+    return result
+
+
+async def call_async(fn: Callable[..., Any], *args: Any, name: str | None = None) -> Any:
+    """Call ``fn`` and await the result when it is awaitable."""
+    try:
+        result = fn(*args)
+        if inspect.isawaitable(result):
+            result = await result
+    except Exception as exc:
+        if name is None:
+            raise
+        raise CallbackError(f"{name} raised {type(exc).__name__}: {exc}") from exc
+    return result
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable

@@ -1,0 +1,234 @@
+"""Configuration models: keyword-only, validated, immutable.
+
+Every model raises ``ValueError`` (pydantic's ``ValidationError`` is one) naming
+the offending field when a value or a combination is invalid.
+
+Example:
+    >>> from graph import Limits, LoopDetection
+    >>> Limits(max_model_calls=5, max_tool_calls=20).max_tool_calls
+    20
+    >>> LoopDetection(warn_after=2, stop_after=4).window
+    20
+    >>> try:
+    ...     LoopDetection(warn_after=5, stop_after=3)
+    ... except ValueError as exc:
+    ...     print("stop_after" in str(exc))
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "Approval",
+    "ArgPolicy",
+    "BudgetPressure",
+    "Compaction",
+    "Hooks",
+    "Judge",
+    "JudgeVerdict",
+    "Limits",
+    "LoopDetection",
+    "StallDetection",
+]
+
+DEFAULT_PRESSURE_INSTRUCTION = (
+    "You are close to this run's token budget. Stop exploring and do not start new work: "
+    "make only the tool calls you still need, then give your final answer now."
+)
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+
+class Limits(_Config):
+    """Hard limits of one run.
+
+    Attributes:
+        max_model_calls: model calls per pass (None = unbounded).
+        max_tool_calls: tool executions per run (None = unbounded).
+        token_budget: agent tokens (input + output) per run (None = unbounded).
+        max_duration_s: wall-clock seconds per run, checked between steps.
+        final_answer: after a stop that left tool calls unanswered, answer them with
+            error ToolMessages and make one last model call with no tools bound.
+        max_tool_output_chars: longer tool outputs are cut to this size, with a note.
+
+    Example:
+        >>> Limits(token_budget=10_000).final_answer
+        True
+    """
+
+    max_model_calls: int | None = Field(default=25, ge=1)
+    max_tool_calls: int | None = Field(default=None, ge=1)
+    token_budget: int | None = Field(default=None, ge=1)
+    max_duration_s: float | None = Field(default=None, gt=0)
+    final_answer: bool = True
+    max_tool_output_chars: int | None = Field(default=100_000, ge=100)
+
+
+class ArgPolicy(_Config):
+    """Which arguments of a tool count for its call signature.
+
+    ``ignore`` drops fields (e.g. a ``timestamp``); ``keep`` keeps only the listed ones.
+
+    Example:
+        >>> ArgPolicy(ignore=("timestamp",)).ignore
+        ('timestamp',)
+    """
+
+    ignore: tuple[str, ...] = ()
+    keep: tuple[str, ...] | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ArgPolicy:
+        if self.ignore and self.keep is not None:
+            raise ValueError("ArgPolicy: give either ignore or keep, not both")
+        return self
+
+
+class LoopDetection(_Config):
+    """Runaway tool-loop detection: warn first, then stop.
+
+    Attributes:
+        warn_after: repeats of one response signature within the window that warn.
+        stop_after: repeats that hard-stop the run (``loop_detected``).
+        window: how many recent model responses are remembered.
+        no_progress_warn_after: repeats of a call whose result did not change that warn.
+        no_progress_stop_after: repeats of a call whose result did not change that stop.
+        per_tool: optional windowed caps on calls of one tool name (any arguments).
+        arg_policies: per-tool argument policies for the call signature.
+
+    Example:
+        >>> LoopDetection(per_tool={"search": 8}).per_tool["search"]
+        8
+    """
+
+    warn_after: int = Field(default=3, ge=1)
+    stop_after: int = Field(default=5, ge=2)
+    window: int = Field(default=20, ge=2, le=1000)
+    no_progress_warn_after: int = Field(default=2, ge=1)
+    no_progress_stop_after: int = Field(default=3, ge=2)
+    per_tool: dict[str, int] = Field(default_factory=dict)
+    arg_policies: dict[str, ArgPolicy] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LoopDetection:
+        if self.stop_after <= self.warn_after:
+            raise ValueError("LoopDetection: stop_after must be greater than warn_after")
+        if self.no_progress_stop_after <= self.no_progress_warn_after:
+            raise ValueError(
+                "LoopDetection: no_progress_stop_after must be greater than no_progress_warn_after"
+            )
+        if self.window < self.stop_after:
+            raise ValueError("LoopDetection: window must be at least stop_after")
+        for tool, cap in self.per_tool.items():
+            if cap < 1:
+                raise ValueError(f"LoopDetection: per_tool[{tool!r}] must be >= 1")
+        return self
+
+
+class StallDetection(_Config):
+    """Stop with ``stalled`` when passes stop making progress.
+
+    Example:
+        >>> StallDetection().consecutive
+        3
+    """
+
+    consecutive: int = Field(default=3, ge=2)
+    tolerance: float = Field(default=0.10, ge=0.0, lt=1.0)
+
+
+class BudgetPressure(_Config):
+    """Finalize-now notice when agent tokens reach ``threshold × Limits.token_budget``.
+
+    Example:
+        >>> BudgetPressure(threshold=0.7).threshold
+        0.7
+    """
+
+    threshold: float = Field(default=0.8, gt=0.0, lt=1.0)
+    instruction: str = Field(default=DEFAULT_PRESSURE_INSTRUCTION, min_length=1)
+
+
+class Approval(_Config):
+    """Human approval of gated tools through ``interrupt()``.
+
+    Example:
+        >>> Approval(tools=["delete_file"]).max_auto_rounds
+        3
+    """
+
+    tools: tuple[str, ...] = Field(min_length=1)
+    resolver: Callable[..., Any] | None = None
+    max_auto_rounds: int = Field(default=3, ge=0)
+    description: str = "Tool execution requires approval"
+
+
+class Compaction(_Config):
+    """Replace the oldest messages by a summary when a request grows too large.
+
+    Example:
+        >>> Compaction(max_tokens=8000).keep_last
+        6
+    """
+
+    max_tokens: int = Field(ge=100)
+    keep_last: int = Field(default=6, ge=1)
+    summarizer: BaseChatModel | None = None
+
+
+class Hooks(_Config):
+    """Callbacks around passes and tool calls; sync or async.
+
+    ``on_iteration_end`` returning True stops the run with ``terminated``.
+
+    Example:
+        >>> Hooks(on_tool_call=print).on_iteration_start is None
+        True
+    """
+
+    on_iteration_start: Callable[..., Any] | None = None
+    on_iteration_end: Callable[..., Any] | None = None
+    on_tool_call: Callable[..., Any] | None = None
+
+
+class JudgeVerdict(BaseModel):
+    """The judge's structured answer.
+
+    Example:
+        >>> JudgeVerdict(answered=False, reasoning="the date is missing").answered
+        False
+    """
+
+    answered: bool = Field(description="True only if the original request is fully answered.")
+    reasoning: str = Field(description="Why; what is missing when not answered.")
+
+
+class Judge(_Config):
+    """A second model that decides whether the original request is answered.
+
+    Example:
+        >>> from graph.scripted import ScriptedChatModel
+        >>> Judge(model=ScriptedChatModel(script=[]), criteria=["cite sources"]).criteria
+        ('cite sources',)
+    """
+
+    model: BaseChatModel
+    criteria: tuple[str, ...] = ()
+    instructions: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tuple_criteria(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("criteria"), str):
+            raise ValueError("Judge: criteria must be a list of strings, not one string")
+        if isinstance(data, dict) and isinstance(data.get("criteria"), Sequence):
+            data = {**data, "criteria": tuple(data["criteria"])}
+        return data

@@ -1,0 +1,114 @@
+"""Write node logic once; run it sync or async.
+
+A node's logic is a generator that yields *effects* (call a callback, invoke a
+runnable, run several invocations in parallel) and receives their results. The
+thin drivers ``run_sync`` and ``run_async`` perform the effects the sync or the
+async way. Pure decisions stay plain functions.
+
+Example:
+    >>> def logic():
+    ...     x = yield Call(lambda a: a + 1, (1,))
+    ...     return x * 10
+    >>> run_sync(logic())
+    20
+    >>> import asyncio
+    >>> asyncio.run(run_async(logic()))
+    20
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables.config import ContextThreadPoolExecutor
+
+from graph.callbacks import call_async, call_sync
+
+__all__ = ["Call", "Invoke", "Logic", "Parallel", "run_async", "run_sync"]
+
+
+@dataclass(frozen=True)
+class Call:
+    """Call a user callback (sync or async); ``name`` labels its errors."""
+
+    fn: Any
+    args: tuple[Any, ...] = ()
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Invoke:
+    """Invoke a runnable with an input and a config."""
+
+    runnable: Runnable[Any, Any]
+    input: Any
+    config: RunnableConfig | None = None
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """Run several thunks ``(sync_fn, async_fn)`` concurrently; results in order."""
+
+    tasks: Sequence[tuple[Any, Any]] = field(default_factory=tuple)
+
+
+Effect = Call | Invoke | Parallel
+Logic = Generator[Effect, Any, Any]
+
+
+def _perform_sync(effect: Effect) -> Any:
+    if isinstance(effect, Call):
+        return call_sync(effect.fn, *effect.args, name=effect.name)
+    if isinstance(effect, Invoke):
+        return effect.runnable.invoke(effect.input, effect.config)
+    tasks = list(effect.tasks)
+    if len(tasks) <= 1:
+        return [sync_fn() for sync_fn, _ in tasks]
+    with ContextThreadPoolExecutor(max_workers=min(len(tasks), 16)) as pool:
+        futures = [pool.submit(sync_fn) for sync_fn, _ in tasks]
+        return [f.result() for f in futures]
+
+
+async def _perform_async(effect: Effect) -> Any:
+    if isinstance(effect, Call):
+        return await call_async(effect.fn, *effect.args, name=effect.name)
+    if isinstance(effect, Invoke):
+        return await effect.runnable.ainvoke(effect.input, effect.config)
+    tasks = list(effect.tasks)
+    if len(tasks) == 1:
+        return [await tasks[0][1]()]
+    return list(await asyncio.gather(*(async_fn() for _, async_fn in tasks)))
+
+
+def run_sync(logic: Logic) -> Any:
+    """Drive a logic generator, performing its effects synchronously."""
+    try:
+        effect = next(logic)
+        while True:
+            try:
+                result = _perform_sync(effect)
+            except BaseException as exc:  # noqa: BLE001 - re-thrown into the logic
+                effect = logic.throw(exc)
+            else:
+                effect = logic.send(result)
+    except StopIteration as stop:
+        return stop.value
+
+
+async def run_async(logic: Logic) -> Any:
+    """Drive a logic generator, performing its effects asynchronously."""
+    try:
+        effect = next(logic)
+        while True:
+            try:
+                result = await _perform_async(effect)
+            except BaseException as exc:  # noqa: BLE001 - re-thrown into the logic
+                effect = logic.throw(exc)
+            else:
+                effect = logic.send(result)
+    except StopIteration as stop:
+        return stop.value

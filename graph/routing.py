@@ -1,0 +1,72 @@
+"""Conditional edges: pure functions of state that pick the next node.
+
+Example:
+    >>> from langchain_core.messages import AIMessage
+    >>> from graph.scripted import ScriptedChatModel
+    >>> from graph.settings import LoopSettings
+    >>> routes = Routes(LoopSettings.build(ScriptedChatModel()))
+    >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
+    >>> routes.after_detector({"messages": [ai], "run": {}})
+    'tools'
+    >>> routes.after_detector({"messages": [AIMessage("done")], "run": {}})
+    'router'
+"""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage
+from langgraph.graph import END
+
+from graph.pairing import unanswered_tail
+from graph.settings import LoopSettings
+from graph.state import LoopState
+
+__all__ = ["Routes"]
+
+
+class Routes:
+    """The graph's conditional edges for one configuration."""
+
+    def __init__(self, settings: LoopSettings) -> None:
+        self.settings = settings
+        self.entry = "compaction" if settings.compaction is not None else "model"
+        self.pass_end = "judge" if settings.judge is not None else "router"
+
+    def _gated(self, state: LoopState) -> bool:
+        approval = self.settings.approval
+        if approval is None:
+            return False
+        messages = state.get("messages") or []
+        last = messages[-1] if messages else None
+        return isinstance(last, AIMessage) and any(
+            c["name"] in approval.tools for c in last.tool_calls
+        )
+
+    def after_detector(self, state: LoopState) -> str:
+        """Tools (or approval) for a reply with calls; judge/router when the pass ends."""
+        run = state.get("run") or {}
+        if state.get("stop_reason") is not None:
+            if run.get("finalized") or not self.settings.limits.final_answer:
+                return "router"
+            return self.entry
+        _, pending = unanswered_tail(state.get("messages") or [])
+        if pending:
+            return "approval" if self._gated(state) else "tools"
+        return self.pass_end
+
+    def after_tools(self, state: LoopState) -> str:
+        """Back to the model, or to the router when a stop needs no final answer."""
+        if state.get("stop_reason") is not None and not self.settings.limits.final_answer:
+            return "router"
+        return self.entry
+
+    def after_router(self, state: LoopState) -> str:
+        """End the run, or start the next pass."""
+        return END if state.get("stop_reason") is not None else self.entry
+
+    def detector_targets(self) -> list[str]:
+        """Every node ``after_detector`` may pick (for the graph picture)."""
+        targets = [self.entry, "tools", self.pass_end]
+        if self.settings.approval is not None:
+            targets.append("approval")
+        return sorted(set(targets) | {"router"})

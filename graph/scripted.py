@@ -1,0 +1,168 @@
+"""A scripted chat model: the built-in demo model and the test driver.
+
+It replays a script of replies, supports ``bind_tools`` like a real provider, streams
+token chunks, reports deterministic usage, and records every request it receives.
+
+Script items: a ``str`` (text answer), an ``AIMessage``, a list of ``(name, args)``
+pairs (parallel tool calls), an ``Exception`` (raised), or a callable
+``(messages) -> item``. When the script runs out, ``default`` is used; without
+one the model raises a clear error.
+
+Example:
+    >>> from langchain_core.messages import HumanMessage
+    >>> m = ScriptedChatModel(script=[[("search", {"q": "x"})], "done"])
+    >>> m.invoke([HumanMessage("go")]).tool_calls[0]["name"]
+    'search'
+    >>> m.invoke([HumanMessage("go")]).content
+    'done'
+    >>> len(m.requests)
+    2
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.tool import tool_call_chunk
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import Field, PrivateAttr
+
+__all__ = ["ScriptExhaustedError", "ScriptedChatModel"]
+
+_IDS = itertools.count(1)
+
+
+class ScriptExhaustedError(RuntimeError):
+    """The scripted model was called more often than its script allows."""
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A deterministic chat model driven by a script (see module docstring)."""
+
+    script: list[Any] = Field(default_factory=list)
+    default: Any = None
+    requests: list[list[BaseMessage]] = Field(default_factory=list)
+    request_tools: list[list[str]] = Field(default_factory=list)
+    report_usage: bool = True
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _position: int = PrivateAttr(default=0)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(
+        self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind tools in the OpenAI format, as real providers do."""
+        formatted = [convert_to_openai_tool(t) for t in tools]
+        if tool_choice is not None:
+            kwargs["tool_choice"] = tool_choice
+        return self.bind(tools=formatted, **kwargs)
+
+    @property
+    def calls(self) -> int:
+        """How many requests were made."""
+        return len(self.requests)
+
+    def _next(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> AIMessage:
+        tools = [t["function"]["name"] for t in kwargs.get("tools") or []]
+        with self._lock:
+            self.requests.append(list(messages))
+            self.request_tools.append(tools)
+            if self._position < len(self.script):
+                item = self.script[self._position]
+                self._position += 1
+            elif self.default is not None:
+                item = self.default
+            else:
+                raise ScriptExhaustedError(
+                    f"scripted model: script of {len(self.script)} replies exhausted"
+                )
+        return self._to_message(item, messages)
+
+    def _to_message(self, item: Any, messages: list[BaseMessage]) -> AIMessage:
+        while callable(item) and not isinstance(item, BaseMessage):
+            item = item(messages)
+        if isinstance(item, BaseException):
+            raise item
+        if isinstance(item, str):
+            message = AIMessage(content=item)
+        elif isinstance(item, AIMessage):
+            message = item.model_copy()
+        elif isinstance(item, list):
+            calls = [
+                {"name": name, "args": args, "id": f"call_{next(_IDS)}", "type": "tool_call"}
+                for name, args in item
+            ]
+            message = AIMessage(content="", tool_calls=calls)
+        else:
+            raise TypeError(f"scripted model: unsupported script item {item!r}")
+        if self.report_usage and message.usage_metadata is None:
+            text = message.content if isinstance(message.content, str) else str(message.content)
+            inp = 10 * len(messages) + sum(len(str(m.content)) for m in messages) // 4
+            out = 5 + len(text) // 4 + 10 * len(message.tool_calls)
+            message.usage_metadata = {
+                "input_tokens": inp, "output_tokens": out, "total_tokens": inp + out,
+            }
+        return message
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self._next(messages, kwargs))])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        message = self._next(messages, kwargs)
+        for chunk in _chunks(message):
+            if run_manager and isinstance(chunk.content, str) and chunk.content:
+                run_manager.on_llm_new_token(chunk.content, chunk=ChatGenerationChunk(message=chunk))
+            yield ChatGenerationChunk(message=chunk)
+
+
+def _chunks(message: AIMessage) -> Iterator[AIMessageChunk]:
+    """Split a message into word chunks, then its tool calls, then usage."""
+    text = message.content if isinstance(message.content, str) else ""
+    words = text.split(" ") if text else []
+    for i, word in enumerate(words):
+        yield AIMessageChunk(content=word if i == 0 else " " + word, id=message.id)
+    calls = [
+        tool_call_chunk(name=c["name"], args=_json(c["args"]), id=c["id"], index=i)
+        for i, c in enumerate(message.tool_calls)
+    ]
+    yield AIMessageChunk(
+        content="" if words else message.content,
+        tool_call_chunks=calls,
+        usage_metadata=message.usage_metadata,
+        id=message.id,
+        chunk_position="last",
+    )
+
+
+def _json(args: Any) -> str:
+    import json
+
+    return json.dumps(args)
+
+
+def repeat(item: Any) -> Callable[[list[BaseMessage]], Any]:
+    """A ``default`` that answers the same way forever (for runaway-model scenarios)."""
+    return lambda _messages: item

@@ -1,0 +1,189 @@
+"""Everything the builder was given, validated once, plus per-run overrides.
+
+Nodes read a ``LoopSettings``; ``settings.for_run(runtime.context)`` applies the
+numeric overrides a caller passed as LangGraph runtime context.
+
+Example:
+    >>> from graph.scripted import ScriptedChatModel
+    >>> s = LoopSettings.build(ScriptedChatModel(script=[]))
+    >>> s.for_run({"max_iterations": 3, "max_tool_calls": 7}).limits.max_tool_calls
+    7
+    >>> try:
+    ...     s.for_run({"max_tool_calls": 0})
+    ... except ValueError as exc:
+    ...     print("max_tool_calls" in str(exc))
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
+from langchain_core.tools import tool as as_tool
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from graph.config import (
+    Approval,
+    BudgetPressure,
+    Compaction,
+    Hooks,
+    Judge,
+    Limits,
+    LoopDetection,
+    StallDetection,
+)
+
+__all__ = ["LoopSettings", "RunOverrides"]
+
+Callback = Callable[..., Any]
+
+
+class RunOverrides(BaseModel):
+    """The numeric settings a run may override through ``context=``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_iterations: int | None = Field(default=None, ge=1)
+    max_model_calls: int | None = Field(default=None, ge=1)
+    max_tool_calls: int | None = Field(default=None, ge=1)
+    token_budget: int | None = Field(default=None, ge=1)
+    max_duration_s: float | None = Field(default=None, gt=0)
+    max_tool_output_chars: int | None = Field(default=None, ge=100)
+    warn_after: int | None = None
+    stop_after: int | None = None
+    window: int | None = None
+    no_progress_warn_after: int | None = None
+    no_progress_stop_after: int | None = None
+    consecutive: int | None = None
+    tolerance: float | None = None
+    threshold: float | None = None
+
+
+_GROUPS: dict[str, tuple[str, ...]] = {
+    "limits": ("max_model_calls", "max_tool_calls", "token_budget", "max_duration_s",
+               "max_tool_output_chars"),
+    "loop_detection": ("warn_after", "stop_after", "window", "no_progress_warn_after",
+                       "no_progress_stop_after"),
+    "stall_detection": ("consecutive", "tolerance"),
+    "budget_pressure": ("threshold",),
+}
+
+
+def _coerce_tools(tools: Sequence[Any]) -> tuple[BaseTool, ...]:
+    out: list[BaseTool] = []
+    for item in tools:
+        if isinstance(item, BaseTool):
+            out.append(item)
+        elif callable(item):
+            out.append(as_tool(item))
+        else:
+            raise ValueError(f"tools: {item!r} is neither a BaseTool nor a callable")
+    names = [t.name for t in out]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"tools: duplicate tool names {dupes}")
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """The validated configuration of one compiled loop graph."""
+
+    model: BaseChatModel
+    tools: tuple[BaseTool, ...] = ()
+    system_prompt: str | None = None
+    max_iterations: int | None = 10
+    should_continue: Callback | None = None
+    judge: Judge | None = None
+    next_message: Callback | None = None
+    record_feedback: Callback | None = None
+    inject_progress: bool = True
+    fresh_context: bool = False
+    prompt_factory: Callback | None = None
+    limits: Limits = field(default_factory=Limits)
+    loop_detection: LoopDetection | None = field(default_factory=LoopDetection)
+    stall_detection: StallDetection | None = None
+    budget_pressure: BudgetPressure | None = None
+    tool_filter: Callback | None = None
+    approval: Approval | None = None
+    compaction: Compaction | None = None
+    hooks: Hooks = field(default_factory=Hooks)
+    response_format: Any = None
+    extra_tools: tuple[BaseTool, ...] = ()
+    _cache: dict[tuple[Any, ...], LoopSettings] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    @classmethod
+    def build(cls, model: BaseChatModel, tools: Sequence[Any] = (), **kwargs: Any) -> LoopSettings:
+        """Validate the builder's arguments (``ValueError`` naming the argument)."""
+        if not isinstance(model, BaseChatModel):
+            raise ValueError(f"model: expected a langchain BaseChatModel, got {type(model).__name__}")
+        max_iterations = kwargs.get("max_iterations", 10)
+        if max_iterations is not None and (
+            not isinstance(max_iterations, int) or max_iterations < 1
+        ):
+            raise ValueError(f"max_iterations must be an int >= 1 or None, got {max_iterations!r}")
+        kwargs["limits"] = kwargs.get("limits") or Limits()
+        kwargs["hooks"] = kwargs.get("hooks") or Hooks()
+        for name in ("should_continue", "next_message", "record_feedback", "prompt_factory",
+                     "tool_filter"):
+            if kwargs.get(name) is not None and not callable(kwargs[name]):
+                raise ValueError(f"{name} must be callable")
+        settings = cls(model=model, tools=_coerce_tools(tools), **kwargs)
+        settings._check_approval()
+        return settings
+
+    def _check_approval(self) -> None:
+        if self.approval is None:
+            return
+        known = {t.name for t in self.all_tools}
+        unknown = sorted(set(self.approval.tools) - known)
+        if unknown:
+            raise ValueError(f"approval.tools: unknown tools {unknown}; known: {sorted(known)}")
+
+    @property
+    def all_tools(self) -> tuple[BaseTool, ...]:
+        """The user's tools plus tools the loop adds (e.g. ``write_todos``)."""
+        return self.tools + self.extra_tools
+
+    def for_run(self, context: Mapping[str, Any] | None) -> LoopSettings:
+        """These settings with a run's overrides applied and validated."""
+        if not context:
+            return self
+        key = tuple(sorted(context.items()))
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        resolved = self._apply(dict(context))
+        if len(self._cache) < 64:
+            self._cache[key] = resolved
+        return resolved
+
+    def _apply(self, context: dict[str, Any]) -> LoopSettings:
+        try:
+            overrides = RunOverrides(**context)
+        except ValidationError as exc:
+            raise ValueError(f"invalid run context (per-run overrides): {exc}") from exc
+        given = overrides.model_dump(exclude_unset=True)
+        changes: dict[str, Any] = {}
+        if "max_iterations" in given:
+            changes["max_iterations"] = given.pop("max_iterations")
+        for group, names in _GROUPS.items():
+            update = {n: given[n] for n in names if n in given}
+            if not update:
+                continue
+            current = getattr(self, group)
+            if current is None and group != "budget_pressure":
+                raise ValueError(f"{sorted(update)}: {group} is disabled for this graph")
+            base = current.model_dump() if current is not None else {}
+            model_cls = type(current) if current is not None else BudgetPressure
+            try:
+                changes[group] = model_cls(**{**base, **update})
+            except ValidationError as exc:
+                raise ValueError(f"invalid run context for {group}: {exc}") from exc
+        return replace(self, **changes, _cache={})

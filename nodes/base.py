@@ -1,0 +1,70 @@
+"""The shape every node shares: logic written once, thin sync/async wrappers.
+
+Example:
+    >>> from graph.scripted import ScriptedChatModel
+    >>> from graph.settings import LoopSettings
+    >>> class Echo(LoopNode):
+    ...     name = "echo"
+    ...     def logic(self, state, config, runtime):
+    ...         yield from ()
+    ...         return {"iteration": state["iteration"] + 1}
+    >>> node = Echo(LoopSettings.build(ScriptedChatModel()))
+    >>> node.invoke({"iteration": 1}, {}, None)
+    {'iteration': 2}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph._internal._runnable import RunnableCallable
+from langgraph.runtime import Runtime
+
+from graph.effects import Logic, run_async, run_sync
+from graph.settings import LoopSettings
+from graph.state import LoopContext, LoopState
+
+__all__ = ["LoopNode", "emit"]
+
+
+def emit(runtime: Runtime[LoopContext] | None, event: str, **data: Any) -> None:
+    """Send a ``custom`` stream event (no-op when nobody streams custom events)."""
+    if runtime is not None and runtime.stream_writer is not None:
+        runtime.stream_writer({"event": event, **data})
+
+
+class LoopNode:
+    """A graph node: ``logic`` is a generator of effects returning a state update."""
+
+    name = "node"
+
+    def __init__(self, settings: LoopSettings) -> None:
+        self.settings = settings
+
+    def run_settings(self, runtime: Runtime[LoopContext] | None) -> LoopSettings:
+        """The settings with this run's overrides (runtime context) applied."""
+        context = runtime.context if runtime is not None else None
+        return self.settings.for_run(context if isinstance(context, dict) else None)
+
+    def logic(
+        self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
+    ) -> Logic:
+        """The node's behaviour; override in subclasses."""
+        raise NotImplementedError
+
+    def invoke(
+        self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext]
+    ) -> Any:
+        """Sync entry point."""
+        return run_sync(self.logic(state, config, runtime))
+
+    async def ainvoke(
+        self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext]
+    ) -> Any:
+        """Async entry point."""
+        return await run_async(self.logic(state, config, runtime))
+
+    def as_runnable(self) -> RunnableCallable:
+        """The node as LangGraph runs it (sync and async)."""
+        return RunnableCallable(self.invoke, self.ainvoke, name=self.name)

@@ -1,0 +1,137 @@
+"""Inner limits as pure decisions: model calls, tool calls, tokens, time, graph steps.
+
+A *guard* is a dict describing why a run must stop: ``{"guard": "limits",
+"reason": <StopReason value>, "limit": ..., "value": ...}``.
+
+LangGraph's recursion limit is handled with ``RemainingSteps``: a node that sees
+``remaining`` may still schedule ``remaining - 1`` steps. The loop continues only
+while the steps to finish cleanly (answer pending calls, final answer, router)
+would still fit after the next round, so ``GraphRecursionError`` never escapes.
+
+Example:
+    >>> from graph.scripted import ScriptedChatModel
+    >>> from graph.settings import LoopSettings
+    >>> from graph.config import Limits
+    >>> s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=100))
+    >>> check_limits({"usage": {"total_tokens": 150}}, s, has_calls=True)["reason"]
+    'token_budget'
+    >>> finish_steps(s), can_continue_round(9, s, gated=False), can_continue_round(8, s, gated=False)
+    (3, True, False)
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from graph.settings import LoopSettings
+from graph.state import LoopState
+from graph.stop import StopReason
+
+__all__ = [
+    "can_continue_round",
+    "can_start_pass",
+    "check_limits",
+    "finish_steps",
+    "pressure_due",
+    "stop_answer_text",
+    "stop_instruction",
+]
+
+Guard = dict[str, Any]
+
+
+def _guard(reason: StopReason, limit: Any, value: Any) -> Guard:
+    return {"guard": "limits", "reason": reason.value, "limit": limit, "value": value}
+
+
+def finish_steps(settings: LoopSettings) -> int:
+    """Graph steps needed after a stop decision: [compaction] model, detector, router."""
+    if not settings.limits.final_answer:
+        return 1
+    return 3 + (1 if settings.compaction is not None else 0)
+
+
+def _model_steps(settings: LoopSettings) -> int:
+    return 1 + (1 if settings.compaction is not None else 0)
+
+
+def can_continue_round(remaining: int | None, settings: LoopSettings, *, gated: bool) -> bool:
+    """At ``loop_detector``: may the tools run and the model be called again?"""
+    if remaining is None:
+        return True
+    round_steps = (1 if gated else 0) + 1 + _model_steps(settings) + 1
+    return remaining - 1 >= round_steps + finish_steps(settings)
+
+
+def can_start_pass(remaining: int | None, settings: LoopSettings) -> bool:
+    """At ``router``: may another pass start?"""
+    if remaining is None:
+        return True
+    return remaining - 1 >= _model_steps(settings) + 1 + finish_steps(settings)
+
+
+def check_limits(
+    state: LoopState,
+    settings: LoopSettings,
+    *,
+    has_calls: bool,
+    gated: bool = False,
+    now: float | None = None,
+) -> Guard | None:
+    """The first limit a model reply hits, or None (checked in ``loop_detector``)."""
+    limits = settings.limits
+    total = (state.get("usage") or {}).get("total_tokens", 0)
+    if limits.token_budget is not None and total > limits.token_budget:
+        return _guard(StopReason.TOKEN_BUDGET, limits.token_budget, total)
+    started = (state.get("run") or {}).get("started_at")
+    if limits.max_duration_s is not None and started is not None:
+        elapsed = (time.time() if now is None else now) - started
+        if elapsed >= limits.max_duration_s:
+            return _guard(StopReason.TIMEOUT, limits.max_duration_s, round(elapsed, 3))
+    if not has_calls:
+        return None
+    calls = (state.get("pass_info") or {}).get("model_calls", 0)
+    if limits.max_model_calls is not None and calls >= limits.max_model_calls:
+        return _guard(StopReason.MAX_MODEL_CALLS, limits.max_model_calls, calls)
+    done = (state.get("run") or {}).get("tool_calls", 0)
+    if limits.max_tool_calls is not None and done >= limits.max_tool_calls:
+        return _guard(StopReason.MAX_TOOL_CALLS, limits.max_tool_calls, done)
+    remaining = state.get("remaining_steps")
+    if not can_continue_round(remaining, settings, gated=gated):
+        return _guard(StopReason.STEP_LIMIT, "recursion_limit", remaining)
+    return None
+
+
+def pressure_due(state: LoopState, settings: LoopSettings) -> bool:
+    """True when the budget-pressure notice should be queued now (once per run)."""
+    pressure, budget = settings.budget_pressure, settings.limits.token_budget
+    if pressure is None or budget is None:
+        return False
+    if (state.get("run") or {}).get("pressure_queued"):
+        return False
+    total = (state.get("usage") or {}).get("total_tokens", 0)
+    return total >= pressure.threshold * budget
+
+
+_EXPLAIN = {
+    "max_model_calls": "the model-call limit of this pass was reached",
+    "max_tool_calls": "the tool-call limit of this run was reached",
+    "token_budget": "the token budget of this run is spent",
+    "timeout": "the time limit of this run is spent",
+    "step_limit": "the graph's step limit (recursion_limit) is nearly reached",
+    "loop_detected": "a runaway tool loop was detected",
+}
+
+
+def stop_answer_text(guard: Guard) -> str:
+    """The error ToolMessage text for calls a stop left unanswered."""
+    why = guard.get("detail") or _EXPLAIN.get(str(guard.get("reason")), str(guard.get("reason")))
+    return f"Error: not executed: the run was stopped because {why}."
+
+
+def stop_instruction(guard: Guard) -> str:
+    """The notice the final-answer call sees."""
+    why = _EXPLAIN.get(str(guard.get("reason")), str(guard.get("reason")))
+    return (f"The run has been stopped because {why}. Tools are no longer available. "
+            "Summarize what you have done so far and give your best final answer now.")

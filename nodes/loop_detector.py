@@ -1,0 +1,117 @@
+"""The ``loop_detector`` node: judge every model reply before any tool runs.
+
+It enforces the inner limits (model calls per pass, tool calls per run, token
+budget, time, graph steps), feeds the reply to the loop-detection layers, queues
+warnings in the deferred-notice queue (never between an AIMessage and its
+ToolMessages), and on a stop answers every pending call of the reply with an error
+ToolMessage, so the stored thread stays provider-valid whatever happens next.
+
+Example:
+    >>> from langchain_core.messages import AIMessage
+    >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
+    >>> [m.status for m in stop_answers(ai, {"reason": "loop_detected"})]
+    ['error']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
+
+from graph.effects import Logic
+from graph.notices import queue_notice
+from graph.pairing import call_ids
+from graph.settings import LoopSettings
+from graph.state import LoopContext, LoopState
+from graph.stop import StopReason
+from nodes.base import LoopNode, emit
+from nodes.detection import observe
+from nodes.limits import check_limits, pressure_due, stop_answer_text
+
+__all__ = ["LoopDetectorNode", "previous_results", "stop_answers"]
+
+
+def stop_answers(ai: AIMessage, guard: dict[str, Any]) -> list[ToolMessage]:
+    """One error ToolMessage per call (valid or malformed) of a stopped reply."""
+    text = stop_answer_text(guard)
+    names = {c.get("id"): c.get("name") for c in [*ai.tool_calls, *ai.invalid_tool_calls]}
+    return [ToolMessage(text, tool_call_id=i, name=names.get(i), status="error")
+            for i in call_ids(ai)]
+
+
+def previous_results(messages: Sequence[BaseMessage]) -> list[ToolMessage]:
+    """The ToolMessages of the round before the newest reply (scans the tail only)."""
+    out: list[ToolMessage] = []
+    for msg in reversed(messages[:-1]):
+        if isinstance(msg, ToolMessage):
+            out.append(msg)
+        elif isinstance(msg, AIMessage):
+            break
+    out.reverse()
+    return out
+
+
+def _gated(ai: AIMessage, settings: LoopSettings) -> bool:
+    approval = settings.approval
+    return approval is not None and any(c["name"] in approval.tools for c in ai.tool_calls)
+
+
+class LoopDetectorNode(LoopNode):
+    """Limits, loop detection, warnings and clean stops (see module docstring)."""
+
+    name = "loop_detector"
+
+    def logic(
+        self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
+    ) -> Logic:
+        yield from ()
+        settings = self.run_settings(runtime)
+        messages = state.get("messages") or []
+        ai = messages[-1] if messages else None
+        if state.get("stop_reason") is not None or not isinstance(ai, AIMessage):
+            return {}
+        run: dict[str, Any] = dict(state.get("run") or {})
+        has_calls = bool(call_ids(ai))
+        guard = check_limits(state, settings, has_calls=has_calls, gated=_gated(ai, settings))
+        update: dict[str, Any] = {}
+        notices = list(state.get("pending_notices") or [])
+        if guard is None and has_calls and settings.loop_detection is not None:
+            obs = observe(state.get("detector") or {}, ai, previous_results(messages),
+                          settings.loop_detection)
+            update["detector"] = obs.state
+            guard = obs.stop
+            for key, text in obs.warnings:
+                notices = queue_notice(notices, run=run["id"], key=key, text=text, source="loop")
+                emit(runtime, "loop_warning", key=key, text=text)
+        if guard is None and pressure_due(state, settings):
+            run["pressure_queued"] = True
+            pressure = settings.budget_pressure
+            assert pressure is not None
+            notices = queue_notice(notices, run=run["id"], key="budget_pressure",
+                                   text=pressure.instruction, source="budget_pressure")
+            emit(runtime, "budget_pressure", usage=state.get("usage"))
+        if guard is not None:
+            update.update(self._stop(ai, guard, run, has_calls))
+            emit(runtime, "stop", **{k: v for k, v in guard.items() if k != "guard"},
+                 guard=guard.get("guard"))
+        if notices != list(state.get("pending_notices") or []):
+            update["pending_notices"] = notices
+        if run != state.get("run"):
+            update["run"] = run
+        return update
+
+    @staticmethod
+    def _stop(
+        ai: AIMessage, guard: dict[str, Any], run: dict[str, Any], has_calls: bool
+    ) -> dict[str, Any]:
+        run["guard"] = guard
+        if not has_calls:
+            run["finalized"] = True  # the reply is already text: no final call needed
+        update: dict[str, Any] = {"stop_reason": StopReason(guard["reason"])}
+        if has_calls:
+            update["messages"] = stop_answers(ai, guard)
+        return update

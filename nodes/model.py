@@ -1,0 +1,181 @@
+"""The ``model`` node: deliver queued notices, build the request, call the model.
+
+Order of work in one step:
+1. a stop decided earlier (or the time cap, checked here between steps) turns the
+   call into the *final answer* call: no tools bound, tool calls in the reply are
+   not executed (they are moved to ``response_metadata`` so the transcript stays
+   provider-valid);
+2. the deferred-notice queue of this run is drained into ONE
+   ``HumanMessage(name="loop_warning")`` appended after the ToolMessages;
+3. the request is built (system prompt, fresh-context window, tool filter) and the
+   model is called; usage and the pass's model-call count are recorded.
+
+If the model raises, nothing is written: queued notices stay queued for the retry.
+
+Example:
+    >>> from langchain_core.messages import AIMessage
+    >>> reply = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
+    >>> final = without_tool_calls(reply)
+    >>> final.tool_calls, final.response_metadata["loopgraph_dropped_tool_calls"][0]["name"]
+    ([], 'f')
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.language_models import LanguageModelInput
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.runtime import Runtime
+
+from graph.effects import Call, Invoke, Logic
+from graph.notices import drain, queue_notice
+from graph.settings import LoopSettings
+from graph.state import LoopContext, LoopState, Usage, add_usage, usage_of
+from graph.stop import StopReason
+from nodes.base import LoopNode
+from nodes.limits import stop_instruction
+from nodes.request import build_request
+
+__all__ = ["ModelNode", "estimate_usage", "timed_out", "without_tool_calls"]
+
+
+def timed_out(state: LoopState, settings: LoopSettings, now: float | None = None) -> bool:
+    """True when the run's wall-clock cap is spent."""
+    cap = settings.limits.max_duration_s
+    started = (state.get("run") or {}).get("started_at")
+    if cap is None or started is None:
+        return False
+    return (time.time() if now is None else now) - started >= cap
+
+
+def without_tool_calls(message: AIMessage) -> AIMessage:
+    """The final answer as stored: tool calls it still asked for are not run."""
+    if not message.tool_calls and not message.invalid_tool_calls:
+        return message
+    dropped = [dict(c) for c in message.tool_calls] + [dict(c) for c in message.invalid_tool_calls]
+    kwargs = {k: v for k, v in message.additional_kwargs.items() if k != "tool_calls"}
+    return message.model_copy(
+        update={
+            "tool_calls": [],
+            "invalid_tool_calls": [],
+            "tool_call_chunks": [],
+            "additional_kwargs": kwargs,
+            "response_metadata": {
+                **message.response_metadata,
+                "loopgraph_dropped_tool_calls": dropped,
+            },
+        }
+    )
+
+
+def estimate_usage(request: Sequence[BaseMessage], reply: BaseMessage) -> Usage:
+    """Approximate usage for models that report none (only used for token budgets)."""
+    inp = count_tokens_approximately(list(request))
+    out = count_tokens_approximately([reply])
+    return {"input_tokens": inp, "output_tokens": out, "total_tokens": inp + out}
+
+
+class ModelNode(LoopNode):
+    """Call the agent's model (see module docstring)."""
+
+    name = "model"
+
+    def __init__(self, settings: LoopSettings) -> None:
+        super().__init__(settings)
+        tools = list(settings.all_tools)
+        self._bound_all: Runnable[LanguageModelInput, BaseMessage] = (
+            settings.model.bind_tools(tools) if tools else settings.model
+        )
+
+    def _bind(self, tools: Sequence[BaseTool] | None) -> Runnable[LanguageModelInput, BaseMessage]:
+        if tools is None:
+            return self._bound_all
+        if not tools:
+            return self.settings.model
+        return self.settings.model.bind_tools(list(tools))
+
+    def _offered(self, state: LoopState, settings: LoopSettings) -> Logic:
+        """The tools offered to this call: all, or what ``tool_filter`` returns."""
+        yield from ()
+        if settings.tool_filter is None:
+            return None
+        chosen = yield Call(settings.tool_filter, (state, list(settings.all_tools)),
+                            name="tool_filter")
+        known = {t.name: t for t in settings.all_tools}
+        picked: list[BaseTool] = []
+        for item in chosen or []:
+            name = item if isinstance(item, str) else getattr(item, "name", None)
+            if name not in known:
+                raise ValueError(f"tool_filter returned an unknown tool: {item!r}")
+            picked.append(known[name])
+        return picked
+
+    def logic(
+        self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
+    ) -> Logic:
+        settings = self.run_settings(runtime)
+        run: dict[str, Any] = dict(state.get("run") or {})
+        update: dict[str, Any] = {}
+        stop = state.get("stop_reason")
+        if stop is None and timed_out(state, settings):
+            stop = StopReason.TIMEOUT
+            run["guard"] = {"guard": "limits", "reason": stop.value}
+            update.update(stop_reason=stop, run=run)
+        final = stop is not None
+        if final and (run.get("finalized") or not settings.limits.final_answer):
+            return update
+        pending = list(state.get("pending_notices") or [])
+        if final:
+            guard = run.get("guard") or {"reason": str(stop)}
+            pending = queue_notice(pending, run=str(run.get("id")), key="stop",
+                                   text=stop_instruction(guard), source="stop")
+        notice, remaining = drain(pending, run=str(run.get("id")))
+        extra: list[BaseMessage] = [notice] if notice is not None else []
+        offered = None if final else (yield from self._offered(state, settings))
+        request = build_request(state, settings, extra)
+        runnable = self._bind([] if final else offered)
+        reply = yield Invoke(runnable, request, config)
+        if not isinstance(reply, AIMessage):
+            raise TypeError(f"model returned {type(reply).__name__}, expected an AIMessage")
+        if final:
+            reply = without_tool_calls(reply)
+            run["finalized"] = True
+        return {**update, **self._record(state, settings, request, reply, extra, run, offered,
+                                         had_notices=bool(pending),
+                                         remaining=remaining)}
+
+    def _record(
+        self,
+        state: LoopState,
+        settings: LoopSettings,
+        request: list[BaseMessage],
+        reply: AIMessage,
+        extra: list[BaseMessage],
+        run: dict[str, Any],
+        offered: Sequence[BaseTool] | None,
+        *,
+        had_notices: bool,
+        remaining: list[Any],
+    ) -> dict[str, Any]:
+        usage = usage_of(reply)
+        if usage is None and settings.limits.token_budget is not None:
+            usage = estimate_usage(request, reply)
+        pass_info: dict[str, Any] = dict(state.get("pass_info") or {})
+        pass_info["model_calls"] = pass_info.get("model_calls", 0) + 1
+        pass_info["usage"] = add_usage(pass_info.get("usage"), usage)
+        pass_info["offered"] = None if offered is None else [t.name for t in offered]
+        update: dict[str, Any] = {
+            "messages": [*extra, reply],
+            "usage": add_usage(state.get("usage"), usage),
+            "pass_info": pass_info,
+            "run": run,
+        }
+        if had_notices:
+            update["pending_notices"] = remaining
+        return update

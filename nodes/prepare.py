@@ -1,0 +1,92 @@
+"""The ``prepare`` node: start a run with fresh per-run counters.
+
+It validates the run's overrides, gives the run an id, resets every per-run key
+(``iteration``, ``iterations``, ``usage``, ``judge_usage``, ``progress``, the loop
+detector's window, the fresh-context baseline), drops notices left by earlier runs,
+and repairs a thread whose last AIMessage still has unanswered tool calls (a run
+abandoned at an approval pause) so the next request stays provider-valid.
+
+Example:
+    >>> from langchain_core.messages import AIMessage, HumanMessage
+    >>> msgs = [AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a"),
+    ...         HumanMessage("new question", id="h")]
+    >>> [type(m).__name__ for m in repair_dangling(msgs)]
+    ['RemoveMessage', 'ToolMessage', 'HumanMessage']
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
+
+from graph.effects import Call, Logic
+from graph.pairing import unanswered_tail
+from graph.state import RESET, LoopContext, LoopState, new_usage
+from nodes.base import LoopNode
+from nodes.records import new_pass
+
+__all__ = ["PrepareNode", "repair_dangling"]
+
+CANCELLED = "Error: this call was not executed: the run that requested it ended first."
+
+
+def repair_dangling(messages: Sequence[BaseMessage]) -> list[Any]:
+    """Writes that answer the last AIMessage's unanswered calls before newer messages."""
+    index, missing = unanswered_tail(messages)
+    if not missing:
+        return []
+    later = [m for m in messages[index + 1 :] if not isinstance(m, ToolMessage)]
+    answers = [ToolMessage(CANCELLED, tool_call_id=c, status="error") for c in missing]
+    return [RemoveMessage(id=str(m.id)) for m in later] + answers + later
+
+
+class PrepareNode(LoopNode):
+    """Start a run (see module docstring)."""
+
+    name = "prepare"
+
+    def logic(
+        self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
+    ) -> Logic:
+        settings = self.run_settings(runtime)  # validates per-run overrides up front
+        messages = state.get("messages") or []
+        request = messages[-1] if messages else None
+        now = time.time()
+        update: dict[str, Any] = {
+            "run": {
+                "id": uuid.uuid4().hex,
+                "started_at": now,
+                "request_id": request.id if request is not None else None,
+                "tool_calls": 0,
+                "auto_rounds": 0,
+                "finalized": False,
+                "pressure_queued": False,
+                "guard": None,
+                "last_input": [request] if request is not None else None,
+            },
+            "pass_info": new_pass(request.id if request is not None else None, now=now),
+            "iteration": 1,
+            "iterations": [],
+            "usage": new_usage(),
+            "judge_usage": new_usage(),
+            "progress": [],
+            "pending_notices": [],
+            "verdict": None,
+            "stop_reason": None,
+            "structured_response": None,
+            "call_log": RESET,
+            "detector": {},
+        }
+        repairs = repair_dangling(messages)
+        if repairs:
+            update["messages"] = repairs
+        hook = settings.hooks.on_iteration_start
+        if hook is not None:
+            yield Call(hook, ({**state, **update},), name="hooks.on_iteration_start")
+        return update

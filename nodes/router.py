@@ -1,0 +1,190 @@
+"""The ``router`` node: the one place that ends a pass, records it, and decides.
+
+Every path to the end of a run goes through here: natural pass ends (continue or
+stop) and stops decided elsewhere (limits, loop detector), so every pass gets its
+record and undelivered notices are dropped when a run ends.
+
+Deciding at the end of a pass (``decide``): with neither a predicate nor a judge the
+first natural completion ends the run (``completed``). On the capped pass neither
+is asked (``max_iterations``). The predicate is asked first; if it asks to continue
+the loop continues; if it says stop, the judge (when configured) decides.
+
+Example:
+    >>> decide(iteration=1, max_iterations=10, has_condition=False, predicate=None, verdict=None)
+    (<StopReason.COMPLETED: 'completed'>, None)
+    >>> decide(iteration=2, max_iterations=5, has_condition=True, predicate=(True, "more"),
+    ...        verdict=None)
+    (None, 'more')
+    >>> decide(iteration=5, max_iterations=5, has_condition=True, predicate=None, verdict=None)
+    (<StopReason.MAX_ITERATIONS: 'max_iterations'>, None)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
+
+from graph.effects import Call, Logic
+from graph.settings import LoopSettings
+from graph.state import LoopContext, LoopState
+from graph.stop import StopReason
+from nodes.base import LoopNode, emit
+from nodes.limits import can_start_pass
+from nodes.records import answer_text, build_record, calls_of_pass, last_ai, new_pass, shorten
+
+__all__ = ["CONTINUE_NAME", "DEFAULT_CONTINUE", "RouterNode", "decide", "normalize_predicate"]
+
+CONTINUE_NAME = "loop_continue"
+DEFAULT_CONTINUE = "Continue working on the task. If it is complete, say so."
+
+
+def normalize_predicate(result: Any) -> tuple[bool, str | None]:
+    """``should_continue`` may return a bool or ``(bool, feedback)``."""
+    if isinstance(result, tuple) and len(result) == 2:
+        go, feedback = result
+        return bool(go), None if feedback is None else str(feedback)
+    if isinstance(result, bool):
+        return result, None
+    raise TypeError(f"should_continue must return bool or (bool, feedback), got {result!r}")
+
+
+def decide(
+    *,
+    iteration: int,
+    max_iterations: int | None,
+    has_condition: bool,
+    predicate: tuple[bool, str | None] | None,
+    verdict: dict[str, Any] | None,
+) -> tuple[StopReason | None, str | None]:
+    """Stop reason (None = continue) and the feedback for the next pass."""
+    if not has_condition:
+        return StopReason.COMPLETED, None
+    if max_iterations is not None and iteration >= max_iterations:
+        return StopReason.MAX_ITERATIONS, None
+    if predicate is not None and predicate[0]:
+        return None, predicate[1]
+    if verdict is not None:
+        if verdict.get("answered"):
+            return StopReason.COMPLETED, None
+        return None, verdict.get("reasoning") or None
+    return StopReason.COMPLETED, predicate[1] if predicate else None
+
+
+def continuation_text(feedback: str | None, progress: list[str], inject: bool) -> str:
+    """The default continuation message."""
+    parts = []
+    if inject and progress:
+        parts.append("Progress so far:\n" + "\n".join(f"{i}. {p}" for i, p in
+                                                    enumerate(progress, 1)))
+    if feedback:
+        parts.append(f"Feedback: {feedback}")
+    parts.append(DEFAULT_CONTINUE)
+    return "\n\n".join(parts)
+
+
+class RouterNode(LoopNode):
+    """Record the pass; continue with a continuation message or end the run."""
+
+    name = "router"
+
+    def _predicate(self, state: LoopState, settings: LoopSettings) -> Logic:
+        yield from ()
+        stored = (state.get("pass_info") or {}).get("predicate")
+        if stored is not None:
+            return bool(stored["continue"]), stored.get("feedback")
+        if settings.should_continue is None:
+            return None
+        result = yield Call(settings.should_continue, (state,), name="should_continue")
+        return normalize_predicate(result)
+
+    def _decision(self, state: LoopState, settings: LoopSettings) -> Logic:
+        yield from ()
+        iteration = state.get("iteration", 1)
+        has_condition = settings.should_continue is not None or settings.judge is not None
+        capped = settings.max_iterations is not None and iteration >= settings.max_iterations
+        predicate = None
+        if has_condition and not capped:
+            predicate = yield from self._predicate(state, settings)
+        verdict = state.get("verdict") if settings.judge is not None else None
+        stop, feedback = decide(iteration=iteration, max_iterations=settings.max_iterations,
+                                has_condition=has_condition, predicate=predicate,
+                                verdict=verdict)
+        if stop is None and not can_start_pass(state.get("remaining_steps"), settings):
+            stop = StopReason.STEP_LIMIT
+        return stop, feedback
+
+    def _feedback(self, state: LoopState, settings: LoopSettings, feedback: str | None) -> Logic:
+        yield from ()
+        if settings.record_feedback is not None:
+            entry = yield Call(settings.record_feedback, (state, feedback), name="record_feedback")
+            return None if entry is None else str(entry)
+        return shorten(answer_text(last_ai(state.get("messages") or [])), 300) or None
+
+    def logic(
+        self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
+    ) -> Logic:
+        settings = self.run_settings(runtime)
+        stop = state.get("stop_reason")
+        feedback: str | None = None
+        if stop is None:
+            stop, feedback = yield from self._decision(state, settings)
+        entry = yield from self._feedback(state, settings, feedback)
+        progress = list(state.get("progress") or []) + ([entry] if entry else [])
+        run: dict[str, Any] = dict(state.get("run") or {})
+        record = build_record(
+            iteration=state.get("iteration", 1), pass_info=state.get("pass_info") or {},
+            calls=calls_of_pass(state.get("call_log") or [], state.get("iteration", 1)),
+            answer=answer_text(last_ai(state.get("messages") or [])), feedback=entry,
+            verdict=state.get("verdict") if settings.judge is not None else None,
+            guard=run.get("guard") if stop is not None else None,
+        )
+        view: LoopState = {**state, "progress": progress}  # type: ignore[typeddict-item]
+        hook = settings.hooks.on_iteration_end
+        if hook is not None:
+            ended = yield Call(hook, (record, view), name="hooks.on_iteration_end")
+            if ended is True and stop is None:
+                stop = StopReason.TERMINATED
+                record["guard"] = {"guard": "hooks", "reason": stop.value}
+        emit(runtime, "iteration_end", record=record)
+        update: dict[str, Any] = {"iterations": [*(state.get("iterations") or []), record],
+                                  "progress": progress}
+        if stop is not None:
+            update.update(stop_reason=stop, pending_notices=[])
+            return update
+        continuation = yield from self._continuation(view, settings, feedback)
+        next_pass = new_pass(continuation.id)
+        update.update(messages=[continuation], iteration=state.get("iteration", 1) + 1,
+                      pass_info=next_pass, verdict=None)
+        run["last_input"] = [continuation]
+        update["run"] = run
+        hook = settings.hooks.on_iteration_start
+        if hook is not None:
+            yield Call(hook, ({**view, **update},), name="hooks.on_iteration_start")
+        return update
+
+    def _continuation(self, state: LoopState, settings: LoopSettings,
+                      feedback: str | None) -> Logic:
+        yield from ()
+        text: str | None
+        if settings.prompt_factory is not None:
+            text = yield Call(settings.prompt_factory, (state,), name="prompt_factory")
+        elif settings.next_message is not None:
+            text = yield Call(settings.next_message, (state, feedback), name="next_message")
+            if text is None:
+                previous = (state.get("run") or {}).get("last_input") or []
+                text = answer_text(previous[0]) if previous else DEFAULT_CONTINUE
+        else:
+            inject = settings.inject_progress and not settings.fresh_context
+            text = continuation_text(feedback, list(state.get("progress") or []), inject)
+        message = HumanMessage(str(text), name=CONTINUE_NAME)
+        message.id = message.id or _new_id()
+        return message
+
+
+def _new_id() -> str:
+    import uuid
+
+    return uuid.uuid4().hex

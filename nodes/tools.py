@@ -1,0 +1,216 @@
+"""The ``tools`` node: execute the calls of the last AIMessage.
+
+Calls run concurrently when the model asked for several (a single call runs inline:
+no thread pool). Every call gets exactly one ToolMessage, in the order of the
+calls: exceptions, unknown tools, invalid or malformed arguments, tools hidden by
+the tool filter and calls beyond ``Limits.max_tool_calls`` become
+``ToolMessage(status="error")`` with a useful text. Tools may return a ``Command``
+(its state update is applied) and may take the injected tool-call id.
+
+Example:
+    >>> plan_calls(
+    ...     [{"name": "a", "args": {}, "id": "1"}, {"name": "zz", "args": {}, "id": "2"}],
+    ...     known={"a"}, offered=None, allowance=None,
+    ... )
+    [('run', None), ('refuse', "Error: unknown tool 'zz'. Available tools: a.")]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.errors import GraphBubbleUp
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from graph.effects import Call, Logic, Parallel
+from graph.pairing import unanswered_tail
+from graph.settings import LoopSettings
+from graph.state import CallRecord, LoopContext, LoopState
+from graph.stop import StopReason
+from nodes.base import LoopNode, emit
+
+__all__ = ["ToolsNode", "cap_output", "plan_calls", "result_hash"]
+
+Plan = tuple[str, str | None]
+
+
+def plan_calls(
+    calls: Sequence[dict[str, Any]],
+    *,
+    known: set[str],
+    offered: Iterable[str] | None,
+    allowance: int | None,
+) -> list[Plan]:
+    """Decide per call: ``("run", None)`` or ``("refuse", error text)``."""
+    allowed = None if offered is None else set(offered)
+    left = allowance
+    plans: list[Plan] = []
+    for call in calls:
+        name = call.get("name")
+        if name not in known:
+            plans.append(("refuse", f"Error: unknown tool {name!r}. "
+                                    f"Available tools: {', '.join(sorted(known)) or 'none'}."))
+        elif allowed is not None and name not in allowed:
+            plans.append(("refuse", f"Error: tool {name!r} is not available at this point "
+                                    "of the task; it was not run."))
+        elif left is not None and left <= 0:
+            plans.append(("refuse", "Error: tool call limit for this run reached; "
+                                    "this call was not run."))
+        else:
+            left = None if left is None else left - 1
+            plans.append(("run", None))
+    return plans
+
+
+def cap_output(content: Any, limit: int | None) -> Any:
+    """Cut a string output longer than ``limit`` characters, saying so."""
+    if limit is None or not isinstance(content, str) or len(content) <= limit:
+        return content
+    return (content[:limit] + f"\n\n[output truncated: {len(content)} characters, "
+            f"the first {limit} are shown]")
+
+
+def result_hash(content: Any) -> str:
+    """A short hash of a tool result (what the loop detector compares)."""
+    return hashlib.sha1(repr(content).encode()).hexdigest()[:12]
+
+
+def _error_message(call: dict[str, Any], text: str) -> ToolMessage:
+    return ToolMessage(text, tool_call_id=str(call.get("id")), name=call.get("name"),
+                       status="error")
+
+
+def _describe(exc: Exception, call: dict[str, Any]) -> str:
+    kind = type(exc).__name__
+    if kind == "ValidationError":
+        return f"Error: invalid arguments for tool {call.get('name')!r}: {exc}"
+    return f"Error: tool {call.get('name')!r} raised {kind}: {exc}"
+
+
+def _outcome(result: Any, call: dict[str, Any], started: float) -> tuple[Any, float]:
+    return result, round(time.perf_counter() - started, 6)
+
+
+def _runners(tool: BaseTool, call: dict[str, Any], config: RunnableConfig) -> Any:
+    def run() -> tuple[Any, float]:
+        started = time.perf_counter()
+        try:
+            result = tool.invoke({**call, "type": "tool_call"}, config)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # noqa: BLE001 - becomes an error ToolMessage
+            result = _error_message(call, _describe(exc, call))
+        return _outcome(result, call, started)
+
+    async def arun() -> tuple[Any, float]:
+        started = time.perf_counter()
+        try:
+            result = await tool.ainvoke({**call, "type": "tool_call"}, config)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # noqa: BLE001 - becomes an error ToolMessage
+            result = _error_message(call, _describe(exc, call))
+        return _outcome(result, call, started)
+
+    return run, arun
+
+
+class ToolsNode(LoopNode):
+    """Execute the pending tool calls (see module docstring)."""
+
+    name = "tools"
+
+    def __init__(self, settings: LoopSettings) -> None:
+        super().__init__(settings)
+        self.by_name = {t.name: t for t in settings.all_tools}
+
+    def logic(
+        self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
+    ) -> Logic:
+        settings = self.run_settings(runtime)
+        messages = state.get("messages") or []
+        index, pending = unanswered_tail(messages)
+        ai = messages[index] if index >= 0 else None
+        if not isinstance(ai, AIMessage) or not pending:
+            return {}
+        run: dict[str, Any] = dict(state.get("run") or {})
+        calls: list[dict[str, Any]] = [dict(c) for c in ai.tool_calls if c.get("id") in pending]
+        invalid: list[dict[str, Any]] = [
+            dict(c) for c in ai.invalid_tool_calls if c.get("id") in pending
+        ]
+        cap = settings.limits.max_tool_calls
+        allowance = None if cap is None else cap - run.get("tool_calls", 0)
+        offered = (state.get("pass_info") or {}).get("offered")
+        plans = plan_calls(calls, known=set(self.by_name), offered=offered, allowance=allowance)
+        runnable = [c for c, (action, _) in zip(calls, plans, strict=True) if action == "run"]
+        outcomes = yield Parallel([_runners(self.by_name[c["name"]], c, config)
+                                   for c in runnable])
+        results: dict[str, tuple[Any, float]] = dict(zip([c["id"] for c in runnable], outcomes, strict=True))
+        update = self._assemble(state, settings, calls, plans, results, invalid)
+        run["tool_calls"] = run.get("tool_calls", 0) + len(runnable)
+        update["run"] = run
+        if cap is not None and run["tool_calls"] >= cap and state.get("stop_reason") is None:
+            update["stop_reason"] = StopReason.MAX_TOOL_CALLS
+            run["guard"] = {"guard": "limits", "reason": "max_tool_calls", "limit": cap}
+            emit(runtime, "stop", reason="max_tool_calls", limit=cap)
+        hook = settings.hooks.on_tool_call
+        for record in update["call_log"]:
+            emit(runtime, "tool_call", **record)
+            if hook is not None:
+                yield Call(hook, (dict(record),), name="hooks.on_tool_call")
+        return update
+
+    def _assemble(
+        self,
+        state: LoopState,
+        settings: LoopSettings,
+        calls: Sequence[dict[str, Any]],
+        plans: Sequence[Plan],
+        results: dict[str, tuple[Any, float]],
+        invalid: Sequence[dict[str, Any]],
+    ) -> dict[str, Any]:
+        iteration = state.get("iteration", 1)
+        limit = settings.limits.max_tool_output_chars
+        messages: list[Any] = []
+        records: list[CallRecord] = []
+        extra: dict[str, Any] = {}
+        for call, (action, error) in zip(calls, plans, strict=True):
+            if action == "run":
+                result, duration = results[call["id"]]
+                message = self._absorb(result, call, extra)
+            else:
+                message, duration = _error_message(call, str(error)), 0.0
+            message.content = cap_output(message.content, limit)
+            messages.append(message)
+            records.append({"name": call["name"], "args": dict(call.get("args") or {}),
+                            "status": "refused" if action != "run" else message.status,
+                            "duration_s": duration, "iteration": iteration,
+                            "result_hash": result_hash(message.content)})  # type: ignore[typeddict-unknown-key]
+        for bad in invalid:
+            text = (f"Error: the arguments of this call to {bad.get('name')!r} are not valid "
+                    f"JSON ({bad.get('error') or 'could not be parsed'}); it was not run.")
+            messages.append(_error_message(bad, text))
+            records.append({"name": str(bad.get("name")), "args": {"raw": bad.get("args")},
+                            "status": "invalid", "duration_s": 0.0, "iteration": iteration})
+        return {**extra, "messages": messages, "call_log": records}
+
+    @staticmethod
+    def _absorb(result: Any, call: dict[str, Any], extra: dict[str, Any]) -> ToolMessage:
+        """A tool's ToolMessage; a ``Command`` result also updates state."""
+        if isinstance(result, ToolMessage):
+            return result
+        if isinstance(result, Command) and isinstance(result.update, dict):
+            update = dict(result.update)
+            found = [m for m in update.pop("messages", []) if isinstance(m, ToolMessage)]
+            extra.update(update)
+            if found:
+                return found[0]
+            return ToolMessage("ok", tool_call_id=str(call["id"]), name=call["name"])
+        return ToolMessage(str(result), tool_call_id=str(call["id"]), name=call["name"])

@@ -1,0 +1,26 @@
+"""Shared fixtures: scripted models, the pairing check applied to every request."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from graph.pairing import check_pairing
+from graph.scripted import ScriptedChatModel
+
+
+def assert_provider_valid(model: ScriptedChatModel) -> None:
+    """Every request the scripted model received satisfies the pairing rule."""
+    for i, request in enumerate(model.requests):
+        problems = check_pairing(request)
+        assert not problems, f"request {i} is not provider-valid: {problems}"
+
+
+@pytest.fixture
+def scripted() -> Iterator[list[ScriptedChatModel]]:
+    """Collects scripted models; checks all their requests after the test."""
+    models: list[ScriptedChatModel] = []
+    yield models
+    for model in models:
+        assert_provider_valid(model)
