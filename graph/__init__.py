@@ -9,7 +9,8 @@ Example:
     True
 """
 
-from graph.builder import create_loop_agent
+from typing import TYPE_CHECKING, Any
+
 from graph.config import (
     Approval,
     ArgPolicy,
@@ -24,6 +25,18 @@ from graph.config import (
 )
 from graph.state import LoopState
 from graph.stop import StopReason
+
+if TYPE_CHECKING:
+    from graph.builder import create_loop_agent
+
+
+def __getattr__(name: str) -> Any:
+    # The builder imports the nodes, which import graph's modules: load it lazily.
+    if name == "create_loop_agent":
+        from graph.builder import create_loop_agent
+
+        return create_loop_agent
+    raise AttributeError(f"module 'graph' has no attribute {name!r}")
 
 __all__ = [
     "Approval",

@@ -15,7 +15,7 @@ Example:
     >>> s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=100))
     >>> check_limits({"usage": {"total_tokens": 150}}, s, has_calls=True)["reason"]
     'token_budget'
-    >>> finish_steps(s), can_continue_round(9, s, gated=False), can_continue_round(8, s, gated=False)
+    >>> finish_steps(s), can_continue_round(7, s, gated=False), can_continue_round(6, s, gated=False)
     (3, True, False)
 """
 
