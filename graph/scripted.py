@@ -6,7 +6,8 @@ token chunks, reports deterministic usage, and records every request it receives
 Script items: a ``str`` (text answer), an ``AIMessage``, a list of ``(name, args)``
 pairs (parallel tool calls), an ``Exception`` (raised), or a callable
 ``(messages) -> item``. When the script runs out, ``default`` is used; without
-one the model raises a clear error.
+one the model raises a clear error. ``no_tools_reply`` (optional) answers requests
+that bind no tools, such as the loop's final-answer call, without using the script.
 
 Example:
     >>> from langchain_core.messages import HumanMessage
@@ -49,6 +50,7 @@ class ScriptedChatModel(BaseChatModel):
 
     script: list[Any] = Field(default_factory=list)
     default: Any = None
+    no_tools_reply: Any = None
     requests: list[list[BaseMessage]] = Field(default_factory=list)
     request_tools: list[list[str]] = Field(default_factory=list)
     report_usage: bool = True
@@ -78,7 +80,9 @@ class ScriptedChatModel(BaseChatModel):
         with self._lock:
             self.requests.append(list(messages))
             self.request_tools.append(tools)
-            if self._position < len(self.script):
+            if not tools and self.no_tools_reply is not None:
+                item = self.no_tools_reply
+            elif self._position < len(self.script):
                 item = self.script[self._position]
                 self._position += 1
             elif self.default is not None:

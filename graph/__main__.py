@@ -1,0 +1,7 @@
+"""``python -m graph`` runs the ``loopgraph`` command."""
+
+import sys
+
+from graph.cli import main
+
+sys.exit(main())

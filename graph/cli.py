@@ -1,0 +1,59 @@
+"""The ``loopgraph`` command: ``demo``, ``run``, ``show``, ``graph``.
+
+Example:
+    >>> parser().parse_args(["run", "hello", "--thread", "t1"]).thread
+    't1'
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+__all__ = ["DEFAULT_DB", "main", "parser"]
+
+DEFAULT_DB = Path(".loopgraph") / "threads.sqlite"
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command-line interface."""
+    p = argparse.ArgumentParser(prog="loopgraph", description="An agent loop as a LangGraph graph.")
+    sub = p.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="run the offline scripted scenarios")
+    demo.add_argument("scenarios", nargs="*", help="scenario keys (default: all)")
+    demo.add_argument("--db", type=Path, default=None, help="SQLite file (default: temporary)")
+    run = sub.add_parser("run", help="run a task with an OpenAI-compatible model")
+    run.add_argument("task")
+    run.add_argument("--thread", default=None, help="continue this thread id")
+    run.add_argument("--db", type=Path, default=DEFAULT_DB)
+    run.add_argument("--max-iterations", type=int, default=1)
+    show = sub.add_parser("show", help="show a stored thread")
+    show.add_argument("thread")
+    show.add_argument("--db", type=Path, default=DEFAULT_DB)
+    graph = sub.add_parser("graph", help="print the graph as Mermaid; --png to render")
+    graph.add_argument("--png", type=Path, default=None)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script and ``python -m graph``."""
+    args = parser().parse_args(argv)
+    console = Console()
+    from graph import commands
+
+    handler = {"demo": commands.demo, "run": commands.run, "show": commands.show,
+               "graph": commands.graph}[args.command]
+    try:
+        return handler(args, console)
+    except commands.UsageError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
+

@@ -1,0 +1,125 @@
+"""What each ``loopgraph`` subcommand does.
+
+Example:
+    >>> from rich.console import Console
+    >>> import argparse
+    >>> ns = argparse.Namespace(task="hi", thread=None, db=None, max_iterations=1)
+    >>> env = {}
+    >>> try:
+    ...     model_from_env(env)
+    ... except UsageError as exc:
+    ...     print("OPENAI_API_KEY" in str(exc))
+    True
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import tempfile
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.sqlite import SqliteSaver
+from rich.console import Console
+
+__all__ = ["UsageError", "demo", "graph", "model_from_env", "run", "show", "sqlite_saver"]
+
+
+class UsageError(Exception):
+    """A user-facing error: printed without a traceback, exit status 2."""
+
+
+@contextmanager
+def sqlite_saver(path: Path) -> Iterator[SqliteSaver]:
+    """The embedded default checkpointer: a SQLite file (created with its folder)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), check_same_thread=False)
+    try:
+        yield SqliteSaver(conn)
+    finally:
+        conn.close()
+
+
+def demo(args: argparse.Namespace, console: Console) -> int:
+    """Run the offline scenarios against a SQLite checkpointer."""
+    from graph.demos import all_scenarios
+
+    chosen = [s for s in all_scenarios() if not args.scenarios or s.key in args.scenarios]
+    if not chosen:
+        raise UsageError(f"no scenario named {args.scenarios}")
+    with tempfile.TemporaryDirectory() as tmp:
+        db = args.db or Path(tmp) / "demo.sqlite"
+        with sqlite_saver(db) as saver:
+            for scenario in chosen:
+                scenario.run(console, saver)
+    console.print(f"\n{len(chosen)} scenarios ran offline with the scripted demo model.")
+    return 0
+
+
+def model_from_env(env: Mapping[str, str]) -> BaseChatModel:
+    """ChatOpenAI from OPENAI_API_KEY / OPENAI_BASE_URL / LOOPGRAPH_MODEL."""
+    key, base = env.get("OPENAI_API_KEY"), env.get("OPENAI_BASE_URL")
+    if not key and not base:
+        raise UsageError(
+            "no model configured. Set OPENAI_API_KEY (and OPENAI_BASE_URL for a local "
+            "OpenAI-compatible server such as vLLM or Ollama; LOOPGRAPH_MODEL picks the "
+            "model). To try loopgraph offline, run `loopgraph demo`."
+        )
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(model=env.get("LOOPGRAPH_MODEL", "gpt-4o-mini"), api_key=key or "none",
+                      base_url=base, stream_usage=True, max_retries=2)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    """Run a task on a stored thread with live progress."""
+    from graph.builder import create_loop_agent
+    from graph.progress import run_with_progress
+
+    model = model_from_env(os.environ)
+    thread = args.thread or uuid.uuid4().hex[:8]
+    with sqlite_saver(args.db) as saver:
+        agent = create_loop_agent(model, checkpointer=saver, max_iterations=args.max_iterations)
+        config: dict[str, Any] = {"configurable": {"thread_id": thread}}
+        state = run_with_progress(agent, {"messages": [HumanMessage(args.task)]}, config, console)
+    console.print(state["messages"][-1].content if state.get("messages") else "")
+    console.print(f"thread={thread} stop_reason={state.get('stop_reason')} "
+                  f"tokens={(state.get('usage') or {}).get('total_tokens', 0)}", style="dim")
+    return 0
+
+
+def show(args: argparse.Namespace, console: Console) -> int:
+    """Print a stored thread: transcript, stop reason, per-pass records, usage."""
+    from graph.builder import create_loop_agent
+    from graph.demos.base import print_run
+    from graph.scripted import ScriptedChatModel
+
+    if not Path(args.db).exists():
+        raise UsageError(f"no thread store at {args.db}")
+    with sqlite_saver(args.db) as saver:
+        agent = create_loop_agent(ScriptedChatModel(), checkpointer=saver)
+        snapshot = agent.get_state({"configurable": {"thread_id": args.thread}})
+    if not snapshot.values:
+        raise UsageError(f"no thread {args.thread!r} in {args.db}")
+    print_run(console, f"thread {args.thread}", dict(snapshot.values))
+    return 0
+
+
+def graph(args: argparse.Namespace, console: Console) -> int:
+    """Print the graph as Mermaid text; ``--png FILE`` renders it offline."""
+    from graph.picture import example_agent, mermaid, render_png
+
+    agent = example_agent()
+    if args.png is None:
+        console.print(mermaid(agent), markup=False, highlight=False)
+        return 0
+    render_png(agent, args.png)
+    console.print(f"wrote {args.png}")
+    return 0

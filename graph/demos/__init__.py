@@ -1,0 +1,27 @@
+"""Offline demo scenarios for ``loopgraph demo`` (scripted models, SQLite threads).
+
+Each scenario module exposes ``SCENARIOS``: a list of ``Scenario``. Add a module and
+list it in ``MODULES`` to add scenarios.
+
+Example:
+    >>> [s.key for s in all_scenarios()][:2]
+    ['react', 'runaway']
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from graph.demos.base import Scenario
+
+__all__ = ["MODULES", "Scenario", "all_scenarios"]
+
+MODULES = ["graph.demos.core"]
+
+
+def all_scenarios() -> list[Scenario]:
+    """Every registered scenario, in order."""
+    out: list[Scenario] = []
+    for name in MODULES:
+        out.extend(importlib.import_module(name).SCENARIOS)
+    return out

@@ -1,0 +1,72 @@
+"""What a demo scenario is, and how it is printed.
+
+Example:
+    >>> from langchain_core.messages import AIMessage
+    >>> describe(AIMessage("", tool_calls=[{"name": "add", "args": {"a": 1}, "id": "c"}]))
+    'assistant  → add({"a": 1})'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from rich.console import Console
+
+__all__ = ["Scenario", "describe", "print_run"]
+
+
+@dataclass
+class Scenario:
+    """A named offline scenario: ``run(console, checkpointer)`` prints a transcript."""
+
+    key: str
+    title: str
+    run: Callable[[Console, Any], dict[str, Any]]
+    tags: list[str] = field(default_factory=list)
+
+
+def _text(content: Any, limit: int = 160) -> str:
+    text = content if isinstance(content, str) else json.dumps(content, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def describe(message: BaseMessage) -> str:
+    """One readable line for a message."""
+    if isinstance(message, AIMessage):
+        calls = ", ".join(f"{c['name']}({json.dumps(c['args'])})" for c in message.tool_calls)
+        if calls:
+            return f"assistant  → {calls}" + (f"  {_text(message.content)}" if message.content else "")
+        return f"assistant  {_text(message.content)}"
+    if isinstance(message, ToolMessage):
+        mark = "✗" if message.status == "error" else "✓"
+        return f"tool {mark}     {message.name or ''}: {_text(message.content)}"
+    if isinstance(message, HumanMessage) and message.name:
+        return f"[{message.name}] {_text(message.content)}"
+    if isinstance(message, SystemMessage):
+        return f"system     {_text(message.content)}"
+    return f"user       {_text(message.content)}"
+
+
+def print_run(console: Console, title: str, state: dict[str, Any], start: int = 0) -> None:
+    """Print a run's transcript (from message ``start``), stop reason and usage."""
+    console.rule(f"[bold]{title}")
+    for message in state.get("messages", [])[start:]:
+        console.print(describe(message), markup=False, highlight=False)
+    usage = state.get("usage") or {}
+    console.print(
+        f"stop_reason={state.get('stop_reason')}  passes={state.get('iteration')}  "
+        f"tokens={usage.get('total_tokens', 0)} (in {usage.get('input_tokens', 0)}, "
+        f"out {usage.get('output_tokens', 0)})",
+        style="bold green", markup=False,
+    )
+    for record in state.get("iterations", []):
+        calls = ", ".join(f"{c['name']}:{c['status']}" for c in record.get("tool_calls", []))
+        guard = record.get("guard")
+        console.print(f"  pass {record['iteration']}: model_calls={record['model_calls']} "
+                      f"tools=[{calls}]" + (f" guard={guard.get('reason')}" if guard else ""),
+                      markup=False, highlight=False)

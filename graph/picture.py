@@ -1,0 +1,57 @@
+"""Graph pictures that render offline: Mermaid text always, PNG via mermaidx or graphviz.
+
+Example:
+    >>> "loop_detector" in mermaid(example_agent())
+    True
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["example_agent", "mermaid", "png_bytes", "render_png"]
+
+
+def example_agent() -> Any:
+    """A loop agent with every optional node, for pictures."""
+    from langchain_core.tools import tool
+
+    from graph.builder import create_loop_agent
+    from graph.scripted import ScriptedChatModel
+
+    @tool
+    def search(query: str) -> str:
+        """Search."""
+        return query
+
+    return create_loop_agent(ScriptedChatModel(), [search])
+
+
+def mermaid(agent: Any) -> str:
+    """The graph as Mermaid text."""
+    return str(agent.get_graph().draw_mermaid())
+
+
+def png_bytes(agent: Any) -> bytes:
+    """The graph as PNG bytes, rendered offline (mermaidx, else pygraphviz)."""
+    try:
+        import mermaidx
+    except ImportError:
+        mermaidx = None
+    if mermaidx is not None:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "graph.png"
+            mermaidx.render(mermaid(agent)).save(str(out))
+            return out.read_bytes()
+    try:
+        return bytes(agent.get_graph().draw_png())
+    except ImportError as exc:
+        raise RuntimeError("install loopgraph[png] (mermaidx or pygraphviz) for PNG output") from exc
+
+
+def render_png(agent: Any, path: Path) -> None:
+    """Write the graph's PNG to ``path``."""
+    path.write_bytes(png_bytes(agent))
