@@ -26,7 +26,9 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
+from pydantic import SecretStr
 from rich.console import Console
 
 __all__ = ["UsageError", "demo", "graph", "model_from_env", "run", "show", "sqlite_saver"]
@@ -74,7 +76,7 @@ def model_from_env(env: Mapping[str, str]) -> BaseChatModel:
         )
     from langchain_openai import ChatOpenAI
 
-    return ChatOpenAI(model=env.get("LOOPGRAPH_MODEL", "gpt-4o-mini"), api_key=key or "none",
+    return ChatOpenAI(model=env.get("LOOPGRAPH_MODEL", "gpt-4o-mini"), api_key=SecretStr(key or "none"),
                       base_url=base, stream_usage=True, max_retries=2)
 
 
@@ -87,7 +89,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     thread = args.thread or uuid.uuid4().hex[:8]
     with sqlite_saver(args.db) as saver:
         agent = create_loop_agent(model, checkpointer=saver, max_iterations=args.max_iterations)
-        config: dict[str, Any] = {"configurable": {"thread_id": thread}}
+        config: RunnableConfig = {"configurable": {"thread_id": thread}}
         state = run_with_progress(agent, {"messages": [HumanMessage(args.task)]}, config, console)
     console.print(state["messages"][-1].content if state.get("messages") else "")
     console.print(f"thread={thread} stop_reason={state.get('stop_reason')} "

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from rich.console import Console
 
@@ -34,7 +35,7 @@ def lookup_order(order_id: str) -> str:
     raise ConnectionError("order database unreachable")
 
 
-def _config(thread: str) -> dict[str, Any]:
+def _config(thread: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread}}
 
 

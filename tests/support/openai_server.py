@@ -1,0 +1,439 @@
+"""A scripted OpenAI-compatible Chat Completions server for tests.
+
+The server listens on loopback (port 0 picks a free port) in a daemon thread and
+answers ``POST /v1/chat/completions`` from a script of replies built with
+:func:`text`, :func:`tool_calls` and :func:`error` (or callables
+``request_body -> reply``). Both the JSON and the SSE streaming wire formats are
+served, including tool-call deltas with ``index`` and the OpenAI-style final usage
+chunk when ``stream_options.include_usage`` is true.
+
+Standalone: ``python -m tests.support.openai_server --port N`` serves
+:func:`auto_reply` forever (used for LangGraph Server tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+
+JSON = dict[str, Any]
+ToolCallSpec = tuple[str, "dict[str, Any] | str"]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer: a message (content and/or tool calls) or an HTTP error."""
+
+    content: str | None = None
+    calls: tuple[ToolCallSpec, ...] = ()
+    usage: tuple[int, int] | None = None
+    finish_reason: str | None = None
+    status: int = 200
+    error_message: str = ""
+    error_code: str | None = None
+    delay: float = 0.0
+
+
+ReplyLike = Reply | str | Callable[[JSON], "ReplyLike"]
+
+
+def text(
+    content: str, *, usage: tuple[int, int] | None = None, finish_reason: str = "stop", delay: float = 0.0
+) -> Reply:
+    """A plain assistant text answer. ``usage`` is ``(prompt, completion)`` tokens."""
+    return Reply(content=content, usage=usage, finish_reason=finish_reason, delay=delay)
+
+
+def tool_calls(
+    calls: Sequence[ToolCallSpec],
+    *,
+    content: str | None = None,
+    usage: tuple[int, int] | None = None,
+    delay: float = 0.0,
+) -> Reply:
+    """An assistant answer with (parallel) tool calls ``[(name, args), ...]``.
+
+    ``args`` is a dict (JSON-encoded on the wire) or a raw string sent as-is, so a
+    test can send malformed JSON. Ids are ``call_<request_no>_<index>``.
+    """
+    return Reply(content=content, calls=tuple(calls), usage=usage, finish_reason="tool_calls", delay=delay)
+
+
+def error(status: int, message: str, *, code: str | None = None) -> Reply:
+    """An HTTP error reply with an OpenAI-style ``{"error": {...}}`` body."""
+    return Reply(status=status, error_message=message, error_code=code)
+
+
+def error_body(status: int, message: str, code: str | None = None) -> JSON:
+    """The JSON body OpenAI sends with an HTTP error."""
+    kind = "server_error" if status >= 500 else "invalid_request_error"
+    kind = {401: "authentication_error", 429: "rate_limit_exceeded"}.get(status, kind)
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+_TYPE_DEFAULTS: dict[str, Any] = {"string": "x", "integer": 0, "number": 0, "boolean": False}
+
+
+def _placeholder(schema: JSON) -> Any:
+    """A default value for a JSON schema (its ``default``, else a type-based value)."""
+    if "default" in schema:
+        return schema["default"]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    fresh: dict[str, Any] = {"array": [], "object": {}}  # new containers on every call
+    return fresh.get(str(kind), _TYPE_DEFAULTS.get(str(kind), "x"))
+
+
+def auto_reply(body: JSON) -> Reply:
+    """Call the first offered tool unless the last message is a tool result.
+
+    The tool arguments are the schema defaults of its required parameters. Otherwise
+    (no tools, or a tool result came back) answer ``"Done."``.
+    """
+    messages = body.get("messages") or []
+    last_role = messages[-1].get("role") if messages else None
+    tools = body.get("tools") or []
+    if tools and last_role != "tool":
+        fn = tools[0].get("function", {})
+        params = fn.get("parameters") or {}
+        props = params.get("properties") or {}
+        args = {name: _placeholder(props.get(name, {})) for name in params.get("required", [])}
+        return tool_calls([(fn.get("name", "tool"), args)])
+    return text("Done.")
+
+
+def _default_usage(body: JSON) -> tuple[int, int]:
+    """Deterministic usage: 10 prompt tokens per message, 5 completion tokens."""
+    return (len(body.get("messages") or []) * 10, 5)
+
+
+def _usage_json(usage: tuple[int, int]) -> JSON:
+    """The OpenAI ``usage`` object for ``(prompt, completion)``."""
+    prompt, completion = usage
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _split(value: str, parts: int = 3) -> list[str]:
+    """Split a string into up to ``parts`` non-empty pieces (at least one piece)."""
+    if not value:
+        return [value]
+    size = max(1, -(-len(value) // parts))
+    return [value[i : i + size] for i in range(0, len(value), size)]
+
+
+@dataclass
+class _Answer:
+    """A reply resolved against one request: concrete ids, usage and model."""
+
+    reply: Reply
+    request_no: int
+    model: str
+    usage: tuple[int, int]
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    def _envelope(self, obj: str, **rest: Any) -> JSON:
+        """The common ``id/object/created/model`` fields plus ``rest``."""
+        head = {"id": f"chatcmpl-{self.request_no}", "object": obj}
+        return {**head, "created": self.created, "model": self.model, **rest}
+
+    def wire_calls(self) -> list[JSON]:
+        """Tool calls in wire form: ids ``call_<n>_<i>``, JSON-string arguments."""
+        return [
+            {
+                "id": f"call_{self.request_no}_{i}",
+                "type": "function",
+                "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)},
+            }
+            for i, (name, args) in enumerate(self.reply.calls)
+        ]
+
+    def completion(self) -> JSON:
+        """The non-streaming ``chat.completion`` object."""
+        message: JSON = {"role": "assistant", "content": self.reply.content}
+        if self.reply.calls:
+            message["tool_calls"] = self.wire_calls()
+        choice = {"index": 0, "message": message, "finish_reason": self.reply.finish_reason}
+        return self._envelope("chat.completion", choices=[choice], usage=_usage_json(self.usage))
+
+    def _deltas(self) -> Iterator[JSON]:
+        """Role, content pieces, then per tool call a head delta and argument fragments."""
+        yield {"role": "assistant", "content": ""}
+        for piece in _split(self.reply.content or ""):
+            if piece:
+                yield {"content": piece}
+        for index, call in enumerate(self.wire_calls()):
+            fn = call["function"]
+            head = {
+                "index": index,
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": fn["name"], "arguments": ""},
+            }
+            yield {"tool_calls": [head]}
+            for piece in _split(fn["arguments"]):
+                yield {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+
+    def chunks(self, include_usage: bool) -> Iterator[JSON]:
+        """The streamed ``chat.completion.chunk`` objects, usage chunk last if asked."""
+        extra: JSON = {"usage": None} if include_usage else {}
+        steps: list[tuple[JSON, str | None]] = [(d, None) for d in self._deltas()]
+        steps.append(({}, self.reply.finish_reason))
+        for delta, finish in steps:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish}
+            yield self._envelope("chat.completion.chunk", choices=[choice], **extra)
+        if include_usage:
+            usage = _usage_json(self.usage)
+            yield self._envelope("chat.completion.chunk", choices=[], usage=usage)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """HTTP handler delegating to the owning :class:`OpenAIServer`."""
+
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence per-request logging."""
+
+    def _send_json(self, status: int, payload: JSON) -> None:
+        """Send a complete JSON response."""
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        """Serve ``/v1/models``."""
+        if self.path.rstrip("/").endswith("/models"):
+            model = {"id": "m", "object": "model", "created": 0, "owned_by": "loopgraph-tests"}
+            self._send_json(200, {"object": "list", "data": [model]})
+        else:
+            self._send_json(404, error_body(404, f"no route for GET {self.path}"))
+
+    def do_POST(self) -> None:
+        """Serve ``/v1/chat/completions`` (JSON or SSE)."""
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+        except json.JSONDecodeError as exc:
+            self._send_json(400, error_body(400, f"invalid JSON body: {exc}"))
+            return
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._send_json(404, error_body(404, f"no route for POST {self.path}"))
+            return
+        owner = self.server.owner
+        request_no, reply = owner._next(body)
+        if reply.delay:
+            time.sleep(reply.delay)
+        if reply.status != 200:
+            payload = error_body(reply.status, reply.error_message, reply.error_code)
+            self._send_json(reply.status, payload)
+            return
+        answer = _Answer(
+            reply=reply,
+            request_no=request_no,
+            model=str(body.get("model") or "m"),
+            usage=reply.usage or _default_usage(body),
+        )
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            self._stream(answer.chunks(include_usage))
+        else:
+            self._send_json(200, answer.completion())
+
+    def _stream(self, chunks: Iterator[JSON]) -> None:
+        """Send SSE ``data:`` events then ``data: [DONE]`` and close the connection."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for chunk in chunks:
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.flush()
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    """Threading HTTP server that knows its :class:`OpenAIServer`."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], owner: OpenAIServer) -> None:
+        self.owner = owner
+        super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet when a client disconnects mid-response; report anything else."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+class OpenAIServer:
+    """A scripted OpenAI Chat Completions server on loopback.
+
+    ``script`` is consumed in order (one reply per request); ``default`` (a callable
+    ``request_body -> reply``) answers once the script is empty, otherwise HTTP 500.
+    ``requests`` records every JSON body received, in arrival order; ``errors`` holds
+    exceptions raised by script callables (each answered with HTTP 500).
+    """
+
+    def __init__(
+        self,
+        script: Sequence[ReplyLike] | None = None,
+        *,
+        default: Callable[[JSON], ReplyLike] | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.script: list[ReplyLike] = list(script or [])
+        self.default = default
+        self.requests: list[JSON] = []
+        self.errors: list[Exception] = []  # exceptions raised by script callables
+        self._lock = threading.Lock()
+        self._counter = itertools.count(1)
+        self._address = (host, port)
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound TCP port (only valid once started)."""
+        if self._httpd is None:
+            raise RuntimeError("OpenAIServer is not started")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI ``base_url``, e.g. ``http://127.0.0.1:PORT/v1``."""
+        return f"http://{self._address[0]}:{self.port}/v1"
+
+    def start(self) -> Self:
+        """Bind and serve in a daemon thread. Returns ``self``."""
+        if self._httpd is None:
+            self._httpd = _HTTPServer(self._address, self)
+            self._thread = threading.Thread(
+                target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            )  # a short poll interval makes shutdown() fast
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release the port."""
+        if self._httpd is not None and self._thread is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._thread.join(timeout=5)
+        self._httpd, self._thread = None, None
+
+    def serve_forever(self, on_ready: Callable[[str], None] | None = None) -> None:
+        """Serve in the calling thread (standalone mode); ``on_ready(base_url)`` once bound."""
+        self._httpd = _HTTPServer(self._address, self)
+        try:
+            if on_ready is not None:
+                on_ready(self.base_url)
+            self._httpd.serve_forever()
+        finally:
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _next(self, body: JSON) -> tuple[int, Reply]:
+        """Record ``body`` and resolve the reply for it; returns ``(request_no, reply)``."""
+        with self._lock:
+            self.requests.append(body)
+            request_no = next(self._counter)
+            item: ReplyLike | None = self.script.pop(0) if self.script else None
+        if item is None:
+            if self.default is None:
+                exhausted = "OpenAIServer script exhausted and no default set"
+                return request_no, error(500, exhausted, code="script_exhausted")
+            item = self.default
+        try:
+            return request_no, _resolve(item, body)
+        except Exception as exc:  # noqa: BLE001 - surface a failing test callable as HTTP 500
+            self.errors.append(exc)
+            return request_no, error(500, f"script callable raised {exc!r}", code="script_error")
+
+
+def _resolve(item: ReplyLike, body: JSON) -> Reply:
+    """Turn a script item into a :class:`Reply` (strings are text, callables are called)."""
+    for _ in range(10):
+        if isinstance(item, Reply):
+            return item
+        if isinstance(item, str):
+            return text(item)
+        item = item(body)
+    raise TypeError("script callable did not produce a Reply")
+
+
+def check_pairing(body: JSON | Sequence[JSON]) -> list[str]:
+    """Check the OpenAI tool-call pairing rule on a request body (or its ``messages``).
+
+    Every assistant message with ``tool_calls`` must be followed immediately by
+    exactly one ``role: tool`` message per call id, with nothing in between; tool
+    messages that do not answer the preceding assistant message are orphans.
+    Returns the problems found (empty list = valid).
+    """
+    messages = list(body.get("messages") or []) if isinstance(body, dict) else list(body)
+    problems: list[str] = []
+    i = 0
+    while i < len(messages):
+        msg = messages[i]
+        if msg.get("role") == "tool":
+            problems.append(f"message {i}: orphan tool message {msg.get('tool_call_id')!r}")
+            i += 1
+            continue
+        calls = (msg.get("tool_calls") or []) if msg.get("role") == "assistant" else []
+        i += 1
+        if not calls:
+            continue
+        expected = [c.get("id") for c in calls]
+        if len(set(expected)) != len(expected):
+            problems.append(f"message {i - 1}: duplicate tool_call ids {expected}")
+        owner, seen = i - 1, []
+        while i < len(messages) and messages[i].get("role") == "tool":
+            tid = messages[i].get("tool_call_id")
+            if tid not in expected:
+                problems.append(f"message {i}: tool result {tid!r} matches no call of {owner}")
+            elif tid in seen:
+                problems.append(f"message {i}: second tool result for {tid!r}")
+            seen.append(tid)
+            i += 1
+        missing = [t for t in expected if t not in seen]
+        if missing:
+            problems.append(f"message {owner}: calls without an immediate tool result: {missing}")
+    return problems
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Command-line entry point: serve :func:`auto_reply` until interrupted."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    server = OpenAIServer(default=auto_reply, host=args.host, port=args.port)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever(lambda url: print(f"OpenAI test server on {url}", flush=True))
+
+
+if __name__ == "__main__":
+    main()
