@@ -99,7 +99,8 @@ def create_loop_agent(
     builder.add_node("tools", ToolsNode(settings).as_runnable())
     builder.add_node("router", RouterNode(settings).as_runnable())
     builder.add_edge(START, "prepare")
-    builder.add_edge("prepare", routes.entry)
+    builder.add_conditional_edges("prepare", routes.after_prepare,
+                                  [routes.entry, "router", "__end__"])
     builder.add_edge("model", "loop_detector")
     builder.add_conditional_edges("loop_detector", routes.after_detector,
                                   routes.detector_targets())

@@ -30,7 +30,7 @@ from graph.state import LoopContext, LoopState
 from graph.stop import StopReason
 from nodes.base import LoopNode, emit
 from nodes.detection import observe
-from nodes.limits import check_limits, pressure_due, stop_answer_text
+from nodes.limits import check_limits, finish_steps, fits, pressure_due, stop_answer_text
 
 __all__ = ["LoopDetectorNode", "previous_results", "stop_answers"]
 
@@ -96,6 +96,9 @@ class LoopDetectorNode(LoopNode):
             emit(runtime, "budget_pressure", usage=state.get("usage"))
         if guard is not None:
             update.update(self._stop(ai, guard, run, has_calls))
+            if has_calls and not fits(state.get("remaining_steps"), finish_steps(settings)):
+                run["finalized"] = True  # no room left for the final answer call
+                guard["final_answer"] = "skipped: the graph's step limit leaves no room"
             emit(runtime, "stop", **{k: v for k, v in guard.items() if k != "guard"},
                  guard=guard.get("guard"))
         if notices != list(state.get("pending_notices") or []):

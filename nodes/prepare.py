@@ -28,7 +28,9 @@ from langgraph.runtime import Runtime
 from graph.effects import Call, Logic
 from graph.pairing import unanswered_tail
 from graph.state import RESET, LoopContext, LoopState, new_usage
+from graph.stop import StopReason
 from nodes.base import LoopNode
+from nodes.limits import fits, start_steps
 from nodes.records import new_pass
 
 __all__ = ["PrepareNode", "repair_dangling"]
@@ -83,6 +85,10 @@ class PrepareNode(LoopNode):
             "call_log": RESET,
             "detector": {},
         }
+        if not fits(state.get("remaining_steps"), start_steps(settings)):
+            update["stop_reason"] = StopReason.STEP_LIMIT
+            update["run"].update(finalized=True, guard={"guard": "limits", "reason": "step_limit",
+                                                        "limit": "recursion_limit"})
         repairs = repair_dangling(messages)
         if repairs:
             update["messages"] = repairs
