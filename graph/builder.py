@@ -100,7 +100,7 @@ def create_loop_agent(
     builder.add_node("router", RouterNode(settings).as_runnable())
     builder.add_edge(START, "prepare")
     builder.add_conditional_edges("prepare", routes.after_prepare,
-                                  [routes.entry, "router", "__end__"])
+                                  [routes.entry, "__end__"])
     builder.add_edge("model", "loop_detector")
     builder.add_conditional_edges("loop_detector", routes.after_detector,
                                   routes.detector_targets())

@@ -20,7 +20,6 @@ from langgraph.graph import END
 from graph.pairing import unanswered_tail
 from graph.settings import LoopSettings
 from graph.state import LoopState
-from nodes.limits import fits
 
 __all__ = ["Routes"]
 
@@ -45,9 +44,7 @@ class Routes:
 
     def after_prepare(self, state: LoopState) -> str:
         """Into the loop, unless the recursion limit is too small for even one call."""
-        if state.get("stop_reason") is None:
-            return self.entry
-        return "router" if fits(state.get("remaining_steps"), 1) else END
+        return self.entry if state.get("stop_reason") is None else END
 
     def after_detector(self, state: LoopState) -> str:
         """Tools (or approval) for a reply with calls; judge/router when the pass ends."""

@@ -86,7 +86,8 @@ class PrepareNode(LoopNode):
             "detector": {},
         }
         if not fits(state.get("remaining_steps"), start_steps(settings)):
-            update["stop_reason"] = StopReason.STEP_LIMIT
+            update["stop_reason"] = StopReason.STEP_LIMIT  # no pass can run: end at once
+            update["iteration"] = 0
             update["run"].update(finalized=True, guard={"guard": "limits", "reason": "step_limit",
                                                         "limit": "recursion_limit"})
         repairs = repair_dangling(messages)

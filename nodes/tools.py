@@ -162,9 +162,10 @@ class ToolsNode(LoopNode):
             emit(runtime, "stop", reason="max_tool_calls", limit=cap)
         hook = settings.hooks.on_tool_call
         for record in update["call_log"]:
-            emit(runtime, "tool_call", **record)
+            public = {k: v for k, v in record.items() if k != "result_hash"}
+            emit(runtime, "tool_call", **public)
             if hook is not None:
-                yield Call(hook, (dict(record),), name="hooks.on_tool_call")
+                yield Call(hook, (public,), name="hooks.on_tool_call")
         return update
 
     def _assemble(
