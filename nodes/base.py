@@ -38,6 +38,7 @@ class LoopNode:
     """A graph node: ``logic`` is a generator of effects returning a state update."""
 
     name = "node"
+    trace = True  # False for cheap pure nodes: no callback run of their own
 
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
@@ -67,4 +68,4 @@ class LoopNode:
 
     def as_runnable(self) -> RunnableCallable:
         """The node as LangGraph runs it (sync and async)."""
-        return RunnableCallable(self.invoke, self.ainvoke, name=self.name)
+        return RunnableCallable(self.invoke, self.ainvoke, name=self.name, trace=self.trace)

@@ -64,6 +64,7 @@ class LoopDetectorNode(LoopNode):
     """Limits, loop detection, warnings and clean stops (see module docstring)."""
 
     name = "loop_detector"
+    trace = False  # a pure decision on every step: keep it off the callback path
 
     def logic(
         self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
