@@ -239,3 +239,12 @@ def test_graph_has_a_judge_node_only_when_configured(scripted: list) -> None:
     agent, _, _ = _judge_loop(scripted, [], [])
     assert "judge" in agent.get_graph().nodes
     assert "judge" not in create_loop_agent(ScriptedChatModel()).get_graph().nodes
+
+
+def test_streamed_judge_tokens_carry_the_judge_tag(scripted: list) -> None:
+    agent, _, _ = _judge_loop(scripted, ["the answer"], ["fine\nVERDICT: DONE"])
+    chunks = list(agent.stream({"messages": [HumanMessage("q")]}, stream_mode="messages"))
+    tagged = {meta["langgraph_node"] for _, meta in chunks if "judge" in (meta.get("tags") or [])}
+    untagged = {meta["langgraph_node"] for _, meta in chunks
+                if "judge" not in (meta.get("tags") or [])}
+    assert tagged == {"judge"} and untagged == {"model"}
