@@ -210,7 +210,7 @@ async def test_todo_loop(scripted: list, mode: str) -> None:
 
 
 def test_write_todos_rejects_a_bad_status(scripted: list) -> None:
-    agent, model = _agent(scripted, [
+    agent, _model = _agent(scripted, [
         [("write_todos", {"todos": [{"content": "a", "status": "done"}]})], "ok"], [write_todos])
     out = agent.invoke({"messages": [HumanMessage("go")], "todos": [
         {"content": "x", "status": "pending"}]})
@@ -243,7 +243,7 @@ def test_todos_remaining_message_without_open_items_is_the_default() -> None:
 
 
 def test_mode_from_input_and_set_mode_tool(scripted: list) -> None:
-    agent, model = _agent(scripted, [
+    agent, _model = _agent(scripted, [
         [("write_todos", {"todos": [{"content": "a", "status": "pending"}]})], "planned",
         [("set_mode", {"mode": "execute"})], "executing",
         [("write_todos", {"todos": [{"content": "a", "status": "completed"}]})], "done"],
@@ -286,7 +286,7 @@ async def test_response_format_is_one_final_turn(scripted: list, mode: str) -> N
 
 
 def test_response_format_also_after_the_cap(scripted: list) -> None:
-    agent, model = _agent(scripted, ["a", [("Answer", {"city": "Rome", "year": 1960})]],
+    agent, _model = _agent(scripted, ["a", [("Answer", {"city": "Rome", "year": 1960})]],
                           response_format=Answer, max_iterations=1, should_continue=lambda s: True)
     out = agent.invoke({"messages": [HumanMessage("q")]})
     assert out["stop_reason"] == StopReason.MAX_ITERATIONS
@@ -310,3 +310,21 @@ def test_second_run_on_a_thread_starts_fresh(scripted: list) -> None:
     assert [m.content for m in model.requests[3]] == [
         "second task", "Progress so far:\n1. r2 p1", DEFAULT_CONTINUE]
     assert len(out["messages"]) == 8
+
+
+# --- demo scenarios ----------------------------------------------------------------------
+
+def test_demo_scenarios_run_offline() -> None:
+    import io
+
+    from rich.console import Console
+
+    from graph.demos import all_scenarios
+
+    scenarios = {s.key: s for s in all_scenarios()}
+    console = Console(file=io.StringIO(), width=120)
+    judge = scenarios["judge"].run(console, InMemorySaver())
+    todos = scenarios["todos"].run(console, InMemorySaver())
+    assert (judge["stop_reason"], judge["iteration"]) == (StopReason.COMPLETED, 2)
+    assert (todos["stop_reason"], todos["iteration"]) == (StopReason.COMPLETED, 3)
+    assert all(t["status"] == "completed" for t in todos["todos"])

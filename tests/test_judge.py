@@ -158,6 +158,7 @@ def test_text_fallback_when_the_judge_answers_in_text(scripted: list) -> None:
     assert out["stop_reason"] == StopReason.COMPLETED and out["iteration"] == 2
     assert out["iterations"][0]["verdict"] == {"answered": False, "reasoning": "Not yet: no year."}
     assert "Feedback on your last answer: Not yet: no year." in model.requests[1][-1].content
+    assert judge_model.request_tools == [["JudgeVerdict"], ["JudgeVerdict"]]  # no extra call
 
 
 def test_garbage_from_the_judge_is_not_answered(scripted: list) -> None:
