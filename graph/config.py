@@ -208,7 +208,7 @@ class JudgeVerdict(BaseModel):
     """
 
     answered: bool = Field(description="True only if the original request is fully answered.")
-    reasoning: str = Field(description="Why; what is missing when not answered.")
+    reasoning: str = Field(default="", description="Why; what is missing when not answered.")
 
 
 class Judge(_Config):

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
@@ -32,13 +31,19 @@ from graph.settings import LoopSettings
 from graph.state import LoopContext, LoopState
 from graph.stop import StopReason
 from nodes.base import LoopNode, emit
+from nodes.continuation import (
+    CONTINUE_NAME,
+    DEFAULT_CONTINUE,
+    continuation_text,
+    loop_message,
+    resend_message,
+    with_progress,
+)
 from nodes.limits import can_start_pass
 from nodes.records import answer_text, build_record, calls_of_pass, last_ai, new_pass, shorten
 
-__all__ = ["CONTINUE_NAME", "DEFAULT_CONTINUE", "RouterNode", "decide", "normalize_predicate"]
-
-CONTINUE_NAME = "loop_continue"
-DEFAULT_CONTINUE = "Continue working on the task. If it is complete, say so."
+__all__ = ["CONTINUE_NAME", "DEFAULT_CONTINUE", "RouterNode", "continuation_text", "decide",
+           "normalize_predicate"]
 
 
 def normalize_predicate(result: Any) -> tuple[bool, str | None]:
@@ -71,18 +76,6 @@ def decide(
             return StopReason.COMPLETED, None
         return None, verdict.get("reasoning") or None
     return StopReason.COMPLETED, predicate[1] if predicate else None
-
-
-def continuation_text(feedback: str | None, progress: list[str], inject: bool) -> str:
-    """The default continuation message."""
-    parts = []
-    if inject and progress:
-        parts.append("Progress so far:\n" + "\n".join(f"{i}. {p}" for i, p in
-                                                    enumerate(progress, 1)))
-    if feedback:
-        parts.append(f"Feedback: {feedback}")
-    parts.append(DEFAULT_CONTINUE)
-    return "\n\n".join(parts)
 
 
 class RouterNode(LoopNode):
@@ -167,24 +160,18 @@ class RouterNode(LoopNode):
 
     def _continuation(self, state: LoopState, settings: LoopSettings,
                       feedback: str | None) -> Logic:
+        """The next pass's input: prompt_factory, next_message or the default text."""
         yield from ()
-        text: str | None
+        progress = list(state.get("progress") or [])
+        inject = settings.inject_progress and not settings.fresh_context
         if settings.prompt_factory is not None:
             text = yield Call(settings.prompt_factory, (state,), name="prompt_factory")
-        elif settings.next_message is not None:
-            text = yield Call(settings.next_message, (state, feedback), name="next_message")
-            if text is None:
-                previous = (state.get("run") or {}).get("last_input") or []
-                text = answer_text(previous[0]) if previous else DEFAULT_CONTINUE
-        else:
-            inject = settings.inject_progress and not settings.fresh_context
-            text = continuation_text(feedback, list(state.get("progress") or []), inject)
-        message = HumanMessage(str(text), name=CONTINUE_NAME)
-        message.id = message.id or _new_id()
-        return message
-
-
-def _new_id() -> str:
-    import uuid
-
-    return uuid.uuid4().hex
+            return loop_message(with_progress(str(text), progress, inject))
+        if settings.next_message is None:
+            return loop_message(continuation_text(feedback, progress, inject))
+        text = yield Call(settings.next_message, (state, feedback), name="next_message")
+        if text is None:
+            run = state.get("run") or {}
+            return resend_message(run.get("last_input"), request_id=run.get("request_id"),
+                                  fresh_context=settings.fresh_context, feedback=feedback)
+        return loop_message(with_progress(str(text), progress, inject))
