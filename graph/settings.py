@@ -43,9 +43,14 @@ Callback = Callable[..., Any]
 
 
 class RunOverrides(BaseModel):
-    """The numeric settings a run may override through ``context=``."""
+    """The numeric settings a run may override through ``context=``.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Strict: ``True`` is not a count and ``"3"`` is not a number (a deployed graph gets
+    JSON numbers). Each group is then re-validated with its config model, so the
+    combination rules (e.g. ``stop_after > warn_after``) hold per run too.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     max_iterations: int | None = Field(default=None, ge=1)
     max_model_calls: int | None = Field(default=None, ge=1)
@@ -155,12 +160,15 @@ class LoopSettings:
         """These settings with a run's overrides applied and validated."""
         if not context:
             return self
-        key = tuple(sorted(context.items()))
-        cached = self._cache.get(key)
+        try:
+            key: tuple[Any, ...] | None = tuple(sorted(context.items()))
+            cached = self._cache.get(key)  # type: ignore[arg-type]
+        except TypeError:  # unhashable or unsortable values: validate without caching
+            key, cached = None, None
         if cached is not None:
             return cached
         resolved = self._apply(dict(context))
-        if len(self._cache) < 64:
+        if key is not None and len(self._cache) < 64:
             self._cache[key] = resolved
         return resolved
 

@@ -28,7 +28,7 @@ from langgraph.runtime import Runtime
 from graph.effects import Call, Logic
 from graph.pairing import unanswered_tail
 from graph.state import RESET, LoopContext, LoopState, new_usage
-from nodes.base import LoopNode
+from nodes.base import LoopNode, emit
 from nodes.records import new_pass
 
 __all__ = ["PrepareNode", "repair_dangling"]
@@ -89,4 +89,5 @@ class PrepareNode(LoopNode):
         hook = settings.hooks.on_iteration_start
         if hook is not None:
             yield Call(hook, ({**state, **update},), name="hooks.on_iteration_start")
+        emit(runtime, "iteration_start", iteration=1)
         return update
