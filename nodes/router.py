@@ -148,7 +148,7 @@ class RouterNode(LoopNode):
         view: LoopState = {**state, "progress": progress}  # type: ignore[typeddict-item]
         hook = settings.hooks.on_iteration_end
         if hook is not None:
-            ended = yield Call(hook, (record, view), name="hooks.on_iteration_end")
+            ended = yield Call(hook, (dict(record), view), name="hooks.on_iteration_end")
             if ended is True and stop is None:
                 stop = StopReason.TERMINATED
                 record["guard"] = {"guard": "hooks", "reason": stop.value}

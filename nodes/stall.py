@@ -22,9 +22,10 @@ Stall rules, over the last ``consecutive`` passes (the current one included):
   pair within the tolerance of the smaller one; no drift through a chain of
   small steps),
 
-and in every case none of those passes did *new work*: a tool call (name,
-arguments, result) that ran and that no earlier pass of the run made. Growing work
-is never a stall, whatever the token counts or the answer text say.
+and in every case none of those passes after the first (the baseline the others
+repeat) did *new work*: a tool call (name, arguments, result) that ran and that no
+earlier pass of the run made. Growing work is never a stall, whatever the token
+counts or the answer text say.
 
 Example:
     >>> flat_tokens([1000, 1040, 980], tolerance=0.10)
@@ -125,8 +126,8 @@ def stall_guard(
     window = list(records)[-config.consecutive :]
     if len(window) < config.consecutive:
         return None
-    if any(new_work.get(int(r.get("iteration", 0))) for r in window):
-        return None
+    if any(new_work.get(int(r.get("iteration", 0))) for r in window[1:]):
+        return None  # the first pass of the window is the baseline the others repeat
     totals = [int((r.get("usage") or {}).get("total_tokens", 0)) for r in window]
     n = len(window)
     if _same(window, "answer_hash"):
