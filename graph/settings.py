@@ -176,7 +176,7 @@ class LoopSettings:
         try:
             overrides = RunOverrides(**context)
         except ValidationError as exc:
-            raise ValueError(f"invalid run context (per-run overrides): {exc}") from exc
+            raise ValueError(f"invalid run context: {_explain(exc)}") from exc
         given = overrides.model_dump(exclude_unset=True)
         changes: dict[str, Any] = {}
         if "max_iterations" in given:
@@ -193,5 +193,22 @@ class LoopSettings:
             try:
                 changes[group] = model_cls(**{**base, **update})
             except ValidationError as exc:
-                raise ValueError(f"invalid run context for {group}: {exc}") from exc
+                given_text = ", ".join(f"{k}={v!r}" for k, v in sorted(update.items()))
+                raise ValueError(f"invalid run context ({given_text}) for {group}: "
+                                 f"{_explain(exc)}") from exc
         return replace(self, **changes, _cache={})
+
+
+def _explain(exc: ValidationError) -> str:
+    """One line per problem, naming the field (``unknown`` keys list the allowed ones)."""
+    parts: list[str] = []
+    for error in exc.errors():
+        field = ".".join(str(x) for x in error.get("loc", ())) or "value"
+        if error.get("type") == "extra_forbidden":
+            allowed = ", ".join(RunOverrides.model_fields)
+            parts.append(f"{field}: unknown per-run override (allowed: {allowed})")
+        else:
+            msg = str(error.get("msg", "")).removeprefix("Value error, ")
+            parts.append(f"{field}: {msg} (got {error.get('input')!r})" if field != "value"
+                         else msg)
+    return "; ".join(parts)

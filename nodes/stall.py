@@ -94,23 +94,16 @@ def new_work_by_pass(log: Sequence[CallRecord]) -> dict[int, bool]:
         >>> new_work_by_pass(log)
         {1: True, 2: False, 3: True}
     """
+    by_pass: dict[int, set[str]] = {}
+    for call in log:
+        keys = by_pass.setdefault(int(call.get("iteration", 0)), set())
+        if call.get("status") in _RAN:
+            keys.add(_call_key(call))
     seen: set[str] = set()
     out: dict[int, bool] = {}
-    current: int | None = None
-    fresh: set[str] = set()
-    for call in [*log, {"iteration": None}]:
-        iteration = call.get("iteration")
-        if iteration != current:
-            seen |= fresh
-            fresh = set()
-            current = iteration
-        if iteration is None or call.get("status") not in _RAN:
-            if iteration is not None:
-                out.setdefault(iteration, False)
-            continue
-        key = _call_key(call)
-        out[iteration] = out.get(iteration, False) or key not in seen
-        fresh.add(key)
+    for iteration in sorted(by_pass):
+        out[iteration] = bool(by_pass[iteration] - seen)
+        seen |= by_pass[iteration]
     return out
 
 

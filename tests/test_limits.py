@@ -186,7 +186,7 @@ def test_pressure_at_the_last_call_of_a_pass_makes_the_next_pass_the_final_one(
     assert shape(model.requests[2])[-3:] == [("ai", None), ("human", "loop_continue"),
                                               ("human", "loop_warning")]
     assert model.requests[2][-1].content == instruction
-    assert [r["guard"] for r in state["iterations"]][0] is None
+    assert state["iterations"][0]["guard"] is None
     assert state["iterations"][1]["guard"]["reason"] == "budget_pressure"
     assert state["messages"][-1].content == "final summary"
 
@@ -316,3 +316,23 @@ def test_timeout_at_a_pass_end_stops_without_another_call(
     assert state["messages"][-1].content == "second pass"
     assert state["iterations"][-1]["guard"] == {"guard": "limits", "reason": "timeout",
                                                  "limit": 30.0, "value": 40.0}
+
+
+def test_budget_pressure_demo_wraps_up() -> None:
+    import io
+
+    from langgraph.checkpoint.memory import InMemorySaver
+    from rich.console import Console
+
+    from graph.demos import all_scenarios
+
+    (scenario,) = [s for s in all_scenarios() if s.key == "budget-pressure"]
+    out = io.StringIO()
+    state = scenario.run(Console(file=out, width=200), InMemorySaver())
+    assert state["stop_reason"] == StopReason.BUDGET_PRESSURE
+    assert state["usage"]["total_tokens"] < 2000
+    final_request_tail = [(m.type, m.name if m.type == "human" else None)
+                          for m in state["messages"][-3:]]
+    assert final_request_tail == [("tool", None), ("human", "loop_warning"), ("ai", None)]
+    assert state["messages"][-1].content.startswith("Final report")
+    assert "stop_reason=budget_pressure" in out.getvalue()
