@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -25,13 +26,28 @@ from graph.effects import Logic, run_async, run_sync
 from graph.settings import LoopSettings
 from graph.state import LoopContext, LoopState
 
-__all__ = ["LoopNode", "emit"]
+__all__ = ["LoopNode", "emit", "jsonable"]
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` made of JSON types only (enums by value, tuples as lists, others as str).
+
+    Example:
+        >>> from graph.stop import StopReason
+        >>> jsonable({"reason": StopReason.STALLED, "args": (1, {"x": object}), "ok": None})
+        {'reason': 'stalled', 'args': [1, {'x': "<class 'object'>"}], 'ok': None}
+    """
+    return json.loads(json.dumps(value, default=str))
 
 
 def emit(runtime: Runtime[LoopContext] | None, event: str, **data: Any) -> None:
-    """Send a ``custom`` stream event (no-op when nobody streams custom events)."""
+    """Send a JSON-friendly ``custom`` stream event ``{"event": event, **data}``.
+
+    Events: ``iteration_start``, ``tool_call``, ``loop_warning``, ``budget_pressure``,
+    ``iteration_end``, ``stop`` (once per run). No-op when nobody streams.
+    """
     if runtime is not None and runtime.stream_writer is not None:
-        runtime.stream_writer({"event": event, **data})
+        runtime.stream_writer(jsonable({"event": event, **data}))
 
 
 class LoopNode:

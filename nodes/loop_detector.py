@@ -94,14 +94,13 @@ class LoopDetectorNode(LoopNode):
             assert pressure is not None
             notices = queue_notice(notices, run=run["id"], key="budget_pressure",
                                    text=pressure.instruction, source="budget_pressure")
-            emit(runtime, "budget_pressure", usage=state.get("usage"))
+            emit(runtime, "budget_pressure", usage=state.get("usage"),
+                 threshold=pressure.threshold, limit=settings.limits.token_budget)
         if guard is not None:
             update.update(self._stop(ai, guard, run, has_calls))
             if has_calls and not fits(state.get("remaining_steps"), finish_steps(settings)):
                 run["finalized"] = True  # no room left for the final answer call
                 guard["final_answer"] = "skipped: the graph's step limit leaves no room"
-            emit(runtime, "stop", **{k: v for k, v in guard.items() if k != "guard"},
-                 guard=guard.get("guard"))
         if notices != list(state.get("pending_notices") or []):
             update["pending_notices"] = notices
         if run != state.get("run"):

@@ -29,7 +29,7 @@ from graph.effects import Call, Logic
 from graph.pairing import unanswered_tail
 from graph.state import RESET, LoopContext, LoopState, new_usage
 from graph.stop import StopReason
-from nodes.base import LoopNode
+from nodes.base import LoopNode, emit
 from nodes.limits import fits, start_steps
 from nodes.records import new_pass
 
@@ -96,4 +96,5 @@ class PrepareNode(LoopNode):
         hook = settings.hooks.on_iteration_start
         if hook is not None:
             yield Call(hook, ({**state, **update},), name="hooks.on_iteration_start")
+        emit(runtime, "iteration_start", iteration=1)
         return update

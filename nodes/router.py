@@ -41,6 +41,7 @@ from nodes.continuation import (
 )
 from nodes.limits import can_start_pass
 from nodes.records import answer_text, build_record, calls_of_pass, last_ai, new_pass, shorten
+from nodes.stall import guard_at_pass_end, stop_guard
 
 __all__ = ["CONTINUE_NAME", "DEFAULT_CONTINUE", "RouterNode", "continuation_text", "decide",
            "normalize_predicate"]
@@ -107,6 +108,9 @@ class RouterNode(LoopNode):
                                 verdict=verdict)
         if stop is None and not can_start_pass(state.get("remaining_steps"), settings):
             stop = StopReason.STEP_LIMIT
+        if stop is None:  # time cap, budget-pressure wrap-up, stall (nodes/stall.py)
+            guard = guard_at_pass_end(state, settings)
+            stop = StopReason(guard["reason"]) if guard is not None else None
         return stop, feedback
 
     def _feedback(self, state: LoopState, settings: LoopSettings, feedback: str | None) -> Logic:
@@ -132,12 +136,12 @@ class RouterNode(LoopNode):
             calls=calls_of_pass(state.get("call_log") or [], state.get("iteration", 1)),
             answer=answer_text(last_ai(state.get("messages") or [])), feedback=entry,
             verdict=state.get("verdict") if settings.judge is not None else None,
-            guard=run.get("guard") if stop is not None else None,
+            guard=stop_guard(state, settings, stop),
         )
         view: LoopState = {**state, "progress": progress}  # type: ignore[typeddict-item]
         hook = settings.hooks.on_iteration_end
         if hook is not None:
-            ended = yield Call(hook, (record, view), name="hooks.on_iteration_end")
+            ended = yield Call(hook, (dict(record), view), name="hooks.on_iteration_end")
             if ended is True and stop is None:
                 stop = StopReason.TERMINATED
                 record["guard"] = {"guard": "hooks", "reason": stop.value}
@@ -146,6 +150,7 @@ class RouterNode(LoopNode):
                                   "progress": progress}
         if stop is not None:
             update.update(stop_reason=stop, pending_notices=[])
+            emit(runtime, "stop", reason=stop, iteration=record["iteration"], guard=record["guard"])
             return update
         continuation = yield from self._continuation(view, settings, feedback)
         next_pass = new_pass(continuation.id)
@@ -155,7 +160,10 @@ class RouterNode(LoopNode):
         update["run"] = run
         hook = settings.hooks.on_iteration_start
         if hook is not None:
-            yield Call(hook, ({**view, **update},), name="hooks.on_iteration_start")
+            messages = [*(state.get("messages") or []), continuation]
+            yield Call(hook, ({**view, **update, "messages": messages},),
+                       name="hooks.on_iteration_start")
+        emit(runtime, "iteration_start", iteration=update["iteration"])
         return update
 
     def _continuation(self, state: LoopState, settings: LoopSettings,
