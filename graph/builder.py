@@ -10,7 +10,7 @@ Example:
     >>> agent = create_loop_agent(ScriptedChatModel(script=["Hello!"]))
     >>> result = agent.invoke({"messages": [HumanMessage("hi")]})
     >>> result["stop_reason"], result["messages"][-1].content
-    (<StopReason.COMPLETED: 'completed'>, 'Hello!')
+    ('completed', 'Hello!')
 """
 
 from __future__ import annotations
