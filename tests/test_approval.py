@@ -375,3 +375,23 @@ def test_stream_shows_the_pending_request(scripted: list[ScriptedChatModel]) -> 
         {"name": "wipe_disk", "args": {},
          "description": "Tool execution requires approval\n\nTool: wipe_disk\nArgs: {}"}]
 
+
+
+def test_demo_shows_an_auto_resolved_round_then_a_pause() -> None:
+    import io
+
+    from rich.console import Console
+
+    from graph.demos import all_scenarios
+    from graph.demos.approval import approval
+
+    out = io.StringIO()
+    state = approval(Console(file=out, width=200), InMemorySaver())
+    text = out.getvalue()
+    assert "resolver: approving ['old/spike-2019']" in text
+    assert "stop_reason=None  next=('approval',)" in text
+    assert "needs a decision: delete_branch" in text
+    assert state["stop_reason"] == StopReason.COMPLETED
+    assert [c["status"] for c in state["iterations"][0]["tool_calls"]] == [
+        "success", "success", "rejected", "success"]
+    assert {"approval", "compaction"} <= {s.key for s in all_scenarios()}

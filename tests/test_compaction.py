@@ -233,3 +233,17 @@ def test_every_compacted_request_is_provider_valid(scripted: list[ScriptedChatMo
     result = agent.invoke({"messages": [HumanMessage("Find the answer.")]})
     assert result["stop_reason"] == StopReason.COMPLETED
     assert result["iterations"][0]["compacted"] > 0
+
+
+def test_demo_shows_a_compaction() -> None:
+    import io
+
+    from rich.console import Console
+
+    from graph.demos.approval import compaction
+
+    out = io.StringIO()
+    state = compaction(Console(file=out, width=200), InMemorySaver())
+    assert f"[{SUMMARY_NAME}] Summary of the earlier conversation" in out.getvalue()
+    assert state["iterations"][0]["compacted"] > 0
+    assert state["stop_reason"] == StopReason.COMPLETED
