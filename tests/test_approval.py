@@ -395,3 +395,27 @@ def test_demo_shows_an_auto_resolved_round_then_a_pause() -> None:
     assert [c["status"] for c in state["iterations"][0]["tool_calls"]] == [
         "success", "success", "rejected", "success"]
     assert {"approval", "compaction"} <= {s.key for s in all_scenarios()}
+
+
+@pytest.mark.parametrize("with_compaction", [False, True])
+def test_auto_approved_runaway_stops_cleanly_at_the_step_limit(
+    scripted: list[ScriptedChatModel], with_compaction: bool,
+) -> None:
+    from graph import Compaction, Limits
+
+    counter = iter(range(1, 1000))
+    model = ScriptedChatModel(default=lambda _m: [("delete_file", {"path": f"/f{next(counter)}"})],
+                              no_tools_reply="Stopped.")
+    scripted.append(model)
+    disk = Disk()
+    extra = {"compaction": Compaction(max_tokens=100_000)} if with_compaction else {}
+    agent = create_loop_agent(model, disk.tools, loop_detection=None,
+                              limits=Limits(max_model_calls=None),
+                              approval=Approval(tools=["delete_file"], max_auto_rounds=1000,
+                                                resolver=lambda r: {"decisions": [{"type": "approve"}]}),
+                              **extra)
+    result = agent.invoke({"messages": [HumanMessage("go")]}, {"recursion_limit": 40})
+    assert result["stop_reason"] == StopReason.STEP_LIMIT
+    assert result["messages"][-1].content == "Stopped."
+    records = result["iterations"][0]["tool_calls"]
+    assert len(disk.ran) == len(records) >= 5 and {r["status"] for r in records} == {"success"}
