@@ -102,6 +102,7 @@ class RunInfo(TypedDict, total=False):
     request_id: str | None
     tool_calls: int
     auto_rounds: int
+    review: dict[str, Any] | None
     finalized: bool
     pressure_queued: bool
     guard: dict[str, Any] | None

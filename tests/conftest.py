@@ -24,3 +24,12 @@ def scripted() -> Iterator[list[ScriptedChatModel]]:
     yield models
     for model in models:
         assert_provider_valid(model)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """One throwaway PostgreSQL server (or $LOOPGRAPH_TEST_PG_URI) for the session."""
+    from tests.support.postgres import pg_uri
+
+    with pg_uri() as uri:
+        yield uri
