@@ -159,7 +159,13 @@ def cycle_of(seq: Sequence[str]) -> tuple[int, int]:
         >>> cycle_of("ABABA"), cycle_of("XABCABC"), cycle_of("AAAA"), cycle_of("ABCD")
         ((2, 3), (3, 2), (0, 0), (0, 0))
     """
-    best = (0, 0)
+    period, length = _cycle_run(seq)
+    return period, -(-length // period) if period else 0
+
+
+def _cycle_run(seq: Sequence[str]) -> tuple[int, int]:
+    """The period (2-4) with the most repetitions and the length of its periodic tail."""
+    best = (0, 0, 0)
     for period in (2, 3, 4):
         block = list(seq[-period:])
         if len(seq) <= period or any(_periodic(block, d) for d in range(1, period)):
@@ -168,9 +174,9 @@ def cycle_of(seq: Sequence[str]) -> tuple[int, int]:
         while i - period >= 0 and seq[i] == seq[i - period]:
             run, i = run + 1, i - 1
         reps = -(-(run + period) // period)
-        if run and reps > best[1]:
-            best = (period, reps)
-    return best
+        if run and reps > best[2]:
+            best = (period, run + period, reps)
+    return best[0], best[1]
 
 
 def _periodic(block: Sequence[str], d: int) -> bool:
@@ -179,14 +185,15 @@ def _periodic(block: Sequence[str], d: int) -> bool:
 
 def _cycle(det: dict[str, Any], config: LoopDetection) -> list[Finding]:
     win = det["win"]
-    period, reps = cycle_of([e["r"] for e in win])
+    period, length = _cycle_run([e["r"] for e in win])
     if not period:
         return []
-    block = win[-period:]
+    reps = -(-length // period)
+    block = win[len(win) - length :][:period]  # the first round, in the model's order
     progressing = any(e.get("p") for e in win[-period - 1 : -1])
     warn, stop = (config.warn_after, config.stop_after)
     if progressing:
-        warn, stop = scaled(warn, stop, config.progress_factor, len(win) // period)
+        warn, stop = scaled(warn, stop, config.progress_factor, config.window // period)
     if reps < warn:
         return []
     rot = [e["r"] for e in block]
@@ -250,6 +257,15 @@ def _per_tool(det: dict[str, Any], names: Sequence[str], config: LoopDetection) 
     return out
 
 
+def _may_stop(finding: Finding, warned: Sequence[str]) -> bool:
+    """Stop only on what was warned about first (a per-tool cap stops at once).
+
+    A loop normally warns before it stops, since counts grow by one per response;
+    this keeps it so when a relaxed count (progress) turns strict (stagnation).
+    """
+    return finding.layer == "per_tool" or finding.key in warned
+
+
 def _warnings(findings: Sequence[Finding], warned: list[str]) -> list[LoopWarning]:
     """One warning per layer, for findings not warned yet; marks them warned (in place)."""
     out = []
@@ -283,11 +299,11 @@ def observe(
     names = list(dict.fromkeys(c.name for c in calls))
     findings = [*_cycle(det, config), *_no_progress(det, sigs, config),
                 *_repeat(det, sigs, config), *_per_tool(det, names, config)]
-    stops = [f for f in findings if f.severity == "stop"]
+    warned = list(det["warned"])
+    stops = [f for f in findings if f.severity == "stop" and _may_stop(f, warned)]
     if stops:
         first = min(stops, key=lambda f: (LAYERS.index(f.layer), -f.count))
         return Observation(state=det, stop=stop_guard(first))
-    warned = list(det["warned"])
     warnings = _warnings(findings, warned)
     det["warned"] = warned
     return Observation(state=det, warnings=warnings)
