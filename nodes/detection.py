@@ -88,9 +88,10 @@ def scaled(warn: int, stop: int, factor: int, cap: int) -> tuple[int, int]:
 def absorb(detector: dict[str, Any], results: Sequence[ToolMessage]) -> dict[str, Any]:
     """Record the results of the newest response's calls (``detector["last"]``).
 
-    A result counts as *new* when its call signature never returned it before (its
-    last result differs). ``epoch`` counts new results; a call's ``streak`` grows
-    only while it returns the same result and nothing else was new in between.
+    A result is *new* when its call signature did not return it last time. ``epoch``
+    counts rounds that brought something new; a call's ``streak`` (identical results
+    in a row) grows only while no result at all was new since its previous execution,
+    this round's parallel calls included; otherwise it starts again at 1.
 
     Example:
         >>> det = {"last": {"c1": "s"}, "win": [{"r": "x", "c": ["s"], "p": None}]}
@@ -104,19 +105,16 @@ def absorb(detector: dict[str, Any], results: Sequence[ToolMessage]) -> dict[str
     if not last:
         return det
     res: dict[str, list[Any]] = dict(det.get("res") or {})
-    epoch, new = int(det.get("epoch", 0)), False
-    for msg in results:
-        sig = last.get(msg.tool_call_id)
-        if sig is None:
-            continue
-        digest, rec = content_hash(msg.content), res.get(sig)
-        seen = 0 if rec is None else int(rec[3])
-        if rec is None or rec[0] != digest:
-            epoch, new = epoch + 1, True
-            res[sig] = [digest, 1, epoch, seen + 1]
-        else:
-            streak = int(rec[1]) + 1 if rec[2] == epoch else 1
-            res[sig] = [digest, streak, epoch, seen + 1]
+    mine = [(last[m.tool_call_id], content_hash(m.content)) for m in results
+            if m.tool_call_id in last]
+    before = int(det.get("epoch", 0))
+    new = any(res.get(sig) is None or res[sig][0] != digest for sig, digest in mine)
+    epoch = before + (1 if new else 0)
+    for sig, digest in mine:
+        rec = res.get(sig)
+        still = not new and rec is not None and rec[2] == before
+        streak = int(rec[1]) + 1 if still and rec is not None else 1
+        res[sig] = [digest, streak, epoch, 1 + (0 if rec is None else int(rec[3]))]
     win = [dict(e) for e in det.get("win") or []]
     if win:
         win[-1]["p"] = new
