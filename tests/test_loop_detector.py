@@ -301,3 +301,26 @@ def test_per_run_override_of_thresholds(scripted: list[ScriptedChatModel]) -> No
                               loop_detection=LoopDetection(per_tool={"search": 10}))
     result = agent.invoke(ask(), context={"warn_after": 2, "stop_after": 4})
     assert len(warnings_in(result["messages"])) == 1
+
+
+def test_demo_scenarios_warn_recover_stop_and_poll() -> None:
+    import io
+
+    from rich.console import Console
+
+    from graph.demos import all_scenarios
+
+    scenarios = {s.key: s for s in all_scenarios()}
+    console = Console(file=io.StringIO(), width=200)
+    warned = scenarios["loop-warned"].run(console, InMemorySaver())
+    stopped = scenarios["loop-stopped"].run(console, InMemorySaver())
+    polled = scenarios["poll-progress"].run(console, InMemorySaver())
+    assert warned["stop_reason"] == StopReason.COMPLETED
+    assert len(warnings_in(warned["messages"])) == 1
+    assert stopped["stop_reason"] == StopReason.LOOP_DETECTED
+    assert stopped["messages"][-1].content.startswith("I kept getting the same reading")
+    assert polled["stop_reason"] == StopReason.COMPLETED
+    assert len([m for m in polled["messages"] if isinstance(m, ToolMessage)]) == 10
+    for state in (warned, stopped, polled):
+        assert check_pairing(state["messages"]) == []
+    assert "no-progress layer fired" in console.file.getvalue()  # type: ignore[attr-defined]
