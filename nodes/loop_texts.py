@@ -8,7 +8,7 @@ Example:
     >>> f = Finding("repeat", "warn", "call:ab12", 3, 5, ("ab12",), "search", '{"q":"x"}',
     ...             ('search({"q":"x"})',), 3)
     >>> print(warning_text([f]))  # doctest: +ELLIPSIS
-    Loop warning: you have called search({"q":"x"}) with the same arguments 3 times in your last 3 tool-using turns. ...
+    Loop warning: you have called search({"q":"x"}) with the same arguments 3 times in ...
     >>> g = stop_guard(Finding("per_tool", "stop", "tool:fetch", 9, 8, (), "fetch", None, (), 20))
     >>> g["layer"], g["tool"], g["count"], g["reason"]
     ('per_tool', 'fetch', 9, 'loop_detected')
