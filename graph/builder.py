@@ -27,9 +27,9 @@ from graph.config import LoopDetection
 from graph.routing import Routes
 from graph.settings import LoopSettings
 from graph.state import LoopContext, LoopInput, LoopOutput, LoopState
-from nodes.judge import JudgeNode
 from nodes.approval import ApprovalNode
 from nodes.compaction import CompactionNode
+from nodes.judge import JudgeNode
 from nodes.limits import finish_steps
 from nodes.loop_detector import LoopDetectorNode
 from nodes.model import ModelNode

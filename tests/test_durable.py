@@ -61,7 +61,7 @@ def assert_completed(report: dict[str, Any], before_usage: int) -> None:
     assert result["last"] == "Deployed to staging."
     assert result["records"] == [["search"], ["deploy", "deploy"]]
     assert result["messages"][-3:] == ["tool:deploy", "human:loop_warning", "ai"]
-    assert "deploy with the same arguments" in result["warning_before_answer"][0]
+    assert 'deploy({"env":"staging"}) with the same arguments' in result["warning_before_answer"][0]
     assert after["pending_notices"] == [] and after["tool_calls"] == 3
     assert after["progress"] == ["Pass 1: the service is green.", "Deployed to staging."]
     assert after["todos"] == TODOS and after["auto_rounds"] == 1
