@@ -244,3 +244,4 @@ def usage_of(message: Any) -> Usage | None:
     if reasoning is not None:
         out["reasoning_tokens"] = int(reasoning)
     return out
+
