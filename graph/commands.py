@@ -22,19 +22,27 @@ import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from pydantic import SecretStr
 from rich.console import Console
 
-__all__ = ["UsageError", "demo", "graph", "model_from_env", "run", "show", "sqlite_saver"]
+__all__ = ["UsageError", "demo", "demo_tools", "graph", "loop_serde", "model_from_env", "run", "show",
+           "sqlite_saver"]
 
 
 class UsageError(Exception):
     """A user-facing error: printed without a traceback, exit status 2."""
+
+
+def loop_serde() -> JsonPlusSerializer:
+    """LangGraph's serializer with loopgraph's ``StopReason`` explicitly allowed."""
+    return JsonPlusSerializer(allowed_msgpack_modules=[("graph.stop", "StopReason")])
 
 
 @contextmanager
@@ -43,7 +51,7 @@ def sqlite_saver(path: Path) -> Iterator[SqliteSaver]:
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(path), check_same_thread=False)
     try:
-        yield SqliteSaver(conn)
+        yield SqliteSaver(conn, serde=loop_serde())
     finally:
         conn.close()
 
@@ -79,6 +87,13 @@ def model_from_env(env: Mapping[str, str]) -> BaseChatModel:
                       base_url=base, stream_usage=True, max_retries=2)
 
 
+def demo_tools() -> tuple[Any, ...]:
+    """The demo tools of the served graph (``graph/server.py``)."""
+    from graph.server import TOOLS
+
+    return TOOLS
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     """Run a task on a stored thread with live progress."""
     from graph.builder import create_loop_agent
@@ -86,8 +101,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
     model = model_from_env(os.environ)
     thread = args.thread or uuid.uuid4().hex[:8]
+    tools = demo_tools() if getattr(args, "demo_tools", False) else ()
     with sqlite_saver(args.db) as saver:
-        agent = create_loop_agent(model, checkpointer=saver, max_iterations=args.max_iterations)
+        agent = create_loop_agent(model, tools, checkpointer=saver,
+                                  max_iterations=args.max_iterations)
         config: RunnableConfig = {"configurable": {"thread_id": thread}}
         state = run_with_progress(agent, {"messages": [HumanMessage(args.task)]}, config, console)
     console.print(state["messages"][-1].content if state.get("messages") else "")

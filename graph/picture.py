@@ -13,19 +13,26 @@ from typing import Any
 __all__ = ["example_agent", "mermaid", "png_bytes", "render_png"]
 
 
+def _available(node: str) -> bool:
+    """Whether ``nodes/<node>.py`` is part of this build."""
+    import importlib.util
+
+    return importlib.util.find_spec(f"nodes.{node}") is not None
+
+
 def example_agent() -> Any:
-    """A loop agent with every optional node, for pictures."""
-    from langchain_core.tools import tool
-
+    """A loop agent with every optional node this build has (judge, approval), for pictures."""
     from graph.builder import create_loop_agent
+    from graph.config import Approval, Judge
     from graph.scripted import ScriptedChatModel
+    from graph.server import TOOLS
 
-    @tool
-    def search(query: str) -> str:
-        """Search."""
-        return query
-
-    return create_loop_agent(ScriptedChatModel(), [search])
+    options: dict[str, Any] = {}
+    if _available("judge"):
+        options["judge"] = Judge(model=ScriptedChatModel())
+    if _available("approval"):
+        options["approval"] = Approval(tools=("send_email",))
+    return create_loop_agent(ScriptedChatModel(), TOOLS, **options)
 
 
 def mermaid(agent: Any) -> str:
