@@ -25,6 +25,7 @@ from graph.config import (
 )
 from graph.state import LoopState
 from graph.stop import StopReason
+from graph.todos import set_mode, todos_remaining, todos_remaining_message, write_todos
 
 if TYPE_CHECKING:
     from graph.builder import create_loop_agent
@@ -52,4 +53,8 @@ __all__ = [
     "StallDetection",
     "StopReason",
     "create_loop_agent",
+    "set_mode",
+    "todos_remaining",
+    "todos_remaining_message",
+    "write_todos",
 ]

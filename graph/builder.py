@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langgraph.graph import START, StateGraph
+from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import RetryPolicy
 
@@ -27,10 +27,12 @@ from graph.config import LoopDetection
 from graph.routing import Routes
 from graph.settings import LoopSettings
 from graph.state import LoopContext, LoopInput, LoopOutput, LoopState
+from nodes.judge import JudgeNode
 from nodes.limits import finish_steps
 from nodes.loop_detector import LoopDetectorNode
 from nodes.model import ModelNode
 from nodes.prepare import PrepareNode
+from nodes.respond import RespondNode
 from nodes.router import RouterNode
 from nodes.tools import ToolsNode
 
@@ -98,12 +100,20 @@ def create_loop_agent(
     builder.add_node("loop_detector", LoopDetectorNode(settings).as_runnable())
     builder.add_node("tools", ToolsNode(settings).as_runnable())
     builder.add_node("router", RouterNode(settings).as_runnable())
+    if settings.judge is not None:
+        builder.add_node("judge", JudgeNode(settings).as_runnable())
+        builder.add_edge("judge", "router")
+    if settings.response_format is not None:
+        builder.add_node("respond", RespondNode(settings).as_runnable(),
+                         retry_policy=_retry(settings))
+        builder.add_edge("respond", END)
     builder.add_edge(START, "prepare")
-    builder.add_edge("prepare", routes.entry)
+    builder.add_conditional_edges("prepare", routes.after_prepare,
+                                  [routes.entry, "__end__"])
     builder.add_edge("model", "loop_detector")
     builder.add_conditional_edges("loop_detector", routes.after_detector,
                                   routes.detector_targets())
     builder.add_conditional_edges("tools", routes.after_tools, [routes.entry, "router"])
-    builder.add_conditional_edges("router", routes.after_router, [routes.entry, "__end__"])
+    builder.add_conditional_edges("router", routes.after_router, routes.router_targets())
     graph = builder.compile(checkpointer=checkpointer, store=store, name=name or "loopgraph")
     return graph.with_config(recursion_limit=default_recursion_limit(settings))

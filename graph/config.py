@@ -136,6 +136,12 @@ class LoopDetection(_Config):
 class StallDetection(_Config):
     """Stop with ``stalled`` when passes stop making progress.
 
+    Checked at the end of a pass that would otherwise continue, over the last
+    ``consecutive`` passes: the same answer text, or the same tool calls with the
+    same results, or token totals within ``tolerance`` of each other
+    (``max - min <= tolerance * min``). A pass that ran a tool call no earlier pass
+    made (new work) is never part of a stall. Details: ``nodes/stall.py``.
+
     Example:
         >>> StallDetection().consecutive
         3
@@ -147,6 +153,12 @@ class StallDetection(_Config):
 
 class BudgetPressure(_Config):
     """Finalize-now notice when agent tokens reach ``threshold × Limits.token_budget``.
+
+    The ``instruction`` is queued as a deferred notice (once per run); the model sees
+    it as the last message of its next request; the run stops with
+    ``budget_pressure`` at the end of that pass unless it ends as ``completed``
+    anyway. Needs ``Limits.token_budget``; exceeding the budget itself stops at once
+    with ``token_budget``.
 
     Example:
         >>> BudgetPressure(threshold=0.7).threshold
@@ -187,7 +199,15 @@ class Compaction(_Config):
 class Hooks(_Config):
     """Callbacks around passes and tool calls; sync or async.
 
-    ``on_iteration_end`` returning True stops the run with ``terminated``.
+    Order per pass: ``on_iteration_start(state)``, then ``on_tool_call(record)`` for
+    each executed or refused call (``{name, args, status, duration_s, iteration}``),
+    then ``on_iteration_end(record, state)`` with the pass record (a copy);
+    returning True stops the run with ``terminated``. A hook that raises stops the
+    run with ``graph.callbacks.CallbackError`` naming the hook (the original
+    exception is its ``__cause__``); with a checkpointer, ``invoke(None, config)``
+    resumes the thread at the failed step. The same events, plus ``loop_warning``,
+    ``budget_pressure`` and one ``stop`` per run, are emitted on
+    ``stream_mode="custom"`` as JSON-friendly dicts ``{"event": ..., ...}``.
 
     Example:
         >>> Hooks(on_tool_call=print).on_iteration_start is None
@@ -208,7 +228,7 @@ class JudgeVerdict(BaseModel):
     """
 
     answered: bool = Field(description="True only if the original request is fully answered.")
-    reasoning: str = Field(description="Why; what is missing when not answered.")
+    reasoning: str = Field(default="", description="Why; what is missing when not answered.")
 
 
 class Judge(_Config):

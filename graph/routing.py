@@ -20,6 +20,7 @@ from langgraph.graph import END
 from graph.pairing import unanswered_tail
 from graph.settings import LoopSettings
 from graph.state import LoopState
+from nodes.respond import wants_response
 
 __all__ = ["Routes"]
 
@@ -42,6 +43,10 @@ class Routes:
             c["name"] in approval.tools for c in last.tool_calls
         )
 
+    def after_prepare(self, state: LoopState) -> str:
+        """Into the loop, unless the recursion limit is too small for even one call."""
+        return self.entry if state.get("stop_reason") is None else END
+
     def after_detector(self, state: LoopState) -> str:
         """Tools (or approval) for a reply with calls; judge/router when the pass ends."""
         run = state.get("run") or {}
@@ -61,8 +66,17 @@ class Routes:
         return self.entry
 
     def after_router(self, state: LoopState) -> str:
-        """End the run, or start the next pass."""
-        return END if state.get("stop_reason") is not None else self.entry
+        """End the run (after the structured final turn, if any), or start the next pass."""
+        if state.get("stop_reason") is None:
+            return self.entry
+        if self.settings.response_format is not None and wants_response(state):
+            return "respond"
+        return END
+
+    def router_targets(self) -> list[str]:
+        """Every node ``after_router`` may pick (for the graph picture)."""
+        extra = ["respond"] if self.settings.response_format is not None else []
+        return [self.entry, *extra, END]
 
     def detector_targets(self) -> list[str]:
         """Every node ``after_detector`` may pick (for the graph picture)."""

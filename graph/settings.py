@@ -43,9 +43,14 @@ Callback = Callable[..., Any]
 
 
 class RunOverrides(BaseModel):
-    """The numeric settings a run may override through ``context=``."""
+    """The numeric settings a run may override through ``context=``.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Strict: ``True`` is not a count and ``"3"`` is not a number (a deployed graph gets
+    JSON numbers). Each group is then re-validated with its config model, so the
+    combination rules (e.g. ``stop_after > warn_after``) hold per run too.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     max_iterations: int | None = Field(default=None, ge=1)
     max_model_calls: int | None = Field(default=None, ge=1)
@@ -155,12 +160,15 @@ class LoopSettings:
         """These settings with a run's overrides applied and validated."""
         if not context:
             return self
-        key = tuple(sorted(context.items()))
-        cached = self._cache.get(key)
+        try:
+            key: tuple[Any, ...] | None = tuple(sorted(context.items()))
+            cached = self._cache.get(key)  # type: ignore[arg-type]
+        except TypeError:  # unhashable or unsortable values: validate without caching
+            key, cached = None, None
         if cached is not None:
             return cached
         resolved = self._apply(dict(context))
-        if len(self._cache) < 64:
+        if key is not None and len(self._cache) < 64:
             self._cache[key] = resolved
         return resolved
 
@@ -168,7 +176,7 @@ class LoopSettings:
         try:
             overrides = RunOverrides(**context)
         except ValidationError as exc:
-            raise ValueError(f"invalid run context (per-run overrides): {exc}") from exc
+            raise ValueError(f"invalid run context: {_explain(exc)}") from exc
         given = overrides.model_dump(exclude_unset=True)
         changes: dict[str, Any] = {}
         if "max_iterations" in given:
@@ -185,5 +193,22 @@ class LoopSettings:
             try:
                 changes[group] = model_cls(**{**base, **update})
             except ValidationError as exc:
-                raise ValueError(f"invalid run context for {group}: {exc}") from exc
+                given_text = ", ".join(f"{k}={v!r}" for k, v in sorted(update.items()))
+                raise ValueError(f"invalid run context ({given_text}) for {group}: "
+                                 f"{_explain(exc)}") from exc
         return replace(self, **changes, _cache={})
+
+
+def _explain(exc: ValidationError) -> str:
+    """One line per problem, naming the field (``unknown`` keys list the allowed ones)."""
+    parts: list[str] = []
+    for error in exc.errors():
+        field = ".".join(str(x) for x in error.get("loc", ())) or "value"
+        if error.get("type") == "extra_forbidden":
+            allowed = ", ".join(RunOverrides.model_fields)
+            parts.append(f"{field}: unknown per-run override (allowed: {allowed})")
+        else:
+            msg = str(error.get("msg", "")).removeprefix("Value error, ")
+            parts.append(f"{field}: {msg} (got {error.get('input')!r})" if field != "value"
+                         else msg)
+    return "; ".join(parts)

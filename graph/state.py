@@ -228,8 +228,8 @@ def usage_of(message: Any) -> Usage | None:
     }
     cached = (meta.get("input_token_details") or {}).get("cache_read")
     reasoning = (meta.get("output_token_details") or {}).get("reasoning")
-    if cached:
+    if cached is not None:
         out["cached_tokens"] = int(cached)
-    if reasoning:
+    if reasoning is not None:
         out["reasoning_tokens"] = int(reasoning)
     return out

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -25,19 +26,35 @@ from graph.effects import Logic, run_async, run_sync
 from graph.settings import LoopSettings
 from graph.state import LoopContext, LoopState
 
-__all__ = ["LoopNode", "emit"]
+__all__ = ["LoopNode", "emit", "jsonable"]
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` made of JSON types only (enums by value, tuples as lists, others as str).
+
+    Example:
+        >>> from graph.stop import StopReason
+        >>> jsonable({"reason": StopReason.STALLED, "args": (1, {"x": object}), "ok": None})
+        {'reason': 'stalled', 'args': [1, {'x': "<class 'object'>"}], 'ok': None}
+    """
+    return json.loads(json.dumps(value, default=str))
 
 
 def emit(runtime: Runtime[LoopContext] | None, event: str, **data: Any) -> None:
-    """Send a ``custom`` stream event (no-op when nobody streams custom events)."""
+    """Send a JSON-friendly ``custom`` stream event ``{"event": event, **data}``.
+
+    Events: ``iteration_start``, ``tool_call``, ``loop_warning``, ``budget_pressure``,
+    ``iteration_end``, ``stop`` (once per run). No-op when nobody streams.
+    """
     if runtime is not None and runtime.stream_writer is not None:
-        runtime.stream_writer({"event": event, **data})
+        runtime.stream_writer(jsonable({"event": event, **data}))
 
 
 class LoopNode:
     """A graph node: ``logic`` is a generator of effects returning a state update."""
 
     name = "node"
+    trace = True  # False for cheap pure nodes: no callback run of their own
 
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
@@ -67,4 +84,4 @@ class LoopNode:
 
     def as_runnable(self) -> RunnableCallable:
         """The node as LangGraph runs it (sync and async)."""
-        return RunnableCallable(self.invoke, self.ainvoke, name=self.name)
+        return RunnableCallable(self.invoke, self.ainvoke, name=self.name, trace=self.trace)

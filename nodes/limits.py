@@ -33,7 +33,9 @@ __all__ = [
     "can_start_pass",
     "check_limits",
     "finish_steps",
+    "fits",
     "pressure_due",
+    "start_steps",
     "stop_answer_text",
     "stop_instruction",
 ]
@@ -56,19 +58,25 @@ def _model_steps(settings: LoopSettings) -> int:
     return 1 + (1 if settings.compaction is not None else 0)
 
 
+def fits(remaining: int | None, steps: int) -> bool:
+    """May a node that sees ``remaining`` still schedule ``steps`` more steps?"""
+    return remaining is None or remaining - 1 >= steps
+
+
+def start_steps(settings: LoopSettings) -> int:
+    """Steps a run needs at least: [compaction] model, loop_detector, router."""
+    return _model_steps(settings) + 2
+
+
 def can_continue_round(remaining: int | None, settings: LoopSettings, *, gated: bool) -> bool:
     """At ``loop_detector``: may the tools run and the model be called again?"""
-    if remaining is None:
-        return True
     round_steps = (1 if gated else 0) + 1 + _model_steps(settings) + 1
-    return remaining - 1 >= round_steps + finish_steps(settings)
+    return fits(remaining, round_steps + finish_steps(settings))
 
 
 def can_start_pass(remaining: int | None, settings: LoopSettings) -> bool:
     """At ``router``: may another pass start?"""
-    if remaining is None:
-        return True
-    return remaining - 1 >= _model_steps(settings) + 1 + finish_steps(settings)
+    return fits(remaining, _model_steps(settings) + 1 + finish_steps(settings))
 
 
 def check_limits(

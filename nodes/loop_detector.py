@@ -30,7 +30,7 @@ from graph.state import LoopContext, LoopState
 from graph.stop import StopReason
 from nodes.base import LoopNode, emit
 from nodes.detection import observe
-from nodes.limits import check_limits, pressure_due, stop_answer_text
+from nodes.limits import check_limits, finish_steps, fits, pressure_due, stop_answer_text
 
 __all__ = ["LoopDetectorNode", "previous_results", "stop_answers"]
 
@@ -64,6 +64,7 @@ class LoopDetectorNode(LoopNode):
     """Limits, loop detection, warnings and clean stops (see module docstring)."""
 
     name = "loop_detector"
+    trace = False  # a pure decision on every step: keep it off the callback path
 
     def logic(
         self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
@@ -93,11 +94,13 @@ class LoopDetectorNode(LoopNode):
             assert pressure is not None
             notices = queue_notice(notices, run=run["id"], key="budget_pressure",
                                    text=pressure.instruction, source="budget_pressure")
-            emit(runtime, "budget_pressure", usage=state.get("usage"))
+            emit(runtime, "budget_pressure", usage=state.get("usage"),
+                 threshold=pressure.threshold, limit=settings.limits.token_budget)
         if guard is not None:
             update.update(self._stop(ai, guard, run, has_calls))
-            emit(runtime, "stop", **{k: v for k, v in guard.items() if k != "guard"},
-                 guard=guard.get("guard"))
+            if has_calls and not fits(state.get("remaining_steps"), finish_steps(settings)):
+                run["finalized"] = True  # no room left for the final answer call
+                guard["final_answer"] = "skipped: the graph's step limit leaves no room"
         if notices != list(state.get("pending_notices") or []):
             update["pending_notices"] = notices
         if run != state.get("run"):

@@ -28,7 +28,9 @@ from langgraph.runtime import Runtime
 from graph.effects import Call, Logic
 from graph.pairing import unanswered_tail
 from graph.state import RESET, LoopContext, LoopState, new_usage
-from nodes.base import LoopNode
+from graph.stop import StopReason
+from nodes.base import LoopNode, emit
+from nodes.limits import fits, start_steps
 from nodes.records import new_pass
 
 __all__ = ["PrepareNode", "repair_dangling"]
@@ -83,10 +85,16 @@ class PrepareNode(LoopNode):
             "call_log": RESET,
             "detector": {},
         }
+        if not fits(state.get("remaining_steps"), start_steps(settings)):
+            update["stop_reason"] = StopReason.STEP_LIMIT  # no pass can run: end at once
+            update["iteration"] = 0
+            update["run"].update(finalized=True, guard={"guard": "limits", "reason": "step_limit",
+                                                        "limit": "recursion_limit"})
         repairs = repair_dangling(messages)
         if repairs:
             update["messages"] = repairs
         hook = settings.hooks.on_iteration_start
         if hook is not None:
             yield Call(hook, ({**state, **update},), name="hooks.on_iteration_start")
+        emit(runtime, "iteration_start", iteration=1)
         return update

@@ -90,7 +90,7 @@ def build_record(
 ) -> IterationRecord:
     """The record of a finished pass (``iterations[i]``)."""
     end = time.time() if now is None else now
-    work = [(c["name"], c["args"], c.get("result_hash")) for c in calls]
+    work = sorted(repr((c["name"], c["args"], c.get("result_hash"))) for c in calls)
     return {
         "iteration": iteration,
         "model_calls": pass_info.get("model_calls", 0),

@@ -2,7 +2,8 @@
 
 Normal passes send the system prompt and the whole transcript. With
 ``fresh_context=True`` a later pass sends only the system prompt, the run's original
-request, the progress log and the messages of the new pass; state keeps everything.
+request, the progress log (unless ``inject_progress=False``) and the messages of the
+new pass; state keeps everything.
 
 Example:
     >>> from langchain_core.messages import HumanMessage
@@ -83,7 +84,7 @@ def build_request(
     pass_info = state.get("pass_info") or {}
     if settings.fresh_context and state.get("iteration", 1) > 1:
         body = _original_request(messages, run.get("request_id"))
-        progress = progress_message(state.get("progress") or [])
+        progress = progress_message(state.get("progress") or []) if settings.inject_progress else None
         body += [progress] if progress is not None else []
         body += pass_messages(messages, pass_info.get("start_id"))
     else:

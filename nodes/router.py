@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
@@ -32,13 +31,20 @@ from graph.settings import LoopSettings
 from graph.state import LoopContext, LoopState
 from graph.stop import StopReason
 from nodes.base import LoopNode, emit
+from nodes.continuation import (
+    CONTINUE_NAME,
+    DEFAULT_CONTINUE,
+    continuation_text,
+    loop_message,
+    resend_message,
+    with_progress,
+)
 from nodes.limits import can_start_pass
 from nodes.records import answer_text, build_record, calls_of_pass, last_ai, new_pass, shorten
+from nodes.stall import guard_at_pass_end, stop_guard
 
-__all__ = ["CONTINUE_NAME", "DEFAULT_CONTINUE", "RouterNode", "decide", "normalize_predicate"]
-
-CONTINUE_NAME = "loop_continue"
-DEFAULT_CONTINUE = "Continue working on the task. If it is complete, say so."
+__all__ = ["CONTINUE_NAME", "DEFAULT_CONTINUE", "RouterNode", "continuation_text", "decide",
+           "normalize_predicate"]
 
 
 def normalize_predicate(result: Any) -> tuple[bool, str | None]:
@@ -73,18 +79,6 @@ def decide(
     return StopReason.COMPLETED, predicate[1] if predicate else None
 
 
-def continuation_text(feedback: str | None, progress: list[str], inject: bool) -> str:
-    """The default continuation message."""
-    parts = []
-    if inject and progress:
-        parts.append("Progress so far:\n" + "\n".join(f"{i}. {p}" for i, p in
-                                                    enumerate(progress, 1)))
-    if feedback:
-        parts.append(f"Feedback: {feedback}")
-    parts.append(DEFAULT_CONTINUE)
-    return "\n\n".join(parts)
-
-
 class RouterNode(LoopNode):
     """Record the pass; continue with a continuation message or end the run."""
 
@@ -114,6 +108,9 @@ class RouterNode(LoopNode):
                                 verdict=verdict)
         if stop is None and not can_start_pass(state.get("remaining_steps"), settings):
             stop = StopReason.STEP_LIMIT
+        if stop is None:  # time cap, budget-pressure wrap-up, stall (nodes/stall.py)
+            guard = guard_at_pass_end(state, settings)
+            stop = StopReason(guard["reason"]) if guard is not None else None
         return stop, feedback
 
     def _feedback(self, state: LoopState, settings: LoopSettings, feedback: str | None) -> Logic:
@@ -139,12 +136,12 @@ class RouterNode(LoopNode):
             calls=calls_of_pass(state.get("call_log") or [], state.get("iteration", 1)),
             answer=answer_text(last_ai(state.get("messages") or [])), feedback=entry,
             verdict=state.get("verdict") if settings.judge is not None else None,
-            guard=run.get("guard") if stop is not None else None,
+            guard=stop_guard(state, settings, stop),
         )
         view: LoopState = {**state, "progress": progress}  # type: ignore[typeddict-item]
         hook = settings.hooks.on_iteration_end
         if hook is not None:
-            ended = yield Call(hook, (record, view), name="hooks.on_iteration_end")
+            ended = yield Call(hook, (dict(record), view), name="hooks.on_iteration_end")
             if ended is True and stop is None:
                 stop = StopReason.TERMINATED
                 record["guard"] = {"guard": "hooks", "reason": stop.value}
@@ -153,6 +150,7 @@ class RouterNode(LoopNode):
                                   "progress": progress}
         if stop is not None:
             update.update(stop_reason=stop, pending_notices=[])
+            emit(runtime, "stop", reason=stop, iteration=record["iteration"], guard=record["guard"])
             return update
         continuation = yield from self._continuation(view, settings, feedback)
         next_pass = new_pass(continuation.id)
@@ -162,29 +160,26 @@ class RouterNode(LoopNode):
         update["run"] = run
         hook = settings.hooks.on_iteration_start
         if hook is not None:
-            yield Call(hook, ({**view, **update},), name="hooks.on_iteration_start")
+            messages = [*(state.get("messages") or []), continuation]
+            yield Call(hook, ({**view, **update, "messages": messages},),
+                       name="hooks.on_iteration_start")
+        emit(runtime, "iteration_start", iteration=update["iteration"])
         return update
 
     def _continuation(self, state: LoopState, settings: LoopSettings,
                       feedback: str | None) -> Logic:
+        """The next pass's input: prompt_factory, next_message or the default text."""
         yield from ()
-        text: str | None
+        progress = list(state.get("progress") or [])
+        inject = settings.inject_progress and not settings.fresh_context
         if settings.prompt_factory is not None:
             text = yield Call(settings.prompt_factory, (state,), name="prompt_factory")
-        elif settings.next_message is not None:
-            text = yield Call(settings.next_message, (state, feedback), name="next_message")
-            if text is None:
-                previous = (state.get("run") or {}).get("last_input") or []
-                text = answer_text(previous[0]) if previous else DEFAULT_CONTINUE
-        else:
-            inject = settings.inject_progress and not settings.fresh_context
-            text = continuation_text(feedback, list(state.get("progress") or []), inject)
-        message = HumanMessage(str(text), name=CONTINUE_NAME)
-        message.id = message.id or _new_id()
-        return message
-
-
-def _new_id() -> str:
-    import uuid
-
-    return uuid.uuid4().hex
+            return loop_message(with_progress(str(text), progress, inject))
+        if settings.next_message is None:
+            return loop_message(continuation_text(feedback, progress, inject))
+        text = yield Call(settings.next_message, (state, feedback), name="next_message")
+        if text is None:
+            run = state.get("run") or {}
+            return resend_message(run.get("last_input"), request_id=run.get("request_id"),
+                                  fresh_context=settings.fresh_context, feedback=feedback)
+        return loop_message(with_progress(str(text), progress, inject))

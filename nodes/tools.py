@@ -158,13 +158,14 @@ class ToolsNode(LoopNode):
         update["run"] = run
         if cap is not None and run["tool_calls"] >= cap and state.get("stop_reason") is None:
             update["stop_reason"] = StopReason.MAX_TOOL_CALLS
-            run["guard"] = {"guard": "limits", "reason": "max_tool_calls", "limit": cap}
-            emit(runtime, "stop", reason="max_tool_calls", limit=cap)
+            run["guard"] = {"guard": "limits", "reason": "max_tool_calls", "limit": cap,
+                            "value": run["tool_calls"]}
         hook = settings.hooks.on_tool_call
-        for record in update["call_log"]:
-            emit(runtime, "tool_call", **record)
+        for logged in update["call_log"]:
+            record = {k: v for k, v in logged.items() if k != "result_hash"}
             if hook is not None:
-                yield Call(hook, (dict(record),), name="hooks.on_tool_call")
+                yield Call(hook, (record,), name="hooks.on_tool_call")
+            emit(runtime, "tool_call", **record)
         return update
 
     def _assemble(

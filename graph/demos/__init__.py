@@ -16,7 +16,7 @@ from graph.demos.base import Scenario
 
 __all__ = ["MODULES", "Scenario", "all_scenarios"]
 
-MODULES = ["graph.demos.core"]
+MODULES = ["graph.demos.core", "graph.demos.continuation", "graph.demos.budgets"]
 
 
 def all_scenarios() -> list[Scenario]:

@@ -1,0 +1,324 @@
+"""Token economy: what a runaway tool loop costs before it is stopped.
+
+Scripted models loop the way real agents do and ignore every warning (the worst case):
+
+* ``exact_repeat``: the same call with the same arguments, forever;
+* ``ab_cycle``: two calls alternating, A, B, A, B, ...;
+* ``poll_same``: polls a job whose status never changes (stagnation);
+* ``poll_progress``: polls a job whose status advances; done after 12 polls (legitimate);
+* ``batch_30``: 30 distinct fetches, then the answer (legitimate).
+
+A model gives up on its own after 60 tool rounds. Systems:
+
+* ``no_detection``: plain ``bind_tools`` loop capped at 60 model calls;
+* ``deerflow_style``: deer-flow's documented layer-1 rule rebuilt as a loop wrapper: MD5 of the
+  sorted ``name:args`` list of each response, window of 20 tool-calling responses, warn at 3
+  identical (a ``HumanMessage(name="loop_warning")`` appended to the next request only), hard
+  stop at 5 (tool calls stripped, ``[FORCED STOP]`` appended, run ends);
+* ``loopgraph``: ``create_loop_agent`` with its default ``LoopDetection``; ``Limits`` set to the
+  same 60-call cap so only detection differs (``--loopgraph-defaults``: no arguments at all).
+
+Reported per run: outcome (``finished`` = the script completed its task; ``stopped`` = something
+ended it first), what stopped it, tool calls executed, model calls, tokens (input + output over
+every model call, as reported by the model) and loop warnings the model received.
+
+Usage: ``python -m benchmarks.token_economy [--only SYSTEM] [--json PATH] [--loopgraph-defaults]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.tools import BaseTool, tool
+
+from benchmarks.scripted import Reply, ScriptedChatModel, ToolCounter
+from benchmarks.systems import load_loopgraph, recursion_limit
+
+__all__ = ["PATTERNS", "DeerFlowGuard", "LoopingModel", "Outcome", "main", "run_pattern"]
+
+CAP = 60
+PROGRESS_POLLS = 12
+BATCH = 30
+PROMPT = "Find out what you need with the tools, then answer."
+WARNING = (
+    "[LOOP DETECTED] You are repeating the same tool calls. Stop calling tools and produce your"
+    " final answer now. If you cannot complete the task, summarize what you accomplished so far."
+)
+FORCED_STOP = (
+    "[FORCED STOP] Repeated tool calls exceeded the safety limit. Producing final answer with"
+    " results collected so far."
+)
+DEFAULT_JSON = Path(__file__).parent / "results" / "token_economy.json"
+_FILLER = " ".join(f"item{i}" for i in range(60))
+
+PATTERNS: dict[str, bool] = {
+    "exact_repeat": False,
+    "ab_cycle": False,
+    "poll_same": False,
+    "poll_progress": True,
+    "batch_30": True,
+}
+"""Pattern name -> whether its repetition is legitimate (the run should finish)."""
+
+
+class LoopingModel(ScriptedChatModel):
+    """Scripted model for one of :data:`PATTERNS`; it never reads the warnings."""
+
+    pattern: str
+    max_steps: int = CAP
+    exact_tokens: bool = True
+
+    def script(self, step: int, last_result: str | None) -> Reply:
+        """The next reply of the looping pattern."""
+        if self.pattern == "exact_repeat":
+            return [("search", {"query": "latest release of project X"})]
+        if self.pattern == "ab_cycle":
+            if step % 2 == 0:
+                return [("search", {"query": "project X release date"})]
+            return [("fetch", {"url": "https://example.com/x/releases"})]
+        if self.pattern in ("poll_same", "poll_progress"):
+            if last_result is not None and "done" in last_result:
+                return "The job finished; its output is ready."
+            return [("check_status", {"job_id": "job-42"})]
+        if step < BATCH:
+            return [("fetch", {"url": f"https://example.com/items/{step}"})]
+        return f"Collected all {BATCH} items."
+
+
+def make_tools(pattern: str, counter: ToolCounter) -> list[BaseTool]:
+    """Fresh tools for one run (``check_status`` advances only for ``poll_progress``)."""
+    polls = [0]
+
+    @tool
+    def search(query: str) -> str:
+        """Search the web."""
+        counter.count += 1
+        return f"Results for {query!r}: {_FILLER}"
+
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a web page."""
+        counter.count += 1
+        return f"Page {url}: {_FILLER}"
+
+    @tool
+    def check_status(job_id: str) -> str:
+        """Check the status of a background job."""
+        counter.count += 1
+        if pattern != "poll_progress":
+            return f"job {job_id}: running (0/{PROGRESS_POLLS} chunks processed)"
+        polls[0] += 1
+        if polls[0] >= PROGRESS_POLLS:
+            return f"job {job_id}: done ({PROGRESS_POLLS}/{PROGRESS_POLLS} chunks)"
+        return f"job {job_id}: running ({polls[0]}/{PROGRESS_POLLS} chunks processed)"
+
+    return [search, fetch, check_status]
+
+
+class DeerFlowGuard:
+    """deer-flow's layer-1 rule: identical tool-call sets within a window of responses."""
+
+    def __init__(self, warn_threshold: int = 3, hard_limit: int = 5, window_size: int = 20) -> None:
+        """Thresholds as in deer-flow's ``LoopDetectionConfig`` defaults."""
+        self.warn_threshold = warn_threshold
+        self.hard_limit = hard_limit
+        self.history: deque[str] = deque(maxlen=window_size)
+        self.warned: set[str] = set()
+
+    @staticmethod
+    def signature(message: AIMessage) -> str:
+        """MD5 (12 hex) of the sorted ``name:args`` strings of the response's calls."""
+        keys = sorted(f"{c['name']}:{json.dumps(c['args'], sort_keys=True)}" for c in message.tool_calls)
+        return hashlib.md5(json.dumps(keys).encode()).hexdigest()[:12]
+
+    def check(self, message: AIMessage) -> Literal["ok", "warn", "stop"]:
+        """Record one tool-calling response and decide."""
+        digest = self.signature(message)
+        self.history.append(digest)
+        self.warned &= set(self.history)
+        count = self.history.count(digest)
+        if count >= self.hard_limit:
+            return "stop"
+        if count >= self.warn_threshold and digest not in self.warned:
+            self.warned.add(digest)
+            return "warn"
+        return "ok"
+
+
+@dataclass
+class RunInfo:
+    """What a runner reports besides the model's and tools' own counts."""
+
+    stopped_by: str | None
+    warnings: int
+    reported_tokens: int | None = None
+    """Total tokens the system itself reports (loopgraph's ``usage``), for cross-checking."""
+
+
+@dataclass
+class Outcome:
+    """One (pattern, system) run."""
+
+    pattern: str
+    system: str
+    outcome: str
+    stopped_by: str | None
+    tool_calls: int
+    model_calls: int
+    tokens: int
+    warnings: int
+    correct: bool
+    reported_tokens: int | None = None
+
+
+def guarded_loop(model: ScriptedChatModel, tools: list[BaseTool], guard: DeerFlowGuard | None) -> RunInfo:
+    """Plain loop capped at :data:`CAP` model calls, optionally guarded by deer-flow's rule."""
+    bound = model.bind_tools(tools)
+    by_name = {t.name: t for t in tools}
+    messages: list[BaseMessage] = [HumanMessage(PROMPT)]
+    warning: str | None = None
+    warnings = 0
+    for _ in range(CAP):
+        request = messages if warning is None else [*messages, HumanMessage(warning, name="loop_warning")]
+        ai = bound.invoke(request)
+        warning = None
+        if not isinstance(ai, AIMessage) or not ai.tool_calls:
+            return RunInfo(None, warnings)
+        verdict = guard.check(ai) if guard else "ok"
+        if verdict == "stop":
+            messages.append(
+                ai.model_copy(update={"tool_calls": [], "content": f"{ai.content}\n\n{FORCED_STOP}"})
+            )
+            return RunInfo("hard_stop", warnings)
+        if verdict == "warn":
+            warning, warnings = WARNING, warnings + 1
+        messages.append(ai)
+        messages.extend(by_name[c["name"]].invoke(c) for c in ai.tool_calls)
+    return RunInfo(f"cap ({CAP})", warnings)
+
+
+def _run_loopgraph(model: ScriptedChatModel, tools: list[BaseTool], literal_defaults: bool) -> RunInfo:
+    """Invoke ``create_loop_agent``; read ``stop_reason``, ``usage`` and the persisted warnings."""
+    lg = load_loopgraph()
+    assert lg is not None
+    kwargs: dict[str, Any] = {} if literal_defaults else {"limits": lg.Limits(max_model_calls=CAP)}
+    graph = lg.create_loop_agent(model, tools, **kwargs)
+    config = {"recursion_limit": recursion_limit(CAP)}
+    result = graph.invoke({"messages": [HumanMessage(PROMPT)]}, config)
+    reason = result.get("stop_reason")
+    warnings = sum(1 for m in result["messages"] if isinstance(m, HumanMessage) and m.name == "loop_warning")
+    usage = result.get("usage") or {}
+    return RunInfo(
+        stopped_by=None if reason is None else str(getattr(reason, "value", reason)),
+        warnings=warnings,
+        reported_tokens=usage.get("total_tokens"),
+    )
+
+
+Runner = Callable[[ScriptedChatModel, list[BaseTool]], RunInfo]
+
+
+def runners(literal_defaults: bool) -> dict[str, Runner]:
+    """The systems; ``loopgraph`` only when it can be imported."""
+    table: dict[str, Runner] = {
+        "no_detection": lambda m, t: guarded_loop(m, t, None),
+        "deerflow_style": lambda m, t: guarded_loop(m, t, DeerFlowGuard()),
+    }
+    if load_loopgraph() is not None:
+        table["loopgraph"] = lambda m, t: _run_loopgraph(m, t, literal_defaults)
+    return table
+
+
+def run_pattern(pattern: str, system: str, runner: Runner) -> Outcome:
+    """Run one pattern under one system and classify the outcome."""
+    counter = ToolCounter()
+    model = LoopingModel(pattern=pattern)
+    info = runner(model, make_tools(pattern, counter))
+    stopped_by = info.stopped_by
+    finished = "answer" in model.log.kinds
+    if finished and stopped_by in (None, "completed"):
+        stopped_by = None
+    elif stopped_by is None:
+        stopped_by = model.log.kinds[-1] if model.log.kinds else "?"
+    return Outcome(
+        pattern=pattern,
+        system=system,
+        outcome="finished" if finished else "stopped",
+        stopped_by=stopped_by,
+        tool_calls=counter.count,
+        model_calls=model.log.calls,
+        tokens=model.log.total_tokens,
+        warnings=info.warnings,
+        correct=finished == PATTERNS[pattern],
+        reported_tokens=info.reported_tokens,
+    )
+
+
+def format_table(outcomes: list[Outcome]) -> str:
+    """Markdown table; token ratio is to ``no_detection`` on the same pattern."""
+    base = {o.pattern: o.tokens for o in outcomes if o.system == "no_detection"}
+    lines = [
+        "| pattern | legit? | system | outcome | stopped by | tool calls | model calls | tokens"
+        " | ×no_detection tokens | warnings seen | right call? |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for o in outcomes:
+        ratio = f"{o.tokens / base[o.pattern]:.2f}×" if base.get(o.pattern) else "–"
+        lines.append(
+            f"| {o.pattern} | {'yes' if PATTERNS[o.pattern] else 'no'} | {o.system} | {o.outcome}"
+            f" | {o.stopped_by or '–'} | {o.tool_calls} | {o.model_calls} | {o.tokens:,}"
+            f" | {ratio} | {o.warnings} | {'yes' if o.correct else 'NO'} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every pattern under every system, print a markdown table and write JSON."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.token_economy", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--only", help="comma-separated system names")
+    parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write the JSON results")
+    parser.add_argument(
+        "--loopgraph-defaults",
+        action="store_true",
+        help="call create_loop_agent(model, tools) with no limits",
+    )
+    args = parser.parse_args(argv)
+    systems = runners(args.loopgraph_defaults)
+    if args.only:
+        wanted = {v.strip() for v in args.only.split(",")}
+        if wanted - set(systems):
+            print(
+                f"unknown or unavailable system(s): {', '.join(sorted(wanted - set(systems)))}",
+                file=sys.stderr,
+            )
+            return 2
+        systems = {k: v for k, v in systems.items() if k in wanted}
+    outcomes = [run_pattern(p, name, runner) for p in PATTERNS for name, runner in systems.items()]
+    print(format_table(outcomes))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "cap": CAP,
+        "progress_polls": PROGRESS_POLLS,
+        "batch": BATCH,
+        "loopgraph_defaults": args.loopgraph_defaults,
+    }
+    args.json.write_text(
+        json.dumps({"meta": meta, "results": [asdict(o) for o in outcomes]}, indent=2) + "\n"
+    )
+    print(f"\nJSON: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
