@@ -13,24 +13,17 @@ from typing import Any
 __all__ = ["example_agent", "mermaid", "png_bytes", "render_png"]
 
 
-def _available(node: str) -> bool:
-    """Whether ``nodes/<node>.py`` is part of this build."""
-    import importlib.util
-
-    return importlib.util.find_spec(f"nodes.{node}") is not None
-
-
 def example_agent() -> Any:
     """A loop agent with every optional node this build has (judge, approval), for pictures."""
     from graph.builder import create_loop_agent
     from graph.config import Approval, Judge
     from graph.scripted import ScriptedChatModel
-    from graph.server import TOOLS
+    from graph.server import TOOLS, has_node
 
     options: dict[str, Any] = {}
-    if _available("judge"):
+    if has_node("judge"):
         options["judge"] = Judge(model=ScriptedChatModel())
-    if _available("approval"):
+    if has_node("approval"):
         options["approval"] = Approval(tools=("send_email",))
     return create_loop_agent(ScriptedChatModel(), TOOLS, **options)
 

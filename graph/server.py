@@ -19,9 +19,9 @@ Example:
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -31,7 +31,17 @@ from langchain_core.tools import BaseTool, tool
 from graph.config import Approval
 from graph.scripted import ScriptedChatModel
 
-__all__ = ["GATED_TOOLS", "TOOLS", "approval", "demo_model", "demo_reply", "graph", "make_graph", "model"]
+__all__ = [
+    "GATED_TOOLS",
+    "TOOLS",
+    "approval",
+    "demo_model",
+    "demo_reply",
+    "graph",
+    "has_node",
+    "make_graph",
+    "model",
+]
 
 SYSTEM_PROMPT = "You are a helpful assistant. Use the tools when they help; be brief."
 
@@ -89,14 +99,19 @@ def model(env: Mapping[str, str] | None = None) -> BaseChatModel:
         return demo_model()
 
 
-def approval() -> Approval | None:
-    """``send_email`` needs approval, once the approval node is part of the build.
+def has_node(name: str) -> bool:
+    """Whether ``nodes/<name>.py`` ships next to the installed ``nodes`` package.
 
-    (The check is for branches that predate ``nodes/approval.py``; it can go when it lands.)
+    (For builds that predate an optional node; see :func:`approval`.)
     """
-    if importlib.util.find_spec("nodes.approval") is None:
-        return None
-    return Approval(tools=GATED_TOOLS)
+    import nodes
+
+    return (Path(nodes.__file__).parent / f"{name}.py").exists()
+
+
+def approval() -> Approval | None:
+    """``send_email`` needs approval, once the approval node is part of the build."""
+    return Approval(tools=GATED_TOOLS) if has_node("approval") else None
 
 
 def make_graph(env: Mapping[str, str] | None = None) -> Any:
