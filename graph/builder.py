@@ -10,7 +10,7 @@ Example:
     >>> agent = create_loop_agent(ScriptedChatModel(script=["Hello!"]))
     >>> result = agent.invoke({"messages": [HumanMessage("hi")]})
     >>> result["stop_reason"], result["messages"][-1].content
-    (<StopReason.COMPLETED: 'completed'>, 'Hello!')
+    ('completed', 'Hello!')
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from graph.config import LoopDetection
 from graph.routing import Routes
 from graph.settings import LoopSettings
 from graph.state import LoopContext, LoopInput, LoopOutput, LoopState
+from nodes.approval import ApprovalNode
+from nodes.compaction import CompactionNode
 from nodes.judge import JudgeNode
 from nodes.limits import finish_steps
 from nodes.loop_detector import LoopDetectorNode
@@ -46,7 +48,8 @@ def default_recursion_limit(settings: LoopSettings) -> int:
     calls, passes = settings.limits.max_model_calls, settings.max_iterations
     if calls is None or passes is None:
         return 10_000
-    per_round = 4 + (1 if settings.compaction is not None else 0)
+    per_round = (4 + (1 if settings.compaction is not None else 0)
+                 + (1 if settings.approval is not None else 0))
     per_pass = calls * per_round + 3
     return min(10_000, passes * per_pass + finish_steps(settings) + 10)
 
@@ -107,6 +110,13 @@ def create_loop_agent(
         builder.add_node("respond", RespondNode(settings).as_runnable(),
                          retry_policy=_retry(settings))
         builder.add_edge("respond", END)
+    if settings.approval is not None:
+        builder.add_node("approval", ApprovalNode(settings).as_runnable())
+        builder.add_edge("approval", "tools")
+    if settings.compaction is not None:
+        builder.add_node("compaction", CompactionNode(settings).as_runnable(),
+                         retry_policy=_retry(settings))
+        builder.add_edge("compaction", "model")
     builder.add_edge(START, "prepare")
     builder.add_conditional_edges("prepare", routes.after_prepare,
                                   [routes.entry, "__end__"])

@@ -99,10 +99,16 @@ class LoopDetection(_Config):
         warn_after: repeats of one response signature within the window that warn.
         stop_after: repeats that hard-stop the run (``loop_detected``).
         window: how many recent model responses are remembered.
-        no_progress_warn_after: repeats of a call whose result did not change that warn.
-        no_progress_stop_after: repeats of a call whose result did not change that stop.
-        per_tool: optional windowed caps on calls of one tool name (any arguments).
-        arg_policies: per-tool argument policies for the call signature.
+        no_progress_warn_after: identical results in a row (nothing else new in between)
+            after which asking for the same call again warns.
+        no_progress_stop_after: identical results in a row after which asking again stops.
+        progress_factor: a repeated call whose results keep changing (polling that makes
+            progress) warns and stops at this many times ``warn_after``/``stop_after``
+            (capped by the window).
+        per_tool: optional windowed caps on calls of one tool name (any arguments):
+            reaching the cap warns, exceeding it stops.
+        arg_policies: per-tool argument policies for the call signature (``"*"``
+            applies to tools without their own policy).
 
     Example:
         >>> LoopDetection(per_tool={"search": 8}).per_tool["search"]
@@ -114,6 +120,7 @@ class LoopDetection(_Config):
     window: int = Field(default=20, ge=2, le=1000)
     no_progress_warn_after: int = Field(default=2, ge=1)
     no_progress_stop_after: int = Field(default=3, ge=2)
+    progress_factor: int = Field(default=3, ge=1)
     per_tool: dict[str, int] = Field(default_factory=dict)
     arg_policies: dict[str, ArgPolicy] = Field(default_factory=dict)
 
@@ -128,6 +135,8 @@ class LoopDetection(_Config):
         if self.window < self.stop_after:
             raise ValueError("LoopDetection: window must be at least stop_after")
         for tool, cap in self.per_tool.items():
+            if not tool:
+                raise ValueError("LoopDetection: per_tool keys must be tool names")
             if cap < 1:
                 raise ValueError(f"LoopDetection: per_tool[{tool!r}] must be >= 1")
         return self

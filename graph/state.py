@@ -102,6 +102,7 @@ class RunInfo(TypedDict, total=False):
     request_id: str | None
     tool_calls: int
     auto_rounds: int
+    review: dict[str, Any] | None
     finalized: bool
     pressure_queued: bool
     guard: dict[str, Any] | None
@@ -141,10 +142,20 @@ class LoopInput(TypedDict, total=False):
     todos: list[Todo]
 
 
-class LoopOutput(LoopInput, total=False):
-    """What ``invoke`` returns: the public keys."""
+def _reason(_old: str | None, new: str | None) -> str | None:
+    """Store stop reasons as their plain string value (checkpoint- and JSON-friendly)."""
+    return None if new is None else StopReason(new).value
 
-    stop_reason: StopReason | None
+
+class LoopOutput(LoopInput, total=False):
+    """What ``invoke`` returns: the public keys.
+
+    ``stop_reason`` holds the ``StopReason`` value as a plain ``str``:
+    ``state["stop_reason"] == StopReason.COMPLETED`` and ``StopReason(state["stop_reason"])``
+    both work, and it survives every checkpointer and LangGraph Server's JSON unchanged.
+    """
+
+    stop_reason: Annotated[str | None, _reason]
     iteration: int
     iterations: list[IterationRecord]
     usage: Usage

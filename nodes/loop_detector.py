@@ -22,11 +22,12 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from graph.config import LoopDetection
 from graph.effects import Logic
 from graph.notices import queue_notice
 from graph.pairing import call_ids
 from graph.settings import LoopSettings
-from graph.state import LoopContext, LoopState
+from graph.state import LoopContext, LoopState, Notice
 from graph.stop import StopReason
 from nodes.base import LoopNode, emit
 from nodes.detection import observe
@@ -80,14 +81,9 @@ class LoopDetectorNode(LoopNode):
         guard = check_limits(state, settings, has_calls=has_calls, gated=_gated(ai, settings))
         update: dict[str, Any] = {}
         notices = list(state.get("pending_notices") or [])
-        if guard is None and has_calls and settings.loop_detection is not None:
-            obs = observe(state.get("detector") or {}, ai, previous_results(messages),
-                          settings.loop_detection)
-            update["detector"] = obs.state
-            guard = obs.stop
-            for key, text in obs.warnings:
-                notices = queue_notice(notices, run=run["id"], key=key, text=text, source="loop")
-                emit(runtime, "loop_warning", key=key, text=text)
+        if guard is None and settings.loop_detection is not None:
+            guard, notices = self._detect(state, ai, run, notices, settings.loop_detection,
+                                          runtime, update)
         if guard is None and pressure_due(state, settings):
             run["pressure_queued"] = True
             pressure = settings.budget_pressure
@@ -106,6 +102,29 @@ class LoopDetectorNode(LoopNode):
         if run != state.get("run"):
             update["run"] = run
         return update
+
+    @staticmethod
+    def _detect(
+        state: LoopState,
+        ai: AIMessage,
+        run: dict[str, Any],
+        notices: list[Notice],
+        detection: LoopDetection,
+        runtime: Runtime[LoopContext] | None,
+        update: dict[str, Any],
+    ) -> tuple[dict[str, Any] | None, list[Notice]]:
+        """Run the detection layers; queue their warnings (none when stopping)."""
+        obs = observe(state.get("detector") or {}, ai, previous_results(
+            state.get("messages") or []), detection)
+        update["detector"] = obs.state
+        if obs.stop is not None:
+            return obs.stop, notices
+        for warning in obs.warnings:
+            notices = queue_notice(notices, run=run["id"], key=f"loop:{warning.key}",
+                                   text=warning.text, source="loop")
+            emit(runtime, "loop_warning", layer=warning.layer, key=warning.key,
+                 calls=list(warning.calls), count=warning.count, text=warning.text)
+        return None, notices
 
     @staticmethod
     def _stop(

@@ -124,7 +124,8 @@ class RouterNode(LoopNode):
         self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
     ) -> Logic:
         settings = self.run_settings(runtime)
-        stop = state.get("stop_reason")
+        stored = state.get("stop_reason")
+        stop = StopReason(stored) if stored is not None else None
         feedback: str | None = None
         if stop is None:
             stop, feedback = yield from self._decision(state, settings)

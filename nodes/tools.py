@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -34,6 +34,7 @@ from graph.pairing import unanswered_tail
 from graph.settings import LoopSettings
 from graph.state import CallRecord, LoopContext, LoopState
 from graph.stop import StopReason
+from nodes.approval import apply_review, mark_edited
 from nodes.base import LoopNode, emit
 
 __all__ = ["ToolsNode", "cap_output", "plan_calls", "result_hash"]
@@ -47,14 +48,18 @@ def plan_calls(
     known: set[str],
     offered: Iterable[str] | None,
     allowance: int | None,
+    rejected: Mapping[str, str] | None = None,
 ) -> list[Plan]:
-    """Decide per call: ``("run", None)`` or ``("refuse", error text)``."""
+    """Decide per call: ``("run", None)``, ``("refuse", error text)`` or, for calls a
+    reviewer rejected (``rejected``: text by call id), ``("reject", text)``."""
     allowed = None if offered is None else set(offered)
     left = allowance
     plans: list[Plan] = []
     for call in calls:
         name = call.get("name")
-        if name not in known:
+        if rejected and str(call.get("id")) in rejected:
+            plans.append(("reject", rejected[str(call.get("id"))]))
+        elif name not in known:
             plans.append(("refuse", f"Error: unknown tool {name!r}. "
                                     f"Available tools: {', '.join(sorted(known)) or 'none'}."))
         elif allowed is not None and name not in allowed:
@@ -145,15 +150,20 @@ class ToolsNode(LoopNode):
         invalid: list[dict[str, Any]] = [
             dict(c) for c in ai.invalid_tool_calls if c.get("id") in pending
         ]
+        reviewed = apply_review(calls, run.pop("review", None), message_id=ai.id,
+                                gated=settings.approval.tools if settings.approval else ())
+        calls = reviewed.calls
         cap = settings.limits.max_tool_calls
         allowance = None if cap is None else cap - run.get("tool_calls", 0)
         offered = (state.get("pass_info") or {}).get("offered")
-        plans = plan_calls(calls, known=set(self.by_name), offered=offered, allowance=allowance)
+        plans = plan_calls(calls, known=set(self.by_name), offered=offered, allowance=allowance,
+                           rejected=reviewed.refusals)
         runnable = [c for c, (action, _) in zip(calls, plans, strict=True) if action == "run"]
         outcomes = yield Parallel([_runners(self.by_name[c["name"]], c, config)
                                    for c in runnable])
         results: dict[str, tuple[Any, float]] = dict(zip([c["id"] for c in runnable], outcomes, strict=True))
         update = self._assemble(state, settings, calls, plans, results, invalid)
+        mark_edited(update["messages"], reviewed)
         run["tool_calls"] = run.get("tool_calls", 0) + len(runnable)
         update["run"] = run
         if cap is not None and run["tool_calls"] >= cap and state.get("stop_reason") is None:
@@ -191,7 +201,8 @@ class ToolsNode(LoopNode):
             message.content = cap_output(message.content, limit)
             messages.append(message)
             records.append({"name": call["name"], "args": dict(call.get("args") or {}),
-                            "status": "refused" if action != "run" else message.status,
+                            "status": message.status if action == "run" else
+                                      "rejected" if action == "reject" else "refused",
                             "duration_s": duration, "iteration": iteration,
                             "result_hash": result_hash(message.content)})  # type: ignore[typeddict-unknown-key]
         for bad in invalid:

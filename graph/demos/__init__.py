@@ -16,7 +16,8 @@ from graph.demos.base import Scenario
 
 __all__ = ["MODULES", "Scenario", "all_scenarios"]
 
-MODULES = ["graph.demos.core", "graph.demos.continuation", "graph.demos.budgets"]
+MODULES = ["graph.demos.core", "graph.demos.loops", "graph.demos.continuation",
+           "graph.demos.budgets", "graph.demos.approval"]
 
 
 def all_scenarios() -> list[Scenario]:

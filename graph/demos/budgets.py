@@ -14,7 +14,7 @@ Example:
     >>> import io
     >>> state = budget_pressure(Console(file=io.StringIO()), InMemorySaver())
     >>> state["stop_reason"], state["iterations"][-1]["guard"]["reason"]
-    (<StopReason.BUDGET_PRESSURE: 'budget_pressure'>, 'budget_pressure')
+    ('budget_pressure', 'budget_pressure')
 """
 
 from __future__ import annotations

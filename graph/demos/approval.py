@@ -1,0 +1,106 @@
+"""Approval and compaction scenarios: a gated tool decided by a resolver, then a human;
+a long research loop whose old messages are compacted into one summary.
+
+Example:
+    >>> [s.key for s in SCENARIOS]
+    ['approval', 'compaction']
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
+from langgraph.types import Command
+from rich.console import Console
+
+from graph.builder import create_loop_agent
+from graph.config import Approval, Compaction
+from graph.demos.base import Scenario, print_run
+from graph.scripted import ScriptedChatModel
+
+__all__ = ["SCENARIOS", "delete_branch", "list_branches", "read_chapter"]
+
+
+@tool
+def list_branches() -> str:
+    """List the repository's branches."""
+    return "main, feature/login, old/spike-2019, old/spike-2020"
+
+
+@tool
+def delete_branch(name: str) -> str:
+    """Delete a branch (needs approval)."""
+    return f"branch {name} deleted"
+
+
+@tool
+def read_chapter(number: int) -> str:
+    """Read one chapter of the handbook."""
+    return f"Chapter {number}: " + " ".join(f"rule {number}.{i} applies." for i in range(1, 40))
+
+
+def _config(thread: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread}}
+
+
+def approval(console: Console, checkpointer: Any) -> dict[str, Any]:
+    """The resolver approves one gated message; the next one pauses for a human."""
+    model = ScriptedChatModel(script=[
+        [("list_branches", {})],
+        [("delete_branch", {"name": "old/spike-2019"})],
+        [("delete_branch", {"name": "main"}), ("delete_branch", {"name": "old/spike-2020"})],
+        "Deleted old/spike-2019 and old/spike-2020; main was kept as the reviewer asked.",
+    ])
+
+    def policy(request: dict[str, Any]) -> dict[str, Any]:
+        names = [a["args"]["name"] for a in request["action_requests"]]
+        console.print(f"resolver: approving {names}", markup=False)
+        return {"decisions": [{"type": "approve"} for _ in names]}
+
+    agent = create_loop_agent(
+        model, [list_branches, delete_branch], checkpointer=checkpointer,
+        approval=Approval(tools=("delete_branch",), resolver=policy, max_auto_rounds=1),
+    )
+    cfg = _config("demo-approval")
+    paused = agent.invoke({"messages": [HumanMessage("Delete the old spike branches.")]}, cfg)
+    request = paused["__interrupt__"][0].value
+    console.rule("[bold]Paused for a human (resolver budget of 1 round spent)")
+    console.print(f"stop_reason={paused['stop_reason']}  next={agent.get_state(cfg).next}",
+                  markup=False)
+    for action in request["action_requests"]:
+        console.print(f"  needs a decision: {action['name']}({json.dumps(action['args'])})",
+                      markup=False)
+    decisions = [{"type": "reject", "message": "Never delete main."}, {"type": "approve"}]
+    console.print(f"reviewer resumes with {json.dumps({'decisions': decisions})}", markup=False)
+    state = agent.invoke(Command(resume={"decisions": decisions}), cfg)
+    print_run(console, "Approval: resolver first, then a human decision", state)
+    return state
+
+
+def compaction(console: Console, checkpointer: Any) -> dict[str, Any]:
+    """Long tool outputs: old messages are replaced by one summary before the model call."""
+    model = ScriptedChatModel(
+        script=[[("read_chapter", {"number": n})] for n in range(1, 6)]
+        + ["The handbook's five chapters list 195 rules; chapter 5 covers deployments."],
+        no_tools_reply="Chapters 1-3 were read: rules 1.1-3.39, mostly about reviews and testing.",
+    )
+    agent = create_loop_agent(model, [read_chapter], checkpointer=checkpointer,
+                              compaction=Compaction(max_tokens=500, keep_last=4))
+    state = agent.invoke({"messages": [HumanMessage("Summarize the handbook.")]},
+                         _config("demo-compaction"))
+    print_run(console, "Compaction(max_tokens=500, keep_last=4): one summary replaces old turns",
+              state)
+    compacted = [r.get("compacted", 0) for r in state.get("iterations", [])]
+    console.print(f"  compacted messages per pass: {compacted}; the agent's model saw at most "
+                  f"{max(len(r) for r in model.requests)} messages per call", markup=False)
+    return state
+
+
+SCENARIOS = [
+    Scenario("approval", "Gated tool: resolver, then a human decision", approval, ["approval"]),
+    Scenario("compaction", "Long loop compacted into a summary", compaction, ["compaction"]),
+]

@@ -1,0 +1,320 @@
+"""The ``approval`` node: a decision for every gated call before any call of the message runs.
+
+When the model's reply asks for a tool listed in ``Approval.tools``, this node builds
+one request in the shape of LangChain's human-in-the-loop middleware::
+
+    {"action_requests": [{"name", "args", "description"}, ...],   # one per gated call
+     "review_configs": [{"action_name", "allowed_decisions"}, ...]}  # one per gated tool
+
+and gets one decision per gated call, in order: from ``Approval.resolver`` (at most
+``max_auto_rounds`` gated messages per run) or from a human through LangGraph's
+``interrupt()``; the run resumes with ``Command(resume={"decisions": [...]})``.
+Decisions: ``{"type": "approve"}``, ``{"type": "edit", "edited_action": {"name",
+"args"}}`` (same tool, or an ungated known tool), ``{"type": "reject", "message": ...}``.
+
+The answer is validated *inside* ``interrupt()`` (its ``response_schema``), so a
+malformed resume raises a clear ``ValueError`` before anything is saved: the thread
+stays paused at ``approval`` and can be answered again. The decisions are written to
+``run["review"]``; the ``tools`` node honours them (``apply_review``): approved calls
+run, edited calls run as edited with a note in their ToolMessage, rejected calls get
+an error ToolMessage carrying the reviewer's message, and a gated call without a
+recorded decision never runs.
+
+Example:
+    >>> calls = [{"name": "rm", "args": {"path": "/tmp/x"}, "id": "c1"}]
+    >>> request = approval_request(calls, "Needs approval")
+    >>> request["review_configs"]
+    [{'action_name': 'rm', 'allowed_decisions': ['approve', 'edit', 'reject']}]
+    >>> check_decisions(calls, [{"type": "approve"}], gated={"rm"}, known={"rm", "ls"})
+    [{'type': 'approve'}]
+    >>> try:
+    ...     check_decisions(calls, [], gated={"rm"}, known={"rm"})
+    ... except ValueError as exc:
+    ...     print(exc)
+    approval: expected 1 decision (one per gated call: rm), got 0
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Annotated, Any, Literal
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
+from langgraph.types import interrupt
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from graph.effects import Call, Logic
+from graph.pairing import unanswered_tail
+from graph.state import LoopContext, LoopState
+from nodes.base import LoopNode, emit
+
+__all__ = [
+    "DECISION_TYPES",
+    "ApprovalNode",
+    "ApprovalResponse",
+    "Reviewed",
+    "apply_review",
+    "approval_request",
+    "auto_allowed",
+    "check_decisions",
+    "edit_note",
+    "mark_edited",
+    "reject_text",
+    "response_model",
+]
+
+DECISION_TYPES = ("approve", "edit", "reject")
+
+
+class _Decision(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class ApproveDecision(_Decision):
+    """Run the call as the model asked."""
+
+    type: Literal["approve"]
+
+
+class EditedAction(_Decision):
+    """The call a reviewer wants to run instead."""
+
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class EditDecision(_Decision):
+    """Run the reviewer's version of the call."""
+
+    type: Literal["edit"]
+    edited_action: EditedAction
+
+
+class RejectDecision(_Decision):
+    """Do not run the call; the message goes to the model."""
+
+    type: Literal["reject"]
+    message: str | None = None
+
+
+Decision = Annotated[ApproveDecision | EditDecision | RejectDecision, Field(discriminator="type")]
+
+
+class ApprovalResponse(BaseModel):
+    """The resume value: ``{"decisions": [...]}``, one decision per gated call."""
+
+    model_config = ConfigDict(extra="ignore", title="ApprovalResponse")
+
+    decisions: list[Decision]
+
+    def as_dicts(self) -> list[dict[str, Any]]:
+        """The decisions as plain dicts (what is stored in state)."""
+        return [d.model_dump(exclude_none=True) for d in self.decisions]
+
+
+def approval_request(calls: Sequence[Mapping[str, Any]], description: str) -> dict[str, Any]:
+    """The interrupt value for the gated calls (LangChain's HITL request shape)."""
+    actions = [{"name": c["name"], "args": copy.deepcopy(dict(c.get("args") or {})),
+                "description": f"{description}\n\nTool: {c['name']}\nArgs: "
+                               f"{json.dumps(c.get('args') or {}, default=str)}"}
+               for c in calls]
+    names = list(dict.fromkeys(str(c["name"]) for c in calls))
+    configs = [{"action_name": n, "allowed_decisions": list(DECISION_TYPES)} for n in names]
+    return {"action_requests": actions, "review_configs": configs}
+
+
+def check_decisions(
+    calls: Sequence[Mapping[str, Any]],
+    decisions: Sequence[Mapping[str, Any]],
+    *,
+    gated: Collection[str],
+    known: Collection[str],
+) -> list[dict[str, Any]]:
+    """Validate decisions against the gated calls; ``ValueError`` says what is wrong.
+
+    An edit may keep the tool or switch to a known *ungated* tool: switching to another
+    gated tool would run that tool without its own decision, so it is refused.
+
+    Example:
+        >>> calls = [{"name": "rm", "args": {}, "id": "c1"}]
+        >>> check_decisions(calls, [{"type": "edit", "edited_action": {"name": "wipe",
+        ...     "args": {}}}], gated={"rm", "wipe"}, known={"rm", "wipe"})
+        Traceback (most recent call last):
+        ...
+        ValueError: approval: decision 1 edits 'rm' into another gated tool 'wipe'; an edit may \
+keep the tool or switch to an ungated one
+    """
+    if len(decisions) != len(calls):
+        names = ", ".join(str(c["name"]) for c in calls)
+        noun = "decision" if len(calls) == 1 else "decisions"
+        raise ValueError(f"approval: expected {len(calls)} {noun} (one per gated call: {names}), "
+                         f"got {len(decisions)}")
+    out: list[dict[str, Any]] = []
+    for i, (call, decision) in enumerate(zip(calls, decisions, strict=True), 1):
+        kind = decision.get("type")
+        if kind not in DECISION_TYPES:
+            raise ValueError(f"approval: decision {i} has unknown type {kind!r}; "
+                             f"expected one of {', '.join(DECISION_TYPES)}")
+        if kind == "edit":
+            action = decision.get("edited_action") or {}
+            name = action.get("name")
+            if name not in known:
+                raise ValueError(f"approval: decision {i} edits {call['name']!r} into unknown "
+                                 f"tool {name!r}; known tools: {', '.join(sorted(known))}")
+            if name != call["name"] and name in gated:
+                raise ValueError(f"approval: decision {i} edits {call['name']!r} into another "
+                                 f"gated tool {name!r}; an edit may keep the tool or switch "
+                                 "to an ungated one")
+        out.append(dict(decision))
+    return out
+
+
+def response_model(
+    calls: Sequence[Mapping[str, Any]], *, gated: Collection[str], known: Collection[str]
+) -> type[ApprovalResponse]:
+    """The resume schema for these calls: shape and meaning checked by pydantic."""
+
+    class Response(ApprovalResponse):
+        model_config = ConfigDict(title="ApprovalResponse")
+
+        @model_validator(mode="after")
+        def _matches_calls(self) -> Response:
+            check_decisions(calls, self.as_dicts(), gated=gated, known=known)
+            return self
+
+    return Response
+
+
+def auto_allowed(run: Mapping[str, Any], max_auto_rounds: int) -> bool:
+    """May the resolver decide this gated message? (bounded per run)
+
+    Example:
+        >>> auto_allowed({"auto_rounds": 2}, 3), auto_allowed({"auto_rounds": 3}, 3)
+        (True, False)
+    """
+    return int(run.get("auto_rounds") or 0) < max_auto_rounds
+
+
+def reject_text(name: str, message: str | None) -> str:
+    """The error ToolMessage text of a rejected call."""
+    base = f"Rejected by a reviewer: the call to {name!r} was not run."
+    if message:
+        return f"{base} Reviewer's message: {message}"
+    return f"{base} Do not retry this call unless the user asks for it."
+
+
+def edit_note(original: Mapping[str, Any], executed: Mapping[str, Any]) -> str:
+    """The note put before the result of a call a reviewer changed."""
+    return (f"Note: a reviewer changed this call before it ran. You asked for "
+            f"{original['name']}({json.dumps(original.get('args') or {}, default=str)}); "
+            f"what ran was {executed['name']}("
+            f"{json.dumps(executed.get('args') or {}, default=str)}).")
+
+
+class Reviewed(BaseModel):
+    """The calls of a message as the ``tools`` node executes them after review."""
+
+    calls: list[dict[str, Any]]
+    refusals: dict[str, str] = Field(default_factory=dict)
+    edited: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+def apply_review(
+    calls: Iterable[Mapping[str, Any]],
+    review: Mapping[str, Any] | None,
+    *,
+    message_id: str | None,
+    gated: Collection[str],
+) -> Reviewed:
+    """Apply the recorded decisions to the calls (a gated call never runs without one).
+
+    Example:
+        >>> calls = [{"name": "rm", "args": {"p": 1}, "id": "c1"},
+        ...          {"name": "ls", "args": {}, "id": "c2"}]
+        >>> review = {"message_id": "m", "decisions": {"c1": {"type": "reject"}}}
+        >>> r = apply_review(calls, review, message_id="m", gated={"rm"})
+        >>> sorted(r.refusals), [c["name"] for c in r.calls]
+        (['c1'], ['rm', 'ls'])
+        >>> sorted(apply_review(calls, None, message_id="m", gated={"rm"}).refusals)
+        ['c1']
+    """
+    decisions: Mapping[str, Any] = {}
+    if review and review.get("message_id") == message_id:
+        decisions = review.get("decisions") or {}
+    out = Reviewed(calls=[])
+    for original in calls:
+        call = dict(original)
+        call_id = str(call.get("id"))
+        decision: Mapping[str, Any] = decisions.get(call_id) or {}
+        if call.get("name") in gated:
+            kind = decision.get("type")
+            if kind is None:
+                out.refusals[call_id] = (f"Error: tool {call['name']!r} needs approval and no "
+                                         "decision was recorded; it was not run.")
+            elif kind == "reject":
+                out.refusals[call_id] = reject_text(str(call["name"]), decision.get("message"))
+            elif kind == "edit":
+                action = decision["edited_action"]
+                out.edited[call_id] = {"name": call["name"], "args": call.get("args") or {}}
+                call = {**call, "name": action["name"], "args": dict(action.get("args") or {})}
+        out.calls.append(call)
+    return out
+
+
+def mark_edited(messages: Iterable[Any], reviewed: Reviewed) -> None:
+    """Put the edit note before the content of each edited call's ToolMessage."""
+    executed = {str(c.get("id")): c for c in reviewed.calls}
+    for message in messages:
+        if not isinstance(message, ToolMessage) or message.tool_call_id not in reviewed.edited:
+            continue
+        note = edit_note(reviewed.edited[message.tool_call_id], executed[message.tool_call_id])
+        if isinstance(message.content, str):
+            message.content = f"{note}\n\n{message.content}"
+        else:
+            message.content = [{"type": "text", "text": note}, *message.content]
+
+
+class ApprovalNode(LoopNode):
+    """Ask for (or auto-resolve) decisions on the gated calls (see module docstring)."""
+
+    name = "approval"
+
+    def logic(
+        self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
+    ) -> Logic:
+        settings = self.run_settings(runtime)
+        approval = settings.approval
+        messages = state.get("messages") or []
+        index, pending = unanswered_tail(messages)
+        ai = messages[index] if index >= 0 else None
+        if approval is None or not isinstance(ai, AIMessage) or not pending:
+            return {}
+        gated = set(approval.tools)
+        calls = [dict(c) for c in ai.tool_calls if c.get("id") in pending and c["name"] in gated]
+        if not calls:
+            return {}
+        request = approval_request(calls, approval.description)
+        schema = response_model(calls, gated=gated, known={t.name for t in settings.all_tools})
+        run: dict[str, Any] = dict(state.get("run") or {})
+        response: ApprovalResponse | None = None
+        if approval.resolver is not None and auto_allowed(run, approval.max_auto_rounds):
+            answer = yield Call(approval.resolver, (copy.deepcopy(request),),
+                                name="approval.resolver")
+            if answer is not None:
+                try:
+                    response = schema.model_validate(answer)
+                except ValidationError as exc:
+                    raise ValueError(f"approval.resolver returned an invalid answer: {exc}") from exc
+                run["auto_rounds"] = int(run.get("auto_rounds") or 0) + 1
+                emit(runtime, "approval_auto", decisions=response.as_dicts(),
+                     auto_rounds=run["auto_rounds"])
+        if response is None:
+            response = interrupt(request, response_schema=schema)
+        decisions = response.as_dicts()
+        run["review"] = {"message_id": ai.id,
+                         "decisions": {str(c["id"]): d for c, d in zip(calls, decisions, strict=True)}}
+        return {"run": run}
