@@ -27,22 +27,16 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from pydantic import SecretStr
 from rich.console import Console
 
-__all__ = ["UsageError", "demo", "demo_tools", "graph", "loop_serde", "model_from_env", "run", "show",
+__all__ = ["UsageError", "demo", "demo_tools", "graph", "model_from_env", "run", "show",
            "sqlite_saver"]
 
 
 class UsageError(Exception):
     """A user-facing error: printed without a traceback, exit status 2."""
-
-
-def loop_serde() -> JsonPlusSerializer:
-    """LangGraph's serializer with loopgraph's ``StopReason`` explicitly allowed."""
-    return JsonPlusSerializer(allowed_msgpack_modules=[("graph.stop", "StopReason")])
 
 
 @contextmanager
@@ -51,7 +45,7 @@ def sqlite_saver(path: Path) -> Iterator[SqliteSaver]:
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(path), check_same_thread=False)
     try:
-        yield SqliteSaver(conn, serde=loop_serde())
+        yield SqliteSaver(conn)
     finally:
         conn.close()
 

@@ -14,18 +14,15 @@ __all__ = ["example_agent", "mermaid", "png_bytes", "render_png"]
 
 
 def example_agent() -> Any:
-    """A loop agent with every optional node this build has (judge, approval), for pictures."""
+    """A loop agent with every optional node (judge, approval, compaction), for pictures."""
     from graph.builder import create_loop_agent
-    from graph.config import Approval, Judge
+    from graph.config import Approval, Compaction, Judge
     from graph.scripted import ScriptedChatModel
-    from graph.server import TOOLS, has_node
+    from graph.server import GATED_TOOLS, TOOLS
 
-    options: dict[str, Any] = {}
-    if has_node("judge"):
-        options["judge"] = Judge(model=ScriptedChatModel())
-    if has_node("approval"):
-        options["approval"] = Approval(tools=("send_email",))
-    return create_loop_agent(ScriptedChatModel(), TOOLS, **options)
+    return create_loop_agent(ScriptedChatModel(), TOOLS, judge=Judge(model=ScriptedChatModel()),
+                             approval=Approval(tools=GATED_TOOLS),
+                             compaction=Compaction(max_tokens=8000))
 
 
 def mermaid(agent: Any) -> str:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -34,11 +33,9 @@ from graph.scripted import ScriptedChatModel
 __all__ = [
     "GATED_TOOLS",
     "TOOLS",
-    "approval",
     "demo_model",
     "demo_reply",
     "graph",
-    "has_node",
     "make_graph",
     "model",
 ]
@@ -99,27 +96,12 @@ def model(env: Mapping[str, str] | None = None) -> BaseChatModel:
         return demo_model()
 
 
-def has_node(name: str) -> bool:
-    """Whether ``nodes/<name>.py`` ships next to the installed ``nodes`` package.
-
-    (For builds that predate an optional node; see :func:`approval`.)
-    """
-    import nodes
-
-    return (Path(nodes.__file__).parent / f"{name}.py").exists()
-
-
-def approval() -> Approval | None:
-    """``send_email`` needs approval, once the approval node is part of the build."""
-    return Approval(tools=GATED_TOOLS) if has_node("approval") else None
-
-
 def make_graph(env: Mapping[str, str] | None = None) -> Any:
     """The loop agent with the demo tools, ``send_email`` gated, no checkpointer."""
     from graph.builder import create_loop_agent
 
     return create_loop_agent(model(env), TOOLS, system_prompt=SYSTEM_PROMPT,
-                             approval=approval(), name="loopgraph")
+                             approval=Approval(tools=GATED_TOOLS), name="loopgraph")
 
 
 graph = make_graph()

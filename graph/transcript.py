@@ -3,7 +3,8 @@
 A run is shown as a table (one row per message: who, what), then the stop reason and
 usage, then one line per pass. Roles are labelled the way the model saw them: the
 user, the assistant and its tool calls, each tool result (✓ or ✗), and the loop's
-own messages (``loop_warning`` notices, ``loop_continue`` continuations).
+own messages, tagged with their name (``[loop_warning]`` notices, ``[loop_continue]``
+continuations, ...).
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -54,7 +55,7 @@ def row(message: BaseMessage) -> tuple[str, str, str]:
         return who, _text(message.content), "red" if failed else "green"
     if isinstance(message, HumanMessage) and message.name:
         style = "yellow" if message.name == "loop_warning" else "magenta"
-        return f"[{message.name}]", _text(message.content), style
+        return "loop", f"[{message.name}] {_text(message.content)}", style
     if isinstance(message, SystemMessage):
         return "system", _text(message.content), "dim"
     return "user", _text(message.content), "bold blue"

@@ -14,7 +14,7 @@ from graph.cli import main
 from tests.support.openai_server import OpenAIServer, text, tool_calls
 
 REPO = Path(__file__).resolve().parents[1]
-NODES = ("prepare", "model", "loop_detector", "tools", "router")
+NODES = ("prepare", "compaction", "model", "loop_detector", "approval", "tools", "judge", "router")
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
@@ -119,7 +119,8 @@ def test_graph_prints_mermaid(capsys: pytest.CaptureFixture[str]) -> None:
     assert "graph TD;" in out
     lines = {line.strip() for line in out.splitlines()}
     assert {f"{node}({node})" for node in NODES} <= lines
-    assert {"model --> loop_detector;", "loop_detector -.-> tools;", "router -.-> __end__;"} <= lines
+    assert {"model --> loop_detector;", "approval --> tools;", "judge --> router;",
+            "router -.-> __end__;"} <= lines
     assert "__start__ --> prepare;" in out
 
 
