@@ -29,3 +29,6 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+notebooks: $(STAMP)
+	$(PY) -m pytest -q tests/test_notebooks.py

@@ -31,6 +31,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--thread", default=None, help="continue this thread id")
     run.add_argument("--db", type=Path, default=DEFAULT_DB)
     run.add_argument("--max-iterations", type=int, default=1)
+    run.add_argument("--demo-tools", action="store_true",
+                     help="offer the demo tools (get_weather, send_email) to the model")
     show = sub.add_parser("show", help="show a stored thread")
     show.add_argument("thread")
     show.add_argument("--db", type=Path, default=DEFAULT_DB)

@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
@@ -30,7 +31,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from pydantic import SecretStr
 from rich.console import Console
 
-__all__ = ["UsageError", "demo", "graph", "model_from_env", "run", "show", "sqlite_saver"]
+__all__ = ["UsageError", "demo", "demo_tools", "graph", "model_from_env", "run", "show",
+           "sqlite_saver"]
 
 
 class UsageError(Exception):
@@ -79,6 +81,13 @@ def model_from_env(env: Mapping[str, str]) -> BaseChatModel:
                       base_url=base, stream_usage=True, max_retries=2)
 
 
+def demo_tools() -> tuple[Any, ...]:
+    """The demo tools of the served graph (``graph/server.py``)."""
+    from graph.server import TOOLS
+
+    return TOOLS
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     """Run a task on a stored thread with live progress."""
     from graph.builder import create_loop_agent
@@ -86,8 +95,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
     model = model_from_env(os.environ)
     thread = args.thread or uuid.uuid4().hex[:8]
+    tools = demo_tools() if getattr(args, "demo_tools", False) else ()
     with sqlite_saver(args.db) as saver:
-        agent = create_loop_agent(model, checkpointer=saver, max_iterations=args.max_iterations)
+        agent = create_loop_agent(model, tools, checkpointer=saver,
+                                  max_iterations=args.max_iterations)
         config: RunnableConfig = {"configurable": {"thread_id": thread}}
         state = run_with_progress(agent, {"messages": [HumanMessage(args.task)]}, config, console)
     console.print(state["messages"][-1].content if state.get("messages") else "")

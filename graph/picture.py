@@ -14,18 +14,15 @@ __all__ = ["example_agent", "mermaid", "png_bytes", "render_png"]
 
 
 def example_agent() -> Any:
-    """A loop agent with every optional node, for pictures."""
-    from langchain_core.tools import tool
-
+    """A loop agent with every optional node (judge, approval, compaction), for pictures."""
     from graph.builder import create_loop_agent
+    from graph.config import Approval, Compaction, Judge
     from graph.scripted import ScriptedChatModel
+    from graph.server import GATED_TOOLS, TOOLS
 
-    @tool
-    def search(query: str) -> str:
-        """Search."""
-        return query
-
-    return create_loop_agent(ScriptedChatModel(), [search])
+    return create_loop_agent(ScriptedChatModel(), TOOLS, judge=Judge(model=ScriptedChatModel()),
+                             approval=Approval(tools=GATED_TOOLS),
+                             compaction=Compaction(max_tokens=8000))
 
 
 def mermaid(agent: Any) -> str:

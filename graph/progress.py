@@ -2,7 +2,7 @@
 
 Example:
     >>> p = Progress()
-    >>> p.feed(("updates", {"model": {"usage": {"total_tokens": 12}}}))
+    >>> p.feed(("updates", {"model": {"messages": [], "usage": {"total_tokens": 12}}}))
     >>> p.line()
     'pass 1 · model calls 1 · tool calls 0 · tokens 12 · warnings 0'
 """
@@ -40,7 +40,7 @@ class Progress:
         for node, update in data.items():
             if not isinstance(update, dict):
                 continue
-            if node == "model":
+            if node == "model" and "messages" in update:
                 self.model_calls += 1
                 self.tokens = (update.get("usage") or {}).get("total_tokens", self.tokens)
             if "iteration" in update:
@@ -53,10 +53,15 @@ class Progress:
 
 
 def run_with_progress(agent: Any, inputs: Any, config: Any, console: Console) -> dict[str, Any]:
-    """Stream a run, showing a live progress line; returns the final state."""
+    """Stream a run, showing a live progress line; returns the final state.
+
+    The live line is redrawn in place on a terminal; the final counts are printed once
+    when the run ends (also when the output is not a terminal).
+    """
     progress = Progress()
-    with Live(progress.line(), console=console, transient=False, refresh_per_second=8) as live:
+    with Live(progress.line(), console=console, transient=True, refresh_per_second=8) as live:
         for part in agent.stream(inputs, config, stream_mode=["updates", "custom"]):
             progress.feed(part)
             live.update(progress.line())
+    console.print(progress.line(), style="dim", markup=False, highlight=False)
     return dict(agent.get_state(config).values)

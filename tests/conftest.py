@@ -1,4 +1,5 @@
-"""Shared fixtures: scripted models, the pairing check applied to every request."""
+"""Shared fixtures: scripted models with the pairing check, the loopback OpenAI server,
+and PostgreSQL (a throwaway server per session, a fresh database per test)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import pytest
 
 from graph.pairing import check_pairing
 from graph.scripted import ScriptedChatModel
+from tests.support.openai_server import OpenAIServer
+from tests.support.openai_server import check_pairing as check_wire_pairing
+from tests.support.postgres import fresh_database, pg_uri
 
 
 def assert_provider_valid(model: ScriptedChatModel) -> None:
@@ -26,10 +30,26 @@ def scripted() -> Iterator[list[ScriptedChatModel]]:
         assert_provider_valid(model)
 
 
+@pytest.fixture
+def openai_server() -> Iterator[OpenAIServer]:
+    """A scripted OpenAI-compatible server on loopback; after the test, every request
+    body it received must satisfy the pairing rule on the wire."""
+    with OpenAIServer() as server:
+        yield server
+    for i, body in enumerate(server.requests):
+        problems = check_wire_pairing(body)
+        assert not problems, f"wire request {i} is not provider-valid: {problems}"
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:
-    """One throwaway PostgreSQL server (or $LOOPGRAPH_TEST_PG_URI) for the session."""
-    from tests.support.postgres import pg_uri
-
+    """One PostgreSQL server for the session: ``$LOOPGRAPH_TEST_PG_URI`` or a throwaway
+    local server (installed with apt-get when absent), stopped and deleted afterwards."""
     with pg_uri() as uri:
         yield uri
+
+
+@pytest.fixture
+def pg_db(pg_server: str) -> str:
+    """A fresh, empty database on the session's PostgreSQL server."""
+    return fresh_database(pg_server)

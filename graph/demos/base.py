@@ -54,19 +54,6 @@ def describe(message: BaseMessage) -> str:
 
 def print_run(console: Console, title: str, state: dict[str, Any], start: int = 0) -> None:
     """Print a run's transcript (from message ``start``), stop reason and usage."""
-    console.rule(f"[bold]{title}")
-    for message in state.get("messages", [])[start:]:
-        console.print(describe(message), markup=False, highlight=False)
-    usage = state.get("usage") or {}
-    console.print(
-        f"stop_reason={state.get('stop_reason')}  passes={state.get('iteration')}  "
-        f"tokens={usage.get('total_tokens', 0)} (in {usage.get('input_tokens', 0)}, "
-        f"out {usage.get('output_tokens', 0)})",
-        style="bold green", markup=False,
-    )
-    for record in state.get("iterations", []):
-        calls = ", ".join(f"{c['name']}:{c['status']}" for c in record.get("tool_calls", []))
-        guard = record.get("guard")
-        console.print(f"  pass {record['iteration']}: model_calls={record['model_calls']} "
-                      f"tools=[{calls}]" + (f" guard={guard.get('reason')}" if guard else ""),
-                      markup=False, highlight=False)
+    from graph.transcript import render_run
+
+    render_run(console, title, state, start)

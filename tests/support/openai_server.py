@@ -94,17 +94,31 @@ def _placeholder(schema: JSON) -> Any:
     return fresh.get(str(kind), _TYPE_DEFAULTS.get(str(kind), "x"))
 
 
-def auto_reply(body: JSON) -> Reply:
-    """Call the first offered tool unless the last message is a tool result.
+def _user_text(messages: Sequence[JSON]) -> str:
+    """The text of the user messages of a request body, joined."""
+    parts = [m.get("content") for m in messages if m.get("role") == "user"]
+    return " ".join(p if isinstance(p, str) else json.dumps(p) for p in parts)
 
-    The tool arguments are the schema defaults of its required parameters. Otherwise
-    (no tools, or a tool result came back) answer ``"Done."``.
+
+def pick_tool(tools: Sequence[JSON], messages: Sequence[JSON]) -> JSON:
+    """The offered tool whose name the user mentions, else the first offered tool."""
+    said = _user_text(messages)
+    named = [t for t in tools if t.get("function", {}).get("name", "\0") in said]
+    return (named or list(tools))[0].get("function", {})
+
+
+def auto_reply(body: JSON) -> Reply:
+    """Call a tool unless the last message is a tool result, then answer ``"Done."``.
+
+    The tool is the offered tool the user's messages name (e.g. "please send_email"),
+    else the first offered tool; its arguments are the schema defaults of its required
+    parameters. Without tools, or once a tool result came back, the answer is text.
     """
     messages = body.get("messages") or []
     last_role = messages[-1].get("role") if messages else None
     tools = body.get("tools") or []
     if tools and last_role != "tool":
-        fn = tools[0].get("function", {})
+        fn = pick_tool(tools, messages)
         params = fn.get("parameters") or {}
         props = params.get("properties") or {}
         args = {name: _placeholder(props.get(name, {})) for name in params.get("required", [])}

@@ -1,0 +1,150 @@
+"""The ``loopgraph`` command: demo, run (live progress, SQLite threads), show, graph."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from graph.cli import main
+from tests.support.openai_server import OpenAIServer, text, tool_calls
+
+REPO = Path(__file__).resolve().parents[1]
+NODES = ("prepare", "compaction", "model", "loop_detector", "approval", "tools", "judge", "router")
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_demo_runs_every_scenario_offline(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run_cli(capsys, "demo")
+    assert code == 0
+    assert "ReAct pass: parallel tools, one failing" in out
+    assert "tool ✗ lookup_order" in out
+    assert "stop_reason=completed  passes=1" in out
+    assert "stop_reason=max_model_calls" in out
+    assert "[loop_warning]" in out
+    assert out.rstrip().endswith("scenarios ran offline with the scripted demo model.")
+
+
+def test_demo_threads_are_stored_and_shown(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "demo.sqlite"
+    assert run_cli(capsys, "demo", "react", "--db", str(db))[0] == 0
+    code, out = run_cli(capsys, "show", "demo-react", "--db", str(db))
+    assert code == 0
+    assert "thread demo-react" in out
+    assert "tool ✓ get_weather" in out
+    assert "pass 1: model_calls=2 tools=[get_weather:success, get_weather:success," in out
+
+
+def test_unknown_demo_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run_cli(capsys, "demo", "nope")
+    assert code == 2
+    assert "no scenario named ['nope']" in out
+
+
+def test_run_without_a_model_says_how_to_configure(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    code, out = run_cli(capsys, "run", "hello", "--db", str(tmp_path / "t.sqlite"))
+    assert code == 2
+    flat = " ".join(out.split())
+    assert "error: no model configured. Set OPENAI_API_KEY" in flat
+    assert "OPENAI_BASE_URL" in flat
+    assert "LOOPGRAPH_MODEL" in flat
+    assert "loopgraph demo" in flat
+    assert not (tmp_path / "t.sqlite").exists()
+
+
+def test_run_against_an_openai_compatible_server_then_show(
+    openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    monkeypatch.setenv("LOOPGRAPH_MODEL", "m")
+    same = tool_calls([("get_weather", {"city": "Rome"})], usage=(10, 5))
+    openai_server.script += [same, same, same, text("Rome: 24°C, sunny.", usage=(10, 5)),
+                             text("You are welcome.", usage=(10, 5))]
+    db = str(tmp_path / "threads.sqlite")
+
+    code, out = run_cli(capsys, "run", "Weather in Rome?", "--demo-tools", "--db", db,
+                        "--thread", "t1")
+    assert code == 0
+    lines = out.splitlines()
+    assert "pass 1 · model calls 4 · tool calls 3 · tokens 60 · warnings 1" in lines
+    assert "Rome: 24°C, sunny." in lines
+    assert "thread=t1 stop_reason=completed tokens=60" in lines
+    assert [t["function"]["name"] for t in openai_server.requests[0]["tools"]] == [
+        "get_weather", "send_email"]
+
+    code, out = run_cli(capsys, "run", "Thanks!", "--db", db, "--thread", "t1")
+    assert code == 0
+    assert "pass 1 · model calls 1 · tool calls 0 · tokens 15 · warnings 0" in out.splitlines()
+    last = openai_server.requests[-1]["messages"]
+    assert [m["role"] for m in last] == ["user", *["assistant", "tool"] * 3, "user",
+                                         "assistant", "user"]
+    assert last[-1]["content"] == "Thanks!"
+
+    code, out = run_cli(capsys, "show", "t1", "--db", db)
+    assert code == 0
+    assert "tool ✓ get_weather" in out
+    assert "[loop_warning]" in out
+    assert "You are welcome." in out
+    assert "stop_reason=completed  passes=1  tokens=15 (in 10, out 5)" in out
+
+
+def test_show_unknown_thread(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run_cli(capsys, "show", "nope", "--db", str(tmp_path / "missing.sqlite"))
+    assert (code, "no thread store at" in out) == (2, True)
+    run_cli(capsys, "demo", "react", "--db", str(tmp_path / "d.sqlite"))
+    code, out = run_cli(capsys, "show", "nope", "--db", str(tmp_path / "d.sqlite"))
+    assert code == 2
+    assert "no thread 'nope'" in out
+
+
+def test_graph_prints_mermaid(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run_cli(capsys, "graph")
+    assert code == 0
+    assert "graph TD;" in out
+    lines = {line.strip() for line in out.splitlines()}
+    assert {f"{node}({node})" for node in NODES} <= lines
+    assert {"model --> loop_detector;", "approval --> tools;", "judge --> router;",
+            "router -.-> __end__;"} <= lines
+    assert "__start__ --> prepare;" in out
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """Width and height from a PNG's IHDR chunk."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    return int(width), int(height)
+
+
+def test_graph_png_renders_offline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "graph.png"
+    code, out = run_cli(capsys, "graph", "--png", str(target))
+    assert code == 0
+    assert out.startswith("wrote ")
+    width, height = png_size(target.read_bytes())
+    assert width > 200
+    assert height > 300
+
+
+def test_module_entry_point() -> None:
+    proc = subprocess.run([sys.executable, "-m", "graph", "demo", "react"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    assert "1 scenarios ran offline" in proc.stdout
