@@ -15,7 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -28,7 +28,6 @@ from graph.routing import Routes
 from graph.settings import LoopSettings
 from graph.state import LoopContext, LoopInput, LoopOutput, LoopState
 from nodes.approval import ApprovalNode
-from nodes.base import LoopNode
 from nodes.compaction import CompactionNode
 from nodes.judge import JudgeNode
 from nodes.limits import finish_steps
@@ -53,49 +52,6 @@ def default_recursion_limit(settings: LoopSettings) -> int:
                  + (1 if settings.approval is not None else 0))
     per_pass = calls * per_round + 3
     return min(10_000, passes * per_pass + finish_steps(settings) + 10)
-
-
-def _routed(node: LoopNode, route: Callable[..., str]) -> LoopNode:
-    """Let ``node`` pick its successor with ``route`` (it returns a ``Command``)."""
-    node.route = route
-    return node
-
-
-def _add_loop(builder: StateGraph[Any, Any, Any, Any], settings: LoopSettings,
-              routes: Routes) -> None:
-    """The nodes every loop has, wired through their route functions."""
-    nodes: list[tuple[LoopNode, tuple[str, ...]]] = [
-        (_routed(PrepareNode(settings), routes.after_prepare), (routes.entry, END)),
-        (ModelNode(settings), ()),
-        (_routed(LoopDetectorNode(settings), routes.after_detector),
-         tuple(routes.detector_targets())),
-        (_routed(ToolsNode(settings), routes.after_tools), (routes.entry, "router")),
-        (_routed(RouterNode(settings), routes.after_router), tuple(routes.router_targets())),
-    ]
-    for node, targets in nodes:
-        retry = _retry(settings) if node.name == "model" else None
-        builder.add_node(node.name, node.as_runnable(), retry_policy=retry,
-                         destinations=targets or None)
-    builder.add_edge(START, "prepare")
-    builder.add_edge("model", "loop_detector")
-
-
-def _add_optional(builder: StateGraph[Any, Any, Any, Any], settings: LoopSettings) -> None:
-    """Judge, structured final turn, approval and compaction, when configured."""
-    if settings.judge is not None:
-        builder.add_node("judge", JudgeNode(settings).as_runnable())
-        builder.add_edge("judge", "router")
-    if settings.response_format is not None:
-        builder.add_node("respond", RespondNode(settings).as_runnable(),
-                         retry_policy=_retry(settings))
-        builder.add_edge("respond", END)
-    if settings.approval is not None:
-        builder.add_node("approval", ApprovalNode(settings).as_runnable())
-        builder.add_edge("approval", "tools")
-    if settings.compaction is not None:
-        builder.add_node("compaction", CompactionNode(settings).as_runnable(),
-                         retry_policy=_retry(settings))
-        builder.add_edge("compaction", "model")
 
 
 def _retry(settings: LoopSettings) -> RetryPolicy:
@@ -142,7 +98,32 @@ def create_loop_agent(
     builder: StateGraph[LoopState, LoopContext, LoopInput, LoopOutput] = StateGraph(
         LoopState, context_schema=LoopContext, input_schema=LoopInput, output_schema=LoopOutput
     )
-    _add_loop(builder, settings, routes)
-    _add_optional(builder, settings)
+    builder.add_node("prepare", PrepareNode(settings).as_runnable())
+    builder.add_node("model", ModelNode(settings).as_runnable(), retry_policy=_retry(settings))
+    builder.add_node("loop_detector", LoopDetectorNode(settings).as_runnable())
+    builder.add_node("tools", ToolsNode(settings).as_runnable())
+    builder.add_node("router", RouterNode(settings).as_runnable())
+    if settings.judge is not None:
+        builder.add_node("judge", JudgeNode(settings).as_runnable())
+        builder.add_edge("judge", "router")
+    if settings.response_format is not None:
+        builder.add_node("respond", RespondNode(settings).as_runnable(),
+                         retry_policy=_retry(settings))
+        builder.add_edge("respond", END)
+    if settings.approval is not None:
+        builder.add_node("approval", ApprovalNode(settings).as_runnable())
+        builder.add_edge("approval", "tools")
+    if settings.compaction is not None:
+        builder.add_node("compaction", CompactionNode(settings).as_runnable(),
+                         retry_policy=_retry(settings))
+        builder.add_edge("compaction", "model")
+    builder.add_edge(START, "prepare")
+    builder.add_conditional_edges("prepare", routes.after_prepare,
+                                  [routes.entry, "__end__"])
+    builder.add_edge("model", "loop_detector")
+    builder.add_conditional_edges("loop_detector", routes.after_detector,
+                                  routes.detector_targets())
+    builder.add_conditional_edges("tools", routes.after_tools, [routes.entry, "router"])
+    builder.add_conditional_edges("router", routes.after_router, routes.router_targets())
     graph = builder.compile(checkpointer=checkpointer, store=store, name=name or "loopgraph")
     return graph.with_config(recursion_limit=default_recursion_limit(settings))

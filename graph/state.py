@@ -244,4 +244,3 @@ def usage_of(message: Any) -> Usage | None:
     if reasoning is not None:
         out["reasoning_tokens"] = int(reasoning)
     return out
-

@@ -16,19 +16,17 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._runnable import RunnableCallable
 from langgraph.runtime import Runtime
-from langgraph.types import Command
 
 from graph.effects import Logic, run_async, run_sync
 from graph.settings import LoopSettings
 from graph.state import LoopContext, LoopState
 
-__all__ = ["LoopNode", "emit", "jsonable", "route_view"]
+__all__ = ["LoopNode", "emit", "jsonable"]
 
 
 def jsonable(value: Any) -> Any:
@@ -52,43 +50,14 @@ def emit(runtime: Runtime[LoopContext] | None, event: str, **data: Any) -> None:
         runtime.stream_writer(jsonable({"event": event, **data}))
 
 
-def route_view(state: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
-    """State as the next node will see it, for a route function (O(update), not O(history)).
-
-    ``messages`` holds the last stored message followed by the messages written now:
-    enough for routes, which only look at the newest reply and what answers it.
-
-    Example:
-        >>> route_view({"messages": ["a", "b"], "stop_reason": None},
-        ...            {"messages": ["c"], "stop_reason": "timeout"})
-        {'messages': ['b', 'c'], 'stop_reason': 'timeout'}
-    """
-    view = {**state, **update}
-    new = update.get("messages")
-    tail = list((state.get("messages") or [])[-1:])
-    view["messages"] = tail + (list(new) if isinstance(new, list) else [])
-    return view
-
-
 class LoopNode:
-    """A graph node: ``logic`` is a generator of effects returning a state update.
-
-    When the builder gives a node a ``route`` (a pure function of state), the node
-    returns ``Command(update=..., goto=route(view))``: routing without a conditional
-    edge, whose fresh state read would copy every channel on every step.
-    """
+    """A graph node: ``logic`` is a generator of effects returning a state update."""
 
     name = "node"
     trace = True  # False for cheap pure nodes: no callback run of their own
 
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
-        self.route: Callable[[Any], str] | None = None
-
-    def _finish(self, state: LoopState, update: Any) -> Any:
-        if self.route is None or not isinstance(update, dict):
-            return update
-        return Command(update=update, goto=self.route(route_view(state, update)))
 
     def run_settings(self, runtime: Runtime[LoopContext] | None) -> LoopSettings:
         """The settings with this run's overrides (runtime context) applied."""
@@ -105,13 +74,13 @@ class LoopNode:
         self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext]
     ) -> Any:
         """Sync entry point."""
-        return self._finish(state, run_sync(self.logic(state, config, runtime)))
+        return run_sync(self.logic(state, config, runtime))
 
     async def ainvoke(
         self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext]
     ) -> Any:
         """Async entry point."""
-        return self._finish(state, await run_async(self.logic(state, config, runtime)))
+        return await run_async(self.logic(state, config, runtime))
 
     def as_runnable(self) -> RunnableCallable:
         """The node as LangGraph runs it (sync and async)."""
