@@ -15,10 +15,11 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import RetryPolicy
@@ -52,6 +53,11 @@ def default_recursion_limit(settings: LoopSettings) -> int:
                  + (1 if settings.approval is not None else 0))
     per_pass = calls * per_round + 3
     return min(10_000, passes * per_pass + finish_steps(settings) + 10)
+
+
+def _edge(route: Callable[..., str]) -> RunnableCallable:
+    """A conditional edge without a callback run of its own (routes are pure and cheap)."""
+    return RunnableCallable(route, name=route.__name__, trace=False)
 
 
 def _retry(settings: LoopSettings) -> RetryPolicy:
@@ -118,12 +124,12 @@ def create_loop_agent(
                          retry_policy=_retry(settings))
         builder.add_edge("compaction", "model")
     builder.add_edge(START, "prepare")
-    builder.add_conditional_edges("prepare", routes.after_prepare,
+    builder.add_conditional_edges("prepare", _edge(routes.after_prepare),
                                   [routes.entry, "__end__"])
     builder.add_edge("model", "loop_detector")
-    builder.add_conditional_edges("loop_detector", routes.after_detector,
+    builder.add_conditional_edges("loop_detector", _edge(routes.after_detector),
                                   routes.detector_targets())
-    builder.add_conditional_edges("tools", routes.after_tools, [routes.entry, "router"])
-    builder.add_conditional_edges("router", routes.after_router, routes.router_targets())
+    builder.add_edge("tools", routes.entry)  # a stop found by tools ends via model/detector
+    builder.add_conditional_edges("router", _edge(routes.after_router), routes.router_targets())
     graph = builder.compile(checkpointer=checkpointer, store=store, name=name or "loopgraph")
     return graph.with_config(recursion_limit=default_recursion_limit(settings))

@@ -59,12 +59,6 @@ class Routes:
             return "approval" if self._gated(state) else "tools"
         return self.pass_end
 
-    def after_tools(self, state: LoopState) -> str:
-        """Back to the model, or to the router when a stop needs no final answer."""
-        if state.get("stop_reason") is not None and not self.settings.limits.final_answer:
-            return "router"
-        return self.entry
-
     def after_router(self, state: LoopState) -> str:
         """End the run (after the structured final turn, if any), or start the next pass."""
         if state.get("stop_reason") is None:
