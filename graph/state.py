@@ -106,7 +106,6 @@ class RunInfo(TypedDict, total=False):
     finalized: bool
     pressure_queued: bool
     guard: dict[str, Any] | None
-    last_input: list[Any] | None
 
 
 class PassInfo(TypedDict, total=False):
@@ -134,10 +133,17 @@ def _log_reducer(state: list[Any] | None, writes: Sequence[Any]) -> list[Any]:
     return out
 
 
+SNAPSHOT_EVERY = 500
+"""A full snapshot of a delta channel every this many writes (bounds replay on load)."""
+
+MESSAGES = DeltaChannel(_messages_delta_reducer, snapshot_frequency=SNAPSHOT_EVERY)
+"""The messages channel: each checkpoint stores only the step's new messages."""
+
+
 class LoopInput(TypedDict, total=False):
     """What a run accepts as input."""
 
-    messages: Annotated[list[AnyMessage], DeltaChannel(_messages_delta_reducer)]
+    messages: Annotated[list[AnyMessage], MESSAGES]
     mode: str | None
     todos: list[Todo]
 
@@ -176,7 +182,7 @@ class LoopState(LoopOutput, total=False):
 
     run: RunInfo
     pass_info: PassInfo
-    call_log: Annotated[list[CallRecord], DeltaChannel(_log_reducer)]
+    call_log: Annotated[list[CallRecord], DeltaChannel(_log_reducer, snapshot_frequency=SNAPSHOT_EVERY)]
     detector: dict[str, Any]
     remaining_steps: RemainingSteps
 

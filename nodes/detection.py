@@ -125,13 +125,16 @@ def absorb(detector: dict[str, Any], results: Sequence[ToolMessage]) -> dict[str
 def _push(det: dict[str, Any], calls: Sequence[SignedCall], window: int) -> dict[str, Any]:
     """Append the response to the window; prune everything to what the window holds."""
     sigs = [c.sig for c in calls]
-    win = [*(det.get("win") or []), {"r": response_signature(sigs), "c": sorted(sigs), "p": None}]
+    entry: dict[str, Any] = {"c": sorted(sigs), "p": None}
+    if len(sigs) != 1:
+        entry["r"] = response_signature(sigs)  # a one-call response is its call's signature
+    win = [*(det.get("win") or []), entry]
     win = win[-window:]
     inside = {s for e in win for s in e["c"]}
     labels = {**(det.get("labels") or {}), **{c.sig: [c.name, c.args] for c in calls}}
     labels = {s: v for s, v in labels.items() if s in inside}
     res = {s: v for s, v in (det.get("res") or {}).items() if s in inside}
-    responses = {e["r"] for e in win}
+    responses = {rsig(e) for e in win}
     tools = {v[0] for v in labels.values()}
     warned = [k for k in det.get("warned") or [] if _relevant(k, inside, responses, tools)]
     return {**det, "win": win, "labels": labels, "res": res, "warned": warned,
@@ -183,7 +186,7 @@ def _periodic(block: Sequence[str], d: int) -> bool:
 
 def _cycle(det: dict[str, Any], config: LoopDetection) -> list[Finding]:
     win = det["win"]
-    period, length = _cycle_run([e["r"] for e in win])
+    period, length = _cycle_run([rsig(e) for e in win])
     if not period:
         return []
     reps = -(-length // period)
@@ -194,7 +197,7 @@ def _cycle(det: dict[str, Any], config: LoopDetection) -> list[Finding]:
         warn, stop = scaled(warn, stop, config.progress_factor, config.window // period)
     if reps < warn:
         return []
-    rot = [e["r"] for e in block]
+    rot = [rsig(e) for e in block]
     first = min(range(period), key=lambda i: rot[i:] + rot[:i])
     key = "cycle:" + "+".join(rot[first:] + rot[:first])
     steps = [[_label(det, s) for s in e["c"]] for e in block]
@@ -281,6 +284,36 @@ def _warnings(findings: Sequence[Finding], warned: list[str]) -> list[LoopWarnin
     return out
 
 
+LABEL_CHARS = 200
+
+
+def rsig(entry: dict[str, Any]) -> str:
+    """The response signature of a window entry (stored only for multi-call responses)."""
+    return str(entry.get("r") or entry["c"][0])
+
+
+def compact(det: dict[str, Any]) -> dict[str, Any]:
+    """The state as stored: arguments only for calls seen twice in the window, cut short.
+
+    The detector state is written at every step (SQLite stores it in every checkpoint),
+    so it keeps what the next steps need: a call seen once only needs its tool name.
+
+    Example:
+        >>> compact({"win": [{"c": ["a"]}, {"c": ["a", "b"]}],
+        ...          "labels": {"a": ["f", "{}"], "b": ["g", '{"x":1}']}})["labels"]
+        {'a': ['f', '{}'], 'b': ['g', '']}
+    """
+    counts: dict[str, int] = {}
+    for entry in det.get("win") or []:
+        for sig in entry["c"]:
+            counts[sig] = counts.get(sig, 0) + 1
+    labels = {
+        sig: [name, args[:LABEL_CHARS] if counts.get(sig, 0) >= 2 else ""]
+        for sig, (name, args) in (det.get("labels") or {}).items()
+    }
+    return {**det, "labels": labels}
+
+
 def observe(
     detector: dict[str, Any],
     ai: AIMessage,
@@ -288,6 +321,17 @@ def observe(
     config: LoopDetection,
 ) -> Observation:
     """Absorb the previous round's results, then run the layers on the new response."""
+    obs = _observe(detector, ai, results, config)
+    obs.state = compact(obs.state)
+    return obs
+
+
+def _observe(
+    detector: dict[str, Any],
+    ai: AIMessage,
+    results: Sequence[ToolMessage],
+    config: LoopDetection,
+) -> Observation:
     det = absorb(detector or {}, results)
     calls = sign_calls(ai, config)
     if not calls:

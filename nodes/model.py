@@ -174,8 +174,9 @@ class ModelNode(LoopNode):
             "messages": [*extra, reply],
             "usage": add_usage(state.get("usage"), usage),
             "pass_info": pass_info,
-            "run": run,
         }
+        if run != state.get("run"):
+            update["run"] = run
         if had_notices:
             update["pending_notices"] = remaining
         return update

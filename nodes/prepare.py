@@ -70,7 +70,6 @@ class PrepareNode(LoopNode):
                 "finalized": False,
                 "pressure_queued": False,
                 "guard": None,
-                "last_input": [request] if request is not None else None,
             },
             "pass_info": new_pass(request.id if request is not None else None, now=now),
             "iteration": 1,

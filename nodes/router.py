@@ -41,6 +41,7 @@ from nodes.continuation import (
 )
 from nodes.limits import can_start_pass
 from nodes.records import answer_text, build_record, calls_of_pass, last_ai, new_pass, shorten
+from nodes.request import pass_messages
 from nodes.stall import guard_at_pass_end, stop_guard
 
 __all__ = ["CONTINUE_NAME", "DEFAULT_CONTINUE", "RouterNode", "continuation_text", "decide",
@@ -157,8 +158,6 @@ class RouterNode(LoopNode):
         next_pass = new_pass(continuation.id)
         update.update(messages=[continuation], iteration=state.get("iteration", 1) + 1,
                       pass_info=next_pass, verdict=None)
-        run["last_input"] = [continuation]
-        update["run"] = run
         hook = settings.hooks.on_iteration_start
         if hook is not None:
             messages = [*(state.get("messages") or []), continuation]
@@ -181,6 +180,8 @@ class RouterNode(LoopNode):
         text = yield Call(settings.next_message, (state, feedback), name="next_message")
         if text is None:
             run = state.get("run") or {}
-            return resend_message(run.get("last_input"), request_id=run.get("request_id"),
+            start = (state.get("pass_info") or {}).get("start_id")
+            previous = pass_messages(state.get("messages") or [], start)[:1] if start else []
+            return resend_message(previous, request_id=run.get("request_id"),
                                   fresh_context=settings.fresh_context, feedback=feedback)
         return loop_message(with_progress(str(text), progress, inject))
