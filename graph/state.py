@@ -136,7 +136,9 @@ def _log_reducer(state: list[Any] | None, writes: Sequence[Any]) -> list[Any]:
 SNAPSHOT_EVERY = 500
 """A full snapshot of a delta channel every this many writes (bounds replay on load)."""
 
-MESSAGES = DeltaChannel(_messages_delta_reducer, snapshot_frequency=SNAPSHOT_EVERY)
+MESSAGES: DeltaChannel[list[Any]] = DeltaChannel(
+    _messages_delta_reducer, snapshot_frequency=SNAPSHOT_EVERY  # type: ignore[arg-type]
+)
 """The messages channel: each checkpoint stores only the step's new messages."""
 
 

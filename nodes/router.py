@@ -132,7 +132,6 @@ class RouterNode(LoopNode):
             stop, feedback = yield from self._decision(state, settings)
         entry = yield from self._feedback(state, settings, feedback)
         progress = list(state.get("progress") or []) + ([entry] if entry else [])
-        run: dict[str, Any] = dict(state.get("run") or {})
         record = build_record(
             iteration=state.get("iteration", 1), pass_info=state.get("pass_info") or {},
             calls=calls_of_pass(state.get("call_log") or [], state.get("iteration", 1)),
