@@ -47,7 +47,8 @@ def stop_answers(ai: AIMessage, guard: dict[str, Any]) -> list[ToolMessage]:
 def previous_results(messages: Sequence[BaseMessage]) -> list[ToolMessage]:
     """The ToolMessages of the round before the newest reply (scans the tail only)."""
     out: list[ToolMessage] = []
-    for msg in reversed(messages[:-1]):
+    for i in range(len(messages) - 2, -1, -1):  # no slice: that would copy the thread
+        msg = messages[i]
         if isinstance(msg, ToolMessage):
             out.append(msg)
         elif isinstance(msg, AIMessage):
