@@ -53,10 +53,10 @@ def _state(messages: list[BaseMessage], settings: LoopSettings) -> dict[str, Any
     config = settings.loop_detection
     assert config is not None
     tail = messages[-61:]
-    for i in range(1, len(tail) - 1, 2):
-        ai = tail[i]
+    for i, ai in enumerate(tail[:-1]):
         if isinstance(ai, AIMessage):
             detector = observe(detector, ai, previous_results(tail[: i + 1]), config).state
+    assert len(detector["win"]) == config.window
     return {
         "messages": messages, "detector": detector, "pending_notices": [],
         "run": {"id": "r", "started_at": time.time(), "tool_calls": len(messages) // 2},
