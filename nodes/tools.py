@@ -25,11 +25,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
+from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from graph.effects import Call, Logic, Parallel
+from graph.effects import Call, Logic, Parallel, Tasks
 from graph.pairing import unanswered_tail
 from graph.settings import LoopSettings
 from graph.state import CallRecord, LoopContext, LoopState
@@ -37,7 +38,8 @@ from graph.stop import StopReason
 from nodes.approval import apply_review, mark_edited
 from nodes.base import LoopNode, emit
 
-__all__ = ["ToolsNode", "cap_output", "plan_calls", "result_hash"]
+__all__ = ["ToolsNode", "atool_call", "cap_output", "durable", "plan_calls", "result_hash",
+           "tool_call"]
 
 Plan = tuple[str, str | None]
 
@@ -103,28 +105,60 @@ def _outcome(result: Any, call: dict[str, Any], started: float) -> tuple[Any, fl
     return result, round(time.perf_counter() - started, 6)
 
 
+def tool_call(tool: BaseTool, call: dict[str, Any], config: RunnableConfig) -> tuple[Any, float]:
+    """Run one call: its result (a ToolMessage or a Command) and its duration."""
+    started = time.perf_counter()
+    try:
+        result = tool.invoke({**call, "type": "tool_call"}, _for_tool(config))
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:  # noqa: BLE001 - becomes an error ToolMessage
+        result = _error_message(call, _describe(exc, call))
+    return _outcome(result, call, started)
+
+
+async def atool_call(tool: BaseTool, call: dict[str, Any],
+                     config: RunnableConfig) -> tuple[Any, float]:
+    """Async ``tool_call``."""
+    started = time.perf_counter()
+    try:
+        result = await tool.ainvoke({**call, "type": "tool_call"}, _for_tool(config))
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:  # noqa: BLE001 - becomes an error ToolMessage
+        result = _error_message(call, _describe(exc, call))
+    return _outcome(result, call, started)
+
+
+# One task name for both modes (it is part of the task id: a thread paused or crashed
+# under ``invoke`` may resume under ``ainvoke``); the node's name, so tool runs keep
+# ``langgraph_node == "tools"`` in their metadata.
+for _fn in (tool_call, atool_call):
+    _fn.__name__ = "tools"
+
+
+def _for_tool(config: RunnableConfig) -> RunnableConfig:
+    """A task's config minus its run name (the tool's run keeps the tool's name)."""
+    return {k: v for k, v in config.items() if k not in ("run_name", "run_id")}  # type: ignore[return-value]
+
+
 def _runners(tool: BaseTool, call: dict[str, Any], config: RunnableConfig) -> Any:
-    def run() -> tuple[Any, float]:
-        started = time.perf_counter()
-        try:
-            result = tool.invoke({**call, "type": "tool_call"}, config)
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:  # noqa: BLE001 - becomes an error ToolMessage
-            result = _error_message(call, _describe(exc, call))
-        return _outcome(result, call, started)
+    return (lambda: tool_call(tool, call, config)), (lambda: atool_call(tool, call, config))
 
-    async def arun() -> tuple[Any, float]:
-        started = time.perf_counter()
-        try:
-            result = await tool.ainvoke({**call, "type": "tool_call"}, config)
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:  # noqa: BLE001 - becomes an error ToolMessage
-            result = _error_message(call, _describe(exc, call))
-        return _outcome(result, call, started)
 
-    return run, arun
+def durable(config: RunnableConfig | None) -> bool:
+    """Is this step saved as it goes (a checkpointer, durability other than "exit")?
+
+    Then each call of a batch runs as a LangGraph task whose result is saved as soon
+    as it finishes: a crash in the middle of a batch re-runs only unfinished calls.
+
+    Example:
+        >>> durable({"configurable": {}}), durable(None)
+        (False, False)
+    """
+    configurable = (config or {}).get("configurable") or {}
+    return (configurable.get(CONFIG_KEY_CHECKPOINTER) is not None
+            and configurable.get(CONFIG_KEY_DURABILITY) != "exit")
 
 
 class ToolsNode(LoopNode):
@@ -159,9 +193,14 @@ class ToolsNode(LoopNode):
         plans = plan_calls(calls, known=set(self.by_name), offered=offered, allowance=allowance,
                            rejected=reviewed.refusals)
         runnable = [c for c, (action, _) in zip(calls, plans, strict=True) if action == "run"]
-        outcomes = yield Parallel([_runners(self.by_name[c["name"]], c, config)
-                                   for c in runnable])
-        results: dict[str, tuple[Any, float]] = dict(zip([c["id"] for c in runnable], outcomes, strict=True))
+        if len(runnable) > 1 and durable(config):
+            outcomes = yield Tasks(tool_call, atool_call,
+                                   [(self.by_name[c["name"]], c) for c in runnable])
+        else:
+            outcomes = yield Parallel([_runners(self.by_name[c["name"]], c, config)
+                                       for c in runnable])
+        results: dict[str, tuple[Any, float]] = dict(
+            zip([c["id"] for c in runnable], [tuple(o) for o in outcomes], strict=True))
         update = self._assemble(state, settings, calls, plans, results, invalid)
         mark_edited(update["messages"], reviewed)
         run["tool_calls"] = run.get("tool_calls", 0) + len(runnable)

@@ -1,0 +1,151 @@
+"""Crash and resume: SIGKILL in the middle of a batch of parallel tool calls, resume elsewhere.
+
+The child (``tests/crash_worker.py``) runs a thread on SQLite or PostgreSQL; the
+parent kills it with SIGKILL while some calls of a parallel batch have finished (and
+their results are saved) and the others are still running. A new process resumes
+the thread: the run completes with a provider-valid thread, the queued warning and
+the counters intact, and the calls that had finished are not executed again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command, interrupt
+
+from graph import create_loop_agent
+from graph.scripted import ScriptedChatModel
+from tests.crash_worker import N, effects, saved_results
+from tests.helpers import EXECUTED, add, remember
+from tests.support.postgres import fresh_database
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _command(phase: str, backend: str, target: str, mode: str, workdir: Path) -> list[str]:
+    return [sys.executable, "-m", "tests.crash_worker", phase, backend, target, mode, str(workdir)]
+
+
+def _wait_for(condition: Any, proc: subprocess.Popen[str], what: str) -> None:
+    """Poll until ``condition()``; fail with the child's output if it exits first."""
+    deadline = time.monotonic() + 120
+    while not condition():
+        if proc.poll() is not None:
+            _, err = proc.communicate()
+            pytest.fail(f"worker exited ({proc.returncode}) before {what}:\n{err[-3000:]}")
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.02)
+
+
+def crash_mid_batch(backend: str, target: str, mode: str, workdir: Path, fast: int) -> None:
+    """Start the thread; SIGKILL it once ``fast`` calls of the second batch are saved."""
+    (workdir / "fast").write_text(str(fast))
+    proc = subprocess.Popen(_command("start", backend, target, mode, workdir), cwd=ROOT, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        second_batch = [f"start {i}" for i in range(fast, N)]
+        _wait_for(lambda: all(line in effects(workdir)[N * 2:] for line in second_batch),
+                  proc, "the slow calls of the second batch started")
+        _wait_for(lambda: saved_results(backend, target) == fast, proc,
+                  f"{fast} results of the batch were saved")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+
+
+def resume(backend: str, target: str, mode: str, workdir: Path) -> dict[str, Any]:
+    (workdir / "release").write_text("go")
+    proc = subprocess.run(_command("resume", backend, target, mode, workdir), cwd=ROOT, env=ENV,
+                          capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("{")]
+    return json.loads(line)  # type: ignore[no-any-return]
+
+
+def run_story(backend: str, target: str, mode: str, workdir: Path, fast: int) -> None:
+    crash_mid_batch(backend, target, mode, workdir, fast)
+    before = effects(workdir)
+    first = [f"{kind} {i}" for i in range(N) for kind in ("start", "done")]
+    assert sorted(before[: 2 * N]) == sorted(first)  # the first batch ran completely
+    second = before[2 * N:]
+    assert sorted(x for x in second if x.startswith("done")) == [f"done {i}" for i in range(fast)]
+    result = resume(backend, target, mode, workdir)
+    after = effects(workdir)[len(before):]
+    # only the calls that had not finished ran again; the finished ones were not repeated
+    assert sorted(x for x in after if x.startswith("start")) == [f"start {i}" for i in range(fast, N)]
+    assert sorted(x for x in after if x.startswith("done")) == [f"done {i}" for i in range(fast, N)]
+    assert result["stop_reason"] == "completed" and result["problems"] == []
+    assert result["messages"] == (["human", "ai"] + ["tool:work"] * N + ["ai"] + ["tool:work"] * N
+                                  + ["human:loop_warning", "ai"])
+    assert result["tool_results"] == [f"result {i}" for i in range(N)] * 2
+    (warning,) = result["warnings"]  # the warning queued before the crash, delivered once
+    assert "same arguments" in warning or "repeat" in warning.lower()
+    assert result["pending_notices"] == []
+    assert result["records"] == [2 * N] and result["run_tool_calls"] == 2 * N
+    assert result["usage"] == result["usage_of_messages"] > 0
+
+
+@pytest.mark.parametrize(("mode", "fast"), [("sync", 1), ("async", 2), ("sync", 0)])
+def test_sqlite_crash_mid_batch_resumes_without_repeating_finished_calls(
+        tmp_path: Path, mode: str, fast: int) -> None:
+    run_story("sqlite", str(tmp_path / "threads.sqlite"), mode, tmp_path, fast)
+
+
+@pytest.mark.parametrize(("mode", "fast"), [("async", 1), ("sync", 3)])
+def test_postgres_crash_mid_batch_resumes_without_repeating_finished_calls(
+        tmp_path: Path, pg_server: str, mode: str, fast: int) -> None:
+    run_story("postgres", fresh_database(pg_server), mode, tmp_path, fast)
+
+
+def _interrupting_batch(mode: str, scripted: list[ScriptedChatModel]
+                        ) -> tuple[list[str], dict[str, Any]]:
+    @tool
+    def ask(q: str) -> str:
+        """Ask the user."""
+        EXECUTED.append("ask")
+        return f"user said {interrupt({'q': q})}"
+
+    EXECUTED.clear()
+    model = ScriptedChatModel(script=[[("add", {"a": 1, "b": 2}), ("ask", {"q": "ok?"}),
+                                       ("remember", {"fact": "x"})], "done"])
+    scripted.append(model)
+    agent = create_loop_agent(model, [add, ask, remember], checkpointer=InMemorySaver())
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
+
+    def run(value: Any) -> dict[str, Any]:
+        if mode == "sync":
+            return agent.invoke(value, config)  # type: ignore[no-any-return]
+        return asyncio.run(agent.ainvoke(value, config))  # type: ignore[no-any-return]
+
+    paused = run({"messages": [HumanMessage("go")]})
+    assert paused["__interrupt__"][0].value == {"q": "ok?"}
+    return EXECUTED, run(Command(resume="yes"))
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_interrupt_inside_a_batch_does_not_rerun_finished_siblings(
+        mode: str, scripted: list[ScriptedChatModel]) -> None:
+    """A tool of a parallel batch pauses (``interrupt()``); on resume only it runs again."""
+    executed, result = _interrupting_batch(mode, scripted)
+    assert sorted(executed) == ["add(1,2)", "ask", "ask", "remember(x)"]
+    assert [m.content for m in result["messages"]][2:] == ["3", "user said yes", "remembered x",
+                                                           "done"]
+    assert result["stop_reason"] == "completed" and result["mode"] == "x"
