@@ -7,6 +7,13 @@ the tool filter and calls beyond ``Limits.max_tool_calls`` become
 ``ToolMessage(status="error")`` with a useful text. Tools may return a ``Command``
 (its state update is applied) and may take the injected tool-call id.
 
+Durability: with a checkpointer (and ``durability`` other than ``"exit"``) the calls
+of a batch run as LangGraph tasks, one per call, whose results are saved as each
+finishes. If the step is run again (crash, interrupt inside a tool, a failing
+``on_tool_call`` hook) finished calls return their saved result instead of running
+again. A single call runs inline (no task: it is saved with the step), unless an
+``on_tool_call`` hook could fail the step after it ran.
+
 Example:
     >>> plan_calls(
     ...     [{"name": "a", "args": {}, "id": "1"}, {"name": "zz", "args": {}, "id": "2"}],
@@ -193,7 +200,8 @@ class ToolsNode(LoopNode):
         plans = plan_calls(calls, known=set(self.by_name), offered=offered, allowance=allowance,
                            rejected=reviewed.refusals)
         runnable = [c for c, (action, _) in zip(calls, plans, strict=True) if action == "run"]
-        if len(runnable) > 1 and durable(config):
+        per_call = len(runnable) > 1 or settings.hooks.on_tool_call is not None
+        if runnable and per_call and durable(config):
             outcomes = yield Tasks(tool_call, atool_call,
                                    [(self.by_name[c["name"]], c) for c in runnable])
         else:

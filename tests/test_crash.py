@@ -26,7 +26,8 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 
-from graph import create_loop_agent
+from graph import Hooks, create_loop_agent
+from graph.callbacks import CallbackError
 from graph.scripted import ScriptedChatModel
 from tests.crash_worker import N, effects, saved_results
 from tests.helpers import EXECUTED, add, remember
@@ -149,3 +150,33 @@ def test_interrupt_inside_a_batch_does_not_rerun_finished_siblings(
     assert [m.content for m in result["messages"]][2:] == ["3", "user said yes", "remembered x",
                                                            "done"]
     assert result["stop_reason"] == "completed" and result["mode"] == "x"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_failing_on_tool_call_hook_does_not_rerun_the_tool_on_resume(
+        mode: str, scripted: list[ScriptedChatModel]) -> None:
+    """The hook fails the tools step after the call ran; the resumed step reuses its result."""
+    EXECUTED.clear()
+    model = ScriptedChatModel(script=[[("add", {"a": 2, "b": 3})], "five"])
+    scripted.append(model)
+    broken = [True]
+
+    def hook(record: dict[str, Any]) -> None:
+        if broken.pop() if broken else False:
+            raise KeyError("hook down")
+
+    agent = create_loop_agent(model, [add], hooks=Hooks(on_tool_call=hook),
+                              checkpointer=InMemorySaver())
+    config: RunnableConfig = {"configurable": {"thread_id": f"hook-{mode}"}}
+
+    def run(value: Any) -> dict[str, Any]:
+        if mode == "sync":
+            return agent.invoke(value, config)  # type: ignore[no-any-return]
+        return asyncio.run(agent.ainvoke(value, config))  # type: ignore[no-any-return]
+
+    with pytest.raises(CallbackError, match=r"hooks\.on_tool_call raised KeyError"):
+        run({"messages": [HumanMessage("2+3?")]})
+    result = run(None)
+    assert EXECUTED == ["add(2,3)"]  # ran once, although its step ran twice
+    assert [m.content for m in result["messages"]] == ["2+3?", "", "5", "five"]
+    assert result["iterations"][0]["tool_calls"][0]["status"] == "success"
