@@ -12,7 +12,8 @@ of a batch run as LangGraph tasks, one per call, whose results are saved as each
 finishes. If the step is run again (crash, interrupt inside a tool, a failing
 ``on_tool_call`` hook) finished calls return their saved result instead of running
 again. A single call runs inline (no task: it is saved with the step), unless an
-``on_tool_call`` hook could fail the step after it ran.
+``on_tool_call`` hook could fail the step after it ran. Such tasks also show up in
+``stream_mode="updates"`` as they finish: ``{"tool_call": {"message", "duration_s"}}``.
 
 Example:
     >>> plan_calls(
@@ -45,8 +46,8 @@ from graph.stop import StopReason
 from nodes.approval import apply_review, mark_edited
 from nodes.base import LoopNode, emit
 
-__all__ = ["ToolsNode", "atool_call", "cap_output", "durable", "plan_calls", "result_hash",
-           "tool_call"]
+__all__ = ["TASK_NAME", "ToolsNode", "atask_call", "atool_call", "cap_output", "durable",
+           "plan_calls", "result_hash", "task_call", "tool_call"]
 
 Plan = tuple[str, str | None]
 
@@ -112,6 +113,9 @@ def _outcome(result: Any, call: dict[str, Any], started: float) -> tuple[Any, fl
     return result, round(time.perf_counter() - started, 6)
 
 
+TASK_NAME = "tool_call"
+
+
 def tool_call(tool: BaseTool, call: dict[str, Any], config: RunnableConfig) -> tuple[Any, float]:
     """Run one call: its result (a ToolMessage or a Command) and its duration."""
     started = time.perf_counter()
@@ -137,11 +141,24 @@ async def atool_call(tool: BaseTool, call: dict[str, Any],
     return _outcome(result, call, started)
 
 
-# One task name for both modes (it is part of the task id: a thread paused or crashed
-# under ``invoke`` may resume under ``ainvoke``); the node's name, so tool runs keep
-# ``langgraph_node == "tools"`` in their metadata.
-for _fn in (tool_call, atool_call):
-    _fn.__name__ = "tools"
+def task_call(tool: BaseTool, call: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    """``tool_call`` as a LangGraph task (see ``durable``): ``{"message", "duration_s"}``."""
+    result, duration = tool_call(tool, call, config)
+    return {"message": result, "duration_s": duration}
+
+
+async def atask_call(tool: BaseTool, call: dict[str, Any],
+                     config: RunnableConfig) -> dict[str, Any]:
+    """Async ``task_call``."""
+    result, duration = await atool_call(tool, call, config)
+    return {"message": result, "duration_s": duration}
+
+
+# One task name for both modes: it is part of the task id, so a thread paused or crashed
+# under ``invoke`` may resume under ``ainvoke``. LangGraph streams a task's result in
+# ``stream_mode="updates"`` as it finishes: ``{"tool_call": {"message", "duration_s"}}``.
+for _fn in (task_call, atask_call):
+    _fn.__name__ = _fn.__qualname__ = TASK_NAME
 
 
 def _for_tool(config: RunnableConfig) -> RunnableConfig:
@@ -202,13 +219,14 @@ class ToolsNode(LoopNode):
         runnable = [c for c, (action, _) in zip(calls, plans, strict=True) if action == "run"]
         per_call = len(runnable) > 1 or settings.hooks.on_tool_call is not None
         if runnable and per_call and durable(config):
-            outcomes = yield Tasks(tool_call, atool_call,
-                                   [(self.by_name[c["name"]], c) for c in runnable])
+            saved = yield Tasks(task_call, atask_call,
+                                [(self.by_name[c["name"]], c) for c in runnable])
+            outcomes = [(o["message"], o["duration_s"]) for o in saved]
         else:
             outcomes = yield Parallel([_runners(self.by_name[c["name"]], c, config)
                                        for c in runnable])
         results: dict[str, tuple[Any, float]] = dict(
-            zip([c["id"] for c in runnable], [tuple(o) for o in outcomes], strict=True))
+            zip([c["id"] for c in runnable], outcomes, strict=True))
         update = self._assemble(state, settings, calls, plans, results, invalid)
         mark_edited(update["messages"], reviewed)
         run["tool_calls"] = run.get("tool_calls", 0) + len(runnable)

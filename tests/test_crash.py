@@ -26,7 +26,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 
-from graph import Hooks, create_loop_agent
+from graph import Hooks, Limits, create_loop_agent
 from graph.callbacks import CallbackError
 from graph.scripted import ScriptedChatModel
 from tests.crash_worker import N, effects, saved_results
@@ -180,3 +180,37 @@ def test_failing_on_tool_call_hook_does_not_rerun_the_tool_on_resume(
     assert EXECUTED == ["add(2,3)"]  # ran once, although its step ran twice
     assert [m.content for m in result["messages"]] == ["2+3?", "", "5", "five"]
     assert result["iterations"][0]["tool_calls"][0]["status"] == "success"
+
+
+def test_stream_shows_each_finished_call_of_a_saved_batch(scripted: list[ScriptedChatModel]) -> None:
+    """With a checkpointer, a batch's calls are LangGraph tasks: each appears in ``updates``
+    as it finishes, then the ``tools`` node's update carries all ToolMessages in order."""
+    model = ScriptedChatModel(script=[[("add", {"a": 1, "b": 2}), ("add", {"a": 2, "b": 2})],
+                                      "done"])
+    scripted.append(model)
+    agent = create_loop_agent(model, [add], checkpointer=InMemorySaver())
+    chunks = list(agent.stream({"messages": [HumanMessage("go")]},
+                               {"configurable": {"thread_id": "s"}}, stream_mode="updates"))
+    names = [next(iter(c)) for c in chunks]
+    assert names == ["prepare", "model", "loop_detector", "tool_call", "tool_call", "tools",
+                     "model", "loop_detector", "router"]
+    finished = sorted(c["tool_call"]["message"].content for c in chunks if "tool_call" in c)
+    assert finished == ["3", "4"]
+    tools = next(c["tools"] for c in chunks if "tools" in c)
+    assert [m.content for m in tools["messages"]] == ["3", "4"]
+
+
+def test_saved_writes_hold_no_unregistered_types(scripted: list[ScriptedChatModel],
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """Every write a stop saves loads back without LangGraph's unregistered-type warning
+    (its strict msgpack mode would refuse it, and the thread could not be resumed)."""
+    model = ScriptedChatModel(default=lambda _m: [("add", {"a": 1, "b": 1})])
+    scripted.append(model)
+    agent = create_loop_agent(model, [add], limits=Limits(max_model_calls=2),
+                              checkpointer=InMemorySaver())
+    config: RunnableConfig = {"configurable": {"thread_id": "plain"}}
+    assert agent.invoke({"messages": [HumanMessage("go")]}, config)["stop_reason"] == (
+        "max_model_calls")
+    history = list(agent.get_state_history(config))
+    writes = [w for h in history for w in h.tasks if w.result]
+    assert writes and "unregistered type" not in caplog.text
