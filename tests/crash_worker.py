@@ -31,7 +31,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 
 from graph import LoopDetection, create_loop_agent
-from graph.pairing import check_pairing
+from graph.pairing import check_pairing, unanswered_tail
 from graph.scripted import ScriptedChatModel
 
 WORKDIR = Path(".")  # set by main()
@@ -60,6 +60,8 @@ def work(i: int) -> str:
     if earlier and i >= fast:  # the second batch: the slow calls wait for the parent
         while not (WORKDIR / "release").exists():
             time.sleep(0.01)
+    if (WORKDIR / "pause").exists():  # spread the calls out (random kill points)
+        time.sleep(float((WORKDIR / "pause").read_text()) * (i + 1))
     log(f"done {i}")
     return f"result {i}"
 
@@ -121,6 +123,21 @@ def saved_results(backend: str, target: str) -> int:
             return 0
         return sum(1 for _task, channel, _value in saved.pending_writes or []
                    if channel == "__return__")
+
+
+def left_to_run(backend: str, target: str) -> int:
+    """After a crash: how many calls a resume must still execute (for the parent).
+
+    The stored thread's unanswered calls minus those with a saved task result, plus
+    the calls of the batches the model has not asked for yet.
+    """
+    with sync_saver(backend, target) as saver:
+        values = build(saver).get_state(THREAD).values
+    messages = values.get("messages") or []
+    _, pending = unanswered_tail(messages)
+    asked = sum(1 for m in messages if isinstance(m, AIMessage) and m.tool_calls)
+    saved = saved_results(backend, target) if pending else 0
+    return len(pending) - saved + N * (2 - asked)
 
 
 def report(result: dict[str, Any]) -> dict[str, Any]:

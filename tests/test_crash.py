@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -29,7 +30,7 @@ from langgraph.types import Command, interrupt
 from graph import Hooks, Limits, create_loop_agent
 from graph.callbacks import CallbackError
 from graph.scripted import ScriptedChatModel
-from tests.crash_worker import N, effects, saved_results
+from tests.crash_worker import N, effects, left_to_run, saved_results
 from tests.helpers import EXECUTED, add, remember
 from tests.support.postgres import fresh_database
 
@@ -114,6 +115,41 @@ def test_sqlite_crash_mid_batch_resumes_without_repeating_finished_calls(
 def test_postgres_crash_mid_batch_resumes_without_repeating_finished_calls(
         tmp_path: Path, pg_server: str, mode: str, fast: int) -> None:
     run_story("postgres", fresh_database(pg_server), mode, tmp_path, fast)
+
+
+@pytest.mark.parametrize(("backend", "mode", "seed"), [
+    ("sqlite", "sync", 1), ("sqlite", "async", 2), ("postgres", "sync", 3),
+    ("postgres", "async", 4),
+])
+def test_kill_at_a_random_point_then_resume(tmp_path: Path, request: pytest.FixtureRequest,
+                                            backend: str, mode: str, seed: int) -> None:
+    """SIGKILL once the effects log reaches a random line; the resumed run runs exactly
+    the calls that had no saved result, and ends like an uninterrupted run."""
+    target = (str(tmp_path / "threads.sqlite") if backend == "sqlite"
+              else fresh_database(request.getfixturevalue("pg_server")))
+    (tmp_path / "fast").write_text(str(N))  # nothing blocks
+    (tmp_path / "pause").write_text("0.03")
+    kill_at = random.Random(seed).randint(1, 4 * N)
+    proc = subprocess.Popen(_command("start", backend, target, mode, tmp_path), cwd=ROOT, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: len(effects(tmp_path)) >= kill_at, proc, f"{kill_at} effects")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    before = len(effects(tmp_path))
+    expected = left_to_run(backend, target)
+    result = resume(backend, target, mode, tmp_path)
+    ran = [x for x in effects(tmp_path)[before:] if x.startswith("done")]
+    assert len(ran) == expected, (kill_at, expected, ran)
+    assert result["stop_reason"] == "completed" and result["problems"] == []
+    assert result["tool_results"] == [f"result {i}" for i in range(N)] * 2
+    assert len(result["warnings"]) == 1 and result["pending_notices"] == []
+    assert result["records"] == [2 * N] and result["run_tool_calls"] == 2 * N
+    assert result["usage"] == result["usage_of_messages"] > 0
 
 
 def _interrupting_batch(mode: str, scripted: list[ScriptedChatModel]
