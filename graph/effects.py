@@ -19,16 +19,18 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import ContextThreadPoolExecutor
+from langgraph.func import task
 
 from graph.callbacks import call_async, call_sync
 
-__all__ = ["Call", "Invoke", "Logic", "Parallel", "run_async", "run_sync"]
+__all__ = ["Call", "Invoke", "Logic", "Parallel", "Tasks", "run_async", "run_sync"]
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,41 @@ class Parallel:
     tasks: Sequence[tuple[Any, Any]] = field(default_factory=tuple)
 
 
-Effect = Call | Invoke | Parallel
+@dataclass(frozen=True)
+class Tasks:
+    """Run ``fn(*args)`` for each ``args`` as LangGraph tasks, concurrently; results in order.
+
+    Each task's result is written to the checkpoint as soon as it finishes, so when the
+    step is run again (after a crash, an interrupt or a retry) finished tasks return
+    their saved result instead of running again. Only inside a running graph.
+    ``fn``/``afn`` (sync/async) must be module-level functions with the same
+    ``__name__`` (the name is part of the task id, so a thread may resume in the other
+    mode); they may take a ``config: RunnableConfig`` keyword (the task's config).
+    """
+
+    fn: Any
+    afn: Any
+    inputs: Sequence[tuple[Any, ...]] = field(default_factory=tuple)
+
+
+Effect = Call | Invoke | Parallel | Tasks
+
+
+@functools.cache
+def _as_task(fn: Any) -> Any:
+    return task(fn)
+
+
+def _tasks_sync(effect: Tasks) -> list[Any]:
+    run = _as_task(effect.fn)
+    futures = [run(*args) for args in effect.inputs]  # scheduled in order: stable task ids
+    return [f.result() for f in futures]
+
+
+async def _tasks_async(effect: Tasks) -> list[Any]:
+    run = _as_task(effect.afn)
+    futures = [run(*args) for args in effect.inputs]
+    return list(await asyncio.gather(*futures))
 Logic = Generator[Effect, Any, Any]
 
 
@@ -65,6 +101,8 @@ def _perform_sync(effect: Effect) -> Any:
         return call_sync(effect.fn, *effect.args, name=effect.name)
     if isinstance(effect, Invoke):
         return effect.runnable.invoke(effect.input, effect.config)
+    if isinstance(effect, Tasks):
+        return _tasks_sync(effect)
     tasks = list(effect.tasks)
     if len(tasks) <= 1:
         return [sync_fn() for sync_fn, _ in tasks]
@@ -78,6 +116,8 @@ async def _perform_async(effect: Effect) -> Any:
         return await call_async(effect.fn, *effect.args, name=effect.name)
     if isinstance(effect, Invoke):
         return await effect.runnable.ainvoke(effect.input, effect.config)
+    if isinstance(effect, Tasks):
+        return await _tasks_async(effect)
     tasks = list(effect.tasks)
     if len(tasks) == 1:
         return [await tasks[0][1]()]

@@ -130,11 +130,13 @@ class LoopSettings:
             raise ValueError(f"model: expected a langchain BaseChatModel, got {type(model).__name__}")
         max_iterations = kwargs.get("max_iterations", 10)
         if max_iterations is not None and (
-            not isinstance(max_iterations, int) or max_iterations < 1
+            not isinstance(max_iterations, int) or isinstance(max_iterations, bool)
+            or max_iterations < 1
         ):
             raise ValueError(f"max_iterations must be an int >= 1 or None, got {max_iterations!r}")
         kwargs["limits"] = kwargs.get("limits") or Limits()
         kwargs["hooks"] = kwargs.get("hooks") or Hooks()
+        kwargs.update(_check_types(kwargs))
         for name in ("should_continue", "next_message", "record_feedback", "prompt_factory",
                      "tool_filter"):
             if kwargs.get(name) is not None and not callable(kwargs[name]):
@@ -197,6 +199,47 @@ class LoopSettings:
                 raise ValueError(f"invalid run context ({given_text}) for {group}: "
                                  f"{_explain(exc)}") from exc
         return replace(self, **changes, _cache={})
+
+
+_MODELS: dict[str, type[BaseModel]] = {
+    "limits": Limits, "loop_detection": LoopDetection, "stall_detection": StallDetection,
+    "budget_pressure": BudgetPressure, "approval": Approval, "compaction": Compaction,
+    "hooks": Hooks, "judge": Judge,
+}
+
+
+def _check_types(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Configuration objects of the right type (a dict of fields is validated into one),
+    ``bool`` flags and a ``str`` system prompt; a ``ValueError`` names the argument.
+
+    Example:
+        >>> _check_types({"limits": {"max_tool_calls": 3}})["limits"].max_tool_calls
+        3
+        >>> try:
+        ...     _check_types({"limits": {"max_tool_calls": 0}})
+        ... except ValueError as exc:
+        ...     print(str(exc).splitlines()[0])
+        limits: max_tool_calls: Input should be greater than or equal to 1 (got 0)
+    """
+    out: dict[str, Any] = {}
+    for name, model in _MODELS.items():
+        value = kwargs.get(name)
+        if value is None or isinstance(value, model):
+            continue
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{name}: expected a {model.__name__} (or a dict of its fields), "
+                             f"got {type(value).__name__}")
+        try:
+            out[name] = model(**value)
+        except ValidationError as exc:
+            raise ValueError(f"{name}: {_explain(exc)}") from exc
+    for flag in ("inject_progress", "fresh_context"):
+        if flag in kwargs and not isinstance(kwargs[flag], bool):
+            raise ValueError(f"{flag} must be True or False, got {kwargs[flag]!r}")
+    prompt = kwargs.get("system_prompt")
+    if prompt is not None and not isinstance(prompt, str):
+        raise ValueError(f"system_prompt must be a str or None, got {type(prompt).__name__}")
+    return out
 
 
 def _explain(exc: ValidationError) -> str:

@@ -43,6 +43,7 @@ from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -65,6 +66,7 @@ __all__ = [
     "mark_edited",
     "reject_text",
     "response_model",
+    "resuming",
 ]
 
 DECISION_TYPES = ("approve", "edit", "reject")
@@ -278,6 +280,23 @@ def mark_edited(messages: Iterable[Any], reviewed: Reviewed) -> None:
             message.content = [{"type": "text", "text": note}, *message.content]
 
 
+def resuming(config: RunnableConfig | None) -> bool:
+    """Is this step being resumed with an answer to its interrupt?
+
+    Then the human was asked because the resolver handed over (or its budget was
+    spent): the resolver is not asked again, so its (possibly different) second
+    opinion can never replace the human's answer.
+
+    Example:
+        >>> resuming({"configurable": {}})
+        False
+    """
+    pad = ((config or {}).get("configurable") or {}).get(CONFIG_KEY_SCRATCHPAD)
+    if pad is None:
+        return False
+    return bool(pad.resume) or pad.get_null_resume(False) is not None
+
+
 class ApprovalNode(LoopNode):
     """Ask for (or auto-resolve) decisions on the gated calls (see module docstring)."""
 
@@ -301,7 +320,8 @@ class ApprovalNode(LoopNode):
         schema = response_model(calls, gated=gated, known={t.name for t in settings.all_tools})
         run: dict[str, Any] = dict(state.get("run") or {})
         response: ApprovalResponse | None = None
-        if approval.resolver is not None and auto_allowed(run, approval.max_auto_rounds):
+        if (approval.resolver is not None and auto_allowed(run, approval.max_auto_rounds)
+                and not resuming(config)):
             answer = yield Call(approval.resolver, (copy.deepcopy(request),),
                                 name="approval.resolver")
             if answer is not None:

@@ -25,8 +25,9 @@ from langgraph.runtime import Runtime
 from graph.effects import Logic, run_async, run_sync
 from graph.settings import LoopSettings
 from graph.state import LoopContext, LoopState
+from graph.stop import StopReason
 
-__all__ = ["LoopNode", "emit", "jsonable"]
+__all__ = ["LoopNode", "emit", "jsonable", "plain_update"]
 
 
 def jsonable(value: Any) -> Any:
@@ -48,6 +49,23 @@ def emit(runtime: Runtime[LoopContext] | None, event: str, **data: Any) -> None:
     """
     if runtime is not None and runtime.stream_writer is not None:
         runtime.stream_writer(jsonable({"event": event, **data}))
+
+
+def plain_update(update: Any) -> Any:
+    """The update with ``stop_reason`` as a plain ``str``.
+
+    A node's writes are saved as they are (before any reducer): a ``StopReason`` enum
+    would be an unregistered type in the checkpoint, which LangGraph's strict msgpack
+    mode refuses to load back.
+
+    Example:
+        >>> from graph.stop import StopReason
+        >>> type(plain_update({"stop_reason": StopReason.STALLED})["stop_reason"])
+        <class 'str'>
+    """
+    if isinstance(update, dict) and isinstance(update.get("stop_reason"), StopReason):
+        update["stop_reason"] = update["stop_reason"].value
+    return update
 
 
 class LoopNode:
@@ -74,13 +92,13 @@ class LoopNode:
         self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext]
     ) -> Any:
         """Sync entry point."""
-        return run_sync(self.logic(state, config, runtime))
+        return plain_update(run_sync(self.logic(state, config, runtime)))
 
     async def ainvoke(
         self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext]
     ) -> Any:
         """Async entry point."""
-        return await run_async(self.logic(state, config, runtime))
+        return plain_update(await run_async(self.logic(state, config, runtime)))
 
     def as_runnable(self) -> RunnableCallable:
         """The node as LangGraph runs it (sync and async)."""

@@ -7,6 +7,14 @@ the tool filter and calls beyond ``Limits.max_tool_calls`` become
 ``ToolMessage(status="error")`` with a useful text. Tools may return a ``Command``
 (its state update is applied) and may take the injected tool-call id.
 
+Durability: with a checkpointer (and ``durability`` other than ``"exit"``) the calls
+of a batch run as LangGraph tasks, one per call, whose results are saved as each
+finishes. If the step is run again (crash, interrupt inside a tool, a failing
+``on_tool_call`` hook) finished calls return their saved result instead of running
+again. A single call runs inline (no task: it is saved with the step), unless an
+``on_tool_call`` hook could fail the step after it ran. Such tasks also show up in
+``stream_mode="updates"`` as they finish: ``{"tool_call": {"message", "duration_s"}}``.
+
 Example:
     >>> plan_calls(
     ...     [{"name": "a", "args": {}, "id": "1"}, {"name": "zz", "args": {}, "id": "2"}],
@@ -25,11 +33,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
+from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from graph.effects import Call, Logic, Parallel
+from graph.effects import Call, Logic, Parallel, Tasks
 from graph.pairing import unanswered_tail
 from graph.settings import LoopSettings
 from graph.state import CallRecord, LoopContext, LoopState
@@ -37,7 +46,8 @@ from graph.stop import StopReason
 from nodes.approval import apply_review, mark_edited
 from nodes.base import LoopNode, emit
 
-__all__ = ["ToolsNode", "cap_output", "plan_calls", "result_hash"]
+__all__ = ["TASK_NAME", "ToolsNode", "atask_call", "atool_call", "cap_output", "durable",
+           "plan_calls", "result_hash", "task_call", "tool_call"]
 
 Plan = tuple[str, str | None]
 
@@ -103,28 +113,76 @@ def _outcome(result: Any, call: dict[str, Any], started: float) -> tuple[Any, fl
     return result, round(time.perf_counter() - started, 6)
 
 
+TASK_NAME = "tool_call"
+
+
+def tool_call(tool: BaseTool, call: dict[str, Any], config: RunnableConfig) -> tuple[Any, float]:
+    """Run one call: its result (a ToolMessage or a Command) and its duration."""
+    started = time.perf_counter()
+    try:
+        result = tool.invoke({**call, "type": "tool_call"}, _for_tool(config))
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:  # noqa: BLE001 - becomes an error ToolMessage
+        result = _error_message(call, _describe(exc, call))
+    return _outcome(result, call, started)
+
+
+async def atool_call(tool: BaseTool, call: dict[str, Any],
+                     config: RunnableConfig) -> tuple[Any, float]:
+    """Async ``tool_call``."""
+    started = time.perf_counter()
+    try:
+        result = await tool.ainvoke({**call, "type": "tool_call"}, _for_tool(config))
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:  # noqa: BLE001 - becomes an error ToolMessage
+        result = _error_message(call, _describe(exc, call))
+    return _outcome(result, call, started)
+
+
+def task_call(tool: BaseTool, call: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    """``tool_call`` as a LangGraph task (see ``durable``): ``{"message", "duration_s"}``."""
+    result, duration = tool_call(tool, call, config)
+    return {"message": result, "duration_s": duration}
+
+
+async def atask_call(tool: BaseTool, call: dict[str, Any],
+                     config: RunnableConfig) -> dict[str, Any]:
+    """Async ``task_call``."""
+    result, duration = await atool_call(tool, call, config)
+    return {"message": result, "duration_s": duration}
+
+
+# One task name for both modes: it is part of the task id, so a thread paused or crashed
+# under ``invoke`` may resume under ``ainvoke``. LangGraph streams a task's result in
+# ``stream_mode="updates"`` as it finishes: ``{"tool_call": {"message", "duration_s"}}``.
+for _fn in (task_call, atask_call):
+    _fn.__name__ = _fn.__qualname__ = TASK_NAME
+
+
+def _for_tool(config: RunnableConfig) -> RunnableConfig:
+    """A task's config minus its run name (the tool's run keeps the tool's name)."""
+    return {k: v for k, v in config.items() if k not in ("run_name", "run_id")}  # type: ignore[return-value]
+
+
 def _runners(tool: BaseTool, call: dict[str, Any], config: RunnableConfig) -> Any:
-    def run() -> tuple[Any, float]:
-        started = time.perf_counter()
-        try:
-            result = tool.invoke({**call, "type": "tool_call"}, config)
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:  # noqa: BLE001 - becomes an error ToolMessage
-            result = _error_message(call, _describe(exc, call))
-        return _outcome(result, call, started)
+    return (lambda: tool_call(tool, call, config)), (lambda: atool_call(tool, call, config))
 
-    async def arun() -> tuple[Any, float]:
-        started = time.perf_counter()
-        try:
-            result = await tool.ainvoke({**call, "type": "tool_call"}, config)
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:  # noqa: BLE001 - becomes an error ToolMessage
-            result = _error_message(call, _describe(exc, call))
-        return _outcome(result, call, started)
 
-    return run, arun
+def durable(config: RunnableConfig | None) -> bool:
+    """Is this step saved as it goes (a checkpointer, durability other than "exit")?
+
+    Then each call of a batch runs as a LangGraph task whose result is saved as soon
+    as it finishes: a crash in the middle of a batch re-runs only unfinished calls.
+
+    Example:
+        >>> durable({"configurable": {}}), durable(None)
+        (False, False)
+    """
+    configurable = (config or {}).get("configurable") or {}
+    return (configurable.get(CONFIG_KEY_CHECKPOINTER) is not None
+            and configurable.get(CONFIG_KEY_DURABILITY) != "exit")
 
 
 class ToolsNode(LoopNode):
@@ -159,9 +217,16 @@ class ToolsNode(LoopNode):
         plans = plan_calls(calls, known=set(self.by_name), offered=offered, allowance=allowance,
                            rejected=reviewed.refusals)
         runnable = [c for c, (action, _) in zip(calls, plans, strict=True) if action == "run"]
-        outcomes = yield Parallel([_runners(self.by_name[c["name"]], c, config)
-                                   for c in runnable])
-        results: dict[str, tuple[Any, float]] = dict(zip([c["id"] for c in runnable], outcomes, strict=True))
+        per_call = len(runnable) > 1 or settings.hooks.on_tool_call is not None
+        if runnable and per_call and durable(config):
+            saved = yield Tasks(task_call, atask_call,
+                                [(self.by_name[c["name"]], c) for c in runnable])
+            outcomes = [(o["message"], o["duration_s"]) for o in saved]
+        else:
+            outcomes = yield Parallel([_runners(self.by_name[c["name"]], c, config)
+                                       for c in runnable])
+        results: dict[str, tuple[Any, float]] = dict(
+            zip([c["id"] for c in runnable], outcomes, strict=True))
         update = self._assemble(state, settings, calls, plans, results, invalid)
         mark_edited(update["messages"], reviewed)
         run["tool_calls"] = run.get("tool_calls", 0) + len(runnable)

@@ -3,15 +3,25 @@ and PostgreSQL (a throwaway server per session, a fresh database per test)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from graph.pairing import check_pairing
 from graph.scripted import ScriptedChatModel
 from tests.support.openai_server import OpenAIServer
 from tests.support.openai_server import check_pairing as check_wire_pairing
 from tests.support.postgres import fresh_database, pg_uri
+
+# Property-test budgets: ``ci`` (the default) fits ``make test`` on 2 cores; ``dev`` is a
+# quick local run; ``long`` is for a soak run (HYPOTHESIS_PROFILE=long).
+settings.register_profile("ci", max_examples=1000, deadline=None, database=None,
+                          print_blob=True)
+settings.register_profile("dev", max_examples=100, deadline=None)
+settings.register_profile("long", max_examples=20_000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def assert_provider_valid(model: ScriptedChatModel) -> None:

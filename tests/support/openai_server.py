@@ -247,6 +247,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, error_body(404, f"no route for POST {self.path}"))
             return
         owner = self.server.owner
+        with owner._lock:
+            owner.headers.append(dict(self.headers.items()))
         request_no, reply = owner._next(body)
         if reply.delay:
             time.sleep(reply.delay)
@@ -316,6 +318,7 @@ class OpenAIServer:
         self.script: list[ReplyLike] = list(script or [])
         self.default = default
         self.requests: list[JSON] = []
+        self.headers: list[dict[str, str]] = []  # request headers, in arrival order
         self.errors: list[Exception] = []  # exceptions raised by script callables
         self._lock = threading.Lock()
         self._counter = itertools.count(1)
