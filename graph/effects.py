@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
@@ -83,16 +84,31 @@ def _as_task(fn: Any) -> Any:
     return task(fn)
 
 
+def _settled(results: Sequence[Any]) -> list[Any]:
+    """Results once every task has finished; the first failure is raised after that.
+
+    Waiting for all means no call is left running when the step fails, so every call
+    that finished has its result saved and none runs twice on resume.
+    """
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return list(results)
+
+
 def _tasks_sync(effect: Tasks) -> list[Any]:
     run = _as_task(effect.fn)
     futures = [run(*args) for args in effect.inputs]  # scheduled in order: stable task ids
-    return [f.result() for f in futures]
+    concurrent.futures.wait(futures)
+    return _settled([f.exception() or f.result() for f in futures])
 
 
 async def _tasks_async(effect: Tasks) -> list[Any]:
     run = _as_task(effect.afn)
     futures = [run(*args) for args in effect.inputs]
-    return list(await asyncio.gather(*futures))
+    return _settled(await asyncio.gather(*futures, return_exceptions=True))
+
+
 Logic = Generator[Effect, Any, Any]
 
 
@@ -121,7 +137,8 @@ async def _perform_async(effect: Effect) -> Any:
     tasks = list(effect.tasks)
     if len(tasks) == 1:
         return [await tasks[0][1]()]
-    return list(await asyncio.gather(*(async_fn() for _, async_fn in tasks)))
+    return _settled(await asyncio.gather(*(async_fn() for _, async_fn in tasks),
+                                         return_exceptions=True))
 
 
 def run_sync(logic: Logic) -> Any:

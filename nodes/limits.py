@@ -47,11 +47,22 @@ def _guard(reason: StopReason, limit: Any, value: Any) -> Guard:
     return {"guard": "limits", "reason": reason.value, "limit": limit, "value": value}
 
 
+def _pass_end_steps(settings: LoopSettings) -> int:
+    """A text reply ends the pass: [judge] router."""
+    return 1 + (1 if settings.judge is not None else 0)
+
+
 def finish_steps(settings: LoopSettings) -> int:
-    """Graph steps needed after a stop decision: [compaction] model, detector, router."""
+    """Graph steps needed after ``loop_detector`` decides, whatever it decides.
+
+    A stop: [compaction] model (final answer), loop_detector, router; or only the router
+    without a final answer. A pass end: [judge] router. Then [respond].
+    """
+    stop_path = 3 + (1 if settings.compaction is not None else 0)
     if not settings.limits.final_answer:
-        return 1
-    return 3 + (1 if settings.compaction is not None else 0)
+        stop_path = 1
+    respond = 1 if settings.response_format is not None else 0
+    return max(stop_path, _pass_end_steps(settings)) + respond
 
 
 def _model_steps(settings: LoopSettings) -> int:
@@ -64,8 +75,8 @@ def fits(remaining: int | None, steps: int) -> bool:
 
 
 def start_steps(settings: LoopSettings) -> int:
-    """Steps a run needs at least: [compaction] model, loop_detector, router."""
-    return _model_steps(settings) + 2
+    """Steps a run needs at least: [compaction] model, loop_detector, [judge] router."""
+    return _model_steps(settings) + 1 + _pass_end_steps(settings)
 
 
 def can_continue_round(remaining: int | None, settings: LoopSettings, *, gated: bool) -> bool:
