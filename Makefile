@@ -26,6 +26,8 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks
+	$(PY) -m benchmarks.token_economy
+	$(PY) -m benchmarks.detector_cost
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
