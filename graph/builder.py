@@ -60,6 +60,24 @@ def _edge(route: Callable[..., str]) -> RunnableCallable:
     return RunnableCallable(route, name=route.__name__, trace=False)
 
 
+def _add_optional(builder: StateGraph[Any, Any, Any, Any], settings: LoopSettings) -> None:
+    """Judge, structured final turn, approval and compaction, when configured."""
+    if settings.judge is not None:
+        builder.add_node("judge", JudgeNode(settings).as_runnable())
+        builder.add_edge("judge", "router")
+    if settings.response_format is not None:
+        builder.add_node("respond", RespondNode(settings).as_runnable(),
+                         retry_policy=_retry(settings))
+        builder.add_edge("respond", END)
+    if settings.approval is not None:
+        builder.add_node("approval", ApprovalNode(settings).as_runnable())
+        builder.add_edge("approval", "tools")
+    if settings.compaction is not None:
+        builder.add_node("compaction", CompactionNode(settings).as_runnable(),
+                         retry_policy=_retry(settings))
+        builder.add_edge("compaction", "model")
+
+
 def _retry(settings: LoopSettings) -> RetryPolicy:
     return RetryPolicy(max_attempts=3, initial_interval=0.5, backoff_factor=2.0)
 
@@ -109,20 +127,7 @@ def create_loop_agent(
     builder.add_node("loop_detector", LoopDetectorNode(settings).as_runnable())
     builder.add_node("tools", ToolsNode(settings).as_runnable())
     builder.add_node("router", RouterNode(settings).as_runnable())
-    if settings.judge is not None:
-        builder.add_node("judge", JudgeNode(settings).as_runnable())
-        builder.add_edge("judge", "router")
-    if settings.response_format is not None:
-        builder.add_node("respond", RespondNode(settings).as_runnable(),
-                         retry_policy=_retry(settings))
-        builder.add_edge("respond", END)
-    if settings.approval is not None:
-        builder.add_node("approval", ApprovalNode(settings).as_runnable())
-        builder.add_edge("approval", "tools")
-    if settings.compaction is not None:
-        builder.add_node("compaction", CompactionNode(settings).as_runnable(),
-                         retry_policy=_retry(settings))
-        builder.add_edge("compaction", "model")
+    _add_optional(builder, settings)
     builder.add_edge(START, "prepare")
     builder.add_conditional_edges("prepare", _edge(routes.after_prepare),
                                   [routes.entry, "__end__"])
