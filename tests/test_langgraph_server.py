@@ -170,7 +170,6 @@ def test_per_run_context_overrides_limits(server_url: str) -> None:
     assert result["iterations"][0]["guard"]["limit"] == 1
 
 
-@pytest.mark.needs_approval
 async def test_approval_interrupt_and_resume(server_url: str) -> None:
     client = get_client(url=server_url)
     thread_id = (await client.threads.create())["thread_id"]

@@ -234,7 +234,6 @@ def verdict_reply(answered: bool, reasoning: str) -> Any:
     return reply
 
 
-@pytest.mark.needs_judge
 def test_judge_over_http(openai_server: OpenAIServer) -> None:
     with OpenAIServer() as judge_server:
         judge_server.script += [verdict_reply(False, "the date is missing"),
