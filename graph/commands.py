@@ -1,12 +1,8 @@
 """What each ``loopgraph`` subcommand does.
 
 Example:
-    >>> from rich.console import Console
-    >>> import argparse
-    >>> ns = argparse.Namespace(task="hi", thread=None, db=None, max_iterations=1)
-    >>> env = {}
     >>> try:
-    ...     model_from_env(env)
+    ...     model_from_env({})
     ... except UsageError as exc:
     ...     print("OPENAI_API_KEY" in str(exc))
     True

@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -162,8 +163,6 @@ def _chunks(message: AIMessage) -> Iterator[AIMessageChunk]:
 
 
 def _json(args: Any) -> str:
-    import json
-
     return json.dumps(args)
 
 
