@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +30,7 @@ from langchain_core.tools import tool
 from graph import LoopDetection, create_loop_agent
 from graph.pairing import check_pairing, unanswered_tail
 from graph.scripted import ScriptedChatModel
+from tests.support.savers import async_saver, sync_saver
 
 WORKDIR = Path(".")  # set by main()
 N = 4
@@ -77,42 +75,6 @@ def build(checkpointer: Any) -> Any:
     model = ScriptedChatModel(default=reply)
     return create_loop_agent(model, [work], checkpointer=checkpointer,
                              loop_detection=LoopDetection(warn_after=2, stop_after=4))
-
-
-@contextmanager
-def sync_saver(backend: str, target: str) -> Iterator[Any]:
-    if backend == "sqlite":
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        conn = sqlite3.connect(target, check_same_thread=False, timeout=30)
-        try:
-            saver = SqliteSaver(conn)
-            saver.setup()
-            yield saver
-        finally:
-            conn.close()
-    else:
-        from langgraph.checkpoint.postgres import PostgresSaver
-
-        with PostgresSaver.from_conn_string(target) as pg:
-            pg.setup()
-            yield pg
-
-
-@asynccontextmanager
-async def async_saver(backend: str, target: str) -> AsyncIterator[Any]:
-    if backend == "sqlite":
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-        async with AsyncSqliteSaver.from_conn_string(target) as saver:
-            await saver.setup()
-            yield saver
-    else:
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
-        async with AsyncPostgresSaver.from_conn_string(target) as pg:
-            await pg.setup()
-            yield pg
 
 
 def saved_results(backend: str, target: str) -> int:

@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +29,7 @@ from langgraph.types import Command
 
 from graph import Approval, LoopDetection, create_loop_agent
 from graph.scripted import ScriptedChatModel
+from tests.support.savers import sync_saver as saver
 
 WORKDIR = Path(".")  # set by main()
 TODOS = [{"content": "check status", "status": "completed"},
@@ -88,24 +86,6 @@ def build(checkpointer: Any) -> Any:
         approval=Approval(tools=["deploy"], resolver=lambda _r: {"decisions": [{"type": "approve"}]},
                           max_auto_rounds=1),
     )
-
-
-@contextmanager
-def saver(backend: str, target: str) -> Iterator[Any]:
-    if backend == "sqlite":
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        conn = sqlite3.connect(target, check_same_thread=False)
-        try:
-            yield SqliteSaver(conn)
-        finally:
-            conn.close()
-    else:
-        from langgraph.checkpoint.postgres import PostgresSaver
-
-        with PostgresSaver.from_conn_string(target) as pg:
-            pg.setup()
-            yield pg
 
 
 def snapshot(agent: Any, config: RunnableConfig) -> dict[str, Any]:
