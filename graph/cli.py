@@ -23,9 +23,13 @@ def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     p = argparse.ArgumentParser(prog="loopgraph", description="An agent loop as a LangGraph graph.")
     sub = p.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run the offline scripted scenarios")
+    demo = sub.add_parser("demo", help="the scripted scenarios, or a live task when "
+                          "OPENAI_API_KEY / OPENAI_BASE_URL are set")
     demo.add_argument("scenarios", nargs="*", help="scenario keys (default: all)")
-    demo.add_argument("--db", type=Path, default=None, help="SQLite file (default: temporary)")
+    demo.add_argument("--db", type=Path, default=None,
+                      help="SQLite file (offline default: temporary; live: .loopgraph/threads.sqlite)")
+    demo.add_argument("--offline", action="store_true",
+                      help="always run the scripted scenarios, even with a model configured")
     run = sub.add_parser("run", help="run a task with an OpenAI-compatible model")
     run.add_argument("task")
     run.add_argument("--thread", default=None, help="continue this thread id")

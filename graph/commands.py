@@ -27,8 +27,10 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from pydantic import SecretStr
 from rich.console import Console
 
-__all__ = ["UsageError", "demo", "demo_tools", "graph", "model_from_env", "run", "show",
-           "sqlite_saver"]
+from graph.cli import DEFAULT_DB
+
+__all__ = ["UsageError", "demo", "demo_tools", "graph", "live_demo", "model_from_env",
+           "offline_demo", "run", "show", "sqlite_saver"]
 
 
 class UsageError(Exception):
@@ -46,7 +48,41 @@ def sqlite_saver(path: Path) -> Iterator[SqliteSaver]:
         conn.close()
 
 
+LIVE_TASK = ("What is the weather in Paris and in Rome right now? Check each city with the "
+             "weather tool, then answer in one sentence.")
+
+
 def demo(args: argparse.Namespace, console: Console) -> int:
+    """The scenarios offline, or one live task when an OpenAI-compatible model is set."""
+    if not getattr(args, "offline", False) and (
+        os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")
+    ):
+        return live_demo(args, console)
+    return offline_demo(args, console)
+
+
+def live_demo(args: argparse.Namespace, console: Console) -> int:
+    """One task through the configured model, stored in the SQLite default."""
+    from graph.builder import create_loop_agent
+    from graph.config import Limits
+    from graph.demos.base import print_run
+    from graph.progress import run_with_progress
+    from graph.server import get_weather
+
+    model = model_from_env(os.environ)
+    thread = f"demo-{uuid.uuid4().hex[:8]}"
+    with sqlite_saver(args.db or DEFAULT_DB) as saver:
+        agent = create_loop_agent(model, [get_weather], checkpointer=saver,
+                                  limits=Limits(max_model_calls=8, max_tool_calls=6))
+        config: RunnableConfig = {"configurable": {"thread_id": thread}}
+        state = run_with_progress(agent, {"messages": [HumanMessage(LIVE_TASK)]}, config, console)
+    print_run(console, f"live demo with {getattr(model, 'model_name', 'the model')}", state)
+    console.print(f"\nthread {thread} is stored in {args.db or DEFAULT_DB}; "
+                  "`loopgraph demo --offline` runs the scripted scenarios.")
+    return 0
+
+
+def offline_demo(args: argparse.Namespace, console: Console) -> int:
     """Run the offline scenarios against a SQLite checkpointer."""
     from graph.demos import all_scenarios
 

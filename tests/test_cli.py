@@ -23,7 +23,10 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     return code, out.out + out.err
 
 
-def test_demo_runs_every_scenario_offline(capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_runs_every_scenario_offline(capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     code, out = run_cli(capsys, "demo")
     assert code == 0
     assert "ReAct pass: parallel tools, one failing" in out
@@ -43,6 +46,33 @@ def test_demo_threads_are_stored_and_shown(tmp_path: Path,
     assert "thread demo-react" in out
     assert "tool ✓ get_weather" in out
     assert "pass 1: model_calls=2 tools=[get_weather:success, get_weather:success," in out
+
+
+def test_demo_uses_a_configured_openai_compatible_model(
+    openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    monkeypatch.setenv("LOOPGRAPH_MODEL", "m")
+    openai_server.script += [
+        tool_calls([("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Rome"})],
+                   usage=(20, 10)),
+        text("Paris is 18°C and cloudy; Rome is 24°C and sunny.", usage=(40, 12)),
+    ]
+    db = tmp_path / "threads.sqlite"
+    code, out = run_cli(capsys, "demo", "--db", str(db))
+    assert code == 0
+    assert "Paris is 18°C and cloudy; Rome is 24°C and sunny." in out
+    assert "stop_reason=completed  passes=1  tokens=82 (in 60, out 22)" in out
+    assert [m["role"] for m in openai_server.requests[1]["messages"]] == [
+        "user", "assistant", "tool", "tool"]
+    assert openai_server.requests[0]["messages"][0]["content"].startswith("What is the weather")
+    assert db.exists() and "--offline" in out
+
+    code, out = run_cli(capsys, "demo", "react", "--offline")
+    assert code == 0 and len(openai_server.requests) == 2  # offline: no request made
+    assert "scenarios ran offline" in out
 
 
 def test_unknown_demo_scenario(capsys: pytest.CaptureFixture[str]) -> None:
