@@ -48,13 +48,19 @@ def test_demo_threads_are_stored_and_shown(tmp_path: Path,
     assert "pass 1: model_calls=2 tools=[get_weather:success, get_weather:success," in out
 
 
-def test_demo_uses_a_configured_openai_compatible_model(
-    openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+@pytest.fixture
+def live_env(openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> OpenAIServer:
+    """The CLI's model configured to the loopback server through the environment."""
     monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "test")
     monkeypatch.setenv("LOOPGRAPH_MODEL", "m")
+    return openai_server
+
+
+def test_demo_uses_a_configured_openai_compatible_model(
+    live_env: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    openai_server = live_env
     openai_server.script += [
         tool_calls([("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Rome"})],
                    usage=(20, 10)),
@@ -97,12 +103,9 @@ def test_run_without_a_model_says_how_to_configure(
 
 
 def test_run_against_an_openai_compatible_server_then_show(
-    openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    live_env: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
-    monkeypatch.setenv("OPENAI_API_KEY", "test")
-    monkeypatch.setenv("LOOPGRAPH_MODEL", "m")
+    openai_server = live_env
     same = tool_calls([("get_weather", {"city": "Rome"})], usage=(10, 5))
     openai_server.script += [same, same, same, text("Rome: 24°C, sunny.", usage=(10, 5)),
                              text("You are welcome.", usage=(10, 5))]
