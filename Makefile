@@ -1,21 +1,33 @@
-# Every target creates .venv and installs the project on first use.
-VENV   ?= .venv
-PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-stamp
+# Every target creates its virtualenv and installs the project on first use.
+#
+# The editable install is setuptools' *strict* mode: a link tree under build/ that maps graph/
+# to langgraph_loop and nodes/ to langgraph_loop.nodes, which mypy and IDEs can follow. A module
+# added or removed needs a reinstall, so the install stamp depends on the list of modules.
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed-stamp
+MODLIST := build/.modules
 PYTEST_ARGS ?=
+EDITABLE := --config-settings editable_mode=strict
 
-.PHONY: install demo test lint bench notebooks clean
+# Refresh build/.modules only when the set of modules changed (keeps its mtime otherwise).
+$(shell mkdir -p build && find graph nodes -name '*.py' -o -name py.typed | LC_ALL=C sort \
+    > $(MODLIST).new && (cmp -s $(MODLIST).new $(MODLIST) || mv $(MODLIST).new $(MODLIST)); \
+    rm -f $(MODLIST).new)
 
-$(STAMP): pyproject.toml
+.PHONY: install demo test lint bench notebooks clean test-lowest test-py313 test-compat
+
+$(STAMP): pyproject.toml $(MODLIST)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev]"
+	rm -rf build/__editable__.*
+	$(PY) -m pip install -q -e ".[dev]" $(EDITABLE)
 	touch $(STAMP)
 
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/loopgraph demo
+	$(VENV)/bin/langgraph-loop demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
@@ -29,8 +41,36 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.token_economy
 	$(PY) -m benchmarks.detector_cost
 
-clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
-
 notebooks: $(STAMP)
 	$(PY) -m pytest -q tests/test_notebooks.py
+
+# The suite without the "ecosystem" group (LangGraph Server, notebooks, wheel build) against the
+# lowest versions pyproject.toml allows (.ci/lowest.txt), and on Python 3.13. These virtualenvs
+# hold a regular (non-editable) install of the checkout, refreshed before every run.
+COMPAT_TESTS := -m "not ecosystem" tests
+
+.venv-lowest/.installed-stamp: pyproject.toml .ci/lowest.txt $(MODLIST)
+	test -x .venv-lowest/bin/python || python3.11 -m venv .venv-lowest
+	.venv-lowest/bin/python -m pip install -q --upgrade pip
+	.venv-lowest/bin/python -m pip install -q ".[dev]" -c .ci/lowest.txt
+	touch $@
+
+test-lowest: .venv-lowest/.installed-stamp
+	.venv-lowest/bin/python -m pip install -q --no-deps --force-reinstall .
+	.venv-lowest/bin/python -m pip list 2>/dev/null | grep -E "^(langgraph|langchain-core|langchain-openai|pydantic) "
+	.venv-lowest/bin/python -m pytest -q $(COMPAT_TESTS)
+
+.venv-py313/.installed-stamp: pyproject.toml $(MODLIST)
+	test -x .venv-py313/bin/python || python3.13 -m venv .venv-py313
+	.venv-py313/bin/python -m pip install -q --upgrade pip
+	.venv-py313/bin/python -m pip install -q ".[dev]"
+	touch $@
+
+test-py313: .venv-py313/.installed-stamp
+	.venv-py313/bin/python -m pip install -q --no-deps --force-reinstall .
+	.venv-py313/bin/python -m pytest -q $(COMPAT_TESTS)
+
+test-compat: test-lowest test-py313
+
+clean:
+	rm -rf $(VENV) .venv-lowest .venv-py313 build .pytest_cache .mypy_cache .ruff_cache

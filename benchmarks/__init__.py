@@ -1,4 +1,4 @@
-"""Benchmarks for loopgraph and its peers.
+"""Benchmarks for langgraph-loop and its peers.
 
 * :mod:`benchmarks.overhead` -- per-round framework overhead, checkpoint storage and memory.
 * :mod:`benchmarks.token_economy` -- tool calls and tokens spent before a runaway loop is stopped.

@@ -178,7 +178,7 @@ def measure(system: System, n: int, case: Case, reps: int, tmp: Path, *, warm_up
 def run_benchmark(systems: list[System], ns: list[int], reps: int) -> list[Measurement]:
     """Measure every (system, N, case); progress goes to stderr."""
     results: list[Measurement] = []
-    with tempfile.TemporaryDirectory(prefix="loopgraph-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="langgraph-loop-bench-") as tmp:
         for system in systems:
             for n in ns:
                 for case in CASES:

@@ -4,9 +4,9 @@ Every system is exposed as a :class:`System`: ``build(model, tools, n, checkpoin
 returns an :data:`Invoker` that runs one task to the end and returns the final state
 (a dict with at least ``messages``).
 
-The loopgraph adapter codes against the public contract
-``from graph import create_loop_agent, Limits`` and is skipped (with
-``loopgraph: not available``) when that import fails.
+The langgraph-loop adapter codes against the public contract
+``from langgraph_loop import create_loop_agent, Limits`` and is skipped (with
+``langgraph-loop: not available``) when that import fails.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ __all__ = [
     "Invoker",
     "System",
     "all_systems",
-    "load_loopgraph",
+    "load_langgraph_loop",
     "plain_loop",
     "recursion_limit",
 ]
@@ -135,26 +135,26 @@ def _build_create_agent_limits(
 _LOOPGRAPH: list[ModuleType | None] = []
 
 
-def load_loopgraph() -> ModuleType | None:
-    """Import the loopgraph package once; print why and return None when unavailable."""
+def load_langgraph_loop() -> ModuleType | None:
+    """Import the langgraph-loop package once; print why and return None when unavailable."""
     if not _LOOPGRAPH:
         try:
             module = importlib.import_module("graph")
             for name in ("create_loop_agent", "Limits", "LoopDetection"):
                 getattr(module, name)
         except Exception as exc:  # noqa: BLE001 - any import failure means "skip it"
-            print(f"loopgraph: not available ({type(exc).__name__}: {exc})")
+            print(f"langgraph-loop: not available ({type(exc).__name__}: {exc})")
             module = None
         _LOOPGRAPH.append(module)
     return _LOOPGRAPH[0]
 
 
-def _build_loopgraph(
+def _build_langgraph_loop(
     model: BaseChatModel, tools: list[BaseTool], n: int, saver: BaseCheckpointSaver[Any] | None
 ) -> Invoker:
     """``create_loop_agent`` with default loop detection; the model-call limit cannot fire."""
-    lg = load_loopgraph()
-    assert lg is not None, "loopgraph is not importable"
+    lg = load_langgraph_loop()
+    assert lg is not None, "langgraph-loop is not importable"
     graph = lg.create_loop_agent(
         model,
         tools,
@@ -173,8 +173,8 @@ PEER_SYSTEMS: tuple[System, ...] = (
 
 
 def all_systems() -> list[System]:
-    """The peers, plus ``loopgraph`` when it can be imported."""
+    """The peers, plus ``langgraph-loop`` when it can be imported."""
     systems = list(PEER_SYSTEMS)
-    if load_loopgraph() is not None:
-        systems.append(System("loopgraph", _build_loopgraph))
+    if load_langgraph_loop() is not None:
+        systems.append(System("langgraph-loop", _build_langgraph_loop))
     return systems

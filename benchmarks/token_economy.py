@@ -15,14 +15,14 @@ A model gives up on its own after 60 tool rounds. Systems:
   sorted ``name:args`` list of each response, window of 20 tool-calling responses, warn at 3
   identical (a ``HumanMessage(name="loop_warning")`` appended to the next request only), hard
   stop at 5 (tool calls stripped, ``[FORCED STOP]`` appended, run ends);
-* ``loopgraph``: ``create_loop_agent`` with its default ``LoopDetection``; ``Limits`` set to the
-  same 60-call cap so only detection differs (``--loopgraph-defaults``: no arguments at all).
+* ``langgraph-loop``: ``create_loop_agent`` with its default ``LoopDetection``; ``Limits`` set to the
+  same 60-call cap so only detection differs (``--langgraph-loop-defaults``: no arguments at all).
 
 Reported per run: outcome (``finished`` = the script completed its task; ``stopped`` = something
 ended it first), what stopped it, tool calls executed, model calls, tokens (input + output over
 every model call, as reported by the model) and loop warnings the model received.
 
-Usage: ``python -m benchmarks.token_economy [--only SYSTEM] [--json PATH] [--loopgraph-defaults]``
+Usage: ``python -m benchmarks.token_economy [--only SYSTEM] [--json PATH] [--langgraph-loop-defaults]``
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import BaseTool, tool
 
 from benchmarks.scripted import Reply, ScriptedChatModel, ToolCounter
-from benchmarks.systems import load_loopgraph, recursion_limit
+from benchmarks.systems import load_langgraph_loop, recursion_limit
 
 __all__ = ["PATTERNS", "DeerFlowGuard", "LoopingModel", "Outcome", "main", "run_pattern"]
 
@@ -161,7 +161,7 @@ class RunInfo:
     stopped_by: str | None
     warnings: int
     reported_tokens: int | None = None
-    """Total tokens the system itself reports (loopgraph's ``usage``), for cross-checking."""
+    """Total tokens the system itself reports (langgraph-loop's ``usage``), for cross-checking."""
 
 
 @dataclass
@@ -206,9 +206,9 @@ def guarded_loop(model: ScriptedChatModel, tools: list[BaseTool], guard: DeerFlo
     return RunInfo(f"cap ({CAP})", warnings)
 
 
-def _run_loopgraph(model: ScriptedChatModel, tools: list[BaseTool], literal_defaults: bool) -> RunInfo:
+def _run_langgraph_loop(model: ScriptedChatModel, tools: list[BaseTool], literal_defaults: bool) -> RunInfo:
     """Invoke ``create_loop_agent``; read ``stop_reason``, ``usage`` and the persisted warnings."""
-    lg = load_loopgraph()
+    lg = load_langgraph_loop()
     assert lg is not None
     kwargs: dict[str, Any] = {} if literal_defaults else {"limits": lg.Limits(max_model_calls=CAP)}
     graph = lg.create_loop_agent(model, tools, **kwargs)
@@ -228,13 +228,13 @@ Runner = Callable[[ScriptedChatModel, list[BaseTool]], RunInfo]
 
 
 def runners(literal_defaults: bool) -> dict[str, Runner]:
-    """The systems; ``loopgraph`` only when it can be imported."""
+    """The systems; ``langgraph-loop`` only when it can be imported."""
     table: dict[str, Runner] = {
         "no_detection": lambda m, t: guarded_loop(m, t, None),
         "deerflow_style": lambda m, t: guarded_loop(m, t, DeerFlowGuard()),
     }
-    if load_loopgraph() is not None:
-        table["loopgraph"] = lambda m, t: _run_loopgraph(m, t, literal_defaults)
+    if load_langgraph_loop() is not None:
+        table["langgraph-loop"] = lambda m, t: _run_langgraph_loop(m, t, literal_defaults)
     return table
 
 
@@ -289,12 +289,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated system names")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write the JSON results")
     parser.add_argument(
-        "--loopgraph-defaults",
+        "--langgraph-loop-defaults",
         action="store_true",
         help="call create_loop_agent(model, tools) with no limits",
     )
     args = parser.parse_args(argv)
-    systems = runners(args.loopgraph_defaults)
+    systems = runners(args.langgraph_loop_defaults)
     if args.only:
         wanted = {v.strip() for v in args.only.split(",")}
         if wanted - set(systems):
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         "cap": CAP,
         "progress_polls": PROGRESS_POLLS,
         "batch": BATCH,
-        "loopgraph_defaults": args.loopgraph_defaults,
+        "langgraph_loop_defaults": args.langgraph_loop_defaults,
     }
     args.json.write_text(
         json.dumps({"meta": meta, "results": [asdict(o) for o in outcomes]}, indent=2) + "\n"

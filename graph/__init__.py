@@ -1,17 +1,18 @@
-"""loopgraph: an agent loop built as a compiled LangGraph graph.
+"""langgraph-loop: an agent loop built as a compiled LangGraph graph.
 
 Example:
     >>> from langchain_core.messages import HumanMessage
-    >>> from graph import create_loop_agent, StopReason
-    >>> from graph.scripted import ScriptedChatModel
+    >>> from langgraph_loop import create_loop_agent, StopReason
+    >>> from langgraph_loop.scripted import ScriptedChatModel
     >>> agent = create_loop_agent(ScriptedChatModel(script=["42"]))
     >>> agent.invoke({"messages": [HumanMessage("answer?")]})["stop_reason"] == StopReason.COMPLETED
     True
 """
 
+from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
-from graph.config import (
+from langgraph_loop.config import (
     Approval,
     ArgPolicy,
     BudgetPressure,
@@ -23,21 +24,23 @@ from graph.config import (
     LoopDetection,
     StallDetection,
 )
-from graph.state import LoopState
-from graph.stop import StopReason
-from graph.todos import set_mode, todos_remaining, todos_remaining_message, write_todos
+from langgraph_loop.state import LoopState
+from langgraph_loop.stop import StopReason
+from langgraph_loop.todos import set_mode, todos_remaining, todos_remaining_message, write_todos
 
 if TYPE_CHECKING:
-    from graph.builder import create_loop_agent
+    from langgraph_loop.builder import create_loop_agent
 
 
 def __getattr__(name: str) -> Any:
     # The builder imports the nodes, which import graph's modules: load it lazily.
     if name == "create_loop_agent":
-        from graph.builder import create_loop_agent
+        from langgraph_loop.builder import create_loop_agent
 
         return create_loop_agent
     raise AttributeError(f"module 'graph' has no attribute {name!r}")
+
+__version__ = version("langgraph-loop")
 
 __all__ = [
     "Approval",
@@ -52,6 +55,7 @@ __all__ = [
     "LoopState",
     "StallDetection",
     "StopReason",
+    "__version__",
     "create_loop_agent",
     "set_mode",
     "todos_remaining",

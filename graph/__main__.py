@@ -1,7 +1,7 @@
-"""``python -m graph`` runs the ``loopgraph`` command."""
+"""``python -m langgraph_loop`` runs the ``langgraph-loop`` command."""
 
 import sys
 
-from graph.cli import main
+from langgraph_loop.cli import main
 
 sys.exit(main())

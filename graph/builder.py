@@ -5,8 +5,8 @@ its module under ``nodes/``.
 
 Example:
     >>> from langchain_core.messages import HumanMessage
-    >>> from graph import create_loop_agent
-    >>> from graph.scripted import ScriptedChatModel
+    >>> from langgraph_loop import create_loop_agent
+    >>> from langgraph_loop.scripted import ScriptedChatModel
     >>> agent = create_loop_agent(ScriptedChatModel(script=["Hello!"]))
     >>> result = agent.invoke({"messages": [HumanMessage("hi")]})
     >>> result["stop_reason"], result["messages"][-1].content
@@ -24,20 +24,20 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import RetryPolicy
 
-from graph.config import LoopDetection
-from graph.routing import Routes
-from graph.settings import LoopSettings
-from graph.state import LoopContext, LoopInput, LoopOutput, LoopState
-from nodes.approval import ApprovalNode
-from nodes.compaction import CompactionNode
-from nodes.judge import JudgeNode
-from nodes.limits import finish_steps
-from nodes.loop_detector import LoopDetectorNode
-from nodes.model import ModelNode
-from nodes.prepare import PrepareNode
-from nodes.respond import RespondNode
-from nodes.router import RouterNode
-from nodes.tools import ToolsNode
+from langgraph_loop.config import LoopDetection
+from langgraph_loop.nodes.approval import ApprovalNode
+from langgraph_loop.nodes.compaction import CompactionNode
+from langgraph_loop.nodes.judge import JudgeNode
+from langgraph_loop.nodes.limits import finish_steps
+from langgraph_loop.nodes.loop_detector import LoopDetectorNode
+from langgraph_loop.nodes.model import ModelNode
+from langgraph_loop.nodes.prepare import PrepareNode
+from langgraph_loop.nodes.respond import RespondNode
+from langgraph_loop.nodes.router import RouterNode
+from langgraph_loop.nodes.tools import ToolsNode
+from langgraph_loop.routing import Routes
+from langgraph_loop.settings import LoopSettings
+from langgraph_loop.state import LoopContext, LoopInput, LoopOutput, LoopState
 
 __all__ = ["create_loop_agent", "default_recursion_limit"]
 
@@ -136,5 +136,5 @@ def create_loop_agent(
                                   routes.detector_targets())
     builder.add_edge("tools", routes.entry)  # a stop found by tools ends via model/detector
     builder.add_conditional_edges("router", _edge(routes.after_router), routes.router_targets())
-    graph = builder.compile(checkpointer=checkpointer, store=store, name=name or "loopgraph")
+    graph = builder.compile(checkpointer=checkpointer, store=store, name=name or "langgraph-loop")
     return graph.with_config(recursion_limit=default_recursion_limit(settings))

@@ -1,4 +1,4 @@
-"""The ``loopgraph`` command: ``demo``, ``run``, ``show``, ``graph``.
+"""The ``langgraph-loop`` command: ``demo``, ``run``, ``show``, ``graph``.
 
 Example:
     >>> parser().parse_args(["run", "hello", "--thread", "t1"]).thread
@@ -16,18 +16,18 @@ from rich.console import Console
 
 __all__ = ["DEFAULT_DB", "main", "parser"]
 
-DEFAULT_DB = Path(".loopgraph") / "threads.sqlite"
+DEFAULT_DB = Path(".langgraph-loop") / "threads.sqlite"
 
 
 def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
-    p = argparse.ArgumentParser(prog="loopgraph", description="An agent loop as a LangGraph graph.")
+    p = argparse.ArgumentParser(prog="langgraph-loop", description="An agent loop as a LangGraph graph.")
     sub = p.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="the scripted scenarios, or a live task when "
                           "OPENAI_API_KEY / OPENAI_BASE_URL are set")
     demo.add_argument("scenarios", nargs="*", help="scenario keys (default: all)")
     demo.add_argument("--db", type=Path, default=None,
-                      help="SQLite file (offline default: temporary; live: .loopgraph/threads.sqlite)")
+                      help="SQLite file (offline default: temporary; live: .langgraph-loop/threads.sqlite)")
     demo.add_argument("--offline", action="store_true",
                       help="always run the scripted scenarios, even with a model configured")
     run = sub.add_parser("run", help="run a task with an OpenAI-compatible model")
@@ -46,10 +46,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script and ``python -m graph``."""
+    """Entry point of the console script and ``python -m langgraph_loop``."""
     args = parser().parse_args(argv)
     console = Console()
-    from graph import commands
+    from langgraph_loop import commands
 
     handler = {"demo": commands.demo, "run": commands.run, "show": commands.show,
                "graph": commands.graph}[args.command]

@@ -1,4 +1,4 @@
-"""What each ``loopgraph`` subcommand does.
+"""What each ``langgraph-loop`` subcommand does.
 
 Example:
     >>> try:
@@ -27,7 +27,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from pydantic import SecretStr
 from rich.console import Console
 
-from graph.cli import DEFAULT_DB
+from langgraph_loop.cli import DEFAULT_DB
 
 __all__ = ["UsageError", "demo", "demo_tools", "graph", "live_demo", "model_from_env",
            "offline_demo", "run", "show", "sqlite_saver"]
@@ -63,11 +63,11 @@ def demo(args: argparse.Namespace, console: Console) -> int:
 
 def live_demo(args: argparse.Namespace, console: Console) -> int:
     """One task through the configured model, stored in the SQLite default."""
-    from graph.builder import create_loop_agent
-    from graph.config import Limits
-    from graph.demos.base import print_run
-    from graph.progress import run_with_progress
-    from graph.server import get_weather
+    from langgraph_loop.builder import create_loop_agent
+    from langgraph_loop.config import Limits
+    from langgraph_loop.demos.base import print_run
+    from langgraph_loop.progress import run_with_progress
+    from langgraph_loop.server import get_weather
 
     model = model_from_env(os.environ)
     thread = f"demo-{uuid.uuid4().hex[:8]}"
@@ -78,13 +78,13 @@ def live_demo(args: argparse.Namespace, console: Console) -> int:
         state = run_with_progress(agent, {"messages": [HumanMessage(LIVE_TASK)]}, config, console)
     print_run(console, f"live demo with {getattr(model, 'model_name', 'the model')}", state)
     console.print(f"\nthread {thread} is stored in {args.db or DEFAULT_DB}; "
-                  "`loopgraph demo --offline` runs the scripted scenarios.")
+                  "`langgraph-loop demo --offline` runs the scripted scenarios.")
     return 0
 
 
 def offline_demo(args: argparse.Namespace, console: Console) -> int:
     """Run the offline scenarios against a SQLite checkpointer."""
-    from graph.demos import all_scenarios
+    from langgraph_loop.demos import all_scenarios
 
     chosen = [s for s in all_scenarios() if not args.scenarios or s.key in args.scenarios]
     if not chosen:
@@ -94,36 +94,39 @@ def offline_demo(args: argparse.Namespace, console: Console) -> int:
         with sqlite_saver(db) as saver:
             for scenario in chosen:
                 scenario.run(console, saver)
-    console.print(f"\n{len(chosen)} scenarios ran offline with the scripted demo model.")
+        console.print(f"\n{len(chosen)} scenarios ran offline with the scripted demo model.")
+        if args.db:
+            console.print(f"Their threads are stored in {db} as demo-<scenario>, e.g. "
+                          f"`langgraph-loop show demo-{chosen[0].key} --db {db}`.")
     return 0
 
 
 def model_from_env(env: Mapping[str, str]) -> BaseChatModel:
-    """ChatOpenAI from OPENAI_API_KEY / OPENAI_BASE_URL / LOOPGRAPH_MODEL."""
+    """ChatOpenAI from OPENAI_API_KEY / OPENAI_BASE_URL / LANGGRAPH_LOOP_MODEL."""
     key, base = env.get("OPENAI_API_KEY"), env.get("OPENAI_BASE_URL")
     if not key and not base:
         raise UsageError(
             "no model configured. Set OPENAI_API_KEY (and OPENAI_BASE_URL for a local "
-            "OpenAI-compatible server such as vLLM or Ollama; LOOPGRAPH_MODEL picks the "
-            "model). To try loopgraph offline, run `loopgraph demo`."
+            "OpenAI-compatible server such as vLLM or Ollama; LANGGRAPH_LOOP_MODEL picks the "
+            "model). To try langgraph-loop offline, run `langgraph-loop demo`."
         )
     from langchain_openai import ChatOpenAI
 
-    return ChatOpenAI(model=env.get("LOOPGRAPH_MODEL", "gpt-4o-mini"), api_key=SecretStr(key or "none"),
+    return ChatOpenAI(model=env.get("LANGGRAPH_LOOP_MODEL", "gpt-4o-mini"), api_key=SecretStr(key or "none"),
                       base_url=base, stream_usage=True, max_retries=2)
 
 
 def demo_tools() -> tuple[Any, ...]:
     """The demo tools of the served graph (``graph/server.py``)."""
-    from graph.server import TOOLS
+    from langgraph_loop.server import TOOLS
 
     return TOOLS
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
     """Run a task on a stored thread with live progress."""
-    from graph.builder import create_loop_agent
-    from graph.progress import run_with_progress
+    from langgraph_loop.builder import create_loop_agent
+    from langgraph_loop.progress import run_with_progress
 
     model = model_from_env(os.environ)
     thread = args.thread or uuid.uuid4().hex[:8]
@@ -141,9 +144,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 def show(args: argparse.Namespace, console: Console) -> int:
     """Print a stored thread: transcript, stop reason, per-pass records, usage."""
-    from graph.builder import create_loop_agent
-    from graph.demos.base import print_run
-    from graph.scripted import ScriptedChatModel
+    from langgraph_loop.builder import create_loop_agent
+    from langgraph_loop.demos.base import print_run
+    from langgraph_loop.scripted import ScriptedChatModel
 
     if not Path(args.db).exists():
         raise UsageError(f"no thread store at {args.db}")
@@ -158,7 +161,7 @@ def show(args: argparse.Namespace, console: Console) -> int:
 
 def graph(args: argparse.Namespace, console: Console) -> int:
     """Print the graph as Mermaid text; ``--png FILE`` renders it offline."""
-    from graph.picture import example_agent, mermaid, render_png
+    from langgraph_loop.picture import example_agent, mermaid, render_png
 
     agent = example_agent()
     if args.png is None:

@@ -4,7 +4,7 @@ Every model raises ``ValueError`` (pydantic's ``ValidationError`` is one) naming
 the offending field when a value or a combination is invalid.
 
 Example:
-    >>> from graph import Limits, LoopDetection
+    >>> from langgraph_loop import Limits, LoopDetection
     >>> Limits(max_model_calls=5, max_tool_calls=20).max_tool_calls
     20
     >>> LoopDetection(warn_after=2, stop_after=4).window
@@ -244,7 +244,7 @@ class Judge(_Config):
     """A second model that decides whether the original request is answered.
 
     Example:
-        >>> from graph.scripted import ScriptedChatModel
+        >>> from langgraph_loop.scripted import ScriptedChatModel
         >>> Judge(model=ScriptedChatModel(script=[]), criteria=["cite sources"]).criteria
         ('cite sources',)
     """

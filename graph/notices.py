@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import HumanMessage
 
-from graph.state import Notice
+from langgraph_loop.state import Notice
 
 __all__ = ["NOTICE_NAME", "drain", "notice_message", "queue_notice"]
 
@@ -53,7 +53,7 @@ def notice_message(notices: Sequence[Notice]) -> HumanMessage | None:
     return HumanMessage(
         content="\n\n".join(texts),
         name=NOTICE_NAME,
-        additional_kwargs={"loopgraph": {"kind": "notice", "sources": sources}},
+        additional_kwargs={"langgraph_loop": {"kind": "notice", "sources": sources}},
     )
 
 

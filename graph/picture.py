@@ -15,10 +15,10 @@ __all__ = ["example_agent", "mermaid", "png_bytes", "render_png"]
 
 def example_agent() -> Any:
     """A loop agent with every optional node (judge, approval, compaction), for pictures."""
-    from graph.builder import create_loop_agent
-    from graph.config import Approval, Compaction, Judge
-    from graph.scripted import ScriptedChatModel
-    from graph.server import GATED_TOOLS, TOOLS
+    from langgraph_loop.builder import create_loop_agent
+    from langgraph_loop.config import Approval, Compaction, Judge
+    from langgraph_loop.scripted import ScriptedChatModel
+    from langgraph_loop.server import GATED_TOOLS, TOOLS
 
     return create_loop_agent(ScriptedChatModel(), TOOLS, judge=Judge(model=ScriptedChatModel()),
                              approval=Approval(tools=GATED_TOOLS),
@@ -46,7 +46,7 @@ def png_bytes(agent: Any) -> bytes:
     try:
         return bytes(agent.get_graph().draw_png())
     except ImportError as exc:
-        raise RuntimeError("install loopgraph[png] (mermaidx or pygraphviz) for PNG output") from exc
+        raise RuntimeError("install langgraph-loop[png] (mermaidx or pygraphviz) for PNG output") from exc
 
 
 def render_png(agent: Any, path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Live progress for ``loopgraph run``: pass, model calls, tool calls, tokens, warnings.
+"""Live progress for ``langgraph-loop run``: pass, model calls, tool calls, tokens, warnings.
 
 Example:
     >>> p = Progress()

@@ -2,8 +2,8 @@
 
 Example:
     >>> from langchain_core.messages import AIMessage
-    >>> from graph.scripted import ScriptedChatModel
-    >>> from graph.settings import LoopSettings
+    >>> from langgraph_loop.scripted import ScriptedChatModel
+    >>> from langgraph_loop.settings import LoopSettings
     >>> routes = Routes(LoopSettings.build(ScriptedChatModel()))
     >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
     >>> routes.after_detector({"messages": [ai], "run": {}})
@@ -17,10 +17,10 @@ from __future__ import annotations
 from langchain_core.messages import AIMessage
 from langgraph.graph import END
 
-from graph.pairing import unanswered_tail
-from graph.settings import LoopSettings
-from graph.state import LoopState
-from nodes.respond import wants_response
+from langgraph_loop.nodes.respond import wants_response
+from langgraph_loop.pairing import unanswered_tail
+from langgraph_loop.settings import LoopSettings
+from langgraph_loop.state import LoopState
 
 __all__ = ["Routes"]
 

@@ -4,7 +4,7 @@ Nodes read a ``LoopSettings``; ``settings.for_run(runtime.context)`` applies the
 numeric overrides a caller passed as LangGraph runtime context.
 
 Example:
-    >>> from graph.scripted import ScriptedChatModel
+    >>> from langgraph_loop.scripted import ScriptedChatModel
     >>> s = LoopSettings.build(ScriptedChatModel(script=[]))
     >>> s.for_run({"max_iterations": 3, "max_tool_calls": 7}).limits.max_tool_calls
     7
@@ -26,7 +26,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.tools import tool as as_tool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from graph.config import (
+from langgraph_loop.config import (
     Approval,
     BudgetPressure,
     Compaction,

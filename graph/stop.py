@@ -1,7 +1,7 @@
 """Stop reasons: why a run of the loop ended.
 
 Example:
-    >>> from graph import StopReason
+    >>> from langgraph_loop import StopReason
     >>> StopReason.LOOP_DETECTED == "loop_detected"
     True
 """

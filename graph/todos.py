@@ -11,7 +11,7 @@
 ``todos`` and ``mode`` are thread state: they survive runs on the same thread.
 
 Example:
-    >>> from graph import create_loop_agent, write_todos, todos_remaining, todos_remaining_message
+    >>> from langgraph_loop import create_loop_agent, write_todos, todos_remaining, todos_remaining_message
     >>> keep_going = todos_remaining(modes=["execute"])
     >>> keep_going({"mode": "Execute", "todos": [{"content": "a", "status": "pending"}]})
     True
@@ -33,8 +33,8 @@ from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.types import Command
 from pydantic import BaseModel, Field
 
-from graph.state import Todo
-from nodes.continuation import default_message
+from langgraph_loop.nodes.continuation import default_message
+from langgraph_loop.state import Todo
 
 __all__ = ["TodoItem", "open_todos", "set_mode", "todos_remaining", "todos_remaining_message",
            "write_todos"]

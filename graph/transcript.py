@@ -1,4 +1,4 @@
-"""Readable transcripts for the terminal (``loopgraph show``, ``loopgraph demo``).
+"""Readable transcripts for the terminal (``langgraph-loop show``, ``langgraph-loop demo``).
 
 A run is shown as a table (one row per message: who, what), then the stop reason and
 usage, then one line per pass. Roles are labelled the way the model saw them: the

@@ -7,7 +7,7 @@ are replaced *in state* by one summary written by ``Compaction.summarizer`` (def
 the agent's model; the call is tagged ``compaction``). Kept: a leading system
 message, the run's original request, and the last ``keep_last`` messages, widened so
 an AIMessage is never separated from its ToolMessages. The summary is a
-``HumanMessage(name="loop_summary")`` tagged ``additional_kwargs["loopgraph"] =
+``HumanMessage(name="loop_summary")`` tagged ``additional_kwargs["langgraph_loop"] =
 {"kind": "summary", ...}`` so UIs can hide it; it sits right before the kept tail.
 The pass record's ``compacted`` counts the messages replaced.
 
@@ -47,12 +47,12 @@ from langchain_core.runnables.config import merge_configs
 from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 
-from graph.effects import Invoke, Logic
-from graph.notices import drain
-from graph.state import LoopContext, LoopState
-from nodes.base import LoopNode, emit
-from nodes.records import answer_text
-from nodes.request import build_request
+from langgraph_loop.effects import Invoke, Logic
+from langgraph_loop.nodes.base import LoopNode, emit
+from langgraph_loop.nodes.records import answer_text
+from langgraph_loop.nodes.request import build_request
+from langgraph_loop.notices import drain
+from langgraph_loop.state import LoopContext, LoopState
 
 __all__ = [
     "SUMMARY_NAME",
@@ -90,7 +90,7 @@ def count_tokens(
     """The model's own count when it has one that works, else an approximation.
 
     Example:
-        >>> from graph.scripted import ScriptedChatModel
+        >>> from langgraph_loop.scripted import ScriptedChatModel
         >>> count_tokens(ScriptedChatModel(), [HumanMessage("x" * 400)]) > 100
         True
     """
@@ -156,7 +156,7 @@ def summary_message(text: str, replaced: int) -> HumanMessage:
     return HumanMessage(
         f"Summary of the earlier conversation ({replaced} messages were compacted):\n\n{text}",
         name=SUMMARY_NAME,
-        additional_kwargs={"loopgraph": {"kind": "summary", "replaced": replaced}},
+        additional_kwargs={"langgraph_loop": {"kind": "summary", "replaced": replaced}},
     )
 
 

@@ -9,9 +9,9 @@ while the steps to finish cleanly (answer pending calls, final answer, router)
 would still fit after the next round, so ``GraphRecursionError`` never escapes.
 
 Example:
-    >>> from graph.scripted import ScriptedChatModel
-    >>> from graph.settings import LoopSettings
-    >>> from graph.config import Limits
+    >>> from langgraph_loop.scripted import ScriptedChatModel
+    >>> from langgraph_loop.settings import LoopSettings
+    >>> from langgraph_loop.config import Limits
     >>> s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=100))
     >>> check_limits({"usage": {"total_tokens": 150}}, s, has_calls=True)["reason"]
     'token_budget'
@@ -24,9 +24,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from graph.settings import LoopSettings
-from graph.state import LoopState
-from graph.stop import StopReason
+from langgraph_loop.settings import LoopSettings
+from langgraph_loop.state import LoopState
+from langgraph_loop.stop import StopReason
 
 __all__ = [
     "can_continue_round",

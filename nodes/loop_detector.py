@@ -22,16 +22,16 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from graph.config import LoopDetection
-from graph.effects import Logic
-from graph.notices import queue_notice
-from graph.pairing import call_ids
-from graph.settings import LoopSettings
-from graph.state import LoopContext, LoopState, Notice
-from graph.stop import StopReason
-from nodes.base import LoopNode, emit
-from nodes.detection import observe
-from nodes.limits import check_limits, finish_steps, fits, pressure_due, stop_answer_text
+from langgraph_loop.config import LoopDetection
+from langgraph_loop.effects import Logic
+from langgraph_loop.nodes.base import LoopNode, emit
+from langgraph_loop.nodes.detection import observe
+from langgraph_loop.nodes.limits import check_limits, finish_steps, fits, pressure_due, stop_answer_text
+from langgraph_loop.notices import queue_notice
+from langgraph_loop.pairing import call_ids
+from langgraph_loop.settings import LoopSettings
+from langgraph_loop.state import LoopContext, LoopState, Notice
+from langgraph_loop.stop import StopReason
 
 __all__ = ["LoopDetectorNode", "previous_results", "stop_answers"]
 

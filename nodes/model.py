@@ -16,7 +16,7 @@ Example:
     >>> from langchain_core.messages import AIMessage
     >>> reply = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
     >>> final = without_tool_calls(reply)
-    >>> final.tool_calls, final.response_metadata["loopgraph_dropped_tool_calls"][0]["name"]
+    >>> final.tool_calls, final.response_metadata["langgraph_loop_dropped_tool_calls"][0]["name"]
     ([], 'f')
 """
 
@@ -33,14 +33,14 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 
-from graph.effects import Call, Invoke, Logic
-from graph.notices import drain, queue_notice
-from graph.settings import LoopSettings
-from graph.state import LoopContext, LoopState, Usage, add_usage, usage_of
-from graph.stop import StopReason
-from nodes.base import LoopNode
-from nodes.limits import stop_instruction
-from nodes.request import build_request
+from langgraph_loop.effects import Call, Invoke, Logic
+from langgraph_loop.nodes.base import LoopNode
+from langgraph_loop.nodes.limits import stop_instruction
+from langgraph_loop.nodes.request import build_request
+from langgraph_loop.notices import drain, queue_notice
+from langgraph_loop.settings import LoopSettings
+from langgraph_loop.state import LoopContext, LoopState, Usage, add_usage, usage_of
+from langgraph_loop.stop import StopReason
 
 __all__ = ["ModelNode", "estimate_usage", "timed_out", "without_tool_calls"]
 
@@ -68,7 +68,7 @@ def without_tool_calls(message: AIMessage) -> AIMessage:
             "additional_kwargs": kwargs,
             "response_metadata": {
                 **message.response_metadata,
-                "loopgraph_dropped_tool_calls": dropped,
+                "langgraph_loop_dropped_tool_calls": dropped,
             },
         }
     )

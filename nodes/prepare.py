@@ -25,13 +25,13 @@ from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from graph.effects import Call, Logic
-from graph.pairing import unanswered_tail
-from graph.state import RESET, LoopContext, LoopState, new_usage
-from graph.stop import StopReason
-from nodes.base import LoopNode, emit
-from nodes.limits import fits, start_steps
-from nodes.records import new_pass
+from langgraph_loop.effects import Call, Logic
+from langgraph_loop.nodes.base import LoopNode, emit
+from langgraph_loop.nodes.limits import fits, start_steps
+from langgraph_loop.nodes.records import new_pass
+from langgraph_loop.pairing import unanswered_tail
+from langgraph_loop.state import RESET, LoopContext, LoopState, new_usage
+from langgraph_loop.stop import StopReason
 
 __all__ = ["PrepareNode", "repair_dangling"]
 

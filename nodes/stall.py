@@ -47,11 +47,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from graph.config import StallDetection
-from graph.settings import LoopSettings
-from graph.state import CallRecord, IterationRecord, LoopState
-from graph.stop import StopReason
-from nodes.records import answer_text, build_record, calls_of_pass, last_ai
+from langgraph_loop.config import StallDetection
+from langgraph_loop.nodes.records import answer_text, build_record, calls_of_pass, last_ai
+from langgraph_loop.settings import LoopSettings
+from langgraph_loop.state import CallRecord, IterationRecord, LoopState
+from langgraph_loop.stop import StopReason
 
 __all__ = [
     "budget_pressure_guard",
@@ -191,7 +191,7 @@ def stop_guard(state: LoopState, settings: LoopSettings, stop: StopReason | None
     """The guard that explains ``stop`` in the pass record (None for ``completed``).
 
     Example:
-        >>> from graph.scripted import ScriptedChatModel
+        >>> from langgraph_loop.scripted import ScriptedChatModel
         >>> s = LoopSettings.build(ScriptedChatModel(), max_iterations=2)
         >>> stop_guard({"iteration": 2}, s, StopReason.MAX_ITERATIONS)
         {'guard': 'max_iterations', 'reason': 'max_iterations', 'limit': 2, 'value': 2}

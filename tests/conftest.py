@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
-from graph.pairing import check_pairing
-from graph.scripted import ScriptedChatModel
+from langgraph_loop.pairing import check_pairing
+from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.openai_server import OpenAIServer
 from tests.support.openai_server import check_pairing as check_wire_pairing
 from tests.support.postgres import fresh_database, pg_uri
@@ -53,7 +53,7 @@ def openai_server() -> Iterator[OpenAIServer]:
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:
-    """One PostgreSQL server for the session: ``$LOOPGRAPH_TEST_PG_URI`` or a throwaway
+    """One PostgreSQL server for the session: ``$LANGGRAPH_LOOP_TEST_PG_URI`` or a throwaway
     local server (installed with apt-get when absent), stopped and deleted afterwards."""
     with pg_uri() as uri:
         yield uri

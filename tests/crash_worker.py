@@ -27,9 +27,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 
-from graph import LoopDetection, create_loop_agent
-from graph.pairing import check_pairing, unanswered_tail
-from graph.scripted import ScriptedChatModel
+from langgraph_loop import LoopDetection, create_loop_agent
+from langgraph_loop.pairing import check_pairing, unanswered_tail
+from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.savers import async_saver, sync_saver
 
 WORKDIR = Path(".")  # set by main()

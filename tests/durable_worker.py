@@ -27,8 +27,8 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.types import Command
 
-from graph import Approval, LoopDetection, create_loop_agent
-from graph.scripted import ScriptedChatModel
+from langgraph_loop import Approval, LoopDetection, create_loop_agent
+from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.savers import sync_saver as saver
 
 WORKDIR = Path(".")  # set by main()

@@ -11,10 +11,9 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from graph import Approval, StopReason, create_loop_agent
-from graph.callbacks import CallbackError
-from graph.scripted import ScriptedChatModel
-from nodes.approval import (
+from langgraph_loop import Approval, StopReason, create_loop_agent
+from langgraph_loop.callbacks import CallbackError
+from langgraph_loop.nodes.approval import (
     apply_review,
     approval_request,
     auto_allowed,
@@ -22,6 +21,7 @@ from nodes.approval import (
     edit_note,
     reject_text,
 )
+from langgraph_loop.scripted import ScriptedChatModel
 
 GATED = {"delete_file", "wipe_disk"}
 KNOWN = {"delete_file", "wipe_disk", "list_files"}
@@ -382,8 +382,8 @@ def test_demo_shows_an_auto_resolved_round_then_a_pause() -> None:
 
     from rich.console import Console
 
-    from graph.demos import all_scenarios
-    from graph.demos.approval import approval
+    from langgraph_loop.demos import all_scenarios
+    from langgraph_loop.demos.approval import approval
 
     out = io.StringIO()
     state = approval(Console(file=out, width=200), InMemorySaver())
@@ -401,7 +401,7 @@ def test_demo_shows_an_auto_resolved_round_then_a_pause() -> None:
 def test_auto_approved_runaway_stops_cleanly_at_the_step_limit(
     scripted: list[ScriptedChatModel], with_compaction: bool,
 ) -> None:
-    from graph import Compaction, Limits
+    from langgraph_loop import Compaction, Limits
 
     counter = iter(range(1, 1000))
     model = ScriptedChatModel(default=lambda _m: [("delete_file", {"path": f"/f{next(counter)}"})],

@@ -21,11 +21,11 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import SecretStr
 
-from graph import Judge, Limits, LoopDetection, create_loop_agent
-from graph.callbacks import CallbackError
-from graph.notices import NOTICE_NAME
-from graph.pairing import check_pairing
-from graph.scripted import ScriptedChatModel
+from langgraph_loop import Judge, Limits, LoopDetection, create_loop_agent
+from langgraph_loop.callbacks import CallbackError
+from langgraph_loop.notices import NOTICE_NAME
+from langgraph_loop.pairing import check_pairing
+from langgraph_loop.scripted import ScriptedChatModel
 from tests.helpers import add
 from tests.support.openai_server import OpenAIServer, error, text, tool_calls
 

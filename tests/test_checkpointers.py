@@ -20,9 +20,9 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graph import LoopDetection, StopReason, create_loop_agent
-from graph.pairing import check_pairing
-from graph.scripted import ScriptedChatModel
+from langgraph_loop import LoopDetection, StopReason, create_loop_agent
+from langgraph_loop.pairing import check_pairing
+from langgraph_loop.scripted import ScriptedChatModel
 
 BACKENDS = ["memory", "sqlite", "postgres"]
 CONFIG: RunnableConfig = {"configurable": {"thread_id": "thread-1"}}

@@ -1,4 +1,4 @@
-"""The ``loopgraph`` command: demo, run (live progress, SQLite threads), show, graph."""
+"""The ``langgraph-loop`` command: demo, run (live progress, SQLite threads), show, graph."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from graph.cli import main
+from langgraph_loop.cli import main
 from tests.support.openai_server import OpenAIServer, text, tool_calls
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,7 +53,7 @@ def live_env(openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> Op
     """The CLI's model configured to the loopback server through the environment."""
     monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "test")
-    monkeypatch.setenv("LOOPGRAPH_MODEL", "m")
+    monkeypatch.setenv("LANGGRAPH_LOOP_MODEL", "m")
     return openai_server
 
 
@@ -97,8 +97,8 @@ def test_run_without_a_model_says_how_to_configure(
     flat = " ".join(out.split())
     assert "error: no model configured. Set OPENAI_API_KEY" in flat
     assert "OPENAI_BASE_URL" in flat
-    assert "LOOPGRAPH_MODEL" in flat
-    assert "loopgraph demo" in flat
+    assert "LANGGRAPH_LOOP_MODEL" in flat
+    assert "langgraph-loop demo" in flat
     assert not (tmp_path / "t.sqlite").exists()
 
 
@@ -176,8 +176,8 @@ def test_graph_png_renders_offline(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_module_entry_point() -> None:
-    proc = subprocess.run([sys.executable, "-m", "graph", "demo", "react"], cwd=REPO,
-                          capture_output=True, text=True, timeout=120, check=False,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-m", "langgraph_loop", "demo", "react"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, check=False, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "1 scenarios ran offline" in proc.stdout

@@ -19,9 +19,8 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import _messages_delta_reducer
 
-from graph import Compaction, StopReason, create_loop_agent
-from graph.scripted import ScriptedChatModel
-from nodes.compaction import (
+from langgraph_loop import Compaction, StopReason, create_loop_agent
+from langgraph_loop.nodes.compaction import (
     SUMMARY_NAME,
     compaction_writes,
     count_tokens,
@@ -29,6 +28,7 @@ from nodes.compaction import (
     render,
     summary_message,
 )
+from langgraph_loop.scripted import ScriptedChatModel
 
 # ---------------------------------------------------------------- pure decisions
 
@@ -84,7 +84,7 @@ def test_writes_leave_head_summary_tail_in_the_channel() -> None:
     after = _messages_delta_reducer(TRANSCRIPT, [writes])
     assert [m.id for m in after] == ["s", "h1", "sum", "a2", "t2"]
     assert after[2].name == SUMMARY_NAME
-    assert after[2].additional_kwargs["loopgraph"] == {"kind": "summary", "replaced": 4}
+    assert after[2].additional_kwargs["langgraph_loop"] == {"kind": "summary", "replaced": 4}
 
 
 def test_render_shows_tool_calls() -> None:
@@ -164,7 +164,7 @@ def test_compaction_replaces_old_messages_with_one_summary(scripted: list[Script
     assert result["iterations"][0]["compacted"] == 4  # two searches and their results
     assert _types(result["messages"]) == ["human", f"human:{SUMMARY_NAME}", "ai", "tool:search",
                                           "ai", "tool:search", "ai"]
-    assert result["messages"][1].additional_kwargs["loopgraph"] == {"kind": "summary", "replaced": 4}
+    assert result["messages"][1].additional_kwargs["langgraph_loop"] == {"kind": "summary", "replaced": 4}
 
 
 def test_no_compaction_under_the_limit(scripted: list[ScriptedChatModel]) -> None:
@@ -240,7 +240,7 @@ def test_demo_shows_a_compaction() -> None:
 
     from rich.console import Console
 
-    from graph.demos.approval import compaction
+    from langgraph_loop.demos.approval import compaction
 
     out = io.StringIO()
     state = compaction(Console(file=out, width=200), InMemorySaver())

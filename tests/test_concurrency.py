@@ -25,9 +25,9 @@ from langchain_core.tools import tool
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from graph import LoopDetection, create_loop_agent
-from graph.notices import NOTICE_NAME
-from graph.scripted import ScriptedChatModel
+from langgraph_loop import LoopDetection, create_loop_agent
+from langgraph_loop.notices import NOTICE_NAME
+from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.postgres import fresh_database
 
 THREADS = 50

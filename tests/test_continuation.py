@@ -10,7 +10,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel
 
-from graph import (
+from langgraph_loop import (
     StopReason,
     create_loop_agent,
     set_mode,
@@ -18,9 +18,9 @@ from graph import (
     todos_remaining_message,
     write_todos,
 )
-from graph.scripted import ScriptedChatModel
-from nodes.continuation import CONTINUE_NAME, DEFAULT_CONTINUE
-from nodes.respond import RESPOND_INSTRUCTION
+from langgraph_loop.nodes.continuation import CONTINUE_NAME, DEFAULT_CONTINUE
+from langgraph_loop.nodes.respond import RESPOND_INSTRUCTION
+from langgraph_loop.scripted import ScriptedChatModel
 
 
 def _agent(scripted: list, script: list, tools: Any = (), **kw: Any):
@@ -319,7 +319,7 @@ def test_demo_scenarios_run_offline() -> None:
 
     from rich.console import Console
 
-    from graph.demos import all_scenarios
+    from langgraph_loop.demos import all_scenarios
 
     scenarios = {s.key: s for s in all_scenarios()}
     console = Console(file=io.StringIO(), width=120)

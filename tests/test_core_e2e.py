@@ -9,8 +9,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graph import Limits, StopReason, create_loop_agent
-from graph.scripted import ScriptedChatModel, repeat
+from langgraph_loop import Limits, StopReason, create_loop_agent
+from langgraph_loop.scripted import ScriptedChatModel, repeat
 from tests import helpers
 from tests.helpers import add, assert_valid_thread, boom, remember, thread, types
 
@@ -84,7 +84,7 @@ def test_final_answer_that_still_calls_tools_is_not_executed(scripted: list) -> 
     assert helpers.EXECUTED == ["add(1,1)"]
     final = result["messages"][-1]
     assert isinstance(final, AIMessage) and final.tool_calls == []
-    assert final.response_metadata["loopgraph_dropped_tool_calls"][0]["name"] == "add"
+    assert final.response_metadata["langgraph_loop_dropped_tool_calls"][0]["name"] == "add"
     assert_valid_thread(result["messages"])
 
 

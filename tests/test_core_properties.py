@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 
-from graph import Limits, LoopDetection, create_loop_agent
-from graph.pairing import check_pairing
-from graph.scripted import ScriptedChatModel, repeat
+from langgraph_loop import Limits, LoopDetection, create_loop_agent
+from langgraph_loop.pairing import check_pairing
+from langgraph_loop.scripted import ScriptedChatModel, repeat
 from tests import helpers
 from tests.helpers import add, boom
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from langchain_core.messages import AIMessageChunk, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graph import Limits, StopReason, create_loop_agent
-from graph.scripted import ScriptedChatModel, repeat
+from langgraph_loop import Limits, StopReason, create_loop_agent
+from langgraph_loop.scripted import ScriptedChatModel, repeat
 from tests.helpers import add, thread
 
 

@@ -27,9 +27,9 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 
-from graph import Hooks, Limits, create_loop_agent
-from graph.callbacks import CallbackError
-from graph.scripted import ScriptedChatModel
+from langgraph_loop import Hooks, Limits, create_loop_agent
+from langgraph_loop.callbacks import CallbackError
+from langgraph_loop.scripted import ScriptedChatModel
 from tests.crash_worker import N, effects, left_to_run, saved_results
 from tests.helpers import EXECUTED, add, remember
 from tests.support.postgres import fresh_database

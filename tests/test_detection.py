@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
-from graph.config import ArgPolicy, LoopDetection
-from nodes.detection import Observation, cycle_of, observe
-from nodes.signatures import call_signature, response_signature, sign_calls
+from langgraph_loop.config import ArgPolicy, LoopDetection
+from langgraph_loop.nodes.detection import Observation, cycle_of, observe
+from langgraph_loop.nodes.signatures import call_signature, response_signature, sign_calls
 
 _IDS = itertools.count(1)
 Calls = Sequence[tuple[str, dict[str, Any]]]

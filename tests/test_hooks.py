@@ -10,9 +10,9 @@ from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graph import BudgetPressure, Hooks, Limits, LoopDetection, StopReason, create_loop_agent
-from graph.callbacks import CallbackError
-from graph.scripted import ScriptedChatModel, repeat
+from langgraph_loop import BudgetPressure, Hooks, Limits, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop.callbacks import CallbackError
+from langgraph_loop.scripted import ScriptedChatModel, repeat
 
 
 @tool

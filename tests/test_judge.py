@@ -8,12 +8,11 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from graph import Judge, JudgeVerdict, StopReason, create_loop_agent
-from graph.scripted import ScriptedChatModel
-from nodes.continuation import CONTINUE_NAME, DEFAULT_CONTINUE
-from nodes.judge import INTRO, QUESTION
-from nodes.request import criteria_instruction
-from nodes.verdict import (
+from langgraph_loop import Judge, JudgeVerdict, StopReason, create_loop_agent
+from langgraph_loop.nodes.continuation import CONTINUE_NAME, DEFAULT_CONTINUE
+from langgraph_loop.nodes.judge import INTRO, QUESTION
+from langgraph_loop.nodes.request import criteria_instruction
+from langgraph_loop.nodes.verdict import (
     DEFAULT_JUDGE_INSTRUCTIONS,
     REASONING_LIMIT,
     criteria_block,
@@ -21,6 +20,7 @@ from nodes.verdict import (
     parse_text_verdict,
     resolve_verdict,
 )
+from langgraph_loop.scripted import ScriptedChatModel
 
 
 def verdict(answered: bool, reasoning: str) -> list[tuple[str, dict[str, Any]]]:

@@ -29,8 +29,10 @@ from langgraph_sdk import get_client, get_sync_client
 
 from tests.support.postgres import free_port
 
+pytestmark = pytest.mark.ecosystem
+
 REPO = Path(__file__).resolve().parents[1]
-GRAPH_ID = "loopgraph"
+GRAPH_ID = "langgraph-loop"
 START_TIMEOUT_S = 120.0
 
 
@@ -77,7 +79,7 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``langgraph dev`` on a free port with the loopback model server behind it."""
     tmp = tmp_path_factory.mktemp("langgraph-server")
     env = {**os.environ, "PYTHONPATH": str(REPO), "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-           "LANGSMITH_TRACING": "false", "LOOPGRAPH_MODEL": "m", "OPENAI_API_KEY": "test"}
+           "LANGSMITH_TRACING": "false", "LANGGRAPH_LOOP_MODEL": "m", "OPENAI_API_KEY": "test"}
     model_port, api_port = free_port(), free_port()
     model_log, api_log = tmp / "model-server.log", tmp / "langgraph-dev.log"
     model_proc = _popen([sys.executable, "-m", "tests.support.openai_server",

@@ -12,9 +12,9 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graph import Limits, LoopDetection, StopReason, create_loop_agent
-from graph.pairing import check_pairing
-from graph.scripted import ScriptedChatModel, repeat
+from langgraph_loop import Limits, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop.pairing import check_pairing
+from langgraph_loop.scripted import ScriptedChatModel, repeat
 
 X = [("search", {"q": "x"})]
 _IDS = itertools.count(1)
@@ -184,7 +184,7 @@ def test_runaway_model_without_tools_bound_is_stopped_with_a_valid_transcript(
     assert result["stop_reason"] == StopReason.LOOP_DETECTED
     final = result["messages"][-1]
     assert isinstance(final, AIMessage) and not final.tool_calls
-    assert final.response_metadata["loopgraph_dropped_tool_calls"][0]["name"] == "search"
+    assert final.response_metadata["langgraph_loop_dropped_tool_calls"][0]["name"] == "search"
     assert check_pairing(result["messages"]) == []
     assert len(result["iterations"]) == 1
 
@@ -309,7 +309,7 @@ def test_demo_scenarios_warn_recover_stop_and_poll() -> None:
 
     from rich.console import Console
 
-    from graph.demos import all_scenarios
+    from langgraph_loop.demos import all_scenarios
 
     scenarios = {s.key: s for s in all_scenarios()}
     console = Console(file=io.StringIO(), width=200)

@@ -1,7 +1,7 @@
 """The notebooks execute top to bottom (their cells assert), offline, with nbclient.
 
-The kernel imports this checkout (PYTHONPATH), runs in ``notebooks/``, and the committed
-notebooks carry no outputs.
+The kernel imports the installed ``langgraph_loop`` (no path tricks), runs in ``notebooks/``,
+and the committed notebooks carry no outputs.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
+
+pytestmark = pytest.mark.ecosystem
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
@@ -26,7 +28,7 @@ def test_notebook_executes(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     notebook = nbformat.read(path, as_version=4)
     committed = [c for c in notebook.cells if c.cell_type == "code"]
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in committed)
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.delenv("PYTHONPATH", raising=False)
     client = NotebookClient(notebook, timeout=120, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
     client.execute()

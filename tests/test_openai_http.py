@@ -19,7 +19,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import SecretStr
 
-from graph import Judge, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import Judge, LoopDetection, StopReason, create_loop_agent
 from tests.support.openai_server import (
     JSON,
     OpenAIServer,
@@ -98,16 +98,16 @@ async def test_parallel_calls_async(openai_server: OpenAIServer) -> None:
 
 
 def test_loop_warning_is_sent_after_the_tool_results(openai_server: OpenAIServer) -> None:
-    same = tool_calls([("search", {"query": "loopgraph"})])
-    openai_server.script += [same, same, same, text("Nothing found about loopgraph.")]
+    same = tool_calls([("search", {"query": "langgraph-loop"})])
+    openai_server.script += [same, same, same, text("Nothing found about langgraph-loop.")]
     agent = create_loop_agent(chat(openai_server), [search])
-    state = agent.invoke({"messages": [HumanMessage("Find loopgraph")]})
+    state = agent.invoke({"messages": [HumanMessage("Find langgraph-loop")]})
 
     assert state["stop_reason"] == StopReason.COMPLETED
     fourth = openai_server.requests[3]
     assert roles(fourth) == ["user"] + ["assistant", "tool"] * 3 + ["user:loop_warning"]
     warning = fourth["messages"][-1]["content"]
-    assert warning.startswith('Loop warning: search({"query":"loopgraph"})')
+    assert warning.startswith('Loop warning: search({"query":"langgraph-loop"})')
     assert [roles(b)[-1] for b in openai_server.requests[:3]] == ["user", "tool", "tool"]
 
 

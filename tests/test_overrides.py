@@ -8,9 +8,16 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 
-from graph import BudgetPressure, Limits, LoopDetection, StallDetection, StopReason, create_loop_agent
-from graph.scripted import ScriptedChatModel
-from graph.settings import LoopSettings, RunOverrides
+from langgraph_loop import (
+    BudgetPressure,
+    Limits,
+    LoopDetection,
+    StallDetection,
+    StopReason,
+    create_loop_agent,
+)
+from langgraph_loop.scripted import ScriptedChatModel
+from langgraph_loop.settings import LoopSettings, RunOverrides
 
 SETTINGS = LoopSettings.build(ScriptedChatModel(), stall_detection=StallDetection(),
                               budget_pressure=BudgetPressure())

@@ -35,7 +35,7 @@ from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import RetryPolicy
 
-from graph import (
+from langgraph_loop import (
     Approval,
     BudgetPressure,
     Compaction,
@@ -46,8 +46,8 @@ from graph import (
     StallDetection,
     create_loop_agent,
 )
-from graph import builder as builder_module
-from graph.scripted import ScriptedChatModel
+from langgraph_loop import builder as builder_module
+from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.fuzz import CALLS, FuzzModel, ModelDown, World, make_tools, reply_item
 from tests.support.fuzz_drive import check_requests, check_run, drive, resolver_for
 

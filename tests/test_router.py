@@ -5,10 +5,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from graph.scripted import ScriptedChatModel
-from graph.settings import LoopSettings
-from graph.stop import StopReason
-from nodes.continuation import (
+from langgraph_loop.nodes.continuation import (
     CONTINUE_NAME,
     DEFAULT_CONTINUE,
     continuation_text,
@@ -16,8 +13,11 @@ from nodes.continuation import (
     resend_message,
     with_progress,
 )
-from nodes.request import build_request
-from nodes.router import decide, normalize_predicate
+from langgraph_loop.nodes.request import build_request
+from langgraph_loop.nodes.router import decide, normalize_predicate
+from langgraph_loop.scripted import ScriptedChatModel
+from langgraph_loop.settings import LoopSettings
+from langgraph_loop.stop import StopReason
 
 
 def _decide(**kw):

@@ -29,11 +29,11 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 from pydantic import SecretStr
 
-from graph import Approval, LoopDetection, create_loop_agent
-from graph.scripted import ScriptedChatModel
+from langgraph_loop import Approval, LoopDetection, create_loop_agent
+from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.openai_server import OpenAIServer, text, tool_calls
 
-SECRET = "sk-loopgraph-TEST-9f8e7d6c5b4a3210"
+SECRET = "sk-langgraph-loop-TEST-9f8e7d6c5b4a3210"
 RAN: list[str] = []
 
 

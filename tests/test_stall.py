@@ -8,9 +8,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 
-from graph import StallDetection, StopReason, create_loop_agent
-from graph.scripted import ScriptedChatModel
-from nodes.stall import flat_tokens, new_work_by_pass, stall_guard
+from langgraph_loop import StallDetection, StopReason, create_loop_agent
+from langgraph_loop.nodes.stall import flat_tokens, new_work_by_pass, stall_guard
+from langgraph_loop.scripted import ScriptedChatModel
 
 
 def rec(i: int, total: int, answer: str | None = None, work: str | None = None) -> dict[str, Any]:

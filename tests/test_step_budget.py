@@ -12,8 +12,8 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel
 
-from graph import Approval, Compaction, Judge, Limits, StopReason, create_loop_agent
-from graph.scripted import ScriptedChatModel
+from langgraph_loop import Approval, Compaction, Judge, Limits, StopReason, create_loop_agent
+from langgraph_loop.scripted import ScriptedChatModel
 from tests.helpers import add, assert_valid_thread
 
 

@@ -8,10 +8,10 @@ import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 
-from graph import Limits, StopReason, create_loop_agent
-from graph.callbacks import CallbackError
-from graph.scripted import ScriptedChatModel
-from nodes.tools import plan_calls
+from langgraph_loop import Limits, StopReason, create_loop_agent
+from langgraph_loop.callbacks import CallbackError
+from langgraph_loop.nodes.tools import plan_calls
+from langgraph_loop.scripted import ScriptedChatModel
 
 RAN: list[str] = []
 

@@ -1,4 +1,4 @@
-"""Offline demo scenarios for ``loopgraph demo`` (scripted models, SQLite threads).
+"""Offline demo scenarios for ``langgraph-loop demo`` (scripted models, SQLite threads).
 
 Each scenario module exposes ``SCENARIOS``: a list of ``Scenario``. Add a module and
 list it in ``MODULES`` to add scenarios.
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import importlib
 
-from graph.demos.base import Scenario
+from langgraph_loop.demos.base import Scenario
 
 __all__ = ["MODULES", "Scenario", "all_scenarios"]
 
-MODULES = ["graph.demos.core", "graph.demos.loops", "graph.demos.continuation",
-           "graph.demos.budgets", "graph.demos.approval"]
+MODULES = ["langgraph_loop.demos.core", "langgraph_loop.demos.loops", "langgraph_loop.demos.continuation",
+           "langgraph_loop.demos.budgets", "langgraph_loop.demos.approval"]
 
 
 def all_scenarios() -> list[Scenario]:

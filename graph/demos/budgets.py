@@ -25,11 +25,11 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.tools import tool
 from rich.console import Console
 
-from graph.builder import create_loop_agent
-from graph.config import BudgetPressure, Limits
-from graph.demos.base import Scenario, print_run
-from graph.notices import NOTICE_NAME
-from graph.scripted import ScriptedChatModel
+from langgraph_loop.builder import create_loop_agent
+from langgraph_loop.config import BudgetPressure, Limits
+from langgraph_loop.demos.base import Scenario, print_run
+from langgraph_loop.notices import NOTICE_NAME
+from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = ["SCENARIOS", "budget_pressure", "search_papers"]
 

@@ -13,11 +13,11 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from rich.console import Console
 
-from graph.builder import create_loop_agent
-from graph.config import Judge
-from graph.demos.base import Scenario, print_run
-from graph.scripted import ScriptedChatModel
-from graph.todos import todos_remaining, todos_remaining_message, write_todos
+from langgraph_loop.builder import create_loop_agent
+from langgraph_loop.config import Judge
+from langgraph_loop.demos.base import Scenario, print_run
+from langgraph_loop.scripted import ScriptedChatModel
+from langgraph_loop.todos import todos_remaining, todos_remaining_message, write_todos
 
 __all__ = ["SCENARIOS"]
 

@@ -16,10 +16,10 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
 from rich.console import Console
 
-from graph.builder import create_loop_agent
-from graph.demos.base import Scenario, print_run
-from graph.demos.core import get_weather
-from graph.scripted import ScriptedChatModel, repeat
+from langgraph_loop.builder import create_loop_agent
+from langgraph_loop.demos.base import Scenario, print_run
+from langgraph_loop.demos.core import get_weather
+from langgraph_loop.scripted import ScriptedChatModel, repeat
 
 __all__ = ["SCENARIOS", "job_status_tool"]
 

@@ -19,9 +19,9 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
-from graph.callbacks import CallbackError
-from graph.pairing import check_pairing, unanswered_tail
-from graph.scripted import ScriptedChatModel
+from langgraph_loop.callbacks import CallbackError
+from langgraph_loop.pairing import check_pairing, unanswered_tail
+from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.fuzz import ModelDown, World
 
 __all__ = ["MAX_RESUMES", "check_requests", "check_run", "drive"]

@@ -230,7 +230,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         """Serve ``/v1/models``."""
         if self.path.rstrip("/").endswith("/models"):
-            model = {"id": "m", "object": "model", "created": 0, "owned_by": "loopgraph-tests"}
+            model = {"id": "m", "object": "model", "created": 0, "owned_by": "langgraph-loop-tests"}
             self._send_json(200, {"object": "list", "data": [model]})
         else:
             self._send_json(404, error_body(404, f"no route for GET {self.path}"))

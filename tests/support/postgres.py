@@ -1,6 +1,6 @@
 """A throwaway PostgreSQL server for tests.
 
-:func:`pg_uri` yields ``$LOOPGRAPH_TEST_PG_URI`` when it is set. Otherwise it finds
+:func:`pg_uri` yields ``$LANGGRAPH_LOOP_TEST_PG_URI`` when it is set. Otherwise it finds
 the newest ``/usr/lib/postgresql/*/bin`` (installing the Debian ``postgresql``
 package with apt-get when none exists), runs ``initdb`` in a fresh temporary
 directory (as the ``postgres`` user when running as root; trust auth, no fsync),
@@ -24,8 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-ENV_VAR = "LOOPGRAPH_TEST_PG_URI"
-DIR_PREFIX = "loopgraph-pg-"
+ENV_VAR = "LANGGRAPH_LOOP_TEST_PG_URI"
+DIR_PREFIX = "langgraph-loop-pg-"
 PG_GLOB = "/usr/lib/postgresql/*/bin"
 STALE_AFTER_S = 3600.0
 INITDB_ARGS = ("-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
@@ -135,7 +135,7 @@ def reap_stale_dirs(root: str | None = None) -> list[Path]:
 class ThrowawayPostgres:
     """One PostgreSQL cluster in a fresh temporary directory."""
 
-    def __init__(self, bin_dir: Path, dbname: str = "loopgraph_test") -> None:
+    def __init__(self, bin_dir: Path, dbname: str = "langgraph_loop_test") -> None:
         self.bin_dir = bin_dir
         self.dbname = dbname
         self.root = Path(tempfile.mkdtemp(prefix=DIR_PREFIX))
@@ -211,7 +211,7 @@ class ThrowawayPostgres:
 
 @contextmanager
 def pg_uri() -> Iterator[str]:
-    """Yield a PostgreSQL URI: ``$LOOPGRAPH_TEST_PG_URI`` or a throwaway local server."""
+    """Yield a PostgreSQL URI: ``$LANGGRAPH_LOOP_TEST_PG_URI`` or a throwaway local server."""
     env_uri = os.environ.get(ENV_VAR)
     if env_uri:
         yield env_uri
