@@ -56,7 +56,7 @@ def _state(messages: list[BaseMessage], settings: LoopSettings) -> dict[str, Any
     for i, ai in enumerate(tail[:-1]):
         if isinstance(ai, AIMessage):
             detector = observe(detector, ai, previous_results(tail[: i + 1]), config).state
-    assert len(detector["win"]) == config.window
+    assert len(detector["window"]) == config.window
     return {
         "messages": messages, "detector": detector, "pending_notices": [],
         "run": {"id": "r", "started_at": time.time(), "tool_calls": len(messages) // 2},

@@ -37,10 +37,11 @@ from pathlib import Path
 from benchmarks.replay import (
     Conversation,
     RecordedRun,
+    Replayer,
     RunResult,
     canonical_call,
     load_conversations,
-    replay_conversation,
+    tool_names,
 )
 from benchmarks.token_economy import DeerFlowGuard
 from langgraph_loop import LoopDetection
@@ -53,7 +54,7 @@ READ_ONLY = frozenset({"think", "calculate", "get_user_details", "get_reservatio
                        "search_direct_flight", "search_onestop_flight", "list_all_airports"})
 REPEATS, SAME_RESULTS = 5, 3
 
-Replayer = Callable[[Conversation], list[RunResult]]
+ReplayFn = Callable[[Conversation], list[RunResult]]
 
 
 @dataclass(frozen=True)
@@ -113,14 +114,17 @@ def deerflow_replay(conversation: Conversation) -> list[RunResult]:
     return out
 
 
-def systems() -> dict[str, Replayer]:
-    """The compared systems, by name."""
+def systems(conversations: Sequence[Conversation]) -> dict[str, ReplayFn]:
+    """The compared systems, by name (each graph is built once)."""
+    names = tool_names(c.runs for c in conversations)
+    plain = Replayer(names, loop_detection=None)
+    default = Replayer(names, loop_detection=LoopDetection())
+    hinted = Replayer(names, loop_detection=LoopDetection(), read_only_hints=READ_ONLY)
     return {
-        "no_detection": lambda c: replay_conversation(c.runs, loop_detection=None),
+        "no_detection": lambda c: plain.replay(c.runs),
         "deerflow_style": deerflow_replay,
-        "langgraph-loop": lambda c: replay_conversation(c.runs, loop_detection=LoopDetection()),
-        "langgraph-loop+hints": lambda c: replay_conversation(
-            c.runs, loop_detection=LoopDetection(), read_only_hints=READ_ONLY),
+        "langgraph-loop": lambda c: default.replay(c.runs),
+        "langgraph-loop+hints": lambda c: hinted.replay(c.runs),
     }
 
 
@@ -136,12 +140,13 @@ class Summary:
     solved_warned: int = 0
     solved_stopped: int = 0
     solved_cut_new: int = 0
+    failed_warned: int = 0
     failed_stopped: int = 0
     failed_saved: int = 0
     loops_stopped: int = 0
     seconds: float = 0.0
     stops: list[str] = field(default_factory=list)
-    solved_warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _stop_index(result: RunResult) -> int | None:
@@ -157,22 +162,24 @@ def summarize(system: str, conversations: Sequence[Conversation],
               results: Sequence[list[RunResult]], loops: Sequence[Loop]) -> Summary:
     """Count runs, calls, warnings, stops and saved calls for one system."""
     s = Summary(system=system, trajectories=len(conversations))
-    for ci, (conv, runs) in enumerate(zip(conversations, results, strict=True)):
+    for conv, runs in zip(conversations, results, strict=True):
         for ri, (run, res) in enumerate(zip(conv.runs, runs, strict=True)):
             s.runs += 1
             s.calls += len(run.calls())
             s.executed += res.executed
             stop = _stop_index(res)
+            where = f"{conv.label} run {ri} ({'solved' if conv.solved else 'failed'})"
             if stop is not None:
-                s.stops.append(f"{conv.label} run {ri} reply {stop} ({res.layer}, "
-                               f"{'solved' if conv.solved else 'failed'})")
-            if conv.solved and res.first_warning is not None:
-                s.solved_warnings.append(f"{conv.label} run {ri} reply {res.first_warning}")
+                s.stops.append(f"{where}: reply {stop}, {res.layer}")
+            if res.first_warning is not None:
+                s.warnings.append(f"{where}: reply {res.first_warning}")
             if conv.solved:
                 s.solved_warned += res.first_warning is not None
                 s.solved_stopped += stop is not None
                 s.solved_cut_new += stop is not None and _cuts_new_call(run, stop)
-            elif stop is not None:
+            else:
+                s.failed_warned += res.first_warning is not None
+            if not conv.solved and stop is not None:
                 s.failed_stopped += 1
                 s.failed_saved += len(run.calls(stop))
     for loop in loops:
@@ -224,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
              for ri, run in enumerate(conv.runs) for call, reply, why in obvious_loops(run)]
     results: dict[str, list[list[RunResult]]] = {}
     summaries = []
-    for name, replay in systems().items():
+    for name, replay in systems(conversations).items():
         started = time.perf_counter()
         results[name] = [replay(conv) for conv in conversations]
         summary = summarize(name, conversations, results[name], loops)
@@ -236,8 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.details:
         for s in summaries:
             print(f"\n{s.system} stops ({len(s.stops)}):\n" + "\n".join(f"- {x}" for x in s.stops))
-            print(f"{s.system} warnings in solved runs ({len(s.solved_warnings)}):\n"
-                  + "\n".join(f"- {x}" for x in s.solved_warnings))
+            print(f"{s.system} first warnings ({len(s.warnings)}):\n"
+                  + "\n".join(f"- {x}" for x in s.warnings))
     base = summaries[0]
     print(f"\nreplay check: {base.system} executed {base.executed} of {base.calls} recorded calls")
     print("seconds per system: " + ", ".join(f"{s.system} {s.seconds}" for s in summaries))

@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -38,8 +39,17 @@ from pydantic import BaseModel, ConfigDict
 from langgraph_loop import Limits, LoopDetection, create_loop_agent
 from langgraph_loop.scripted import ScriptedChatModel
 
-__all__ = ["Conversation", "RecordedRun", "RunResult", "canonical_call", "load_conversations",
-           "replay_conversation", "split_runs"]
+__all__ = [
+    "Conversation",
+    "RecordedRun",
+    "Replayer",
+    "RunResult",
+    "canonical_call",
+    "load_conversations",
+    "replay_conversation",
+    "split_runs",
+    "tool_names",
+]
 
 END_OF_RECORDING = "(end of the recorded run)"
 FINAL_ANSWER = "(final answer without tools)"
@@ -159,20 +169,12 @@ class ReplayTool(BaseTool):
     description: str = "Replays recorded results."
     args_schema: type[BaseModel] = _AnyArgs
     recording: Any = None
-    read_only: bool = False
 
     def _run(self, tool_call_id: str, **_kwargs: Any) -> ToolMessage:
         self.recording.executed += 1
         text = self.recording.run.result(self.recording.served - 1, tool_call_id)
         return ToolMessage(text, tool_call_id=tool_call_id, name=self.name,
                            status="error" if text.startswith("Error") else "success")
-
-
-def _tools(runs: Sequence[RecordedRun], recording: _Recording,
-           hinted: frozenset[str]) -> list[BaseTool]:
-    names = sorted({c["name"] for run in runs for _, c in run.calls()})
-    return [ReplayTool(name=n, recording=recording,
-                       metadata={"readOnlyHint": True} if n in hinted else None) for n in names]
 
 
 def _warned_at(messages: Sequence[BaseMessage]) -> int | None:
@@ -186,32 +188,54 @@ def _warned_at(messages: Sequence[BaseMessage]) -> int | None:
     return None
 
 
-def replay_conversation(
-    runs: Sequence[RecordedRun],
-    *,
-    loop_detection: LoopDetection | None,
-    read_only_hints: frozenset[str] = frozenset(),
-) -> list[RunResult]:
-    """Replay every run on one thread of a fresh graph; limits out of the way.
+class Replayer:
+    """One compiled graph that replays conversations, each on a thread of its own.
 
-    ``read_only_hints`` names tools whose metadata carries MCP's ``readOnlyHint``, the way
-    langchain-mcp-adapters exposes it.
+    ``tools``: the tool names the conversations use. ``read_only_hints``: tools whose
+    metadata carries MCP's ``readOnlyHint``, the way langchain-mcp-adapters exposes it.
     """
-    recording = _Recording()
-    model = ScriptedChatModel(default=recording.next_reply, no_tools_reply=FINAL_ANSWER)
-    graph = create_loop_agent(model, _tools(runs, recording, read_only_hints),
-                              loop_detection=loop_detection, max_iterations=None,
-                              limits=Limits(max_model_calls=None), checkpointer=InMemorySaver())
-    config: Any = {"configurable": {"thread_id": "replay"}}
-    out, seen = [], 0
-    for run in runs:
-        recording.begin(run)
-        state = graph.invoke({"messages": [HumanMessage(run.user)]}, config)
-        messages = state["messages"]
-        guard = (state.get("iterations") or [{}])[-1].get("guard") or {}
-        reason = state.get("stop_reason")
-        out.append(RunResult(served=recording.served, executed=recording.executed,
-                             stop_reason=None if reason is None else str(getattr(reason, "value", reason)),
-                             layer=guard.get("layer"), first_warning=_warned_at(messages[seen:])))
-        seen = len(messages)
-    return out
+
+    def __init__(self, tools: Iterable[str], *, loop_detection: LoopDetection | None,
+                 read_only_hints: frozenset[str] = frozenset()) -> None:
+        """Build the graph once (limits out of the way, an in-memory checkpointer)."""
+        self.recording = _Recording()
+        model = ScriptedChatModel(default=self.recording.next_reply, no_tools_reply=FINAL_ANSWER)
+        replay_tools = [ReplayTool(name=n, recording=self.recording,
+                                   metadata={"readOnlyHint": True} if n in read_only_hints else None)
+                        for n in sorted(set(tools))]
+        self.saver = InMemorySaver()
+        self.graph = create_loop_agent(model, replay_tools, loop_detection=loop_detection,
+                                       max_iterations=None, limits=Limits(max_model_calls=None),
+                                       checkpointer=self.saver)
+        self.threads = itertools.count()
+
+    def replay(self, runs: Sequence[RecordedRun]) -> list[RunResult]:
+        """Replay every run of one conversation on a new thread (deleted afterwards)."""
+        thread = f"replay-{next(self.threads)}"
+        config: Any = {"configurable": {"thread_id": thread}}
+        out, seen = [], 0
+        for run in runs:
+            self.recording.begin(run)
+            state = self.graph.invoke({"messages": [HumanMessage(run.user)]}, config,
+                                      durability="exit")
+            messages = state["messages"]
+            guard = (state.get("iterations") or [{}])[-1].get("guard") or {}
+            reason = state.get("stop_reason")
+            out.append(RunResult(
+                served=self.recording.served, executed=self.recording.executed,
+                stop_reason=None if reason is None else str(getattr(reason, "value", reason)),
+                layer=guard.get("layer"), first_warning=_warned_at(messages[seen:])))
+            seen = len(messages)
+        self.saver.delete_thread(thread)
+        return out
+
+
+def tool_names(conversations: Iterable[Sequence[RecordedRun]]) -> set[str]:
+    """Every tool name called in the conversations."""
+    return {c["name"] for runs in conversations for run in runs for _, c in run.calls()}
+
+
+def replay_conversation(runs: Sequence[RecordedRun], *,
+                        loop_detection: LoopDetection | None) -> list[RunResult]:
+    """Replay one conversation on a graph of its own."""
+    return Replayer(tool_names([runs]), loop_detection=loop_detection).replay(runs)

@@ -141,7 +141,10 @@ class LoopSettings:
                      "tool_filter"):
             if kwargs.get(name) is not None and not callable(kwargs[name]):
                 raise ValueError(f"{name} must be callable")
-        settings = cls(model=model, tools=_coerce_tools(tools), **kwargs)
+        coerced = _coerce_tools(tools)
+        if kwargs.get("loop_detection") is not None:  # MCP read-only hints in tool metadata
+            kwargs["loop_detection"] = kwargs["loop_detection"].with_tool_hints(coerced)
+        settings = cls(model=model, tools=coerced, **kwargs)
         settings._check_approval()
         return settings
 

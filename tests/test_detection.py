@@ -299,8 +299,8 @@ def test_detector_state_stays_small_and_bounded_by_the_window() -> None:
         sim.step([("search", {"q": f"query number {i}"}), ("fetch", {"url": f"u{i % 7}"})])
         sizes.append(len(json.dumps(sim.det)))
     det = sim.det
-    assert len(det["win"]) == 20
-    assert len(det["labels"]) <= 40 and len(det["res"]) <= 40
+    assert len(det["window"]) == 20
+    assert len(det["calls"]) <= 40
     assert max(sizes[100:]) <= max(sizes[40:60]) + 200  # does not grow with the thread
 
 
@@ -317,8 +317,8 @@ def test_a_text_reply_only_absorbs_the_results() -> None:
     sim.run([X] * 2)
     obs = observe(sim.det, AIMessage("thinking"), sim.pending, sim.config)
     assert obs.stop is None and not obs.warnings
-    assert obs.state["last"] == {} and len(obs.state["win"]) == 2
-    assert next(iter(obs.state["res"].values()))[1] == 2
+    assert obs.state["pending"] == {} and len(obs.state["window"]) == 2
+    assert next(iter(obs.state["calls"].values())).get("streak") == 2
 
 
 def test_config_validation() -> None:
