@@ -11,9 +11,9 @@ results, limits out of the way. Systems:
   (identical tool-call sets in a window of 20 responses, warn at 3, stop at 5), per run, over
   the same recorded replies;
 * ``langgraph-loop``: ``create_loop_agent`` with its default ``LoopDetection``;
-* ``langgraph-loop+hints``: the same, with the τ-bench tools that change nothing (``think``,
-  ``calculate``, the ``get_*``/``search_*``/``list_*`` lookups) carrying MCP's
-  ``readOnlyHint`` in their metadata, as langchain-mcp-adapters exposes it.
+* ``langgraph-loop+hints`` (with ``--hints``): the same, with the τ-bench tools that change
+  nothing (``think``, ``calculate``, the ``get_*``/``search_*``/``list_*`` lookups) carrying
+  MCP's ``readOnlyHint`` in their metadata, as langchain-mcp-adapters exposes it.
 
 Per run: the first warning and the stop (layer and reply index); the calls a stop saves are
 the recorded calls from the stopped reply on. In solved trajectories (reward 1) a stop *cuts a
@@ -22,7 +22,7 @@ is an identical call (name + canonical arguments) made 5 or more times in a run,
 again after it returned the same result 3 times in a row (its own results only); it counts as
 stopped when the run stopped no later than that call.
 
-Usage: ``python -m benchmarks.real_traces [--limit N] [--json PATH] [--details]``
+Usage: ``python -m benchmarks.real_traces [--limit N] [--json PATH] [--details] [--hints]``
 """
 
 from __future__ import annotations
@@ -114,18 +114,20 @@ def deerflow_replay(conversation: Conversation) -> list[RunResult]:
     return out
 
 
-def systems(conversations: Sequence[Conversation]) -> dict[str, ReplayFn]:
+def systems(conversations: Sequence[Conversation], hints: bool = False) -> dict[str, ReplayFn]:
     """The compared systems, by name (each graph is built once)."""
     names = tool_names(c.runs for c in conversations)
     plain = Replayer(names, loop_detection=None)
     default = Replayer(names, loop_detection=LoopDetection())
-    hinted = Replayer(names, loop_detection=LoopDetection(), read_only_hints=READ_ONLY)
-    return {
+    out: dict[str, ReplayFn] = {
         "no_detection": lambda c: plain.replay(c.runs),
         "deerflow_style": deerflow_replay,
         "langgraph-loop": lambda c: default.replay(c.runs),
-        "langgraph-loop+hints": lambda c: hinted.replay(c.runs),
     }
+    if hints:
+        hinted = Replayer(names, loop_detection=LoopDetection(), read_only_hints=READ_ONLY)
+        out["langgraph-loop+hints"] = lambda c: hinted.replay(c.runs)
+    return out
 
 
 @dataclass
@@ -224,14 +226,16 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--limit", type=int, help="replay only the first N conversations")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write JSON")
-    parser.add_argument("--details", action="store_true", help="list every stop")
+    parser.add_argument("--details", action="store_true", help="list every warning and stop")
+    parser.add_argument("--hints", action="store_true",
+                        help="also run langgraph-loop with the lookups marked read-only")
     args = parser.parse_args(argv)
     conversations = load_conversations(DATA, args.limit)
     loops = [Loop(ci, ri, call, reply, why) for ci, conv in enumerate(conversations)
              for ri, run in enumerate(conv.runs) for call, reply, why in obvious_loops(run)]
     results: dict[str, list[list[RunResult]]] = {}
     summaries = []
-    for name, replay in systems(conversations).items():
+    for name, replay in systems(conversations, args.hints).items():
         started = time.perf_counter()
         results[name] = [replay(conv) for conv in conversations]
         summary = summarize(name, conversations, results[name], loops)

@@ -52,6 +52,7 @@ from langgraph_loop.nodes.detector_state import (
     absorb,
     args_of,
     compact,
+    makes_progress,
     push,
     response_sig,
     streak,
@@ -182,7 +183,7 @@ def _repeat(det: DetectorState, sigs: Sequence[str], config: LoopDetection) -> l
     out = []
     for sig in sigs:
         count = sum(1 for e in det["window"] if sig in e["calls"])
-        progressing = bool(det["calls"][sig].get("progress"))
+        progressing = makes_progress(det["calls"][sig])
         warn, stop = config.warn_after, config.stop_after
         if progressing:
             warn, stop = scaled(warn, stop, config.progress_factor, config.window)

@@ -44,7 +44,7 @@ from langgraph_loop.config import LoopDetection
 from langgraph_loop.nodes.signatures import SignedCall, content_hash, response_signature
 
 __all__ = ["LABEL_CHARS", "CallRecord", "DetectorState", "Response", "absorb", "args_of",
-           "compact", "push", "response_sig", "streak"]
+           "compact", "makes_progress", "push", "response_sig", "streak"]
 
 LABEL_CHARS = 200
 
@@ -72,6 +72,8 @@ class CallRecord(TypedDict):
     progress: NotRequired[bool]
     """Present (True) when its last execution made progress: its result moved, or it was
     a retry (not failing again) after something else changed."""
+    failed: NotRequired[bool]
+    """Present (True) when its last result was an error."""
 
 
 class DetectorState(TypedDict, total=False):
@@ -95,6 +97,14 @@ def response_sig(entry: Response) -> str:
 def streak(record: CallRecord) -> int:
     """Identical results in a row with nothing changed since (0: none, or excused)."""
     return record.get("streak", 0)
+
+
+def makes_progress(record: CallRecord) -> bool:
+    """Does a retry of this call make progress? Its last execution did, or something changed
+    since and its last result was not an error."""
+    if record.get("progress"):
+        return True
+    return "result" in record and "streak" not in record and not record.get("failed")
 
 
 def args_of(record: CallRecord) -> str:
@@ -134,10 +144,12 @@ def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
         record = CallRecord(tool=old["tool"], result=digest, streak=streak(old) + 1 if still else 1)
         if "args" in old:
             record["args"] = old["args"]
+        if message.status == "error":
+            record["failed"] = True
         if "result" in old and (not same or (not still and message.status != "error")):
             record["progress"] = True  # the same error again is never progress
         calls[sig] = record
-    det.update(calls=calls, pending={})
+    det["calls"], det["pending"] = calls, {}
     return det
 
 
