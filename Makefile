@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks
 	$(PY) -m benchmarks.token_economy
 	$(PY) -m benchmarks.detector_cost
+	$(PY) -m benchmarks.real_traces
 
 notebooks: $(STAMP)
 	$(PY) -m pytest -q tests/test_notebooks.py
