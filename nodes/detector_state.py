@@ -204,8 +204,12 @@ def compact(det: DetectorState) -> DetectorState:
             counts[sig] = counts.get(sig, 0) + 1
     calls: dict[str, CallRecord] = {}
     for sig, rec in (det.get("calls") or {}).items():
+        args = args_of(rec)[:LABEL_CHARS] if counts.get(sig, 0) >= 2 else ""
+        if args == args_of(rec):
+            calls[sig] = rec  # records are never changed in place: share it
+            continue
         kept = CallRecord(**{k: v for k, v in rec.items() if k != "args"})  # type: ignore[typeddict-item]
-        if counts.get(sig, 0) >= 2 and args_of(rec):
-            kept["args"] = args_of(rec)[:LABEL_CHARS]
+        if args:
+            kept["args"] = args
         calls[sig] = kept
     return DetectorState(**{**det, "calls": calls})
