@@ -99,8 +99,9 @@ class LoopDetection(_Config):
         warn_after: repeats of one response signature within the window that warn.
         stop_after: repeats that hard-stop the run (``loop_detected``).
         window: how many recent model responses are remembered.
-        no_progress_warn_after: identical results in a row (nothing else new in between)
-            after which asking for the same call again warns.
+        no_progress_warn_after: identical results of a call in a row (nothing changed in
+            between: errors, empty results and read-only tools change nothing) after which
+            asking for the same call again warns.
         no_progress_stop_after: identical results in a row after which asking again stops.
         progress_factor: a repeated call whose results keep changing (polling that makes
             progress) warns and stops at this many times ``warn_after``/``stop_after``

@@ -327,8 +327,9 @@ def test_a_read_only_lookup_between_retries_does_not_excuse_them() -> None:
 
 @pytest.mark.parametrize("between", [think, ack_think, lookup], ids=["think", "ack", "lookup"])
 def test_the_same_error_again_is_never_progress(between: Between) -> None:
-    """Whatever comes between (here: unmarked calls with new results), seven identical failing
-    calls are warned about by the third and stopped by the fifth: repeat thresholds stay strict."""
+    """Whatever unmarked call comes between (an empty think, an acknowledging think, a lookup
+    with new results), identical failing calls are warned about by the third and stopped by the
+    fifth: their repeat thresholds stay strict."""
     obs = retries(Sim(), between)
     first_warning = next(i for i, o in enumerate(obs) if o.warnings)
     assert first_warning <= 2 and obs[-1].stop is not None and len(obs) <= 5
