@@ -237,7 +237,7 @@ def format_profiles(profiles: list[Profile], n: int, title: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """CLI: profile the chosen systems and print the split."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.profile_round", 
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.profile_round",
                                      description=__doc__.split(":")[0])
     parser.add_argument("--n", type=int, default=50, help="tool rounds per run")
     parser.add_argument("--saver", default="none", choices=["none", "memory", "sqlite", "postgres"])
