@@ -8,8 +8,10 @@ calls ``echo`` N times and then answers. Measured, all with sync ``invoke``:
   ``postgres`` (``PostgresSaver`` on a throwaway local server), and ``sqlite_2k`` /
   ``postgres_2k`` with 2 KB tool outputs. The systems take turns within every repetition
   (rotating the order), so a ratio compares runs made at the same time on the same machine;
-* per case: the in-loop latency between consecutive model calls (model timestamps) of the
-  first 10 vs the last 10 rounds, and what the checkpointer stored (bytes, checkpoints);
+* per case: the in-loop latency between consecutive model calls (model timestamps; the median
+  gap of the first 10 vs the last 10 rounds, median over the runs), and what the checkpointer
+  stored (bytes, checkpoints). ``postgres``, ``sqlite_2k`` and ``postgres_2k`` run only for
+  ``create_agent`` and ``langgraph-loop``;
 * ``memory_2k``: one run with 2 KB tool outputs (storage only);
 * peak memory: one extra ``tracemalloc`` run for ``none``, ``memory`` and ``memory_2k``;
 * graph steps, node runs and checkpoints per round and per run (:mod:`benchmarks.census`);
@@ -52,28 +54,33 @@ __all__ = ["CASES", "Case", "Measurement", "main", "measure_case", "run_benchmar
 PROMPT = "Call echo once per turn until you are done, then answer."
 PAYLOAD_2K = 2048
 RESULTS = Path(__file__).parent / "results"
-QUICK_SYSTEMS = (BASELINE, "langgraph-loop")
+TARGET_SYSTEMS = (BASELINE, "langgraph-loop")
 
 
 @dataclass(frozen=True)
 class Case:
-    """One configuration: checkpointer kind, tool payload, repeated timing or a single run."""
+    """One configuration: checkpointer kind, tool payload, repeated timing or a single run.
+
+    ``peers=False``: only the systems the targets compare (:data:`TARGET_SYSTEMS`) run it, which
+    keeps a full run under ten minutes (the other peers store up to 200 MB per run there).
+    """
 
     key: str
     saver: SaverKind
     payload: int = 0
     timed: bool = False
     traced: bool = False
+    peers: bool = True
 
 
 CASES: tuple[Case, ...] = (
     Case("none", "none", timed=True, traced=True),
     Case("memory", "memory", timed=True, traced=True),
     Case("sqlite", "sqlite", timed=True),
-    Case("postgres", "postgres", timed=True),
+    Case("postgres", "postgres", timed=True, peers=False),
     Case("memory_2k", "memory", PAYLOAD_2K, traced=True),
-    Case("sqlite_2k", "sqlite", PAYLOAD_2K, timed=True),
-    Case("postgres_2k", "postgres", PAYLOAD_2K, timed=True),
+    Case("sqlite_2k", "sqlite", PAYLOAD_2K, timed=True, peers=False),
+    Case("postgres_2k", "postgres", PAYLOAD_2K, timed=True, peers=False),
 )
 
 
@@ -157,8 +164,8 @@ def _aggregate(system: str, n: int, case: Case, runs: list[Run]) -> Measurement:
         runs=len(runs),
         ms_per_round=statistics.median(per_round),
         ms_per_round_samples=[round(v, 4) for v in per_round],
-        first10_ms=statistics.median(statistics.fmean(r.gaps_ms[:10]) for r in runs),
-        last10_ms=statistics.median(statistics.fmean(r.gaps_ms[-10:]) for r in runs),
+        first10_ms=statistics.median(statistics.median(r.gaps_ms[:10]) for r in runs),
+        last10_ms=statistics.median(statistics.median(r.gaps_ms[-10:]) for r in runs),
         rounds_ok=all(r.rounds_ok for r in runs),
         stop_reason=last.stop_reason,
         bytes=last.bytes,
@@ -197,7 +204,10 @@ def run_benchmark(
     results: list[Measurement] = []
     for n in ns:
         for case in cases:
-            members = [s for s in systems if case.saver == "none" or s.checkpoints]
+            members = [
+                s for s in systems
+                if (case.saver == "none" or s.checkpoints) and (case.peers or s.name in TARGET_SYSTEMS)
+            ]
             if not members:
                 continue
             start = time.perf_counter()
@@ -240,7 +250,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--ns", default="10,50,200", help="comma-separated tool-round counts")
     parser.add_argument("--reps", type=int, help="timed repetitions, median reported (5; 3 with --quick)")
     parser.add_argument("--quick", action="store_true",
-                        help=f"only {' and '.join(QUICK_SYSTEMS)} (what the targets compare), 3 reps")
+                        help=f"only {' and '.join(TARGET_SYSTEMS)} (what the targets compare), 3 reps")
     parser.add_argument("--only", help="comma-separated system names to run")
     parser.add_argument("--cases", help=f"comma-separated cases (all: {','.join(c.key for c in CASES)})")
     parser.add_argument("--json", type=Path, help="where to write the JSON results "
@@ -276,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     ns = [int(v) for v in args.ns.split(",") if v.strip()]
     reps = max(1, args.reps or (3 if args.quick else 5))
-    only = args.only or (",".join(QUICK_SYSTEMS) if args.quick else None)
+    only = args.only or (",".join(TARGET_SYSTEMS) if args.quick else None)
     systems = _select(only, all_systems(), "system(s)")
     cases = _select(args.cases, CASES, "case(s)")
     if systems is None or cases is None:
