@@ -6,7 +6,8 @@ calls ``echo`` N times and then answers. Measured, all with sync ``invoke``:
 * timed cases (median ms/round over ``--reps`` runs after one warm-up per system and case):
   ``none`` (no checkpointer), ``memory`` (``InMemorySaver``), ``sqlite`` (``SqliteSaver``),
   ``postgres`` (``PostgresSaver`` on a throwaway local server), and ``sqlite_2k`` /
-  ``postgres_2k`` with 2 KB tool outputs. The systems take turns within every repetition
+  ``postgres_2k`` with 2 KB tool outputs (with a checkpointer, peers other than ``create_agent``
+  get 2 runs). The systems take turns within every repetition
   (rotating the order), so a ratio compares runs made at the same time on the same machine;
 * per case: the in-loop latency between consecutive model calls (model timestamps; the median
   gap of the first 10 vs the last 10 rounds, median over the runs), and what the checkpointer
@@ -55,6 +56,8 @@ PROMPT = "Call echo once per turn until you are done, then answer."
 PAYLOAD_2K = 2048
 RESULTS = Path(__file__).parent / "results"
 TARGET_SYSTEMS = (BASELINE, "langgraph-loop")
+PEER_SAVER_REPS = 2
+"""Timed runs with a checkpointer for the other peers (context only; the targets get ``--reps``)."""
 
 
 @dataclass(frozen=True)
@@ -185,7 +188,8 @@ def measure_case(
     for rep in range(reps if case.timed else 1):
         shift = rep % len(systems)
         for system in [*systems[shift:], *systems[:shift]]:
-            runs[system.name].append(run_once(system, n, case, savers))
+            if _takes_part(system, case, rep):
+                runs[system.name].append(run_once(system, n, case, savers))
     results = []
     for system in systems:
         result = _aggregate(system.name, n, case, runs[system.name])
@@ -195,6 +199,11 @@ def measure_case(
             print(f"  WARNING: {system.name} N={n} {case.key}: did not run exactly {n} rounds")
         results.append(result)
     return results
+
+
+def _takes_part(system: System, case: Case, rep: int) -> bool:
+    """Whether ``system`` runs repetition ``rep`` of ``case`` (see :data:`PEER_SAVER_REPS`)."""
+    return case.saver == "none" or system.name in TARGET_SYSTEMS or rep < PEER_SAVER_REPS
 
 
 def run_benchmark(

@@ -39,7 +39,7 @@ class Lookup:
     def get(self, system: str, n: int, case: str, name: str) -> Any:
         """Attribute ``name`` of one measurement, or None when it was not measured."""
         m = self.by.get((system, n, case))
-        return None if m is None else getattr(m, name)
+        return None if m is None else getattr(m, name, None)
 
     def ratio(self, system: str, n: int, case: str, name: str) -> float | None:
         """``system``'s value divided by the baseline's for the same N and case."""
