@@ -25,10 +25,10 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.nodes.detection import observe
 from langgraph_loop.nodes.loop_detector import LoopDetectorNode, previous_results
 from langgraph_loop.scripted import ScriptedChatModel
-from langgraph_loop.settings import LoopSettings
 
 __all__ = ["history", "main", "measure"]
 

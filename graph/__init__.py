@@ -12,7 +12,7 @@ Example:
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
-from langgraph_loop.config import (
+from langgraph_loop.core.config import (
     Approval,
     ArgPolicy,
     BudgetPressure,
@@ -24,8 +24,8 @@ from langgraph_loop.config import (
     LoopDetection,
     StallDetection,
 )
-from langgraph_loop.state import LoopState
-from langgraph_loop.stop import StopReason
+from langgraph_loop.core.state import LoopState
+from langgraph_loop.core.stop import StopReason
 from langgraph_loop.todos import set_mode, todos_remaining, todos_remaining_message, write_todos
 
 if TYPE_CHECKING:

@@ -24,7 +24,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import RetryPolicy
 
-from langgraph_loop.config import LoopDetection
+from langgraph_loop.core.config import LoopDetection
+from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState
 from langgraph_loop.nodes.approval import ApprovalNode
 from langgraph_loop.nodes.compaction import CompactionNode
 from langgraph_loop.nodes.judge import JudgeNode
@@ -36,8 +38,6 @@ from langgraph_loop.nodes.respond import RespondNode
 from langgraph_loop.nodes.router import RouterNode
 from langgraph_loop.nodes.tools import ToolsNode
 from langgraph_loop.routing import Routes
-from langgraph_loop.settings import LoopSettings
-from langgraph_loop.state import LoopContext, LoopInput, LoopOutput, LoopState
 
 __all__ = ["create_loop_agent", "default_recursion_limit"]
 

@@ -3,7 +3,7 @@
 Example:
     >>> from langchain_core.messages import AIMessage
     >>> from langgraph_loop.scripted import ScriptedChatModel
-    >>> from langgraph_loop.settings import LoopSettings
+    >>> from langgraph_loop.core.settings import LoopSettings
     >>> routes = Routes(LoopSettings.build(ScriptedChatModel()))
     >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
     >>> routes.after_detector({"messages": [ai], "run": {}})
@@ -17,10 +17,10 @@ from __future__ import annotations
 from langchain_core.messages import AIMessage
 from langgraph.graph import END
 
+from langgraph_loop.core.pairing import unanswered_tail
+from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.state import LoopState
 from langgraph_loop.nodes.respond import wants_response
-from langgraph_loop.pairing import unanswered_tail
-from langgraph_loop.settings import LoopSettings
-from langgraph_loop.state import LoopState
 
 __all__ = ["Routes"]
 

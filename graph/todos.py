@@ -33,8 +33,8 @@ from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.types import Command
 from pydantic import BaseModel, Field
 
+from langgraph_loop.core.state import Todo
 from langgraph_loop.nodes.continuation import default_message
-from langgraph_loop.state import Todo
 
 __all__ = ["TodoItem", "open_todos", "set_mode", "todos_remaining", "todos_remaining_message",
            "write_todos"]

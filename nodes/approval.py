@@ -48,10 +48,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from langgraph_loop.effects import Call, Logic
+from langgraph_loop.core.effects import Call, Logic
+from langgraph_loop.core.pairing import unanswered_tail
+from langgraph_loop.core.state import LoopContext, LoopState
 from langgraph_loop.nodes.base import LoopNode, emit
-from langgraph_loop.pairing import unanswered_tail
-from langgraph_loop.state import LoopContext, LoopState
 
 __all__ = [
     "DECISION_TYPES",

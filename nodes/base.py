@@ -2,7 +2,7 @@
 
 Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel
-    >>> from langgraph_loop.settings import LoopSettings
+    >>> from langgraph_loop.core.settings import LoopSettings
     >>> class Echo(LoopNode):
     ...     name = "echo"
     ...     def logic(self, state, config, runtime):
@@ -22,10 +22,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph._internal._runnable import RunnableCallable
 from langgraph.runtime import Runtime
 
-from langgraph_loop.effects import Logic, run_async, run_sync
-from langgraph_loop.settings import LoopSettings
-from langgraph_loop.state import LoopContext, LoopState
-from langgraph_loop.stop import StopReason
+from langgraph_loop.core.effects import Logic, run_async, run_sync
+from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.state import LoopContext, LoopState
+from langgraph_loop.core.stop import StopReason
 
 __all__ = ["LoopNode", "emit", "jsonable", "plain_update"]
 
@@ -34,7 +34,7 @@ def jsonable(value: Any) -> Any:
     """``value`` made of JSON types only (enums by value, tuples as lists, others as str).
 
     Example:
-        >>> from langgraph_loop.stop import StopReason
+        >>> from langgraph_loop.core.stop import StopReason
         >>> jsonable({"reason": StopReason.STALLED, "args": (1, {"x": object}), "ok": None})
         {'reason': 'stalled', 'args': [1, {'x': "<class 'object'>"}], 'ok': None}
     """
@@ -59,7 +59,7 @@ def plain_update(update: Any) -> Any:
     mode refuses to load back.
 
     Example:
-        >>> from langgraph_loop.stop import StopReason
+        >>> from langgraph_loop.core.stop import StopReason
         >>> type(plain_update({"stop_reason": StopReason.STALLED})["stop_reason"])
         <class 'str'>
     """

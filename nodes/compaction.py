@@ -47,12 +47,12 @@ from langchain_core.runnables.config import merge_configs
 from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 
-from langgraph_loop.effects import Invoke, Logic
+from langgraph_loop.core.effects import Invoke, Logic
+from langgraph_loop.core.notices import drain
+from langgraph_loop.core.state import LoopContext, LoopState
 from langgraph_loop.nodes.base import LoopNode, emit
 from langgraph_loop.nodes.records import answer_text
 from langgraph_loop.nodes.request import build_request
-from langgraph_loop.notices import drain
-from langgraph_loop.state import LoopContext, LoopState
 
 __all__ = [
     "SUMMARY_NAME",

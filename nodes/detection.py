@@ -27,7 +27,7 @@ the calls in the window, the last result per call signature, and warned keys.
 
 Example:
     >>> from langchain_core.messages import AIMessage
-    >>> from langgraph_loop.config import LoopDetection
+    >>> from langgraph_loop.core.config import LoopDetection
     >>> ai = AIMessage("", tool_calls=[{"name": "search", "args": {"q": "x"}, "id": "1"}])
     >>> det, cfg = {}, LoopDetection(warn_after=2, stop_after=3)
     >>> for _ in range(3):
@@ -45,7 +45,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from langgraph_loop.config import LoopDetection
+from langgraph_loop.core.config import LoopDetection
 from langgraph_loop.nodes.loop_texts import Finding, stop_guard, warning_text
 from langgraph_loop.nodes.signatures import SignedCall, content_hash, response_signature, sign_calls
 

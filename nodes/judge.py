@@ -14,7 +14,7 @@ usage goes to ``judge_usage``. A failed call is retried once as a plain text cal
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage
-    >>> from langgraph_loop.config import Judge
+    >>> from langgraph_loop.core.config import Judge
     >>> from langgraph_loop.scripted import ScriptedChatModel
     >>> state = {"messages": [HumanMessage("2+2?", id="r"), AIMessage("4")],
     ...          "run": {"request_id": "r"}}
@@ -33,14 +33,14 @@ from langchain_core.runnables.config import merge_configs
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
-from langgraph_loop.config import Judge, JudgeVerdict
-from langgraph_loop.effects import Call, Invoke, Logic
+from langgraph_loop.core.config import Judge, JudgeVerdict
+from langgraph_loop.core.effects import Call, Invoke, Logic
+from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.state import LoopContext, LoopState, Usage, add_usage, new_usage, usage_of
 from langgraph_loop.nodes.base import LoopNode
 from langgraph_loop.nodes.records import answer_text, last_ai
 from langgraph_loop.nodes.router import normalize_predicate
 from langgraph_loop.nodes.verdict import judge_instructions, parse_text_verdict, resolve_verdict
-from langgraph_loop.settings import LoopSettings
-from langgraph_loop.state import LoopContext, LoopState, Usage, add_usage, new_usage, usage_of
 
 __all__ = ["JUDGE_TAG", "JudgeNode", "judge_config", "judge_request", "original_request"]
 

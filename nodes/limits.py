@@ -10,8 +10,8 @@ would still fit after the next round, so ``GraphRecursionError`` never escapes.
 
 Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel
-    >>> from langgraph_loop.settings import LoopSettings
-    >>> from langgraph_loop.config import Limits
+    >>> from langgraph_loop.core.settings import LoopSettings
+    >>> from langgraph_loop.core.config import Limits
     >>> s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=100))
     >>> check_limits({"usage": {"total_tokens": 150}}, s, has_calls=True)["reason"]
     'token_budget'
@@ -24,9 +24,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from langgraph_loop.settings import LoopSettings
-from langgraph_loop.state import LoopState
-from langgraph_loop.stop import StopReason
+from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.state import LoopState
+from langgraph_loop.core.stop import StopReason
 
 __all__ = [
     "can_continue_round",

@@ -22,16 +22,16 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from langgraph_loop.config import LoopDetection
-from langgraph_loop.effects import Logic
+from langgraph_loop.core.config import LoopDetection
+from langgraph_loop.core.effects import Logic
+from langgraph_loop.core.notices import queue_notice
+from langgraph_loop.core.pairing import call_ids
+from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.state import LoopContext, LoopState, Notice
+from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.base import LoopNode, emit
 from langgraph_loop.nodes.detection import observe
 from langgraph_loop.nodes.limits import check_limits, finish_steps, fits, pressure_due, stop_answer_text
-from langgraph_loop.notices import queue_notice
-from langgraph_loop.pairing import call_ids
-from langgraph_loop.settings import LoopSettings
-from langgraph_loop.state import LoopContext, LoopState, Notice
-from langgraph_loop.stop import StopReason
 
 __all__ = ["LoopDetectorNode", "previous_results", "stop_answers"]
 

@@ -33,14 +33,14 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 
-from langgraph_loop.effects import Call, Invoke, Logic
+from langgraph_loop.core.effects import Call, Invoke, Logic
+from langgraph_loop.core.notices import drain, queue_notice
+from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.state import LoopContext, LoopState, Usage, add_usage, usage_of
+from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.base import LoopNode
 from langgraph_loop.nodes.limits import stop_instruction
 from langgraph_loop.nodes.request import build_request
-from langgraph_loop.notices import drain, queue_notice
-from langgraph_loop.settings import LoopSettings
-from langgraph_loop.state import LoopContext, LoopState, Usage, add_usage, usage_of
-from langgraph_loop.stop import StopReason
 
 __all__ = ["ModelNode", "estimate_usage", "timed_out", "without_tool_calls"]
 

@@ -25,13 +25,13 @@ from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from langgraph_loop.effects import Call, Logic
+from langgraph_loop.core.effects import Call, Logic
+from langgraph_loop.core.pairing import unanswered_tail
+from langgraph_loop.core.state import RESET, LoopContext, LoopState, new_usage
+from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.base import LoopNode, emit
 from langgraph_loop.nodes.limits import fits, start_steps
 from langgraph_loop.nodes.records import new_pass
-from langgraph_loop.pairing import unanswered_tail
-from langgraph_loop.state import RESET, LoopContext, LoopState, new_usage
-from langgraph_loop.stop import StopReason
 
 __all__ = ["PrepareNode", "repair_dangling"]
 

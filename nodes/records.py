@@ -17,7 +17,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from langgraph_loop.state import CallRecord, IterationRecord, PassInfo, new_usage
+from langgraph_loop.core.state import CallRecord, IterationRecord, PassInfo, new_usage
 
 __all__ = ["answer_text", "build_record", "calls_of_pass", "last_ai", "new_pass", "shorten"]
 

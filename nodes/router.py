@@ -26,7 +26,10 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from langgraph_loop.effects import Call, Logic
+from langgraph_loop.core.effects import Call, Logic
+from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.state import LoopContext, LoopState
+from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.base import LoopNode, emit
 from langgraph_loop.nodes.continuation import (
     CONTINUE_NAME,
@@ -40,9 +43,6 @@ from langgraph_loop.nodes.limits import can_start_pass
 from langgraph_loop.nodes.records import answer_text, build_record, calls_of_pass, last_ai, new_pass, shorten
 from langgraph_loop.nodes.request import pass_messages
 from langgraph_loop.nodes.stall import guard_at_pass_end, stop_guard
-from langgraph_loop.settings import LoopSettings
-from langgraph_loop.state import LoopContext, LoopState
-from langgraph_loop.stop import StopReason
 
 __all__ = ["CONTINUE_NAME", "DEFAULT_CONTINUE", "RouterNode", "continuation_text", "decide",
            "normalize_predicate"]

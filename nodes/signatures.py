@@ -11,7 +11,7 @@ valid JSON) are signed from their raw text, so a model repeating the same broken
 call is counted like any other repeat.
 
 Example:
-    >>> from langgraph_loop.config import ArgPolicy, LoopDetection
+    >>> from langgraph_loop.core.config import ArgPolicy, LoopDetection
     >>> call_signature("search", {"q": "x", "page": 1}) == call_signature(
     ...     "search", '{"page": 1, "q": "x"}')
     True
@@ -33,7 +33,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from langgraph_loop.config import LoopDetection
+from langgraph_loop.core.config import LoopDetection
 
 __all__ = [
     "SignedCall",

@@ -47,11 +47,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langgraph_loop.config import StallDetection
+from langgraph_loop.core.config import StallDetection
+from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.state import CallRecord, IterationRecord, LoopState
+from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.records import answer_text, build_record, calls_of_pass, last_ai
-from langgraph_loop.settings import LoopSettings
-from langgraph_loop.state import CallRecord, IterationRecord, LoopState
-from langgraph_loop.stop import StopReason
 
 __all__ = [
     "budget_pressure_guard",

@@ -38,13 +38,13 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from langgraph_loop.effects import Call, Logic, Parallel, Tasks
+from langgraph_loop.core.effects import Call, Logic, Parallel, Tasks
+from langgraph_loop.core.pairing import unanswered_tail
+from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.state import CallRecord, LoopContext, LoopState
+from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.approval import apply_review, mark_edited
 from langgraph_loop.nodes.base import LoopNode, emit
-from langgraph_loop.pairing import unanswered_tail
-from langgraph_loop.settings import LoopSettings
-from langgraph_loop.state import CallRecord, LoopContext, LoopState
-from langgraph_loop.stop import StopReason
 
 __all__ = ["TASK_NAME", "ToolsNode", "atask_call", "atool_call", "cap_output", "durable",
            "plan_calls", "result_hash", "task_call", "tool_call"]

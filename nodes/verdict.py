@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from langgraph_loop.config import JudgeVerdict
+from langgraph_loop.core.config import JudgeVerdict
 
 __all__ = ["DEFAULT_JUDGE_INSTRUCTIONS", "criteria_block", "judge_instructions",
            "parse_text_verdict", "resolve_verdict"]
@@ -137,7 +137,7 @@ def resolve_verdict(parsed: Any, tool_args: Sequence[Any], text: str) -> dict[st
     """The verdict: the structured one when valid, else the tool-call args, else the text.
 
     Example:
-        >>> from langgraph_loop.config import JudgeVerdict
+        >>> from langgraph_loop.core.config import JudgeVerdict
         >>> resolve_verdict(JudgeVerdict(answered=True, reasoning="ok"), [], "")
         {'answered': True, 'reasoning': 'ok'}
         >>> resolve_verdict(None, [{"answered": "yes please"}], "VERDICT: MORE")["answered"]

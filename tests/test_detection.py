@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
-from langgraph_loop.config import ArgPolicy, LoopDetection
+from langgraph_loop.core.config import ArgPolicy, LoopDetection
 from langgraph_loop.nodes.detection import Observation, cycle_of, observe
 from langgraph_loop.nodes.signatures import call_signature, response_signature, sign_calls
 

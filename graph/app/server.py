@@ -27,7 +27,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 
-from langgraph_loop.config import Approval
+from langgraph_loop.core.config import Approval
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = [
@@ -88,7 +88,7 @@ def demo_model() -> ScriptedChatModel:
 
 def model(env: Mapping[str, str] | None = None) -> BaseChatModel:
     """ChatOpenAI from the environment when configured, else the demo model."""
-    from langgraph_loop.commands import UsageError, model_from_env
+    from langgraph_loop.app.commands import UsageError, model_from_env
 
     try:
         return model_from_env(os.environ if env is None else env)

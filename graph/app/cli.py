@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script and ``python -m langgraph_loop``."""
     args = parser().parse_args(argv)
     console = Console()
-    from langgraph_loop import commands
+    from langgraph_loop.app import commands
 
     handler = {"demo": commands.demo, "run": commands.run, "show": commands.show,
                "graph": commands.graph}[args.command]

@@ -15,10 +15,10 @@ __all__ = ["example_agent", "mermaid", "png_bytes", "render_png"]
 
 def example_agent() -> Any:
     """A loop agent with every optional node (judge, approval, compaction), for pictures."""
+    from langgraph_loop.app.server import GATED_TOOLS, TOOLS
     from langgraph_loop.builder import create_loop_agent
-    from langgraph_loop.config import Approval, Compaction, Judge
+    from langgraph_loop.core.config import Approval, Compaction, Judge
     from langgraph_loop.scripted import ScriptedChatModel
-    from langgraph_loop.server import GATED_TOOLS, TOOLS
 
     return create_loop_agent(ScriptedChatModel(), TOOLS, judge=Judge(model=ScriptedChatModel()),
                              approval=Approval(tools=GATED_TOOLS),

@@ -26,7 +26,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.tools import tool as as_tool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from langgraph_loop.config import (
+from langgraph_loop.core.config import (
     Approval,
     BudgetPressure,
     Compaction,

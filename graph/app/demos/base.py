@@ -54,6 +54,6 @@ def describe(message: BaseMessage) -> str:
 
 def print_run(console: Console, title: str, state: dict[str, Any], start: int = 0) -> None:
     """Print a run's transcript (from message ``start``), stop reason and usage."""
-    from langgraph_loop.transcript import render_run
+    from langgraph_loop.app.transcript import render_run
 
     render_run(console, title, state, start)

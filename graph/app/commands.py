@@ -27,7 +27,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from pydantic import SecretStr
 from rich.console import Console
 
-from langgraph_loop.cli import DEFAULT_DB
+from langgraph_loop.app.cli import DEFAULT_DB
 
 __all__ = ["UsageError", "demo", "demo_tools", "graph", "live_demo", "model_from_env",
            "offline_demo", "run", "show", "sqlite_saver"]
@@ -63,11 +63,11 @@ def demo(args: argparse.Namespace, console: Console) -> int:
 
 def live_demo(args: argparse.Namespace, console: Console) -> int:
     """One task through the configured model, stored in the SQLite default."""
+    from langgraph_loop.app.demos.base import print_run
+    from langgraph_loop.app.progress import run_with_progress
+    from langgraph_loop.app.server import get_weather
     from langgraph_loop.builder import create_loop_agent
-    from langgraph_loop.config import Limits
-    from langgraph_loop.demos.base import print_run
-    from langgraph_loop.progress import run_with_progress
-    from langgraph_loop.server import get_weather
+    from langgraph_loop.core.config import Limits
 
     model = model_from_env(os.environ)
     thread = f"demo-{uuid.uuid4().hex[:8]}"
@@ -84,7 +84,7 @@ def live_demo(args: argparse.Namespace, console: Console) -> int:
 
 def offline_demo(args: argparse.Namespace, console: Console) -> int:
     """Run the offline scenarios against a SQLite checkpointer."""
-    from langgraph_loop.demos import all_scenarios
+    from langgraph_loop.app.demos import all_scenarios
 
     chosen = [s for s in all_scenarios() if not args.scenarios or s.key in args.scenarios]
     if not chosen:
@@ -117,16 +117,16 @@ def model_from_env(env: Mapping[str, str]) -> BaseChatModel:
 
 
 def demo_tools() -> tuple[Any, ...]:
-    """The demo tools of the served graph (``graph/server.py``)."""
-    from langgraph_loop.server import TOOLS
+    """The demo tools of the served graph (``graph/app/server.py``)."""
+    from langgraph_loop.app.server import TOOLS
 
     return TOOLS
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
     """Run a task on a stored thread with live progress."""
+    from langgraph_loop.app.progress import run_with_progress
     from langgraph_loop.builder import create_loop_agent
-    from langgraph_loop.progress import run_with_progress
 
     model = model_from_env(os.environ)
     thread = args.thread or uuid.uuid4().hex[:8]
@@ -144,8 +144,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 def show(args: argparse.Namespace, console: Console) -> int:
     """Print a stored thread: transcript, stop reason, per-pass records, usage."""
+    from langgraph_loop.app.demos.base import print_run
     from langgraph_loop.builder import create_loop_agent
-    from langgraph_loop.demos.base import print_run
     from langgraph_loop.scripted import ScriptedChatModel
 
     if not Path(args.db).exists():
@@ -161,7 +161,7 @@ def show(args: argparse.Namespace, console: Console) -> int:
 
 def graph(args: argparse.Namespace, console: Console) -> int:
     """Print the graph as Mermaid text; ``--png FILE`` renders it offline."""
-    from langgraph_loop.picture import example_agent, mermaid, render_png
+    from langgraph_loop.app.picture import example_agent, mermaid, render_png
 
     agent = example_agent()
     if args.png is None:

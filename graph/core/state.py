@@ -5,7 +5,7 @@ step, so storage grows linearly with the thread instead of quadratically. The
 per-run log of tool-call records uses one too. Everything else is small.
 
 Example:
-    >>> from langgraph_loop.state import new_usage, add_usage
+    >>> from langgraph_loop.core.state import new_usage, add_usage
     >>> add_usage(new_usage(), {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5})
     {'input_tokens': 3, 'output_tokens': 2, 'total_tokens': 5}
 """
@@ -20,7 +20,7 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import _messages_delta_reducer
 from langgraph.managed import RemainingSteps
 
-from langgraph_loop.stop import StopReason
+from langgraph_loop.core.stop import StopReason
 
 __all__ = [
     "CallRecord",

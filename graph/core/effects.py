@@ -29,7 +29,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 from langgraph.func import task
 
-from langgraph_loop.callbacks import call_async, call_sync
+from langgraph_loop.core.callbacks import call_async, call_sync
 
 __all__ = ["Call", "Invoke", "Logic", "Parallel", "Tasks", "run_async", "run_sync"]
 
