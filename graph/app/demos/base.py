@@ -16,6 +16,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from rich.console import Console
 
+from langgraph_loop.app.transcript import render_run
+
 __all__ = ["Scenario", "describe", "print_run"]
 
 
@@ -54,6 +56,4 @@ def describe(message: BaseMessage) -> str:
 
 def print_run(console: Console, title: str, state: dict[str, Any], start: int = 0) -> None:
     """Print a run's transcript (from message ``start``), stop reason and usage."""
-    from langgraph_loop.app.transcript import render_run
-
     render_run(console, title, state, start)
