@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import RetryPolicy
@@ -30,50 +29,40 @@ from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopSt
 from langgraph_loop.nodes.approval import ApprovalNode
 from langgraph_loop.nodes.compaction import CompactionNode
 from langgraph_loop.nodes.judge import JudgeNode
-from langgraph_loop.nodes.limits import finish_steps
-from langgraph_loop.nodes.loop_detector import LoopDetectorNode
+from langgraph_loop.nodes.loop_detector import loop_detector
 from langgraph_loop.nodes.model import ModelNode
 from langgraph_loop.nodes.prepare import PrepareNode
 from langgraph_loop.nodes.respond import RespondNode
 from langgraph_loop.nodes.router import RouterNode
+from langgraph_loop.nodes.steps import default_recursion_limit
 from langgraph_loop.nodes.tools import ToolsNode
 from langgraph_loop.routing import Routes
+from langgraph_loop.runnables import Inline, inline_node, traced
 
-__all__ = ["create_loop_agent", "default_recursion_limit"]
+__all__ = ["create_loop_agent"]
 
 _UNSET: Any = object()
 
 
-def default_recursion_limit(settings: LoopSettings) -> int:
-    """A recursion limit that fits the configured limits (10,000 when unbounded)."""
-    calls, passes = settings.limits.max_model_calls, settings.max_iterations
-    if calls is None or passes is None:
-        return 10_000
-    per_round = (4 + (1 if settings.compaction is not None else 0)
-                 + (1 if settings.approval is not None else 0))
-    per_pass = calls * per_round + 3
-    return min(10_000, passes * per_pass + finish_steps(settings) + 10)
-
-
-def _edge(route: Callable[..., str]) -> RunnableCallable:
+def _edge(route: Callable[[LoopState], str]) -> Inline:
     """A conditional edge without a callback run of its own (routes are pure and cheap)."""
-    return RunnableCallable(route, name=route.__name__, trace=False)
+    return Inline(route, name=route.__name__)
 
 
 def _add_optional(builder: StateGraph[Any, Any, Any, Any], settings: LoopSettings) -> None:
     """Judge, structured final turn, approval and compaction, when configured."""
     if settings.judge is not None:
-        builder.add_node("judge", JudgeNode(settings).as_runnable())
+        builder.add_node("judge", traced(JudgeNode(settings)))
         builder.add_edge("judge", "router")
     if settings.response_format is not None:
-        builder.add_node("respond", RespondNode(settings).as_runnable(),
+        builder.add_node("respond", traced(RespondNode(settings)),
                          retry_policy=_retry(settings))
         builder.add_edge("respond", END)
     if settings.approval is not None:
-        builder.add_node("approval", ApprovalNode(settings).as_runnable())
+        builder.add_node("approval", traced(ApprovalNode(settings)))
         builder.add_edge("approval", "tools")
     if settings.compaction is not None:
-        builder.add_node("compaction", CompactionNode(settings).as_runnable(),
+        builder.add_node("compaction", traced(CompactionNode(settings)),
                          retry_policy=_retry(settings))
         builder.add_edge("compaction", "model")
 
@@ -122,11 +111,11 @@ def create_loop_agent(
     builder: StateGraph[LoopState, LoopContext, LoopInput, LoopOutput] = StateGraph(
         LoopState, context_schema=LoopContext, input_schema=LoopInput, output_schema=LoopOutput
     )
-    builder.add_node("prepare", PrepareNode(settings).as_runnable())
-    builder.add_node("model", ModelNode(settings).as_runnable(), retry_policy=_retry(settings))
-    builder.add_node("loop_detector", LoopDetectorNode(settings).as_runnable())
-    builder.add_node("tools", ToolsNode(settings).as_runnable())
-    builder.add_node("router", RouterNode(settings).as_runnable())
+    builder.add_node("prepare", traced(PrepareNode(settings)))
+    builder.add_node("model", traced(ModelNode(settings)), retry_policy=_retry(settings))
+    builder.add_node("loop_detector", inline_node(loop_detector, settings, name="loop_detector"))
+    builder.add_node("tools", traced(ToolsNode(settings)))
+    builder.add_node("router", traced(RouterNode(settings)))
     _add_optional(builder, settings)
     builder.add_edge(START, "prepare")
     builder.add_conditional_edges("prepare", _edge(routes.after_prepare),

@@ -41,13 +41,14 @@ import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from langgraph_loop.core.compat import resuming
+from langgraph_loop.core.config import Approval
 from langgraph_loop.core.effects import Call, Logic
 from langgraph_loop.core.pairing import unanswered_tail
 from langgraph_loop.core.state import LoopContext, LoopState
@@ -64,9 +65,9 @@ __all__ = [
     "check_decisions",
     "edit_note",
     "mark_edited",
+    "needs_approval",
     "reject_text",
     "response_model",
-    "resuming",
 ]
 
 DECISION_TYPES = ("approve", "edit", "reject")
@@ -201,6 +202,18 @@ def auto_allowed(run: Mapping[str, Any], max_auto_rounds: int) -> bool:
     return int(run.get("auto_rounds") or 0) < max_auto_rounds
 
 
+def needs_approval(message: BaseMessage | None, approval: Approval | None) -> bool:
+    """Does this reply ask for a tool that needs a decision first? (the one "is it gated")
+
+    Example:
+        >>> ai = AIMessage("", tool_calls=[{"name": "rm", "args": {}, "id": "c1"}])
+        >>> needs_approval(ai, Approval(tools=("rm",))), needs_approval(ai, None)
+        (True, False)
+    """
+    return (approval is not None and isinstance(message, AIMessage)
+            and any(c["name"] in approval.tools for c in message.tool_calls))
+
+
 def reject_text(name: str, message: str | None) -> str:
     """The error ToolMessage text of a rejected call."""
     base = f"Rejected by a reviewer: the call to {name!r} was not run."
@@ -278,23 +291,6 @@ def mark_edited(messages: Iterable[Any], reviewed: Reviewed) -> None:
             message.content = f"{note}\n\n{message.content}"
         else:
             message.content = [{"type": "text", "text": note}, *message.content]
-
-
-def resuming(config: RunnableConfig | None) -> bool:
-    """Is this step being resumed with an answer to its interrupt?
-
-    Then the human was asked because the resolver handed over (or its budget was
-    spent): the resolver is not asked again, so its (possibly different) second
-    opinion can never replace the human's answer.
-
-    Example:
-        >>> resuming({"configurable": {}})
-        False
-    """
-    pad = ((config or {}).get("configurable") or {}).get(CONFIG_KEY_SCRATCHPAD)
-    if pad is None:
-        return False
-    return bool(pad.resume) or pad.get_null_resume(False) is not None
 
 
 class ApprovalNode(LoopNode):

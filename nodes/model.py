@@ -22,7 +22,6 @@ Example:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,23 +34,15 @@ from langgraph.runtime import Runtime
 
 from langgraph_loop.core.effects import Call, Invoke, Logic
 from langgraph_loop.core.notices import drain, queue_notice
+from langgraph_loop.core.records import Guard
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopContext, LoopState, Usage, add_usage, usage_of
 from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.base import LoopNode
-from langgraph_loop.nodes.limits import stop_instruction
+from langgraph_loop.nodes.limits import stop_instruction, timeout_guard
 from langgraph_loop.nodes.request import build_request
 
-__all__ = ["ModelNode", "estimate_usage", "timed_out", "without_tool_calls"]
-
-
-def timed_out(state: LoopState, settings: LoopSettings, now: float | None = None) -> bool:
-    """True when the run's wall-clock cap is spent."""
-    cap = settings.limits.max_duration_s
-    started = (state.get("run") or {}).get("started_at")
-    if cap is None or started is None:
-        return False
-    return (time.time() if now is None else now) - started >= cap
+__all__ = ["ModelNode", "estimate_usage", "without_tool_calls"]
 
 
 def without_tool_calls(message: AIMessage) -> AIMessage:
@@ -123,16 +114,18 @@ class ModelNode(LoopNode):
         run: dict[str, Any] = dict(state.get("run") or {})
         update: dict[str, Any] = {}
         stop = state.get("stop_reason")
-        if stop is None and timed_out(state, settings):
+        timeout = timeout_guard(state, settings) if stop is None else None
+        if timeout is not None:  # the time cap, checked between steps
             stop = StopReason.TIMEOUT
-            run["guard"] = {"guard": "limits", "reason": stop.value}
+            run["guard"] = timeout
             update.update(stop_reason=stop, run=run)
         final = stop is not None
         if final and (run.get("finalized") or not settings.limits.final_answer):
             return update
         pending = list(state.get("pending_notices") or [])
         if final:
-            guard = run.get("guard") or {"reason": str(stop)}
+            stored: Guard | None = run.get("guard")
+            guard: Guard = stored or {"guard": "router", "reason": str(stop)}
             pending = queue_notice(pending, run=str(run.get("id")), key="stop",
                                    text=stop_instruction(guard), source="stop")
         notice, remaining = drain(pending, run=str(run.get("id")))

@@ -30,8 +30,8 @@ from langgraph_loop.core.pairing import unanswered_tail
 from langgraph_loop.core.state import RESET, LoopContext, LoopState, new_usage
 from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.base import LoopNode, emit
-from langgraph_loop.nodes.limits import fits, start_steps
 from langgraph_loop.nodes.records import new_pass
+from langgraph_loop.nodes.steps import fits, start_steps
 
 __all__ = ["PrepareNode", "repair_dangling"]
 

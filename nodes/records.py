@@ -17,7 +17,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from langgraph_loop.core.state import CallRecord, IterationRecord, PassInfo, new_usage
+from langgraph_loop.core.records import CallRecord, Guard, IterationRecord, new_usage
+from langgraph_loop.core.state import PassInfo
 
 __all__ = ["answer_text", "build_record", "calls_of_pass", "last_ai", "new_pass", "shorten"]
 
@@ -86,7 +87,7 @@ def build_record(
     answer: str = "",
     feedback: str | None = None,
     verdict: dict[str, Any] | None = None,
-    guard: dict[str, Any] | None = None,
+    guard: Guard | None = None,
 ) -> IterationRecord:
     """The record of a finished pass (``iterations[i]``)."""
     end = time.time() if now is None else now

@@ -39,10 +39,10 @@ from langgraph_loop.nodes.continuation import (
     resend_message,
     with_progress,
 )
-from langgraph_loop.nodes.limits import can_start_pass
+from langgraph_loop.nodes.pass_end import explain_stop, guard_at_pass_end
 from langgraph_loop.nodes.records import answer_text, build_record, calls_of_pass, last_ai, new_pass, shorten
 from langgraph_loop.nodes.request import pass_messages
-from langgraph_loop.nodes.stall import guard_at_pass_end, stop_guard
+from langgraph_loop.nodes.steps import can_start_pass
 
 __all__ = ["CONTINUE_NAME", "DEFAULT_CONTINUE", "RouterNode", "continuation_text", "decide",
            "normalize_predicate"]
@@ -109,7 +109,7 @@ class RouterNode(LoopNode):
                                 verdict=verdict)
         if stop is None and not can_start_pass(state.get("remaining_steps"), settings):
             stop = StopReason.STEP_LIMIT
-        if stop is None:  # time cap, budget-pressure wrap-up, stall (nodes/stall.py)
+        if stop is None:  # time cap, budget-pressure wrap-up, stall (nodes/pass_end.py)
             guard = guard_at_pass_end(state, settings)
             stop = StopReason(guard["reason"]) if guard is not None else None
         return stop, feedback
@@ -137,7 +137,7 @@ class RouterNode(LoopNode):
             calls=calls_of_pass(state.get("call_log") or [], state.get("iteration", 1)),
             answer=answer_text(last_ai(state.get("messages") or [])), feedback=entry,
             verdict=state.get("verdict") if settings.judge is not None else None,
-            guard=stop_guard(state, settings, stop),
+            guard=explain_stop(state, settings, stop),
         )
         view: LoopState = {**state, "progress": progress}  # type: ignore[typeddict-item]
         hook = settings.hooks.on_iteration_end

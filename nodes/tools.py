@@ -33,11 +33,11 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from langgraph_loop.core.compat import durable
 from langgraph_loop.core.effects import Call, Logic, Parallel, Tasks
 from langgraph_loop.core.pairing import unanswered_tail
 from langgraph_loop.core.settings import LoopSettings
@@ -46,7 +46,7 @@ from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.approval import apply_review, mark_edited
 from langgraph_loop.nodes.base import LoopNode, emit
 
-__all__ = ["TASK_NAME", "ToolsNode", "atask_call", "atool_call", "cap_output", "durable",
+__all__ = ["TASK_NAME", "ToolsNode", "atask_call", "atool_call", "cap_output",
            "plan_calls", "result_hash", "task_call", "tool_call"]
 
 Plan = tuple[str, str | None]
@@ -142,7 +142,7 @@ async def atool_call(tool: BaseTool, call: dict[str, Any],
 
 
 def task_call(tool: BaseTool, call: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-    """``tool_call`` as a LangGraph task (see ``durable``): ``{"message", "duration_s"}``."""
+    """``tool_call`` as a LangGraph task (see ``compat.durable``): ``{"message", "duration_s"}``."""
     result, duration = tool_call(tool, call, config)
     return {"message": result, "duration_s": duration}
 
@@ -168,21 +168,6 @@ def _for_tool(config: RunnableConfig) -> RunnableConfig:
 
 def _runners(tool: BaseTool, call: dict[str, Any], config: RunnableConfig) -> Any:
     return (lambda: tool_call(tool, call, config)), (lambda: atool_call(tool, call, config))
-
-
-def durable(config: RunnableConfig | None) -> bool:
-    """Is this step saved as it goes (a checkpointer, durability other than "exit")?
-
-    Then each call of a batch runs as a LangGraph task whose result is saved as soon
-    as it finishes: a crash in the middle of a batch re-runs only unfinished calls.
-
-    Example:
-        >>> durable({"configurable": {}}), durable(None)
-        (False, False)
-    """
-    configurable = (config or {}).get("configurable") or {}
-    return (configurable.get(CONFIG_KEY_CHECKPOINTER) is not None
-            and configurable.get(CONFIG_KEY_DURABILITY) != "exit")
 
 
 class ToolsNode(LoopNode):
