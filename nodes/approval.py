@@ -313,7 +313,7 @@ class ApprovalNode(LoopNode):
         if not calls:
             return {}
         request = approval_request(calls, approval.description)
-        schema = response_model(calls, gated=gated, known={t.name for t in settings.all_tools})
+        schema = response_model(calls, gated=gated, known={t.name for t in settings.tools})
         run: dict[str, Any] = dict(state.get("run") or {})
         response: ApprovalResponse | None = None
         if (approval.resolver is not None and auto_allowed(run, approval.max_auto_rounds)

@@ -34,7 +34,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from langgraph_loop.core.config import Judge, JudgeVerdict
-from langgraph_loop.core.effects import Call, Invoke, Logic
+from langgraph_loop.core.effects import Call, Invoke, Logic, StructuredReply, as_message, as_structured
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopContext, LoopState, Usage, add_usage, new_usage, usage_of
 from langgraph_loop.nodes.base import LoopNode
@@ -115,24 +115,26 @@ class JudgeNode(LoopNode):
 
     def _ask(self, judge: Judge, request: list[BaseMessage], config: RunnableConfig) -> Logic:
         """Structured first; on an error, one plain-text retry; then "not answered"."""
-        yield from ()
         usage: Usage = new_usage()
         errors: list[str] = []
         for attempt in range(2):
             structured = attempt == 0 and self._structured is not None
             runnable = self._structured if structured else judge.model
             try:
-                reply = yield Invoke(runnable, request, judge_config(config))  # type: ignore[arg-type]
+                result = yield Invoke(runnable, request, judge_config(config))  # type: ignore[arg-type]
+                reply = (as_structured(result, "judge") if structured else
+                         StructuredReply(raw=as_message(result, "judge"), parsed=None,
+                                         parsing_error=None))
             except GraphBubbleUp:
                 raise
             except Exception as exc:  # noqa: BLE001 - a judge failure is "not answered"
                 errors.append(f"{type(exc).__name__}: {exc}")
                 continue
-            raw = reply.get("raw") if structured else reply
+            raw = reply["raw"]
             usage = add_usage(usage, usage_of(raw))
             text = answer_text(raw)
             if not structured:
                 return parse_text_verdict(text), usage
-            args = [c.get("args") for c in getattr(raw, "tool_calls", None) or []]
-            return resolve_verdict(reply.get("parsed"), args, text), usage
+            args = [c.get("args") for c in raw.tool_calls]
+            return resolve_verdict(reply["parsed"], args, text), usage
         return {"answered": False, "reasoning": "", "error": "; ".join(errors)}, usage

@@ -32,7 +32,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 
-from langgraph_loop.core.effects import Call, Invoke, Logic
+from langgraph_loop.core.effects import Call, Invoke, Logic, as_message
 from langgraph_loop.core.notices import drain, queue_notice
 from langgraph_loop.core.records import Guard
 from langgraph_loop.core.settings import LoopSettings
@@ -79,7 +79,7 @@ class ModelNode(LoopNode):
 
     def __init__(self, settings: LoopSettings) -> None:
         super().__init__(settings)
-        tools = list(settings.all_tools)
+        tools = list(settings.tools)
         self._bound_all: Runnable[LanguageModelInput, BaseMessage] = (
             settings.model.bind_tools(tools) if tools else settings.model
         )
@@ -93,12 +93,11 @@ class ModelNode(LoopNode):
 
     def _offered(self, state: LoopState, settings: LoopSettings) -> Logic:
         """The tools offered to this call: all, or what ``tool_filter`` returns."""
-        yield from ()
         if settings.tool_filter is None:
             return None
-        chosen = yield Call(settings.tool_filter, (state, list(settings.all_tools)),
+        chosen = yield Call(settings.tool_filter, (state, list(settings.tools)),
                             name="tool_filter")
-        known = {t.name: t for t in settings.all_tools}
+        known = {t.name: t for t in settings.tools}
         picked: list[BaseTool] = []
         for item in chosen or []:
             name = item if isinstance(item, str) else getattr(item, "name", None)
@@ -133,9 +132,7 @@ class ModelNode(LoopNode):
         offered = None if final else (yield from self._offered(state, settings))
         request = build_request(state, settings, extra)
         runnable = self._bind([] if final else offered)
-        reply = yield Invoke(runnable, request, config)
-        if not isinstance(reply, AIMessage):
-            raise TypeError(f"model returned {type(reply).__name__}, expected an AIMessage")
+        reply = as_message((yield Invoke(runnable, request, config)), "model")
         if final:
             reply = without_tool_calls(reply)
             run["finalized"] = True

@@ -30,6 +30,7 @@ from langgraph_loop.core.effects import Call, Logic
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopContext, LoopState
 from langgraph_loop.core.stop import StopReason
+from langgraph_loop.core.text import shorten
 from langgraph_loop.nodes.base import LoopNode, emit
 from langgraph_loop.nodes.continuation import (
     CONTINUE_NAME,
@@ -40,7 +41,7 @@ from langgraph_loop.nodes.continuation import (
     with_progress,
 )
 from langgraph_loop.nodes.pass_end import explain_stop, guard_at_pass_end
-from langgraph_loop.nodes.records import answer_text, build_record, calls_of_pass, last_ai, new_pass, shorten
+from langgraph_loop.nodes.records import answer_text, build_record, calls_of_pass, last_ai, new_pass
 from langgraph_loop.nodes.request import pass_messages
 from langgraph_loop.nodes.steps import can_start_pass
 
@@ -86,7 +87,6 @@ class RouterNode(LoopNode):
     name = "router"
 
     def _predicate(self, state: LoopState, settings: LoopSettings) -> Logic:
-        yield from ()
         stored = (state.get("pass_info") or {}).get("predicate")
         if stored is not None:
             return bool(stored["continue"]), stored.get("feedback")
@@ -96,7 +96,6 @@ class RouterNode(LoopNode):
         return normalize_predicate(result)
 
     def _decision(self, state: LoopState, settings: LoopSettings) -> Logic:
-        yield from ()
         iteration = state.get("iteration", 1)
         has_condition = settings.should_continue is not None or settings.judge is not None
         capped = settings.max_iterations is not None and iteration >= settings.max_iterations
@@ -115,7 +114,6 @@ class RouterNode(LoopNode):
         return stop, feedback
 
     def _feedback(self, state: LoopState, settings: LoopSettings, feedback: str | None) -> Logic:
-        yield from ()
         if settings.record_feedback is not None:
             entry = yield Call(settings.record_feedback, (state, feedback), name="record_feedback")
             return None if entry is None else str(entry)
@@ -168,7 +166,6 @@ class RouterNode(LoopNode):
     def _continuation(self, state: LoopState, settings: LoopSettings,
                       feedback: str | None) -> Logic:
         """The next pass's input: prompt_factory, next_message or the default text."""
-        yield from ()
         progress = list(state.get("progress") or [])
         inject = settings.inject_progress and not settings.fresh_context
         if settings.prompt_factory is not None:

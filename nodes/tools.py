@@ -25,7 +25,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -45,9 +44,10 @@ from langgraph_loop.core.state import CallRecord, LoopContext, LoopState
 from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.approval import apply_review, mark_edited
 from langgraph_loop.nodes.base import LoopNode, emit
+from langgraph_loop.nodes.signatures import content_hash
 
 __all__ = ["TASK_NAME", "ToolsNode", "atask_call", "atool_call", "cap_output",
-           "plan_calls", "result_hash", "task_call", "tool_call"]
+           "plan_calls", "task_call", "tool_call"]
 
 Plan = tuple[str, str | None]
 
@@ -90,11 +90,6 @@ def cap_output(content: Any, limit: int | None) -> Any:
         return content
     return (content[:limit] + f"\n\n[output truncated: {len(content)} characters, "
             f"the first {limit} are shown]")
-
-
-def result_hash(content: Any) -> str:
-    """A short hash of a tool result (what the loop detector compares)."""
-    return hashlib.sha1(repr(content).encode()).hexdigest()[:12]
 
 
 def _error_message(call: dict[str, Any], text: str) -> ToolMessage:
@@ -177,7 +172,7 @@ class ToolsNode(LoopNode):
 
     def __init__(self, settings: LoopSettings) -> None:
         super().__init__(settings)
-        self.by_name = {t.name: t for t in settings.all_tools}
+        self.by_name = {t.name: t for t in settings.tools}
 
     def logic(
         self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
@@ -254,7 +249,7 @@ class ToolsNode(LoopNode):
                             "status": message.status if action == "run" else
                                       "rejected" if action == "reject" else "refused",
                             "duration_s": duration, "iteration": iteration,
-                            "result_hash": result_hash(message.content)})  # type: ignore[typeddict-unknown-key]
+                            "result_hash": content_hash(message.content)})  # type: ignore[typeddict-unknown-key]
         for bad in invalid:
             text = (f"Error: the arguments of this call to {bad.get('name')!r} are not valid "
                     f"JSON ({bad.get('error') or 'could not be parsed'}); it was not run.")

@@ -109,7 +109,6 @@ class LoopSettings:
     compaction: Compaction | None = None
     hooks: Hooks = field(default_factory=Hooks)
     response_format: Any = None
-    extra_tools: tuple[BaseTool, ...] = ()
     _cache: dict[tuple[Any, ...], LoopSettings] = field(
         default_factory=dict, compare=False, repr=False
     )
@@ -139,15 +138,10 @@ class LoopSettings:
     def _check_approval(self) -> None:
         if self.approval is None:
             return
-        known = {t.name for t in self.all_tools}
+        known = {t.name for t in self.tools}
         unknown = sorted(set(self.approval.tools) - known)
         if unknown:
             raise ValueError(f"approval.tools: unknown tools {unknown}; known: {sorted(known)}")
-
-    @property
-    def all_tools(self) -> tuple[BaseTool, ...]:
-        """The user's tools plus tools the loop adds (e.g. ``write_todos``)."""
-        return self.tools + self.extra_tools
 
     def for_run(self, context: Mapping[str, Any] | None) -> LoopSettings:
         """These settings with a run's overrides applied and validated."""
