@@ -1,6 +1,6 @@
 """The ``judge`` node: at a natural pass end, ask the predicate, then a second model.
 
-Order (DESIGN.md): on the capped pass nothing is asked (the router stops with
+Order: on the capped pass nothing is asked (the router stops with
 ``max_iterations``). The predicate is asked first and its answer is stored in
 ``pass_info["predicate"]`` for the router; if it asks to continue, the judge model
 is not called. Otherwise the judge model sees its instructions (criteria filled

@@ -138,7 +138,7 @@ class LoopOutput(LoopInput, total=False):
 class LoopState(LoopOutput, total=False):
     """The full state schema of the compiled graph.
 
-    Public keys (see DESIGN.md): ``messages``, ``stop_reason``, ``iteration``,
+    Public keys (see the README's state keys): ``messages``, ``stop_reason``, ``iteration``,
     ``iterations``, ``usage``, ``judge_usage``, ``progress``, ``todos``, ``mode``,
     ``pending_notices``, ``verdict``. The rest belong to the nodes.
     """
