@@ -51,7 +51,7 @@ from langgraph_loop.core.effects import Invoke, Logic, as_message
 from langgraph_loop.core.notices import drain
 from langgraph_loop.core.state import LoopContext, LoopState
 from langgraph_loop.nodes.base import LoopNode, emit
-from langgraph_loop.nodes.records import answer_text
+from langgraph_loop.nodes.passes import answer_text
 from langgraph_loop.nodes.request import build_request
 
 __all__ = [

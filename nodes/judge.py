@@ -38,7 +38,7 @@ from langgraph_loop.core.effects import Call, Invoke, Logic, StructuredReply, as
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopContext, LoopState, Usage, add_usage, new_usage, usage_of
 from langgraph_loop.nodes.base import LoopNode
-from langgraph_loop.nodes.records import answer_text, last_ai
+from langgraph_loop.nodes.passes import answer_text, last_ai
 from langgraph_loop.nodes.router import normalize_predicate
 from langgraph_loop.nodes.verdict import judge_instructions, parse_text_verdict, resolve_verdict
 

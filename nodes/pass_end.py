@@ -25,7 +25,7 @@ from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.budget_pressure import budget_pressure_guard
 from langgraph_loop.nodes.limits import limit_guard, timeout_guard
-from langgraph_loop.nodes.records import answer_text, build_record, calls_of_pass, last_ai
+from langgraph_loop.nodes.passes import answer_text, build_record, calls_of_pass, last_ai
 from langgraph_loop.nodes.stall import new_work_by_pass, stall_guard
 
 __all__ = ["current_record", "explain_stop", "guard_at_pass_end"]

@@ -41,7 +41,7 @@ from langgraph_loop.nodes.continuation import (
     with_progress,
 )
 from langgraph_loop.nodes.pass_end import explain_stop, guard_at_pass_end
-from langgraph_loop.nodes.records import answer_text, build_record, calls_of_pass, last_ai, new_pass
+from langgraph_loop.nodes.passes import answer_text, build_record, calls_of_pass, last_ai, new_pass
 from langgraph_loop.nodes.request import pass_messages
 from langgraph_loop.nodes.steps import can_start_pass
 
