@@ -44,6 +44,7 @@ from langgraph_loop.core.state import CallRecord, LoopContext, LoopState
 from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.approval import apply_review, mark_edited
 from langgraph_loop.nodes.base import LoopNode, emit
+from langgraph_loop.nodes.limits import limit_guard
 from langgraph_loop.nodes.signatures import content_hash
 
 __all__ = ["TASK_NAME", "ToolsNode", "atask_call", "atool_call", "cap_output",
@@ -104,7 +105,7 @@ def _describe(exc: Exception, call: dict[str, Any]) -> str:
     return f"Error: tool {call.get('name')!r} raised {kind}: {exc}"
 
 
-def _outcome(result: Any, call: dict[str, Any], started: float) -> tuple[Any, float]:
+def _outcome(result: Any, started: float) -> tuple[Any, float]:
     return result, round(time.perf_counter() - started, 6)
 
 
@@ -120,7 +121,7 @@ def tool_call(tool: BaseTool, call: dict[str, Any], config: RunnableConfig) -> t
         raise
     except Exception as exc:  # noqa: BLE001 - becomes an error ToolMessage
         result = _error_message(call, _describe(exc, call))
-    return _outcome(result, call, started)
+    return _outcome(result, started)
 
 
 async def atool_call(tool: BaseTool, call: dict[str, Any],
@@ -133,7 +134,7 @@ async def atool_call(tool: BaseTool, call: dict[str, Any],
         raise
     except Exception as exc:  # noqa: BLE001 - becomes an error ToolMessage
         result = _error_message(call, _describe(exc, call))
-    return _outcome(result, call, started)
+    return _outcome(result, started)
 
 
 def task_call(tool: BaseTool, call: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
@@ -213,8 +214,7 @@ class ToolsNode(LoopNode):
         update["run"] = run
         if cap is not None and run["tool_calls"] >= cap and state.get("stop_reason") is None:
             update["stop_reason"] = StopReason.MAX_TOOL_CALLS
-            run["guard"] = {"guard": "limits", "reason": "max_tool_calls", "limit": cap,
-                            "value": run["tool_calls"]}
+            run["guard"] = limit_guard(StopReason.MAX_TOOL_CALLS, cap, run["tool_calls"])
         hook = settings.hooks.on_tool_call
         for logged in update["call_log"]:
             record = {k: v for k, v in logged.items() if k != "result_hash"}
