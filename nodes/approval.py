@@ -12,13 +12,10 @@ and gets one decision per gated call, in order: from ``Approval.resolver`` (at m
 Decisions: ``{"type": "approve"}``, ``{"type": "edit", "edited_action": {"name",
 "args"}}`` (same tool, or an ungated known tool), ``{"type": "reject", "message": ...}``.
 
-The answer is validated *inside* ``interrupt()`` (its ``response_schema``), so a
-malformed resume raises a clear ``ValueError`` before anything is saved: the thread
-stays paused at ``approval`` and can be answered again. The decisions are written to
-``run["review"]``; the ``tools`` node honours them (``apply_review``): approved calls
-run, edited calls run as edited with a note in their ToolMessage, rejected calls get
-an error ToolMessage carrying the reviewer's message, and a gated call without a
-recorded decision never runs.
+The answer is validated inside ``interrupt()`` (its ``response_schema``): a malformed
+resume is a ``ValueError`` and the thread stays paused. The decisions go to
+``run["review"]``; the ``tools`` node applies them (``apply_review``), and a gated call
+without a recorded decision never runs.
 
 Example:
     >>> calls = [{"name": "rm", "args": {"path": "/tmp/x"}, "id": "c1"}]
@@ -27,11 +24,6 @@ Example:
     [{'action_name': 'rm', 'allowed_decisions': ['approve', 'edit', 'reject']}]
     >>> check_decisions(calls, [{"type": "approve"}], gated={"rm"}, known={"rm", "ls"})
     [{'type': 'approve'}]
-    >>> try:
-    ...     check_decisions(calls, [], gated={"rm"}, known={"rm"})
-    ... except ValueError as exc:
-    ...     print(exc)
-    approval: expected 1 decision (one per gated call: rm), got 0
 """
 
 from __future__ import annotations
