@@ -318,8 +318,8 @@ class ApprovalNode(LoopNode):
                 except ValidationError as exc:
                     raise ValueError(f"approval.resolver returned an invalid answer: {exc}") from exc
                 run["auto_rounds"] = int(run.get("auto_rounds") or 0) + 1
-                emit(runtime, "approval_auto", decisions=response.as_dicts(),
-                     auto_rounds=run["auto_rounds"])
+                emit(runtime, {"event": "approval_auto", "decisions": response.as_dicts(),
+                               "auto_rounds": run["auto_rounds"]})
         if response is None:
             response = interrupt(request, response_schema=schema)
         decisions = response.as_dicts()

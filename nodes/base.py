@@ -26,7 +26,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from langgraph_loop.core.effects import Logic, run_async, run_sync
-from langgraph_loop.core.records import EventName
+from langgraph_loop.core.records import Event
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopContext, LoopState
 from langgraph_loop.core.stop import StopReason
@@ -45,13 +45,10 @@ def jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def emit(runtime: Runtime[LoopContext] | None, event: EventName, **data: Any) -> None:
-    """Send a JSON-friendly ``custom`` stream event ``{"event": event, **data}``.
-
-    ``stop`` is sent once per run, the others as they happen. No-op when nobody streams.
-    """
+def emit(runtime: Runtime[LoopContext] | None, event: Event) -> None:
+    """Send a typed ``custom`` stream event, made JSON-friendly (no-op when nobody streams)."""
     if runtime is not None and runtime.stream_writer is not None:
-        runtime.stream_writer(jsonable({"event": event, **data}))
+        runtime.stream_writer(jsonable(event))
 
 
 def plain_update(update: Any) -> Any:

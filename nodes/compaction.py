@@ -199,6 +199,6 @@ class CompactionNode(LoopNode):
                                   len(split.old))
         pass_info: dict[str, Any] = dict(state.get("pass_info") or {})
         pass_info["compacted"] = int(pass_info.get("compacted") or 0) + len(split.old)
-        emit(runtime, "compaction", replaced=len(split.old), tokens=size,
-             max_tokens=compaction.max_tokens)
+        emit(runtime, {"event": "compaction", "replaced": len(split.old), "tokens": size,
+                       "max_tokens": compaction.max_tokens})
         return {"messages": compaction_writes(split, summary), "pass_info": pass_info}

@@ -110,15 +110,15 @@ def _queue(notices: list[Notice], decision: Decision, run: dict[str, Any], setti
     for warning in decision.warnings:
         notices = queue_notice(notices, run=run["id"], key=f"loop:{warning.key}",
                                text=warning.text, source="loop")
-        emit(runtime, "loop_warning", layer=warning.layer, key=warning.key,
-             calls=list(warning.calls), count=warning.count, text=warning.text)
+        emit(runtime, {"event": "loop_warning", "layer": warning.layer, "key": warning.key,
+                       "calls": list(warning.calls), "count": warning.count, "text": warning.text})
     pressure = settings.budget_pressure
     if decision.pressure and pressure is not None:
         run["pressure_queued"] = True
         notices = queue_notice(notices, run=run["id"], key="budget_pressure",
                                text=pressure.instruction, source=NOTICE_SOURCE)
-        emit(runtime, "budget_pressure", usage=state.get("usage"),
-             threshold=pressure.threshold, limit=settings.limits.token_budget)
+        emit(runtime, {"event": "budget_pressure", "usage": state.get("usage"),
+                       "threshold": pressure.threshold, "limit": settings.limits.token_budget})
     return notices
 
 

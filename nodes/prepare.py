@@ -106,5 +106,5 @@ class PrepareNode(LoopNode):
         hook = settings.hooks.on_iteration_start
         if hook is not None:
             yield Call(hook, ({**state, **update},), name="hooks.on_iteration_start")
-        emit(runtime, "iteration_start", iteration=1)
+        emit(runtime, {"event": "iteration_start", "iteration": 1})
         return update

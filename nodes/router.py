@@ -144,12 +144,13 @@ class RouterNode(LoopNode):
             if ended is True and stop is None:
                 stop = StopReason.TERMINATED
                 record["guard"] = {"guard": "hooks", "reason": stop.value}
-        emit(runtime, "iteration_end", record=record)
+        emit(runtime, {"event": "iteration_end", "record": record})
         update: dict[str, Any] = {"iterations": [*(state.get("iterations") or []), record],
                                   "progress": progress}
         if stop is not None:
             update.update(stop_reason=stop, pending_notices=[])
-            emit(runtime, "stop", reason=stop, iteration=record["iteration"], guard=record["guard"])
+            emit(runtime, {"event": "stop", "reason": stop, "iteration": record["iteration"],
+                           "guard": record["guard"]})
             return update
         continuation = yield from self._continuation(view, settings, feedback)
         next_pass = new_pass(continuation.id)
@@ -160,7 +161,7 @@ class RouterNode(LoopNode):
             messages = [*(state.get("messages") or []), continuation]
             yield Call(hook, ({**view, **update, "messages": messages},),
                        name="hooks.on_iteration_start")
-        emit(runtime, "iteration_start", iteration=update["iteration"])
+        emit(runtime, {"event": "iteration_start", "iteration": update["iteration"]})
         return update
 
     def _continuation(self, state: LoopState, settings: LoopSettings,

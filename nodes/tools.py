@@ -217,10 +217,12 @@ class ToolsNode(LoopNode):
             run["guard"] = limit_guard(StopReason.MAX_TOOL_CALLS, cap, run["tool_calls"])
         hook = settings.hooks.on_tool_call
         for logged in update["call_log"]:
-            record = {k: v for k, v in logged.items() if k != "result_hash"}
+            record: CallRecord = {"name": logged["name"], "args": logged["args"],
+                                  "status": logged["status"], "duration_s": logged["duration_s"],
+                                  "iteration": logged["iteration"]}
             if hook is not None:
                 yield Call(hook, (record,), name="hooks.on_tool_call")
-            emit(runtime, "tool_call", **record)
+            emit(runtime, {"event": "tool_call", **record})
         return update
 
     def _assemble(

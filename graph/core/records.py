@@ -11,14 +11,23 @@ from collections.abc import Mapping
 from typing import Any, Literal, NotRequired, Required, TypedDict
 
 __all__ = [
+    "ApprovalAutoEvent",
+    "BudgetPressureEvent",
     "CallRecord",
+    "CompactionEvent",
+    "Event",
     "EventName",
     "Guard",
     "GuardName",
+    "IterationEndEvent",
     "IterationRecord",
+    "IterationStartEvent",
     "LoggedCall",
+    "LoopWarningEvent",
     "Notice",
+    "StopEvent",
     "Todo",
+    "ToolCallEvent",
     "Usage",
     "add_usage",
     "new_usage",
@@ -116,6 +125,77 @@ class IterationRecord(TypedDict, total=False):
     compacted: int
     answer_hash: str | None
     work_hash: str | None
+
+
+class IterationStartEvent(TypedDict):
+    """A pass starts."""
+
+    event: Literal["iteration_start"]
+    iteration: int
+
+
+class IterationEndEvent(TypedDict):
+    """A pass ended; its record."""
+
+    event: Literal["iteration_end"]
+    record: IterationRecord
+
+
+class StopEvent(TypedDict):
+    """The run stops (sent once per run)."""
+
+    event: Literal["stop"]
+    reason: str
+    iteration: int
+    guard: Guard | None
+
+
+class ToolCallEvent(CallRecord):
+    """A tool call ran (or was refused); the call record."""
+
+    event: Literal["tool_call"]
+
+
+class LoopWarningEvent(TypedDict):
+    """The loop detector queued a warning."""
+
+    event: Literal["loop_warning"]
+    layer: str
+    key: str
+    calls: list[str]
+    count: int
+    text: str
+
+
+class BudgetPressureEvent(TypedDict):
+    """The budget-pressure notice was queued."""
+
+    event: Literal["budget_pressure"]
+    usage: Usage | None
+    threshold: float
+    limit: int | None
+
+
+class ApprovalAutoEvent(TypedDict):
+    """The approval resolver decided the gated calls."""
+
+    event: Literal["approval_auto"]
+    decisions: list[dict[str, Any]]
+    auto_rounds: int
+
+
+class CompactionEvent(TypedDict):
+    """Old messages were replaced by a summary."""
+
+    event: Literal["compaction"]
+    replaced: int
+    tokens: int
+    max_tokens: int
+
+
+Event = (IterationStartEvent | IterationEndEvent | StopEvent | ToolCallEvent | LoopWarningEvent
+         | BudgetPressureEvent | ApprovalAutoEvent | CompactionEvent)
+"""A ``custom`` stream event: ``{"event": <EventName>, ...}``."""
 
 
 _USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
