@@ -10,9 +10,9 @@ Example:
 """
 
 from importlib.metadata import version
-from typing import TYPE_CHECKING, Any
 
-from langgraph_loop.config import (
+from langgraph_loop.builder import create_loop_agent
+from langgraph_loop.core.config import (
     Approval,
     ArgPolicy,
     BudgetPressure,
@@ -24,21 +24,9 @@ from langgraph_loop.config import (
     LoopDetection,
     StallDetection,
 )
-from langgraph_loop.state import LoopState
-from langgraph_loop.stop import StopReason
+from langgraph_loop.core.state import LoopState
+from langgraph_loop.core.stop import StopReason
 from langgraph_loop.todos import set_mode, todos_remaining, todos_remaining_message, write_todos
-
-if TYPE_CHECKING:
-    from langgraph_loop.builder import create_loop_agent
-
-
-def __getattr__(name: str) -> Any:
-    # The builder imports the nodes, which import graph's modules: load it lazily.
-    if name == "create_loop_agent":
-        from langgraph_loop.builder import create_loop_agent
-
-        return create_loop_agent
-    raise AttributeError(f"module 'graph' has no attribute {name!r}")
 
 __version__ = version("langgraph-loop")
 

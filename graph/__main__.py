@@ -2,6 +2,6 @@
 
 import sys
 
-from langgraph_loop.cli import main
+from langgraph_loop.app.cli import main
 
 sys.exit(main())

@@ -28,7 +28,7 @@ small ints only, bounded by the window.
 
 Example:
     >>> from langchain_core.messages import AIMessage
-    >>> from langgraph_loop.config import LoopDetection
+    >>> from langgraph_loop.core.config import LoopDetection
     >>> ai = AIMessage("", tool_calls=[{"name": "search", "args": {"q": "x"}, "id": "1"}])
     >>> det, cfg = {}, LoopDetection(warn_after=2, stop_after=3)
     >>> for _ in range(3):
@@ -46,7 +46,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from langgraph_loop.config import LoopDetection
+from langgraph_loop.core.config import LoopDetection
 from langgraph_loop.nodes.detector_state import (
     DetectorState,
     absorb,

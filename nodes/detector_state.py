@@ -22,7 +22,7 @@ progress.
 
 Example:
     >>> from langchain_core.messages import ToolMessage
-    >>> from langgraph_loop.config import LoopDetection
+    >>> from langgraph_loop.core.config import LoopDetection
     >>> det: DetectorState = {"calls": {"s": {"tool": "book"}}, "pending": {"c1": "s"},
     ...                       "window": [{"calls": ["s"]}]}
     >>> cfg = LoopDetection()
@@ -40,7 +40,7 @@ from typing import Any, NotRequired, TypedDict
 
 from langchain_core.messages import ToolMessage
 
-from langgraph_loop.config import LoopDetection
+from langgraph_loop.core.config import LoopDetection
 from langgraph_loop.nodes.signatures import SignedCall, content_hash, response_signature
 
 __all__ = ["LABEL_CHARS", "CallRecord", "DetectorState", "Response", "absorb", "args_of",

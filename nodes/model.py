@@ -22,7 +22,6 @@ Example:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,25 +32,17 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 
-from langgraph_loop.effects import Call, Invoke, Logic
+from langgraph_loop.core.effects import Call, Invoke, Logic, as_message
+from langgraph_loop.core.notices import drain, queue_notice
+from langgraph_loop.core.records import Guard
+from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.state import LoopContext, LoopState, Usage, add_usage, usage_of
+from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.base import LoopNode
-from langgraph_loop.nodes.limits import stop_instruction
+from langgraph_loop.nodes.limits import stop_instruction, timeout_guard
 from langgraph_loop.nodes.request import build_request
-from langgraph_loop.notices import drain, queue_notice
-from langgraph_loop.settings import LoopSettings
-from langgraph_loop.state import LoopContext, LoopState, Usage, add_usage, usage_of
-from langgraph_loop.stop import StopReason
 
-__all__ = ["ModelNode", "estimate_usage", "timed_out", "without_tool_calls"]
-
-
-def timed_out(state: LoopState, settings: LoopSettings, now: float | None = None) -> bool:
-    """True when the run's wall-clock cap is spent."""
-    cap = settings.limits.max_duration_s
-    started = (state.get("run") or {}).get("started_at")
-    if cap is None or started is None:
-        return False
-    return (time.time() if now is None else now) - started >= cap
+__all__ = ["ModelNode", "estimate_usage", "without_tool_calls"]
 
 
 def without_tool_calls(message: AIMessage) -> AIMessage:
@@ -88,7 +79,7 @@ class ModelNode(LoopNode):
 
     def __init__(self, settings: LoopSettings) -> None:
         super().__init__(settings)
-        tools = list(settings.all_tools)
+        tools = list(settings.tools)
         self._bound_all: Runnable[LanguageModelInput, BaseMessage] = (
             settings.model.bind_tools(tools) if tools else settings.model
         )
@@ -102,12 +93,11 @@ class ModelNode(LoopNode):
 
     def _offered(self, state: LoopState, settings: LoopSettings) -> Logic:
         """The tools offered to this call: all, or what ``tool_filter`` returns."""
-        yield from ()
         if settings.tool_filter is None:
             return None
-        chosen = yield Call(settings.tool_filter, (state, list(settings.all_tools)),
+        chosen = yield Call(settings.tool_filter, (state, list(settings.tools)),
                             name="tool_filter")
-        known = {t.name: t for t in settings.all_tools}
+        known = {t.name: t for t in settings.tools}
         picked: list[BaseTool] = []
         for item in chosen or []:
             name = item if isinstance(item, str) else getattr(item, "name", None)
@@ -123,16 +113,18 @@ class ModelNode(LoopNode):
         run: dict[str, Any] = dict(state.get("run") or {})
         update: dict[str, Any] = {}
         stop = state.get("stop_reason")
-        if stop is None and timed_out(state, settings):
+        timeout = timeout_guard(state, settings) if stop is None else None
+        if timeout is not None:  # the time cap, checked between steps
             stop = StopReason.TIMEOUT
-            run["guard"] = {"guard": "limits", "reason": stop.value}
+            run["guard"] = timeout
             update.update(stop_reason=stop, run=run)
         final = stop is not None
         if final and (run.get("finalized") or not settings.limits.final_answer):
             return update
         pending = list(state.get("pending_notices") or [])
         if final:
-            guard = run.get("guard") or {"reason": str(stop)}
+            stored: Guard | None = run.get("guard")
+            guard: Guard = stored or {"guard": "router", "reason": str(stop)}
             pending = queue_notice(pending, run=str(run.get("id")), key="stop",
                                    text=stop_instruction(guard), source="stop")
         notice, remaining = drain(pending, run=str(run.get("id")))
@@ -140,9 +132,7 @@ class ModelNode(LoopNode):
         offered = None if final else (yield from self._offered(state, settings))
         request = build_request(state, settings, extra)
         runnable = self._bind([] if final else offered)
-        reply = yield Invoke(runnable, request, config)
-        if not isinstance(reply, AIMessage):
-            raise TypeError(f"model returned {type(reply).__name__}, expected an AIMessage")
+        reply = as_message((yield Invoke(runnable, request, config)), "model")
         if final:
             reply = without_tool_calls(reply)
             run["finalized"] = True

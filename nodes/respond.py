@@ -13,7 +13,7 @@ It is skipped after the hard stops ``token_budget`` and ``timeout`` (no call may
 made after them) and when the graph's step limit leaves no room.
 
 Example:
-    >>> from langgraph_loop.stop import StopReason
+    >>> from langgraph_loop.core.stop import StopReason
     >>> wants_response({"stop_reason": StopReason.COMPLETED, "remaining_steps": 5})
     True
     >>> wants_response({"stop_reason": StopReason.TOKEN_BUDGET})
@@ -29,12 +29,12 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
 from langgraph.runtime import Runtime
 
-from langgraph_loop.effects import Invoke, Logic
+from langgraph_loop.core.effects import Invoke, Logic, as_structured
+from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.state import LoopContext, LoopState, add_usage, usage_of
+from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.base import LoopNode
 from langgraph_loop.nodes.request import build_request
-from langgraph_loop.settings import LoopSettings
-from langgraph_loop.state import LoopContext, LoopState, add_usage, usage_of
-from langgraph_loop.stop import StopReason
 
 __all__ = ["RESPOND_INSTRUCTION", "RESPOND_NAME", "RespondNode", "wants_response"]
 
@@ -75,10 +75,11 @@ class RespondNode(LoopNode):
         settings = self.run_settings(runtime)
         instruction = HumanMessage(RESPOND_INSTRUCTION, name=RESPOND_NAME)
         request = build_request(state, settings, [instruction])
-        reply = yield Invoke(self._structured, request,
+        result = yield Invoke(self._structured, request,
                              merge_configs(config, {"run_name": "respond"}))
-        update: dict[str, Any] = {"structured_response": reply.get("parsed")}
-        usage = usage_of(reply.get("raw"))
+        reply = as_structured(result, "respond")
+        update: dict[str, Any] = {"structured_response": reply["parsed"]}
+        usage = usage_of(reply["raw"])
         if usage is not None:
             update["usage"] = add_usage(state.get("usage"), usage)
         return update

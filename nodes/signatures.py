@@ -11,7 +11,7 @@ valid JSON) are signed from their raw text, so a model repeating the same broken
 call is counted like any other repeat.
 
 Example:
-    >>> from langgraph_loop.config import ArgPolicy, LoopDetection
+    >>> from langgraph_loop.core.config import ArgPolicy, LoopDetection
     >>> call_signature("search", {"q": "x", "page": 1}) == call_signature(
     ...     "search", '{"page": 1, "q": "x"}')
     True
@@ -25,7 +25,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,7 +32,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from langgraph_loop.config import LoopDetection
+from langgraph_loop.core.config import LoopDetection
+from langgraph_loop.core.text import digest
 
 __all__ = [
     "SignedCall",
@@ -51,7 +51,7 @@ LABEL_ARGS = 100
 
 
 def _digest(text: str) -> str:
-    return hashlib.sha1(text.encode()).hexdigest()[:SIG_LEN]
+    return digest(text, SIG_LEN)
 
 
 def canonical_args(args: Any) -> Any:

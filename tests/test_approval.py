@@ -12,7 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from langgraph_loop import Approval, StopReason, create_loop_agent
-from langgraph_loop.callbacks import CallbackError
+from langgraph_loop.core.callbacks import CallbackError
 from langgraph_loop.nodes.approval import (
     apply_review,
     approval_request,
@@ -382,8 +382,8 @@ def test_demo_shows_an_auto_resolved_round_then_a_pause() -> None:
 
     from rich.console import Console
 
-    from langgraph_loop.demos import all_scenarios
-    from langgraph_loop.demos.approval import approval
+    from langgraph_loop.app.demos import all_scenarios
+    from langgraph_loop.app.demos.approval import approval
 
     out = io.StringIO()
     state = approval(Console(file=out, width=200), InMemorySaver())

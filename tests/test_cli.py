@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from langgraph_loop.cli import main
+from langgraph_loop.app.cli import main
 from tests.support.openai_server import OpenAIServer, text, tool_calls
 
 REPO = Path(__file__).resolve().parents[1]

@@ -240,7 +240,7 @@ def test_demo_shows_a_compaction() -> None:
 
     from rich.console import Console
 
-    from langgraph_loop.demos.approval import compaction
+    from langgraph_loop.app.demos.approval import compaction
 
     out = io.StringIO()
     state = compaction(Console(file=out, width=200), InMemorySaver())

@@ -319,7 +319,7 @@ def test_demo_scenarios_run_offline() -> None:
 
     from rich.console import Console
 
-    from langgraph_loop.demos import all_scenarios
+    from langgraph_loop.app.demos import all_scenarios
 
     scenarios = {s.key: s for s in all_scenarios()}
     console = Console(file=io.StringIO(), width=120)

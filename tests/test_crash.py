@@ -28,7 +28,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 
 from langgraph_loop import Hooks, Limits, create_loop_agent
-from langgraph_loop.callbacks import CallbackError
+from langgraph_loop.core.callbacks import CallbackError
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.crash_worker import N, effects, left_to_run, saved_results
 from tests.helpers import EXECUTED, add, remember

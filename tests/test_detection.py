@@ -12,7 +12,7 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
-from langgraph_loop.config import ArgPolicy, LoopDetection
+from langgraph_loop.core.config import ArgPolicy, LoopDetection
 from langgraph_loop.nodes.detection import Observation, cycle_of, observe
 from langgraph_loop.nodes.signatures import call_signature, response_signature, sign_calls
 

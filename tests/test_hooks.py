@@ -11,7 +11,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_loop import BudgetPressure, Hooks, Limits, LoopDetection, StopReason, create_loop_agent
-from langgraph_loop.callbacks import CallbackError
+from langgraph_loop.core.callbacks import CallbackError
 from langgraph_loop.scripted import ScriptedChatModel, repeat
 
 

@@ -9,14 +9,12 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import tool
 
 from langgraph_loop import BudgetPressure, Limits, StopReason, create_loop_agent
-from langgraph_loop.config import DEFAULT_PRESSURE_INSTRUCTION
+from langgraph_loop.core.config import DEFAULT_PRESSURE_INSTRUCTION
 from langgraph_loop.nodes import limits as nodes_limits
-from langgraph_loop.nodes import model as nodes_model
+from langgraph_loop.nodes import passes as nodes_records
 from langgraph_loop.nodes import prepare as nodes_prepare
-from langgraph_loop.nodes import records as nodes_records
-from langgraph_loop.nodes import stall as nodes_stall
-from langgraph_loop.nodes.limits import check_limits, pressure_due
-from langgraph_loop.nodes.stall import budget_pressure_guard, pressure_seen, timeout_guard
+from langgraph_loop.nodes.budget_pressure import budget_pressure_guard, pressure_due, pressure_seen
+from langgraph_loop.nodes.limits import check_limits, timeout_guard
 from langgraph_loop.scripted import ScriptedChatModel
 
 
@@ -52,7 +50,7 @@ def keep_going(_state: Any) -> bool:
 # --- pure decisions -----------------------------------------------------------------
 
 def test_pressure_due_once_per_run_at_threshold() -> None:
-    from langgraph_loop.settings import LoopSettings
+    from langgraph_loop.core.settings import LoopSettings
     s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=1000),
                            budget_pressure=BudgetPressure(threshold=0.5))
     assert not pressure_due({"usage": {"total_tokens": 499}, "run": {}}, s)
@@ -72,7 +70,7 @@ def test_pressure_seen_only_after_delivery() -> None:
 
 
 def test_budget_pressure_guard_needs_budget_and_config() -> None:
-    from langgraph_loop.settings import LoopSettings
+    from langgraph_loop.core.settings import LoopSettings
     state: Any = {"run": {"pressure_queued": True}, "usage": {"total_tokens": 850}}
     on = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=1000),
                             budget_pressure=BudgetPressure())
@@ -84,7 +82,7 @@ def test_budget_pressure_guard_needs_budget_and_config() -> None:
 
 
 def test_token_budget_is_exceeded_strictly() -> None:
-    from langgraph_loop.settings import LoopSettings
+    from langgraph_loop.core.settings import LoopSettings
     s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=100))
     assert check_limits({"usage": {"total_tokens": 100}}, s, has_calls=False) is None
     guard = check_limits({"usage": {"total_tokens": 101}}, s, has_calls=False)
@@ -92,7 +90,7 @@ def test_token_budget_is_exceeded_strictly() -> None:
 
 
 def test_timeout_guard_uses_run_start() -> None:
-    from langgraph_loop.settings import LoopSettings
+    from langgraph_loop.core.settings import LoopSettings
     s = LoopSettings.build(ScriptedChatModel(), limits=Limits(max_duration_s=30))
     state: Any = {"run": {"started_at": 1000.0}}
     assert timeout_guard(state, s, now=1029.9) is None
@@ -271,7 +269,7 @@ class FakeClock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     fake = FakeClock()
-    for module in (nodes_limits, nodes_model, nodes_prepare, nodes_records, nodes_stall):
+    for module in (nodes_limits, nodes_prepare, nodes_records):
         monkeypatch.setattr(module, "time", fake)
     return fake
 
@@ -324,7 +322,7 @@ def test_budget_pressure_demo_wraps_up() -> None:
     from langgraph.checkpoint.memory import InMemorySaver
     from rich.console import Console
 
-    from langgraph_loop.demos import all_scenarios
+    from langgraph_loop.app.demos import all_scenarios
 
     (scenario,) = [s for s in all_scenarios() if s.key == "budget-pressure"]
     out = io.StringIO()

@@ -13,7 +13,7 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_loop import Limits, LoopDetection, StopReason, create_loop_agent
-from langgraph_loop.pairing import check_pairing
+from langgraph_loop.core.pairing import check_pairing
 from langgraph_loop.scripted import ScriptedChatModel, repeat
 
 X = [("search", {"q": "x"})]
@@ -347,7 +347,7 @@ def test_demo_scenarios_warn_recover_stop_and_poll() -> None:
 
     from rich.console import Console
 
-    from langgraph_loop.demos import all_scenarios
+    from langgraph_loop.app.demos import all_scenarios
 
     scenarios = {s.key: s for s in all_scenarios()}
     console = Console(file=io.StringIO(), width=200)

@@ -16,8 +16,8 @@ from langgraph_loop import (
     StopReason,
     create_loop_agent,
 )
+from langgraph_loop.core.settings import LoopSettings, RunOverrides
 from langgraph_loop.scripted import ScriptedChatModel
-from langgraph_loop.settings import LoopSettings, RunOverrides
 
 SETTINGS = LoopSettings.build(ScriptedChatModel(), stall_detection=StallDetection(),
                               budget_pressure=BudgetPressure())

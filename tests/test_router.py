@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
+from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.continuation import (
     CONTINUE_NAME,
     DEFAULT_CONTINUE,
@@ -16,8 +18,6 @@ from langgraph_loop.nodes.continuation import (
 from langgraph_loop.nodes.request import build_request
 from langgraph_loop.nodes.router import decide, normalize_predicate
 from langgraph_loop.scripted import ScriptedChatModel
-from langgraph_loop.settings import LoopSettings
-from langgraph_loop.stop import StopReason
 
 
 def _decide(**kw):

@@ -9,7 +9,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 
 from langgraph_loop import Limits, StopReason, create_loop_agent
-from langgraph_loop.callbacks import CallbackError
+from langgraph_loop.core.callbacks import CallbackError
 from langgraph_loop.nodes.tools import plan_calls
 from langgraph_loop.scripted import ScriptedChatModel
 

@@ -65,7 +65,7 @@ def test_wheel_holds_every_module_and_nothing_else_at_top_level(dist: Path) -> N
     assert "Name: langgraph-loop" in metadata
     assert "License-File: LICENSE" in metadata
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "langgraph-loop = langgraph_loop.cli:main" in zipfile.ZipFile(wheel).read(
+    assert "langgraph-loop = langgraph_loop.app.cli:main" in zipfile.ZipFile(wheel).read(
         entry_points).decode()
 
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-__all__ = ["DEFAULT_DB", "main", "parser"]
+from langgraph_loop.app import commands
+from langgraph_loop.app.env import DEFAULT_DB
 
-DEFAULT_DB = Path(".langgraph-loop") / "threads.sqlite"
+__all__ = ["DEFAULT_DB", "main", "parser"]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -49,8 +50,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script and ``python -m langgraph_loop``."""
     args = parser().parse_args(argv)
     console = Console()
-    from langgraph_loop import commands
-
     handler = {"demo": commands.demo, "run": commands.run, "show": commands.show,
                "graph": commands.graph}[args.command]
     try:

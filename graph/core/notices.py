@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import HumanMessage
 
-from langgraph_loop.state import Notice
+from langgraph_loop.core.state import Notice
 
 __all__ = ["NOTICE_NAME", "drain", "notice_message", "queue_notice"]
 

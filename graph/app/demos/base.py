@@ -16,6 +16,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from rich.console import Console
 
+from langgraph_loop.app.transcript import render_run
+from langgraph_loop.core.text import as_text, shorten
+
 __all__ = ["Scenario", "describe", "print_run"]
 
 
@@ -30,9 +33,7 @@ class Scenario:
 
 
 def _text(content: Any, limit: int = 160) -> str:
-    text = content if isinstance(content, str) else json.dumps(content, default=str)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten(as_text(content), limit)
 
 
 def describe(message: BaseMessage) -> str:
@@ -54,6 +55,4 @@ def describe(message: BaseMessage) -> str:
 
 def print_run(console: Console, title: str, state: dict[str, Any], start: int = 0) -> None:
     """Print a run's transcript (from message ``start``), stop reason and usage."""
-    from langgraph_loop.transcript import render_run
-
     render_run(console, title, state, start)

@@ -25,10 +25,10 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.tools import tool
 from rich.console import Console
 
+from langgraph_loop.app.demos.base import Scenario, print_run
 from langgraph_loop.builder import create_loop_agent
-from langgraph_loop.config import BudgetPressure, Limits
-from langgraph_loop.demos.base import Scenario, print_run
-from langgraph_loop.notices import NOTICE_NAME
+from langgraph_loop.core.config import BudgetPressure, Limits
+from langgraph_loop.core.notices import NOTICE_NAME
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = ["SCENARIOS", "budget_pressure", "search_papers"]

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import importlib
 
-from langgraph_loop.demos.base import Scenario
+from langgraph_loop.app.demos.base import Scenario
 
 __all__ = ["MODULES", "Scenario", "all_scenarios"]
 
-MODULES = ["langgraph_loop.demos.core", "langgraph_loop.demos.loops", "langgraph_loop.demos.continuation",
-           "langgraph_loop.demos.budgets", "langgraph_loop.demos.approval"]
+MODULES = [f"langgraph_loop.app.demos.{name}"
+           for name in ("core", "loops", "continuation", "budgets", "approval")]
 
 
 def all_scenarios() -> list[Scenario]:

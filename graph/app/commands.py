@@ -1,11 +1,8 @@
 """What each ``langgraph-loop`` subcommand does.
 
 Example:
-    >>> try:
-    ...     model_from_env({})
-    ... except UsageError as exc:
-    ...     print("OPENAI_API_KEY" in str(exc))
-    True
+    >>> [t.name for t in demo_tools()]
+    ['get_weather', 'send_email']
 """
 
 from __future__ import annotations
@@ -15,26 +12,28 @@ import os
 import sqlite3
 import tempfile
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
-from pydantic import SecretStr
 from rich.console import Console
 
-from langgraph_loop.cli import DEFAULT_DB
+from langgraph_loop.app.agent import TOOLS, get_weather
+from langgraph_loop.app.demos import all_scenarios
+from langgraph_loop.app.demos.base import print_run
+from langgraph_loop.app.env import DEFAULT_DB, UsageError, model_from_env
+from langgraph_loop.app.picture import example_agent, mermaid, render_png
+from langgraph_loop.app.progress import run_with_progress
+from langgraph_loop.builder import create_loop_agent
+from langgraph_loop.core.config import Limits
+from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = ["UsageError", "demo", "demo_tools", "graph", "live_demo", "model_from_env",
            "offline_demo", "run", "show", "sqlite_saver"]
-
-
-class UsageError(Exception):
-    """A user-facing error: printed without a traceback, exit status 2."""
 
 
 @contextmanager
@@ -63,11 +62,6 @@ def demo(args: argparse.Namespace, console: Console) -> int:
 
 def live_demo(args: argparse.Namespace, console: Console) -> int:
     """One task through the configured model, stored in the SQLite default."""
-    from langgraph_loop.builder import create_loop_agent
-    from langgraph_loop.config import Limits
-    from langgraph_loop.demos.base import print_run
-    from langgraph_loop.progress import run_with_progress
-    from langgraph_loop.server import get_weather
 
     model = model_from_env(os.environ)
     thread = f"demo-{uuid.uuid4().hex[:8]}"
@@ -84,7 +78,6 @@ def live_demo(args: argparse.Namespace, console: Console) -> int:
 
 def offline_demo(args: argparse.Namespace, console: Console) -> int:
     """Run the offline scenarios against a SQLite checkpointer."""
-    from langgraph_loop.demos import all_scenarios
 
     chosen = [s for s in all_scenarios() if not args.scenarios or s.key in args.scenarios]
     if not chosen:
@@ -101,32 +94,13 @@ def offline_demo(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def model_from_env(env: Mapping[str, str]) -> BaseChatModel:
-    """ChatOpenAI from OPENAI_API_KEY / OPENAI_BASE_URL / LANGGRAPH_LOOP_MODEL."""
-    key, base = env.get("OPENAI_API_KEY"), env.get("OPENAI_BASE_URL")
-    if not key and not base:
-        raise UsageError(
-            "no model configured. Set OPENAI_API_KEY (and OPENAI_BASE_URL for a local "
-            "OpenAI-compatible server such as vLLM or Ollama; LANGGRAPH_LOOP_MODEL picks the "
-            "model). To try langgraph-loop offline, run `langgraph-loop demo`."
-        )
-    from langchain_openai import ChatOpenAI
-
-    return ChatOpenAI(model=env.get("LANGGRAPH_LOOP_MODEL", "gpt-4o-mini"), api_key=SecretStr(key or "none"),
-                      base_url=base, stream_usage=True, max_retries=2)
-
-
 def demo_tools() -> tuple[Any, ...]:
-    """The demo tools of the served graph (``graph/server.py``)."""
-    from langgraph_loop.server import TOOLS
-
+    """The demo tools of the served graph (``graph/app/agent.py``)."""
     return TOOLS
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
     """Run a task on a stored thread with live progress."""
-    from langgraph_loop.builder import create_loop_agent
-    from langgraph_loop.progress import run_with_progress
 
     model = model_from_env(os.environ)
     thread = args.thread or uuid.uuid4().hex[:8]
@@ -144,9 +118,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 def show(args: argparse.Namespace, console: Console) -> int:
     """Print a stored thread: transcript, stop reason, per-pass records, usage."""
-    from langgraph_loop.builder import create_loop_agent
-    from langgraph_loop.demos.base import print_run
-    from langgraph_loop.scripted import ScriptedChatModel
 
     if not Path(args.db).exists():
         raise UsageError(f"no thread store at {args.db}")
@@ -161,7 +132,6 @@ def show(args: argparse.Namespace, console: Console) -> int:
 
 def graph(args: argparse.Namespace, console: Console) -> int:
     """Print the graph as Mermaid text; ``--png FILE`` renders it offline."""
-    from langgraph_loop.picture import example_agent, mermaid, render_png
 
     agent = example_agent()
     if args.png is None:

@@ -15,9 +15,9 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from rich.console import Console
 
+from langgraph_loop.app.demos.base import Scenario, print_run
 from langgraph_loop.builder import create_loop_agent
-from langgraph_loop.config import Limits
-from langgraph_loop.demos.base import Scenario, print_run
+from langgraph_loop.core.config import Limits
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = ["SCENARIOS", "get_weather", "lookup_order"]

@@ -13,9 +13,9 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from rich.console import Console
 
+from langgraph_loop.app.demos.base import Scenario, print_run
 from langgraph_loop.builder import create_loop_agent
-from langgraph_loop.config import Judge
-from langgraph_loop.demos.base import Scenario, print_run
+from langgraph_loop.core.config import Judge
 from langgraph_loop.scripted import ScriptedChatModel
 from langgraph_loop.todos import todos_remaining, todos_remaining_message, write_todos
 

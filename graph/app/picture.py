@@ -7,19 +7,20 @@ Example:
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
+
+from langgraph_loop.app.agent import GATED_TOOLS, TOOLS
+from langgraph_loop.builder import create_loop_agent
+from langgraph_loop.core.config import Approval, Compaction, Judge
+from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = ["example_agent", "mermaid", "png_bytes", "render_png"]
 
 
 def example_agent() -> Any:
     """A loop agent with every optional node (judge, approval, compaction), for pictures."""
-    from langgraph_loop.builder import create_loop_agent
-    from langgraph_loop.config import Approval, Compaction, Judge
-    from langgraph_loop.scripted import ScriptedChatModel
-    from langgraph_loop.server import GATED_TOOLS, TOOLS
-
     return create_loop_agent(ScriptedChatModel(), TOOLS, judge=Judge(model=ScriptedChatModel()),
                              approval=Approval(tools=GATED_TOOLS),
                              compaction=Compaction(max_tokens=8000))
@@ -32,13 +33,11 @@ def mermaid(agent: Any) -> str:
 
 def png_bytes(agent: Any) -> bytes:
     """The graph as PNG bytes, rendered offline (mermaidx, else pygraphviz)."""
-    try:
-        import mermaidx
+    try:  # optional (the [png] extra): imported only when a PNG is asked for
+        import mermaidx  # noqa: PLC0415
     except ImportError:
         mermaidx = None
     if mermaidx is not None:
-        import tempfile
-
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "graph.png"
             mermaidx.render(mermaid(agent)).save(str(out))

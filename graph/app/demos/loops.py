@@ -16,9 +16,9 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
 from rich.console import Console
 
+from langgraph_loop.app.demos.base import Scenario, print_run
+from langgraph_loop.app.demos.core import get_weather
 from langgraph_loop.builder import create_loop_agent
-from langgraph_loop.demos.base import Scenario, print_run
-from langgraph_loop.demos.core import get_weather
 from langgraph_loop.scripted import ScriptedChatModel, repeat
 
 __all__ = ["SCENARIOS", "job_status_tool"]

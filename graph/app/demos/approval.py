@@ -17,9 +17,9 @@ from langchain_core.tools import tool
 from langgraph.types import Command
 from rich.console import Console
 
+from langgraph_loop.app.demos.base import Scenario, print_run
 from langgraph_loop.builder import create_loop_agent
-from langgraph_loop.config import Approval, Compaction
-from langgraph_loop.demos.base import Scenario, print_run
+from langgraph_loop.core.config import Approval, Compaction
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = ["SCENARIOS", "delete_branch", "list_branches", "read_chapter"]

@@ -1,13 +1,8 @@
-"""The graph LangGraph Server serves: ``langgraph.json`` points at ``graph`` here.
+"""The demo agent the CLI and LangGraph Server use: two demo tools, a model from the environment.
 
-It is compiled WITHOUT a checkpointer: LangGraph Server persists threads itself
-(in memory under ``langgraph dev``, PostgreSQL in a deployment). The model comes
-from the environment: ``ChatOpenAI`` when ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL``
-is set (``LANGGRAPH_LOOP_MODEL`` picks the model), else the offline scripted demo model.
+The model is ``ChatOpenAI`` when ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` is set
+(``LANGGRAPH_LOOP_MODEL`` picks the model), else the offline scripted demo model.
 Two demo tools: ``get_weather``, and ``send_email`` which needs a human's approval.
-
-Per-run limits come from the run's context, e.g. with ``langgraph-sdk``:
-``client.runs.wait(thread_id, "langgraph-loop", input=..., context={"max_iterations": 2})``.
 
 Example:
     >>> from langchain_core.messages import HumanMessage
@@ -27,17 +22,21 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 
-from langgraph_loop.config import Approval
+from langgraph_loop.app.env import UsageError, model_from_env
+from langgraph_loop.builder import create_loop_agent
+from langgraph_loop.core.config import Approval
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = [
     "GATED_TOOLS",
+    "SYSTEM_PROMPT",
     "TOOLS",
     "demo_model",
     "demo_reply",
-    "graph",
+    "get_weather",
     "make_graph",
     "model",
+    "send_email",
 ]
 
 SYSTEM_PROMPT = "You are a helpful assistant. Use the tools when they help; be brief."
@@ -88,8 +87,6 @@ def demo_model() -> ScriptedChatModel:
 
 def model(env: Mapping[str, str] | None = None) -> BaseChatModel:
     """ChatOpenAI from the environment when configured, else the demo model."""
-    from langgraph_loop.commands import UsageError, model_from_env
-
     try:
         return model_from_env(os.environ if env is None else env)
     except UsageError:
@@ -98,10 +95,5 @@ def model(env: Mapping[str, str] | None = None) -> BaseChatModel:
 
 def make_graph(env: Mapping[str, str] | None = None) -> Any:
     """The loop agent with the demo tools, ``send_email`` gated, no checkpointer."""
-    from langgraph_loop.builder import create_loop_agent
-
     return create_loop_agent(model(env), TOOLS, system_prompt=SYSTEM_PROMPT,
                              approval=Approval(tools=GATED_TOOLS), name="langgraph-loop")
-
-
-graph = make_graph()

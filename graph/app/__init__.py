@@ -1,0 +1,4 @@
+"""The application layer: the CLI, demos, the graph picture and the LangGraph Server entry.
+
+The library never imports it.
+"""
