@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
 import sys
 import time
@@ -34,7 +33,7 @@ from langgraph_sdk.client import SyncLangGraphClient
 
 from langgraph_loop.pairing import check_pairing
 from tests.support import server_checks as checks
-from tests.support.aegra import AegraProcess, migrate, server_venv, write_config
+from tests.support.aegra import AegraProcess, server_env, server_venv, serving, write_config
 from tests.support.postgres import free_port, fresh_database
 from tests.support.redis_server import redis_url
 
@@ -79,17 +78,6 @@ def _start_model(work: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     return proc, f"http://127.0.0.1:{port}/v1"
 
 
-def _server_env(database: str, redis: str, model_url: str, work: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    return {**env, **LEASES, "DATABASE_URL": database, "REDIS_BROKER_ENABLED": "true",
-            "REDIS_URL": redis, "RUN_MIGRATIONS_ON_STARTUP": "false",
-            "OPENAI_BASE_URL": model_url, "OPENAI_API_KEY": "test", "LANGGRAPH_LOOP_MODEL": "m",
-            "COUNTED_TOOLS_DIR": str(work), "LANGSMITH_TRACING": "false",
-            # two processes share the throwaway server's 100 connections with the suite
-            "SQLALCHEMY_POOL_SIZE": "4", "SQLALCHEMY_MAX_OVERFLOW": "8",
-            "LANGGRAPH_MIN_POOL_SIZE": "1", "LANGGRAPH_MAX_POOL_SIZE": "10"}
-
-
 @pytest.fixture(scope="module")
 def deployment(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     """PostgreSQL + Redis + the loopback model + two ``aegra serve`` processes."""
@@ -102,17 +90,13 @@ def deployment(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         model, model_url = _start_model(work, tmp / "model.log")
         stack.callback(model.wait, 10)
         stack.callback(model.terminate)
-        env = _server_env(database, redis, model_url, work)
+        env = server_env(database, redis, {
+            **LEASES, "OPENAI_BASE_URL": model_url, "OPENAI_API_KEY": "test",
+            "LANGGRAPH_LOOP_MODEL": "m", "COUNTED_TOOLS_DIR": str(work)})
         graph = f"{REPO / 'tests' / 'support' / 'counted_graph.py'}:graph"
         config = write_config(REPO, tmp / "aegra.json", {COUNTED: graph})
-        migrate(venv, env, tmp)
-        servers = []
-        for label in ("a", "b"):  # one after the other: see "Aegra differences" in the README
-            server = AegraProcess(venv, config, free_port(), {**env, "TEST_SERVER_LABEL": label},
-                                  tmp / f"aegra-{label}.log")
-            stack.callback(server.stop)
-            server.wait_ready()
-            servers.append(server)
+        envs = [{**env, "TEST_SERVER_LABEL": label} for label in ("a", "b")]
+        servers = stack.enter_context(serving(venv, config, envs, tmp))
         yield Deployment(servers[0], servers[1], work)
 
 

@@ -22,8 +22,15 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from tests.support.postgres import free_port
+
+# Each process holds at most 4 + 8 (SQLAlchemy) + 10 (checkpointer) PostgreSQL connections, so
+# two fit in a default server's 100 next to whatever else uses it.
+POOLS = {"SQLALCHEMY_POOL_SIZE": "4", "SQLALCHEMY_MAX_OVERFLOW": "8",
+         "LANGGRAPH_MIN_POOL_SIZE": "1", "LANGGRAPH_MAX_POOL_SIZE": "10"}
 AEGRA_PINS = ("aegra-api>=0.11,<0.12", "aegra-cli>=0.11,<0.12")
 PY312_ENV = "LANGGRAPH_LOOP_TEST_PY312"
 START_TIMEOUT_S = 180.0
@@ -162,3 +169,29 @@ class AegraProcess:
                 self.kill()
         with contextlib.suppress(ProcessLookupError):  # a uvicorn child left behind
             os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def server_env(database: str, redis: str, extra: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a server process: this one minus the test venv, plus the deployment."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return {**env, **POOLS, "DATABASE_URL": database, "REDIS_BROKER_ENABLED": "true",
+            "REDIS_URL": redis, "RUN_MIGRATIONS_ON_STARTUP": "false",
+            "LANGSMITH_TRACING": "false", **extra}
+
+
+@contextlib.contextmanager
+def serving(venv: Path, config: Path, envs: Sequence[Mapping[str, str]],
+            logdir: Path) -> Iterator[list[AegraProcess]]:
+    """``aegra db upgrade``, then one server per env, each started once the previous is ready
+    (servers started together on a fresh database race creating the checkpointer's tables).
+    All are stopped on exit, also when one failed to start."""
+    migrate(venv, dict(envs[0]), logdir)
+    servers: list[AegraProcess] = []
+    try:
+        for i, env in enumerate(envs):
+            servers.append(AegraProcess(venv, config, free_port(), dict(env), logdir / f"aegra-{i}.log"))
+            servers[-1].wait_ready()
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
