@@ -97,6 +97,7 @@ def deployment(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         config = write_config(REPO, tmp / "aegra.json", {COUNTED: graph})
         envs = [{**env, "TEST_SERVER_LABEL": label} for label in ("a", "b")]
         servers = stack.enter_context(serving(venv, config, envs, tmp))
+        stack.callback((work / "gate").touch)  # first on exit: release held runs
         yield Deployment(servers[0], servers[1], work)
 
 
