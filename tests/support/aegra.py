@@ -19,6 +19,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -76,7 +77,7 @@ def _sources(repo: Path) -> list[Path]:
     """The files that make up the installed project."""
     files = [p for top in ("graph", "nodes") for p in (repo / top).rglob("*")
              if p.is_file() and "__pycache__" not in p.parts]
-    return sorted([repo / "pyproject.toml", repo / "README.md", *files])
+    return sorted([repo / "pyproject.toml", repo / "README.md", repo / "LICENSE", *files])
 
 
 def server_venv(repo: Path) -> Path:
@@ -90,18 +91,33 @@ def server_venv(repo: Path) -> Path:
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
            "--disable-pip-version-check"]
     stamp = venv / f".project-{_digest(_sources(repo))}"
-    if not (venv / ".aegra-installed").exists():
-        shutil.rmtree(venv, ignore_errors=True)
-        _run([python, "-m", "venv", str(venv)], what="python3.12 -m venv")
-        _run([*pip, *AEGRA_PINS, str(repo)], what="pip install aegra and the project")
-        (venv / ".aegra-installed").touch()
-        stamp.touch()
-    if not stamp.exists():
-        for old in venv.glob(".project-*"):
-            old.unlink()
-        _run([*pip, "--force-reinstall", "--no-deps", str(repo)], what="pip install the project")
-        stamp.touch()
+    with tempfile.TemporaryDirectory(prefix="aegra-project-") as tmp:
+        project = _copy_project(repo, Path(tmp))
+        if not (venv / ".aegra-installed").exists():
+            shutil.rmtree(venv, ignore_errors=True)
+            _run([python, "-m", "venv", str(venv)], what="python3.12 -m venv")
+            _run([*pip, *AEGRA_PINS, str(project)], what="pip install aegra and the project")
+            (venv / ".aegra-installed").touch()
+            stamp.touch()
+        if not stamp.exists():
+            for old in venv.glob(".project-*"):
+                old.unlink()
+            _run([*pip, "--force-reinstall", "--no-deps", str(project)],
+                 what="pip install the project")
+            stamp.touch()
     return venv
+
+
+def _copy_project(repo: Path, to: Path) -> Path:
+    """The packaged files of the checkout, copied so that pip's in-tree build leaves no
+    ``build/lib`` behind in the checkout (and picks up no stale one)."""
+    target = to / "project"
+    target.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(repo / name, target / name)
+    for top in ("graph", "nodes"):
+        shutil.copytree(repo / top, target / top, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
 
 
 def write_config(repo: Path, path: Path, extra_graphs: dict[str, str]) -> Path:
