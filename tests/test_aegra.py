@@ -123,17 +123,13 @@ async def test_approval_interrupt_and_resume(deployment: Deployment) -> None:
     await checks.check_approval_interrupt_and_resume(deployment.a.url, deployment.b.url)
 
 
-def _user(text: str) -> dict[str, Any]:
-    return checks.user(text)
-
-
 async def test_approval_across_processes_runs_the_gated_tool_once(deployment: Deployment) -> None:
     urls = (deployment.a.url, deployment.b.url)
     crossed: list[int] = []
     for n in range(8):  # until one interrupt and its resume ran on different processes
         first, second = get_client(url=urls[n % 2]), get_client(url=urls[1 - n % 2])
         thread_id = (await first.threads.create())["thread_id"]
-        await first.runs.wait(thread_id, COUNTED, input=_user(f"approve {n}"))
+        await first.runs.wait(thread_id, COUNTED, input=checks.user(f"approve {n}"))
         paused = await second.threads.get_state(thread_id)
         assert paused["next"] == ["approval"]
         [interrupt] = [i for task in paused["tasks"] for i in task["interrupts"]]
@@ -155,16 +151,26 @@ async def test_approval_across_processes_runs_the_gated_tool_once(deployment: De
     assert crossed, "every interrupt and its resume ran on the same process"
 
 
+CRASH_STEPS = ("quick", "slow", "a", "b")
+
+
+def _crash_tools(d: Deployment) -> list[dict[str, Any]]:
+    return [t for t in d.log("tools.jsonl") if t["label"].split(":")[1] in CRASH_STEPS]
+
+
+def _crash_model(d: Deployment) -> list[dict[str, Any]]:
+    return [m for m in d.log("model.jsonl") if m["scenario"] == "crash"]
+
+
 def _labels(log: list[dict[str, Any]], event: str) -> Counter[str]:
     return Counter(t["label"] for t in log if t["event"] == event)
 
 
 def _held(d: Deployment, modes: dict[int, str]) -> bool:
     """Every run is inside its gated step (tools mode) or its gated model call (model mode)."""
-    tools = d.log("tools.jsonl")
+    tools = _crash_tools(d)
     ended, started = _labels(tools, "end"), _labels(tools, "start")
-    answered = {m["thread"] for m in d.log("model.jsonl")
-                if m["scenario"] == "crash" and m["last_role"] == "tool"}
+    answered = {m["thread"] for m in _crash_model(d) if m["last_role"] == "tool"}
     return all(ended[f"{n}:quick"] and started[f"{n}:slow"] if mode == "tools"
                else ended[f"{n}:a"] and ended[f"{n}:b"] and n in answered
                for n, mode in modes.items())
@@ -192,64 +198,84 @@ def _finish_times(client: SyncLangGraphClient, runs: dict[int, tuple[str, str]],
     return done
 
 
+def _start_runs(clients: tuple[SyncLangGraphClient, ...],
+                modes: dict[int, str]) -> dict[int, tuple[str, str]]:
+    """One background run per thread, created alternately through both APIs."""
+    runs: dict[int, tuple[str, str]] = {}
+    for n, mode in modes.items():
+        client = clients[n % len(clients)]
+        thread_id = client.threads.create()["thread_id"]
+        run = client.runs.create(thread_id, COUNTED, input=checks.user(f"crash {n} {mode}"))
+        runs[n] = (thread_id, run["run_id"])
+    return runs
+
+
+def _assert_threads_complete(client: SyncLangGraphClient, runs: dict[int, tuple[str, str]]) -> None:
+    """Every thread ends completed, with the whole round, provider-valid."""
+    for n, (thread_id, _) in runs.items():
+        values = client.threads.get_state(thread_id)["values"]
+        assert values["stop_reason"] == "completed", n
+        messages = values["messages"]
+        assert checks.types(messages) == ["human", "ai", "tool", "tool", "ai"], n
+        assert not check_pairing(messages_from_dict([{"type": m["type"], "data": m}
+                                                     for m in messages]))
+
+
+def _assert_reruns(d: Deployment, on_a: set[int], modes: dict[int, str]) -> tuple[int, int]:
+    """No finished tool call ran again; exactly the work in flight on A ran twice.
+
+    Returns (tool calls run again, model calls repeated)."""
+    tools = _crash_tools(d)
+    started, ended = _labels(tools, "start"), _labels(tools, "end")
+    assert set(ended.values()) == {1}, "a tool call finished twice"
+    assert set(started.values()) <= {1, 2}
+    rerun = {label for label, count in started.items() if count > 1}
+    assert rerun == {f"{n}:slow" for n in on_a if modes[n] == "tools"}
+    calls = Counter((m["thread"], m["n_messages"]) for m in _crash_model(d))
+    assert set(calls.values()) <= {1, 2}
+    repeated = {thread for (thread, _), count in calls.items() if count > 1}
+    assert repeated == {n for n in on_a if modes[n] == "model"}
+    return len(rerun), len(repeated)
+
+
+def _last_resumed(d: Deployment, on_a: set[int], killed_at: float) -> float:
+    """Seconds from the kill until every moved run had done work on the survivor."""
+    first: dict[int, float] = {}
+    events = [(int(t["label"].split(":")[0]), t) for t in _crash_tools(d)]
+    events += [(m["thread"], m) for m in _crash_model(d)]
+    for n, event in events:
+        if n in on_a and event["server"] == "b" and event["t"] > killed_at:
+            first[n] = min(first.get(n, event["t"]), event["t"])
+    assert set(first) == on_a
+    return max(first.values()) - killed_at
+
+
 def test_sigkill_one_server_mid_runs(deployment: Deployment,
                                      record_property: Callable[[str, object], None],
                                      capsys: pytest.CaptureFixture[str]) -> None:
     d = deployment
     clients = (get_sync_client(url=d.a.url), get_sync_client(url=d.b.url))
     modes = {n: "model" if n % 5 == 0 else "tools" for n in range(N_THREADS)}
-    runs: dict[int, tuple[str, str]] = {}
-    for n, mode in modes.items():  # created through both APIs; Redis spreads the work
-        client = clients[n % 2]
-        thread_id = client.threads.create()["thread_id"]
-        run = client.runs.create(thread_id, COUNTED, input=_user(f"crash {n} {mode}"))
-        runs[n] = (thread_id, run["run_id"])
+    runs = _start_runs(clients, modes)
     _wait(lambda: _held(d, modes), 180, "every run held in its gated step or model call")
     time.sleep(1.5)  # the finished calls' writes (async durability) reach PostgreSQL
-    first_batch = {int(t["label"].split(":")[0]): t["server"]
-                   for t in d.log("tools.jsonl") if t["event"] == "start"}
-    on_a = {n for n, server in first_batch.items() if server == "a"}
-    assert 0 < len(on_a) < N_THREADS, f"runs not spread over both processes: {first_batch}"
+    on_a = {int(t["label"].split(":")[0]) for t in _crash_tools(d) if t["server"] == "a"}
+    assert 0 < len(on_a) < N_THREADS, "runs not spread over both processes"
 
     d.a.kill()
     killed, killed_at = time.monotonic(), time.time()
     (d.work / "gate").touch()
     done = _finish_times(clients[1], runs, timeout=180)
     assert {n: status for n, (status, _) in done.items()} == dict.fromkeys(runs, "success")
-    recovery_s = max(when for n, (_, when) in done.items() if n in on_a) - killed
+    finished_s = max(when for n, (_, when) in done.items() if n in on_a) - killed
+    _assert_threads_complete(clients[1], runs)
+    rerun, repeated = _assert_reruns(d, on_a, modes)
 
-    for n, (thread_id, _) in runs.items():
-        values = clients[1].threads.get_state(thread_id)["values"]
-        assert values["stop_reason"] == "completed"
-        messages = values["messages"]
-        assert checks.types(messages) == ["human", "ai", "tool", "tool", "ai"], n
-        assert not check_pairing(messages_from_dict([{"type": m["type"], "data": m}
-                                                     for m in messages]))
-
-    tools = d.log("tools.jsonl")
-    started, ended = _labels(tools, "start"), _labels(tools, "end")
-    assert set(ended.values()) == {1}, "a tool call finished twice"
-    rerun = {label for label, count in started.items() if count > 1}
-    assert rerun == {f"{n}:slow" for n in on_a if modes[n] == "tools"}
-    assert set(started.values()) <= {1, 2}
-
-    calls = Counter((m["thread"], m["n_messages"]) for m in d.log("model.jsonl")
-                    if m["scenario"] == "crash")
-    repeated = {thread for (thread, _), count in calls.items() for _ in range(count - 1)}
-    assert repeated == {n for n in on_a if modes[n] == "model"}
-    assert sum(calls.values()) - len(calls) == len(repeated)
-
-    resumed = {}  # when each moved run first did work again (on the surviving process)
-    for event in [*tools, *d.log("model.jsonl")]:
-        n = event.get("thread", int(event.get("label", "-1:").split(":")[0]))
-        if n in on_a and event["server"] == "b" and event["t"] > killed_at:
-            resumed[n] = min(resumed.get(n, event["t"]), event["t"])
-    assert set(resumed) == on_a
     report = {"threads": N_THREADS, "on_killed_process": len(on_a),
-              "tool_calls_rerun (in flight at the kill)": len(rerun),
-              "finished_tool_calls_rerun": 0, "model_calls_repeated": len(repeated),
-              "all_moved_runs_resumed_s": round(max(resumed.values()) - killed_at, 1),
-              "all_moved_runs_finished_s": round(recovery_s, 1)}
+              "tool_calls_rerun (in flight at the kill)": rerun,
+              "finished_tool_calls_rerun": 0, "model_calls_repeated": repeated,
+              "all_moved_runs_resumed_s": round(_last_resumed(d, on_a, killed_at), 1),
+              "all_moved_runs_finished_s": round(finished_s, 1)}
     record_property("aegra_crash", report)
     with capsys.disabled():
         print(f"\naegra SIGKILL: {json.dumps(report)}")
