@@ -1,6 +1,7 @@
 """LangGraph Server for real: ``langgraph dev`` serves ``langgraph.json``'s graph and
-``langgraph-sdk`` drives it; the model is ChatOpenAI talking to the standalone loopback
-OpenAI-compatible server (``python -m tests.support.openai_server``).
+``langgraph-sdk`` drives it through the checks every deployment passes
+(``tests/support/server_checks.py``); the model is ChatOpenAI talking to the standalone
+loopback OpenAI-compatible server (``python -m tests.support.openai_server``).
 
 Both servers are started once for this module, each in its own process group, on free
 ports, logging under pytest's temporary directory (outside the project), and stopped
@@ -22,17 +23,15 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from langgraph_sdk import get_client, get_sync_client
 
+from tests.support import server_checks as checks
 from tests.support.postgres import free_port
 
 pytestmark = pytest.mark.ecosystem
 
 REPO = Path(__file__).resolve().parents[1]
-GRAPH_ID = "langgraph-loop"
 START_TIMEOUT_S = 120.0
 
 
@@ -99,102 +98,17 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         _stop(model_proc)
 
 
-def user(text: str) -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": text}]}
-
-
-def types(messages: list[dict[str, Any]]) -> list[str]:
-    return [m["type"] for m in messages]
-
-
 async def test_thread_run_state_and_history(server_url: str) -> None:
-    client = get_client(url=server_url)
-    assert [a["graph_id"] for a in await client.assistants.search()] == [GRAPH_ID]
-    thread_id = (await client.threads.create())["thread_id"]
-
-    result = await client.runs.wait(thread_id, GRAPH_ID, input=user("get_weather for Paris"))
-    assert result["stop_reason"] == "completed"
-    assert types(result["messages"]) == ["human", "ai", "tool", "ai"]
-    call = result["messages"][1]["tool_calls"][0]
-    assert (call["name"], call["args"]) == ("get_weather", {})  # the tool's default city
-    assert result["messages"][2]["content"] == "Paris: 18°C, cloudy"
-    assert result["messages"][3]["content"] == "Done."
-    assert result["usage"]["total_tokens"] > 0
-
-    state = await client.threads.get_state(thread_id)
-    assert state["next"] == []
-    ids = [m["id"] for m in result["messages"]]
-    assert [m["id"] for m in state["values"]["messages"]] == ids
-    assert state["values"]["stop_reason"] == "completed"
-    history = await client.threads.get_history(thread_id, limit=100)
-    assert [h["metadata"]["step"] for h in history] == list(range(7, -2, -1))
-    assert [h["next"] for h in history] == [
-        [], ["router"], ["loop_detector"], ["model"], ["tools"], ["loop_detector"], ["model"],
-        ["prepare"], ["__start__"]]
-    assert history[0]["checkpoint"]["checkpoint_id"] == state["checkpoint"]["checkpoint_id"]
-
-    again = await client.runs.wait(thread_id, GRAPH_ID, input=user("thanks"))
-    assert types(again["messages"]) == ["human", "ai", "tool", "ai", "human", "ai", "tool", "ai"]
-    assert again["iteration"] == 1
+    await checks.check_thread_run_state_and_history(server_url, server_url)
 
 
 def test_streaming_with_the_sync_client(server_url: str) -> None:
-    client = get_sync_client(url=server_url)
-    thread_id = client.threads.create()["thread_id"]
-    parts = list(client.runs.stream(thread_id, GRAPH_ID, input=user("get_weather now"),
-                                    stream_mode=["updates", "messages-tuple", "custom"]))
-    events = [p.event for p in parts]
-    assert events[0] == "metadata"
-    nodes = [node for p in parts if p.event == "updates" for node in p.data]
-    assert nodes == ["prepare", "model", "loop_detector", "tools", "model", "loop_detector",
-                     "router"]
-    streamed = [p.data[0] for p in parts if p.event == "messages"]
-    assert {m["type"] for m in streamed} == {"AIMessageChunk", "tool"}
-    text = "".join(str(m.get("content") or "") for m in streamed if m["type"] == "AIMessageChunk")
-    assert text == "Done."
-    custom = [p.data for p in parts if p.event == "custom"]
-    assert [c["event"] for c in custom if c["event"] == "tool_call"] == ["tool_call"]
-    assert next(c for c in custom if c["event"] == "tool_call")["name"] == "get_weather"
+    checks.check_streaming_with_the_sync_client(server_url, checks.Engine())
 
 
 def test_per_run_context_overrides_limits(server_url: str) -> None:
-    client = get_sync_client(url=server_url)
-    result = client.runs.wait(None, GRAPH_ID, input=user("get_weather for Paris"),
-                              context={"max_model_calls": 1})
-    assert isinstance(result, dict)
-    assert result["stop_reason"] == "max_model_calls"
-    assert types(result["messages"]) == ["human", "ai", "tool", "human", "ai"]
-    unanswered, notice = result["messages"][2:4]
-    assert unanswered["status"] == "error"
-    assert unanswered["content"].startswith("Error: not executed")
-    assert notice["name"] == "loop_warning"
-    assert "model-call limit" in notice["content"]
-    assert result["iterations"][0]["guard"]["limit"] == 1
+    checks.check_per_run_context_overrides_limits(server_url)
 
 
 async def test_approval_interrupt_and_resume(server_url: str) -> None:
-    client = get_client(url=server_url)
-    thread_id = (await client.threads.create())["thread_id"]
-
-    await client.runs.wait(thread_id, GRAPH_ID, input=user("please send_email to the team"))
-    paused = await client.threads.get_state(thread_id)
-    assert paused["next"] == ["approval"]
-    assert paused["values"]["stop_reason"] is None
-    [interrupt] = [i for task in paused["tasks"] for i in task["interrupts"]]
-    request = interrupt["value"]
-    assert [a["name"] for a in request["action_requests"]] == ["send_email"]
-    assert request["review_configs"] == [
-        {"action_name": "send_email", "allowed_decisions": ["approve", "edit", "reject"]}]
-    assert types(paused["values"]["messages"]) == ["human", "ai"]
-
-    result = await client.runs.wait(thread_id, GRAPH_ID,
-                                    command={"resume": {"decisions": [{"type": "approve"}]}})
-    assert result["stop_reason"] == "completed"
-    assert types(result["messages"]) == ["human", "ai", "tool", "ai"]
-    assert "queued" in result["messages"][2]["content"]
-
-    history = await client.threads.get_history(thread_id, limit=100)
-    assert any(h["next"] == ["approval"] for h in history)
-    parts = [p async for p in client.runs.stream(thread_id, GRAPH_ID, input=user("send_email again"),
-                                                 stream_mode="updates")]
-    assert any("__interrupt__" in p.data for p in parts if p.event == "updates")
+    await checks.check_approval_interrupt_and_resume(server_url, server_url)

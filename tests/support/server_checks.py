@@ -1,0 +1,140 @@
+"""The checks every LangGraph Agent Server deployment of ``langgraph.json``'s graph passes.
+
+Used by ``tests/test_langgraph_server.py`` (``langgraph dev``, one process) and
+``tests/test_aegra.py`` (Aegra, two processes on PostgreSQL + Redis). Each check takes
+the URL that starts the work and the URL that reads or continues it: the same URL for one
+process, the other process for a deployment. The model behind the server is the loopback
+``auto_reply`` (call the tool the user names, then answer ``"Done."``).
+
+:class:`Engine` lists what an engine legitimately does differently; nothing else is relaxed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph_sdk import get_client, get_sync_client
+
+GRAPH_ID = "langgraph-loop"
+
+
+@dataclass(frozen=True)
+class Engine:
+    """Engine differences the checks allow.
+
+    Attributes:
+        tool_chunk_type: the ``type`` a ToolMessage has in ``messages-tuple`` streams
+            (``langgraph dev``: ``"tool"``; Aegra sends the chunk class, ``"ToolMessageChunk"``).
+    """
+
+    tool_chunk_type: str = "tool"
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def types(messages: list[dict[str, Any]]) -> list[str]:
+    return [m["type"] for m in messages]
+
+
+async def check_thread_run_state_and_history(url: str, read_url: str,
+                                             served: tuple[str, ...] = (GRAPH_ID,)) -> None:
+    """A run, then its state and history read back (from ``read_url``), then a second turn.
+
+    ``served``: the graph ids the deployment serves (one assistant each).
+    """
+    client, reader = get_client(url=url), get_client(url=read_url)
+    assert sorted(a["graph_id"] for a in await client.assistants.search()) == sorted(served)
+    thread_id = (await client.threads.create())["thread_id"]
+
+    result = await client.runs.wait(thread_id, GRAPH_ID, input=user("get_weather for Paris"))
+    assert result["stop_reason"] == "completed"
+    assert types(result["messages"]) == ["human", "ai", "tool", "ai"]
+    call = result["messages"][1]["tool_calls"][0]
+    assert (call["name"], call["args"]) == ("get_weather", {})  # the tool's default city
+    assert result["messages"][2]["content"] == "Paris: 18°C, cloudy"
+    assert result["messages"][3]["content"] == "Done."
+    assert result["usage"]["total_tokens"] > 0
+
+    state = await reader.threads.get_state(thread_id)
+    assert state["next"] == []
+    ids = [m["id"] for m in result["messages"]]
+    assert [m["id"] for m in state["values"]["messages"]] == ids
+    assert state["values"]["stop_reason"] == "completed"
+    history = await reader.threads.get_history(thread_id, limit=100)
+    assert [h["metadata"]["step"] for h in history] == list(range(7, -2, -1))
+    assert [h["next"] for h in history] == [
+        [], ["router"], ["loop_detector"], ["model"], ["tools"], ["loop_detector"], ["model"],
+        ["prepare"], ["__start__"]]
+    assert history[0]["checkpoint"]["checkpoint_id"] == state["checkpoint"]["checkpoint_id"]
+
+    again = await reader.runs.wait(thread_id, GRAPH_ID, input=user("thanks"))
+    assert types(again["messages"]) == ["human", "ai", "tool", "ai", "human", "ai", "tool", "ai"]
+    assert again["iteration"] == 1
+
+
+def check_streaming_with_the_sync_client(url: str, engine: Engine) -> None:
+    """``updates``, ``messages-tuple`` and ``custom`` stream modes through the sync client."""
+    client = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    parts = list(client.runs.stream(thread_id, GRAPH_ID, input=user("get_weather now"),
+                                    stream_mode=["updates", "messages-tuple", "custom"]))
+    events = [p.event for p in parts]
+    assert events[0] == "metadata"
+    nodes = [node for p in parts if p.event == "updates" for node in p.data]
+    assert nodes == ["prepare", "model", "loop_detector", "tools", "model", "loop_detector",
+                     "router"]
+    streamed = [p.data[0] for p in parts if p.event == "messages"]
+    assert {m["type"] for m in streamed} == {"AIMessageChunk", engine.tool_chunk_type}
+    text = "".join(str(m.get("content") or "") for m in streamed if m["type"] == "AIMessageChunk")
+    assert text == "Done."
+    custom = [p.data for p in parts if p.event == "custom"]
+    assert [c["event"] for c in custom if c["event"] == "tool_call"] == ["tool_call"]
+    assert next(c for c in custom if c["event"] == "tool_call")["name"] == "get_weather"
+
+
+def check_per_run_context_overrides_limits(url: str) -> None:
+    """``context=`` sets a run's limits (a stateless run)."""
+    client = get_sync_client(url=url)
+    result = client.runs.wait(None, GRAPH_ID, input=user("get_weather for Paris"),
+                              context={"max_model_calls": 1})
+    assert isinstance(result, dict)
+    assert result["stop_reason"] == "max_model_calls"
+    assert types(result["messages"]) == ["human", "ai", "tool", "human", "ai"]
+    unanswered, notice = result["messages"][2:4]
+    assert unanswered["status"] == "error"
+    assert unanswered["content"].startswith("Error: not executed")
+    assert notice["name"] == "loop_warning"
+    assert "model-call limit" in notice["content"]
+    assert result["iterations"][0]["guard"]["limit"] == 1
+
+
+async def check_approval_interrupt_and_resume(url: str, resume_url: str) -> None:
+    """The approval interrupt, read and resumed through ``resume_url``; then seen in a stream."""
+    client, resumer = get_client(url=url), get_client(url=resume_url)
+    thread_id = (await client.threads.create())["thread_id"]
+
+    await client.runs.wait(thread_id, GRAPH_ID, input=user("please send_email to the team"))
+    paused = await resumer.threads.get_state(thread_id)
+    assert paused["next"] == ["approval"]
+    assert paused["values"]["stop_reason"] is None
+    [interrupt] = [i for task in paused["tasks"] for i in task["interrupts"]]
+    request = interrupt["value"]
+    assert [a["name"] for a in request["action_requests"]] == ["send_email"]
+    assert request["review_configs"] == [
+        {"action_name": "send_email", "allowed_decisions": ["approve", "edit", "reject"]}]
+    assert types(paused["values"]["messages"]) == ["human", "ai"]
+
+    result = await resumer.runs.wait(thread_id, GRAPH_ID,
+                                     command={"resume": {"decisions": [{"type": "approve"}]}})
+    assert result["stop_reason"] == "completed"
+    assert types(result["messages"]) == ["human", "ai", "tool", "ai"]
+    assert "queued" in result["messages"][2]["content"]
+
+    history = await client.threads.get_history(thread_id, limit=100)
+    assert any(h["next"] == ["approval"] for h in history)
+    parts = [p async for p in client.runs.stream(thread_id, GRAPH_ID, input=user("send_email again"),
+                                                 stream_mode="updates")]
+    assert any("__interrupt__" in p.data for p in parts if p.event == "updates")
