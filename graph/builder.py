@@ -38,6 +38,7 @@ from langgraph_loop.nodes.respond import RespondNode
 from langgraph_loop.nodes.router import RouterNode
 from langgraph_loop.nodes.tools import ToolsNode
 from langgraph_loop.routing import Routes
+from langgraph_loop.run_input import LoopGraph
 
 __all__ = ["create_loop_agent", "default_recursion_limit"]
 
@@ -109,7 +110,8 @@ def create_loop_agent(
             ``response_format``).
 
     Raises:
-        ValueError: an argument is invalid; the message names it.
+        ValueError: an argument is invalid; the message names it. The graph's runs
+            raise ``ValueError`` for an input it cannot work on (see ``run_input``).
     """
     known = set(LoopSettings.__dataclass_fields__) - {"model", "tools", "loop_detection",
                                                       "_cache", "extra_tools"}
@@ -137,4 +139,4 @@ def create_loop_agent(
     builder.add_edge("tools", routes.entry)  # a stop found by tools ends via model/detector
     builder.add_conditional_edges("router", _edge(routes.after_router), routes.router_targets())
     graph = builder.compile(checkpointer=checkpointer, store=store, name=name or "langgraph-loop")
-    return graph.with_config(recursion_limit=default_recursion_limit(settings))
+    return LoopGraph.of(graph).with_config(recursion_limit=default_recursion_limit(settings))

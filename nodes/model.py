@@ -139,6 +139,8 @@ class ModelNode(LoopNode):
         extra: list[BaseMessage] = [notice] if notice is not None else []
         offered = None if final else (yield from self._offered(state, settings))
         request = build_request(state, settings, extra)
+        if not any(m.type == "human" for m in request):
+            raise ValueError("model: the request has no user message; nothing to work on")
         runnable = self._bind([] if final else offered)
         reply = yield Invoke(runnable, request, config)
         if not isinstance(reply, AIMessage):
