@@ -297,7 +297,7 @@ def test_the_readme_token_recipe_prints_only_what_the_model_said(
     namespace = {"agent": Recorded(), "inputs": {"messages": [HumanMessage("Any news?")]},
                  "config": thread("recipe"), "AIMessage": AIMessage,
                  "print": lambda *a, end="\n": printed.append(" ".join(map(str, a)) + end)}
-    exec(_readme_token_recipe(), namespace)  # noqa: S102 - the README's own code
+    exec(_readme_token_recipe(), namespace)  # the README's own code
     assert "".join(printed) == "Searching." * 3 + "Nothing new today."
     notices = [c for c, meta in parts if meta["langgraph_node"] == "model"
                and not isinstance(c, AIMessage)]
