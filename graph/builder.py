@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
 from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -85,7 +86,7 @@ def _retry(settings: LoopSettings) -> RetryPolicy:
 
 def create_loop_agent(
     model: BaseChatModel,
-    tools: Sequence[Any] = (),
+    tools: Sequence[Any] | BaseTool | Callable[..., Any] = (),
     *,
     loop_detection: LoopDetection | None = _UNSET,
     checkpointer: Any = None,
@@ -97,7 +98,8 @@ def create_loop_agent(
 
     Args:
         model: the agent's chat model (any LangChain ``BaseChatModel`` with tools).
-        tools: LangChain tools or plain functions.
+        tools: a list of LangChain tools or plain functions (one tool alone is
+            accepted as a list of one; a string or a dict is a ``ValueError``).
         loop_detection: ``LoopDetection()`` by default; None turns detection off.
         checkpointer: any LangGraph checkpointer (SQLite, PostgreSQL, in-memory).
         store: a LangGraph store, passed through.

@@ -107,9 +107,12 @@ class ModelNode(LoopNode):
             return None
         chosen = yield Call(settings.tool_filter, (state, list(settings.all_tools)),
                             name="tool_filter")
+        if not isinstance(chosen, Sequence) or isinstance(chosen, str):
+            raise ValueError(f"tool_filter must return a list of tools or tool names, got "
+                             f"{type(chosen).__name__} {chosen!r:.80}")
         known = {t.name: t for t in settings.all_tools}
         picked: list[BaseTool] = []
-        for item in chosen or []:
+        for item in chosen:
             name = item if isinstance(item, str) else getattr(item, "name", None)
             if name not in known:
                 raise ValueError(f"tool_filter returned an unknown tool: {item!r}")
