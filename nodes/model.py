@@ -39,7 +39,13 @@ from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopContext, LoopState, Usage, add_usage, usage_of
 from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.base import LoopNode
-from langgraph_loop.nodes.limits import stop_instruction
+from langgraph_loop.nodes.limits import (
+    MIN_FINAL_OUTPUT,
+    budget_guard,
+    final_answer_room,
+    max_tokens_of,
+    stop_instruction,
+)
 from langgraph_loop.nodes.request import build_request
 
 __all__ = ["ModelNode", "estimate_usage", "timed_out", "without_tool_calls"]
@@ -130,10 +136,12 @@ class ModelNode(LoopNode):
             stop = StopReason.TIMEOUT
             run["guard"] = {"guard": "limits", "reason": stop.value}
             update.update(stop_reason=stop, run=run)
+        pending = list(state.get("pending_notices") or [])
+        if stop is None:  # no room for this round and a final answer: stop before it
+            stop = self._budget_stop(state, settings, pending, run, update)
         final = stop is not None
         if final and (run.get("finalized") or not settings.limits.final_answer):
             return update
-        pending = list(state.get("pending_notices") or [])
         if final:
             guard = run.get("guard") or {"reason": str(stop)}
             pending = queue_notice(pending, run=str(run.get("id")), key="stop",
@@ -145,6 +153,13 @@ class ModelNode(LoopNode):
         if not any(m.type == "human" for m in request):
             raise ValueError("model: the request has no user message; nothing to work on")
         runnable = self._bind([] if final else offered)
+        if final:
+            room = final_answer_room(state, settings, request)
+            if room is not None and room < MIN_FINAL_OUTPUT:
+                return self._skip_final(update, run, stop, room)
+            supported, own = max_tokens_of(settings.model)
+            if room is not None and supported:  # bound the answer by what is left
+                runnable = runnable.bind(max_tokens=min(room, own or room))
         reply = yield Invoke(runnable, request, config)
         if not isinstance(reply, AIMessage):
             raise TypeError(f"model returned {type(reply).__name__}, expected an AIMessage")
@@ -154,6 +169,31 @@ class ModelNode(LoopNode):
         return {**update, **self._record(state, settings, request, reply, extra, run, offered,
                                          had_notices=bool(pending),
                                          remaining=remaining)}
+
+    @staticmethod
+    def _budget_stop(state: LoopState, settings: LoopSettings, pending: list[Any],
+                     run: dict[str, Any], update: dict[str, Any]) -> StopReason | None:
+        """``token_budget`` when this call and a final answer after it would not fit."""
+        if settings.limits.token_budget is None:
+            return None
+        notice, _ = drain(pending, run=str(run.get("id")))
+        probe = build_request(state, settings, [notice] if notice is not None else [])
+        guard = budget_guard(state, settings, probe)
+        if guard is None:
+            return None
+        run["guard"] = guard
+        update.update(stop_reason=StopReason.TOKEN_BUDGET, run=run)
+        return StopReason.TOKEN_BUDGET
+
+    @staticmethod
+    def _skip_final(update: dict[str, Any], run: dict[str, Any], stop: Any,
+                    room: int) -> dict[str, Any]:
+        """End without the final answer: the token budget has no room for it."""
+        guard = dict(run.get("guard") or {"reason": str(stop)})
+        guard["final_answer"] = (f"skipped: the token budget leaves about {max(room, 0)} "
+                                 f"tokens, fewer than {MIN_FINAL_OUTPUT} for an answer")
+        run.update(finalized=True, guard=guard)
+        return {**update, "run": run, "pending_notices": []}
 
     def _record(
         self,

@@ -304,3 +304,23 @@ def test_the_readme_token_recipe_prints_only_what_the_model_said(
     assert [n.name for n in notices] == ["loop_warning", "loop_warning"]  # warning, stop notice
     assert all(n.additional_kwargs["langgraph_loop"]["kind"] == "notice" for n in notices)
     assert "Tools are no longer available" in str(notices[-1].content)
+
+
+def test_the_final_answer_call_is_bounded_by_what_is_left_of_the_budget(
+        openai_server: OpenAIServer) -> None:
+    """Under ``token_budget`` the tools-free final call carries ``max_tokens`` = what is left
+    after its estimated input; the regular calls carry none."""
+    call = [("search", {"query": "news"})]
+    openai_server.script += [tool_calls(call, usage=(100, 20))] * 3 + [
+        text("Summary.", usage=(150, 3))]
+    agent = create_loop_agent(chat(openai_server), [search],
+                              loop_detection=LoopDetection(warn_after=2, stop_after=3),
+                              limits={"token_budget": 1000})
+    result = agent.invoke({"messages": [HumanMessage("Any news?")]})
+    assert result["stop_reason"] == StopReason.LOOP_DETECTED
+    bodies = openai_server.requests
+    assert [("max_tokens" in b or "max_completion_tokens" in b) for b in bodies] == [
+        False, False, False, True]
+    bound = bodies[-1].get("max_completion_tokens", bodies[-1].get("max_tokens"))
+    assert 50 <= bound <= 1000 - 3 * 120 - 150  # what is left after the estimated input
+    assert result["usage"]["total_tokens"] == 3 * 120 + 153 <= 1000

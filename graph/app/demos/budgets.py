@@ -1,7 +1,7 @@
 """Budget scenarios: a research loop that wraps up under budget pressure.
 
 The agent keeps researching pass after pass (its predicate always asks for more).
-When its tokens reach 60% of ``Limits(token_budget=...)`` the pressure instruction
+When its tokens reach 50% of ``Limits(token_budget=...)`` the pressure instruction
 is queued; the model sees it on its next call, as the last message of the request,
 writes its final report, and the run stops with ``budget_pressure`` at the end of
 that pass, well before the hard budget.
@@ -65,11 +65,11 @@ def budget_pressure(console: Console, checkpointer: Any) -> dict[str, Any]:
     model = ScriptedChatModel(default=_researcher)
     agent = create_loop_agent(
         model, [search_papers], should_continue=lambda _state: True, max_iterations=10,
-        limits=Limits(token_budget=2000), budget_pressure=BudgetPressure(threshold=0.6),
+        limits=Limits(token_budget=2000), budget_pressure=BudgetPressure(threshold=0.5),
         checkpointer=checkpointer)
     config: Any = {"configurable": {"thread_id": "demo-budget-pressure"}}
     state = agent.invoke({"messages": [HumanMessage("Research how owls hunt.")]}, config)
-    print_run(console, "Budget pressure: Limits(token_budget=2000), BudgetPressure(threshold=0.6)",
+    print_run(console, "Budget pressure: Limits(token_budget=2000), BudgetPressure(threshold=0.5)",
               state)
     return state
 
