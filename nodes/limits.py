@@ -159,7 +159,7 @@ def estimate_input(request: Sequence[BaseMessage]) -> int:
         >>> ai = AIMessage("", usage_metadata={"input_tokens": 40, "output_tokens": 10,
         ...                                    "total_tokens": 50})
         >>> estimate_input([HumanMessage("hi"), ai, ToolMessage("x" * 40, tool_call_id="c")])
-        75
+        72
     """
     reported, added = _estimate(request)
     return reported + added
