@@ -81,10 +81,30 @@ def test_demo_uses_a_configured_openai_compatible_model(
     assert "scenarios ran offline" in out
 
 
-def test_unknown_demo_scenario(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = run_cli(capsys, "demo", "nope")
+def test_unknown_demo_scenario_lists_the_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run_cli(capsys, "demo", "react", "nope")
     assert code == 2
-    assert "no scenario named ['nope']" in out
+    assert "no scenario named 'nope'. The scenarios:" in out
+    assert "  react " in out and "  compaction " in out and "ran offline" not in out
+
+
+def test_demo_list_lists_every_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    from langgraph_loop.app.demos import all_scenarios
+
+    code, out = run_cli(capsys, "demo", "--list")
+    assert code == 0
+    listed = [line.split()[0] for line in out.splitlines() if line.strip()]
+    assert listed == [s.key for s in all_scenarios()]
+    assert "Polling that makes progress" in out and "ran offline" not in out
+
+
+def test_named_scenarios_run_offline_even_with_a_model_configured(
+    live_env: OpenAIServer, capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out = run_cli(capsys, "demo", "react", "runaway")
+    assert code == 0
+    assert "2 scenarios ran offline with the scripted demo model." in out
+    assert live_env.requests == []  # the configured endpoint was not used
 
 
 def test_run_without_a_model_says_how_to_configure(

@@ -26,7 +26,10 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="the scripted scenarios, or a live task when "
                           "OPENAI_API_KEY / OPENAI_BASE_URL are set")
-    demo.add_argument("scenarios", nargs="*", help="scenario keys (default: all)")
+    demo.add_argument("scenarios", nargs="*",
+                      help="scenario keys (default: all; naming scenarios always runs them "
+                      "offline); --list shows them")
+    demo.add_argument("--list", action="store_true", help="list the scenarios and exit")
     demo.add_argument("--db", type=Path, default=None,
                       help="SQLite file (offline default: temporary; live: .langgraph-loop/threads.sqlite)")
     demo.add_argument("--offline", action="store_true",

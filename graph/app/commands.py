@@ -33,7 +33,7 @@ from langgraph_loop.core.config import Limits
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = ["UsageError", "demo", "demo_tools", "graph", "live_demo", "model_from_env",
-           "offline_demo", "run", "show", "sqlite_saver"]
+           "offline_demo", "run", "scenario_list", "show", "sqlite_saver"]
 
 
 @contextmanager
@@ -52,8 +52,14 @@ LIVE_TASK = ("What is the weather in Paris and in Rome right now? Check each cit
 
 
 def demo(args: argparse.Namespace, console: Console) -> int:
-    """The scenarios offline, or one live task when an OpenAI-compatible model is set."""
-    if not getattr(args, "offline", False) and (
+    """The scenarios offline, or one live task when an OpenAI-compatible model is set.
+
+    ``--list`` lists the scenarios; named scenarios always run offline (they are scripted).
+    """
+    if getattr(args, "list", False):
+        console.print(scenario_list(), markup=False, highlight=False)
+        return 0
+    if not getattr(args, "offline", False) and not args.scenarios and (
         os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")
     ):
         return live_demo(args, console)
@@ -79,9 +85,12 @@ def live_demo(args: argparse.Namespace, console: Console) -> int:
 def offline_demo(args: argparse.Namespace, console: Console) -> int:
     """Run the offline scenarios against a SQLite checkpointer."""
 
+    known = {s.key for s in all_scenarios()}
+    unknown = [key for key in args.scenarios if key not in known]
+    if unknown:
+        raise UsageError(f"no scenario named {', '.join(map(repr, unknown))}. The scenarios:\n"
+                         + scenario_list())
     chosen = [s for s in all_scenarios() if not args.scenarios or s.key in args.scenarios]
-    if not chosen:
-        raise UsageError(f"no scenario named {args.scenarios}")
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or Path(tmp) / "demo.sqlite"
         with sqlite_saver(db) as saver:
@@ -92,6 +101,13 @@ def offline_demo(args: argparse.Namespace, console: Console) -> int:
             console.print(f"Their threads are stored in {db} as demo-<scenario>, e.g. "
                           f"`langgraph-loop show demo-{chosen[0].key} --db {db}`.")
     return 0
+
+
+def scenario_list() -> str:
+    """One line per offline scenario: its key and title."""
+    scenarios = all_scenarios()
+    width = max(len(s.key) for s in scenarios)
+    return "\n".join(f"  {s.key:<{width}}  {s.title}" for s in scenarios)
 
 
 def demo_tools() -> tuple[Any, ...]:
