@@ -157,13 +157,59 @@ def test_run_against_an_openai_compatible_server_then_show(
     assert "stop_reason=completed  passes=1  tokens=15 (in 10, out 5)" in out
 
 
+def error_lines(out: str) -> list[str]:
+    """The CLI's error output: exactly an ``error:`` line and a ``hint:`` line."""
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == 2 and "Traceback" not in out, out
+    assert lines[0].startswith("error: ") and lines[1].startswith("hint: "), out
+    return lines
+
+
 def test_show_unknown_thread(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out = run_cli(capsys, "show", "nope", "--db", str(tmp_path / "missing.sqlite"))
-    assert (code, "no thread store at" in out) == (2, True)
+    error, hint = error_lines(out)
+    assert code == 2 and "no thread store at" in error and "creates it" in hint
     run_cli(capsys, "demo", "react", "--db", str(tmp_path / "d.sqlite"))
     code, out = run_cli(capsys, "show", "nope", "--db", str(tmp_path / "d.sqlite"))
+    error, hint = error_lines(out)
+    assert code == 2 and "no thread 'nope'" in error
+    assert hint == "hint: threads there: demo-react"
+
+
+def test_unreachable_endpoint_is_one_line_and_a_hint(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.support.postgres import free_port
+
+    closed = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    monkeypatch.setenv("OPENAI_BASE_URL", closed)
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    code, out = run_cli(capsys, "run", "hello", "--db", str(tmp_path / "t.sqlite"),
+                        "--thread", "t9")
+    error, hint = error_lines(out)
     assert code == 2
-    assert "no thread 'nope'" in out
+    assert error.startswith(f"error: cannot reach the model endpoint {closed}")
+    assert hint.endswith("`langgraph-loop run \"...\" --thread t9` continues this thread")
+
+
+def test_png_without_a_renderer_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_renderers(name: str, *args: object, **kwargs: object) -> object:
+        if name.split(".", maxsplit=1)[0] in ("mermaidx", "pygraphviz"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(builtins, "__import__", no_renderers)
+    code, out = run_cli(capsys, "graph", "--png", str(tmp_path / "g.png"))
+    error, hint = error_lines(out)
+    assert code == 2 and error == "error: no PNG renderer is installed"
+    assert "pip install 'langgraph-loop[png]'" in hint
+    assert not (tmp_path / "g.png").exists()
 
 
 def test_graph_prints_mermaid(capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from langgraph_loop.app import commands
 from langgraph_loop.app.env import DEFAULT_DB
@@ -58,7 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args, console)
     except commands.UsageError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        if exc.hint:
+            console.print(f"hint: {exc.hint}", style="dim", markup=False, highlight=False,
+                          soft_wrap=True)
         return 2
 
 

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import openai
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -115,13 +116,30 @@ def demo_tools() -> tuple[Any, ...]:
     return TOOLS
 
 
+@contextmanager
+def provider_errors(model: Any, thread: str) -> Iterator[None]:
+    """The model endpoint's errors, after the retries, as one line and a hint."""
+    endpoint = getattr(model, "openai_api_base", None) or "the OpenAI API"
+    resume = f"`langgraph-loop run \"...\" --thread {thread}` continues this thread"
+    try:
+        yield
+    except openai.APIConnectionError as exc:  # also a timeout
+        raise UsageError(f"cannot reach the model endpoint {endpoint}: {exc}",
+                         hint=f"check OPENAI_BASE_URL and that the server is up; {resume}"
+                         ) from exc
+    except openai.APIStatusError as exc:
+        raise UsageError(f"the model endpoint {endpoint} answered {exc.status_code}: "
+                         f"{exc.message}",
+                         hint=f"check OPENAI_API_KEY and LANGGRAPH_LOOP_MODEL; {resume}") from exc
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     """Run a task on a stored thread with live progress."""
 
     model = model_from_env(os.environ)
     thread = args.thread or uuid.uuid4().hex[:8]
     tools = demo_tools() if getattr(args, "demo_tools", False) else ()
-    with sqlite_saver(args.db) as saver:
+    with sqlite_saver(args.db) as saver, provider_errors(model, thread):
         agent = create_loop_agent(model, tools, checkpointer=saver,
                                   max_iterations=args.max_iterations)
         config: RunnableConfig = {"configurable": {"thread_id": thread}}
@@ -136,12 +154,17 @@ def show(args: argparse.Namespace, console: Console) -> int:
     """Print a stored thread: transcript, stop reason, per-pass records, usage."""
 
     if not Path(args.db).exists():
-        raise UsageError(f"no thread store at {args.db}")
+        raise UsageError(f"no thread store at {args.db}",
+                         hint=f"`langgraph-loop run \"task\" --db {args.db}` creates it; "
+                              f"the default store is {DEFAULT_DB}")
     with sqlite_saver(args.db) as saver:
         agent = create_loop_agent(ScriptedChatModel(), checkpointer=saver)
         snapshot = agent.get_state({"configurable": {"thread_id": args.thread}})
+        known = sorted({str(c.config["configurable"]["thread_id"]) for c in saver.list(None)})
     if not snapshot.values:
-        raise UsageError(f"no thread {args.thread!r} in {args.db}")
+        listed = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
+        raise UsageError(f"no thread {args.thread!r} in {args.db}",
+                         hint=f"threads there: {listed}" if known else "that store has no threads")
     print_run(console, f"thread {args.thread}", dict(snapshot.values))
     return 0
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from langgraph_loop.app.agent import GATED_TOOLS, TOOLS
+from langgraph_loop.app.env import UsageError
 from langgraph_loop.builder import create_loop_agent
 from langgraph_loop.core.config import Approval, Compaction, Judge
 from langgraph_loop.scripted import ScriptedChatModel
@@ -45,7 +46,9 @@ def png_bytes(agent: Any) -> bytes:
     try:
         return bytes(agent.get_graph().draw_png())
     except ImportError as exc:
-        raise RuntimeError("install langgraph-loop[png] (mermaidx or pygraphviz) for PNG output") from exc
+        raise UsageError("no PNG renderer is installed",
+                         hint="pip install 'langgraph-loop[png]' (mermaidx, or pygraphviz), or "
+                              "run `langgraph-loop graph` without --png for Mermaid text") from exc
 
 
 def render_png(agent: Any, path: Path) -> None:
