@@ -247,3 +247,53 @@ def test_module_entry_point() -> None:
                           capture_output=True, text=True, timeout=120, check=False, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "1 scenarios ran offline" in proc.stdout
+
+
+EMAIL = tool_calls([("send_email", {"to": "team@example.com", "subject": "Hi"})], usage=(10, 5))
+
+
+@pytest.mark.parametrize(("typed", "tool_result"), [
+    ("a\n", "email to team@example.com with subject 'Hi' queued"),
+    ('e\n{"to": "boss@example.com", "subject": "Hi"}\n',
+     "email to boss@example.com with subject 'Hi' queued"),
+    ("r\nnot today\n", "not today"),
+])
+def test_run_asks_before_the_gated_send_email(
+    live_env: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, typed: str, tool_result: str,
+) -> None:
+    import io
+
+    live_env.script += [EMAIL, text("Handled.", usage=(10, 5))]
+    monkeypatch.setattr("sys.stdin", io.StringIO(typed))
+    code, out = run_cli(capsys, "run", "Email the team", "--demo-tools", "--db",
+                        str(tmp_path / "t.sqlite"), "--thread", "mail")
+    assert code == 0
+    assert 'approval needed: send_email({"to": "team@example.com", "subject": "Hi"})' in out
+    assert "approve / edit / reject? [a/e/r]" in out
+    assert len(live_env.requests) == 2  # paused before the tool, resumed after the answer
+    answered = live_env.requests[1]["messages"][-1]
+    assert answered["role"] == "tool" and tool_result in answered["content"]
+    assert "thread=mail stop_reason=completed" in out
+
+
+def test_run_yes_approves_without_asking(
+    live_env: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import io
+
+    live_env.script += [EMAIL, text("Sent.", usage=(10, 5))]
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # nothing to read: must not ask
+    code, out = run_cli(capsys, "run", "Email the team", "--demo-tools", "--yes", "--db",
+                        str(tmp_path / "t.sqlite"))
+    assert code == 0
+    assert "approved (--yes): send_email" in out and "[a/e/r]" not in out
+    assert "queued" in live_env.requests[1]["messages"][-1]["content"]
+
+
+def test_run_help_states_the_default_of_one_pass(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    flat = " ".join(capsys.readouterr().out.split())
+    assert "passes per run (default 1;" in flat and "--yes" in flat

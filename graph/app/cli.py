@@ -39,9 +39,14 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("task")
     run.add_argument("--thread", default=None, help="continue this thread id")
     run.add_argument("--db", type=Path, default=DEFAULT_DB)
-    run.add_argument("--max-iterations", type=int, default=1)
+    run.add_argument("--max-iterations", type=int, default=1,
+                     help="passes per run (default 1; `run` has no predicate or judge, so a "
+                          "run ends at the model's first answer whatever the value)")
     run.add_argument("--demo-tools", action="store_true",
-                     help="offer the demo tools (get_weather, send_email) to the model")
+                     help="offer the demo tools (get_weather, send_email) to the model; "
+                          "send_email waits for your approve / edit / reject")
+    run.add_argument("--yes", action="store_true",
+                     help="approve gated tool calls (send_email) without asking")
     show = sub.add_parser("show", help="show a stored thread")
     show.add_argument("thread")
     show.add_argument("--db", type=Path, default=DEFAULT_DB)

@@ -21,16 +21,18 @@ import openai
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command
 from rich.console import Console
 
-from langgraph_loop.app.agent import TOOLS, get_weather
+from langgraph_loop.app.agent import GATED_TOOLS, TOOLS, get_weather
 from langgraph_loop.app.demos import all_scenarios
 from langgraph_loop.app.demos.base import print_run
 from langgraph_loop.app.env import DEFAULT_DB, UsageError, model_from_env
 from langgraph_loop.app.picture import example_agent, mermaid, render_png
 from langgraph_loop.app.progress import run_with_progress
+from langgraph_loop.app.review import decisions_for
 from langgraph_loop.builder import create_loop_agent
-from langgraph_loop.core.config import Limits
+from langgraph_loop.core.config import Approval, Limits
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = ["UsageError", "demo", "demo_tools", "graph", "live_demo", "model_from_env",
@@ -139,11 +141,19 @@ def run(args: argparse.Namespace, console: Console) -> int:
     model = model_from_env(os.environ)
     thread = args.thread or uuid.uuid4().hex[:8]
     tools = demo_tools() if getattr(args, "demo_tools", False) else ()
+    gated = Approval(tools=GATED_TOOLS) if tools else None  # send_email asks a human
     with sqlite_saver(args.db) as saver, provider_errors(model, thread):
-        agent = create_loop_agent(model, tools, checkpointer=saver,
+        agent = create_loop_agent(model, tools, checkpointer=saver, approval=gated,
                                   max_iterations=args.max_iterations)
         config: RunnableConfig = {"configurable": {"thread_id": thread}}
-        state = run_with_progress(agent, {"messages": [HumanMessage(args.task)]}, config, console)
+        inputs: Any = {"messages": [HumanMessage(args.task)]}
+        while True:  # resume after each approval the person at the terminal gives
+            state = run_with_progress(agent, inputs, config, console)
+            paused = agent.get_state(config).interrupts
+            if not paused:
+                break
+            inputs = Command(resume=decisions_for(paused, console,
+                                                  approve_all=getattr(args, "yes", False)))
     console.print(state["messages"][-1].content if state.get("messages") else "")
     console.print(f"thread={thread} stop_reason={state.get('stop_reason')} "
                   f"tokens={(state.get('usage') or {}).get('total_tokens', 0)}", style="dim")
