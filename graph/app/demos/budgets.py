@@ -25,7 +25,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.tools import tool
 from rich.console import Console
 
-from langgraph_loop.app.demos.base import Scenario, print_run
+from langgraph_loop.app.demos.base import Expect, Scenario, print_run
 from langgraph_loop.builder import create_loop_agent
 from langgraph_loop.core.config import BudgetPressure, Limits
 from langgraph_loop.core.notices import NOTICE_NAME
@@ -76,5 +76,5 @@ def budget_pressure(console: Console, checkpointer: Any) -> dict[str, Any]:
 
 SCENARIOS = [
     Scenario("budget-pressure", "A research loop wrapped up by budget pressure", budget_pressure,
-             ["limits", "budgets"]),
+             ["limits", "budgets"], Expect("budget_pressure", passes=3, loop_warnings=0)),
 ]
