@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks
 	$(PY) -m benchmarks.token_economy
 	$(PY) -m benchmarks.detector_cost
+	$(PY) -m benchmarks.real_traces
 
 notebooks: $(STAMP)
 	$(PY) -m pytest -q tests/test_notebooks.py
@@ -65,8 +66,14 @@ test-lowest: .venv-lowest/.installed-stamp
 	.venv-lowest/bin/python -m pip list 2>/dev/null | grep -E "^(langgraph|langchain-core|langchain-openai|pydantic) "
 	.venv-lowest/bin/python -m pytest -q $(COMPAT_TESTS)
 
+# python3.13 may be a pyenv shim that only works with that version selected: take the first
+# interpreter that runs.
+PY313 ?= $(shell for c in python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3.13 \
+    /usr/local/bin/python3.13 /usr/bin/python3.13; do $$c -c '' 2>/dev/null && { echo $$c; break; }; done)
+
 .venv-py313/.installed-stamp: pyproject.toml $(MODLIST)
-	test -x .venv-py313/bin/python || python3.13 -m venv .venv-py313
+	@test -n "$(PY313)" || { echo "Python 3.13 not found (install it, or set PY313=/path/to/python3.13)"; exit 1; }
+	test -x .venv-py313/bin/python || $(PY313) -m venv .venv-py313
 	.venv-py313/bin/python -m pip install -q --upgrade pip
 	.venv-py313/bin/python -m pip install -q ".[dev]"
 	touch $@

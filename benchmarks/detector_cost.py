@@ -27,7 +27,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.nodes.detection import observe
-from langgraph_loop.nodes.loop_detector import LoopDetectorNode, previous_results
+from langgraph_loop.nodes.loop_detector import loop_detector, previous_results
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = ["history", "main", "measure"]
@@ -56,7 +56,7 @@ def _state(messages: list[BaseMessage], settings: LoopSettings) -> dict[str, Any
     for i, ai in enumerate(tail[:-1]):
         if isinstance(ai, AIMessage):
             detector = observe(detector, ai, previous_results(tail[: i + 1]), config).state
-    assert len(detector["win"]) == config.window
+    assert len(detector["window"]) == config.window
     return {
         "messages": messages, "detector": detector, "pending_notices": [],
         "run": {"id": "r", "started_at": time.time(), "tool_calls": len(messages) // 2},
@@ -67,12 +67,11 @@ def _state(messages: list[BaseMessage], settings: LoopSettings) -> dict[str, Any
 def measure(rounds: int, reps: int = 300) -> dict[str, Any]:
     """µs of one ``loop_detector`` step on a thread of ``rounds`` rounds (min and median)."""
     settings = LoopSettings.build(ScriptedChatModel())
-    node = LoopDetectorNode(settings)
     state = _state(history(rounds), settings)
     samples = []
     for _ in range(reps):
         start = time.perf_counter()
-        node.invoke(state, {}, None)  # type: ignore[arg-type]
+        loop_detector(state, settings)  # type: ignore[arg-type]
         samples.append((time.perf_counter() - start) * 1e6)
     # the minimum is the step's own cost; the median also carries the machine's noise
     return {"rounds": rounds, "messages": len(state["messages"]),

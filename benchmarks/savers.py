@@ -4,25 +4,49 @@
   and ``blobs``.
 * ``sqlite``: ``SqliteSaver`` on a file in a temp dir; after a ``wal_checkpoint(TRUNCATE)``
   we report the file size and, separately, the summed blob lengths of its tables.
+* ``postgres``: ``PostgresSaver`` on one database of the test suite's throwaway server
+  (``tests/support/postgres.py``: ``$LANGGRAPH_LOOP_TEST_PG_URI`` when set, else a local
+  server started on a free port and removed at the end). The tables are emptied before every
+  run; bytes = ``checkpoint`` and ``metadata`` as JSON text plus the ``blob`` lengths of
+  ``checkpoint_blobs`` and ``checkpoint_writes``; file bytes = ``pg_total_relation_size`` of
+  the three tables (heap, TOAST and indexes).
+
+Example:
+    >>> with Savers() as savers, savers.open("memory") as saver:
+    ...     saver_stats(saver)
+    SaverStats(bytes=0, checkpoints=0, file_bytes=None)
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any, Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-__all__ = ["SaverKind", "SaverStats", "open_saver", "saver_stats"]
+try:
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
 
-SaverKind = Literal["none", "memory", "sqlite"]
+    from tests.support.postgres import fresh_database, pg_uri
+except ImportError as exc:  # the `postgres` extra is not installed: the postgres cases are skipped
+    PG_IMPORT_ERROR: str | None = f"{type(exc).__name__}: {exc}"
+else:
+    PG_IMPORT_ERROR = None
+
+__all__ = ["SaverKind", "SaverStats", "Savers", "saver_stats"]
+
+SaverKind = Literal["none", "memory", "sqlite", "postgres"]
+PG_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
 
 @dataclass
@@ -34,24 +58,93 @@ class SaverStats:
     file_bytes: int | None = None
 
 
-@contextmanager
-def open_saver(kind: SaverKind, directory: Path) -> Iterator[BaseCheckpointSaver[Any] | None]:
-    """Yield a fresh checkpointer of ``kind`` (None for ``none``)."""
-    if kind == "none":
-        yield None
-    elif kind == "memory":
-        yield InMemorySaver()
-    else:
-        path = directory / f"ckpt-{os.getpid()}-{id(directory)}.sqlite"
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
+class Savers:
+    """Opens a fresh checkpointer per run; owns a temp dir and, lazily, one PostgreSQL database.
+
+    Use as a context manager: leaving it stops the throwaway PostgreSQL server (if one was
+    started) and deletes the temp dir.
+    """
+
+    def __init__(self) -> None:
+        self._stack = ExitStack()
+        self.directory = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="lgl-bench-")))
+        self._pg: str | None = None
+        self._pg_error: str | None = None
+
+    def __enter__(self) -> Savers:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stack.close()
+
+    def unavailable(self, kind: SaverKind) -> str | None:
+        """Why ``kind`` cannot be used here (None when it can); starts PostgreSQL on first ask."""
+        if kind != "postgres":
+            return None
+        if self._pg is None and self._pg_error is None:
+            self._pg_error = PG_IMPORT_ERROR
+        if self._pg is None and self._pg_error is None:
+            try:
+                self._pg = self._start_postgres()
+            except Exception as exc:  # noqa: BLE001 - any setup failure means "skip postgres"
+                self._pg_error = f"{type(exc).__name__}: {str(exc)[:300]}"
+        return self._pg_error
+
+    def _start_postgres(self) -> str:
+        """Start (or reuse) the server, create one database with the saver's tables (dropped at exit)."""
+        server = self._stack.enter_context(pg_uri())
+        uri = fresh_database(server, prefix="bench")
+        self._stack.callback(_drop_database, server, uri.rsplit("/", 1)[1])
+        with PostgresSaver.from_conn_string(uri) as saver:
+            saver.setup()
+        return uri
+
+    @contextmanager
+    def open(self, kind: SaverKind) -> Iterator[BaseCheckpointSaver[Any] | None]:
+        """Yield a fresh, empty checkpointer of ``kind`` (None for ``none``)."""
+        if kind == "none":
+            yield None
+        elif kind == "memory":
+            yield InMemorySaver()
+        elif kind == "sqlite":
+            with self._sqlite() as saver:
+                yield saver
+        else:
+            with self._postgres() as pg:
+                yield pg
+
+    @contextmanager
+    def _sqlite(self) -> Iterator[SqliteSaver]:
+        path = self.directory / "ckpt.sqlite"
+        files = [Path(f"{path}{suffix}") for suffix in ("", "-wal", "-shm")]
+        for file in files:
+            file.unlink(missing_ok=True)
         conn = sqlite3.connect(path, check_same_thread=False)
         try:
-            yield SqliteSaver(conn)
+            saver = SqliteSaver(conn)
+            saver.setup()  # tables up front, as for PostgreSQL: not part of the timed run
+            yield saver
         finally:
             conn.close()
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
+            for file in files:
+                file.unlink(missing_ok=True)
+
+    @contextmanager
+    def _postgres(self) -> Iterator[BaseCheckpointSaver[Any]]:
+        reason = self.unavailable("postgres")
+        if reason is not None or self._pg is None:
+            raise RuntimeError(f"PostgreSQL is not available: {reason}")
+        with PostgresSaver.from_conn_string(self._pg) as saver:
+            _pg_conn(saver).execute(f"TRUNCATE {', '.join(PG_TABLES)}")
+            yield saver
+
+
+def _drop_database(server: str, name: str) -> None:
+    """Drop the benchmark's database (matters when the server is not a throwaway one)."""
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(psycopg.sql.SQL("DROP DATABASE IF EXISTS {}").format(psycopg.sql.Identifier(name)))
 
 
 def _typed_len(value: Any) -> int:
@@ -87,10 +180,39 @@ def _sqlite_stats(saver: SqliteSaver) -> SaverStats:
     return SaverStats(bytes=int(row[1]) + int(writes[0]), checkpoints=int(row[0]), file_bytes=file_bytes)
 
 
+PG_STATS = """
+SELECT
+  (SELECT COUNT(*) FROM checkpoints) AS checkpoints,
+  (SELECT COALESCE(SUM(octet_length(checkpoint::text) + octet_length(metadata::text)), 0)
+     FROM checkpoints)
+  + (SELECT COALESCE(SUM(octet_length(blob)), 0) FROM checkpoint_blobs)
+  + (SELECT COALESCE(SUM(octet_length(blob)), 0) FROM checkpoint_writes) AS bytes,
+  pg_total_relation_size('checkpoints') + pg_total_relation_size('checkpoint_blobs')
+  + pg_total_relation_size('checkpoint_writes') AS file_bytes
+"""
+
+
+def _pg_conn(saver: PostgresSaver) -> psycopg.Connection[dict[str, Any]]:
+    """The saver's connection (``from_conn_string`` gives it one connection, not a pool)."""
+    conn = saver.conn
+    assert isinstance(conn, psycopg.Connection)
+    return conn
+
+
+def _postgres_stats(saver: PostgresSaver) -> SaverStats:
+    with saver.lock:
+        row = _pg_conn(saver).execute(PG_STATS).fetchone()
+    assert row is not None
+    return SaverStats(bytes=int(row["bytes"]), checkpoints=int(row["checkpoints"]),
+                      file_bytes=int(row["file_bytes"]))
+
+
 def saver_stats(saver: BaseCheckpointSaver[Any] | None) -> SaverStats | None:
     """Bytes and checkpoint count held by ``saver`` (None when there is no saver)."""
     if isinstance(saver, InMemorySaver):
         return _memory_stats(saver)
     if isinstance(saver, SqliteSaver):
         return _sqlite_stats(saver)
+    if PG_IMPORT_ERROR is None and isinstance(saver, PostgresSaver):
+        return _postgres_stats(saver)
     return None

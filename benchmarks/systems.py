@@ -12,6 +12,7 @@ The langgraph-loop adapter codes against the public contract
 from __future__ import annotations
 
 import importlib
+import itertools
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = [
     "PEER_SYSTEMS",
+    "GraphInvoker",
     "Invoker",
     "System",
     "all_systems",
@@ -73,20 +75,37 @@ def plain_loop(
     return messages
 
 
-def _graph_invoker(graph: Any, n: int) -> Invoker:
-    """Wrap a compiled graph: fresh thread id per call, recursion limit for ``n`` rounds."""
-    counter = iter(range(1_000_000))
+class GraphInvoker:
+    """Run a compiled graph: a fresh thread id per call, a recursion limit for ``n`` rounds.
 
-    def invoke(prompt: str) -> dict[str, Any]:
-        """Run one task on a new thread."""
-        config = {
-            "recursion_limit": recursion_limit(n),
-            "configurable": {"thread_id": f"bench-{next(counter)}"},
+    Calling it runs one task; :meth:`debug_events` runs one task with ``stream_mode="debug"``
+    (for counting steps and checkpoints).
+    """
+
+    def __init__(self, graph: Any, n: int) -> None:
+        self.graph = graph
+        self.n = n
+        self._threads = itertools.count()
+
+    def _config(self) -> dict[str, Any]:
+        return {
+            "recursion_limit": recursion_limit(self.n),
+            "configurable": {"thread_id": f"bench-{next(self._threads)}"},
         }
-        result: dict[str, Any] = graph.invoke({"messages": [HumanMessage(prompt)]}, config)
+
+    def __call__(self, prompt: str) -> dict[str, Any]:
+        """Run one task on a new thread and return the final state."""
+        result: dict[str, Any] = self.graph.invoke({"messages": [HumanMessage(prompt)]}, self._config())
         return result
 
-    return invoke
+    def debug_events(self, prompt: str) -> list[dict[str, Any]]:
+        """Run one task on a new thread and return its ``stream_mode="debug"`` events."""
+        stream = self.graph.stream({"messages": [HumanMessage(prompt)]}, self._config(), stream_mode="debug")
+        return list(stream)
+
+
+def _graph_invoker(graph: Any, n: int) -> Invoker:
+    return GraphInvoker(graph, n)
 
 
 def _build_plain(
@@ -139,7 +158,7 @@ def load_langgraph_loop() -> ModuleType | None:
     """Import the langgraph-loop package once; print why and return None when unavailable."""
     if not _LOOPGRAPH:
         try:
-            module = importlib.import_module("graph")
+            module = importlib.import_module("langgraph_loop")
             for name in ("create_loop_agent", "Limits", "LoopDetection"):
                 getattr(module, name)
         except Exception as exc:  # noqa: BLE001 - any import failure means "skip it"

@@ -6,7 +6,11 @@ Scripted models loop the way real agents do and ignore every warning (the worst 
 * ``ab_cycle``: two calls alternating, A, B, A, B, ...;
 * ``poll_same``: polls a job whose status never changes (stagnation);
 * ``poll_progress``: polls a job whose status advances; done after 12 polls (legitimate);
-* ``batch_30``: 30 distinct fetches, then the answer (legitimate).
+* ``batch_30``: 30 distinct fetches, then the answer (legitimate);
+* ``retry_think``: the same failing booking again and again, a ``think`` call (new text, empty
+  result) between the tries, the way GPT-4o does on τ-bench (``benchmarks/real_traces.py``);
+* ``retry_lookup``: the same, with a read-only lookup (new arguments and result each time; its
+  metadata carries MCP's ``readOnlyHint``) between the tries.
 
 A model gives up on its own after 60 tool rounds. Systems:
 
@@ -38,7 +42,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import BaseTool, StructuredTool, ToolException, tool
 
 from benchmarks.scripted import Reply, ScriptedChatModel, ToolCounter
 from benchmarks.systems import load_langgraph_loop, recursion_limit
@@ -59,6 +63,7 @@ FORCED_STOP = (
 )
 DEFAULT_JSON = Path(__file__).parent / "results" / "token_economy.json"
 _FILLER = " ".join(f"item{i}" for i in range(60))
+BOOKING = {"flight": "HAT023", "paid": 1625}
 
 PATTERNS: dict[str, bool] = {
     "exact_repeat": False,
@@ -66,6 +71,8 @@ PATTERNS: dict[str, bool] = {
     "poll_same": False,
     "poll_progress": True,
     "batch_30": True,
+    "retry_think": False,
+    "retry_lookup": False,
 }
 """Pattern name -> whether its repetition is legitimate (the run should finish)."""
 
@@ -89,6 +96,13 @@ class LoopingModel(ScriptedChatModel):
             if last_result is not None and "done" in last_result:
                 return "The job finished; its output is ready."
             return [("check_status", {"job_id": "job-42"})]
+        if self.pattern in ("retry_think", "retry_lookup"):
+            if step % 2 == 0:
+                return [("book_flight", BOOKING)]
+            if self.pattern == "retry_think":
+                return [("think", {"thought": f"Attempt {step // 2 + 1} failed; the amounts "
+                                              "must add up. Let me try the booking again."})]
+            return [("get_flight_status", {"flight": f"HAT{step:03}", "date": "2024-05-20"})]
         if step < BATCH:
             return [("fetch", {"url": f"https://example.com/items/{step}"})]
         return f"Collected all {BATCH} items."
@@ -121,7 +135,26 @@ def make_tools(pattern: str, counter: ToolCounter) -> list[BaseTool]:
             return f"job {job_id}: done ({PROGRESS_POLLS}/{PROGRESS_POLLS} chunks)"
         return f"job {job_id}: running ({polls[0]}/{PROGRESS_POLLS} chunks processed)"
 
-    return [search, fetch, check_status]
+    def book_flight(flight: str, paid: int) -> str:
+        """Book a flight and pay for it."""
+        counter.count += 1
+        raise ToolException(f"Error: payment amount does not add up, total price is 4875, "
+                            f"but paid {paid}")
+
+    @tool
+    def think(thought: str) -> str:
+        """Think out loud; changes nothing."""
+        counter.count += 1
+        return ""
+
+    def get_flight_status(flight: str, date: str) -> str:
+        """Look up a flight's status (read-only)."""
+        counter.count += 1
+        return f"{flight} on {date}: available, {len(flight) * 7} seats left"
+
+    booking = StructuredTool.from_function(book_flight, handle_tool_error=True)
+    lookup = StructuredTool.from_function(get_flight_status, metadata={"readOnlyHint": True})
+    return [search, fetch, check_status, booking, think, lookup]
 
 
 class DeerFlowGuard:

@@ -14,12 +14,12 @@ Example:
 
 from __future__ import annotations
 
-from langchain_core.messages import AIMessage
 from langgraph.graph import END
 
 from langgraph_loop.core.pairing import unanswered_tail
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
+from langgraph_loop.nodes.approval import needs_approval
 from langgraph_loop.nodes.respond import wants_response
 
 __all__ = ["Routes"]
@@ -33,16 +33,6 @@ class Routes:
         self.entry = "compaction" if settings.compaction is not None else "model"
         self.pass_end = "judge" if settings.judge is not None else "router"
 
-    def _gated(self, state: LoopState) -> bool:
-        approval = self.settings.approval
-        if approval is None:
-            return False
-        messages = state.get("messages") or []
-        last = messages[-1] if messages else None
-        return isinstance(last, AIMessage) and any(
-            c["name"] in approval.tools for c in last.tool_calls
-        )
-
     def after_prepare(self, state: LoopState) -> str:
         """Into the loop, unless the recursion limit is too small for even one call."""
         return self.entry if state.get("stop_reason") is None else END
@@ -54,9 +44,11 @@ class Routes:
             if run.get("finalized") or not self.settings.limits.final_answer:
                 return "router"
             return self.entry
-        _, pending = unanswered_tail(state.get("messages") or [])
+        messages = state.get("messages") or []
+        _, pending = unanswered_tail(messages)
         if pending:
-            return "approval" if self._gated(state) else "tools"
+            gated = needs_approval(messages[-1], self.settings.approval)
+            return "approval" if gated else "tools"
         return self.pass_end
 
     def after_router(self, state: LoopState) -> str:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from langchain_core.messages import ToolMessage
-from langchain_core.tools import BaseTool, InjectedToolCallId, tool
+from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.types import Command
 from pydantic import BaseModel, Field
 
@@ -138,5 +138,3 @@ def todos_remaining_message(state: Mapping[str, Any], feedback: str | None = Non
             "soon as it is done, and stop only when all are completed.")
     return f"Feedback on your last answer: {feedback}\n\n{text}" if feedback else text
 
-
-TOOLS: tuple[BaseTool, ...] = (write_todos, set_mode)

@@ -12,13 +12,10 @@ and gets one decision per gated call, in order: from ``Approval.resolver`` (at m
 Decisions: ``{"type": "approve"}``, ``{"type": "edit", "edited_action": {"name",
 "args"}}`` (same tool, or an ungated known tool), ``{"type": "reject", "message": ...}``.
 
-The answer is validated *inside* ``interrupt()`` (its ``response_schema``), so a
-malformed resume raises a clear ``ValueError`` before anything is saved: the thread
-stays paused at ``approval`` and can be answered again. The decisions are written to
-``run["review"]``; the ``tools`` node honours them (``apply_review``): approved calls
-run, edited calls run as edited with a note in their ToolMessage, rejected calls get
-an error ToolMessage carrying the reviewer's message, and a gated call without a
-recorded decision never runs.
+The answer is validated inside ``interrupt()`` (its ``response_schema``): a malformed
+resume is a ``ValueError`` and the thread stays paused. The decisions go to
+``run["review"]``; the ``tools`` node applies them (``apply_review``), and a gated call
+without a recorded decision never runs.
 
 Example:
     >>> calls = [{"name": "rm", "args": {"path": "/tmp/x"}, "id": "c1"}]
@@ -27,11 +24,6 @@ Example:
     [{'action_name': 'rm', 'allowed_decisions': ['approve', 'edit', 'reject']}]
     >>> check_decisions(calls, [{"type": "approve"}], gated={"rm"}, known={"rm", "ls"})
     [{'type': 'approve'}]
-    >>> try:
-    ...     check_decisions(calls, [], gated={"rm"}, known={"rm"})
-    ... except ValueError as exc:
-    ...     print(exc)
-    approval: expected 1 decision (one per gated call: rm), got 0
 """
 
 from __future__ import annotations
@@ -41,13 +33,14 @@ import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from langgraph_loop.core.compat import resuming
+from langgraph_loop.core.config import Approval
 from langgraph_loop.core.effects import Call, Logic
 from langgraph_loop.core.pairing import unanswered_tail
 from langgraph_loop.core.state import LoopContext, LoopState
@@ -64,9 +57,9 @@ __all__ = [
     "check_decisions",
     "edit_note",
     "mark_edited",
+    "needs_approval",
     "reject_text",
     "response_model",
-    "resuming",
 ]
 
 DECISION_TYPES = ("approve", "edit", "reject")
@@ -201,6 +194,18 @@ def auto_allowed(run: Mapping[str, Any], max_auto_rounds: int) -> bool:
     return int(run.get("auto_rounds") or 0) < max_auto_rounds
 
 
+def needs_approval(message: BaseMessage | None, approval: Approval | None) -> bool:
+    """Does this reply ask for a tool that needs a decision first? (the one "is it gated")
+
+    Example:
+        >>> ai = AIMessage("", tool_calls=[{"name": "rm", "args": {}, "id": "c1"}])
+        >>> needs_approval(ai, Approval(tools=("rm",))), needs_approval(ai, None)
+        (True, False)
+    """
+    return (approval is not None and isinstance(message, AIMessage)
+            and any(c["name"] in approval.tools for c in message.tool_calls))
+
+
 def reject_text(name: str, message: str | None) -> str:
     """The error ToolMessage text of a rejected call."""
     base = f"Rejected by a reviewer: the call to {name!r} was not run."
@@ -280,23 +285,6 @@ def mark_edited(messages: Iterable[Any], reviewed: Reviewed) -> None:
             message.content = [{"type": "text", "text": note}, *message.content]
 
 
-def resuming(config: RunnableConfig | None) -> bool:
-    """Is this step being resumed with an answer to its interrupt?
-
-    Then the human was asked because the resolver handed over (or its budget was
-    spent): the resolver is not asked again, so its (possibly different) second
-    opinion can never replace the human's answer.
-
-    Example:
-        >>> resuming({"configurable": {}})
-        False
-    """
-    pad = ((config or {}).get("configurable") or {}).get(CONFIG_KEY_SCRATCHPAD)
-    if pad is None:
-        return False
-    return bool(pad.resume) or pad.get_null_resume(False) is not None
-
-
 class ApprovalNode(LoopNode):
     """Ask for (or auto-resolve) decisions on the gated calls (see module docstring)."""
 
@@ -317,7 +305,7 @@ class ApprovalNode(LoopNode):
         if not calls:
             return {}
         request = approval_request(calls, approval.description)
-        schema = response_model(calls, gated=gated, known={t.name for t in settings.all_tools})
+        schema = response_model(calls, gated=gated, known={t.name for t in settings.tools})
         run: dict[str, Any] = dict(state.get("run") or {})
         response: ApprovalResponse | None = None
         if (approval.resolver is not None and auto_allowed(run, approval.max_auto_rounds)
@@ -330,8 +318,8 @@ class ApprovalNode(LoopNode):
                 except ValidationError as exc:
                     raise ValueError(f"approval.resolver returned an invalid answer: {exc}") from exc
                 run["auto_rounds"] = int(run.get("auto_rounds") or 0) + 1
-                emit(runtime, "approval_auto", decisions=response.as_dicts(),
-                     auto_rounds=run["auto_rounds"])
+                emit(runtime, {"event": "approval_auto", "decisions": response.as_dicts(),
+                               "auto_rounds": run["auto_rounds"]})
         if response is None:
             response = interrupt(request, response_schema=schema)
         decisions = response.as_dicts()

@@ -1,16 +1,20 @@
-"""The shape every node shares: logic written once, thin sync/async wrappers.
+"""What the nodes that call out share: logic written once as effects, sync/async entry points.
+
+A node that calls a model, a tool or a user callback writes its logic once as a
+generator of effects (``graph/core/effects.py``); ``invoke``/``ainvoke`` perform them
+the sync or the async way. Pure nodes are plain functions and need none of this.
 
 Example:
-    >>> from langgraph_loop.scripted import ScriptedChatModel
+    >>> from langgraph_loop.core.effects import Call
     >>> from langgraph_loop.core.settings import LoopSettings
-    >>> class Echo(LoopNode):
-    ...     name = "echo"
+    >>> from langgraph_loop.scripted import ScriptedChatModel
+    >>> class Double(LoopNode):
+    ...     name = "double"
     ...     def logic(self, state, config, runtime):
-    ...         yield from ()
-    ...         return {"iteration": state["iteration"] + 1}
-    >>> node = Echo(LoopSettings.build(ScriptedChatModel()))
-    >>> node.invoke({"iteration": 1}, {}, None)
-    {'iteration': 2}
+    ...         doubled = yield Call(lambda n: n * 2, (state["iteration"],))
+    ...         return {"iteration": doubled}
+    >>> Double(LoopSettings.build(ScriptedChatModel())).invoke({"iteration": 2}, {}, None)
+    {'iteration': 4}
 """
 
 from __future__ import annotations
@@ -19,15 +23,15 @@ import json
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph._internal._runnable import RunnableCallable
 from langgraph.runtime import Runtime
 
 from langgraph_loop.core.effects import Logic, run_async, run_sync
+from langgraph_loop.core.records import Event
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopContext, LoopState
 from langgraph_loop.core.stop import StopReason
 
-__all__ = ["LoopNode", "emit", "jsonable", "plain_update"]
+__all__ = ["LoopNode", "emit", "jsonable", "plain_update", "settings_for_run"]
 
 
 def jsonable(value: Any) -> Any:
@@ -41,14 +45,10 @@ def jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def emit(runtime: Runtime[LoopContext] | None, event: str, **data: Any) -> None:
-    """Send a JSON-friendly ``custom`` stream event ``{"event": event, **data}``.
-
-    Events: ``iteration_start``, ``tool_call``, ``loop_warning``, ``budget_pressure``,
-    ``iteration_end``, ``stop`` (once per run). No-op when nobody streams.
-    """
+def emit(runtime: Runtime[LoopContext] | None, event: Event) -> None:
+    """Send a typed ``custom`` stream event, made JSON-friendly (no-op when nobody streams)."""
     if runtime is not None and runtime.stream_writer is not None:
-        runtime.stream_writer(jsonable({"event": event, **data}))
+        runtime.stream_writer(jsonable(event))
 
 
 def plain_update(update: Any) -> Any:
@@ -68,19 +68,23 @@ def plain_update(update: Any) -> Any:
     return update
 
 
+def settings_for_run(settings: LoopSettings, runtime: Runtime[LoopContext] | None) -> LoopSettings:
+    """``settings`` with this run's overrides (its runtime context) applied and validated."""
+    context = runtime.context if runtime is not None else None
+    return settings.for_run(context if isinstance(context, dict) else None)
+
+
 class LoopNode:
     """A graph node: ``logic`` is a generator of effects returning a state update."""
 
     name = "node"
-    trace = True  # False for cheap pure nodes: no callback run of their own
 
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
 
     def run_settings(self, runtime: Runtime[LoopContext] | None) -> LoopSettings:
         """The settings with this run's overrides (runtime context) applied."""
-        context = runtime.context if runtime is not None else None
-        return self.settings.for_run(context if isinstance(context, dict) else None)
+        return settings_for_run(self.settings, runtime)
 
     def logic(
         self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
@@ -99,7 +103,3 @@ class LoopNode:
     ) -> Any:
         """Async entry point."""
         return plain_update(await run_async(self.logic(state, config, runtime)))
-
-    def as_runnable(self) -> RunnableCallable:
-        """The node as LangGraph runs it (sync and async)."""
-        return RunnableCallable(self.invoke, self.ainvoke, name=self.name, trace=self.trace)

@@ -47,11 +47,11 @@ from langchain_core.runnables.config import merge_configs
 from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 
-from langgraph_loop.core.effects import Invoke, Logic
+from langgraph_loop.core.effects import Invoke, Logic, as_message
 from langgraph_loop.core.notices import drain
 from langgraph_loop.core.state import LoopContext, LoopState
 from langgraph_loop.nodes.base import LoopNode, emit
-from langgraph_loop.nodes.records import answer_text
+from langgraph_loop.nodes.passes import answer_text
 from langgraph_loop.nodes.request import build_request
 
 __all__ = [
@@ -174,7 +174,6 @@ class CompactionNode(LoopNode):
     def logic(
         self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
     ) -> Logic:
-        yield from ()
         settings = self.run_settings(runtime)
         compaction = settings.compaction
         run = state.get("run") or {}
@@ -183,7 +182,7 @@ class CompactionNode(LoopNode):
             return {}
         notice, _ = drain(state.get("pending_notices"), run=str(run.get("id")))
         request = build_request(state, settings, [notice] if notice is not None else [])
-        size = count_tokens(settings.model, request, settings.all_tools)
+        size = count_tokens(settings.model, request, settings.tools)
         if size <= compaction.max_tokens:
             return {}
         keep = {run.get("request_id")}
@@ -194,11 +193,12 @@ class CompactionNode(LoopNode):
         if split is None:
             return {}
         summarizer = compaction.summarizer or settings.model
-        reply = yield Invoke(summarizer, summary_prompt(split.old),
+        result = yield Invoke(summarizer, summary_prompt(split.old),
                              merge_configs(config, {"tags": ["compaction"]}))
-        summary = summary_message(answer_text(reply), len(split.old))
+        summary = summary_message(answer_text(as_message(result, "compaction.summarizer")),
+                                  len(split.old))
         pass_info: dict[str, Any] = dict(state.get("pass_info") or {})
         pass_info["compacted"] = int(pass_info.get("compacted") or 0) + len(split.old)
-        emit(runtime, "compaction", replaced=len(split.old), tokens=size,
-             max_tokens=compaction.max_tokens)
+        emit(runtime, {"event": "compaction", "replaced": len(split.old), "tokens": size,
+                       "max_tokens": compaction.max_tokens})
         return {"messages": compaction_writes(split, summary), "pass_info": pass_info}

@@ -9,21 +9,22 @@ called tools; their findings are ordered cycle, no progress, repeat, per tool:
 - **cycle**: the sequence of response signatures ends in a repeating block of
   period 2-4 (A,B,A,B,A...). Repetitions count a started round, so A,B,A,B,A is 3:
   the cycle is named no later than the exact-repeat count of its members would be.
-- **no progress**: a call asked for again although its last results were identical
-  ``streak`` times in a row and nothing else produced a new result in between
+- **no progress**: a call asked for again although its own last results were
+  identical ``streak`` times in a row and nothing changed in between
   (``no_progress_warn_after``/``no_progress_stop_after``, lower than the repeat
-  thresholds, so true stagnation is stopped earliest).
+  thresholds, so true stagnation is stopped earliest). What counts as a change is
+  judged per call (``nodes/detector_state.py``): errors, empty results (a ``think``
+  scratchpad) and read-only tools never excuse another call's retry.
 - **repeat**: one call signature present in ``warn_after``/``stop_after`` responses
-  of the window. When the results keep changing (progress: polling a job that
-  advances) the thresholds are ``progress_factor`` times higher (capped by the
+  of the window. When the call's own results keep changing (progress: polling a job
+  that advances) the thresholds are ``progress_factor`` times higher (capped by the
   window): still bounded, but not stopped like stagnation.
 - **per tool**: ``per_tool={"fetch": 30}`` allows that many calls of a tool name
   (any arguments) within the window; reaching it warns, exceeding it stops.
 
 One warning per signature (or cycle, or tool) while it stays in the window. The
-detector state holds short hashes only: the window of responses (``win``: response
-signature, call signatures, whether its results brought anything new), labels of
-the calls in the window, the last result per call signature, and warned keys.
+detector state (``DetectorState``, ``nodes/detector_state.py``) holds short hashes and
+small ints only, bounded by the window.
 
 Example:
     >>> from langchain_core.messages import AIMessage
@@ -39,17 +40,27 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
 from langgraph_loop.core.config import LoopDetection
+from langgraph_loop.nodes.detector_state import (
+    DetectorState,
+    absorb,
+    args_of,
+    compact,
+    makes_progress,
+    push,
+    response_sig,
+    streak,
+)
 from langgraph_loop.nodes.loop_texts import Finding, stop_guard, warning_text
-from langgraph_loop.nodes.signatures import SignedCall, content_hash, response_signature, sign_calls
+from langgraph_loop.nodes.signatures import sign_calls
 
-__all__ = ["LoopWarning", "Observation", "absorb", "cycle_of", "observe", "scaled"]
+__all__ = ["LoopWarning", "Observation", "cycle_of", "observe", "scaled"]
 
 LAYERS = ("cycle", "no_progress", "repeat", "per_tool")
 
@@ -69,7 +80,7 @@ class LoopWarning:
 class Observation:
     """What the detector concluded about one model response."""
 
-    state: dict[str, Any]
+    state: DetectorState
     warnings: list[LoopWarning] = field(default_factory=list)
     stop: dict[str, Any] | None = None
 
@@ -83,71 +94,6 @@ def scaled(warn: int, stop: int, factor: int, cap: int) -> tuple[int, int]:
     """
     high_stop = max(stop, min(stop * factor, cap))
     return max(warn, min(warn * factor, high_stop - 1)), high_stop
-
-
-def absorb(detector: dict[str, Any], results: Sequence[ToolMessage]) -> dict[str, Any]:
-    """Record the results of the newest response's calls (``detector["last"]``).
-
-    A result is *new* when its call signature did not return it last time. ``epoch``
-    counts rounds that brought something new; a call's ``streak`` (identical results
-    in a row) grows only while no result at all was new since its previous execution,
-    this round's parallel calls included; otherwise it starts again at 1.
-
-    Example:
-        >>> det = {"last": {"c1": "s"}, "win": [{"r": "x", "c": ["s"], "p": None}]}
-        >>> det = absorb(det, [ToolMessage("same", tool_call_id="c1")])
-        >>> det = absorb({**det, "last": {"c2": "s"}}, [ToolMessage("same", tool_call_id="c2")])
-        >>> det["res"]["s"][1], det["win"][-1]["p"]
-        (2, False)
-    """
-    last = detector.get("last") or {}
-    det = dict(detector)
-    if not last:
-        return det
-    res: dict[str, list[Any]] = dict(det.get("res") or {})
-    mine = [(last[m.tool_call_id], content_hash(m.content)) for m in results
-            if m.tool_call_id in last]
-    before = int(det.get("epoch", 0))
-    new = any(res.get(sig) is None or res[sig][0] != digest for sig, digest in mine)
-    epoch = before + (1 if new else 0)
-    for sig, digest in mine:
-        rec = res.get(sig)
-        still = not new and rec is not None and rec[2] == before
-        streak = int(rec[1]) + 1 if still and rec is not None else 1
-        res[sig] = [digest, streak, epoch, 1 + (0 if rec is None else int(rec[3]))]
-    win = [dict(e) for e in det.get("win") or []]
-    if win:
-        win[-1]["p"] = new
-    det.update(res=res, epoch=epoch, win=win, last={})
-    return det
-
-
-def _push(det: dict[str, Any], calls: Sequence[SignedCall], window: int) -> dict[str, Any]:
-    """Append the response to the window; prune everything to what the window holds."""
-    sigs = [c.sig for c in calls]
-    entry: dict[str, Any] = {"c": sorted(sigs), "p": None}
-    if len(sigs) != 1:
-        entry["r"] = response_signature(sigs)  # a one-call response is its call's signature
-    win = [*(det.get("win") or []), entry]
-    win = win[-window:]
-    inside = {s for e in win for s in e["c"]}
-    labels = {**(det.get("labels") or {}), **{c.sig: [c.name, c.args] for c in calls}}
-    labels = {s: v for s, v in labels.items() if s in inside}
-    res = {s: v for s, v in (det.get("res") or {}).items() if s in inside}
-    responses = {rsig(e) for e in win}
-    tools = {v[0] for v in labels.values()}
-    warned = [k for k in det.get("warned") or [] if _relevant(k, inside, responses, tools)]
-    return {**det, "win": win, "labels": labels, "res": res, "warned": warned,
-            "last": {c.id: c.sig for c in calls}}
-
-
-def _relevant(key: str, calls: set[str], responses: set[str], tools: set[str]) -> bool:
-    kind, _, ident = key.partition(":")
-    if kind == "call":
-        return ident in calls
-    if kind == "cycle":
-        return any(r in responses for r in ident.split("+"))
-    return ident in tools
 
 
 def cycle_of(seq: Sequence[str]) -> tuple[int, int]:
@@ -184,59 +130,60 @@ def _periodic(block: Sequence[str], d: int) -> bool:
     return len(block) % d == 0 and all(block[i] == block[i - d] for i in range(d, len(block)))
 
 
-def _cycle(det: dict[str, Any], config: LoopDetection) -> list[Finding]:
-    win = det["win"]
-    period, length = _cycle_run([rsig(e) for e in win])
+def _cycle(det: DetectorState, config: LoopDetection) -> list[Finding]:
+    win = det["window"]
+    period, length = _cycle_run([response_sig(e) for e in win])
     if not period:
         return []
     reps = -(-length // period)
     block = win[len(win) - length :][:period]  # the first round, in the model's order
-    progressing = any(e.get("p") for e in win[-period - 1 : -1])
+    latest = det.get("changed_at")  # progressing: a change in the last round of the cycle
+    progressing = latest is not None and latest >= det.get("responses", 0) - period
     warn, stop = (config.warn_after, config.stop_after)
     if progressing:
         warn, stop = scaled(warn, stop, config.progress_factor, config.window // period)
     if reps < warn:
         return []
-    rot = [rsig(e) for e in block]
+    rot = [response_sig(e) for e in block]
     first = min(range(period), key=lambda i: rot[i:] + rot[:i])
     key = "cycle:" + "+".join(rot[first:] + rot[:first])
-    steps = [[_label(det, s) for s in e["c"]] for e in block]
-    sigs = tuple(s for e in block for s in e["c"])
+    steps = [[_label(det, s) for s in e["calls"]] for e in block]
+    sigs = tuple(s for e in block for s in e["calls"])
     return [Finding("cycle", "stop" if reps >= stop else "warn", key, reps, stop, sigs,
-                    ", ".join(sorted({det["labels"][s][0] for s in sigs})), None,
+                    ", ".join(sorted({det["calls"][s]["tool"] for s in sigs})), None,
                     tuple(" + ".join(step) for step in steps), len(win), progressing)]
 
 
-def _label(det: dict[str, Any], sig: str) -> str:
-    name, args = det["labels"][sig]
-    return f"{name}({args})"
+def _label(det: DetectorState, sig: str) -> str:
+    rec = det["calls"][sig]
+    return f"{rec['tool']}({args_of(rec)})"
 
 
-def _call_finding(det: dict[str, Any], layer: str, sig: str, stop: bool, count: int,
+def _call_finding(det: DetectorState, layer: str, sig: str, stop: bool, count: int,
                   threshold: int, progressing: bool = False) -> Finding:
-    name, args = det["labels"][sig]
+    rec = det["calls"][sig]
     return Finding(layer, "stop" if stop else "warn", f"call:{sig}", count, threshold, (sig,),
-                   name, args, (_label(det, sig),), len(det["win"]), progressing)
+                   rec["tool"], args_of(rec), (_label(det, sig),), len(det["window"]), progressing)
 
 
-def _no_progress(det: dict[str, Any], sigs: Sequence[str], config: LoopDetection) -> list[Finding]:
+def _no_progress(det: DetectorState, sigs: Sequence[str], config: LoopDetection) -> list[Finding]:
+    """Calls asked for again after identical results, with nothing changed since."""
     out = []
     for sig in sigs:
-        rec = det["res"].get(sig)
-        streak = 0 if rec is None else int(rec[1])
-        if streak >= config.no_progress_warn_after:
-            stop = streak >= config.no_progress_stop_after
-            out.append(_call_finding(det, "no_progress", sig, stop, streak,
+        same = streak(det["calls"][sig])  # 0 when something changed since it last ran
+        if same >= config.no_progress_warn_after:
+            stop = same >= config.no_progress_stop_after
+            out.append(_call_finding(det, "no_progress", sig, stop, same,
                                      config.no_progress_stop_after))
     return out
 
 
-def _repeat(det: dict[str, Any], sigs: Sequence[str], config: LoopDetection) -> list[Finding]:
+def _repeat(det: DetectorState, sigs: Sequence[str], config: LoopDetection) -> list[Finding]:
+    """Calls present in many responses of the window (relaxed while their results move)."""
     out = []
     for sig in sigs:
-        count = sum(1 for e in det["win"] if sig in e["c"])
-        rec = det["res"].get(sig)
-        progressing = rec is not None and int(rec[3]) >= 2 and int(rec[1]) == 1
+        count = sum(1 for e in det["window"] if sig in e["calls"])
+        progressing = makes_progress(det["calls"][sig])
         warn, stop = config.warn_after, config.stop_after
         if progressing:
             warn, stop = scaled(warn, stop, config.progress_factor, config.window)
@@ -245,16 +192,17 @@ def _repeat(det: dict[str, Any], sigs: Sequence[str], config: LoopDetection) -> 
     return out
 
 
-def _per_tool(det: dict[str, Any], names: Sequence[str], config: LoopDetection) -> list[Finding]:
+def _per_tool(det: DetectorState, names: Sequence[str], config: LoopDetection) -> list[Finding]:
     out = []
     for name in names:
         cap = config.per_tool.get(name)
         if cap is None:
             continue
-        count = sum(1 for e in det["win"] for s in e["c"] if det["labels"][s][0] == name)
+        count = sum(1 for e in det["window"] for s in e["calls"]
+                    if det["calls"][s]["tool"] == name)
         if count >= cap:
             out.append(Finding("per_tool", "stop" if count > cap else "warn", f"tool:{name}",
-                               count, cap, (), name, None, (), len(det["win"])))
+                               count, cap, (), name, None, (), len(det["window"])))
     return out
 
 
@@ -284,64 +232,44 @@ def _warnings(findings: Sequence[Finding], warned: list[str]) -> list[LoopWarnin
     return out
 
 
-LABEL_CHARS = 200
-
-
-def rsig(entry: dict[str, Any]) -> str:
-    """The response signature of a window entry (stored only for multi-call responses)."""
-    return str(entry.get("r") or entry["c"][0])
-
-
-def compact(det: dict[str, Any]) -> dict[str, Any]:
-    """The state as stored: arguments only for calls seen twice in the window, cut short.
-
-    The detector state is written at every step (SQLite stores it in every checkpoint),
-    so it keeps what the next steps need: a call seen once only needs its tool name.
-
-    Example:
-        >>> compact({"win": [{"c": ["a"]}, {"c": ["a", "b"]}],
-        ...          "labels": {"a": ["f", "{}"], "b": ["g", '{"x":1}']}})["labels"]
-        {'a': ['f', '{}'], 'b': ['g', '']}
-    """
-    counts: dict[str, int] = {}
-    for entry in det.get("win") or []:
-        for sig in entry["c"]:
-            counts[sig] = counts.get(sig, 0) + 1
-    labels = {
-        sig: [name, args[:LABEL_CHARS] if counts.get(sig, 0) >= 2 else ""]
-        for sig, (name, args) in (det.get("labels") or {}).items()
-    }
-    return {**det, "labels": labels}
-
-
 def observe(
-    detector: dict[str, Any],
+    detector: Mapping[str, Any],
     ai: AIMessage,
     results: Sequence[ToolMessage],
     config: LoopDetection,
 ) -> Observation:
-    """Absorb the previous round's results, then run the layers on the new response."""
+    """Absorb the previous round's results, then run the layers on the new response.
+
+    Args:
+        detector: the detector state (``{}`` at the start of a run); never mutated.
+        ai: the new model reply.
+        results: the ToolMessages of the round before it.
+        config: thresholds, argument policies and read-only tools.
+
+    Returns:
+        The new state, the warnings to queue and the stop guard (or None).
+    """
     obs = _observe(detector, ai, results, config)
     obs.state = compact(obs.state)
     return obs
 
 
 def _observe(
-    detector: dict[str, Any],
+    detector: Mapping[str, Any],
     ai: AIMessage,
     results: Sequence[ToolMessage],
     config: LoopDetection,
 ) -> Observation:
-    det = absorb(detector or {}, results)
+    det = absorb(detector or {}, results, config)
     calls = sign_calls(ai, config)
     if not calls:
         return Observation(state=det)
-    det = _push(det, calls, config.window)
+    det = push(det, calls, config.window)
     sigs = list(dict.fromkeys(c.sig for c in calls))
     names = list(dict.fromkeys(c.name for c in calls))
     findings = [*_cycle(det, config), *_no_progress(det, sigs, config),
                 *_repeat(det, sigs, config), *_per_tool(det, names, config)]
-    warned = list(det["warned"])
+    warned = list(det.get("warned") or [])
     stops = [f for f in findings if f.severity == "stop" and _may_stop(f, warned)]
     if stops:
         first = min(stops, key=lambda f: (LAYERS.index(f.layer), -f.count))

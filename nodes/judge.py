@@ -1,6 +1,6 @@
 """The ``judge`` node: at a natural pass end, ask the predicate, then a second model.
 
-Order (DESIGN.md): on the capped pass nothing is asked (the router stops with
+Order: on the capped pass nothing is asked (the router stops with
 ``max_iterations``). The predicate is asked first and its answer is stored in
 ``pass_info["predicate"]`` for the router; if it asks to continue, the judge model
 is not called. Otherwise the judge model sees its instructions (criteria filled
@@ -34,11 +34,11 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from langgraph_loop.core.config import Judge, JudgeVerdict
-from langgraph_loop.core.effects import Call, Invoke, Logic
+from langgraph_loop.core.effects import Call, Invoke, Logic, StructuredReply, as_message, as_structured
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopContext, LoopState, Usage, add_usage, new_usage, usage_of
 from langgraph_loop.nodes.base import LoopNode
-from langgraph_loop.nodes.records import answer_text, last_ai
+from langgraph_loop.nodes.passes import answer_text, last_ai
 from langgraph_loop.nodes.router import normalize_predicate
 from langgraph_loop.nodes.verdict import judge_instructions, parse_text_verdict, resolve_verdict
 
@@ -115,24 +115,26 @@ class JudgeNode(LoopNode):
 
     def _ask(self, judge: Judge, request: list[BaseMessage], config: RunnableConfig) -> Logic:
         """Structured first; on an error, one plain-text retry; then "not answered"."""
-        yield from ()
         usage: Usage = new_usage()
         errors: list[str] = []
         for attempt in range(2):
             structured = attempt == 0 and self._structured is not None
             runnable = self._structured if structured else judge.model
             try:
-                reply = yield Invoke(runnable, request, judge_config(config))  # type: ignore[arg-type]
+                result = yield Invoke(runnable, request, judge_config(config))  # type: ignore[arg-type]
+                reply = (as_structured(result, "judge") if structured else
+                         StructuredReply(raw=as_message(result, "judge"), parsed=None,
+                                         parsing_error=None))
             except GraphBubbleUp:
                 raise
             except Exception as exc:  # noqa: BLE001 - a judge failure is "not answered"
                 errors.append(f"{type(exc).__name__}: {exc}")
                 continue
-            raw = reply.get("raw") if structured else reply
+            raw = reply["raw"]
             usage = add_usage(usage, usage_of(raw))
             text = answer_text(raw)
             if not structured:
                 return parse_text_verdict(text), usage
-            args = [c.get("args") for c in getattr(raw, "tool_calls", None) or []]
-            return resolve_verdict(reply.get("parsed"), args, text), usage
+            args = [c.get("args") for c in raw.tool_calls]
+            return resolve_verdict(reply["parsed"], args, text), usage
         return {"answered": False, "reasoning": "", "error": "; ".join(errors)}, usage

@@ -22,7 +22,6 @@ Example:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,31 +32,23 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 
-from langgraph_loop.core.effects import Call, Invoke, Logic
+from langgraph_loop.core.effects import Call, Invoke, Logic, as_message
 from langgraph_loop.core.notices import drain, queue_notice
+from langgraph_loop.core.records import Guard
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopContext, LoopState, Usage, add_usage, usage_of
 from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.base import LoopNode
-from langgraph_loop.nodes.limits import (
+from langgraph_loop.nodes.limits import stop_instruction, timeout_guard
+from langgraph_loop.nodes.request import build_request
+from langgraph_loop.nodes.token_budget import (
     MIN_FINAL_OUTPUT,
     budget_guard,
     final_answer_room,
     max_tokens_of,
-    stop_instruction,
 )
-from langgraph_loop.nodes.request import build_request
 
-__all__ = ["ModelNode", "estimate_usage", "timed_out", "without_tool_calls"]
-
-
-def timed_out(state: LoopState, settings: LoopSettings, now: float | None = None) -> bool:
-    """True when the run's wall-clock cap is spent."""
-    cap = settings.limits.max_duration_s
-    started = (state.get("run") or {}).get("started_at")
-    if cap is None or started is None:
-        return False
-    return (time.time() if now is None else now) - started >= cap
+__all__ = ["ModelNode", "estimate_usage", "without_tool_calls"]
 
 
 def without_tool_calls(message: AIMessage) -> AIMessage:
@@ -94,7 +85,7 @@ class ModelNode(LoopNode):
 
     def __init__(self, settings: LoopSettings) -> None:
         super().__init__(settings)
-        tools = list(settings.all_tools)
+        tools = list(settings.tools)
         self._bound_all: Runnable[LanguageModelInput, BaseMessage] = (
             settings.model.bind_tools(tools) if tools else settings.model
         )
@@ -108,15 +99,14 @@ class ModelNode(LoopNode):
 
     def _offered(self, state: LoopState, settings: LoopSettings) -> Logic:
         """The tools offered to this call: all, or what ``tool_filter`` returns."""
-        yield from ()
         if settings.tool_filter is None:
             return None
-        chosen = yield Call(settings.tool_filter, (state, list(settings.all_tools)),
+        chosen = yield Call(settings.tool_filter, (state, list(settings.tools)),
                             name="tool_filter")
         if not isinstance(chosen, Sequence) or isinstance(chosen, str):
             raise ValueError(f"tool_filter must return a list of tools or tool names, got "
                              f"{type(chosen).__name__} {chosen!r:.80}")
-        known = {t.name: t for t in settings.all_tools}
+        known = {t.name: t for t in settings.tools}
         picked: list[BaseTool] = []
         for item in chosen:
             name = item if isinstance(item, str) else getattr(item, "name", None)
@@ -132,9 +122,10 @@ class ModelNode(LoopNode):
         run: dict[str, Any] = dict(state.get("run") or {})
         update: dict[str, Any] = {}
         stop = state.get("stop_reason")
-        if stop is None and timed_out(state, settings):
+        timeout = timeout_guard(state, settings) if stop is None else None
+        if timeout is not None:  # the time cap, checked between steps
             stop = StopReason.TIMEOUT
-            run["guard"] = {"guard": "limits", "reason": stop.value}
+            run["guard"] = timeout
             update.update(stop_reason=stop, run=run)
         pending = list(state.get("pending_notices") or [])
         if stop is None:  # no room for this round and a final answer: stop before it
@@ -143,7 +134,8 @@ class ModelNode(LoopNode):
         if final and (run.get("finalized") or not settings.limits.final_answer):
             return update
         if final:
-            guard = run.get("guard") or {"reason": str(stop)}
+            stored: Guard | None = run.get("guard")
+            guard: Guard = stored or {"guard": "router", "reason": str(stop)}
             pending = queue_notice(pending, run=str(run.get("id")), key="stop",
                                    text=stop_instruction(guard), source="stop")
         notice, remaining = drain(pending, run=str(run.get("id")))
@@ -160,9 +152,7 @@ class ModelNode(LoopNode):
             supported, own = max_tokens_of(settings.model)
             if room is not None and supported:  # bound the answer by what is left
                 runnable = runnable.bind(max_tokens=min(room, own or room))
-        reply = yield Invoke(runnable, request, config)
-        if not isinstance(reply, AIMessage):
-            raise TypeError(f"model returned {type(reply).__name__}, expected an AIMessage")
+        reply = as_message((yield Invoke(runnable, request, config)), "model")
         if final:
             reply = without_tool_calls(reply)
             run["finalized"] = True

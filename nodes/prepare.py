@@ -27,13 +27,15 @@ from langgraph.runtime import Runtime
 
 from langgraph_loop.core.effects import Call, Logic
 from langgraph_loop.core.pairing import unanswered_tail
-from langgraph_loop.core.state import RESET, LoopContext, LoopState, new_usage
+from langgraph_loop.core.records import Guard, new_usage
+from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.state import RESET, LoopContext, LoopState
 from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.base import LoopNode, emit
-from langgraph_loop.nodes.limits import fits, start_steps
-from langgraph_loop.nodes.records import new_pass
+from langgraph_loop.nodes.passes import new_pass
+from langgraph_loop.nodes.steps import fits, start_steps
 
-__all__ = ["PrepareNode", "repair_dangling"]
+__all__ = ["PrepareNode", "repair_dangling", "start_run"]
 
 CANCELLED = "Error: this call was not executed: the run that requested it ended first."
 
@@ -48,8 +50,51 @@ def repair_dangling(messages: Sequence[BaseMessage]) -> list[Any]:
     return [RemoveMessage(id=str(m.id)) for m in later] + answers + later
 
 
+def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = None) -> dict[str, Any]:
+    """The update that starts a run: fresh per-run keys, a repaired thread (pure).
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> from langgraph_loop.scripted import ScriptedChatModel
+        >>> s = LoopSettings.build(ScriptedChatModel())
+        >>> update = start_run({"messages": [HumanMessage("hi", id="h1")]}, s, now=5.0)
+        >>> update["iteration"], update["run"]["request_id"], update["stop_reason"]
+        (1, 'h1', None)
+    """
+    messages = state.get("messages") or []
+    request = messages[-1] if messages else None
+    started = time.time() if now is None else now
+    request_id = request.id if request is not None else None
+    update: dict[str, Any] = {
+        "run": {"id": uuid.uuid4().hex, "started_at": started, "request_id": request_id,
+                "tool_calls": 0, "auto_rounds": 0, "finalized": False, "pressure_queued": False,
+                "guard": None},
+        "pass_info": new_pass(request_id, now=started),
+        "iteration": 1,
+        "iterations": [],
+        "usage": new_usage(),
+        "judge_usage": new_usage(),
+        "progress": [],
+        "pending_notices": [],
+        "verdict": None,
+        "stop_reason": None,
+        "structured_response": None,
+        "call_log": RESET,
+        "detector": {},
+    }
+    if not fits(state.get("remaining_steps"), start_steps(settings)):
+        update["stop_reason"] = StopReason.STEP_LIMIT  # no pass can run: end at once
+        update["iteration"] = 0
+        guard: Guard = {"guard": "limits", "reason": "step_limit", "limit": "recursion_limit"}
+        update["run"].update(finalized=True, guard=guard)
+    repairs = repair_dangling(messages)
+    if repairs:
+        update["messages"] = repairs
+    return update
+
+
 class PrepareNode(LoopNode):
-    """Start a run (see module docstring)."""
+    """Start a run (``start_run``), then tell ``hooks.on_iteration_start``."""
 
     name = "prepare"
 
@@ -57,43 +102,9 @@ class PrepareNode(LoopNode):
         self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
     ) -> Logic:
         settings = self.run_settings(runtime)  # validates per-run overrides up front
-        messages = state.get("messages") or []
-        request = messages[-1] if messages else None
-        now = time.time()
-        update: dict[str, Any] = {
-            "run": {
-                "id": uuid.uuid4().hex,
-                "started_at": now,
-                "request_id": request.id if request is not None else None,
-                "tool_calls": 0,
-                "auto_rounds": 0,
-                "finalized": False,
-                "pressure_queued": False,
-                "guard": None,
-            },
-            "pass_info": new_pass(request.id if request is not None else None, now=now),
-            "iteration": 1,
-            "iterations": [],
-            "usage": new_usage(),
-            "judge_usage": new_usage(),
-            "progress": [],
-            "pending_notices": [],
-            "verdict": None,
-            "stop_reason": None,
-            "structured_response": None,
-            "call_log": RESET,
-            "detector": {},
-        }
-        if not fits(state.get("remaining_steps"), start_steps(settings)):
-            update["stop_reason"] = StopReason.STEP_LIMIT  # no pass can run: end at once
-            update["iteration"] = 0
-            update["run"].update(finalized=True, guard={"guard": "limits", "reason": "step_limit",
-                                                        "limit": "recursion_limit"})
-        repairs = repair_dangling(messages)
-        if repairs:
-            update["messages"] = repairs
+        update = start_run(state, settings)
         hook = settings.hooks.on_iteration_start
         if hook is not None:
             yield Call(hook, ({**state, **update},), name="hooks.on_iteration_start")
-        emit(runtime, "iteration_start", iteration=1)
+        emit(runtime, {"event": "iteration_start", "iteration": 1})
         return update

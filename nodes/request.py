@@ -23,6 +23,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
+from langgraph_loop.nodes.verdict import criteria_list
 
 __all__ = ["build_request", "criteria_instruction", "pass_messages", "progress_message",
            "system_message"]
@@ -32,8 +33,7 @@ PROGRESS_NAME = "loop_progress"
 
 def criteria_instruction(criteria: Sequence[str]) -> str:
     """The text that tells the agent the judge's criteria."""
-    items = "\n".join(f"- {c}" for c in criteria)
-    return f"Your answer will be checked against these criteria:\n{items}"
+    return f"Your answer will be checked against these criteria:\n{criteria_list(criteria)}"
 
 
 def system_message(settings: LoopSettings, existing: BaseMessage | None) -> SystemMessage | None:

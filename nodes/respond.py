@@ -29,7 +29,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
 from langgraph.runtime import Runtime
 
-from langgraph_loop.core.effects import Invoke, Logic
+from langgraph_loop.core.effects import Invoke, Logic, as_structured
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopContext, LoopState, add_usage, usage_of
 from langgraph_loop.core.stop import StopReason
@@ -75,10 +75,11 @@ class RespondNode(LoopNode):
         settings = self.run_settings(runtime)
         instruction = HumanMessage(RESPOND_INSTRUCTION, name=RESPOND_NAME)
         request = build_request(state, settings, [instruction])
-        reply = yield Invoke(self._structured, request,
+        result = yield Invoke(self._structured, request,
                              merge_configs(config, {"run_name": "respond"}))
-        update: dict[str, Any] = {"structured_response": reply.get("parsed")}
-        usage = usage_of(reply.get("raw"))
+        reply = as_structured(result, "respond")
+        update: dict[str, Any] = {"structured_response": reply["parsed"]}
+        usage = usage_of(reply["raw"])
         if usage is not None:
             update["usage"] = add_usage(state.get("usage"), usage)
         return update

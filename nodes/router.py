@@ -30,6 +30,7 @@ from langgraph_loop.core.effects import Call, Logic
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopContext, LoopState
 from langgraph_loop.core.stop import StopReason
+from langgraph_loop.core.text import shorten
 from langgraph_loop.nodes.base import LoopNode, emit
 from langgraph_loop.nodes.continuation import (
     CONTINUE_NAME,
@@ -39,10 +40,10 @@ from langgraph_loop.nodes.continuation import (
     resend_message,
     with_progress,
 )
-from langgraph_loop.nodes.limits import can_start_pass
-from langgraph_loop.nodes.records import answer_text, build_record, calls_of_pass, last_ai, new_pass, shorten
+from langgraph_loop.nodes.pass_end import explain_stop, guard_at_pass_end
+from langgraph_loop.nodes.passes import answer_text, build_record, calls_of_pass, last_ai, new_pass
 from langgraph_loop.nodes.request import pass_messages
-from langgraph_loop.nodes.stall import guard_at_pass_end, stop_guard
+from langgraph_loop.nodes.steps import can_start_pass
 
 __all__ = ["CONTINUE_NAME", "DEFAULT_CONTINUE", "RouterNode", "continuation_text", "decide",
            "normalize_predicate"]
@@ -86,7 +87,6 @@ class RouterNode(LoopNode):
     name = "router"
 
     def _predicate(self, state: LoopState, settings: LoopSettings) -> Logic:
-        yield from ()
         stored = (state.get("pass_info") or {}).get("predicate")
         if stored is not None:
             return bool(stored["continue"]), stored.get("feedback")
@@ -96,7 +96,6 @@ class RouterNode(LoopNode):
         return normalize_predicate(result)
 
     def _decision(self, state: LoopState, settings: LoopSettings) -> Logic:
-        yield from ()
         iteration = state.get("iteration", 1)
         has_condition = settings.should_continue is not None or settings.judge is not None
         capped = settings.max_iterations is not None and iteration >= settings.max_iterations
@@ -109,13 +108,12 @@ class RouterNode(LoopNode):
                                 verdict=verdict)
         if stop is None and not can_start_pass(state.get("remaining_steps"), settings):
             stop = StopReason.STEP_LIMIT
-        if stop is None:  # time cap, budget-pressure wrap-up, stall (nodes/stall.py)
+        if stop is None:  # time cap, budget-pressure wrap-up, stall (nodes/pass_end.py)
             guard = guard_at_pass_end(state, settings)
             stop = StopReason(guard["reason"]) if guard is not None else None
         return stop, feedback
 
     def _feedback(self, state: LoopState, settings: LoopSettings, feedback: str | None) -> Logic:
-        yield from ()
         if settings.record_feedback is not None:
             entry = yield Call(settings.record_feedback, (state, feedback), name="record_feedback")
             return None if entry is None else str(entry)
@@ -137,7 +135,7 @@ class RouterNode(LoopNode):
             calls=calls_of_pass(state.get("call_log") or [], state.get("iteration", 1)),
             answer=answer_text(last_ai(state.get("messages") or [])), feedback=entry,
             verdict=state.get("verdict") if settings.judge is not None else None,
-            guard=stop_guard(state, settings, stop),
+            guard=explain_stop(state, settings, stop),
         )
         view: LoopState = {**state, "progress": progress}  # type: ignore[typeddict-item]
         hook = settings.hooks.on_iteration_end
@@ -146,12 +144,13 @@ class RouterNode(LoopNode):
             if ended is True and stop is None:
                 stop = StopReason.TERMINATED
                 record["guard"] = {"guard": "hooks", "reason": stop.value}
-        emit(runtime, "iteration_end", record=record)
+        emit(runtime, {"event": "iteration_end", "record": record})
         update: dict[str, Any] = {"iterations": [*(state.get("iterations") or []), record],
                                   "progress": progress}
         if stop is not None:
             update.update(stop_reason=stop, pending_notices=[])
-            emit(runtime, "stop", reason=stop, iteration=record["iteration"], guard=record["guard"])
+            emit(runtime, {"event": "stop", "reason": stop, "iteration": record["iteration"],
+                           "guard": record["guard"]})
             return update
         continuation = yield from self._continuation(view, settings, feedback)
         next_pass = new_pass(continuation.id)
@@ -162,13 +161,12 @@ class RouterNode(LoopNode):
             messages = [*(state.get("messages") or []), continuation]
             yield Call(hook, ({**view, **update, "messages": messages},),
                        name="hooks.on_iteration_start")
-        emit(runtime, "iteration_start", iteration=update["iteration"])
+        emit(runtime, {"event": "iteration_start", "iteration": update["iteration"]})
         return update
 
     def _continuation(self, state: LoopState, settings: LoopSettings,
                       feedback: str | None) -> Logic:
         """The next pass's input: prompt_factory, next_message or the default text."""
-        yield from ()
         progress = list(state.get("progress") or [])
         inject = settings.inject_progress and not settings.fresh_context
         if settings.prompt_factory is not None:

@@ -25,7 +25,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from typing import Any
 from langchain_core.messages import AIMessage
 
 from langgraph_loop.core.config import LoopDetection
+from langgraph_loop.core.text import digest
 
 __all__ = [
     "SignedCall",
@@ -46,12 +46,12 @@ __all__ = [
     "sign_calls",
 ]
 
-SIG_LEN = 10
+SIG_LEN = 8  # hex digits: no collision in practice among the window's few dozen calls
 LABEL_ARGS = 100
 
 
 def _digest(text: str) -> str:
-    return hashlib.sha1(text.encode()).hexdigest()[:SIG_LEN]
+    return digest(text, SIG_LEN)
 
 
 def canonical_args(args: Any) -> Any:

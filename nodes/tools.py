@@ -25,7 +25,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -33,11 +32,11 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from langgraph_loop.core.compat import durable
 from langgraph_loop.core.effects import Call, Logic, Parallel, Tasks
 from langgraph_loop.core.pairing import unanswered_tail
 from langgraph_loop.core.settings import LoopSettings
@@ -45,9 +44,11 @@ from langgraph_loop.core.state import CallRecord, LoopContext, LoopState
 from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.approval import apply_review, mark_edited
 from langgraph_loop.nodes.base import LoopNode, emit
+from langgraph_loop.nodes.limits import limit_guard
+from langgraph_loop.nodes.signatures import content_hash
 
-__all__ = ["TASK_NAME", "ToolsNode", "atask_call", "atool_call", "cap_output", "durable",
-           "plan_calls", "result_hash", "task_call", "tool_call"]
+__all__ = ["TASK_NAME", "ToolsNode", "atask_call", "atool_call", "cap_output",
+           "plan_calls", "task_call", "tool_call"]
 
 Plan = tuple[str, str | None]
 
@@ -92,11 +93,6 @@ def cap_output(content: Any, limit: int | None) -> Any:
             f"the first {limit} are shown]")
 
 
-def result_hash(content: Any) -> str:
-    """A short hash of a tool result (what the loop detector compares)."""
-    return hashlib.sha1(repr(content).encode()).hexdigest()[:12]
-
-
 def _error_message(call: dict[str, Any], text: str) -> ToolMessage:
     return ToolMessage(text, tool_call_id=str(call.get("id")), name=call.get("name"),
                        status="error")
@@ -109,7 +105,7 @@ def _describe(exc: Exception, call: dict[str, Any]) -> str:
     return f"Error: tool {call.get('name')!r} raised {kind}: {exc}"
 
 
-def _outcome(result: Any, call: dict[str, Any], started: float) -> tuple[Any, float]:
+def _outcome(result: Any, started: float) -> tuple[Any, float]:
     return result, round(time.perf_counter() - started, 6)
 
 
@@ -125,7 +121,7 @@ def tool_call(tool: BaseTool, call: dict[str, Any], config: RunnableConfig) -> t
         raise
     except Exception as exc:  # noqa: BLE001 - becomes an error ToolMessage
         result = _error_message(call, _describe(exc, call))
-    return _outcome(result, call, started)
+    return _outcome(result, started)
 
 
 async def atool_call(tool: BaseTool, call: dict[str, Any],
@@ -138,11 +134,11 @@ async def atool_call(tool: BaseTool, call: dict[str, Any],
         raise
     except Exception as exc:  # noqa: BLE001 - becomes an error ToolMessage
         result = _error_message(call, _describe(exc, call))
-    return _outcome(result, call, started)
+    return _outcome(result, started)
 
 
 def task_call(tool: BaseTool, call: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-    """``tool_call`` as a LangGraph task (see ``durable``): ``{"message", "duration_s"}``."""
+    """``tool_call`` as a LangGraph task (see ``compat.durable``): ``{"message", "duration_s"}``."""
     result, duration = tool_call(tool, call, config)
     return {"message": result, "duration_s": duration}
 
@@ -170,21 +166,6 @@ def _runners(tool: BaseTool, call: dict[str, Any], config: RunnableConfig) -> An
     return (lambda: tool_call(tool, call, config)), (lambda: atool_call(tool, call, config))
 
 
-def durable(config: RunnableConfig | None) -> bool:
-    """Is this step saved as it goes (a checkpointer, durability other than "exit")?
-
-    Then each call of a batch runs as a LangGraph task whose result is saved as soon
-    as it finishes: a crash in the middle of a batch re-runs only unfinished calls.
-
-    Example:
-        >>> durable({"configurable": {}}), durable(None)
-        (False, False)
-    """
-    configurable = (config or {}).get("configurable") or {}
-    return (configurable.get(CONFIG_KEY_CHECKPOINTER) is not None
-            and configurable.get(CONFIG_KEY_DURABILITY) != "exit")
-
-
 class ToolsNode(LoopNode):
     """Execute the pending tool calls (see module docstring)."""
 
@@ -192,7 +173,7 @@ class ToolsNode(LoopNode):
 
     def __init__(self, settings: LoopSettings) -> None:
         super().__init__(settings)
-        self.by_name = {t.name: t for t in settings.all_tools}
+        self.by_name = {t.name: t for t in settings.tools}
 
     def logic(
         self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
@@ -233,14 +214,15 @@ class ToolsNode(LoopNode):
         update["run"] = run
         if cap is not None and run["tool_calls"] >= cap and state.get("stop_reason") is None:
             update["stop_reason"] = StopReason.MAX_TOOL_CALLS
-            run["guard"] = {"guard": "limits", "reason": "max_tool_calls", "limit": cap,
-                            "value": run["tool_calls"]}
+            run["guard"] = limit_guard(StopReason.MAX_TOOL_CALLS, cap, run["tool_calls"])
         hook = settings.hooks.on_tool_call
         for logged in update["call_log"]:
-            record = {k: v for k, v in logged.items() if k != "result_hash"}
+            record: CallRecord = {"name": logged["name"], "args": logged["args"],
+                                  "status": logged["status"], "duration_s": logged["duration_s"],
+                                  "iteration": logged["iteration"]}
             if hook is not None:
                 yield Call(hook, (record,), name="hooks.on_tool_call")
-            emit(runtime, "tool_call", **record)
+            emit(runtime, {"event": "tool_call", **record})
         return update
 
     def _assemble(
@@ -269,7 +251,7 @@ class ToolsNode(LoopNode):
                             "status": message.status if action == "run" else
                                       "rejected" if action == "reject" else "refused",
                             "duration_s": duration, "iteration": iteration,
-                            "result_hash": result_hash(message.content)})  # type: ignore[typeddict-unknown-key]
+                            "result_hash": content_hash(message.content)})  # type: ignore[typeddict-unknown-key]
         for bad in invalid:
             text = (f"Error: the arguments of this call to {bad.get('name')!r} are not valid "
                     f"JSON ({bad.get('error') or 'could not be parsed'}); it was not run.")

@@ -31,8 +31,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from langgraph_loop.core.config import JudgeVerdict
+from langgraph_loop.core.text import clip
 
-__all__ = ["DEFAULT_JUDGE_INSTRUCTIONS", "criteria_block", "judge_instructions",
+__all__ = ["DEFAULT_JUDGE_INSTRUCTIONS", "criteria_block", "criteria_list", "judge_instructions",
            "parse_text_verdict", "resolve_verdict"]
 
 MARKER_INSTRUCTION = (
@@ -57,12 +58,16 @@ _JSON_ANSWERED = re.compile(r"(?<![A-Za-z_])answered[\"']?\s*[:=]\s*[\"']?(true|
                             re.IGNORECASE)
 
 
+def criteria_list(criteria: Sequence[str]) -> str:
+    """The judge's criteria as a bullet list (the judge and the agent see the same list)."""
+    return "\n".join(f"- {c}" for c in criteria)
+
+
 def criteria_block(criteria: Sequence[str]) -> str:
     """What ``{criteria}`` becomes: a bullet list after a blank line ("" without criteria)."""
     if not criteria:
         return ""
-    items = "\n".join(f"- {c}" for c in criteria)
-    return f"\n\nThe response must satisfy all of the following criteria:\n{items}"
+    return f"\n\nThe response must satisfy all of the following criteria:\n{criteria_list(criteria)}"
 
 
 def judge_instructions(instructions: str | None, criteria: Sequence[str]) -> str:
@@ -105,8 +110,7 @@ def _json_answered(text: str, obj: dict[str, Any] | None) -> bool | None:
 
 
 def _bounded(text: str) -> str:
-    text = text.strip()
-    return text if len(text) <= REASONING_LIMIT else text[: REASONING_LIMIT - 1] + "…"
+    return clip(text.strip(), REASONING_LIMIT)
 
 
 def parse_text_verdict(text: str) -> dict[str, Any]:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import StructuredTool
 
 from langgraph_loop.core.config import ArgPolicy, LoopDetection
 from langgraph_loop.nodes.detection import Observation, cycle_of, observe
@@ -17,6 +18,7 @@ from langgraph_loop.nodes.signatures import call_signature, response_signature, 
 
 _IDS = itertools.count(1)
 Calls = Sequence[tuple[str, dict[str, Any]]]
+Result = tuple[str, str]  # a tool result's content and status
 
 
 def reply(calls: Calls, invalid: Sequence[tuple[str, str]] = ()) -> AIMessage:
@@ -47,11 +49,16 @@ class Sim:
         return f"{name}{json.dumps(args, sort_keys=True)} is always the same"
 
     def step(self, calls: Calls, *, results: str | None = None,
-             invalid: Sequence[tuple[str, str]] = ()) -> Observation:
+             invalid: Sequence[tuple[str, str]] = (),
+             returns: Sequence[Result] | None = None) -> Observation:
+        """One response; ``returns`` gives each call's (content, status) explicitly."""
         ai = reply(calls, invalid)
         obs = observe(self.det, ai, self.pending, self.config)
-        self.det = obs.state
-        if (results or self.mode) == "none":
+        self.det = dict(obs.state)
+        if returns is not None:
+            self.pending = [ToolMessage(text, tool_call_id=c["id"], status=status)  # type: ignore[arg-type]
+                            for c, (text, status) in zip(ai.tool_calls, returns, strict=True)]
+        elif (results or self.mode) == "none":
             self.pending = []
         else:
             self.pending = [ToolMessage(self.output(c["name"], c["args"], results),
@@ -268,6 +275,103 @@ def test_stagnation_after_progress_warns_before_it_stops() -> None:
     assert first_warning < first_stop <= 9
 
 
+# --- progress is judged per call: interleaved retries ------------------------------------
+
+BOOK = ("book_reservation", {"flight": "HAT023", "paid": 1625})
+FAILED: Result = ("Error: payment amount does not add up, total price is 4875, but paid 1625",
+                  "error")
+Between = Callable[[int], tuple[tuple[str, dict[str, Any]], Result]]
+
+
+def think(i: int) -> tuple[tuple[str, dict[str, Any]], Result]:
+    return ("think", {"thought": f"attempt {i}: the payment must add up"}), ("", "success")
+
+
+def ack_think(i: int) -> tuple[tuple[str, dict[str, Any]], Result]:
+    return ("think", {"thought": f"attempt {i}"}), ("Thought logged.", "success")
+
+
+def lookup(i: int) -> tuple[tuple[str, dict[str, Any]], Result]:
+    return ("get_flight_status", {"flight": f"HAT{i:03}"}), (f"HAT{i:03}: available", "success")
+
+
+def retries(sim: Sim, between: Between, n: int = 7) -> list[Observation]:
+    """``n`` identical failing calls, a new intervening call after each; the retries' results."""
+    out = []
+    for i in range(n):
+        obs = sim.step([BOOK], returns=[FAILED])
+        out.append(obs)
+        if obs.stop is not None:
+            break
+        call, result = between(i)
+        assert not sim.step([call], returns=[result]).warnings  # the intervening call is new
+    return out
+
+
+def outcome(obs: Sequence[Observation]) -> tuple[list[list[str]], tuple[str, int] | None]:
+    stop = obs[-1].stop
+    return [layers(o) for o in obs], None if stop is None else (stop["layer"], stop["count"])
+
+
+def test_identical_failing_calls_with_a_fresh_think_between_them_warn_and_stop() -> None:
+    """An empty ``think`` result changes nothing: the retries stagnate and are stopped."""
+    warned, stop = outcome(retries(Sim(), think))
+    assert warned == [[], [], ["no_progress"], []] and stop == ("no_progress", 3)
+
+
+def test_a_read_only_lookup_between_retries_does_not_excuse_them() -> None:
+    sim = Sim(LoopDetection(read_only_tools=("get_flight_status",)))
+    warned, stop = outcome(retries(sim, lookup))
+    assert warned == [[], [], ["no_progress"], []] and stop == ("no_progress", 3)
+
+
+@pytest.mark.parametrize("between", [think, ack_think, lookup], ids=["think", "ack", "lookup"])
+def test_the_same_error_again_is_never_progress(between: Between) -> None:
+    """Whatever unmarked call comes between (an empty think, an acknowledging think, a lookup
+    with new results), identical failing calls are warned about by the third and stopped by the
+    fifth: their repeat thresholds stay strict."""
+    obs = retries(Sim(), between)
+    first_warning = next(i for i, o in enumerate(obs) if o.warnings)
+    assert first_warning <= 2 and obs[-1].stop is not None and len(obs) <= 5
+    assert obs[-1].stop["progressing"] is False
+
+
+def test_a_successful_change_between_identical_calls_excuses_the_retry() -> None:
+    """Checking a status again after an action that may have changed it is not stagnation."""
+    sim = Sim()
+    obs = []
+    for i in range(4):
+        obs.append(sim.step([("status", {"job": 1})], returns=[("job 1: failed", "success")]))
+        sim.step([("restart", {"job": 1, "attempt": i})], returns=[(f"restart #{i} queued", "success")])
+    assert all(not o.warnings and o.stop is None for o in obs[:3])
+
+
+@pytest.mark.parametrize("read_only", [(), ("sleep", "status")])
+def test_polling_stays_progress_when_the_poll_is_read_only(read_only: tuple[str, ...]) -> None:
+    """A read-only call whose own result moves shows the world changed."""
+    sim = Sim(LoopDetection(read_only_tools=read_only))
+    obs = []
+    for _ in range(8):
+        obs.append(sim.step([("sleep", {"s": 10})], results="same"))
+        obs.append(sim.step([("status", {"job": 1})], results="fresh"))
+    assert all(not o.warnings and o.stop is None for o in obs)
+
+
+def test_read_only_hints_in_tool_metadata() -> None:
+    def named(name: str, metadata: dict[str, Any] | None) -> StructuredTool:
+        return StructuredTool.from_function(lambda q: q, name=name, description="d",
+                                            metadata=metadata)
+
+    tools = [named("mcp_lookup", {"title": "Lookup", "readOnlyHint": True, "destructiveHint": False}),
+             named("nested", {"annotations": {"readOnlyHint": True}}),
+             named("writer", {"readOnlyHint": False}), named("plain", None),
+             named("think", {"readOnlyHint": True})]
+    cfg = LoopDetection(read_only_tools=("think",)).with_tool_hints(tools)
+    assert cfg.read_only_tools == ("think", "mcp_lookup", "nested")
+    plain = LoopDetection()
+    assert plain.with_tool_hints([named("plain", None)]) is plain
+
+
 # --- layer d: per-tool caps ------------------------------------------------------------
 
 
@@ -299,8 +403,8 @@ def test_detector_state_stays_small_and_bounded_by_the_window() -> None:
         sim.step([("search", {"q": f"query number {i}"}), ("fetch", {"url": f"u{i % 7}"})])
         sizes.append(len(json.dumps(sim.det)))
     det = sim.det
-    assert len(det["win"]) == 20
-    assert len(det["labels"]) <= 40 and len(det["res"]) <= 40
+    assert len(det["window"]) == 20
+    assert len(det["calls"]) <= 40
     assert max(sizes[100:]) <= max(sizes[40:60]) + 200  # does not grow with the thread
 
 
@@ -317,8 +421,8 @@ def test_a_text_reply_only_absorbs_the_results() -> None:
     sim.run([X] * 2)
     obs = observe(sim.det, AIMessage("thinking"), sim.pending, sim.config)
     assert obs.stop is None and not obs.warnings
-    assert obs.state["last"] == {} and len(obs.state["win"]) == 2
-    assert next(iter(obs.state["res"].values()))[1] == 2
+    assert obs.state["pending"] == {} and len(obs.state["window"]) == 2
+    assert next(iter(obs.state["calls"].values())).get("streak") == 2
 
 
 def test_config_validation() -> None:
@@ -330,3 +434,9 @@ def test_config_validation() -> None:
         LoopDetection(per_tool={"fetch": 0})
     with pytest.raises(ValueError):
         LoopDetection(progress_factor=0)
+    with pytest.raises(ValueError, match="read_only_tools"):
+        LoopDetection(read_only_tools=("think", "think"))
+    with pytest.raises(ValueError, match="read_only_tools"):
+        LoopDetection(read_only_tools=("",))
+    with pytest.raises(ValueError):
+        LoopDetection(read_only_tools="think")  # type: ignore[arg-type]

@@ -11,12 +11,10 @@ from langchain_core.tools import tool
 from langgraph_loop import BudgetPressure, Limits, StopReason, create_loop_agent
 from langgraph_loop.core.config import DEFAULT_PRESSURE_INSTRUCTION
 from langgraph_loop.nodes import limits as nodes_limits
-from langgraph_loop.nodes import model as nodes_model
+from langgraph_loop.nodes import passes as nodes_records
 from langgraph_loop.nodes import prepare as nodes_prepare
-from langgraph_loop.nodes import records as nodes_records
-from langgraph_loop.nodes import stall as nodes_stall
-from langgraph_loop.nodes.limits import check_limits, pressure_due
-from langgraph_loop.nodes.stall import budget_pressure_guard, pressure_seen, timeout_guard
+from langgraph_loop.nodes.budget_pressure import budget_pressure_guard, pressure_due, pressure_seen
+from langgraph_loop.nodes.limits import check_limits, timeout_guard
 from langgraph_loop.scripted import ScriptedChatModel
 
 
@@ -250,7 +248,7 @@ class FakeClock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     fake = FakeClock()
-    for module in (nodes_limits, nodes_model, nodes_prepare, nodes_records, nodes_stall):
+    for module in (nodes_limits, nodes_prepare, nodes_records):
         monkeypatch.setattr(module, "time", fake)
     return fake
 

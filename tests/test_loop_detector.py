@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import BaseTool, StructuredTool, ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_loop import Limits, LoopDetection, StopReason, create_loop_agent
@@ -201,6 +201,44 @@ def test_undelivered_warnings_are_dropped_when_the_run_ends(
     assert result["pending_notices"] == [] and warnings_in(result["messages"]) == []
     assert agent.get_state(cfg("s")).values["pending_notices"] == []  # ... and dropped
     assert check_pairing(result["messages"]) == []
+
+
+MCP_READ_ONLY = {"title": "Flight status", "readOnlyHint": True, "destructiveHint": False,
+                 "idempotentHint": True, "openWorldHint": True}  # as langchain-mcp-adapters sets it
+
+
+@pytest.mark.parametrize(("metadata", "booked", "layer"),
+                         [(MCP_READ_ONLY, 3, "no_progress"), (None, 4, "repeat")],
+                         ids=["read-only hint", "no hint"])
+def test_a_lookup_between_identical_failing_calls_does_not_excuse_them(
+    scripted: list[ScriptedChatModel], metadata: dict[str, Any] | None, booked: int, layer: str
+) -> None:
+    """A tool whose metadata says it is read-only (MCP's ``readOnlyHint``) changes nothing, so
+    the booking that keeps failing the same way stagnates; without the hint the lookup's new
+    results might have changed something, and the repeat layer stops the booking later."""
+    ran: list[str] = []
+
+    def book(flight: str) -> str:
+        ran.append(flight)
+        raise ToolException("payment amount does not add up")
+
+    def flight_status(flight: str) -> str:
+        return f"{flight}: on time"
+
+    tools = [StructuredTool.from_function(book, description="Book.", handle_tool_error=True),
+             StructuredTool.from_function(flight_status, description="Status.", metadata=metadata)]
+    script: list[Any] = []
+    for i in range(6):
+        script += [[("book", {"flight": "HAT023"})], [("flight_status", {"flight": f"HAT{i}"})]]
+    model = ScriptedChatModel(script=script, no_tools_reply="I could not book it.")
+    scripted.append(model)
+    result = create_loop_agent(model, tools).invoke(ask())
+    assert result["stop_reason"] == StopReason.LOOP_DETECTED and len(ran) == booked
+    assert result["iterations"][-1]["guard"]["layer"] == layer
+    warned = next(r for r in model.requests if warnings_in(r))
+    assert sum(1 for m in warned if isinstance(m, ToolMessage) and m.name == "book") == 3
+    assert warned[-1].name == "loop_warning"  # warned right after the third failure
+    assert result["messages"][-1].content == "I could not book it."
 
 
 # --- scoping: interrupts, retries, restarts, runs, threads ----------------------------

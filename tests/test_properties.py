@@ -213,7 +213,7 @@ def build(c: dict[str, Any], script: list[tuple[Any, ...]], world: World,
 @contextmanager
 def _fast_retries() -> Iterator[None]:
     """The model node's retry policy without its back-off sleeps."""
-    with mock.patch.object(builder_module, "_retry", lambda settings: FAST_RETRY):
+    with mock.patch.object(builder_module, "RETRY", FAST_RETRY):
         yield
 
 

@@ -10,7 +10,7 @@ from langchain_core.tools import tool
 
 from langgraph_loop import Limits, StopReason, create_loop_agent
 from langgraph_loop.core.state import add_usage, usage_of
-from langgraph_loop.nodes.records import build_record, new_pass
+from langgraph_loop.nodes.passes import build_record, new_pass
 from langgraph_loop.scripted import ScriptedChatModel
 
 

@@ -27,13 +27,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from langgraph_loop.core.text import as_text, shorten
+
 __all__ = ["pass_lines", "render_run", "row", "summary", "transcript_table"]
 
 
 def _text(content: Any, limit: int = 600) -> str:
-    text = content if isinstance(content, str) else json.dumps(content, default=str)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten(as_text(content), limit)
 
 
 def _calls(message: AIMessage) -> str:

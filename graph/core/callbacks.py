@@ -13,11 +13,29 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
-__all__ = ["CallbackError", "call_async", "call_sync"]
+from langchain_core.tools import BaseTool
+
+__all__ = ["CallbackError", "FeedbackHook", "NextMessage", "PromptFactory", "ShouldContinue",
+           "ToolFilter", "call_async", "call_sync"]
+
+T = TypeVar("T")
+MaybeAwaitable: TypeAlias = T | Awaitable[T]
+State: TypeAlias = Mapping[str, Any]
+
+ShouldContinue: TypeAlias = Callable[[State], MaybeAwaitable[bool | tuple[bool, str | None]]]
+"""``should_continue(state) -> bool | (bool, feedback)``: run another pass?"""
+NextMessage: TypeAlias = Callable[[State, str | None], MaybeAwaitable[str | None]]
+"""``next_message(state, feedback) -> str | None``: the continuation text (None: re-send)."""
+FeedbackHook: TypeAlias = Callable[[State, str | None], MaybeAwaitable[str | None]]
+"""``record_feedback(state, feedback) -> str | None``: the progress-log entry of a pass."""
+PromptFactory: TypeAlias = Callable[[State], MaybeAwaitable[str]]
+"""``prompt_factory(state) -> str``: each pass's prompt."""
+ToolFilter: TypeAlias = Callable[[State, list[BaseTool]], MaybeAwaitable[Sequence[BaseTool | str]]]
+"""``tool_filter(state, tools) -> tools``: the tools offered to one model call."""
 
 
 class CallbackError(RuntimeError):

@@ -100,8 +100,9 @@ class LoopDetection(_Config):
         warn_after: repeats of one response signature within the window that warn.
         stop_after: repeats that hard-stop the run (``loop_detected``).
         window: how many recent model responses are remembered.
-        no_progress_warn_after: identical results in a row (nothing else new in between)
-            after which asking for the same call again warns.
+        no_progress_warn_after: identical results of a call in a row (nothing changed in
+            between: errors, empty results and read-only tools change nothing) after which
+            asking for the same call again warns.
         no_progress_stop_after: identical results in a row after which asking again stops.
         progress_factor: a repeated call whose results keep changing (polling that makes
             progress) warns and stops at this many times ``warn_after``/``stop_after``
@@ -110,10 +111,16 @@ class LoopDetection(_Config):
             reaching the cap warns, exceeding it stops.
         arg_policies: per-tool argument policies for the call signature (``"*"``
             applies to tools without their own policy).
+        read_only_tools: tools whose calls change nothing (a ``think`` scratchpad,
+            read-only lookups): their results never excuse another call's identical
+            retry. Tools whose metadata carries MCP's ``readOnlyHint`` (as
+            langchain-mcp-adapters sets it) count too.
 
     Example:
         >>> LoopDetection(per_tool={"search": 8}).per_tool["search"]
         8
+        >>> LoopDetection(read_only_tools=["think", "get_order"]).read_only_tools
+        ('think', 'get_order')
     """
 
     warn_after: int = Field(default=3, ge=1)
@@ -124,6 +131,24 @@ class LoopDetection(_Config):
     progress_factor: int = Field(default=3, ge=1)
     per_tool: dict[str, int] = Field(default_factory=dict)
     arg_policies: dict[str, ArgPolicy] = Field(default_factory=dict)
+    read_only_tools: tuple[str, ...] = ()
+
+    def with_tool_hints(self, tools: Sequence[Any]) -> LoopDetection:
+        """This configuration plus the tools whose metadata marks them read-only.
+
+        Example:
+            >>> from langchain_core.tools import StructuredTool
+            >>> lookup = StructuredTool.from_function(
+            ...     lambda key: key, name="lookup", description="Read a record.",
+            ...     metadata={"readOnlyHint": True})
+            >>> LoopDetection().with_tool_hints([lookup]).read_only_tools
+            ('lookup',)
+        """
+        hinted = [t.name for t in tools
+                  if _read_only_hint(t) and t.name not in self.read_only_tools]
+        if not hinted:
+            return self
+        return self.model_copy(update={"read_only_tools": (*self.read_only_tools, *hinted)})
 
     @model_validator(mode="after")
     def _ordered(self) -> LoopDetection:
@@ -140,7 +165,21 @@ class LoopDetection(_Config):
                 raise ValueError("LoopDetection: per_tool keys must be tool names")
             if cap < 1:
                 raise ValueError(f"LoopDetection: per_tool[{tool!r}] must be >= 1")
+        if not all(self.read_only_tools) or len(set(self.read_only_tools)) != len(
+                self.read_only_tools):
+            raise ValueError("LoopDetection: read_only_tools must be distinct tool names")
         return self
+
+
+def _read_only_hint(tool: Any) -> bool:
+    """MCP's ``readOnlyHint`` in a tool's metadata (flat, or under ``annotations``)."""
+    metadata = getattr(tool, "metadata", None) or {}
+    hint = metadata.get("readOnlyHint")
+    annotations = metadata.get("annotations")
+    if hint is None and annotations is not None:
+        hint = (annotations.get("readOnlyHint") if isinstance(annotations, dict)
+                else getattr(annotations, "readOnlyHint", None))
+    return hint is True
 
 
 class StallDetection(_Config):

@@ -23,15 +23,17 @@ import concurrent.futures
 import functools
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
+from langchain_core.messages import AIMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 from langgraph.func import task
 
 from langgraph_loop.core.callbacks import call_async, call_sync
 
-__all__ = ["Call", "Invoke", "Logic", "Parallel", "Tasks", "run_async", "run_sync"]
+__all__ = ["Call", "Invoke", "Logic", "Parallel", "StructuredReply", "Tasks", "as_message",
+           "as_structured", "run_async", "run_sync"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,35 @@ class Tasks:
 
 
 Effect = Call | Invoke | Parallel | Tasks
+
+
+class StructuredReply(TypedDict):
+    """What ``with_structured_output(..., include_raw=True)`` returns."""
+
+    raw: AIMessage
+    parsed: Any
+    parsing_error: BaseException | None
+
+
+def as_message(result: Any, what: str) -> AIMessage:
+    """An ``Invoke`` result that must be a model reply (``TypeError`` naming ``what`` if not).
+
+    Example:
+        >>> as_message(AIMessage("hi"), "model").content
+        'hi'
+    """
+    if not isinstance(result, AIMessage):
+        raise TypeError(f"{what} returned {type(result).__name__}, expected an AIMessage")
+    return result
+
+
+def as_structured(result: Any, what: str) -> StructuredReply:
+    """An ``Invoke`` result of a structured-output runnable with ``include_raw=True``."""
+    if not isinstance(result, dict) or not isinstance(result.get("raw"), AIMessage):
+        raise TypeError(f"{what} returned {type(result).__name__}, expected "
+                        "{'raw': AIMessage, 'parsed': ..., 'parsing_error': ...}")
+    return {"raw": result["raw"], "parsed": result.get("parsed"),
+            "parsing_error": result.get("parsing_error")}
 
 
 @functools.cache

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, get_type_hints
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from langchain_core.tools import tool as as_tool
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from langgraph_loop.core.config import (
     Approval,
@@ -36,46 +36,37 @@ from langgraph_loop.core.config import (
     LoopDetection,
     StallDetection,
 )
+from langgraph_loop.core.state import LoopContext
 
-__all__ = ["LoopSettings", "RunOverrides"]
+__all__ = ["OVERRIDES", "LoopSettings", "RunOverrides"]
 
 Callback = Callable[..., Any]
 
 
-class RunOverrides(BaseModel):
-    """The numeric settings a run may override through ``context=``.
+OVERRIDES: tuple[str, ...] = tuple(LoopContext.__annotations__)
+"""The names a run may override through ``context=`` (declared once, in ``LoopContext``)."""
+
+_CONTEXT_HINTS = get_type_hints(LoopContext, include_extras=True)
+_FIELDS: dict[str, Any] = {name: (_CONTEXT_HINTS[name] | None, None) for name in OVERRIDES}
+
+RunOverrides = create_model(
+    "RunOverrides",
+    __config__=ConfigDict(extra="forbid", frozen=True, strict=True),
+    __doc__="""The validated ``context=`` of a run (fields and bounds from ``LoopContext``).
 
     Strict: ``True`` is not a count and ``"3"`` is not a number (a deployed graph gets
     JSON numbers). Each group is then re-validated with its config model, so the
     combination rules (e.g. ``stop_after > warn_after``) hold per run too.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    max_iterations: int | None = Field(default=None, ge=1)
-    max_model_calls: int | None = Field(default=None, ge=1)
-    max_tool_calls: int | None = Field(default=None, ge=1)
-    token_budget: int | None = Field(default=None, ge=1)
-    max_duration_s: float | None = Field(default=None, gt=0)
-    max_tool_output_chars: int | None = Field(default=None, ge=100)
-    warn_after: int | None = None
-    stop_after: int | None = None
-    window: int | None = None
-    no_progress_warn_after: int | None = None
-    no_progress_stop_after: int | None = None
-    consecutive: int | None = None
-    tolerance: float | None = None
-    threshold: float | None = None
-
+    """,
+    **_FIELDS,
+)
 
 _GROUPS: dict[str, tuple[str, ...]] = {
-    "limits": ("max_model_calls", "max_tool_calls", "token_budget", "max_duration_s",
-               "max_tool_output_chars"),
-    "loop_detection": ("warn_after", "stop_after", "window", "no_progress_warn_after",
-                       "no_progress_stop_after"),
-    "stall_detection": ("consecutive", "tolerance"),
-    "budget_pressure": ("threshold",),
+    group: tuple(name for name in OVERRIDES if name in model.model_fields)
+    for group, model in (("limits", Limits), ("loop_detection", LoopDetection),
+                         ("stall_detection", StallDetection), ("budget_pressure", BudgetPressure))
 }
+"""Which configuration model each override belongs to (``max_iterations`` is top level)."""
 
 
 def _coerce_tools(tools: Sequence[Any] | BaseTool | Callable[..., Any]) -> tuple[BaseTool, ...]:
@@ -124,7 +115,6 @@ class LoopSettings:
     compaction: Compaction | None = None
     hooks: Hooks = field(default_factory=Hooks)
     response_format: Any = None
-    extra_tools: tuple[BaseTool, ...] = ()
     _cache: dict[tuple[Any, ...], LoopSettings] = field(
         default_factory=dict, compare=False, repr=False
     )
@@ -148,22 +138,20 @@ class LoopSettings:
                      "tool_filter"):
             if kwargs.get(name) is not None and not callable(kwargs[name]):
                 raise ValueError(f"{name} must be callable")
-        settings = cls(model=model, tools=_coerce_tools(tools), **kwargs)
+        coerced = _coerce_tools(tools)
+        if kwargs.get("loop_detection") is not None:  # MCP read-only hints in tool metadata
+            kwargs["loop_detection"] = kwargs["loop_detection"].with_tool_hints(coerced)
+        settings = cls(model=model, tools=coerced, **kwargs)
         settings._check_approval()
         return settings
 
     def _check_approval(self) -> None:
         if self.approval is None:
             return
-        known = {t.name for t in self.all_tools}
+        known = {t.name for t in self.tools}
         unknown = sorted(set(self.approval.tools) - known)
         if unknown:
             raise ValueError(f"approval.tools: unknown tools {unknown}; known: {sorted(known)}")
-
-    @property
-    def all_tools(self) -> tuple[BaseTool, ...]:
-        """The user's tools plus tools the loop adds (e.g. ``write_todos``)."""
-        return self.tools + self.extra_tools
 
     def for_run(self, context: Mapping[str, Any] | None) -> LoopSettings:
         """These settings with a run's overrides applied and validated."""
@@ -255,7 +243,7 @@ def _explain(exc: ValidationError) -> str:
     for error in exc.errors():
         field = ".".join(str(x) for x in error.get("loc", ())) or "value"
         if error.get("type") == "extra_forbidden":
-            allowed = ", ".join(RunOverrides.model_fields)
+            allowed = ", ".join(OVERRIDES)
             parts.append(f"{field}: unknown per-run override (allowed: {allowed})")
         else:
             msg = str(error.get("msg", "")).removeprefix("Value error, ")

@@ -17,6 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from rich.console import Console
 
 from langgraph_loop.app.transcript import render_run
+from langgraph_loop.core.text import as_text, shorten
 
 __all__ = ["Expect", "Scenario", "check", "describe", "loop_warnings", "print_run"]
 
@@ -63,9 +64,7 @@ def check(expect: Expect, state: dict[str, Any]) -> list[str]:
 
 
 def _text(content: Any, limit: int = 160) -> str:
-    text = content if isinstance(content, str) else json.dumps(content, default=str)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten(as_text(content), limit)
 
 
 def describe(message: BaseMessage) -> str:

@@ -10,16 +10,17 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from langgraph_loop.core.state import CallRecord, IterationRecord, PassInfo, new_usage
+from langgraph_loop.core.records import CallRecord, Guard, IterationRecord, new_usage
+from langgraph_loop.core.state import PassInfo
+from langgraph_loop.core.text import digest
 
-__all__ = ["answer_text", "build_record", "calls_of_pass", "last_ai", "new_pass", "shorten"]
+__all__ = ["answer_text", "build_record", "calls_of_pass", "last_ai", "new_pass"]
 
 
 def new_pass(start_id: str | None, *, now: float | None = None) -> PassInfo:
@@ -52,12 +53,6 @@ def answer_text(message: BaseMessage | None) -> str:
     return "".join(p for p in parts if isinstance(p, str))
 
 
-def shorten(text: str, limit: int = 500) -> str:
-    """Collapse whitespace and cut to ``limit`` characters with an ellipsis."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def calls_of_pass(log: Sequence[CallRecord], iteration: int) -> list[CallRecord]:
     """The call records of one pass (scans back from the end of the run's log)."""
     out: list[CallRecord] = []
@@ -73,10 +68,6 @@ def _public(call: CallRecord) -> CallRecord:
     return {k: v for k, v in call.items() if k != "result_hash"}  # type: ignore[return-value]
 
 
-def _digest(value: Any) -> str:
-    return hashlib.sha1(repr(value).encode()).hexdigest()[:16]
-
-
 def build_record(
     *,
     iteration: int,
@@ -86,7 +77,7 @@ def build_record(
     answer: str = "",
     feedback: str | None = None,
     verdict: dict[str, Any] | None = None,
-    guard: dict[str, Any] | None = None,
+    guard: Guard | None = None,
 ) -> IterationRecord:
     """The record of a finished pass (``iterations[i]``)."""
     end = time.time() if now is None else now
@@ -101,6 +92,6 @@ def build_record(
         "verdict": verdict,
         "guard": guard,
         "compacted": pass_info.get("compacted", 0),
-        "answer_hash": _digest(" ".join(answer.split()).lower()) if answer else None,
-        "work_hash": _digest(work) if work else None,
+        "answer_hash": digest(repr(" ".join(answer.split()).lower())) if answer else None,
+        "work_hash": digest(repr(work)) if work else None,
     }

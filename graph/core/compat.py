@@ -1,0 +1,55 @@
+"""The LangGraph internals this package relies on, in one place, and why.
+
+LangGraph has no public API (as of 1.2) for three things the loop needs:
+
+- ``messages_delta_reducer``: the batch reducer of LangGraph's delta messages channel
+  (each checkpoint stores only a step's new messages). LangGraph recognises this
+  function by identity to give ids to string, dict and tuple messages before they are
+  saved, so a reducer of our own would lose that.
+- ``durable(config)``: is the running step saved as it goes (a checkpointer, and a
+  durability other than ``"exit"``)? The ``tools`` node runs a batch of calls as
+  LangGraph tasks only then: their results are saved one by one, so a crash in a batch
+  re-runs only the unfinished calls. LangGraph passes the durability in the config only.
+- ``resuming(config)``: is the running step being resumed with an answer to its
+  interrupt? The ``approval`` node must not ask its resolver again then: the human
+  answered because the resolver handed over.
+
+``tests/test_compat.py`` pins each behaviour against the installed LangGraph.
+
+Example:
+    >>> durable({"configurable": {}}), resuming({"configurable": {}}), durable(None)
+    (False, False, False)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph._internal._constants import CONFIG_KEY_DURABILITY, CONFIG_KEY_SCRATCHPAD
+from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
+from langgraph.graph.message import _messages_delta_reducer
+
+__all__ = ["durable", "messages_delta_reducer", "resuming"]
+
+messages_delta_reducer: Any = _messages_delta_reducer
+"""LangGraph's batch reducer for a ``DeltaChannel`` of messages (see the module docstring)."""
+
+
+def _configurable(config: RunnableConfig | None) -> dict[str, Any]:
+    return dict((config or {}).get(CONF) or {})
+
+
+def durable(config: RunnableConfig | None) -> bool:
+    """Is this step saved as it goes (a checkpointer, durability other than ``"exit"``)?"""
+    configurable = _configurable(config)
+    return (configurable.get(CONFIG_KEY_CHECKPOINTER) is not None
+            and configurable.get(CONFIG_KEY_DURABILITY) != "exit")
+
+
+def resuming(config: RunnableConfig | None) -> bool:
+    """Is this step being resumed with an answer to its interrupt?"""
+    pad = _configurable(config).get(CONFIG_KEY_SCRATCHPAD)
+    if pad is None:
+        return False
+    return bool(pad.resume) or pad.get_null_resume(False) is not None

@@ -1,0 +1,108 @@
+"""Pins the LangGraph internals ``langgraph_loop.core.compat`` relies on, and how nodes run.
+
+When LangGraph changes one of them, these tests fail before the loop misbehaves.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.tools import tool
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.config import get_config
+from langgraph.graph import START, StateGraph
+from langgraph.types import Command, Durability, interrupt
+
+from langgraph_loop import create_loop_agent
+from langgraph_loop.core.compat import durable, messages_delta_reducer, resuming
+from langgraph_loop.scripted import ScriptedChatModel
+
+
+class Seen(TypedDict, total=False):
+    seen: list[bool]
+    messages: Annotated[list[AnyMessage], DeltaChannel(messages_delta_reducer)]
+
+
+def _probe_graph(probe: Any, checkpointer: Any = None) -> Any:
+    def node(state: Seen) -> dict[str, Any]:
+        return {"seen": [*state.get("seen", []), probe(get_config())]}
+
+    builder = StateGraph(Seen)
+    builder.add_node("probe", node)
+    builder.add_edge(START, "probe")
+    return builder.compile(checkpointer=checkpointer)
+
+
+@pytest.mark.parametrize(("saver", "durability", "expected"), [
+    (True, "sync", True), (True, "async", True), (True, "exit", False), (False, None, False),
+])
+def test_durable_means_a_checkpointer_and_not_exit_durability(
+    saver: bool, durability: Durability | None, expected: bool
+) -> None:
+    graph = _probe_graph(durable, InMemorySaver() if saver else None)
+    config = {"configurable": {"thread_id": "t"}}
+    assert graph.invoke({"seen": []}, config, durability=durability)["seen"] == [expected]
+
+
+def test_resuming_is_true_only_when_the_interrupted_step_runs_again() -> None:
+    calls: list[bool] = []
+
+    def node(state: Seen) -> dict[str, Any]:
+        calls.append(resuming(get_config()))
+        answer = interrupt("decide")
+        return {"seen": [answer == "yes"]}
+
+    builder = StateGraph(Seen)
+    builder.add_node("ask", node)
+    builder.add_edge(START, "ask")
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    graph.invoke({"seen": []}, config)
+    assert graph.invoke(Command(resume="yes"), config)["seen"] == [True]
+    assert calls == [False, True]
+
+
+def test_the_delta_reducer_gives_plain_messages_stable_ids() -> None:
+    graph = _probe_graph(lambda _config: True, InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    graph.invoke({"messages": ["hi", {"role": "user", "content": "there"}]}, config)
+    first = graph.get_state(config).values["messages"]
+    again = graph.get_state(config).values["messages"]
+    assert [type(m) for m in first] == [HumanMessage, HumanMessage]
+    assert all(m.id for m in first) and [m.id for m in first] == [m.id for m in again]
+
+
+class Runs(BaseCallbackHandler):
+    """Counts the chain runs by name."""
+
+    def __init__(self) -> None:
+        self.names: Counter[str] = Counter()
+
+    def on_chain_start(self, serialized: Any, inputs: Any, **kw: Any) -> None:
+        self.names[str(kw.get("name"))] += 1
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_edges_and_the_loop_detector_have_no_callback_run_of_their_own(mode: str) -> None:
+    agent = create_loop_agent(ScriptedChatModel(script=[[("add", {"a": 1, "b": 2})], "3"]), [add])
+    runs = Runs()
+    state = {"messages": [HumanMessage("1+2?")]}
+    if mode == "sync":
+        agent.invoke(state, {"callbacks": [runs]})
+    else:
+        await agent.ainvoke(state, {"callbacks": [runs]})
+    # the step itself is one run per node; nodes that call out add one of their own
+    assert runs.names["loop_detector"] == 2 and runs.names["prepare"] == 2
+    assert runs.names["model"] == 4 and runs.names["tools"] == 2 and runs.names["router"] == 2
+    assert not {"after_prepare", "after_detector", "after_router", "condition"} & set(runs.names)
