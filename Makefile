@@ -15,7 +15,7 @@ $(shell mkdir -p build && find graph nodes -name '*.py' -o -name py.typed | LC_A
     > $(MODLIST).new && (cmp -s $(MODLIST).new $(MODLIST) || mv $(MODLIST).new $(MODLIST)); \
     rm -f $(MODLIST).new)
 
-.PHONY: install demo test lint bench notebooks clean test-lowest test-py313 test-compat
+.PHONY: install demo test lint bench notebooks picture clean test-lowest test-py313 test-compat
 
 $(STAMP): pyproject.toml $(MODLIST)
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -44,6 +44,11 @@ bench: $(STAMP)
 
 notebooks: $(STAMP)
 	$(PY) -m pytest -q tests/test_notebooks.py
+
+# notebooks/graph.mmd is what the current graph draws (tests/test_picture.py checks it);
+# notebooks/graph.png is rendered from it. Re-run after changing the graph.
+picture: $(STAMP)
+	$(PY) -c "from langgraph_loop.app.picture import write_picture; print(*write_picture())"
 
 # The suite without the "ecosystem" group (LangGraph Server, notebooks, wheel build) against the
 # lowest versions pyproject.toml allows (.ci/lowest.txt), and on Python 3.13. These virtualenvs

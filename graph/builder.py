@@ -55,6 +55,7 @@ from langgraph_loop.nodes.router import RouterNode
 from langgraph_loop.nodes.steps import default_recursion_limit
 from langgraph_loop.nodes.tools import ToolsNode
 from langgraph_loop.routing import Routes
+from langgraph_loop.run_input import LoopGraph
 from langgraph_loop.runnables import Inline, inline_node, traced
 
 __all__ = ["create_loop_agent"]
@@ -93,7 +94,9 @@ DEFAULT_LOOP_DETECTION = LoopDetection()
 
 
 def create_loop_agent(
-    model: BaseChatModel, tools: Sequence[BaseTool | Callable[..., Any]] = (), *,
+    model: BaseChatModel,
+    tools: Sequence[BaseTool | Callable[..., Any]] | BaseTool | Callable[..., Any] = (),
+    *,
     system_prompt: str | None = None, max_iterations: int | None = 10,
     should_continue: ShouldContinue | None = None, judge: Judge | Mapping[str, Any] | None = None,
     next_message: NextMessage | None = None, record_feedback: FeedbackHook | None = None,
@@ -112,7 +115,7 @@ def create_loop_agent(
 
     Args:
         model: the agent's chat model (any LangChain ``BaseChatModel`` with tools).
-        tools: LangChain tools or plain functions (turned into tools).
+        tools: LangChain tools or plain functions; one tool alone counts as a list of one.
         system_prompt: the system prompt of every model call.
         max_iterations: passes per run; None = unbounded, < 1 is a ValueError.
         should_continue: ``(state) -> bool | (bool, feedback)``, asked when a pass ends.
@@ -141,15 +144,16 @@ def create_loop_agent(
         The compiled graph, with a recursion limit that fits the configured limits.
 
     Raises:
-        ValueError: an argument is invalid or unknown; the message names it.
+        ValueError: an argument is invalid; the message names it. The graph's runs
+            raise ``ValueError`` for an input it cannot work on (see ``run_input``).
     """
     options = {k: v for k, v in locals().items() if k not in _NOT_SETTINGS}  # the loop's keywords
     if unknown:
         raise ValueError(f"create_loop_agent: unknown arguments {sorted(unknown)}")
     settings = LoopSettings.build(model, tools, **options)
-    return _assemble(settings).compile(
-        checkpointer=checkpointer, store=store, name=name or "langgraph-loop"
-    ).with_config(recursion_limit=default_recursion_limit(settings))
+    graph = _assemble(settings).compile(
+        checkpointer=checkpointer, store=store, name=name or "langgraph-loop")
+    return LoopGraph.of(graph).with_config(recursion_limit=default_recursion_limit(settings))
 
 
 def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, LoopInput, LoopOutput]:

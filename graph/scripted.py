@@ -6,7 +6,8 @@ token chunks, reports deterministic usage, and records every request it receives
 Script items: a ``str`` (text answer), an ``AIMessage``, a list of ``(name, args)``
 pairs (parallel tool calls), an ``Exception`` (raised), or a callable
 ``(messages) -> item``. When the script runs out, ``default`` is used; without
-one the model raises a clear error. ``no_tools_reply`` (optional) answers requests
+one the model raises a clear error. ``max_tokens`` caps the reported output tokens
+(and cuts the text) like a provider's setting. ``no_tools_reply`` (optional) answers requests
 that bind no tools, such as the loop's final-answer call, without using the script.
 
 Example:
@@ -55,6 +56,8 @@ class ScriptedChatModel(BaseChatModel):
     requests: list[list[BaseMessage]] = Field(default_factory=list)
     request_tools: list[list[str]] = Field(default_factory=list)
     report_usage: bool = True
+    max_tokens: int | None = None
+    """Output cap, as a provider's ``max_tokens`` (also per call: ``bind(max_tokens=N)``)."""
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _position: int = PrivateAttr(default=0)
 
@@ -92,9 +95,10 @@ class ScriptedChatModel(BaseChatModel):
                 raise ScriptExhaustedError(
                     f"scripted model: script of {len(self.script)} replies exhausted"
                 )
-        return self._to_message(item, messages)
+        return self._to_message(item, messages, kwargs.get("max_tokens", self.max_tokens))
 
-    def _to_message(self, item: Any, messages: list[BaseMessage]) -> AIMessage:
+    def _to_message(self, item: Any, messages: list[BaseMessage],
+                    max_tokens: int | None = None) -> AIMessage:
         while callable(item) and not isinstance(item, BaseMessage):
             item = item(messages)
         if isinstance(item, BaseException):
@@ -115,6 +119,9 @@ class ScriptedChatModel(BaseChatModel):
             text = message.content if isinstance(message.content, str) else str(message.content)
             inp = 10 * len(messages) + sum(len(str(m.content)) for m in messages) // 4
             out = 5 + len(text) // 4 + 10 * len(message.tool_calls)
+            if max_tokens is not None and out > max_tokens:  # cut, as a provider would
+                out = max_tokens
+                message.content = text[: max(0, max_tokens - 5) * 4]
             message.usage_metadata = {
                 "input_tokens": inp, "output_tokens": out, "total_tokens": inp + out,
             }

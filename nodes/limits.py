@@ -76,7 +76,7 @@ def check_limits(
 _EXPLAIN = {
     "max_model_calls": "the model-call limit of this pass was reached",
     "max_tool_calls": "the tool-call limit of this run was reached",
-    "token_budget": "the token budget of this run is spent",
+    "token_budget": "the token budget of this run is spent or has no room for another round",
     "timeout": "the time limit of this run is spent",
     "step_limit": "the graph's step limit (recursion_limit) is nearly reached",
     "loop_detected": "a runaway tool loop was detected",

@@ -41,6 +41,12 @@ from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.base import LoopNode
 from langgraph_loop.nodes.limits import stop_instruction, timeout_guard
 from langgraph_loop.nodes.request import build_request
+from langgraph_loop.nodes.token_budget import (
+    MIN_FINAL_OUTPUT,
+    budget_guard,
+    final_answer_room,
+    max_tokens_of,
+)
 
 __all__ = ["ModelNode", "estimate_usage", "without_tool_calls"]
 
@@ -97,9 +103,12 @@ class ModelNode(LoopNode):
             return None
         chosen = yield Call(settings.tool_filter, (state, list(settings.tools)),
                             name="tool_filter")
+        if not isinstance(chosen, Sequence) or isinstance(chosen, str):
+            raise ValueError(f"tool_filter must return a list of tools or tool names, got "
+                             f"{type(chosen).__name__} {chosen!r:.80}")
         known = {t.name: t for t in settings.tools}
         picked: list[BaseTool] = []
-        for item in chosen or []:
+        for item in chosen:
             name = item if isinstance(item, str) else getattr(item, "name", None)
             if name not in known:
                 raise ValueError(f"tool_filter returned an unknown tool: {item!r}")
@@ -118,10 +127,12 @@ class ModelNode(LoopNode):
             stop = StopReason.TIMEOUT
             run["guard"] = timeout
             update.update(stop_reason=stop, run=run)
+        pending = list(state.get("pending_notices") or [])
+        if stop is None:  # no room for this round and a final answer: stop before it
+            stop = self._budget_stop(state, settings, pending, run, update)
         final = stop is not None
         if final and (run.get("finalized") or not settings.limits.final_answer):
             return update
-        pending = list(state.get("pending_notices") or [])
         if final:
             stored: Guard | None = run.get("guard")
             guard: Guard = stored or {"guard": "router", "reason": str(stop)}
@@ -131,7 +142,16 @@ class ModelNode(LoopNode):
         extra: list[BaseMessage] = [notice] if notice is not None else []
         offered = None if final else (yield from self._offered(state, settings))
         request = build_request(state, settings, extra)
+        if not any(m.type == "human" for m in request):
+            raise ValueError("model: the request has no user message; nothing to work on")
         runnable = self._bind([] if final else offered)
+        if final:
+            room = final_answer_room(state, settings, request)
+            if room is not None and room < MIN_FINAL_OUTPUT:
+                return self._skip_final(update, run, stop, room)
+            supported, own = max_tokens_of(settings.model)
+            if room is not None and supported:  # bound the answer by what is left
+                runnable = runnable.bind(max_tokens=min(room, own or room))
         reply = as_message((yield Invoke(runnable, request, config)), "model")
         if final:
             reply = without_tool_calls(reply)
@@ -139,6 +159,31 @@ class ModelNode(LoopNode):
         return {**update, **self._record(state, settings, request, reply, extra, run, offered,
                                          had_notices=bool(pending),
                                          remaining=remaining)}
+
+    @staticmethod
+    def _budget_stop(state: LoopState, settings: LoopSettings, pending: list[Any],
+                     run: dict[str, Any], update: dict[str, Any]) -> StopReason | None:
+        """``token_budget`` when this call and a final answer after it would not fit."""
+        if settings.limits.token_budget is None:
+            return None
+        notice, _ = drain(pending, run=str(run.get("id")))
+        probe = build_request(state, settings, [notice] if notice is not None else [])
+        guard = budget_guard(state, settings, probe)
+        if guard is None:
+            return None
+        run["guard"] = guard
+        update.update(stop_reason=StopReason.TOKEN_BUDGET, run=run)
+        return StopReason.TOKEN_BUDGET
+
+    @staticmethod
+    def _skip_final(update: dict[str, Any], run: dict[str, Any], stop: Any,
+                    room: int) -> dict[str, Any]:
+        """End without the final answer: the token budget has no room for it."""
+        guard = dict(run.get("guard") or {"reason": str(stop)})
+        guard["final_answer"] = (f"skipped: the token budget leaves about {max(room, 0)} "
+                                 f"tokens, fewer than {MIN_FINAL_OUTPUT} for an answer")
+        run.update(finalized=True, guard=guard)
+        return {**update, "run": run, "pending_notices": []}
 
     def _record(
         self,

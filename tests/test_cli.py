@@ -81,10 +81,30 @@ def test_demo_uses_a_configured_openai_compatible_model(
     assert "scenarios ran offline" in out
 
 
-def test_unknown_demo_scenario(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = run_cli(capsys, "demo", "nope")
+def test_unknown_demo_scenario_lists_the_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run_cli(capsys, "demo", "react", "nope")
     assert code == 2
-    assert "no scenario named ['nope']" in out
+    assert "no scenario named 'nope'. The scenarios:" in out
+    assert "  react " in out and "  compaction " in out and "ran offline" not in out
+
+
+def test_demo_list_lists_every_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    from langgraph_loop.app.demos import all_scenarios
+
+    code, out = run_cli(capsys, "demo", "--list")
+    assert code == 0
+    listed = [line.split()[0] for line in out.splitlines() if line.strip()]
+    assert listed == [s.key for s in all_scenarios()]
+    assert "Polling that makes progress" in out and "ran offline" not in out
+
+
+def test_named_scenarios_run_offline_even_with_a_model_configured(
+    live_env: OpenAIServer, capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out = run_cli(capsys, "demo", "react", "runaway")
+    assert code == 0
+    assert "2 scenarios ran offline with the scripted demo model." in out
+    assert live_env.requests == []  # the configured endpoint was not used
 
 
 def test_run_without_a_model_says_how_to_configure(
@@ -137,13 +157,59 @@ def test_run_against_an_openai_compatible_server_then_show(
     assert "stop_reason=completed  passes=1  tokens=15 (in 10, out 5)" in out
 
 
+def error_lines(out: str) -> list[str]:
+    """The CLI's error output: exactly an ``error:`` line and a ``hint:`` line."""
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == 2 and "Traceback" not in out, out
+    assert lines[0].startswith("error: ") and lines[1].startswith("hint: "), out
+    return lines
+
+
 def test_show_unknown_thread(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out = run_cli(capsys, "show", "nope", "--db", str(tmp_path / "missing.sqlite"))
-    assert (code, "no thread store at" in out) == (2, True)
+    error, hint = error_lines(out)
+    assert code == 2 and "no thread store at" in error and "creates it" in hint
     run_cli(capsys, "demo", "react", "--db", str(tmp_path / "d.sqlite"))
     code, out = run_cli(capsys, "show", "nope", "--db", str(tmp_path / "d.sqlite"))
+    error, hint = error_lines(out)
+    assert code == 2 and "no thread 'nope'" in error
+    assert hint == "hint: threads there: demo-react"
+
+
+def test_unreachable_endpoint_is_one_line_and_a_hint(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.support.postgres import free_port
+
+    closed = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    monkeypatch.setenv("OPENAI_BASE_URL", closed)
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    code, out = run_cli(capsys, "run", "hello", "--db", str(tmp_path / "t.sqlite"),
+                        "--thread", "t9")
+    error, hint = error_lines(out)
     assert code == 2
-    assert "no thread 'nope'" in out
+    assert error.startswith(f"error: cannot reach the model endpoint {closed}")
+    assert hint.endswith("`langgraph-loop run \"...\" --thread t9` continues this thread")
+
+
+def test_png_without_a_renderer_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_renderers(name: str, *args: object, **kwargs: object) -> object:
+        if name.split(".", maxsplit=1)[0] in ("mermaidx", "pygraphviz"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(builtins, "__import__", no_renderers)
+    code, out = run_cli(capsys, "graph", "--png", str(tmp_path / "g.png"))
+    error, hint = error_lines(out)
+    assert code == 2 and error == "error: no PNG renderer is installed"
+    assert "pip install 'langgraph-loop[png]'" in hint
+    assert not (tmp_path / "g.png").exists()
 
 
 def test_graph_prints_mermaid(capsys: pytest.CaptureFixture[str]) -> None:
@@ -181,3 +247,53 @@ def test_module_entry_point() -> None:
                           capture_output=True, text=True, timeout=120, check=False, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "1 scenarios ran offline" in proc.stdout
+
+
+EMAIL = tool_calls([("send_email", {"to": "team@example.com", "subject": "Hi"})], usage=(10, 5))
+
+
+@pytest.mark.parametrize(("typed", "tool_result"), [
+    ("a\n", "email to team@example.com with subject 'Hi' queued"),
+    ('e\n{"to": "boss@example.com", "subject": "Hi"}\n',
+     "email to boss@example.com with subject 'Hi' queued"),
+    ("r\nnot today\n", "not today"),
+])
+def test_run_asks_before_the_gated_send_email(
+    live_env: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, typed: str, tool_result: str,
+) -> None:
+    import io
+
+    live_env.script += [EMAIL, text("Handled.", usage=(10, 5))]
+    monkeypatch.setattr("sys.stdin", io.StringIO(typed))
+    code, out = run_cli(capsys, "run", "Email the team", "--demo-tools", "--db",
+                        str(tmp_path / "t.sqlite"), "--thread", "mail")
+    assert code == 0
+    assert 'approval needed: send_email({"to": "team@example.com", "subject": "Hi"})' in out
+    assert "approve / edit / reject? [a/e/r]" in out
+    assert len(live_env.requests) == 2  # paused before the tool, resumed after the answer
+    answered = live_env.requests[1]["messages"][-1]
+    assert answered["role"] == "tool" and tool_result in answered["content"]
+    assert "thread=mail stop_reason=completed" in out
+
+
+def test_run_yes_approves_without_asking(
+    live_env: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import io
+
+    live_env.script += [EMAIL, text("Sent.", usage=(10, 5))]
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # nothing to read: must not ask
+    code, out = run_cli(capsys, "run", "Email the team", "--demo-tools", "--yes", "--db",
+                        str(tmp_path / "t.sqlite"))
+    assert code == 0
+    assert "approved (--yes): send_email" in out and "[a/e/r]" not in out
+    assert "queued" in live_env.requests[1]["messages"][-1]["content"]
+
+
+def test_run_help_states_the_default_of_one_pass(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    flat = " ".join(capsys.readouterr().out.split())
+    assert "passes per run (default 1;" in flat and "--yes" in flat

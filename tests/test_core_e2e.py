@@ -123,10 +123,11 @@ def test_token_budget_exceeded_stops_at_once(scripted: list) -> None:
     model = ScriptedChatModel(default=repeat([("add", {"a": 1, "b": 1})]),
                               no_tools_reply="out of budget")
     scripted.append(model)
-    agent = create_loop_agent(model, [add], loop_detection=None, limits=Limits(token_budget=60))
+    agent = create_loop_agent(model, [add], loop_detection=None, limits=Limits(token_budget=300))
     result = agent.invoke({"messages": [HumanMessage("go")]})
     assert result["stop_reason"] == StopReason.TOKEN_BUDGET
     assert result["messages"][-1].content == "out of budget"
+    assert result["usage"]["total_tokens"] <= 300
     assert_valid_thread(result["messages"])
 
 

@@ -99,31 +99,6 @@ def test_timeout_guard_uses_run_start() -> None:
 
 # --- token_budget -------------------------------------------------------------------
 
-@pytest.mark.parametrize("use_async", [False, True])
-async def test_token_budget_exceeded_mid_pass_answers_calls_then_final_answer(
-    scripted: list[ScriptedChatModel], use_async: bool
-) -> None:
-    model = ScriptedChatModel(script=[ai(calls=[("search", {"q": "a"})], total=300),
-                                      ai(calls=[("search", {"q": "b"}), ("search", {"q": "c"})],
-                                         total=800)],
-                              no_tools_reply=ai("best answer so far", total=50))
-    scripted.append(model)
-    agent = create_loop_agent(model, [search], limits=Limits(token_budget=1000))
-    state = await agent.ainvoke(go()) if use_async else agent.invoke(go())
-    assert state["stop_reason"] == StopReason.TOKEN_BUDGET
-    assert model.calls == 3
-    assert model.request_tools == [["search"], ["search"], []]
-    final = model.requests[2]
-    assert shape(final) == [("human", None), ("ai", None), ("tool", None), ("ai", None),
-                            ("tool", None), ("tool", None), ("human", "loop_warning")]
-    assert [m.status for m in final[4:6]] == ["error", "error"]  # type: ignore[attr-defined]
-    assert "token budget" in str(final[4].content)
-    assert "token budget" in str(final[-1].content)
-    assert state["messages"][-1].content == "best answer so far"
-    assert state["iterations"][-1]["guard"]["reason"] == "token_budget"
-    assert state["usage"]["total_tokens"] == 1150
-
-
 def test_token_budget_without_final_answer_ends_on_error_tool_messages(
     scripted: list[ScriptedChatModel],
 ) -> None:
@@ -146,13 +121,13 @@ async def test_pressure_within_a_pass_is_the_last_message_then_stop(
 ) -> None:
     model = ScriptedChatModel(script=[
         ai(calls=[("search", {"q": "a"})], total=500),
-        ai(calls=[("search", {"q": "b"})], total=400),   # 900 >= 0.8 * 1000: notice queued
+        ai(calls=[("search", {"q": "b"})], total=400),   # 900 >= 0.2 * 4000: notice queued
         ai("wrapping up: here is what I found", total=90),
     ])
     scripted.append(model)
     agent = create_loop_agent(model, [search], should_continue=keep_going,
-                              limits=Limits(token_budget=1000),
-                              budget_pressure=BudgetPressure(threshold=0.8))
+                              limits=Limits(token_budget=4000),
+                              budget_pressure=BudgetPressure(threshold=0.2))
     state = await agent.ainvoke(go()) if use_async else agent.invoke(go())
     assert state["stop_reason"] == StopReason.BUDGET_PRESSURE
     assert model.calls == 3
@@ -164,8 +139,8 @@ async def test_pressure_within_a_pass_is_the_last_message_then_stop(
     assert state["pending_notices"] == []
     assert len(state["iterations"]) == 1
     assert state["iterations"][0]["guard"] == {
-        "guard": "budget_pressure", "reason": "budget_pressure", "threshold": 0.8,
-        "limit": 1000, "value": 990}
+        "guard": "budget_pressure", "reason": "budget_pressure", "threshold": 0.2,
+        "limit": 4000, "value": 990}
 
 
 def test_pressure_at_the_last_call_of_a_pass_makes_the_next_pass_the_final_one(
@@ -173,15 +148,15 @@ def test_pressure_at_the_last_call_of_a_pass_makes_the_next_pass_the_final_one(
 ) -> None:
     model = ScriptedChatModel(script=[
         ai(calls=[("search", {"q": "a"})], total=300),
-        ai("first findings", total=400),             # 700 >= 0.6 * 1000 at the pass's end
+        ai("first findings", total=400),             # 700 >= 0.175 * 4000 at the pass's end
         ai("final summary", total=150),
         ai("never sent", total=10),
     ])
     scripted.append(model)
     instruction = "Budget nearly spent: finish now."
     agent = create_loop_agent(model, [search], should_continue=keep_going,
-                              limits=Limits(token_budget=1000),
-                              budget_pressure=BudgetPressure(threshold=0.6,
+                              limits=Limits(token_budget=4000),
+                              budget_pressure=BudgetPressure(threshold=0.175,
                                                              instruction=instruction))
     state = agent.invoke(go())
     assert state["stop_reason"] == StopReason.BUDGET_PRESSURE
@@ -200,8 +175,8 @@ def test_pressure_pass_that_completes_reports_completed(scripted: list[ScriptedC
         ai("done, all answered", total=50),
     ])
     scripted.append(model)
-    agent = create_loop_agent(model, [search], limits=Limits(token_budget=1000),
-                              budget_pressure=BudgetPressure())
+    agent = create_loop_agent(model, [search], limits=Limits(token_budget=4000),
+                              budget_pressure=BudgetPressure(threshold=0.2))
     state = agent.invoke(go())
     assert state["stop_reason"] == StopReason.COMPLETED
     assert model.requests[1][-1].name == "loop_warning"
@@ -211,21 +186,24 @@ def test_pressure_pass_that_completes_reports_completed(scripted: list[ScriptedC
 def test_pressure_then_budget_exceeded_in_the_final_pass_is_token_budget(
     scripted: list[ScriptedChatModel],
 ) -> None:
+    """The model ignores the notice and overshoots: its call is answered with an error and
+    no final answer fits any more (the record says so)."""
     model = ScriptedChatModel(script=[
         ai("part one", total=850),
-        ai(calls=[("search", {"q": "more"})], total=200),   # ignores the notice: 1050 > 1000
+        ai(calls=[("search", {"q": "more"})], total=3300),   # ignores the notice: 4150 > 4000
     ], no_tools_reply=ai("stopping here", total=30))
     scripted.append(model)
     agent = create_loop_agent(model, [search], should_continue=keep_going,
-                              limits=Limits(token_budget=1000), budget_pressure=BudgetPressure())
+                              limits=Limits(token_budget=4000),
+                              budget_pressure=BudgetPressure(threshold=0.2))
     state = agent.invoke(go())
     assert state["stop_reason"] == StopReason.TOKEN_BUDGET
-    assert model.request_tools == [["search"], ["search"], []]
+    assert model.request_tools == [["search"], ["search"]]
     assert model.requests[1][-1].name == "loop_warning"
-    assert [(m.type, m.name if m.type == "human" else None) for m in state["messages"][-4:]] == [
-        ("ai", None), ("tool", None), ("human", "loop_warning"), ("ai", None)]
-    assert state["messages"][-3].status == "error"
-    assert state["messages"][-1].content == "stopping here"
+    assert [(m.type, m.name if m.type == "human" else None) for m in state["messages"][-3:]] == [
+        ("human", "loop_warning"), ("ai", None), ("tool", None)]
+    assert state["messages"][-1].status == "error"
+    assert state["iterations"][-1]["guard"]["final_answer"].startswith("skipped")
 
 
 def test_pressure_is_queued_once_and_dropped_for_the_next_run(
@@ -237,7 +215,8 @@ def test_pressure_is_queued_once_and_dropped_for_the_next_run(
                                       ai("second run", total=10), ai("2nd pass", total=10)])
     scripted.append(model)
     agent = create_loop_agent(model, should_continue=lambda s: s["iteration"] < 2,
-                              limits=Limits(token_budget=1000), budget_pressure=BudgetPressure(),
+                              limits=Limits(token_budget=5000),
+                              budget_pressure=BudgetPressure(threshold=0.18),
                               checkpointer=InMemorySaver())
     cfg: Any = {"configurable": {"thread_id": "t"}}
     first = agent.invoke(go(), cfg)
@@ -334,3 +313,118 @@ def test_budget_pressure_demo_wraps_up() -> None:
     assert final_request_tail == [("tool", None), ("human", "loop_warning"), ("ai", None)]
     assert state["messages"][-1].content.startswith("Final report")
     assert "stop_reason=budget_pressure" in out.getvalue()
+
+
+# --- token_budget is a hard cap (the scripted model's own accounting) ----------------
+
+LONG_ANSWER = "word " * 400  # ~505 output tokens unless max_tokens cuts it
+
+
+def _numbered_calls(messages: list[BaseMessage]) -> Any:
+    """A runaway that searches for something new each time (no loop to detect)."""
+    return [("search", {"q": f"q{len(messages)}"})]
+
+
+def _same_call(_messages: list[BaseMessage]) -> Any:
+    return [("search", {"q": "same"})]
+
+
+def _wrap_up_on_notice(messages: list[BaseMessage]) -> Any:
+    if messages[-1].type == "human" and messages[-1].name == "loop_warning":
+        return "Wrapping up with what I found."
+    return _numbered_calls(messages)
+
+
+def _stall_text(messages: list[BaseMessage]) -> Any:
+    return "the same answer again"
+
+
+STOP_PATHS: dict[str, tuple[Any, dict[str, Any], int]] = {
+    # name: (model default, create_loop_agent options, token budget)
+    "token_budget": (_numbered_calls, {"loop_detection": None}, 600),
+    "loop_detected": (_same_call, {"loop_detection": {"warn_after": 2, "stop_after": 3}}, 800),
+    "max_model_calls": (_numbered_calls, {"limits": {"max_model_calls": 3}}, 400),
+    "max_tool_calls": (_numbered_calls, {"limits": {"max_tool_calls": 2}}, 400),
+    "budget_pressure": (_wrap_up_on_notice, {"budget_pressure": {"threshold": 0.1},
+                                             "should_continue": keep_going}, 800),
+    "stalled": (_stall_text, {"stall_detection": {"consecutive": 2},
+                              "should_continue": keep_going}, 600),
+    "step_limit": (_numbered_calls, {"loop_detection": None}, 600),
+}
+
+
+@pytest.mark.parametrize("path", sorted(STOP_PATHS))
+def test_agent_tokens_never_exceed_the_budget_on_any_stop_path(path: str) -> None:
+    """Every stop, the tools-free final answer included, stays within ``token_budget``:
+    the final call is bounded by ``max_tokens`` (here it would use ~505 tokens unbound)."""
+    default, options, budget = STOP_PATHS[path]
+    model = ScriptedChatModel(default=default, no_tools_reply=LONG_ANSWER)
+    limits = {**options.pop("limits", {}), "token_budget": budget}
+    agent = create_loop_agent(model, [search], limits=limits, **options)
+    config: Any = {"recursion_limit": 9} if path == "step_limit" else {}
+    state = agent.invoke(go(), config)
+    assert state["stop_reason"] == path
+    reported = sum((m.usage_metadata or {}).get("total_tokens", 0) for m in state["messages"]
+                   if m.type == "ai")
+    assert state["usage"]["total_tokens"] == reported <= budget
+    if model.request_tools[-1] == []:  # the final answer call was made, and cut to fit
+        final = state["messages"][-1]
+        assert final.usage_metadata["output_tokens"] < 505
+        assert len(str(final.content)) < len(LONG_ANSWER)
+
+
+def test_timeout_final_answer_fits_the_budget(clock: FakeClock) -> None:
+    @tool
+    def slow(q: str) -> str:
+        """A slow tool."""
+        clock.now += 10
+        return "slow result"
+
+    model = ScriptedChatModel(default=lambda m: [("slow", {"q": f"q{len(m)}"})],
+                              no_tools_reply=LONG_ANSWER)
+    agent = create_loop_agent(model, [slow], limits=Limits(max_duration_s=15, token_budget=400))
+    state = agent.invoke(go())
+    assert state["stop_reason"] == StopReason.TIMEOUT and model.request_tools[-1] == []
+    assert state["usage"]["total_tokens"] <= 400
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_the_loop_stops_before_a_round_that_leaves_no_room_for_the_final_answer(
+        use_async: bool) -> None:
+    model = ScriptedChatModel(default=_numbered_calls, no_tools_reply="Best answer so far.")
+    agent = create_loop_agent(model, [search], loop_detection=None,
+                              limits=Limits(token_budget=600))
+    state = await agent.ainvoke(go()) if use_async else agent.invoke(go())
+    assert state["stop_reason"] == StopReason.TOKEN_BUDGET
+    tools_per_call = model.request_tools
+    assert tools_per_call[-1] == [] and all(t == ["search"] for t in tools_per_call[:-1])
+    # the stop came before a call, not after an overshoot: every round was answered by
+    # the tool, and the final request ends with the stop notice after the last result
+    final = model.requests[-1]
+    assert shape(final)[-2:] == [("tool", None), ("human", "loop_warning")]
+    assert final[-2].status == "success"  # type: ignore[attr-defined]
+    assert "token budget" in str(final[-1].content)
+    assert state["messages"][-1].content == "Best answer so far."
+    guard = state["iterations"][-1]["guard"]
+    assert guard["reason"] == "token_budget" and "final_answer" not in guard
+    assert state["usage"]["total_tokens"] <= 600
+
+
+def test_no_room_for_the_final_answer_ends_without_it_and_says_so(
+    scripted: list[ScriptedChatModel],
+) -> None:
+    """One reply overshoots the budget (a regular call is not bounded): its calls get error
+    ToolMessages and there is no final call."""
+    model = ScriptedChatModel(script=[ai(calls=[("search", {"q": "a"})], total=100),
+                                      ai(calls=[("search", {"q": "b"})], total=950)],
+                              no_tools_reply="never sent")
+    scripted.append(model)
+    agent = create_loop_agent(model, [search], limits=Limits(token_budget=1000))
+    state = agent.invoke(go())
+    assert state["stop_reason"] == StopReason.TOKEN_BUDGET
+    assert model.request_tools == [["search"], ["search"]]
+    last = state["messages"][-1]
+    assert last.type == "tool" and last.status == "error" and "token budget" in last.content
+    guard = state["iterations"][-1]["guard"]
+    assert guard["final_answer"].startswith("skipped: the token budget leaves about 0 tokens")
+    assert state["pending_notices"] == []

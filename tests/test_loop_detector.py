@@ -359,7 +359,7 @@ def test_demo_scenarios_warn_recover_stop_and_poll() -> None:
     assert stopped["stop_reason"] == StopReason.LOOP_DETECTED
     assert stopped["messages"][-1].content.startswith("I kept getting the same reading")
     assert polled["stop_reason"] == StopReason.COMPLETED
-    assert len([m for m in polled["messages"] if isinstance(m, ToolMessage)]) == 10
+    assert len([m for m in polled["messages"] if isinstance(m, ToolMessage)]) == 7
     for state in (warned, stopped, polled):
         assert check_pairing(state["messages"]) == []
     assert "no-progress layer fired" in console.file.getvalue()  # type: ignore[attr-defined]

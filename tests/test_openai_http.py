@@ -8,11 +8,12 @@ asserts on the exact JSON request bodies the provider received, and the
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
-from langchain_core.messages import AIMessageChunk, HumanMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
@@ -261,3 +262,65 @@ def test_judge_over_http(openai_server: OpenAIServer) -> None:
     assert continuation["role"] == "user"
     assert "the date is missing" in continuation["content"]
     assert [check_pairing(b) for b in judge_server.requests] == [[], []]
+
+
+def _readme_token_recipe() -> str:
+    """The README's ``stream_mode="messages"`` recipe: the ``for`` line and its body."""
+    lines = (Path(__file__).resolve().parents[1] / "README.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines)
+                 if line.startswith("for chunk, meta in agent.stream(") and '"messages"' in line)
+    body = [lines[start]]
+    for line in lines[start + 1:]:
+        if not line.startswith("    "):
+            break
+        body.append(line)
+    return "\n".join(body)
+
+
+def test_the_readme_token_recipe_prints_only_what_the_model_said(
+        openai_server: OpenAIServer) -> None:
+    """A looping model gets a warning and a stop notice; the recipe prints only model text."""
+    call = [("search", {"query": "news"})]
+    openai_server.script += [tool_calls(call, content="Searching.")] * 3 + [
+        text("Nothing new today.")]
+    agent = create_loop_agent(chat(openai_server), [search],
+                              loop_detection=LoopDetection(warn_after=2, stop_after=3))
+    printed: list[str] = []
+    parts: list[Any] = []
+
+    class Recorded:  # the agent, keeping what the stream sent
+        def stream(self, *args: Any, **kwargs: Any) -> Any:
+            for part in agent.stream(*args, **kwargs):
+                parts.append(part)
+                yield part
+
+    namespace = {"agent": Recorded(), "inputs": {"messages": [HumanMessage("Any news?")]},
+                 "config": thread("recipe"), "AIMessage": AIMessage,
+                 "print": lambda *a, end="\n": printed.append(" ".join(map(str, a)) + end)}
+    exec(_readme_token_recipe(), namespace)  # the README's own code
+    assert "".join(printed) == "Searching." * 3 + "Nothing new today."
+    notices = [c for c, meta in parts if meta["langgraph_node"] == "model"
+               and not isinstance(c, AIMessage)]
+    assert [n.name for n in notices] == ["loop_warning", "loop_warning"]  # warning, stop notice
+    assert all(n.additional_kwargs["langgraph_loop"]["kind"] == "notice" for n in notices)
+    assert "Tools are no longer available" in str(notices[-1].content)
+
+
+def test_the_final_answer_call_is_bounded_by_what_is_left_of_the_budget(
+        openai_server: OpenAIServer) -> None:
+    """Under ``token_budget`` the tools-free final call carries ``max_tokens`` = what is left
+    after its estimated input; the regular calls carry none."""
+    call = [("search", {"query": "news"})]
+    openai_server.script += [tool_calls(call, usage=(100, 20))] * 3 + [
+        text("Summary.", usage=(150, 3))]
+    agent = create_loop_agent(chat(openai_server), [search],
+                              loop_detection=LoopDetection(warn_after=2, stop_after=3),
+                              limits={"token_budget": 1000})
+    result = agent.invoke({"messages": [HumanMessage("Any news?")]})
+    assert result["stop_reason"] == StopReason.LOOP_DETECTED
+    bodies = openai_server.requests
+    assert [("max_tokens" in b or "max_completion_tokens" in b) for b in bodies] == [
+        False, False, False, True]
+    bound = bodies[-1].get("max_completion_tokens", bodies[-1].get("max_tokens"))
+    assert 50 <= bound <= 1000 - 3 * 120 - 150  # what is left after the estimated input
+    assert result["usage"]["total_tokens"] == 3 * 120 + 153 <= 1000

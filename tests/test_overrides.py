@@ -150,7 +150,7 @@ def test_budget_and_pressure_overrides(scripted: list[ScriptedChatModel]) -> Non
     scripted.append(model)
     agent = create_loop_agent(model, should_continue=lambda s: True, max_iterations=3)
     state = agent.invoke({"messages": [HumanMessage("go")]},
-                         context={"token_budget": 1000, "threshold": 0.25})
+                         context={"token_budget": 3000, "threshold": 0.1})
     assert state["stop_reason"] == StopReason.BUDGET_PRESSURE
     assert model.calls == 2 and model.requests[1][-1].name == "loop_warning"
 

@@ -138,3 +138,29 @@ def test_plan_calls_refuses_hidden_before_counting_allowance() -> None:
     plans = plan_calls(calls, known={"write", "research"}, offered=["research"], allowance=1)
     assert [p[0] for p in plans] == ["refuse", "run", "refuse"]
     assert "limit" in str(plans[2][1])
+
+
+@pytest.mark.parametrize("returned", ["write", None, 42])
+def test_a_filter_returning_no_list_names_the_filter(returned: Any) -> None:
+    """Not "unknown tool: 'w'" and not every tool silently hidden: a clear error, no call."""
+    model = ScriptedChatModel(script=["never"])
+    agent = create_loop_agent(model, [research, write], tool_filter=lambda state, tools: returned)
+    with pytest.raises(ValueError, match="tool_filter must return a list of tools") as err:
+        agent.invoke(go())
+    assert type(returned).__name__ in str(err.value) and model.calls == 0
+
+
+def test_a_single_tool_is_accepted_as_a_list_of_one() -> None:
+    model = ScriptedChatModel(script=[[("research", {"q": "owls"})], "Owls hoot."])
+    result = create_loop_agent(model, research).invoke(go())
+    assert result["messages"][-1].content == "Owls hoot." and RAN == ["research:owls"]
+    assert model.request_tools[0] == ["research"]
+
+    def lookup(city: str) -> str:
+        """Look a city up."""
+        return city
+
+    assert create_loop_agent(ScriptedChatModel(script=["x"]), lookup).get_graph() is not None
+    for bad in ("research", {"research": research}):
+        with pytest.raises(ValueError, match="tools must be a list of tools"):
+            create_loop_agent(ScriptedChatModel(), bad)  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from langgraph_loop.app import commands
 from langgraph_loop.app.env import DEFAULT_DB
@@ -26,7 +27,10 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="the scripted scenarios, or a live task when "
                           "OPENAI_API_KEY / OPENAI_BASE_URL are set")
-    demo.add_argument("scenarios", nargs="*", help="scenario keys (default: all)")
+    demo.add_argument("scenarios", nargs="*",
+                      help="scenario keys (default: all; naming scenarios always runs them "
+                      "offline); --list shows them")
+    demo.add_argument("--list", action="store_true", help="list the scenarios and exit")
     demo.add_argument("--db", type=Path, default=None,
                       help="SQLite file (offline default: temporary; live: .langgraph-loop/threads.sqlite)")
     demo.add_argument("--offline", action="store_true",
@@ -35,9 +39,14 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("task")
     run.add_argument("--thread", default=None, help="continue this thread id")
     run.add_argument("--db", type=Path, default=DEFAULT_DB)
-    run.add_argument("--max-iterations", type=int, default=1)
+    run.add_argument("--max-iterations", type=int, default=1,
+                     help="passes per run (default 1; `run` has no predicate or judge, so a "
+                          "run ends at the model's first answer whatever the value)")
     run.add_argument("--demo-tools", action="store_true",
-                     help="offer the demo tools (get_weather, send_email) to the model")
+                     help="offer the demo tools (get_weather, send_email) to the model; "
+                          "send_email waits for your approve / edit / reject")
+    run.add_argument("--yes", action="store_true",
+                     help="approve gated tool calls (send_email) without asking")
     show = sub.add_parser("show", help="show a stored thread")
     show.add_argument("thread")
     show.add_argument("--db", type=Path, default=DEFAULT_DB)
@@ -55,7 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args, console)
     except commands.UsageError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        if exc.hint:
+            console.print(f"hint: {exc.hint}", style="dim", markup=False, highlight=False,
+                          soft_wrap=True)
         return 2
 
 

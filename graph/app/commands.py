@@ -17,23 +17,26 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import openai
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command
 from rich.console import Console
 
-from langgraph_loop.app.agent import TOOLS, get_weather
+from langgraph_loop.app.agent import GATED_TOOLS, TOOLS, get_weather
 from langgraph_loop.app.demos import all_scenarios
 from langgraph_loop.app.demos.base import print_run
 from langgraph_loop.app.env import DEFAULT_DB, UsageError, model_from_env
 from langgraph_loop.app.picture import example_agent, mermaid, render_png
 from langgraph_loop.app.progress import run_with_progress
+from langgraph_loop.app.review import decisions_for
 from langgraph_loop.builder import create_loop_agent
-from langgraph_loop.core.config import Limits
+from langgraph_loop.core.config import Approval, Limits
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = ["UsageError", "demo", "demo_tools", "graph", "live_demo", "model_from_env",
-           "offline_demo", "run", "show", "sqlite_saver"]
+           "offline_demo", "run", "scenario_list", "show", "sqlite_saver"]
 
 
 @contextmanager
@@ -52,8 +55,14 @@ LIVE_TASK = ("What is the weather in Paris and in Rome right now? Check each cit
 
 
 def demo(args: argparse.Namespace, console: Console) -> int:
-    """The scenarios offline, or one live task when an OpenAI-compatible model is set."""
-    if not getattr(args, "offline", False) and (
+    """The scenarios offline, or one live task when an OpenAI-compatible model is set.
+
+    ``--list`` lists the scenarios; named scenarios always run offline (they are scripted).
+    """
+    if getattr(args, "list", False):
+        console.print(scenario_list(), markup=False, highlight=False)
+        return 0
+    if not getattr(args, "offline", False) and not args.scenarios and (
         os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")
     ):
         return live_demo(args, console)
@@ -79,9 +88,12 @@ def live_demo(args: argparse.Namespace, console: Console) -> int:
 def offline_demo(args: argparse.Namespace, console: Console) -> int:
     """Run the offline scenarios against a SQLite checkpointer."""
 
+    known = {s.key for s in all_scenarios()}
+    unknown = [key for key in args.scenarios if key not in known]
+    if unknown:
+        raise UsageError(f"no scenario named {', '.join(map(repr, unknown))}. The scenarios:\n"
+                         + scenario_list())
     chosen = [s for s in all_scenarios() if not args.scenarios or s.key in args.scenarios]
-    if not chosen:
-        raise UsageError(f"no scenario named {args.scenarios}")
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or Path(tmp) / "demo.sqlite"
         with sqlite_saver(db) as saver:
@@ -94,9 +106,33 @@ def offline_demo(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def scenario_list() -> str:
+    """One line per offline scenario: its key and title."""
+    scenarios = all_scenarios()
+    width = max(len(s.key) for s in scenarios)
+    return "\n".join(f"  {s.key:<{width}}  {s.title}" for s in scenarios)
+
+
 def demo_tools() -> tuple[Any, ...]:
     """The demo tools of the served graph (``graph/app/agent.py``)."""
     return TOOLS
+
+
+@contextmanager
+def provider_errors(model: Any, thread: str) -> Iterator[None]:
+    """The model endpoint's errors, after the retries, as one line and a hint."""
+    endpoint = getattr(model, "openai_api_base", None) or "the OpenAI API"
+    resume = f"`langgraph-loop run \"...\" --thread {thread}` continues this thread"
+    try:
+        yield
+    except openai.APIConnectionError as exc:  # also a timeout
+        raise UsageError(f"cannot reach the model endpoint {endpoint}: {exc}",
+                         hint=f"check OPENAI_BASE_URL and that the server is up; {resume}"
+                         ) from exc
+    except openai.APIStatusError as exc:
+        raise UsageError(f"the model endpoint {endpoint} answered {exc.status_code}: "
+                         f"{exc.message}",
+                         hint=f"check OPENAI_API_KEY and LANGGRAPH_LOOP_MODEL; {resume}") from exc
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
@@ -105,11 +141,19 @@ def run(args: argparse.Namespace, console: Console) -> int:
     model = model_from_env(os.environ)
     thread = args.thread or uuid.uuid4().hex[:8]
     tools = demo_tools() if getattr(args, "demo_tools", False) else ()
-    with sqlite_saver(args.db) as saver:
-        agent = create_loop_agent(model, tools, checkpointer=saver,
+    gated = Approval(tools=GATED_TOOLS) if tools else None  # send_email asks a human
+    with sqlite_saver(args.db) as saver, provider_errors(model, thread):
+        agent = create_loop_agent(model, tools, checkpointer=saver, approval=gated,
                                   max_iterations=args.max_iterations)
         config: RunnableConfig = {"configurable": {"thread_id": thread}}
-        state = run_with_progress(agent, {"messages": [HumanMessage(args.task)]}, config, console)
+        inputs: Any = {"messages": [HumanMessage(args.task)]}
+        while True:  # resume after each approval the person at the terminal gives
+            state = run_with_progress(agent, inputs, config, console)
+            paused = agent.get_state(config).interrupts
+            if not paused:
+                break
+            inputs = Command(resume=decisions_for(paused, console,
+                                                  approve_all=getattr(args, "yes", False)))
     console.print(state["messages"][-1].content if state.get("messages") else "")
     console.print(f"thread={thread} stop_reason={state.get('stop_reason')} "
                   f"tokens={(state.get('usage') or {}).get('total_tokens', 0)}", style="dim")
@@ -120,12 +164,17 @@ def show(args: argparse.Namespace, console: Console) -> int:
     """Print a stored thread: transcript, stop reason, per-pass records, usage."""
 
     if not Path(args.db).exists():
-        raise UsageError(f"no thread store at {args.db}")
+        raise UsageError(f"no thread store at {args.db}",
+                         hint=f"`langgraph-loop run \"task\" --db {args.db}` creates it; "
+                              f"the default store is {DEFAULT_DB}")
     with sqlite_saver(args.db) as saver:
         agent = create_loop_agent(ScriptedChatModel(), checkpointer=saver)
         snapshot = agent.get_state({"configurable": {"thread_id": args.thread}})
+        known = sorted({str(c.config["configurable"]["thread_id"]) for c in saver.list(None)})
     if not snapshot.values:
-        raise UsageError(f"no thread {args.thread!r} in {args.db}")
+        listed = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
+        raise UsageError(f"no thread {args.thread!r} in {args.db}",
+                         hint=f"threads there: {listed}" if known else "that store has no threads")
     print_run(console, f"thread {args.thread}", dict(snapshot.values))
     return 0
 

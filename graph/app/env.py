@@ -24,7 +24,11 @@ DEFAULT_DB = Path(".langgraph-loop") / "threads.sqlite"
 
 
 class UsageError(Exception):
-    """A user-facing error: printed without a traceback, exit status 2."""
+    """A user-facing error: printed as one line (and a hint) without a traceback, exit 2."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 def model_from_env(env: Mapping[str, str]) -> BaseChatModel:

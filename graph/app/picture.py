@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from langgraph_loop.app.agent import GATED_TOOLS, TOOLS
+from langgraph_loop.app.env import UsageError
 from langgraph_loop.builder import create_loop_agent
 from langgraph_loop.core.config import Approval, Compaction, Judge
 from langgraph_loop.scripted import ScriptedChatModel
 
-__all__ = ["example_agent", "mermaid", "png_bytes", "render_png"]
+__all__ = ["PICTURE", "example_agent", "mermaid", "png_bytes", "render_png", "write_picture"]
 
 
 def example_agent() -> Any:
@@ -31,8 +32,9 @@ def mermaid(agent: Any) -> str:
     return str(agent.get_graph().draw_mermaid())
 
 
-def png_bytes(agent: Any) -> bytes:
-    """The graph as PNG bytes, rendered offline (mermaidx, else pygraphviz)."""
+def png_bytes(agent: Any, source: str | None = None) -> bytes:
+    """The graph as PNG bytes, rendered offline (mermaidx from the Mermaid ``source``,
+    default ``mermaid(agent)``; else pygraphviz from the graph)."""
     try:  # optional (the [png] extra): imported only when a PNG is asked for
         import mermaidx  # noqa: PLC0415
     except ImportError:
@@ -40,14 +42,31 @@ def png_bytes(agent: Any) -> bytes:
     if mermaidx is not None:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "graph.png"
-            mermaidx.render(mermaid(agent)).save(str(out))
+            mermaidx.render(mermaid(agent) if source is None else source).save(str(out))
             return out.read_bytes()
     try:
         return bytes(agent.get_graph().draw_png())
     except ImportError as exc:
-        raise RuntimeError("install langgraph-loop[png] (mermaidx or pygraphviz) for PNG output") from exc
+        raise UsageError("no PNG renderer is installed",
+                         hint="pip install 'langgraph-loop[png]' (mermaidx, or pygraphviz), or "
+                              "run `langgraph-loop graph` without --png for Mermaid text") from exc
 
 
 def render_png(agent: Any, path: Path) -> None:
     """Write the graph's PNG to ``path``."""
     path.write_bytes(png_bytes(agent))
+
+
+PICTURE = Path("notebooks") / "graph"
+"""The committed picture: ``graph.mmd`` (the Mermaid source) and ``graph.png`` drawn from it."""
+
+
+def write_picture(base: Path = PICTURE) -> tuple[Path, Path]:
+    """Write ``<base>.mmd`` (what the current graph draws) and ``<base>.png`` rendered from it
+    (``make picture`` runs this for ``notebooks/graph``)."""
+    agent = example_agent()
+    source = mermaid(agent)
+    mmd, png = base.with_suffix(".mmd"), base.with_suffix(".png")
+    mmd.write_text(source)
+    png.write_bytes(png_bytes(agent, source))
+    return mmd, png

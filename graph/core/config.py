@@ -53,7 +53,8 @@ class Limits(_Config):
     Attributes:
         max_model_calls: model calls per pass (None = unbounded).
         max_tool_calls: tool executions per run (None = unbounded).
-        token_budget: agent tokens (input + output) per run (None = unbounded).
+        token_budget: agent tokens (input + output) per run, the final answer included:
+            the loop stops while the final answer still fits (None = unbounded).
         max_duration_s: wall-clock seconds per run, checked between steps.
         final_answer: after a stop that left tool calls unanswered, answer them with
             error ToolMessages and make one last model call with no tools bound.

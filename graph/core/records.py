@@ -58,6 +58,7 @@ class Guard(TypedDict, total=False):
     detail: str
     layer: str
     final_answer: str
+    estimate: int
     tool: str
     args: str | None
     calls: list[str]

@@ -17,7 +17,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, get_type_hints
 
@@ -69,7 +69,13 @@ _GROUPS: dict[str, tuple[str, ...]] = {
 """Which configuration model each override belongs to (``max_iterations`` is top level)."""
 
 
-def _coerce_tools(tools: Sequence[Any]) -> tuple[BaseTool, ...]:
+def _coerce_tools(tools: Sequence[Any] | BaseTool | Callable[..., Any]) -> tuple[BaseTool, ...]:
+    """A list of tools; a single tool (``BaseTool`` or function) is accepted as a list of one."""
+    if isinstance(tools, BaseTool) or (callable(tools) and not isinstance(tools, Sequence)):
+        tools = [tools]
+    elif isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
+        raise ValueError(f"tools must be a list of tools (or one tool), got "
+                         f"{type(tools).__name__} {tools!r:.60}")
     out: list[BaseTool] = []
     for item in tools:
         if isinstance(item, BaseTool):
@@ -114,7 +120,8 @@ class LoopSettings:
     )
 
     @classmethod
-    def build(cls, model: BaseChatModel, tools: Sequence[Any] = (), **kwargs: Any) -> LoopSettings:
+    def build(cls, model: BaseChatModel, tools: Sequence[Any] | BaseTool | Callback = (),
+              **kwargs: Any) -> LoopSettings:
         """Validate the builder's arguments (``ValueError`` naming the argument)."""
         if not isinstance(model, BaseChatModel):
             raise ValueError(f"model: expected a langchain BaseChatModel, got {type(model).__name__}")

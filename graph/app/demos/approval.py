@@ -9,15 +9,16 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.types import Command
 from rich.console import Console
 
-from langgraph_loop.app.demos.base import Scenario, print_run
+from langgraph_loop.app.demos.base import Expect, Scenario, print_run
 from langgraph_loop.builder import create_loop_agent
 from langgraph_loop.core.config import Approval, Compaction
 from langgraph_loop.scripted import ScriptedChatModel
@@ -66,10 +67,11 @@ def approval(console: Console, checkpointer: Any) -> dict[str, Any]:
         approval=Approval(tools=("delete_branch",), resolver=policy, max_auto_rounds=1),
     )
     cfg = _config("demo-approval")
+    console.rule("[bold]Approval: resolver first, then a human decision")
     paused = agent.invoke({"messages": [HumanMessage("Delete the old spike branches.")]}, cfg)
     request = paused["__interrupt__"][0].value
-    console.rule("[bold]Paused for a human (resolver budget of 1 round spent)")
-    console.print(f"stop_reason={paused['stop_reason']}  next={agent.get_state(cfg).next}",
+    console.print(f"paused for a human (the resolver's budget of 1 round is spent): "
+                  f"stop_reason={paused['stop_reason']}  next={agent.get_state(cfg).next}",
                   markup=False)
     for action in request["action_requests"]:
         console.print(f"  needs a decision: {action['name']}({json.dumps(action['args'])})",
@@ -77,30 +79,45 @@ def approval(console: Console, checkpointer: Any) -> dict[str, Any]:
     decisions = [{"type": "reject", "message": "Never delete main."}, {"type": "approve"}]
     console.print(f"reviewer resumes with {json.dumps({'decisions': decisions})}", markup=False)
     state = agent.invoke(Command(resume={"decisions": decisions}), cfg)
-    print_run(console, "Approval: resolver first, then a human decision", state)
+    print_run(console, "Approval: the run after the reviewer's decisions", state)
     return state
+
+
+def _summarize_chapters(messages: list[BaseMessage]) -> str:
+    """The demo's summarizer: which chapters the conversation read (earlier summaries too)."""
+    read = sorted({int(n) for n in re.findall(r"[Cc]hapter (\d+)", str(messages[-1].content))})
+    return f"Read so far: {', '.join(f'chapter {n}' for n in read)} (39 rules each)."
 
 
 def compaction(console: Console, checkpointer: Any) -> dict[str, Any]:
     """Long tool outputs: old messages are replaced by one summary before the model call."""
     model = ScriptedChatModel(
         script=[[("read_chapter", {"number": n})] for n in range(1, 6)]
-        + ["The handbook's five chapters list 195 rules; chapter 5 covers deployments."],
-        no_tools_reply="Chapters 1-3 were read: rules 1.1-3.39, mostly about reviews and testing.",
+        + ["The handbook's five chapters list 39 rules each, 195 rules in all."],
     )
+    summarizer = ScriptedChatModel(default=_summarize_chapters)
     agent = create_loop_agent(model, [read_chapter], checkpointer=checkpointer,
-                              compaction=Compaction(max_tokens=500, keep_last=4))
-    state = agent.invoke({"messages": [HumanMessage("Summarize the handbook.")]},
-                         _config("demo-compaction"))
+                              compaction=Compaction(max_tokens=500, keep_last=4,
+                                                    summarizer=summarizer))
+    replaced: list[int] = []
+    for event in agent.stream({"messages": [HumanMessage("Summarize the handbook.")]},
+                              _config("demo-compaction"), stream_mode="custom"):
+        if event.get("event") == "compaction":
+            replaced.append(event["replaced"])
+    state = dict(agent.get_state(_config("demo-compaction")).values)
     print_run(console, "Compaction(max_tokens=500, keep_last=4): one summary replaces old turns",
               state)
-    compacted = [r.get("compacted", 0) for r in state.get("iterations", [])]
-    console.print(f"  compacted messages per pass: {compacted}; the agent's model saw at most "
-                  f"{max(len(r) for r in model.requests)} messages per call", markup=False)
+    total = sum(r.get("compacted", 0) for r in state.get("iterations", []))
+    console.print(f"  {len(replaced)} compactions replaced {' + '.join(map(str, replaced))} = "
+                  f"{total} messages (a later summary also replaces the earlier one); the "
+                  f"agent's model saw at most {max(len(r) for r in model.requests)} messages "
+                  "per call", markup=False)
     return state
 
 
 SCENARIOS = [
-    Scenario("approval", "Gated tool: resolver, then a human decision", approval, ["approval"]),
-    Scenario("compaction", "Long loop compacted into a summary", compaction, ["compaction"]),
+    Scenario("approval", "Gated tool: resolver, then a human decision", approval, ["approval"],
+             Expect("completed", passes=1, loop_warnings=0, model_calls=4)),
+    Scenario("compaction", "Long loop compacted into a summary", compaction, ["compaction"],
+             Expect("completed", passes=1, loop_warnings=0, model_calls=6)),
 ]

@@ -19,7 +19,21 @@ from rich.console import Console
 from langgraph_loop.app.transcript import render_run
 from langgraph_loop.core.text import as_text, shorten
 
-__all__ = ["Scenario", "describe", "print_run"]
+__all__ = ["Expect", "Scenario", "check", "describe", "loop_warnings", "print_run"]
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What a scenario's title and answer claim about its run (checked by the tests).
+
+    ``loop_warnings`` counts delivered notices that came from the loop detector;
+    ``model_calls`` is the total over the run's passes (a final-answer call included).
+    """
+
+    stop_reason: str
+    passes: int | None = None
+    loop_warnings: int | None = None
+    model_calls: int | None = None
 
 
 @dataclass
@@ -30,6 +44,23 @@ class Scenario:
     title: str
     run: Callable[[Console, Any], dict[str, Any]]
     tags: list[str] = field(default_factory=list)
+    expect: Expect | None = None
+
+
+def loop_warnings(messages: list[BaseMessage]) -> int:
+    """Delivered notices that carry a loop detector warning."""
+    return sum(1 for m in messages if isinstance(m, HumanMessage)
+               and "loop" in ((m.additional_kwargs.get("langgraph_loop") or {}).get("sources") or []))
+
+
+def check(expect: Expect, state: dict[str, Any]) -> list[str]:
+    """Where a run differs from what its scenario claims (empty: it keeps its word)."""
+    records = state.get("iterations") or []
+    seen = {"stop_reason": state.get("stop_reason"), "passes": state.get("iteration"),
+            "loop_warnings": loop_warnings(state.get("messages") or []),
+            "model_calls": sum(r.get("model_calls", 0) for r in records)}
+    return [f"{name}: claimed {want!r}, ran {seen[name]!r}"
+            for name, want in vars(expect).items() if want is not None and seen[name] != want]
 
 
 def _text(content: Any, limit: int = 160) -> str:

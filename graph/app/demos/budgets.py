@@ -1,7 +1,7 @@
 """Budget scenarios: a research loop that wraps up under budget pressure.
 
 The agent keeps researching pass after pass (its predicate always asks for more).
-When its tokens reach 60% of ``Limits(token_budget=...)`` the pressure instruction
+When its tokens reach 50% of ``Limits(token_budget=...)`` the pressure instruction
 is queued; the model sees it on its next call, as the last message of the request,
 writes its final report, and the run stops with ``budget_pressure`` at the end of
 that pass, well before the hard budget.
@@ -25,7 +25,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.tools import tool
 from rich.console import Console
 
-from langgraph_loop.app.demos.base import Scenario, print_run
+from langgraph_loop.app.demos.base import Expect, Scenario, print_run
 from langgraph_loop.builder import create_loop_agent
 from langgraph_loop.core.config import BudgetPressure, Limits
 from langgraph_loop.core.notices import NOTICE_NAME
@@ -65,16 +65,16 @@ def budget_pressure(console: Console, checkpointer: Any) -> dict[str, Any]:
     model = ScriptedChatModel(default=_researcher)
     agent = create_loop_agent(
         model, [search_papers], should_continue=lambda _state: True, max_iterations=10,
-        limits=Limits(token_budget=2000), budget_pressure=BudgetPressure(threshold=0.6),
+        limits=Limits(token_budget=2000), budget_pressure=BudgetPressure(threshold=0.5),
         checkpointer=checkpointer)
     config: Any = {"configurable": {"thread_id": "demo-budget-pressure"}}
     state = agent.invoke({"messages": [HumanMessage("Research how owls hunt.")]}, config)
-    print_run(console, "Budget pressure: Limits(token_budget=2000), BudgetPressure(threshold=0.6)",
+    print_run(console, "Budget pressure: Limits(token_budget=2000), BudgetPressure(threshold=0.5)",
               state)
     return state
 
 
 SCENARIOS = [
     Scenario("budget-pressure", "A research loop wrapped up by budget pressure", budget_pressure,
-             ["limits", "budgets"]),
+             ["limits", "budgets"], Expect("budget_pressure", passes=3, loop_warnings=0)),
 ]

@@ -13,7 +13,7 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from rich.console import Console
 
-from langgraph_loop.app.demos.base import Scenario, print_run
+from langgraph_loop.app.demos.base import Expect, Scenario, print_run
 from langgraph_loop.builder import create_loop_agent
 from langgraph_loop.core.config import Judge
 from langgraph_loop.scripted import ScriptedChatModel
@@ -76,7 +76,8 @@ def todo_loop(console: Console, checkpointer: Any) -> dict[str, Any]:
 
 
 SCENARIOS = [
-    Scenario("judge", "Judge loop that needs two passes", judge_loop, ["continuation", "judge"]),
+    Scenario("judge", "Judge loop that needs two passes", judge_loop, ["continuation", "judge"],
+             Expect("completed", passes=2, loop_warnings=0, model_calls=2)),
     Scenario("todos", "Todo loop until every todo is completed", todo_loop,
-             ["continuation", "todos"]),
+             ["continuation", "todos"], Expect("completed", passes=3, loop_warnings=0)),
 ]

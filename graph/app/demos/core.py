@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from rich.console import Console
 
-from langgraph_loop.app.demos.base import Scenario, print_run
+from langgraph_loop.app.demos.base import Expect, Scenario, print_run
 from langgraph_loop.builder import create_loop_agent
 from langgraph_loop.core.config import Limits
 from langgraph_loop.scripted import ScriptedChatModel
 
-__all__ = ["SCENARIOS", "get_weather", "lookup_order"]
+__all__ = ["SCENARIOS", "checks_summary", "get_weather", "lookup_order"]
 
 
 @tool
@@ -54,23 +54,40 @@ def react(console: Console, checkpointer: Any) -> dict[str, Any]:
     return state
 
 
+def checks_summary(messages: list[BaseMessage]) -> str:
+    """The runaway model's final answer, true to what its tool calls returned."""
+    asked = [c["args"]["city"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls]
+    results = {str(m.content) for m in messages
+               if isinstance(m, ToolMessage) and m.status == "success"}
+    ran = len(asked) - 1  # the last request was stopped, not run
+    return (f"I checked the weather {ran} times ({', '.join(asked[:ran])}); every check returned "
+            f"{' / '.join(sorted(results))!r}, so I have no reading for Paris. "
+            f"My request for {asked[-1]} was stopped by the call limit.")
+
+
 def runaway(console: Console, checkpointer: Any) -> dict[str, Any]:
     """A model that never stops calling tools, stopped by the model-call limit."""
     counter = iter(range(1, 10_000))
     model = ScriptedChatModel(
         default=lambda _m: [("get_weather", {"city": f"Paris-{next(counter)}"})],
-        no_tools_reply="I checked the weather four times: Paris is 18°C and cloudy.",
+        no_tools_reply=checks_summary,
     )
     agent = create_loop_agent(model, [get_weather], limits=Limits(max_model_calls=4),
                               checkpointer=checkpointer)
     state = agent.invoke({"messages": [HumanMessage("Keep an eye on the weather in Paris.")]},
                          _config("demo-runaway"))
-    print_run(console, "Runaway model stopped by Limits(max_model_calls=4), final answer", state)
+    print_run(console, "Runaway model stopped by Limits(max_model_calls=4), then a tools-free "
+                       "final answer", state)
+    console.print("  model_calls=5: the 4 calls max_model_calls allows in a pass (the 4th one's "
+                  "tool call was not run), plus the tools-free final-answer call after the stop",
+                  markup=False, highlight=False)
     return state
 
 
 SCENARIOS = [
-    Scenario("react", "ReAct pass with parallel tools and a failing tool", react, ["core"]),
-    Scenario("runaway", "Runaway model stopped by a limit", runaway, ["core", "limits"]),
+    Scenario("react", "ReAct pass with parallel tools and a failing tool", react, ["core"],
+             Expect("completed", passes=1, loop_warnings=0, model_calls=2)),
+    Scenario("runaway", "Runaway model stopped by a limit", runaway, ["core", "limits"],
+             Expect("max_model_calls", passes=1, loop_warnings=0, model_calls=5)),
 ]
 

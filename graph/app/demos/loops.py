@@ -16,7 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
 from rich.console import Console
 
-from langgraph_loop.app.demos.base import Scenario, print_run
+from langgraph_loop.app.demos.base import Expect, Scenario, print_run
 from langgraph_loop.app.demos.core import get_weather
 from langgraph_loop.builder import create_loop_agent
 from langgraph_loop.scripted import ScriptedChatModel, repeat
@@ -84,23 +84,27 @@ def loop_stopped(console: Console, checkpointer: Any) -> dict[str, Any]:
 
 
 def poll_progress(console: Console, checkpointer: Any) -> dict[str, Any]:
-    """Polling whose results change is progress: not stopped at 5 like a loop (warned
-    at 9 = 3 × warn_after, stopped only at 15)."""
+    """Polling whose results change is progress: the same call 7 times, where a repeat
+    with unchanged results would be warned at 3 and stopped at 5 (a poll that keeps
+    changing is warned only at 9 = 3 × warn_after and stopped at 15)."""
     poll = [("job_status", {"job_id": "rna-7"})]
     model = ScriptedChatModel(default=lambda m: "Job rna-7 finished."
                               if "finished" in str(m[-1].content) else poll)
-    agent = create_loop_agent(model, [job_status_tool()], checkpointer=checkpointer)
+    agent = create_loop_agent(model, [job_status_tool(step=15)], checkpointer=checkpointer)
     state = agent.invoke({"messages": [HumanMessage("Wait for job rna-7 to finish.")]},
                          _config("demo-poll-progress"))
-    print_run(console, "Polling a job that makes progress: the same call, never flagged", state)
+    print_run(console, "Polling a job that makes progress: the same call 7 times, never flagged "
+                       "(an unchanging repeat is warned at 3, stopped at 5)", state)
     return state
 
 
 SCENARIOS = [
     Scenario("loop-warned", "A looping model is warned and recovers", loop_warned,
-             ["loops"]),
+             ["loops"], Expect("completed", passes=1, loop_warnings=1, model_calls=4)),
     Scenario("loop-stopped", "A model ignores the warning and is stopped with a summary",
-             loop_stopped, ["loops"]),
-    Scenario("poll-progress", "Polling that makes progress is not a loop", poll_progress,
-             ["loops"]),
+             loop_stopped, ["loops"],
+             Expect("loop_detected", passes=1, loop_warnings=1, model_calls=5)),
+    Scenario("poll-progress", "Polling that makes progress is not a loop: never flagged",
+             poll_progress, ["loops"],
+             Expect("completed", passes=1, loop_warnings=0, model_calls=8)),
 ]
