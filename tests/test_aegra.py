@@ -119,6 +119,10 @@ def test_per_run_context_overrides_limits(deployment: Deployment) -> None:
     checks.check_per_run_context_overrides_limits(deployment.a.url)
 
 
+def test_messages_tuple_tells_model_tokens_from_notices(deployment: Deployment) -> None:
+    checks.check_messages_tuple_tells_model_tokens_from_notices(deployment.b.url)
+
+
 async def test_approval_interrupt_and_resume(deployment: Deployment) -> None:
     await checks.check_approval_interrupt_and_resume(deployment.a.url, deployment.b.url)
 

@@ -111,21 +111,7 @@ def test_per_run_context_overrides_limits(server_url: str) -> None:
 
 
 def test_messages_tuple_tells_model_tokens_from_notices(server_url: str) -> None:
-    """The README rule: the model node's ``AIMessageChunk`` parts are what the model said;
-    the stop notice it delivers comes as a tagged human message, not as tokens."""
-    client = get_sync_client(url=server_url)
-    parts = [p for p in client.runs.stream(None, GRAPH_ID, input=user("get_weather for Paris"),
-                                           context={"max_model_calls": 1},
-                                           stream_mode="messages-tuple")
-             if p.event == "messages"]
-    from_model = [m for m, meta in (p.data for p in parts) if meta["langgraph_node"] == "model"]
-    said = "".join(str(m.get("content") or "") for m in from_model
-                   if m["type"] in ("AIMessageChunk", "ai"))
-    assert said == "Done."
-    notices = [m for m in from_model if m["type"] not in ("AIMessageChunk", "ai")]
-    assert [(m["type"], m["name"]) for m in notices] == [("human", "loop_warning")]
-    assert notices[0]["additional_kwargs"]["langgraph_loop"]["kind"] == "notice"
-    assert "model-call limit" in notices[0]["content"]
+    checks.check_messages_tuple_tells_model_tokens_from_notices(server_url)
 
 
 async def test_approval_interrupt_and_resume(server_url: str) -> None:

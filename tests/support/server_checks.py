@@ -111,6 +111,24 @@ def check_per_run_context_overrides_limits(url: str) -> None:
     assert result["iterations"][0]["guard"]["limit"] == 1
 
 
+def check_messages_tuple_tells_model_tokens_from_notices(url: str) -> None:
+    """The README rule: the model node's ``AIMessageChunk`` parts are what the model said;
+    the stop notice it delivers comes as a tagged human message, not as tokens."""
+    client = get_sync_client(url=url)
+    parts = [p for p in client.runs.stream(None, GRAPH_ID, input=user("get_weather for Paris"),
+                                           context={"max_model_calls": 1},
+                                           stream_mode="messages-tuple")
+             if p.event == "messages"]
+    from_model = [m for m, meta in (p.data for p in parts) if meta["langgraph_node"] == "model"]
+    said = "".join(str(m.get("content") or "") for m in from_model
+                   if m["type"] in ("AIMessageChunk", "ai"))
+    assert said == "Done."
+    notices = [m for m in from_model if m["type"] not in ("AIMessageChunk", "ai")]
+    assert [(m["type"], m["name"]) for m in notices] == [("human", "loop_warning")]
+    assert notices[0]["additional_kwargs"]["langgraph_loop"]["kind"] == "notice"
+    assert "model-call limit" in notices[0]["content"]
+
+
 async def check_approval_interrupt_and_resume(url: str, resume_url: str) -> None:
     """The approval interrupt, read and resumed through ``resume_url``; then seen in a stream."""
     client, resumer = get_client(url=url), get_client(url=resume_url)
