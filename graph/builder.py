@@ -60,9 +60,9 @@ from langgraph_loop.runnables import Inline, inline_node, traced
 
 __all__ = ["create_loop_agent"]
 
-def _edge(route: Callable[[LoopState], str]) -> Inline:
+def _edge(route: Callable[[LoopState], str], *, in_context: bool = False) -> Inline:
     """A conditional edge without a callback run of its own (routes are pure and cheap)."""
-    return Inline(route, name=route.__name__)
+    return Inline(route, name=route.__name__, in_context=in_context)
 
 
 def _add_optional(builder: StateGraph[Any, Any, Any, Any], settings: LoopSettings) -> None:
@@ -171,9 +171,9 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
     builder.add_edge(START, "prepare")
     builder.add_conditional_edges("prepare", _edge(routes.after_prepare),
                                   [routes.entry, "__end__"])
-    builder.add_edge("model", "loop_detector")
+    builder.add_conditional_edges("model", _edge(routes.after_model, in_context=True), routes.model_targets())
     builder.add_conditional_edges("loop_detector", _edge(routes.after_detector),
                                   routes.detector_targets())
-    builder.add_edge("tools", routes.entry)  # a stop found by tools ends via model/detector
+    builder.add_edge("tools", routes.entry)  # a stop found by tools ends via model
     builder.add_conditional_edges("router", _edge(routes.after_router), routes.router_targets())
     return builder

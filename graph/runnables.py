@@ -5,8 +5,10 @@
   models and tools instead of running them in a thread. It has a callback run of
   its own, named after the node.
 - ``Inline(fn, name)``: a pure, cheap step (the conditional edges) run inline, sync
-  or async alike, without a callback run of its own; ``inline_node`` does the same
-  for a pure node (the loop detector), with the run's settings and runtime.
+  or async alike, without a callback run of its own; with ``in_context=True`` it runs
+  inside the run's config context, so ``get_runtime()`` works there (LangGraph calls
+  conditional edges outside it). ``inline_node`` does the same for a pure node (the
+  loop detector), with the run's settings and runtime.
 
 Example:
     >>> Inline(lambda state: state["n"] + 1, name="next").invoke({"n": 1})
@@ -19,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables.config import set_config_context
 from langgraph.runtime import Runtime, get_runtime
 
 from langgraph_loop.core.settings import LoopSettings
@@ -33,17 +36,21 @@ PureNode = Callable[[LoopState, LoopSettings, Runtime[LoopContext]], dict[str, A
 class Inline(Runnable[Any, Any]):
     """A pure step run inline, without a callback run of its own."""
 
-    def __init__(self, fn: Callable[[Any], Any], *, name: str) -> None:
+    def __init__(self, fn: Callable[[Any], Any], *, name: str, in_context: bool = False) -> None:
         self.fn = fn
         self.name = name
+        self.in_context = in_context
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Call ``fn(input)``."""
+        if self.in_context and config is not None:
+            with set_config_context(config) as context:
+                return context.run(self.fn, input)
         return self.fn(input)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Call ``fn(input)`` (it does not block: no thread needed)."""
-        return self.fn(input)
+        return self.invoke(input, config)
 
 
 def traced(node: LoopNode) -> Runnable[LoopState, Any]:

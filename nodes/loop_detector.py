@@ -1,12 +1,14 @@
-"""The ``loop_detector`` node: judge every model reply before any tool runs.
+"""The loop detector: a pure decision on every model reply, and the node that acts on it.
 
 ``decide(state, settings)`` is a pure function over state: the inner limits
-(``nodes/limits.py``), the loop-detection layers (``nodes/detection.py``) and the
-budget-pressure threshold (``nodes/budget_pressure.py``). ``apply`` turns the
-decision into a state update: warnings go to the deferred-notice queue (never
-between an AIMessage and its ToolMessages); on a stop every pending call of the
-reply gets an error ToolMessage, so the stored thread stays provider-valid whatever
-happens next.
+(``nodes/limits.py``), the loop-detection layers (``nodes/detection.py``, over the
+state derived from the run's transcript by ``nodes/detector_replay.py``) and the
+budget-pressure threshold (``nodes/budget_pressure.py``). It runs as the conditional
+edge after ``model``; a clean reply goes straight to the tools. The ``loop_detector``
+node runs only when the decision acts, and ``apply`` turns it into a state update:
+warnings go to the deferred-notice queue (never between an AIMessage and its
+ToolMessages); on a stop every pending call of the reply gets an error ToolMessage,
+so the stored thread stays provider-valid whatever happens next.
 
 Example:
     >>> from langchain_core.messages import AIMessage
@@ -34,9 +36,10 @@ from langgraph_loop.nodes.approval import needs_approval
 from langgraph_loop.nodes.base import emit
 from langgraph_loop.nodes.budget_pressure import NOTICE_SOURCE, pressure_due
 from langgraph_loop.nodes.detection import LoopWarning, observe
+from langgraph_loop.nodes.detector_replay import remember, results_before, state_before
 from langgraph_loop.nodes.detector_state import DetectorState
 from langgraph_loop.nodes.limits import check_limits, stop_answer_text
-from langgraph_loop.nodes.steps import finish_steps, fits
+from langgraph_loop.nodes.steps import answer_steps, fits
 
 __all__ = ["Decision", "apply", "decide", "loop_detector", "previous_results", "stop_answers"]
 
@@ -47,7 +50,7 @@ class Decision:
 
     ``guard`` stops the run; ``warnings`` are queued; ``pressure`` queues the
     budget-pressure notice; ``detector`` is the detection layers' new state (None
-    when detection is off).
+    when detection is off; derived, never written to graph state).
     """
 
     ai: AIMessage
@@ -58,7 +61,7 @@ class Decision:
 
     @property
     def acts(self) -> bool:
-        """Does the node have anything to do besides recording the detector state?"""
+        """Does the ``loop_detector`` node run (a stop, a warning or the pressure notice)?"""
         return self.guard is not None or bool(self.warnings) or self.pressure
 
 
@@ -72,15 +75,7 @@ def stop_answers(ai: AIMessage, guard: Guard) -> list[ToolMessage]:
 
 def previous_results(messages: Sequence[BaseMessage]) -> list[ToolMessage]:
     """The ToolMessages of the round before the newest reply (scans the tail only)."""
-    out: list[ToolMessage] = []
-    for i in range(len(messages) - 2, -1, -1):  # no slice: that would copy the thread
-        msg = messages[i]
-        if isinstance(msg, ToolMessage):
-            out.append(msg)
-        elif isinstance(msg, AIMessage):
-            break
-    out.reverse()
-    return out
+    return results_before(messages, len(messages) - 1)
 
 
 def decide(state: LoopState, settings: LoopSettings) -> Decision | None:
@@ -96,8 +91,10 @@ def decide(state: LoopState, settings: LoopSettings) -> Decision | None:
     detector: DetectorState | None = None
     warnings: tuple[LoopWarning, ...] = ()
     if settings.loop_detection is not None:
-        obs = observe(state.get("detector") or {}, ai, previous_results(messages),
-                      settings.loop_detection)
+        run = state.get("run") or {}
+        before = state_before(messages, run, settings.loop_detection)
+        obs = observe(before, ai, previous_results(messages), settings.loop_detection)
+        remember(run, ai, settings.loop_detection, obs.state)
         if obs.stop is not None:
             return Decision(ai, guard=obs.stop, detector=obs.state)  # type: ignore[arg-type]
         detector, warnings = obs.state, tuple(obs.warnings)
@@ -128,8 +125,6 @@ def apply(decision: Decision, state: LoopState, settings: LoopSettings,
     """The state update that carries out ``decision`` (events go to ``runtime``)."""
     run: dict[str, Any] = dict(state.get("run") or {})
     update: dict[str, Any] = {}
-    if decision.detector is not None:
-        update["detector"] = decision.detector
     guard = decision.guard
     if guard is not None:
         has_calls = bool(call_ids(decision.ai))
@@ -139,7 +134,7 @@ def apply(decision: Decision, state: LoopState, settings: LoopSettings,
             update["messages"] = stop_answers(decision.ai, guard)
         if not has_calls:
             run["finalized"] = True  # the reply is already text: no final call needed
-        elif not fits(state.get("remaining_steps"), finish_steps(settings)):
+        elif not fits(state.get("remaining_steps"), answer_steps(settings)):
             run["finalized"] = True  # no room left for the final answer call
             guard["final_answer"] = "skipped: the graph's step limit leaves no room"
     notices = _queue(list(state.get("pending_notices") or []), decision, run, settings, state,
@@ -153,6 +148,12 @@ def apply(decision: Decision, state: LoopState, settings: LoopSettings,
 
 def loop_detector(state: LoopState, settings: LoopSettings,
                   runtime: Runtime[LoopContext] | None = None) -> dict[str, Any]:
-    """The node: ``decide``, then ``apply`` (nothing to write when there is nothing to judge)."""
-    decision = decide(state, settings)
+    """The node: ``decide`` as the edge after ``model`` did, then ``apply``.
+
+    The node runs one step after that edge, so it decides with the steps the edge saw
+    (one more than its own) and reaches the same decision.
+    """
+    remaining = state.get("remaining_steps")
+    seen: LoopState = state if remaining is None else {**state, "remaining_steps": remaining + 1}
+    decision = decide(seen, settings)
     return {} if decision is None else apply(decision, state, settings, runtime)

@@ -1,9 +1,9 @@
 """The ``prepare`` node: start a run with fresh per-run counters.
 
 It validates the run's overrides, gives the run an id, resets every per-run key
-(``iteration``, ``iterations``, ``usage``, ``judge_usage``, ``progress``, the loop
-detector's window, the fresh-context baseline), drops notices left by earlier runs,
-and repairs a thread whose last AIMessage still has unanswered tool calls (a run
+(``iteration``, ``iterations``, ``usage``, ``judge_usage``, ``progress``, the fresh-context
+baseline; the loop detector's window is derived from the run's own messages), drops
+notices left by earlier runs, and repairs a thread whose last AIMessage still has unanswered tool calls (a run
 abandoned at an approval pause) so the next request stays provider-valid.
 
 Example:
@@ -80,7 +80,6 @@ def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = N
         "stop_reason": None,
         "structured_response": None,
         "call_log": RESET,
-        "detector": {},
     }
     if not fits(state.get("remaining_steps"), start_steps(settings)):
         update["stop_reason"] = StopReason.STEP_LIMIT  # no pass can run: end at once

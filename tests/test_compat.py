@@ -18,7 +18,7 @@ from langgraph.config import get_config
 from langgraph.graph import START, StateGraph
 from langgraph.types import Command, Durability, interrupt
 
-from langgraph_loop import create_loop_agent
+from langgraph_loop import LoopDetection, create_loop_agent
 from langgraph_loop.core.compat import durable, messages_delta_reducer, resuming
 from langgraph_loop.scripted import ScriptedChatModel
 
@@ -95,7 +95,9 @@ def add(a: int, b: int) -> int:
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 async def test_edges_and_the_loop_detector_have_no_callback_run_of_their_own(mode: str) -> None:
-    agent = create_loop_agent(ScriptedChatModel(script=[[("add", {"a": 1, "b": 2})], "3"]), [add])
+    same = [("add", {"a": 1, "b": 2})]  # the second identical call warns: the detector acts once
+    agent = create_loop_agent(ScriptedChatModel(script=[same, same, "3"]), [add],
+                              loop_detection=LoopDetection(warn_after=2, stop_after=4))
     runs = Runs()
     state = {"messages": [HumanMessage("1+2?")]}
     if mode == "sync":
@@ -103,6 +105,7 @@ async def test_edges_and_the_loop_detector_have_no_callback_run_of_their_own(mod
     else:
         await agent.ainvoke(state, {"callbacks": [runs]})
     # the step itself is one run per node; nodes that call out add one of their own
-    assert runs.names["loop_detector"] == 2 and runs.names["prepare"] == 2
-    assert runs.names["model"] == 4 and runs.names["tools"] == 2 and runs.names["router"] == 2
-    assert not {"after_prepare", "after_detector", "after_router", "condition"} & set(runs.names)
+    assert runs.names["loop_detector"] == 1 and runs.names["prepare"] == 2
+    assert runs.names["model"] == 6 and runs.names["tools"] == 4 and runs.names["router"] == 2
+    assert not {"after_prepare", "after_model", "after_detector", "after_router",
+                "condition"} & set(runs.names)

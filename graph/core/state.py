@@ -146,7 +146,6 @@ class LoopState(LoopOutput, total=False):
     run: RunInfo
     pass_info: PassInfo
     call_log: Annotated[list[LoggedCall], DeltaChannel(_log_reducer, snapshot_frequency=SNAPSHOT_EVERY)]
-    detector: dict[str, Any]
     remaining_steps: RemainingSteps
 
 
