@@ -47,6 +47,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 
 from langgraph_loop.core.config import LoopDetection
+from langgraph_loop.core.records import Guard
 from langgraph_loop.nodes.detector_state import (
     DetectorState,
     absorb,
@@ -82,7 +83,7 @@ class Observation:
 
     state: DetectorState
     warnings: list[LoopWarning] = field(default_factory=list)
-    stop: dict[str, Any] | None = None
+    stop: Guard | None = None
 
 
 def scaled(warn: int, stop: int, factor: int, cap: int) -> tuple[int, int]:

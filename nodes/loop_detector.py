@@ -96,7 +96,7 @@ def decide(state: LoopState, settings: LoopSettings) -> Decision | None:
         obs = observe(before, ai, previous_results(messages), settings.loop_detection)
         remember(run, ai, settings.loop_detection, obs.state)
         if obs.stop is not None:
-            return Decision(ai, guard=obs.stop, detector=obs.state)  # type: ignore[arg-type]
+            return Decision(ai, guard=obs.stop, detector=obs.state)
         detector, warnings = obs.state, tuple(obs.warnings)
     return Decision(ai, warnings=warnings, pressure=pressure_due(state, settings),
                     detector=detector)

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from langgraph_loop.core.records import Guard
+
 __all__ = ["Finding", "stop_guard", "warning_text"]
 
 
@@ -118,7 +120,7 @@ def _detail(f: Finding) -> str:
             f"(limit {f.threshold})")
 
 
-def stop_guard(f: Finding) -> dict[str, Any]:
+def stop_guard(f: Finding) -> Guard:
     """The guard of a loop stop (``run["guard"]`` and the pass record's ``guard``)."""
     return {"guard": "loop_detector", "reason": "loop_detected", "layer": f.layer,
             "tool": f.tool, "args": f.args, "calls": list(f.calls), "count": f.count,

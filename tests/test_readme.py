@@ -22,10 +22,11 @@ def test_title_then_three_sentences_then_the_two_set_up_commands() -> None:
     assert commands == ["make demo", "make test"]
 
 
-def test_where_the_commands_are_it_says_make_test_may_install_postgresql() -> None:
+def test_where_the_commands_are_it_says_make_test_may_install_postgresql_and_redis() -> None:
     setup = README.split("## Install", 1)[0]
-    assert "**`make test` may install it**" in setup and "apt-get install postgresql" in setup
-    assert "LANGGRAPH_LOOP_TEST_PG_URI" in setup and "no Redis" in setup
+    assert "**`make test` may install them**" in setup
+    assert "apt-get install postgresql" in setup and "apt-get install redis-server" in setup
+    assert "LANGGRAPH_LOOP_TEST_PG_URI" in setup
 
 
 def test_nothing_outside_the_repository_is_cited() -> None:
