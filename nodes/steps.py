@@ -64,10 +64,11 @@ def finish_steps(settings: LoopSettings) -> int:
     """Graph steps needed after the model's edge decides, whatever it decides.
 
     A stop: loop_detector, then the final answer and the router (or only the router
-    without a final answer). A pass end: [judge] router. Then [respond].
+    without a final answer). A pass end: [loop_detector] (it may queue the budget-pressure
+    notice on a text reply), [judge] router. Then [respond].
     """
     stop_path = 1 + (_model_steps(settings) + 1 if settings.limits.final_answer else 1)
-    return max(stop_path, _pass_end_steps(settings)) + _respond_steps(settings)
+    return max(stop_path, 1 + _pass_end_steps(settings)) + _respond_steps(settings)
 
 
 def fits(remaining: int | None, steps: int) -> bool:

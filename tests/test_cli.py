@@ -218,7 +218,8 @@ def test_graph_prints_mermaid(capsys: pytest.CaptureFixture[str]) -> None:
     assert "graph TD;" in out
     lines = {line.strip() for line in out.splitlines()}
     assert {f"{node}({node})" for node in NODES} <= lines
-    assert {"model --> loop_detector;", "approval --> tools;", "judge --> router;",
+    assert {"model -.-> loop_detector;", "model -.-> tools;", "approval --> tools;",
+            "judge --> router;",
             "router -.-> __end__;"} <= lines
     assert "__start__ --> prepare;" in out
 

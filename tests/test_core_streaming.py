@@ -19,8 +19,7 @@ def test_stream_updates_names_each_node_in_order(scripted: list) -> None:
     scripted.append(model)
     nodes = [next(iter(part)) for part in _agent(model).stream(
         {"messages": [HumanMessage("1+1")]}, stream_mode="updates")]
-    assert nodes == ["prepare", "model", "loop_detector", "tools", "model", "loop_detector",
-                     "router"]
+    assert nodes == ["prepare", "model", "tools", "model", "router"]
 
 
 def test_stream_values_ends_with_the_final_state(scripted: list) -> None:

@@ -228,8 +228,7 @@ def test_stream_shows_each_finished_call_of_a_saved_batch(scripted: list[Scripte
     chunks = list(agent.stream({"messages": [HumanMessage("go")]},
                                {"configurable": {"thread_id": "s"}}, stream_mode="updates"))
     names = [next(iter(c)) for c in chunks]
-    assert names == ["prepare", "model", "loop_detector", "tool_call", "tool_call", "tools",
-                     "model", "loop_detector", "router"]
+    assert names == ["prepare", "model", "tool_call", "tool_call", "tools", "model", "router"]
     finished = sorted(c["tool_call"]["message"].content for c in chunks if "tool_call" in c)
     assert finished == ["3", "4"]
     tools = next(c["tools"] for c in chunks if "tools" in c)

@@ -64,10 +64,9 @@ async def check_thread_run_state_and_history(url: str, read_url: str,
     assert [m["id"] for m in state["values"]["messages"]] == ids
     assert state["values"]["stop_reason"] == "completed"
     history = await reader.threads.get_history(thread_id, limit=100)
-    assert [h["metadata"]["step"] for h in history] == list(range(7, -2, -1))
+    assert [h["metadata"]["step"] for h in history] == list(range(5, -2, -1))
     assert [h["next"] for h in history] == [
-        [], ["router"], ["loop_detector"], ["model"], ["tools"], ["loop_detector"], ["model"],
-        ["prepare"], ["__start__"]]
+        [], ["router"], ["model"], ["tools"], ["model"], ["prepare"], ["__start__"]]
     assert history[0]["checkpoint"]["checkpoint_id"] == state["checkpoint"]["checkpoint_id"]
 
     again = await reader.runs.wait(thread_id, GRAPH_ID, input=user("thanks"))
@@ -84,8 +83,7 @@ def check_streaming_with_the_sync_client(url: str, engine: Engine) -> None:
     events = [p.event for p in parts]
     assert events[0] == "metadata"
     nodes = [node for p in parts if p.event == "updates" for node in p.data]
-    assert nodes == ["prepare", "model", "loop_detector", "tools", "model", "loop_detector",
-                     "router"]
+    assert nodes == ["prepare", "model", "tools", "model", "router"]
     streamed = [p.data[0] for p in parts if p.event == "messages"]
     assert {m["type"] for m in streamed} == {"AIMessageChunk", engine.tool_chunk_type}
     text = "".join(str(m.get("content") or "") for m in streamed if m["type"] == "AIMessageChunk")
