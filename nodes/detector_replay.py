@@ -9,10 +9,10 @@ every reply before the newest one.
 
 Deriving it from scratch costs one ``observe`` per reply of the run, so the state
 after each reply is remembered in a bounded in-process memo keyed by the run id and
-the reply's message id (a cache of a pure function: a process that has not seen the
-run, after a restart or on another worker, replays the run's transcript and gets the
-same state). With the memo warm one decision costs one ``observe``, O(window),
-whatever the length of the thread.
+the reply's message id, for an equal ``LoopDetection`` (a cache of a pure function:
+a process that has not seen the run, after a restart or on another worker, replays
+the run's transcript and gets the same state). With the memo warm one decision costs
+one ``observe``, O(window), whatever the length of the thread.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -85,7 +85,9 @@ def _recall(run: Mapping[str, Any], ai: BaseMessage, config: LoopDetection) -> D
         return None
     with _lock:
         hit = _memo.get((str(run["id"]), str(ai.id)))
-    return hit[1] if hit is not None and hit[0] is config else None
+    if hit is None or not (hit[0] is config or hit[0] == config):
+        return None
+    return hit[1]
 
 
 def _previous_reply(messages: Sequence[BaseMessage], request_id: Any) -> int | None:
