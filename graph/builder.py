@@ -144,15 +144,14 @@ def create_loop_agent(
         The compiled graph, with a recursion limit that fits the configured limits.
 
     Raises:
-        ValueError: an argument is invalid; the message names it. The graph's runs
-            raise ``ValueError`` for an input it cannot work on (see ``run_input``).
+        ValueError: an argument is invalid (the message names it); runs raise it too
+            for an input they cannot work on (see ``run_input``).
     """
     options = {k: v for k, v in locals().items() if k not in _NOT_SETTINGS}  # the loop's keywords
     if unknown:
         raise ValueError(f"create_loop_agent: unknown arguments {sorted(unknown)}")
     settings = LoopSettings.build(model, tools, **options)
-    graph = _assemble(settings).compile(
-        checkpointer=checkpointer, store=store, name=name or "langgraph-loop")
+    graph = _assemble(settings).compile(checkpointer=checkpointer, store=store, name=name or "langgraph-loop")
     return LoopGraph.of(graph).with_config(recursion_limit=default_recursion_limit(settings))
 
 
