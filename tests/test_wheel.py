@@ -55,6 +55,8 @@ def test_wheel_holds_every_module_and_nothing_else_at_top_level(dist: Path) -> N
     names = set(zipfile.ZipFile(wheel).namelist())
     missing = expected_files() - names
     assert not missing, f"modules missing from the wheel: {sorted(missing)}"
+    stale = {n for n in names if n.endswith(".py")} - expected_files()
+    assert not stale, f"modules in the wheel that the checkout no longer has: {sorted(stale)}"
     top = {name.split("/", 1)[0] for name in names}
     dist_info = {t for t in top if t.endswith(".dist-info")}
     assert top - dist_info == {"langgraph_loop"}
