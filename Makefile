@@ -55,14 +55,20 @@ picture: $(STAMP)
 # hold a regular (non-editable) install of the checkout, refreshed before every run.
 COMPAT_TESTS := -m "not ecosystem" tests
 
+# The checkout is installed from a copy (SOURCE), so two of these builds running at once never
+# share setuptools' build/ folder.
+SOURCE = rm -rf $(1)/src && mkdir -p $(1)/src && cp -r graph nodes pyproject.toml README.md LICENSE $(1)/src/
+
 .venv-lowest/.installed-stamp: pyproject.toml .ci/lowest.txt $(MODLIST)
 	test -x .venv-lowest/bin/python || python3.11 -m venv .venv-lowest
 	.venv-lowest/bin/python -m pip install -q --upgrade pip
-	.venv-lowest/bin/python -m pip install -q ".[dev]" -c .ci/lowest.txt
+	$(call SOURCE,.venv-lowest)
+	.venv-lowest/bin/python -m pip install -q ".venv-lowest/src[dev]" -c .ci/lowest.txt
 	touch $@
 
 test-lowest: .venv-lowest/.installed-stamp
-	.venv-lowest/bin/python -m pip install -q --no-deps --force-reinstall .
+	$(call SOURCE,.venv-lowest)
+	.venv-lowest/bin/python -m pip install -q --no-deps --force-reinstall .venv-lowest/src
 	.venv-lowest/bin/python -m pip list 2>/dev/null | grep -E "^(langgraph|langchain-core|langchain-openai|pydantic) "
 	.venv-lowest/bin/python -m pytest -q $(COMPAT_TESTS)
 
@@ -75,11 +81,13 @@ PY313 ?= $(shell for c in python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3.13
 	@test -n "$(PY313)" || { echo "Python 3.13 not found (install it, or set PY313=/path/to/python3.13)"; exit 1; }
 	test -x .venv-py313/bin/python || $(PY313) -m venv .venv-py313
 	.venv-py313/bin/python -m pip install -q --upgrade pip
-	.venv-py313/bin/python -m pip install -q ".[dev]"
+	$(call SOURCE,.venv-py313)
+	.venv-py313/bin/python -m pip install -q ".venv-py313/src[dev]"
 	touch $@
 
 test-py313: .venv-py313/.installed-stamp
-	.venv-py313/bin/python -m pip install -q --no-deps --force-reinstall .
+	$(call SOURCE,.venv-py313)
+	.venv-py313/bin/python -m pip install -q --no-deps --force-reinstall .venv-py313/src
 	.venv-py313/bin/python -m pytest -q $(COMPAT_TESTS)
 
 test-compat: test-lowest test-py313
