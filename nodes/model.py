@@ -128,8 +128,12 @@ class ModelNode(LoopNode):
             run["guard"] = timeout
             update.update(stop_reason=stop, run=run)
         pending = list(state.get("pending_notices") or [])
-        if stop is None:  # no room for this round and a final answer: stop before it
-            stop = self._budget_stop(state, settings, pending, run, update)
+        extra: list[BaseMessage] = []
+        if stop is None:  # the request, and a stop when it leaves no room for a final answer
+            notice, remaining = drain(pending, run=str(run.get("id")))
+            extra = [notice] if notice is not None else []
+            request = build_request(state, settings, extra)
+            stop = self._budget_stop(state, settings, request, run, update)
         final = stop is not None
         if final and (run.get("finalized") or not settings.limits.final_answer):
             return update
@@ -138,10 +142,10 @@ class ModelNode(LoopNode):
             guard: Guard = stored or {"guard": "router", "reason": str(stop)}
             pending = queue_notice(pending, run=str(run.get("id")), key="stop",
                                    text=stop_instruction(guard), source="stop")
-        notice, remaining = drain(pending, run=str(run.get("id")))
-        extra: list[BaseMessage] = [notice] if notice is not None else []
+            notice, remaining = drain(pending, run=str(run.get("id")))
+            extra = [notice] if notice is not None else []
+            request = build_request(state, settings, extra)
         offered = None if final else (yield from self._offered(state, settings))
-        request = build_request(state, settings, extra)
         if not any(m.type == "human" for m in request):
             raise ValueError("model: the request has no user message; nothing to work on")
         runnable = self._bind([] if final else offered)
@@ -161,14 +165,12 @@ class ModelNode(LoopNode):
                                          remaining=remaining)}
 
     @staticmethod
-    def _budget_stop(state: LoopState, settings: LoopSettings, pending: list[Any],
+    def _budget_stop(state: LoopState, settings: LoopSettings, request: list[BaseMessage],
                      run: dict[str, Any], update: dict[str, Any]) -> StopReason | None:
-        """``token_budget`` when this call and a final answer after it would not fit."""
+        """``token_budget`` when this call (``request``) and a final answer after it would not fit."""
         if settings.limits.token_budget is None:
             return None
-        notice, _ = drain(pending, run=str(run.get("id")))
-        probe = build_request(state, settings, [notice] if notice is not None else [])
-        guard = budget_guard(state, settings, probe)
+        guard = budget_guard(state, settings, request)
         if guard is None:
             return None
         run["guard"] = guard
