@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from langgraph.graph import END, START, StateGraph
 from pydantic import SecretStr
 
 from tests.support.openai_server import JSON, OpenAIServer, auto_reply, check_pairing, error, text, tool_calls
-from tests.support.postgres import fresh_database
+from tests.support.postgres import DIR_PREFIX, fresh_database, reap_stale_dirs
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -423,3 +424,37 @@ def test_auto_reply_calls_the_tool_the_user_names(server: OpenAIServer) -> None:
     ai = make_llm(server).bind_tools([get_weather, get_time]).invoke("use get_time please")
     assert isinstance(ai, AIMessage)
     assert [c["name"] for c in ai.tool_calls] == ["get_time"]
+
+
+def _throwaway_dir(root: Path, name: str, *, age_s: float, lock: str | None) -> Path:
+    """A fake throwaway-cluster dir ``age_s`` old, with ``lock`` as its postmaster.pid."""
+    path = root / (DIR_PREFIX + name)
+    (path / "data").mkdir(parents=True)
+    if lock is not None:
+        (path / "data" / "postmaster.pid").write_text(lock + "\n/tmp/x\n")
+    stamp = time.time() - age_s
+    os.utime(path, (stamp, stamp))
+    return path
+
+
+def test_reap_stale_dirs_spares_live_and_young_clusters(tmp_path: Path) -> None:
+    """Only dirs of dead or long-abandoned clusters go; a parallel run's initdb is spared.
+
+    ``initdb``'s standalone backend writes its pid negated: reading it as a process group
+    once deleted a data directory another CI run was initialising.
+    """
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    hour = 3600.0
+    old_dead = _throwaway_dir(tmp_path, "old-dead", age_s=hour, lock=str(gone.pid))
+    old_bare = _throwaway_dir(tmp_path, "old-bare", age_s=2 * hour, lock=None)
+    kept = [
+        _throwaway_dir(tmp_path, "initdb", age_s=hour, lock=f"-{os.getpid()}"),
+        _throwaway_dir(tmp_path, "server", age_s=hour, lock=str(os.getpid())),
+        _throwaway_dir(tmp_path, "young-dead", age_s=60, lock=str(gone.pid)),
+        _throwaway_dir(tmp_path, "young-bare", age_s=20 * 60, lock=None),
+    ]
+    removed = reap_stale_dirs(str(tmp_path))
+    assert sorted(removed) == sorted([old_dead, old_bare])
+    assert all(path.exists() for path in kept)
+    assert not old_dead.exists() and not old_bare.exists()

@@ -28,6 +28,7 @@ ENV_VAR = "LANGGRAPH_LOOP_TEST_PG_URI"
 DIR_PREFIX = "langgraph-loop-pg-"
 PG_GLOB = "/usr/lib/postgresql/*/bin"
 STALE_AFTER_S = 3600.0
+MIN_AGE_S = 600.0
 INITDB_ARGS = ("-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
 SERVER_OPTS = "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
 
@@ -110,20 +111,32 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _lock_pid(pidfile: Path) -> int:
+    """The process id in a ``postmaster.pid`` lock file.
+
+    A standalone backend (``initdb``'s bootstrap and post-bootstrap steps) writes its pid
+    negated; the process is the absolute value either way.
+    """
+    return abs(int(pidfile.read_text().split()[0]))
+
+
 def reap_stale_dirs(root: str | None = None) -> list[Path]:
     """Delete leftover throwaway dirs whose server is gone; returns the removed paths.
 
-    A dir is stale when its ``postmaster.pid`` names a dead process, or when it has
-    no ``postmaster.pid`` and is older than an hour. Running servers are left alone.
+    Another test run (CI runs two side by side) may be creating its cluster right now, so
+    a dir younger than ten minutes is never touched. An older one is stale when its
+    ``postmaster.pid`` names a dead process, or when it has no ``postmaster.pid`` and is
+    older than an hour. Running servers are left alone.
     """
     removed = []
+    now = time.time()
     for path in Path(root or tempfile.gettempdir()).glob(DIR_PREFIX + "*"):
         pidfile = path / "data" / "postmaster.pid"
         try:
-            if pidfile.exists():
-                stale = not _pid_alive(int(pidfile.read_text().split()[0]))
-            else:
-                stale = time.time() - path.stat().st_mtime > STALE_AFTER_S
+            age = now - path.stat().st_mtime
+            if age < MIN_AGE_S:
+                continue
+            stale = not _pid_alive(_lock_pid(pidfile)) if pidfile.exists() else age > STALE_AFTER_S
         except (OSError, ValueError, IndexError):
             continue
         if stale:
