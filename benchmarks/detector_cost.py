@@ -28,7 +28,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.nodes.loop_detector import decide
+from langgraph_loop.nodes.loop_detector import LoopDetector
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = ["history", "main", "measure"]
@@ -53,7 +53,7 @@ def history(rounds: int) -> list[BaseMessage]:
     return messages
 
 
-def _state(messages: list[BaseMessage], settings: LoopSettings) -> dict[str, Any]:
+def _state(messages: list[BaseMessage], settings: LoopSettings, decide: Any) -> dict[str, Any]:
     """State as the edge sees it: a run that started 30 rounds ago (its window full).
 
     Deciding once on the reply before the newest warms the memo of the derived state,
@@ -66,9 +66,9 @@ def _state(messages: list[BaseMessage], settings: LoopSettings) -> dict[str, Any
            "request_id": request.id}
     state: dict[str, Any] = {
         "messages": messages, "pending_notices": [], "run": run,
-        "pass_info": {"model_calls": 1}, "usage": {"total_tokens": 100}, "iteration": 1,
+        "iteration_info": {"model_calls": 1}, "usage": {"total_tokens": 100}, "iteration": 1,
     }
-    decision = decide({**state, "messages": messages[:-2]}, settings)  # type: ignore[typeddict-item]
+    decision = decide({**state, "messages": messages[:-2]}, settings)
     assert decision is not None and decision.detector is not None
     assert len(decision.detector["window"]) == min(config.window, len(messages) // 2 - 1)
     return state
@@ -77,7 +77,8 @@ def _state(messages: list[BaseMessage], settings: LoopSettings) -> dict[str, Any
 def measure(rounds: int, reps: int = 300) -> dict[str, Any]:
     """µs of one decision on a thread of ``rounds`` rounds (min and median)."""
     settings = LoopSettings.build(ScriptedChatModel())
-    state = _state(history(rounds), settings)
+    decide = LoopDetector(settings).decide
+    state = _state(history(rounds), settings, decide)
     samples = []
     for _ in range(reps):
         start = time.perf_counter()

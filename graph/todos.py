@@ -33,8 +33,9 @@ from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.types import Command
 from pydantic import BaseModel, Field
 
+from langgraph_loop.core import prompts
 from langgraph_loop.core.state import Todo
-from langgraph_loop.nodes.continuation import default_message
+from langgraph_loop.nodes.router import default_message
 
 __all__ = ["TodoItem", "open_todos", "set_mode", "todos_remaining", "todos_remaining_message",
            "write_todos"]
@@ -133,8 +134,6 @@ def todos_remaining_message(state: Mapping[str, Any], feedback: str | None = Non
     if not items:
         return default_message(feedback)
     lines = "\n".join(f"- [{t.get('status')}] {t.get('content')}" for t in items)
-    text = (f"You still have {len(items)} open todo item(s) that must be addressed before you can "
-            f"finish:\n{lines}\nKeep working on them, mark each one completed with write_todos as "
-            "soon as it is done, and stop only when all are completed.")
-    return f"Feedback on your last answer: {feedback}\n\n{text}" if feedback else text
+    text = prompts.TODOS_OPEN.format(count=len(items), lines=lines)
+    return prompts.FEEDBACK.format(feedback=feedback, text=text) if feedback else text
 

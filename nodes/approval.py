@@ -14,8 +14,8 @@ Decisions: ``{"type": "approve"}``, ``{"type": "edit", "edited_action": {"name",
 
 The answer is validated inside ``interrupt()`` (its ``response_schema``): a malformed
 resume is a ``ValueError`` and the thread stays paused. The decisions go to
-``run["review"]``; the ``tools`` node applies them (``apply_review``), and a gated call
-without a recorded decision never runs.
+``state["review"]`` (a key this node owns); the ``tools`` node applies them
+(``apply_review``), and a gated call without a recorded decision never runs.
 
 Example:
     >>> calls = [{"name": "rm", "args": {"path": "/tmp/x"}, "id": "c1"}]
@@ -35,16 +35,18 @@ from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.runtime import Runtime
+from langgraph.runtime import get_runtime
 from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from langgraph_loop.core import prompts
+from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.compat import resuming
 from langgraph_loop.core.config import Approval
-from langgraph_loop.core.effects import Call, Logic
-from langgraph_loop.core.pairing import unanswered_tail
-from langgraph_loop.core.state import LoopContext, LoopState
-from langgraph_loop.nodes.base import LoopNode, emit
+from langgraph_loop.core.messages import call_label, unanswered_tail
+from langgraph_loop.core.records import emit
+from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.state import LoopState
 
 __all__ = [
     "DECISION_TYPES",
@@ -208,18 +210,16 @@ def needs_approval(message: BaseMessage | None, approval: Approval | None) -> bo
 
 def reject_text(name: str, message: str | None) -> str:
     """The error ToolMessage text of a rejected call."""
-    base = f"Rejected by a reviewer: the call to {name!r} was not run."
+    base = prompts.REJECTED.format(name=repr(name))
     if message:
-        return f"{base} Reviewer's message: {message}"
-    return f"{base} Do not retry this call unless the user asks for it."
+        return prompts.REJECTED_WITH_MESSAGE.format(base=base, message=message)
+    return prompts.REJECTED_NO_MESSAGE.format(base=base)
 
 
 def edit_note(original: Mapping[str, Any], executed: Mapping[str, Any]) -> str:
     """The note put before the result of a call a reviewer changed."""
-    return (f"Note: a reviewer changed this call before it ran. You asked for "
-            f"{original['name']}({json.dumps(original.get('args') or {}, default=str)}); "
-            f"what ran was {executed['name']}("
-            f"{json.dumps(executed.get('args') or {}, default=str)}).")
+    return prompts.EDIT_NOTE.format(asked=call_label(original["name"], original.get("args") or {}),
+                                    ran=call_label(executed["name"], executed.get("args") or {}))
 
 
 class Reviewed(BaseModel):
@@ -260,8 +260,7 @@ def apply_review(
         if call.get("name") in gated:
             kind = decision.get("type")
             if kind is None:
-                out.refusals[call_id] = (f"Error: tool {call['name']!r} needs approval and no "
-                                         "decision was recorded; it was not run.")
+                out.refusals[call_id] = prompts.NEEDS_APPROVAL.format(name=repr(call["name"]))
             elif kind == "reject":
                 out.refusals[call_id] = reject_text(str(call["name"]), decision.get("message"))
             elif kind == "edit":
@@ -285,44 +284,82 @@ def mark_edited(messages: Iterable[Any], reviewed: Reviewed) -> None:
             message.content = [{"type": "text", "text": note}, *message.content]
 
 
-class ApprovalNode(LoopNode):
+class ApprovalNode:
     """Ask for (or auto-resolve) decisions on the gated calls (see module docstring)."""
 
     name = "approval"
 
-    def logic(
-        self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
-    ) -> Logic:
-        settings = self.run_settings(runtime)
+    def __init__(self, settings: LoopSettings) -> None:
+        self.settings = settings
+
+    def _gate(self, state: LoopState, config: RunnableConfig) -> _Gate | None:
+        """The gated calls of the newest reply and how to decide them (None: nothing gated)."""
+        settings = self.settings.for_runtime(get_runtime())
         approval = settings.approval
         messages = state.get("messages") or []
         index, pending = unanswered_tail(messages)
         ai = messages[index] if index >= 0 else None
         if approval is None or not isinstance(ai, AIMessage) or not pending:
-            return {}
+            return None
         gated = set(approval.tools)
         calls = [dict(c) for c in ai.tool_calls if c.get("id") in pending and c["name"] in gated]
         if not calls:
-            return {}
-        request = approval_request(calls, approval.description)
-        schema = response_model(calls, gated=gated, known={t.name for t in settings.tools})
+            return None
         run: dict[str, Any] = dict(state.get("run") or {})
+        auto = (approval.resolver is not None and auto_allowed(run, approval.max_auto_rounds)
+                and not resuming(config))
+        return _Gate(ai, calls, run, approval, auto,
+                     response_model(calls, gated=gated, known={t.name for t in settings.tools}))
+
+    def invoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        """Sync entry point."""
+        gate = self._gate(state, config)
+        if gate is None:
+            return {}
+        resolver = gate.resolver
+        answer = (call_sync(resolver, copy.deepcopy(gate.request), name="approval.resolver")
+                  if resolver is not None else None)
+        return gate.decide(answer)
+
+    async def ainvoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        """Async entry point."""
+        gate = self._gate(state, config)
+        if gate is None:
+            return {}
+        resolver = gate.resolver
+        answer = (await call_async(resolver, copy.deepcopy(gate.request), name="approval.resolver")
+                  if resolver is not None else None)
+        return gate.decide(answer)
+
+
+class _Gate:
+    """The gated calls of one reply, and the decisions once they are known."""
+
+    def __init__(self, ai: AIMessage, calls: list[dict[str, Any]], run: dict[str, Any],
+                 approval: Approval, auto: bool, schema: type[ApprovalResponse]) -> None:
+        self.ai, self.calls, self.run, self.approval, self.auto = ai, calls, run, approval, auto
+        self.schema = schema
+        self.request = approval_request(calls, approval.description)
+        self.resolver = approval.resolver if auto else None
+        """The resolver to ask now (None: a human decides)."""
+
+    def decide(self, answer: Any) -> dict[str, Any]:
+        """The update with the decisions: the resolver's ``answer``, or a human's."""
+        update: dict[str, Any] = {}
         response: ApprovalResponse | None = None
-        if (approval.resolver is not None and auto_allowed(run, approval.max_auto_rounds)
-                and not resuming(config)):
-            answer = yield Call(approval.resolver, (copy.deepcopy(request),),
-                                name="approval.resolver")
-            if answer is not None:
-                try:
-                    response = schema.model_validate(answer)
-                except ValidationError as exc:
-                    raise ValueError(f"approval.resolver returned an invalid answer: {exc}") from exc
-                run["auto_rounds"] = int(run.get("auto_rounds") or 0) + 1
-                emit(runtime, {"event": "approval_auto", "decisions": response.as_dicts(),
-                               "auto_rounds": run["auto_rounds"]})
+        if answer is not None:
+            try:
+                response = self.schema.model_validate(answer)
+            except ValidationError as exc:
+                raise ValueError(f"approval.resolver returned an invalid answer: {exc}") from exc
+            self.run["auto_rounds"] = int(self.run.get("auto_rounds") or 0) + 1
+            update["run"] = self.run
+            emit(get_runtime(), {"event": "approval_auto", "decisions": response.as_dicts(),
+                                 "auto_rounds": self.run["auto_rounds"]})
         if response is None:
-            response = interrupt(request, response_schema=schema)
+            response = interrupt(self.request, response_schema=self.schema)
         decisions = response.as_dicts()
-        run["review"] = {"message_id": ai.id,
-                         "decisions": {str(c["id"]): d for c, d in zip(calls, decisions, strict=True)}}
-        return {"run": run}
+        update["review"] = {"message_id": self.ai.id,
+                            "decisions": {str(c["id"]): d
+                                          for c, d in zip(self.calls, decisions, strict=True)}}
+        return update

@@ -27,7 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,17 +44,16 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
 from langchain_core.tools import BaseTool
-from langgraph.runtime import Runtime
+from langgraph.runtime import get_runtime
 
-from langgraph_loop.core.effects import Invoke, Logic, as_message
-from langgraph_loop.core.notices import drain
-from langgraph_loop.core.state import LoopContext, LoopState
-from langgraph_loop.nodes.base import LoopNode, emit
-from langgraph_loop.nodes.passes import answer_text
-from langgraph_loop.nodes.request import build_request
+from langgraph_loop.core import prompts
+from langgraph_loop.core.messages import SUMMARY_NAME, as_message, call_label, drain, loop_message
+from langgraph_loop.core.records import answer_text, emit
+from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.state import LoopState, iteration_info
+from langgraph_loop.nodes.model import build_request
 
 __all__ = [
-    "SUMMARY_NAME",
     "CompactionNode",
     "Split",
     "compaction_writes",
@@ -65,15 +63,6 @@ __all__ = [
     "summary_message",
     "summary_prompt",
 ]
-
-SUMMARY_NAME = "loop_summary"
-SUMMARY_INSTRUCTIONS = (
-    "You compress the history of an agent's work so it can continue with less context. "
-    "Summarize the conversation below: the facts found, the tool results that matter, "
-    "decisions made, what was tried and failed, and what remains to do. Keep names, "
-    "numbers, paths and identifiers exactly. Write only the summary."
-)
-
 
 @dataclass(frozen=True)
 class Split:
@@ -138,8 +127,7 @@ def render(messages: Sequence[BaseMessage]) -> str:
         role = message.type if not getattr(message, "name", None) else f"{message.type}:{message.name}"
         text = answer_text(message)
         if isinstance(message, AIMessage) and message.tool_calls:
-            calls = "; ".join(f"{c['name']}({json.dumps(c['args'], default=str)})"
-                              for c in message.tool_calls)
+            calls = "; ".join(call_label(c["name"], c["args"]) for c in message.tool_calls)
             text = f"{text}\n[tool calls] {calls}".strip()
         lines.append(f"[{role}] {text}")
     return "\n\n".join(lines)
@@ -147,17 +135,15 @@ def render(messages: Sequence[BaseMessage]) -> str:
 
 def summary_prompt(old: Sequence[BaseMessage]) -> list[BaseMessage]:
     """The summarizer's request."""
-    return [SystemMessage(SUMMARY_INSTRUCTIONS),
-            HumanMessage(f"Conversation to summarize:\n\n{render(old)}")]
+    return [SystemMessage(prompts.SUMMARY_INSTRUCTIONS),
+            HumanMessage(prompts.SUMMARY_REQUEST.format(transcript=render(old)))]
 
 
 def summary_message(text: str, replaced: int) -> HumanMessage:
     """The tagged summary that replaces ``replaced`` messages."""
-    return HumanMessage(
-        f"Summary of the earlier conversation ({replaced} messages were compacted):\n\n{text}",
-        name=SUMMARY_NAME,
-        additional_kwargs={"langgraph_loop": {"kind": "summary", "replaced": replaced}},
-    )
+    return loop_message(prompts.SUMMARY.format(replaced=replaced, text=text), name=SUMMARY_NAME,
+                        additional_kwargs={"langgraph_loop": {"kind": "summary",
+                                                              "replaced": replaced}})
 
 
 def compaction_writes(split: Split, summary: BaseMessage) -> list[BaseMessage]:
@@ -166,39 +152,70 @@ def compaction_writes(split: Split, summary: BaseMessage) -> list[BaseMessage]:
     return [*removed, summary, *split.tail]
 
 
-class CompactionNode(LoopNode):
+class CompactionNode:
     """Summarize old messages when the next request would be too large."""
 
     name = "compaction"
 
-    def logic(
-        self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
-    ) -> Logic:
-        settings = self.run_settings(runtime)
+    def __init__(self, settings: LoopSettings) -> None:
+        self.settings = settings
+
+    def plan(self, state: LoopState) -> tuple[Split, int, LoopSettings] | None:
+        """What to replace, and the request size that triggered it (None: nothing to do)."""
+        settings = self.settings.for_runtime(get_runtime())
         compaction = settings.compaction
         run = state.get("run") or {}
         if compaction is None or (state.get("stop_reason") is not None and (
                 run.get("finalized") or not settings.limits.final_answer)):
-            return {}
-        notice, _ = drain(state.get("pending_notices"), run=str(run.get("id")))
+            return None
+        notice = drain(state.get("pending_notices"), run=str(run.get("id")))
         request = build_request(state, settings, [notice] if notice is not None else [])
         size = count_tokens(settings.model, request, settings.tools)
         if size <= compaction.max_tokens:
-            return {}
+            return None
         keep = {run.get("request_id")}
         if settings.fresh_context:
-            keep.add((state.get("pass_info") or {}).get("start_id"))
+            keep.add(iteration_info(state).get("start_id"))
         split = plan_compaction(state.get("messages") or [], keep_last=compaction.keep_last,
                                 keep_ids=keep)
-        if split is None:
+        return None if split is None else (split, size, settings)
+
+    @staticmethod
+    def _summarizer(settings: LoopSettings) -> Any:
+        assert settings.compaction is not None
+        return settings.compaction.summarizer or settings.model
+
+    def invoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        """Sync entry point."""
+        plan = self.plan(state)
+        if plan is None:
             return {}
-        summarizer = compaction.summarizer or settings.model
-        result = yield Invoke(summarizer, summary_prompt(split.old),
-                             merge_configs(config, {"tags": ["compaction"]}))
+        split, size, settings = plan
+        result = self._summarizer(settings).invoke(summary_prompt(split.old), _tagged(config))
+        return self.record(state, settings, split, size, result)
+
+    async def ainvoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        """Async entry point."""
+        plan = self.plan(state)
+        if plan is None:
+            return {}
+        split, size, settings = plan
+        result = await self._summarizer(settings).ainvoke(summary_prompt(split.old), _tagged(config))
+        return self.record(state, settings, split, size, result)
+
+    @staticmethod
+    def record(state: LoopState, settings: LoopSettings, split: Split, size: int,
+               result: Any) -> dict[str, Any]:
+        """The update: the summary in place of the old messages, counted in the iteration."""
         summary = summary_message(answer_text(as_message(result, "compaction.summarizer")),
                                   len(split.old))
-        pass_info: dict[str, Any] = dict(state.get("pass_info") or {})
-        pass_info["compacted"] = int(pass_info.get("compacted") or 0) + len(split.old)
-        emit(runtime, {"event": "compaction", "replaced": len(split.old), "tokens": size,
-                       "max_tokens": compaction.max_tokens})
-        return {"messages": compaction_writes(split, summary), "pass_info": pass_info}
+        info: dict[str, Any] = dict(iteration_info(state))
+        info["compacted"] = int(info.get("compacted") or 0) + len(split.old)
+        assert settings.compaction is not None
+        emit(get_runtime(), {"event": "compaction", "replaced": len(split.old), "tokens": size,
+                             "max_tokens": settings.compaction.max_tokens})
+        return {"messages": compaction_writes(split, summary), "iteration_info": info}
+
+
+def _tagged(config: RunnableConfig) -> RunnableConfig:
+    return merge_configs(config, {"tags": ["compaction"]})

@@ -1,7 +1,7 @@
-"""The loop detector's state and how results update it (pure, JSON-friendly).
+"""The loop detector's state, how results update it, and call signatures (pure).
 
-The state lives in graph state under ``detector`` and is written into every checkpoint,
-so it holds short hashes and small ints only, bounded by the window:
+The state is derived from the run's transcript (``nodes/loop_detector.py``) and never
+written to graph state; it holds short hashes and small ints only, bounded by the window:
 
 - ``window``: the last ``window`` responses that called tools (:class:`Response`);
 - ``calls``: one :class:`CallRecord` per call signature in the window;
@@ -20,6 +20,16 @@ or MCP's ``readOnlyHint`` in the tool's metadata) never excuses another call's r
 retried after something else changed and did not fail again: the same error again is never
 progress.
 
+**Signatures.** A *call signature* is a short hash of the tool name and the canonical JSON of its
+arguments: key order does not matter, and arguments given as a JSON string or as a
+dict give the same signature. ``LoopDetection.arg_policies`` decides which fields
+count (``ignore`` a ``timestamp``, or ``keep`` only a ``path``); the policy under the
+key ``"*"`` applies to tools without their own. A *response signature* is the
+multiset of a response's call signatures, so parallel calls in another order are
+the same response. Malformed calls (``invalid_tool_calls``: arguments that are not
+valid JSON) are signed from their raw text, so a model repeating the same broken
+call is counted like any other repeat.
+
 Example:
     >>> from langchain_core.messages import ToolMessage
     >>> from langgraph_loop.core.config import LoopDetection
@@ -31,20 +41,155 @@ Example:
     ...              [ToolMessage("Error: no seats", tool_call_id="c2", status="error")], cfg)
     >>> det["calls"]["s"]["streak"], det["calls"]["s"].get("progress", False)
     (2, False)
+
+    >>> from langgraph_loop.core.config import ArgPolicy
+    >>> call_signature("search", {"q": "x", "page": 1}) == call_signature(
+    ...     "search", '{"page": 1, "q": "x"}')
+    True
+    >>> cfg = LoopDetection(arg_policies={"log": ArgPolicy(ignore=("timestamp",))})
+    >>> call_signature("log", {"msg": "hi", "timestamp": 1}, cfg) == call_signature(
+    ...     "log", {"msg": "hi", "timestamp": 2}, cfg)
+    True
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 
 from langgraph_loop.core.config import LoopDetection
-from langgraph_loop.nodes.signatures import SignedCall, content_hash, response_signature
+from langgraph_loop.core.messages import call_label, digest
 
-__all__ = ["LABEL_CHARS", "CallRecord", "DetectorState", "Response", "absorb", "args_of",
-           "compact", "makes_progress", "push", "response_sig", "streak"]
+__all__ = ["LABEL_CHARS", "CallRecord", "DetectorState", "Response", "SignedCall", "absorb",
+           "args_of", "args_text", "call_signature", "canonical_args", "compact", "content_hash",
+           "makes_progress", "push", "response_sig", "response_signature", "sign_calls", "streak"]
+
+# --- call and response signatures ------------------------------------------------------
+
+SIG_LEN = 8  # hex digits: no collision in practice among the window's few dozen calls
+LABEL_ARGS = 100
+
+
+def _digest(text: str) -> str:
+    return digest(text, SIG_LEN)
+
+
+def canonical_args(args: Any) -> Any:
+    """Arguments as a JSON value: a JSON string is parsed, anything else kept.
+
+    Example:
+        >>> canonical_args('{"b": 1, "a": 2}')
+        {'b': 1, 'a': 2}
+        >>> canonical_args("not json")
+        'not json'
+    """
+    if isinstance(args, str):
+        try:
+            return json.loads(args)
+        except ValueError:
+            return args
+    return args
+
+
+def _apply_policy(name: str, value: Any, config: LoopDetection | None) -> Any:
+    if config is None or not isinstance(value, dict):
+        return value
+    policy = config.arg_policies.get(name) or config.arg_policies.get("*")
+    if policy is None:
+        return value
+    if policy.keep is not None:
+        return {k: v for k, v in value.items() if k in policy.keep}
+    return {k: v for k, v in value.items() if k not in policy.ignore}
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str, separators=(",", ":"),
+                      ensure_ascii=False)
+
+
+def call_signature(
+    name: str | None, args: Any, config: LoopDetection | None = None, *, malformed: bool = False
+) -> str:
+    """Tool name + canonical JSON of its (policy-filtered) arguments, hashed."""
+    value = canonical_args(args)
+    if malformed:
+        value = {"__malformed__": value if isinstance(value, str) else _dump(value)}
+    else:
+        value = _apply_policy(str(name), value, config)
+    return _digest(_dump([name, value]))
+
+
+def args_text(args: Any, *, malformed: bool = False) -> str:
+    """The arguments as short compact JSON, for warning texts and records.
+
+    Example:
+        >>> args_text('{"b": 1, "a": 2}'), args_text("{oops", malformed=True)
+        ('{"a":2,"b":1}', '<invalid JSON arguments: {oops>')
+    """
+    value = canonical_args(args)
+    text = _dump(value) if not isinstance(value, str) else value
+    if len(text) > LABEL_ARGS:
+        text = text[: LABEL_ARGS - 1] + "…"
+    return f"<invalid JSON arguments: {text}>" if malformed else text
+
+
+def response_signature(sigs: Sequence[str]) -> str:
+    """The multiset of call signatures, hashed (order of parallel calls ignored).
+
+    Example:
+        >>> response_signature(["b", "a"]) == response_signature(["a", "b"])
+        True
+    """
+    return _digest("|".join(sorted(sigs)))
+
+
+def content_hash(content: Any) -> str:
+    """A short hash of a tool result (a ToolMessage's content)."""
+    text = content if isinstance(content, str) else _dump(content)
+    return _digest(text)
+
+
+@dataclass(frozen=True)
+class SignedCall:
+    """One call of a response with its signature."""
+
+    id: str
+    sig: str
+    name: str
+    args: str
+    malformed: bool = False
+
+    @property
+    def label(self) -> str:
+        """``tool(args)``, as warnings show it."""
+        return call_label(self.name, self.args)
+
+
+def sign_calls(ai: AIMessage, config: LoopDetection | None = None) -> list[SignedCall]:
+    """Every call of a response (valid, then malformed) with its signature.
+
+    Example:
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {"a": 1}, "id": "1"}],
+        ...                invalid_tool_calls=[{"name": "f", "args": "{oops", "id": "2",
+        ...                                     "error": "bad json", "type": "invalid_tool_call"}])
+        >>> [(c.name, c.malformed) for c in sign_calls(ai)]
+        [('f', False), ('f', True)]
+    """
+    out = [SignedCall(str(c.get("id")), call_signature(c["name"], c["args"], config),
+                      c["name"], args_text(c["args"])) for c in ai.tool_calls]
+    for bad in ai.invalid_tool_calls:
+        name = bad.get("name") or "?"
+        raw = bad.get("args") or ""
+        out.append(SignedCall(str(bad.get("id")), call_signature(name, raw, malformed=True),
+                              name, args_text(raw, malformed=True), malformed=True))
+    return out
+
+
+# --- the detector state ------------------------------------------------------------------
 
 LABEL_CHARS = 200
 
@@ -112,11 +257,11 @@ def args_of(record: CallRecord) -> str:
     return record.get("args", "")
 
 
-def _changes(record: CallRecord | None, message: ToolMessage, digest: str,
+def _changes(record: CallRecord | None, message: ToolMessage, result: str,
              config: LoopDetection) -> bool:
     """Does this result change something we can see?"""
     if record is not None and "result" in record:
-        return record["result"] != digest  # the call's own result moved
+        return record["result"] != result  # the call's own result moved
     text = message.content if isinstance(message.content, str) else str(message.content)
     tool = record["tool"] if record is not None else message.name
     return (message.status != "error" and bool(text.strip())
@@ -133,15 +278,15 @@ def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
     calls = dict(det.get("calls") or {})
     mine = [(pending[m.tool_call_id], m, content_hash(m.content)) for m in results
             if m.tool_call_id in pending]
-    changed = any(_changes(calls.get(sig), m, digest, config) for sig, m, digest in mine)
+    changed = any(_changes(calls.get(sig), m, result, config) for sig, m, result in mine)
     if changed:  # every other call's retry is excused: its streak starts again
         calls = {s: _excused(r) for s, r in calls.items()}
         det["changed_at"] = det.get("responses", 0)
-    for sig, message, digest in mine:
+    for sig, message, result in mine:
         old = calls.get(sig) or CallRecord(tool=message.name or "?")
-        same = old.get("result") == digest
+        same = old.get("result") == result
         still = same and not changed and streak(old) > 0
-        record = CallRecord(tool=old["tool"], result=digest, streak=streak(old) + 1 if still else 1)
+        record = CallRecord(tool=old["tool"], result=result, streak=streak(old) + 1 if still else 1)
         if "args" in old:
             record["args"] = old["args"]
         if message.status == "error":

@@ -1,52 +1,71 @@
-"""The ``judge`` node: at a natural pass end, ask the predicate, then a second model.
+"""The ``judge`` node: at a natural iteration end, ask the predicate, then a second model.
 
-Order: on the capped pass nothing is asked (the router stops with
+Order: on the capped iteration nothing is asked (the router stops with
 ``max_iterations``). The predicate is asked first and its answer is stored in
-``pass_info["predicate"]`` for the router; if it asks to continue, the judge model
-is not called. Otherwise the judge model sees its instructions (criteria filled
-in), the run's original request (content kept as sent, images included) and the
-latest answer, and returns a ``JudgeVerdict`` through ``with_structured_output``
-(text fallback: ``VERDICT: DONE`` / ``VERDICT: MORE``). Judge calls run with
-``tags=["judge"]`` and ``run_name="judge"`` so streaming UIs can hide them; their
-usage goes to ``judge_usage``. A failed call is retried once as a plain text call
-(which also covers models whose structured mode fails); a second failure counts as
-"not answered", with the error in the verdict (and so in the pass record).
+``iteration_info["predicate"]`` for the router; if it asks to continue, the judge model
+is not called. Otherwise the judge model sees its instructions (criteria filled in), the
+run's original request (content kept as sent, images included) and the latest answer,
+and returns a ``JudgeVerdict`` through ``with_structured_output`` (text fallback below).
+Judge calls run with ``tags=["judge"]`` and ``run_name="judge"`` so streaming UIs can
+hide them; their usage goes to ``judge_usage``. A failed call is retried once as a plain
+text call (which also covers models whose structured mode fails); a second failure
+counts as "not answered", with the error in the verdict (and so in the iteration record).
+
+**Reading a verdict.** A structured ``JudgeVerdict`` is used when the judge model returns
+one. Otherwise the reply text is read: the instructions ask for a last line
+``VERDICT: DONE`` or ``VERDICT: MORE``. ``MORE`` wins when both appear, no marker means
+"not answered", and a negative JSON verdict in the text (``"answered": false``) never
+reads as success. The markers are chosen so neither contains the other, nor the JSON
+field name (``UNANSWERED`` contains ``ANSWERED``; ``DONE``/``MORE`` have no such trap).
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage
-    >>> from langgraph_loop.core.config import Judge
     >>> from langgraph_loop.scripted import ScriptedChatModel
     >>> state = {"messages": [HumanMessage("2+2?", id="r"), AIMessage("4")],
     ...          "run": {"request_id": "r"}}
     >>> [m.type for m in judge_request(state, Judge(model=ScriptedChatModel()))]
     ['system', 'human', 'human', 'human']
+    >>> parse_text_verdict("Looks complete.\\nVERDICT: DONE")
+    {'answered': True, 'reasoning': 'Looks complete.'}
+    >>> parse_text_verdict("VERDICT: DONE ... actually no. VERDICT: MORE")["answered"]
+    False
+    >>> parse_text_verdict('{"answered": false, "reasoning": "no sources"} VERDICT: DONE')
+    {'answered': False, 'reasoning': 'no sources'}
+    >>> parse_text_verdict("I think it is fine.")["answered"]
+    False
+    >>> print(judge_instructions(None, ["cite sources"]).split("\\n\\n")[-1])
+    The response must satisfy all of the following criteria:
+    - cite sources
 """
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.language_models import LanguageModelInput
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import merge_configs
 from langgraph.errors import GraphBubbleUp
-from langgraph.runtime import Runtime
+from langgraph.runtime import get_runtime
+from pydantic import ValidationError
 
+from langgraph_loop.core import prompts
+from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.config import Judge, JudgeVerdict
-from langgraph_loop.core.effects import Call, Invoke, Logic, StructuredReply, as_message, as_structured
+from langgraph_loop.core.messages import StructuredReply, as_message, as_structured, clip
+from langgraph_loop.core.records import Usage, add_usage, answer_text, last_ai, new_usage, usage_of
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import LoopContext, LoopState, Usage, add_usage, new_usage, usage_of
-from langgraph_loop.nodes.base import LoopNode
-from langgraph_loop.nodes.passes import answer_text, last_ai
+from langgraph_loop.core.state import LoopState, iteration_info
 from langgraph_loop.nodes.router import normalize_predicate
-from langgraph_loop.nodes.verdict import judge_instructions, parse_text_verdict, resolve_verdict
 
-__all__ = ["JUDGE_TAG", "JudgeNode", "judge_config", "judge_request", "original_request"]
+__all__ = ["JUDGE_TAG", "JudgeNode", "criteria_block", "judge_config", "judge_instructions",
+           "judge_request", "original_request", "parse_text_verdict", "resolve_verdict"]
 
 JUDGE_TAG = "judge"
-INTRO = "Evaluate the agent's work. The user's original request follows:"
-QUESTION = "Has the original request been fully addressed?"
 
 
 def judge_config(config: RunnableConfig | None) -> RunnableConfig:
@@ -69,72 +88,215 @@ def judge_request(state: LoopState, judge: Judge) -> list[BaseMessage]:
     request = original_request(state)
     answer = answer_text(last_ai(state.get("messages") or []))
     out: list[BaseMessage] = [SystemMessage(judge_instructions(judge.instructions, judge.criteria)),
-                              HumanMessage(INTRO)]
+                              HumanMessage(prompts.JUDGE_INTRO)]
     if request is not None:
         out.append(HumanMessage(request.content))  # type: ignore[arg-type]
-    out.append(HumanMessage(f"The agent's latest response was:\n\n{answer}\n\n{QUESTION}"))
+    out.append(HumanMessage(prompts.JUDGE_RESPONSE.format(answer=answer,
+                                                          question=prompts.JUDGE_QUESTION)))
     return out
 
 
-def _structured(model: Any) -> Runnable[LanguageModelInput, Any] | None:
+REASONING_LIMIT = 2000
+
+_MARKER = re.compile(r"VERDICT\s*:\s*[*_`]*\s*(DONE|MORE)\b", re.IGNORECASE)
+_MARKER_LINE = re.compile(r"^[^\n]*VERDICT\s*:\s*[*_`]*\s*(?:DONE|MORE)\b[^\n]*$",
+                          re.IGNORECASE | re.MULTILINE)
+_JSON_ANSWERED = re.compile(r"(?<![A-Za-z_])answered[\"']?\s*[:=]\s*[\"']?(true|false)\b",
+                            re.IGNORECASE)
+
+
+def criteria_block(criteria: Sequence[str]) -> str:
+    """What ``{criteria}`` becomes: a bullet list after a blank line ("" without criteria)."""
+    if not criteria:
+        return ""
+    return f"\n\nThe response must satisfy all of the following criteria:\n{prompts.criteria_list(criteria)}"
+
+
+def judge_instructions(instructions: str | None, criteria: Sequence[str]) -> str:
+    """The judge's system prompt with ``{criteria}`` filled in.
+
+    Custom instructions that do not mention the ``VERDICT:`` markers get the marker
+    instruction appended, so the text fallback still works for them.
+
+    Example:
+        >>> judge_instructions("Be strict.{criteria}", ["short"]).startswith("Be strict.")
+        True
+        >>> "VERDICT: MORE" in judge_instructions("Be strict.", [])
+        True
+    """
+    text = prompts.JUDGE_INSTRUCTIONS if instructions is None else instructions
+    if "VERDICT:" not in text.upper():
+        text = f"{text}\n\n{prompts.JUDGE_MARKERS}"
+    block = criteria_block(criteria)
+    return text.replace("{{criteria}}", block).replace("{criteria}", block)
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        return None
+    try:
+        value = json.loads(text[start : end + 1])
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _json_answered(text: str, obj: dict[str, Any] | None) -> bool | None:
+    if obj is not None and isinstance(obj.get("answered"), bool):
+        return bool(obj["answered"])
+    found = {m.lower() for m in _JSON_ANSWERED.findall(text)}
+    if "false" in found:
+        return False
+    return True if "true" in found else None
+
+
+def _bounded(text: str) -> str:
+    return clip(text.strip(), REASONING_LIMIT)
+
+
+def parse_text_verdict(text: str) -> dict[str, Any]:
+    """Read a verdict from a reply that is not structured (see module docstring)."""
+    marks = {m.upper() for m in _MARKER.findall(text)}
+    obj = _json_object(text)
+    in_json = _json_answered(text, obj)
+    negative = "MORE" in marks or in_json is False
+    answered = not negative and ("DONE" in marks or in_json is True)
+    reasoning = obj.get("reasoning") if obj is not None else None
+    if not isinstance(reasoning, str):
+        reasoning = _MARKER_LINE.sub("", text)
+    return {"answered": answered, "reasoning": _bounded(reasoning)}
+
+
+def _as_verdict(value: Any) -> JudgeVerdict | None:
+    if isinstance(value, JudgeVerdict):
+        return value
+    if isinstance(value, dict):
+        try:
+            return JudgeVerdict.model_validate(value)
+        except ValidationError:
+            return None
+    return None
+
+
+def resolve_verdict(parsed: Any, tool_args: Sequence[Any], text: str) -> dict[str, Any]:
+    """The verdict: the structured one when valid, else the tool-call args, else the text.
+
+    Example:
+        >>> from langgraph_loop.core.config import JudgeVerdict
+        >>> resolve_verdict(JudgeVerdict(answered=True, reasoning="ok"), [], "")
+        {'answered': True, 'reasoning': 'ok'}
+        >>> resolve_verdict(None, [{"answered": "yes please"}], "VERDICT: MORE")["answered"]
+        False
+    """
+    for candidate in (parsed, *tool_args):
+        verdict = _as_verdict(candidate)
+        if verdict is not None:
+            return {"answered": bool(verdict.answered), "reasoning": _bounded(verdict.reasoning)}
+    return parse_text_verdict(text)
+
+
+def _structured_judge(model: Any) -> Runnable[LanguageModelInput, Any] | None:
     try:
         return model.with_structured_output(JudgeVerdict, include_raw=True)  # type: ignore[no-any-return]
     except NotImplementedError:
         return None
 
 
-class JudgeNode(LoopNode):
+def _read(result: Any, structured: bool) -> tuple[dict[str, Any], Usage]:
+    """The verdict and usage of one judge reply."""
+    reply = (as_structured(result, "judge") if structured else
+             StructuredReply(raw=as_message(result, "judge"), parsed=None, parsing_error=None))
+    raw: AIMessage = reply["raw"]
+    text = answer_text(raw)
+    if not structured:
+        return parse_text_verdict(text), add_usage(new_usage(), usage_of(raw))
+    args = [c.get("args") for c in raw.tool_calls]
+    return resolve_verdict(reply["parsed"], args, text), add_usage(new_usage(), usage_of(raw))
+
+
+def _failed(errors: Sequence[str]) -> dict[str, Any]:
+    return {"answered": False, "reasoning": "", "error": "; ".join(errors)}
+
+
+class JudgeNode:
     """Ask the predicate, then the judge model (see module docstring)."""
 
     name = "judge"
 
     def __init__(self, settings: LoopSettings) -> None:
-        super().__init__(settings)
+        self.settings = settings
         judge = settings.judge
-        self._structured = _structured(judge.model) if judge is not None else None
+        self._structured = _structured_judge(judge.model) if judge is not None else None
 
-    def logic(
-        self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
-    ) -> Logic:
-        settings = self.run_settings(runtime)
-        judge = settings.judge
-        iteration = state.get("iteration", 1)
-        capped = settings.max_iterations is not None and iteration >= settings.max_iterations
-        if judge is None or capped or state.get("stop_reason") is not None:
+    def _due(self, state: LoopState) -> LoopSettings | None:
+        """The run's settings when the judge is asked at this iteration end, else None."""
+        settings = self.settings.for_runtime(get_runtime())
+        capped = (settings.max_iterations is not None
+                  and state.get("iteration", 1) >= settings.max_iterations)
+        if settings.judge is None or capped or state.get("stop_reason") is not None:
+            return None
+        return settings
+
+    def _attempts(self, judge: Judge) -> list[tuple[Runnable[Any, Any], bool]]:
+        """Two tries: structured first (when the model has it), then plain text."""
+        if self._structured is None:
+            return [(judge.model, False), (judge.model, False)]
+        return [(self._structured, True), (judge.model, False)]
+
+    def invoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        """Sync entry point."""
+        settings = self._due(state)
+        if settings is None or settings.judge is None:
             return {}
-        pass_info: dict[str, Any] = dict(state.get("pass_info") or {})
+        info = dict(iteration_info(state))
         if settings.should_continue is not None:
-            result = yield Call(settings.should_continue, (state,), name="should_continue")
-            go, feedback = normalize_predicate(result)
-            pass_info["predicate"] = {"continue": go, "feedback": feedback}
+            go, feedback = normalize_predicate(call_sync(settings.should_continue, state,
+                                                         name="should_continue"))
+            info["predicate"] = {"continue": go, "feedback": feedback}
             if go:
-                return {"pass_info": pass_info}
-        verdict, usage = yield from self._ask(judge, judge_request(state, judge), config)
-        return {"pass_info": pass_info, "verdict": verdict,
-                "judge_usage": add_usage(state.get("judge_usage"), usage)}
-
-    def _ask(self, judge: Judge, request: list[BaseMessage], config: RunnableConfig) -> Logic:
-        """Structured first; on an error, one plain-text retry; then "not answered"."""
-        usage: Usage = new_usage()
+                return {"iteration_info": info}
         errors: list[str] = []
-        for attempt in range(2):
-            structured = attempt == 0 and self._structured is not None
-            runnable = self._structured if structured else judge.model
+        for runnable, structured in self._attempts(settings.judge):
             try:
-                result = yield Invoke(runnable, request, judge_config(config))  # type: ignore[arg-type]
-                reply = (as_structured(result, "judge") if structured else
-                         StructuredReply(raw=as_message(result, "judge"), parsed=None,
-                                         parsing_error=None))
+                result = runnable.invoke(judge_request(state, settings.judge), judge_config(config))
+                verdict, usage = _read(result, structured)
             except GraphBubbleUp:
                 raise
             except Exception as exc:  # noqa: BLE001 - a judge failure is "not answered"
                 errors.append(f"{type(exc).__name__}: {exc}")
                 continue
-            raw = reply["raw"]
-            usage = add_usage(usage, usage_of(raw))
-            text = answer_text(raw)
-            if not structured:
-                return parse_text_verdict(text), usage
-            args = [c.get("args") for c in raw.tool_calls]
-            return resolve_verdict(reply["parsed"], args, text), usage
-        return {"answered": False, "reasoning": "", "error": "; ".join(errors)}, usage
+            return self._update(state, info, verdict, usage)
+        return self._update(state, info, _failed(errors), new_usage())
+
+    async def ainvoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        """Async entry point."""
+        settings = self._due(state)
+        if settings is None or settings.judge is None:
+            return {}
+        info = dict(iteration_info(state))
+        if settings.should_continue is not None:
+            go, feedback = normalize_predicate(await call_async(settings.should_continue, state,
+                                                                name="should_continue"))
+            info["predicate"] = {"continue": go, "feedback": feedback}
+            if go:
+                return {"iteration_info": info}
+        errors: list[str] = []
+        for runnable, structured in self._attempts(settings.judge):
+            try:
+                result = await runnable.ainvoke(judge_request(state, settings.judge),
+                                                judge_config(config))
+                verdict, usage = _read(result, structured)
+            except GraphBubbleUp:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a judge failure is "not answered"
+                errors.append(f"{type(exc).__name__}: {exc}")
+                continue
+            return self._update(state, info, verdict, usage)
+        return self._update(state, info, _failed(errors), new_usage())
+
+    @staticmethod
+    def _update(state: LoopState, info: dict[str, Any], verdict: dict[str, Any],
+                usage: Usage) -> dict[str, Any]:
+        return {"iteration_info": info, "verdict": verdict,
+                "judge_usage": add_usage(state.get("judge_usage"), usage)}

@@ -1,36 +1,63 @@
-"""Inner limits as pure decisions: model calls, tool calls, tokens, time, graph steps.
+"""The inner limits as pure decisions: model calls, tool calls, time, graph steps, the token
+budget and budget pressure.
 
-Each check returns a ``Guard`` (``{"guard": "limits", "reason": <StopReason value>,
-"limit": ..., "value": ...}``) saying why the run must stop, or None.
+Each check returns a ``Guard`` (``core/stop.py``) saying why the run must stop, or None.
+
+**Token budget.** ``Limits.token_budget`` is a cost cap on the agent's tokens in a run.
+Before each regular model call the loop stops (``token_budget``) unless what is left covers
+this call and a tools-free final answer after it; the final-answer call is then bound with
+``max_tokens`` (where the model takes it) to the room left, and skipped when that room is
+below ``MIN_FINAL_OUTPUT``.
+
+**Budget pressure.** When agent tokens reach ``threshold × token_budget`` the instruction
+is queued (once per run) and the model sees it on its next call; the run then stops with
+``budget_pressure`` at the end of that iteration.
 
 Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel
     >>> from langgraph_loop.core.settings import LoopSettings
-    >>> from langgraph_loop.core.config import Limits
-    >>> s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=100))
+    >>> from langgraph_loop.core.config import BudgetPressure, Limits
+    >>> s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=100),
+    ...                        budget_pressure=BudgetPressure(threshold=0.8))
     >>> check_limits({"usage": {"total_tokens": 150}}, s, has_calls=True)["reason"]
     'token_budget'
     >>> timeout_guard({"run": {"started_at": 0.0}}, s, now=5.0) is None
     True
+    >>> pressure_due({"usage": {"total_tokens": 80}, "run": {}}, s)
+    True
+    >>> budget_pressure_guard({"usage": {"total_tokens": 85}, "run": {"pressure_queued": True}}, s)
+    {'guard': 'budget_pressure', 'reason': 'budget_pressure', 'threshold': 0.8, 'limit': 100, 'value': 85}
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Sequence
 
-from langgraph_loop.core.records import Guard
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages.utils import count_tokens_approximately
+
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import LoopState
-from langgraph_loop.core.stop import StopReason
-from langgraph_loop.nodes.steps import can_continue_round
+from langgraph_loop.core.state import LoopState, iteration_info
+from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, stop_instruction
 
-__all__ = ["check_limits", "limit_guard", "stop_answer_text", "stop_instruction", "timeout_guard"]
+__all__ = ["MIN_FINAL_OUTPUT", "PRESSURE_SOURCE", "budget_guard", "budget_pressure_guard",
+           "check_limits", "estimate_input", "final_answer_room", "max_tokens_of", "pressure_due",
+           "pressure_seen", "timeout_guard"]
+
+MIN_FINAL_OUTPUT = 50
+"""The least output room (tokens) worth a final-answer call under a token budget."""
+
+PER_MESSAGE = 10
+"""Tokens counted per added message on top of ~4 characters per token (conservative)."""
+
+PRESSURE_SOURCE = "budget_pressure"
+"""The ``source`` of the pressure notice in the deferred-notice queue."""
 
 
-def limit_guard(reason: StopReason, limit: Any, value: Any) -> Guard:
-    """The guard of a limit: which one, its setting, the value reached."""
-    return {"guard": "limits", "reason": reason.value, "limit": limit, "value": value}
+def _spent(state: LoopState) -> int:
+    return int((state.get("usage") or {}).get("total_tokens", 0))
 
 
 def timeout_guard(state: LoopState, settings: LoopSettings, now: float | None = None) -> Guard | None:
@@ -55,42 +82,125 @@ def check_limits(
 ) -> Guard | None:
     """The first limit a model reply hits, or None (checked after every model call)."""
     limits = settings.limits
-    total = (state.get("usage") or {}).get("total_tokens", 0)
+    total = _spent(state)
     if limits.token_budget is not None and total > limits.token_budget:
         return limit_guard(StopReason.TOKEN_BUDGET, limits.token_budget, total)
     timeout = timeout_guard(state, settings, now)
     if timeout is not None or not has_calls:
         return timeout
-    calls = (state.get("pass_info") or {}).get("model_calls", 0)
+    calls = iteration_info(state).get("model_calls", 0)
     if limits.max_model_calls is not None and calls >= limits.max_model_calls:
         return limit_guard(StopReason.MAX_MODEL_CALLS, limits.max_model_calls, calls)
     done = (state.get("run") or {}).get("tool_calls", 0)
     if limits.max_tool_calls is not None and done >= limits.max_tool_calls:
         return limit_guard(StopReason.MAX_TOOL_CALLS, limits.max_tool_calls, done)
     remaining = state.get("remaining_steps")
-    if not can_continue_round(remaining, settings, gated=gated):
+    if not settings.shape.can_continue_round(remaining, gated=gated):
         return limit_guard(StopReason.STEP_LIMIT, "recursion_limit", remaining)
     return None
 
 
-_EXPLAIN = {
-    "max_model_calls": "the model-call limit of this pass was reached",
-    "max_tool_calls": "the tool-call limit of this run was reached",
-    "token_budget": "the token budget of this run is spent or has no room for another round",
-    "timeout": "the time limit of this run is spent",
-    "step_limit": "the graph's step limit (recursion_limit) is nearly reached",
-    "loop_detected": "a runaway tool loop was detected",
-}
+# --- the token budget ------------------------------------------------------------------------
+
+def _estimate(request: Sequence[BaseMessage]) -> tuple[int, int]:
+    """(reported tokens of the newest reply's call, approximate tokens added after it)."""
+    for i in range(len(request) - 1, -1, -1):
+        message = request[i]
+        if isinstance(message, AIMessage) and message.usage_metadata:
+            usage = message.usage_metadata
+            added = count_tokens_approximately(request[i + 1:], extra_tokens_per_message=PER_MESSAGE)
+            return usage["input_tokens"] + usage["output_tokens"], added
+    return 0, count_tokens_approximately(request, extra_tokens_per_message=PER_MESSAGE)
 
 
-def stop_answer_text(guard: Guard) -> str:
-    """The error ToolMessage text for calls a stop left unanswered."""
-    why = guard.get("detail") or _EXPLAIN.get(guard["reason"], guard["reason"])
-    return f"Error: not executed: the run was stopped because {why}."
+def estimate_input(request: Sequence[BaseMessage]) -> int:
+    """Input tokens of a request: the newest reply's reported input and output tokens plus
+    an approximation of the messages added after it (the whole request without one).
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage, ToolMessage
+        >>> ai = AIMessage("", usage_metadata={"input_tokens": 40, "output_tokens": 10,
+        ...                                    "total_tokens": 50})
+        >>> estimate_input([HumanMessage("hi"), ai, ToolMessage("x" * 40, tool_call_id="c")])
+        72
+    """
+    reported, added = _estimate(request)
+    return reported + added
 
 
-def stop_instruction(guard: Guard) -> str:
-    """The notice the final-answer call sees."""
-    why = _EXPLAIN.get(guard["reason"], guard["reason"])
-    return (f"The run has been stopped because {why}. Tools are no longer available. "
-            "Summarize what you have done so far and give your best final answer now.")
+def _left(state: LoopState, settings: LoopSettings) -> int | None:
+    budget = settings.limits.token_budget
+    return None if budget is None else budget - _spent(state)
+
+
+def _last_output(state: LoopState) -> int:
+    for message in reversed(state.get("messages") or []):
+        if isinstance(message, AIMessage) and message.usage_metadata:
+            return int(message.usage_metadata["output_tokens"])
+    return MIN_FINAL_OUTPUT
+
+
+def budget_guard(state: LoopState, settings: LoopSettings, request: Sequence[BaseMessage]) -> Guard | None:
+    """Before a regular call: stop (``token_budget``) unless what is left covers this call
+    and a final answer after it, so the final answer still fits once the loop stops.
+
+    This call is estimated as its input plus the previous reply's output; the final answer
+    after it as that, plus as much again as this round added (its results), the stop
+    notice and ``MIN_FINAL_OUTPUT``.
+    """
+    left = _left(state, settings)
+    if left is None:
+        return None
+    reported, added = _estimate(request)
+    this_call = reported + added + _last_output(state)
+    why = limit_guard(StopReason.TOKEN_BUDGET, settings.limits.token_budget, _spent(state))
+    notice = count_tokens_approximately([HumanMessage(stop_instruction(why))],
+                                        extra_tokens_per_message=PER_MESSAGE)
+    needed = this_call + (this_call + added + notice + MIN_FINAL_OUTPUT)
+    if needed <= left:
+        return None
+    why["estimate"] = needed
+    return why
+
+
+def final_answer_room(state: LoopState, settings: LoopSettings,
+                      request: Sequence[BaseMessage]) -> int | None:
+    """Output tokens the final-answer call may use (None: no budget); below
+    ``MIN_FINAL_OUTPUT`` the call is skipped."""
+    left = _left(state, settings)
+    return None if left is None else left - estimate_input(request)
+
+
+def max_tokens_of(model: BaseChatModel) -> tuple[bool, int | None]:
+    """Does the model take a ``max_tokens`` setting, and its configured value."""
+    fields = getattr(type(model), "model_fields", {})
+    if "max_tokens" not in fields:
+        return False, None
+    value = getattr(model, "max_tokens", None)
+    return True, value if isinstance(value, int) else None
+
+
+# --- budget pressure -------------------------------------------------------------------------
+
+def pressure_due(state: LoopState, settings: LoopSettings) -> bool:
+    """True when the budget-pressure notice should be queued now (once per run)."""
+    pressure, budget = settings.budget_pressure, settings.limits.token_budget
+    if pressure is None or budget is None or (state.get("run") or {}).get("pressure_queued"):
+        return False
+    return _spent(state) >= pressure.threshold * budget
+
+
+def pressure_seen(state: LoopState) -> bool:
+    """The budget-pressure notice was queued in this run and has been delivered."""
+    if not (state.get("run") or {}).get("pressure_queued"):
+        return False
+    return not any(n.get("source") == PRESSURE_SOURCE for n in state.get("pending_notices") or [])
+
+
+def budget_pressure_guard(state: LoopState, settings: LoopSettings) -> Guard | None:
+    """``budget_pressure`` once the model has seen the pressure notice, else None."""
+    pressure, budget = settings.budget_pressure, settings.limits.token_budget
+    if pressure is None or budget is None or not pressure_seen(state):
+        return None
+    return guard("budget_pressure", StopReason.BUDGET_PRESSURE, threshold=pressure.threshold,
+                 limit=budget, value=_spent(state))

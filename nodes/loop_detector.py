@@ -1,14 +1,23 @@
 """The loop detector: a pure decision on every model reply, and the node that acts on it.
 
-``decide(state, settings)`` is a pure function over state: the inner limits
-(``nodes/limits.py``), the loop-detection layers (``nodes/detection.py``, over the
-state derived from the run's transcript by ``nodes/detector_replay.py``) and the
-budget-pressure threshold (``nodes/budget_pressure.py``). It runs as the conditional
-edge after ``model``; a clean reply goes straight to the tools. The ``loop_detector``
-node runs only when the decision acts, and ``apply`` turns it into a state update:
-warnings go to the deferred-notice queue (never between an AIMessage and its
-ToolMessages); on a stop every pending call of the reply gets an error ToolMessage,
-so the stored thread stays provider-valid whatever happens next.
+``LoopDetector.decide(state, settings)`` is a pure function of state: the inner limits
+(``nodes/limits.py``), the loop-detection layers (``nodes/detection.py``) and the
+budget-pressure threshold. It runs as the conditional edge after ``model``; a clean reply
+goes straight to the tools. The ``loop_detector`` node runs only when the decision acts,
+and ``apply`` turns it into a state update: warnings go to the deferred-notice queue
+(never between an AIMessage and its ToolMessages); on a stop every pending call of the
+reply gets an error ToolMessage, so the stored thread stays provider-valid whatever
+happens next.
+
+**The detector's state is derived, never checkpointed.** It is a pure function of the
+current run's messages (from the run's request on): ``DetectorMemo.state_before`` folds
+every reply of the run before the newest one. So a clean round writes no detector bytes.
+Deriving it from scratch costs one ``observe`` per reply of the run, so the state after
+each reply is remembered in the memo each ``LoopDetector`` owns (one per compiled graph,
+bounded to ``MEMO_SIZE`` entries, keyed by run id and reply id, for an equal
+``LoopDetection``). A process that has not seen the run (a restart, another worker)
+replays the run's transcript and gets the same state. With the memo warm one decision
+costs one ``observe``, O(window), whatever the length of the thread.
 
 Example:
     >>> from langchain_core.messages import AIMessage
@@ -19,29 +28,120 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.runtime import Runtime
 
-from langgraph_loop.core.notices import queue_notice
-from langgraph_loop.core.pairing import call_ids
-from langgraph_loop.core.records import Guard, Notice
+from langgraph_loop.core.config import LoopDetection
+from langgraph_loop.core.messages import Notice, call_ids, queue_notice
+from langgraph_loop.core.records import emit
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import LoopContext, LoopState
-from langgraph_loop.core.stop import StopReason
+from langgraph_loop.core.state import LoopState
+from langgraph_loop.core.stop import Guard, stop_answer_text, stop_update
 from langgraph_loop.nodes.approval import needs_approval
-from langgraph_loop.nodes.base import emit
-from langgraph_loop.nodes.budget_pressure import NOTICE_SOURCE, pressure_due
 from langgraph_loop.nodes.detection import LoopWarning, observe
-from langgraph_loop.nodes.detector_replay import remember, results_before, state_before
 from langgraph_loop.nodes.detector_state import DetectorState
-from langgraph_loop.nodes.limits import check_limits, stop_answer_text
-from langgraph_loop.nodes.steps import answer_steps, fits
+from langgraph_loop.nodes.limits import PRESSURE_SOURCE, check_limits, pressure_due
 
-__all__ = ["Decision", "apply", "decide", "loop_detector", "previous_results", "stop_answers"]
+__all__ = ["MEMO_SIZE", "Decision", "DetectorMemo", "LoopDetector", "results_before",
+           "stop_answers"]
+
+MEMO_SIZE = 4096
+"""Detector states a ``DetectorMemo`` remembers (one per reply; the oldest are dropped)."""
+
+
+def results_before(messages: Sequence[BaseMessage], index: int) -> list[ToolMessage]:
+    """The ToolMessages between the reply at ``index`` and the AIMessage before it.
+
+    Example:
+        >>> msgs = [AIMessage("a"), ToolMessage("r", tool_call_id="c"), AIMessage("b")]
+        >>> [m.content for m in results_before(msgs, 2)]
+        ['r']
+    """
+    out: list[ToolMessage] = []
+    for i in range(index - 1, -1, -1):  # no slice: that would copy the thread
+        msg = messages[i]
+        if isinstance(msg, ToolMessage):
+            out.append(msg)
+        elif isinstance(msg, AIMessage):
+            break
+    out.reverse()
+    return out
+
+
+class DetectorMemo:
+    """Detector states after each reply of a run (a bounded cache of a pure function)."""
+
+    def __init__(self, size: int = MEMO_SIZE) -> None:
+        self.size = size
+        self._states: OrderedDict[tuple[str, str], tuple[LoopDetection, DetectorState]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember(self, run: Mapping[str, Any], ai: BaseMessage, config: LoopDetection,
+                 state: DetectorState) -> None:
+        """Remember the detector state after ``ai`` (a reply of the run ``run``)."""
+        if run.get("id") is None or ai.id is None:
+            return
+        key = (str(run["id"]), str(ai.id))
+        with self._lock:
+            self._states[key] = (config, state)
+            self._states.move_to_end(key)
+            while len(self._states) > self.size:
+                self._states.popitem(last=False)
+
+    def _recall(self, run: Mapping[str, Any], ai: BaseMessage,
+                config: LoopDetection) -> DetectorState | None:
+        if run.get("id") is None or ai.id is None:
+            return None
+        with self._lock:
+            hit = self._states.get((str(run["id"]), str(ai.id)))
+        if hit is None or not (hit[0] is config or hit[0] == config):
+            return None
+        return hit[1]
+
+    def state_before(self, messages: Sequence[BaseMessage], run: Mapping[str, Any],
+                     config: LoopDetection) -> DetectorState:
+        """The detector state after every reply of the run before the newest message."""
+        prev = _previous_reply(messages, run.get("request_id"))
+        if prev is None:
+            return {}
+        known = self._recall(run, messages[prev], config)
+        return known if known is not None else self._replay(messages, run, prev, config)
+
+    def _replay(self, messages: Sequence[BaseMessage], run: Mapping[str, Any], end: int,
+                config: LoopDetection) -> DetectorState:
+        """Fold every reply of the run up to ``end`` (inclusive), remembering each state."""
+        det: DetectorState = {}
+        for i in range(_run_start(messages, end, run.get("request_id")), end + 1):
+            msg = messages[i]
+            if isinstance(msg, AIMessage):
+                det = observe(det, msg, results_before(messages, i), config).state
+                self.remember(run, msg, config, det)
+        return det
+
+
+def _previous_reply(messages: Sequence[BaseMessage], request_id: Any) -> int | None:
+    """Index of the run's reply before the newest message (None: the run has none)."""
+    for i in range(len(messages) - 2, -1, -1):
+        msg = messages[i]
+        if isinstance(msg, AIMessage):
+            return i
+        if request_id is not None and msg.id == request_id:
+            return None
+    return None
+
+
+def _run_start(messages: Sequence[BaseMessage], end: int, request_id: Any) -> int:
+    """Index of the run's request (0 when it is no longer in the thread)."""
+    for i in range(end, -1, -1):
+        if request_id is not None and messages[i].id == request_id:
+            return i
+    return 0
 
 
 @dataclass(frozen=True)
@@ -49,8 +149,8 @@ class Decision:
     """What the detector concluded about the newest reply.
 
     ``guard`` stops the run; ``warnings`` are queued; ``pressure`` queues the
-    budget-pressure notice; ``detector`` is the detection layers' new state (None
-    when detection is off; derived, never written to graph state).
+    budget-pressure notice; ``detector`` is the detection layers' new state (None when
+    detection is off; derived, never written to graph state).
     """
 
     ai: AIMessage
@@ -65,45 +165,62 @@ class Decision:
         return self.guard is not None or bool(self.warnings) or self.pressure
 
 
-def stop_answers(ai: AIMessage, guard: Guard) -> list[ToolMessage]:
+def stop_answers(ai: AIMessage, why: Guard) -> list[ToolMessage]:
     """One error ToolMessage per call (valid or malformed) of a stopped reply."""
-    text = stop_answer_text(guard)
+    text = stop_answer_text(why)
     names = {c.get("id"): c.get("name") for c in [*ai.tool_calls, *ai.invalid_tool_calls]}
     return [ToolMessage(text, tool_call_id=i, name=names.get(i), status="error")
             for i in call_ids(ai)]
 
 
-def previous_results(messages: Sequence[BaseMessage]) -> list[ToolMessage]:
-    """The ToolMessages of the round before the newest reply (scans the tail only)."""
-    return results_before(messages, len(messages) - 1)
+class LoopDetector:
+    """The decision on every reply (``decide``) and the ``loop_detector`` node (``__call__``)."""
 
+    name = "loop_detector"
 
-def decide(state: LoopState, settings: LoopSettings) -> Decision | None:
-    """The decision on the newest reply (None: nothing to judge, the run already stopped)."""
-    messages = state.get("messages") or []
-    ai = messages[-1] if messages else None
-    if state.get("stop_reason") is not None or not isinstance(ai, AIMessage):
-        return None
-    guard = check_limits(state, settings, has_calls=bool(call_ids(ai)),
-                         gated=needs_approval(ai, settings.approval))
-    if guard is not None:
-        return Decision(ai, guard=guard)
-    detector: DetectorState | None = None
-    warnings: tuple[LoopWarning, ...] = ()
-    if settings.loop_detection is not None:
-        run = state.get("run") or {}
-        before = state_before(messages, run, settings.loop_detection)
-        obs = observe(before, ai, previous_results(messages), settings.loop_detection)
-        remember(run, ai, settings.loop_detection, obs.state)
-        if obs.stop is not None:
-            return Decision(ai, guard=obs.stop, detector=obs.state)
-        detector, warnings = obs.state, tuple(obs.warnings)
-    return Decision(ai, warnings=warnings, pressure=pressure_due(state, settings),
-                    detector=detector)
+    def __init__(self, settings: LoopSettings) -> None:
+        self.settings = settings
+        self.memo = DetectorMemo()
+
+    def decide(self, state: LoopState, settings: LoopSettings) -> Decision | None:
+        """The decision on the newest reply (None: nothing to judge, the run already stopped)."""
+        messages = state.get("messages") or []
+        ai = messages[-1] if messages else None
+        if state.get("stop_reason") is not None or not isinstance(ai, AIMessage):
+            return None
+        gated = settings.approval is not None and needs_approval(ai, settings.approval)
+        why = check_limits(state, settings, has_calls=bool(call_ids(ai)), gated=gated)
+        if why is not None:
+            return Decision(ai, guard=why)
+        warnings: tuple[LoopWarning, ...] = ()
+        detector: DetectorState | None = None
+        if settings.loop_detection is not None:
+            run = state.get("run") or {}
+            before = self.memo.state_before(messages, run, settings.loop_detection)
+            obs = observe(before, ai, results_before(messages, len(messages) - 1),
+                          settings.loop_detection)
+            self.memo.remember(run, ai, settings.loop_detection, obs.state)
+            if obs.stop is not None:
+                return Decision(ai, guard=obs.stop, detector=obs.state)
+            detector, warnings = obs.state, tuple(obs.warnings)
+        return Decision(ai, warnings=warnings, pressure=pressure_due(state, settings),
+                        detector=detector)
+
+    def __call__(self, state: LoopState, runtime: Runtime[Any]) -> dict[str, Any]:
+        """The node: ``decide`` as the edge after ``model`` did, then ``apply``.
+
+        The node runs one step after that edge, so it decides with the steps the edge saw
+        (one more than its own) and reaches the same decision.
+        """
+        settings = self.settings.for_runtime(runtime)
+        remaining = state.get("remaining_steps")
+        seen: LoopState = state if remaining is None else {**state, "remaining_steps": remaining + 1}
+        decision = self.decide(seen, settings)
+        return {} if decision is None else apply(decision, state, settings, runtime)
 
 
 def _queue(notices: list[Notice], decision: Decision, run: dict[str, Any], settings: LoopSettings,
-           state: LoopState, runtime: Runtime[LoopContext] | None) -> list[Notice]:
+           state: LoopState, runtime: Runtime[Any] | None) -> list[Notice]:
     """Queue the decision's warnings and pressure notice, emitting their events."""
     for warning in decision.warnings:
         notices = queue_notice(notices, run=run["id"], key=f"loop:{warning.key}",
@@ -114,29 +231,30 @@ def _queue(notices: list[Notice], decision: Decision, run: dict[str, Any], setti
     if decision.pressure and pressure is not None:
         run["pressure_queued"] = True
         notices = queue_notice(notices, run=run["id"], key="budget_pressure",
-                               text=pressure.instruction, source=NOTICE_SOURCE)
+                               text=pressure.instruction, source=PRESSURE_SOURCE)
         emit(runtime, {"event": "budget_pressure", "usage": state.get("usage"),
                        "threshold": pressure.threshold, "limit": settings.limits.token_budget})
     return notices
 
 
 def apply(decision: Decision, state: LoopState, settings: LoopSettings,
-          runtime: Runtime[LoopContext] | None = None) -> dict[str, Any]:
+          runtime: Runtime[Any] | None = None) -> dict[str, Any]:
     """The state update that carries out ``decision`` (events go to ``runtime``)."""
     run: dict[str, Any] = dict(state.get("run") or {})
     update: dict[str, Any] = {}
-    guard = decision.guard
-    if guard is not None:
+    why = decision.guard
+    if why is not None:
         has_calls = bool(call_ids(decision.ai))
-        run["guard"] = guard
-        update["stop_reason"] = StopReason(guard["reason"])
+        finalized = None
         if has_calls:
-            update["messages"] = stop_answers(decision.ai, guard)
-        if not has_calls:
-            run["finalized"] = True  # the reply is already text: no final call needed
-        elif not fits(state.get("remaining_steps"), answer_steps(settings)):
-            run["finalized"] = True  # no room left for the final answer call
-            guard["final_answer"] = "skipped: the graph's step limit leaves no room"
+            update["messages"] = stop_answers(decision.ai, why)
+            if not settings.shape.fits(state.get("remaining_steps"), settings.shape.answer_steps):
+                finalized = True  # no room left for the final answer call
+                why = {**why, "final_answer": "skipped: the graph's step limit leaves no room"}
+        else:
+            finalized = True  # the reply is already text: no final call needed
+        update.update(stop_update(run, why, finalized=finalized))
+        run = update["run"]
     notices = _queue(list(state.get("pending_notices") or []), decision, run, settings, state,
                      runtime)
     if notices != list(state.get("pending_notices") or []):
@@ -145,15 +263,3 @@ def apply(decision: Decision, state: LoopState, settings: LoopSettings,
         update["run"] = run
     return update
 
-
-def loop_detector(state: LoopState, settings: LoopSettings,
-                  runtime: Runtime[LoopContext] | None = None) -> dict[str, Any]:
-    """The node: ``decide`` as the edge after ``model`` did, then ``apply``.
-
-    The node runs one step after that edge, so it decides with the steps the edge saw
-    (one more than its own) and reaches the same decision.
-    """
-    remaining = state.get("remaining_steps")
-    seen: LoopState = state if remaining is None else {**state, "remaining_steps": remaining + 1}
-    decision = decide(seen, settings)
-    return {} if decision is None else apply(decision, state, settings, runtime)

@@ -7,13 +7,19 @@ Order of work in one step:
    provider-valid);
 2. the deferred-notice queue of this run is drained into ONE
    ``HumanMessage(name="loop_warning")`` appended after the ToolMessages;
-3. the request is built (system prompt, fresh-context window, tool filter) and the
-   model is called; usage and the pass's model-call count are recorded.
+3. the request is built (``build_request``: system prompt, fresh-context window) and the
+   tool filter picks the tools offered; the model is called; usage and the iteration's
+   model-call count are recorded.
 
 If the model raises, nothing is written: queued notices stay queued for the retry.
 
 Example:
-    >>> from langchain_core.messages import AIMessage
+    >>> from langchain_core.messages import HumanMessage
+    >>> from langgraph_loop.scripted import ScriptedChatModel
+    >>> s = LoopSettings.build(ScriptedChatModel(), system_prompt="Be brief.")
+    >>> state = {"messages": [HumanMessage("hi", id="h1")], "iteration": 1}
+    >>> [m.type for m in build_request(state, s, [])]
+    ['system', 'human']
     >>> reply = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
     >>> final = without_tool_calls(reply)
     >>> final.tool_calls, final.response_metadata["langgraph_loop_dropped_tool_calls"][0]["name"]
@@ -23,33 +29,96 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.language_models import LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
-from langgraph.runtime import Runtime
+from langgraph.runtime import get_runtime
 
-from langgraph_loop.core.effects import Call, Invoke, Logic, as_message
-from langgraph_loop.core.notices import drain, queue_notice
-from langgraph_loop.core.records import Guard
+from langgraph_loop.core import prompts
+from langgraph_loop.core.callbacks import call_async, call_sync
+from langgraph_loop.core.messages import (
+    PROGRESS_NAME,
+    as_message,
+    drain,
+    iteration_messages,
+    loop_message,
+    queue_notice,
+)
+from langgraph_loop.core.records import RunInfo, Usage, add_usage, usage_of
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import LoopContext, LoopState, Usage, add_usage, usage_of
-from langgraph_loop.core.stop import StopReason
-from langgraph_loop.nodes.base import LoopNode
-from langgraph_loop.nodes.limits import stop_instruction, timeout_guard
-from langgraph_loop.nodes.request import build_request
-from langgraph_loop.nodes.token_budget import (
+from langgraph_loop.core.state import LoopState, iteration_info
+from langgraph_loop.core.stop import Guard, guard, stop_instruction, stop_update
+from langgraph_loop.nodes.limits import (
     MIN_FINAL_OUTPUT,
     budget_guard,
     final_answer_room,
     max_tokens_of,
+    timeout_guard,
 )
 
-__all__ = ["ModelNode", "estimate_usage", "without_tool_calls"]
+__all__ = ["ModelNode", "build_request", "criteria_instruction", "estimate_usage",
+           "pick_tools", "progress_message", "system_message", "without_tool_calls"]
 
+
+# --- the request -----------------------------------------------------------------------------
+
+def criteria_instruction(criteria: Sequence[str]) -> str:
+    """The text that tells the agent the judge's criteria."""
+    return prompts.CRITERIA.format(criteria=prompts.criteria_list(criteria))
+
+
+def system_message(settings: LoopSettings, existing: BaseMessage | None) -> SystemMessage | None:
+    """One system message: the configured prompt, the judge criteria, a stored one."""
+    parts: list[str] = []
+    if settings.system_prompt:
+        parts.append(settings.system_prompt)
+    if settings.judge is not None and settings.judge.criteria:
+        parts.append(criteria_instruction(settings.judge.criteria))
+    if isinstance(existing, SystemMessage) and isinstance(existing.content, str):
+        parts.append(existing.content)
+    return SystemMessage("\n\n".join(parts)) if parts else None
+
+
+def progress_message(progress: Sequence[str]) -> BaseMessage | None:
+    """"Progress so far" as a tagged user message (None when the log is empty)."""
+    if not progress:
+        return None
+    lines = "\n".join(f"{i}. {p}" for i, p in enumerate(progress, 1))
+    return loop_message(prompts.PROGRESS.format(lines=lines), name=PROGRESS_NAME)
+
+
+def build_request(
+    state: LoopState, settings: LoopSettings, extra: Sequence[BaseMessage]
+) -> list[BaseMessage]:
+    """The request for the next model call (``extra`` = messages appended this step).
+
+    Normal iterations send the system prompt and the whole transcript. With
+    ``fresh_context=True`` a later iteration sends only the system prompt, the run's
+    original request, the progress log (unless ``inject_progress=False``) and the
+    messages of the new iteration; state keeps everything.
+    """
+    messages: list[BaseMessage] = list(state.get("messages") or [])
+    head = messages[0] if messages and isinstance(messages[0], SystemMessage) else None
+    if head is not None:
+        messages = messages[1:]
+    system = system_message(settings, head)
+    if settings.fresh_context and state.get("iteration", 1) > 1:
+        request_id = (state.get("run") or {}).get("request_id")
+        body = [m for m in messages if m.id == request_id][:1]
+        progress = progress_message(state.get("progress") or []) if settings.inject_progress else None
+        body += [progress] if progress is not None else []
+        body += iteration_messages(messages, iteration_info(state).get("start_id"))
+    else:
+        body = list(messages)
+    return ([system] if system is not None else []) + body + list(extra)
+
+
+# --- replies ---------------------------------------------------------------------------------
 
 def without_tool_calls(message: AIMessage) -> AIMessage:
     """The final answer as stored: tool calls it still asked for are not run."""
@@ -78,142 +147,153 @@ def estimate_usage(request: Sequence[BaseMessage], reply: BaseMessage) -> Usage:
     return {"input_tokens": inp, "output_tokens": out, "total_tokens": inp + out}
 
 
-class ModelNode(LoopNode):
+def pick_tools(chosen: Any, tools: Sequence[BaseTool]) -> list[BaseTool]:
+    """The tools ``tool_filter`` returned (tools or names), checked against the graph's."""
+    if not isinstance(chosen, Sequence) or isinstance(chosen, str):
+        raise ValueError(f"tool_filter must return a list of tools or tool names, got "
+                         f"{type(chosen).__name__} {chosen!r:.80}")
+    known = {t.name: t for t in tools}
+    picked: list[BaseTool] = []
+    for item in chosen:
+        name = item if isinstance(item, str) else getattr(item, "name", None)
+        if name not in known:
+            raise ValueError(f"tool_filter returned an unknown tool: {item!r}")
+        picked.append(known[name])
+    return picked
+
+
+@dataclass
+class Call:
+    """One model call as planned: the request, whether it is the final answer, the writes
+    decided before it (a stop found here), and whether the notice queue was drained."""
+
+    settings: LoopSettings
+    request: list[BaseMessage]
+    run: RunInfo
+    final: bool
+    drained: bool
+    extra: list[BaseMessage] = field(default_factory=list)
+    update: dict[str, Any] = field(default_factory=dict)
+
+
+class ModelNode:
     """Call the agent's model (see module docstring)."""
 
     name = "model"
 
     def __init__(self, settings: LoopSettings) -> None:
-        super().__init__(settings)
+        self.settings = settings
         tools = list(settings.tools)
         self._bound_all: Runnable[LanguageModelInput, BaseMessage] = (
             settings.model.bind_tools(tools) if tools else settings.model
         )
 
-    def _bind(self, tools: Sequence[BaseTool] | None) -> Runnable[LanguageModelInput, BaseMessage]:
-        if tools is None:
-            return self._bound_all
-        if not tools:
-            return self.settings.model
-        return self.settings.model.bind_tools(list(tools))
+    def invoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        """Sync entry point."""
+        call = self.plan(state)
+        if isinstance(call, dict):
+            return call
+        chosen = self._filter(call)
+        offered = (pick_tools(call_sync(chosen, state, list(call.settings.tools), name="tool_filter"),
+                              call.settings.tools) if chosen is not None else None)
+        runnable = self._runnable(state, call, offered)
+        if isinstance(runnable, dict):
+            return runnable
+        return self.record(state, call, as_message(runnable.invoke(call.request, config), "model"),
+                           offered)
 
-    def _offered(self, state: LoopState, settings: LoopSettings) -> Logic:
-        """The tools offered to this call: all, or what ``tool_filter`` returns."""
-        if settings.tool_filter is None:
-            return None
-        chosen = yield Call(settings.tool_filter, (state, list(settings.tools)),
-                            name="tool_filter")
-        if not isinstance(chosen, Sequence) or isinstance(chosen, str):
-            raise ValueError(f"tool_filter must return a list of tools or tool names, got "
-                             f"{type(chosen).__name__} {chosen!r:.80}")
-        known = {t.name: t for t in settings.tools}
-        picked: list[BaseTool] = []
-        for item in chosen:
-            name = item if isinstance(item, str) else getattr(item, "name", None)
-            if name not in known:
-                raise ValueError(f"tool_filter returned an unknown tool: {item!r}")
-            picked.append(known[name])
-        return picked
+    async def ainvoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        """Async entry point."""
+        call = self.plan(state)
+        if isinstance(call, dict):
+            return call
+        chosen = self._filter(call)
+        offered = (pick_tools(await call_async(chosen, state, list(call.settings.tools),
+                                               name="tool_filter"), call.settings.tools)
+                   if chosen is not None else None)
+        runnable = self._runnable(state, call, offered)
+        if isinstance(runnable, dict):
+            return runnable
+        reply = as_message(await runnable.ainvoke(call.request, config), "model")
+        return self.record(state, call, reply, offered)
 
-    def logic(
-        self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
-    ) -> Logic:
-        settings = self.run_settings(runtime)
-        run: dict[str, Any] = dict(state.get("run") or {})
+    def plan(self, state: LoopState) -> Call | dict[str, Any]:
+        """The call to make (pure), or the update that ends the step without one."""
+        settings = self.settings.for_runtime(get_runtime())
+        run: RunInfo = dict(state.get("run") or {})  # type: ignore[assignment]
         update: dict[str, Any] = {}
         stop = state.get("stop_reason")
+        pending = state.get("pending_notices") or []
         timeout = timeout_guard(state, settings) if stop is None else None
         if timeout is not None:  # the time cap, checked between steps
-            stop = StopReason.TIMEOUT
-            run["guard"] = timeout
-            update.update(stop_reason=stop, run=run)
-        pending = list(state.get("pending_notices") or [])
-        extra: list[BaseMessage] = []
+            update = stop_update(run, timeout)
+            run, stop = update["run"], timeout["reason"]
         if stop is None:  # the request, and a stop when it leaves no room for a final answer
-            notice, remaining = drain(pending, run=str(run.get("id")))
-            extra = [notice] if notice is not None else []
+            notice = drain(pending, run=str(run.get("id")))
+            extra: list[BaseMessage] = [notice] if notice is not None else []
             request = build_request(state, settings, extra)
-            stop = self._budget_stop(state, settings, request, run, update)
-        final = stop is not None
-        if final and (run.get("finalized") or not settings.limits.final_answer):
+            over = budget_guard(state, settings, request)
+            if over is None:
+                return Call(settings, request, run, final=False, drained=bool(pending), extra=extra)
+            update = stop_update(run, over)
+            run, stop = update["run"], over["reason"]
+        if run.get("finalized") or not settings.limits.final_answer:
             return update
-        if final:
-            stored: Guard | None = run.get("guard")
-            guard: Guard = stored or {"guard": "router", "reason": str(stop)}
-            pending = queue_notice(pending, run=str(run.get("id")), key="stop",
-                                   text=stop_instruction(guard), source="stop")
-            notice, remaining = drain(pending, run=str(run.get("id")))
-            extra = [notice] if notice is not None else []
-            request = build_request(state, settings, extra)
-        offered = None if final else (yield from self._offered(state, settings))
-        if not any(m.type == "human" for m in request):
+        why: Guard = run.get("guard") or guard("router", stop)
+        pending = queue_notice(pending, run=str(run.get("id")), key="stop",
+                               text=stop_instruction(why), source="stop")
+        notice = drain(pending, run=str(run.get("id")))
+        final_extra: list[BaseMessage] = [notice] if notice is not None else []
+        return Call(settings, build_request(state, settings, final_extra), run, final=True,
+                    drained=True, extra=final_extra, update=update)
+
+    @staticmethod
+    def _filter(call: Call) -> Any:
+        """The tool filter to ask for this call (None: all tools are offered)."""
+        return None if call.final else call.settings.tool_filter
+
+    def _runnable(self, state: LoopState, call: Call, offered: Sequence[BaseTool] | None
+                  ) -> Runnable[LanguageModelInput, BaseMessage] | dict[str, Any]:
+        """The model bound for this call, or the update that skips the final answer."""
+        if not any(m.type == "human" for m in call.request):
             raise ValueError("model: the request has no user message; nothing to work on")
-        runnable = self._bind([] if final else offered)
-        if final:
-            room = final_answer_room(state, settings, request)
-            if room is not None and room < MIN_FINAL_OUTPUT:
-                return self._skip_final(update, run, stop, room)
-            supported, own = max_tokens_of(settings.model)
-            if room is not None and supported:  # bound the answer by what is left
-                runnable = runnable.bind(max_tokens=min(room, own or room))
-        reply = as_message((yield Invoke(runnable, request, config)), "model")
-        if final:
+        if not call.final:
+            if offered is None:
+                return self._bound_all
+            return self.settings.model.bind_tools(list(offered)) if offered else self.settings.model
+        runnable: Runnable[LanguageModelInput, BaseMessage] = self.settings.model
+        room = final_answer_room(state, call.settings, call.request)
+        if room is not None and room < MIN_FINAL_OUTPUT:  # no room for the final answer
+            why = dict(call.run.get("guard") or guard("router", state.get("stop_reason") or "completed"))
+            why["final_answer"] = (f"skipped: the token budget leaves about {max(room, 0)} "
+                                   f"tokens, fewer than {MIN_FINAL_OUTPUT} for an answer")
+            return {**call.update, **stop_update(call.run, why, finalized=True),  # type: ignore[arg-type]
+                    "pending_notices": []}
+        supported, own = max_tokens_of(call.settings.model)
+        if room is not None and supported:  # bound the answer by what is left
+            runnable = runnable.bind(max_tokens=min(room, own or room))
+        return runnable
+
+    def record(self, state: LoopState, call: Call, reply: AIMessage,
+               offered: Sequence[BaseTool] | None) -> dict[str, Any]:
+        """The update after the reply: the messages, usage and the iteration's counts."""
+        run = call.run
+        if call.final:
             reply = without_tool_calls(reply)
-            run["finalized"] = True
-        return {**update, **self._record(state, settings, request, reply, extra, run, offered,
-                                         had_notices=bool(pending),
-                                         remaining=remaining)}
-
-    @staticmethod
-    def _budget_stop(state: LoopState, settings: LoopSettings, request: list[BaseMessage],
-                     run: dict[str, Any], update: dict[str, Any]) -> StopReason | None:
-        """``token_budget`` when this call (``request``) and a final answer after it would not fit."""
-        if settings.limits.token_budget is None:
-            return None
-        guard = budget_guard(state, settings, request)
-        if guard is None:
-            return None
-        run["guard"] = guard
-        update.update(stop_reason=StopReason.TOKEN_BUDGET, run=run)
-        return StopReason.TOKEN_BUDGET
-
-    @staticmethod
-    def _skip_final(update: dict[str, Any], run: dict[str, Any], stop: Any,
-                    room: int) -> dict[str, Any]:
-        """End without the final answer: the token budget has no room for it."""
-        guard = dict(run.get("guard") or {"reason": str(stop)})
-        guard["final_answer"] = (f"skipped: the token budget leaves about {max(room, 0)} "
-                                 f"tokens, fewer than {MIN_FINAL_OUTPUT} for an answer")
-        run.update(finalized=True, guard=guard)
-        return {**update, "run": run, "pending_notices": []}
-
-    def _record(
-        self,
-        state: LoopState,
-        settings: LoopSettings,
-        request: list[BaseMessage],
-        reply: AIMessage,
-        extra: list[BaseMessage],
-        run: dict[str, Any],
-        offered: Sequence[BaseTool] | None,
-        *,
-        had_notices: bool,
-        remaining: list[Any],
-    ) -> dict[str, Any]:
+            run = {**run, "finalized": True}
         usage = usage_of(reply)
-        if usage is None and settings.limits.token_budget is not None:
-            usage = estimate_usage(request, reply)
-        pass_info: dict[str, Any] = dict(state.get("pass_info") or {})
-        pass_info["model_calls"] = pass_info.get("model_calls", 0) + 1
-        pass_info["usage"] = add_usage(pass_info.get("usage"), usage)
-        pass_info["offered"] = None if offered is None else [t.name for t in offered]
-        update: dict[str, Any] = {
-            "messages": [*extra, reply],
-            "usage": add_usage(state.get("usage"), usage),
-            "pass_info": pass_info,
-        }
+        if usage is None and call.settings.limits.token_budget is not None:
+            usage = estimate_usage(call.request, reply)
+        info: dict[str, Any] = dict(iteration_info(state))
+        info["model_calls"] = info.get("model_calls", 0) + 1
+        info["usage"] = add_usage(info.get("usage"), usage)
+        info["offered"] = None if offered is None else [t.name for t in offered]
+        update: dict[str, Any] = {**call.update, "messages": [*call.extra, reply],
+                                  "usage": add_usage(state.get("usage"), usage),
+                                  "iteration_info": info}
         if run != state.get("run"):
             update["run"] = run
-        if had_notices:
-            update["pending_notices"] = remaining
+        if call.drained:
+            update["pending_notices"] = []
         return update
+

@@ -3,8 +3,9 @@
 It validates the run's overrides, gives the run an id, resets every per-run key
 (``iteration``, ``iterations``, ``usage``, ``judge_usage``, ``progress``, the fresh-context
 baseline; the loop detector's window is derived from the run's own messages), drops
-notices left by earlier runs, and repairs a thread whose last AIMessage still has unanswered tool calls (a run
-abandoned at an approval pause) so the next request stays provider-valid.
+notices left by earlier runs, and repairs a thread whose last AIMessage still has
+unanswered tool calls (a run abandoned at an approval pause) so the next request stays
+provider-valid.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -22,22 +23,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
-from langgraph.runtime import Runtime
+from langgraph.runtime import get_runtime
 
-from langgraph_loop.core.effects import Call, Logic
-from langgraph_loop.core.pairing import unanswered_tail
-from langgraph_loop.core.records import Guard, new_usage
+from langgraph_loop.core import prompts
+from langgraph_loop.core.callbacks import call_async, call_sync
+from langgraph_loop.core.messages import unanswered_tail
+from langgraph_loop.core.records import RunInfo, emit, new_iteration, new_usage
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import RESET, LoopContext, LoopState
-from langgraph_loop.core.stop import StopReason
-from langgraph_loop.nodes.base import LoopNode, emit
-from langgraph_loop.nodes.passes import new_pass
-from langgraph_loop.nodes.steps import fits, start_steps
+from langgraph_loop.core.state import RESET, LoopState
+from langgraph_loop.core.stop import StopReason, limit_guard, stop_update
 
 __all__ = ["PrepareNode", "repair_dangling", "start_run"]
-
-CANCELLED = "Error: this call was not executed: the run that requested it ended first."
 
 
 def repair_dangling(messages: Sequence[BaseMessage]) -> list[Any]:
@@ -46,7 +42,7 @@ def repair_dangling(messages: Sequence[BaseMessage]) -> list[Any]:
     if not missing:
         return []
     later = [m for m in messages[index + 1 :] if not isinstance(m, ToolMessage)]
-    answers = [ToolMessage(CANCELLED, tool_call_id=c, status="error") for c in missing]
+    answers = [ToolMessage(prompts.CANCELLED, tool_call_id=c, status="error") for c in missing]
     return [RemoveMessage(id=str(m.id)) for m in later] + answers + later
 
 
@@ -65,11 +61,12 @@ def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = N
     request = messages[-1] if messages else None
     started = time.time() if now is None else now
     request_id = request.id if request is not None else None
+    run: RunInfo = {"id": uuid.uuid4().hex, "started_at": started, "request_id": request_id,
+                    "tool_calls": 0, "auto_rounds": 0, "finalized": False,
+                    "pressure_queued": False, "guard": None}
     update: dict[str, Any] = {
-        "run": {"id": uuid.uuid4().hex, "started_at": started, "request_id": request_id,
-                "tool_calls": 0, "auto_rounds": 0, "finalized": False, "pressure_queued": False,
-                "guard": None},
-        "pass_info": new_pass(request_id, now=started),
+        "run": run,
+        "iteration_info": new_iteration(request_id, now=started),
         "iteration": 1,
         "iterations": [],
         "usage": new_usage(),
@@ -77,33 +74,48 @@ def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = N
         "progress": [],
         "pending_notices": [],
         "verdict": None,
+        "review": None,
         "stop_reason": None,
         "structured_response": None,
         "call_log": RESET,
     }
-    if not fits(state.get("remaining_steps"), start_steps(settings)):
-        update["stop_reason"] = StopReason.STEP_LIMIT  # no pass can run: end at once
-        update["iteration"] = 0
-        guard: Guard = {"guard": "limits", "reason": "step_limit", "limit": "recursion_limit"}
-        update["run"].update(finalized=True, guard=guard)
+    if not settings.shape.fits(state.get("remaining_steps"), settings.shape.start_steps):
+        # no iteration can run: end at once
+        why = limit_guard(StopReason.STEP_LIMIT, "recursion_limit", state.get("remaining_steps"))
+        del why["value"]
+        update.update(stop_update(run, why, finalized=True), iteration=0)
     repairs = repair_dangling(messages)
     if repairs:
         update["messages"] = repairs
     return update
 
 
-class PrepareNode(LoopNode):
+class PrepareNode:
     """Start a run (``start_run``), then tell ``hooks.on_iteration_start``."""
 
     name = "prepare"
 
-    def logic(
-        self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
-    ) -> Logic:
-        settings = self.run_settings(runtime)  # validates per-run overrides up front
-        update = start_run(state, settings)
-        hook = settings.hooks.on_iteration_start
-        if hook is not None:
-            yield Call(hook, ({**state, **update},), name="hooks.on_iteration_start")
-        emit(runtime, {"event": "iteration_start", "iteration": 1})
+    def __init__(self, settings: LoopSettings) -> None:
+        self.settings = settings
+
+    def _start(self, state: LoopState) -> tuple[dict[str, Any], LoopSettings]:
+        settings = self.settings.for_runtime(get_runtime())  # validates per-run overrides
+        return start_run(state, settings), settings
+
+    def invoke(self, state: LoopState) -> dict[str, Any]:
+        """Sync entry point."""
+        update, settings = self._start(state)
+        if settings.hooks.on_iteration_start is not None:
+            call_sync(settings.hooks.on_iteration_start, {**state, **update},
+                      name="hooks.on_iteration_start")
+        emit(get_runtime(), {"event": "iteration_start", "iteration": 1})
+        return update
+
+    async def ainvoke(self, state: LoopState) -> dict[str, Any]:
+        """Async entry point."""
+        update, settings = self._start(state)
+        if settings.hooks.on_iteration_start is not None:
+            await call_async(settings.hooks.on_iteration_start, {**state, **update},
+                             name="hooks.on_iteration_start")
+        emit(get_runtime(), {"event": "iteration_start", "iteration": 1})
         return update

@@ -13,10 +13,11 @@ It is skipped after the hard stops ``token_budget`` and ``timeout`` (no call may
 made after them) and when the graph's step limit leaves no room.
 
 Example:
-    >>> from langgraph_loop.core.stop import StopReason
-    >>> wants_response({"stop_reason": StopReason.COMPLETED, "remaining_steps": 5})
+    >>> from langgraph_loop.scripted import ScriptedChatModel
+    >>> s = LoopSettings.build(ScriptedChatModel())
+    >>> wants_response({"stop_reason": StopReason.COMPLETED, "remaining_steps": 5}, s)
     True
-    >>> wants_response({"stop_reason": StopReason.TOKEN_BUDGET})
+    >>> wants_response({"stop_reason": StopReason.TOKEN_BUDGET}, s)
     False
 """
 
@@ -24,42 +25,37 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
-from langgraph.runtime import Runtime
+from langgraph.runtime import get_runtime
 
-from langgraph_loop.core.effects import Invoke, Logic, as_structured
+from langgraph_loop.core import prompts
+from langgraph_loop.core.messages import RESPOND_NAME, as_structured, loop_message
+from langgraph_loop.core.records import add_usage, usage_of
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import LoopContext, LoopState, add_usage, usage_of
+from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import StopReason
-from langgraph_loop.nodes.base import LoopNode
-from langgraph_loop.nodes.request import build_request
+from langgraph_loop.nodes.model import build_request
 
-__all__ = ["RESPOND_INSTRUCTION", "RESPOND_NAME", "RespondNode", "wants_response"]
+__all__ = ["RespondNode", "wants_response"]
 
-RESPOND_NAME = "loop_respond"
-RESPOND_INSTRUCTION = (
-    "The task is over. Give your final answer to the original request now, in the required "
-    "structured format, based on the work above."
-)
 _NO_CALL_AFTER = {StopReason.TOKEN_BUDGET, StopReason.TIMEOUT}
 
 
-def wants_response(state: LoopState) -> bool:
+def wants_response(state: LoopState, settings: LoopSettings) -> bool:
     """After the router stopped: is a structured final turn due (and possible)?"""
     stop = state.get("stop_reason")
-    remaining = state.get("remaining_steps")
-    return stop is not None and stop not in _NO_CALL_AFTER and (remaining is None or remaining > 1)
+    return (stop is not None and stop not in _NO_CALL_AFTER
+            and settings.shape.can_respond(state.get("remaining_steps")))
 
 
-class RespondNode(LoopNode):
+class RespondNode:
     """The structured final turn (see module docstring)."""
 
     name = "respond"
 
     def __init__(self, settings: LoopSettings) -> None:
-        super().__init__(settings)
+        self.settings = settings
         try:
             self._structured = settings.model.with_structured_output(
                 settings.response_format, include_raw=True
@@ -69,17 +65,29 @@ class RespondNode(LoopNode):
                 "response_format: the model does not support with_structured_output"
             ) from exc
 
-    def logic(
-        self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
-    ) -> Logic:
-        settings = self.run_settings(runtime)
-        instruction = HumanMessage(RESPOND_INSTRUCTION, name=RESPOND_NAME)
-        request = build_request(state, settings, [instruction])
-        result = yield Invoke(self._structured, request,
-                             merge_configs(config, {"run_name": "respond"}))
-        reply = as_structured(result, "respond")
-        update: dict[str, Any] = {"structured_response": reply["parsed"]}
-        usage = usage_of(reply["raw"])
-        if usage is not None:
-            update["usage"] = add_usage(state.get("usage"), usage)
-        return update
+    def _request(self, state: LoopState) -> list[Any]:
+        settings = self.settings.for_runtime(get_runtime())
+        return build_request(state, settings, [loop_message(prompts.RESPOND, name=RESPOND_NAME)])
+
+    def invoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        """Sync entry point."""
+        result = self._structured.invoke(self._request(state), _named(config))
+        return _record(state, result)
+
+    async def ainvoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        """Async entry point."""
+        result = await self._structured.ainvoke(self._request(state), _named(config))
+        return _record(state, result)
+
+
+def _named(config: RunnableConfig) -> RunnableConfig:
+    return merge_configs(config, {"run_name": "respond"})
+
+
+def _record(state: LoopState, result: Any) -> dict[str, Any]:
+    reply = as_structured(result, "respond")
+    update: dict[str, Any] = {"structured_response": reply["parsed"]}
+    usage = usage_of(reply["raw"])
+    if usage is not None:
+        update["usage"] = add_usage(state.get("usage"), usage)
+    return update

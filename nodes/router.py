@@ -1,13 +1,22 @@
-"""The ``router`` node: the one place that ends a pass, records it, and decides.
+"""The ``router`` node: the one place that ends an iteration, records it, and decides.
 
-Every path to the end of a run goes through here: natural pass ends (continue or
-stop) and stops decided elsewhere (limits, loop detector), so every pass gets its
+Every path to the end of a run goes through here: natural iteration ends (continue or
+stop) and stops decided elsewhere (limits, loop detector), so every iteration gets its
 record and undelivered notices are dropped when a run ends.
 
-Deciding at the end of a pass (``decide``): with neither a predicate nor a judge the
-first natural completion ends the run (``completed``). On the capped pass neither
-is asked (``max_iterations``). The predicate is asked first; if it asks to continue
-the loop continues; if it says stop, the judge (when configured) decides.
+Deciding at the end of an iteration (``decide``): with neither a predicate nor a judge
+the first natural completion ends the run (``completed``). On the capped iteration
+neither is asked (``max_iterations``). The predicate is asked first; if it asks to
+continue the loop continues; if it says stop, the judge (when configured) decides.
+
+When the loop would otherwise continue, ``guard_at_iteration_end`` may still stop it, in
+order: the **time cap** (``timeout``), **budget pressure** once the model has seen the
+notice (``budget_pressure``), a **stall** over the run's records (``stalled``).
+
+The next iteration starts with a *continuation message* (``name="loop_continue"``): the
+default text (with the feedback from the predicate or the judge), ``next_message``'s or
+``prompt_factory``'s text. With ``inject_progress`` and a kept transcript only the latest
+progress entry is added: the transcript already holds the earlier iterations.
 
 Example:
     >>> decide(iteration=1, max_iterations=10, has_condition=False, predicate=None, verdict=None)
@@ -15,39 +24,46 @@ Example:
     >>> decide(iteration=2, max_iterations=5, has_condition=True, predicate=(True, "more"),
     ...        verdict=None)
     (None, 'more')
-    >>> decide(iteration=5, max_iterations=5, has_condition=True, predicate=None, verdict=None)
-    (<StopReason.MAX_ITERATIONS: 'max_iterations'>, None)
+    >>> print(with_progress("Go on.", ["read the file", "fixed the bug"], inject=True))
+    Progress so far:
+    2. fixed the bug
+    <BLANKLINE>
+    Go on.
 """
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.runtime import Runtime
+from langchain_core.messages import BaseMessage, HumanMessage
+from langgraph.runtime import get_runtime
 
-from langgraph_loop.core.effects import Call, Logic
-from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import LoopContext, LoopState
-from langgraph_loop.core.stop import StopReason
-from langgraph_loop.core.text import shorten
-from langgraph_loop.nodes.base import LoopNode, emit
-from langgraph_loop.nodes.continuation import (
-    CONTINUE_NAME,
-    DEFAULT_CONTINUE,
-    continuation_text,
-    loop_message,
-    resend_message,
-    with_progress,
+from langgraph_loop.core import prompts
+from langgraph_loop.core.callbacks import call_async, call_sync
+from langgraph_loop.core.messages import CONTINUE_NAME, iteration_messages, loop_message, shorten
+from langgraph_loop.core.records import (
+    IterationRecord,
+    answer_text,
+    build_record,
+    calls_of_iteration,
+    emit,
+    last_ai,
+    new_iteration,
 )
-from langgraph_loop.nodes.pass_end import explain_stop, guard_at_pass_end
-from langgraph_loop.nodes.passes import answer_text, build_record, calls_of_pass, last_ai, new_pass
-from langgraph_loop.nodes.request import pass_messages
-from langgraph_loop.nodes.steps import can_start_pass
+from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.state import LoopState, iteration_info
+from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, stop_update
+from langgraph_loop.nodes.limits import budget_pressure_guard, timeout_guard
+from langgraph_loop.nodes.stall import new_work_by_iteration, stall_guard
 
-__all__ = ["CONTINUE_NAME", "DEFAULT_CONTINUE", "RouterNode", "continuation_text", "decide",
-           "normalize_predicate"]
+__all__ = ["RouterNode", "continuation_message", "continuation_text", "current_record", "decide",
+           "default_message", "explain_stop", "guard_at_iteration_end", "normalize_predicate",
+           "resend_message", "with_progress"]
 
+
+# --- deciding --------------------------------------------------------------------------------
 
 def normalize_predicate(result: Any) -> tuple[bool, str | None]:
     """``should_continue`` may return a bool or ``(bool, feedback)``."""
@@ -67,7 +83,7 @@ def decide(
     predicate: tuple[bool, str | None] | None,
     verdict: dict[str, Any] | None,
 ) -> tuple[StopReason | None, str | None]:
-    """Stop reason (None = continue) and the feedback for the next pass."""
+    """Stop reason (None = continue) and the feedback for the next iteration."""
     if not has_condition:
         return StopReason.COMPLETED, None
     if max_iterations is not None and iteration >= max_iterations:
@@ -81,104 +97,276 @@ def decide(
     return StopReason.COMPLETED, predicate[1] if predicate else None
 
 
-class RouterNode(LoopNode):
-    """Record the pass; continue with a continuation message or end the run."""
+def current_record(state: LoopState) -> IterationRecord:
+    """The record of the iteration that is ending (without feedback and verdict)."""
+    iteration = state.get("iteration", 1)
+    return build_record(
+        iteration=iteration, info=iteration_info(state),
+        calls=calls_of_iteration(state.get("call_log") or [], iteration),
+        answer=answer_text(last_ai(state.get("messages") or [])),
+    )
+
+
+def guard_at_iteration_end(state: LoopState, settings: LoopSettings) -> Guard | None:
+    """Why a run that would continue must stop at this iteration end (None = continue)."""
+    found = timeout_guard(state, settings) or budget_pressure_guard(state, settings)
+    if found is not None or settings.stall_detection is None:
+        return found
+    records = [*(state.get("iterations") or []), current_record(state)]
+    return stall_guard(records, settings.stall_detection,
+                       new_work=new_work_by_iteration(state.get("call_log") or []))
+
+
+_END_REASONS = (StopReason.TIMEOUT, StopReason.BUDGET_PRESSURE, StopReason.STALLED)
+
+
+def explain_stop(state: LoopState, settings: LoopSettings, stop: StopReason | None) -> Guard | None:
+    """The guard that explains ``stop`` in the iteration record (None for ``completed``).
+
+    Example:
+        >>> from langgraph_loop.scripted import ScriptedChatModel
+        >>> s = LoopSettings.build(ScriptedChatModel(), max_iterations=2)
+        >>> explain_stop({"iteration": 2}, s, StopReason.MAX_ITERATIONS)
+        {'guard': 'max_iterations', 'reason': 'max_iterations', 'limit': 2, 'value': 2}
+    """
+    if stop is None or stop == StopReason.COMPLETED:
+        return None
+    stored = (state.get("run") or {}).get("guard")
+    if stored and stored.get("reason") == stop.value:
+        return Guard(**stored)  # type: ignore[typeddict-item]
+    if stop in _END_REASONS:
+        found = guard_at_iteration_end(state, settings)
+        if found is not None and found["reason"] == stop.value:
+            return found
+    if stop == StopReason.MAX_ITERATIONS:
+        return guard("max_iterations", stop, limit=settings.max_iterations,
+                     value=state.get("iteration", 1))
+    if stop == StopReason.STEP_LIMIT:
+        return limit_guard(stop, "recursion_limit", state.get("remaining_steps"))
+    return guard("router", stop)
+
+
+# --- the continuation message ----------------------------------------------------------------
+
+def default_message(feedback: str | None) -> str:
+    """The default continuation text, with the feedback when there is some.
+
+    Example:
+        >>> default_message(None)
+        'Continue working on the task. If it is complete, say so.'
+    """
+    return prompts.FEEDBACK.format(feedback=feedback, text=prompts.CONTINUE) if feedback else prompts.CONTINUE
+
+
+def with_progress(text: str, progress: Sequence[str], inject: bool) -> str:
+    """``text`` preceded by the latest progress entry (numbered by its iteration)."""
+    if not inject or not progress:
+        return text
+    lines = f"{len(progress)}. {progress[-1]}"
+    return f"{prompts.PROGRESS.format(lines=lines)}\n\n{text}"
+
+
+def continuation_text(feedback: str | None, progress: Sequence[str], inject: bool) -> str:
+    """The default continuation message's text."""
+    return with_progress(default_message(feedback), progress, inject)
+
+
+def continuation_message(content: str | list[Any]) -> HumanMessage:
+    """A continuation message (tagged, with an id)."""
+    return loop_message(content, name=CONTINUE_NAME, id=uuid.uuid4().hex)
+
+
+def resend_message(
+    previous: Sequence[BaseMessage] | None,
+    *,
+    request_id: str | None,
+    fresh_context: bool,
+    feedback: str | None,
+) -> HumanMessage:
+    """``next_message`` returned None: re-send the previous iteration's input.
+
+    Its content is kept as it was (multimodal included). With fresh context the
+    run's original request is already in every request, so re-sending it would
+    duplicate it: the default text is sent instead.
+
+    Example:
+        >>> first = HumanMessage("Write a haiku.", id="r1")
+        >>> resend_message([first], request_id="r1", fresh_context=False, feedback=None).content
+        'Write a haiku.'
+        >>> resend_message([first], request_id="r1", fresh_context=True, feedback=None).content
+        'Continue working on the task. If it is complete, say so.'
+    """
+    last = previous[0] if previous else None
+    if last is None or (fresh_context and last.id == request_id):
+        return continuation_message(default_message(feedback))
+    return continuation_message(last.content)
+
+
+# --- the node --------------------------------------------------------------------------------
+
+class _End:
+    """One iteration end, worked out step by step (pure; the node makes the callback calls)."""
+
+    def __init__(self, state: LoopState, settings: LoopSettings) -> None:
+        self.state, self.settings = state, settings
+        stored = state.get("stop_reason")
+        self.stop: StopReason | None = StopReason(stored) if stored is not None else None
+        self.feedback: str | None = None
+        iteration = state.get("iteration", 1)
+        self.has_condition = settings.should_continue is not None or settings.judge is not None
+        capped = settings.max_iterations is not None and iteration >= settings.max_iterations
+        self.predicate = iteration_info(state).get("predicate")
+        self.asks_predicate = (self.stop is None and self.has_condition and not capped
+                               and self.predicate is None and settings.should_continue is not None)
+        self.ask = self.stop is None and self.has_condition and not capped
+        self.record: IterationRecord = {}
+        self.progress: list[str] = []
+
+    def decide(self, asked: Any = None) -> None:
+        """The stop reason and feedback (``asked``: ``should_continue``'s answer)."""
+        if self.stop is not None:
+            return
+        predicate = None
+        if self.asks_predicate:
+            predicate = normalize_predicate(asked)
+        elif self.ask and self.predicate is not None:
+            predicate = bool(self.predicate["continue"]), self.predicate.get("feedback")
+        settings, state = self.settings, self.state
+        verdict = state.get("verdict") if settings.judge is not None else None
+        self.stop, self.feedback = decide(
+            iteration=state.get("iteration", 1), max_iterations=settings.max_iterations,
+            has_condition=self.has_condition, predicate=predicate, verdict=verdict)
+        if self.stop is None and not settings.shape.can_start_iteration(state.get("remaining_steps")):
+            self.stop = StopReason.STEP_LIMIT
+        if self.stop is None:  # time cap, budget-pressure wrap-up, stall
+            found = guard_at_iteration_end(state, settings)
+            self.stop = StopReason(found["reason"]) if found is not None else None
+
+    def log(self, entry: Any = None) -> None:
+        """Record the iteration (``entry``: ``record_feedback``'s answer, if asked)."""
+        state = self.state
+        if self.settings.record_feedback is not None:
+            text = None if entry is None else str(entry)
+        else:
+            text = shorten(answer_text(last_ai(state.get("messages") or [])), 300) or None
+        self.progress = list(state.get("progress") or []) + ([text] if text else [])
+        iteration = state.get("iteration", 1)
+        self.record = build_record(
+            iteration=iteration, info=iteration_info(state),
+            calls=calls_of_iteration(state.get("call_log") or [], iteration),
+            answer=answer_text(last_ai(state.get("messages") or [])), feedback=text,
+            verdict=state.get("verdict") if self.settings.judge is not None else None,
+            guard=explain_stop(state, self.settings, self.stop),
+        )
+
+    @property
+    def view(self) -> LoopState:
+        """The state the callbacks see (with this iteration's progress entry)."""
+        return {**self.state, "progress": self.progress}  # type: ignore[typeddict-item]
+
+    def ended(self, answer: Any) -> dict[str, Any]:
+        """The update once ``on_iteration_end`` answered (True stops: ``terminated``)."""
+        if answer is True and self.stop is None:
+            self.stop = StopReason.TERMINATED
+            self.record["guard"] = guard("hooks", self.stop)
+        emit(get_runtime(), {"event": "iteration_end", "record": self.record})
+        update: dict[str, Any] = {"iterations": [*(self.state.get("iterations") or []), self.record],
+                                  "progress": self.progress}
+        if self.stop is not None:
+            why = self.record["guard"] or guard("router", self.stop)
+            update.update(stop_update(self.state.get("run") or {}, why), pending_notices=[])
+            emit(get_runtime(), {"event": "stop", "reason": self.stop.value,
+                                 "iteration": self.record["iteration"], "guard": self.record["guard"]})
+        return update
+
+    @property
+    def inject(self) -> bool:
+        return self.settings.inject_progress and not self.settings.fresh_context
+
+    def continuation(self, text: Any, asked: bool) -> HumanMessage:
+        """The next iteration's input (``text``: the callback's answer, when ``asked``)."""
+        if not asked:
+            return continuation_message(continuation_text(self.feedback, self.progress, self.inject))
+        if text is None and self.settings.prompt_factory is None:
+            start = iteration_info(self.state).get("start_id")
+            previous = iteration_messages(self.state.get("messages") or [], start)[:1] if start else []
+            return resend_message(previous, request_id=(self.state.get("run") or {}).get("request_id"),
+                                  fresh_context=self.settings.fresh_context, feedback=self.feedback)
+        return continuation_message(with_progress(str(text), self.progress, self.inject))
+
+    def next_iteration(self, update: dict[str, Any], message: HumanMessage) -> dict[str, Any]:
+        """The update that starts the next iteration with ``message``."""
+        update.update(messages=[message], iteration=self.state.get("iteration", 1) + 1,
+                      iteration_info=new_iteration(message.id), verdict=None)
+        return update
+
+    def start_view(self, update: dict[str, Any]) -> LoopState:
+        """What ``on_iteration_start`` sees."""
+        messages = [*(self.state.get("messages") or []), *update["messages"]]
+        return {**self.view, **update, "messages": messages}  # type: ignore[typeddict-item]
+
+
+class RouterNode:
+    """Record the iteration; continue with a continuation message or end the run."""
 
     name = "router"
 
-    def _predicate(self, state: LoopState, settings: LoopSettings) -> Logic:
-        stored = (state.get("pass_info") or {}).get("predicate")
-        if stored is not None:
-            return bool(stored["continue"]), stored.get("feedback")
-        if settings.should_continue is None:
-            return None
-        result = yield Call(settings.should_continue, (state,), name="should_continue")
-        return normalize_predicate(result)
+    def __init__(self, settings: LoopSettings) -> None:
+        self.settings = settings
 
-    def _decision(self, state: LoopState, settings: LoopSettings) -> Logic:
-        iteration = state.get("iteration", 1)
-        has_condition = settings.should_continue is not None or settings.judge is not None
-        capped = settings.max_iterations is not None and iteration >= settings.max_iterations
-        predicate = None
-        if has_condition and not capped:
-            predicate = yield from self._predicate(state, settings)
-        verdict = state.get("verdict") if settings.judge is not None else None
-        stop, feedback = decide(iteration=iteration, max_iterations=settings.max_iterations,
-                                has_condition=has_condition, predicate=predicate,
-                                verdict=verdict)
-        if stop is None and not can_start_pass(state.get("remaining_steps"), settings):
-            stop = StopReason.STEP_LIMIT
-        if stop is None:  # time cap, budget-pressure wrap-up, stall (nodes/pass_end.py)
-            guard = guard_at_pass_end(state, settings)
-            stop = StopReason(guard["reason"]) if guard is not None else None
-        return stop, feedback
+    def _continuation_call(self, end: _End) -> tuple[Any, tuple[Any, ...], str] | None:
+        """The callback that writes the next input: ``prompt_factory`` or ``next_message``."""
+        settings = end.settings
+        if settings.prompt_factory is not None:
+            return settings.prompt_factory, (end.view,), "prompt_factory"
+        if settings.next_message is not None:
+            return settings.next_message, (end.view, end.feedback), "next_message"
+        return None
 
-    def _feedback(self, state: LoopState, settings: LoopSettings, feedback: str | None) -> Logic:
-        if settings.record_feedback is not None:
-            entry = yield Call(settings.record_feedback, (state, feedback), name="record_feedback")
-            return None if entry is None else str(entry)
-        return shorten(answer_text(last_ai(state.get("messages") or [])), 300) or None
-
-    def logic(
-        self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
-    ) -> Logic:
-        settings = self.run_settings(runtime)
-        stored = state.get("stop_reason")
-        stop = StopReason(stored) if stored is not None else None
-        feedback: str | None = None
-        if stop is None:
-            stop, feedback = yield from self._decision(state, settings)
-        entry = yield from self._feedback(state, settings, feedback)
-        progress = list(state.get("progress") or []) + ([entry] if entry else [])
-        record = build_record(
-            iteration=state.get("iteration", 1), pass_info=state.get("pass_info") or {},
-            calls=calls_of_pass(state.get("call_log") or [], state.get("iteration", 1)),
-            answer=answer_text(last_ai(state.get("messages") or [])), feedback=entry,
-            verdict=state.get("verdict") if settings.judge is not None else None,
-            guard=explain_stop(state, settings, stop),
-        )
-        view: LoopState = {**state, "progress": progress}  # type: ignore[typeddict-item]
-        hook = settings.hooks.on_iteration_end
-        if hook is not None:
-            ended = yield Call(hook, (dict(record), view), name="hooks.on_iteration_end")
-            if ended is True and stop is None:
-                stop = StopReason.TERMINATED
-                record["guard"] = {"guard": "hooks", "reason": stop.value}
-        emit(runtime, {"event": "iteration_end", "record": record})
-        update: dict[str, Any] = {"iterations": [*(state.get("iterations") or []), record],
-                                  "progress": progress}
-        if stop is not None:
-            update.update(stop_reason=stop, pending_notices=[])
-            emit(runtime, {"event": "stop", "reason": stop, "iteration": record["iteration"],
-                           "guard": record["guard"]})
+    def invoke(self, state: LoopState) -> dict[str, Any]:
+        """Sync entry point."""
+        end = _End(state, self.settings.for_runtime(get_runtime()))
+        hooks = end.settings.hooks
+        predicate = end.settings.should_continue
+        end.decide(call_sync(predicate, state, name="should_continue")
+                   if predicate is not None and end.asks_predicate else None)
+        feedback = end.settings.record_feedback
+        end.log(call_sync(feedback, state, end.feedback, name="record_feedback")
+                if feedback is not None else None)
+        update = end.ended(call_sync(hooks.on_iteration_end, dict(end.record), end.view,
+                                     name="hooks.on_iteration_end")
+                           if hooks.on_iteration_end is not None else None)
+        if end.stop is not None:
             return update
-        continuation = yield from self._continuation(view, settings, feedback)
-        next_pass = new_pass(continuation.id)
-        update.update(messages=[continuation], iteration=state.get("iteration", 1) + 1,
-                      pass_info=next_pass, verdict=None)
-        hook = settings.hooks.on_iteration_start
-        if hook is not None:
-            messages = [*(state.get("messages") or []), continuation]
-            yield Call(hook, ({**view, **update, "messages": messages},),
-                       name="hooks.on_iteration_start")
-        emit(runtime, {"event": "iteration_start", "iteration": update["iteration"]})
+        call = self._continuation_call(end)
+        text = call_sync(call[0], *call[1], name=call[2]) if call is not None else None
+        update = end.next_iteration(update, end.continuation(text, call is not None))
+        if hooks.on_iteration_start is not None:
+            call_sync(hooks.on_iteration_start, end.start_view(update),
+                      name="hooks.on_iteration_start")
+        emit(get_runtime(), {"event": "iteration_start", "iteration": update["iteration"]})
         return update
 
-    def _continuation(self, state: LoopState, settings: LoopSettings,
-                      feedback: str | None) -> Logic:
-        """The next pass's input: prompt_factory, next_message or the default text."""
-        progress = list(state.get("progress") or [])
-        inject = settings.inject_progress and not settings.fresh_context
-        if settings.prompt_factory is not None:
-            text = yield Call(settings.prompt_factory, (state,), name="prompt_factory")
-            return loop_message(with_progress(str(text), progress, inject))
-        if settings.next_message is None:
-            return loop_message(continuation_text(feedback, progress, inject))
-        text = yield Call(settings.next_message, (state, feedback), name="next_message")
-        if text is None:
-            run = state.get("run") or {}
-            start = (state.get("pass_info") or {}).get("start_id")
-            previous = pass_messages(state.get("messages") or [], start)[:1] if start else []
-            return resend_message(previous, request_id=run.get("request_id"),
-                                  fresh_context=settings.fresh_context, feedback=feedback)
-        return loop_message(with_progress(str(text), progress, inject))
+    async def ainvoke(self, state: LoopState) -> dict[str, Any]:
+        """Async entry point."""
+        end = _End(state, self.settings.for_runtime(get_runtime()))
+        hooks = end.settings.hooks
+        predicate = end.settings.should_continue
+        end.decide(await call_async(predicate, state, name="should_continue")
+                   if predicate is not None and end.asks_predicate else None)
+        feedback = end.settings.record_feedback
+        end.log(await call_async(feedback, state, end.feedback, name="record_feedback")
+                if feedback is not None else None)
+        update = end.ended(await call_async(hooks.on_iteration_end, dict(end.record), end.view,
+                                            name="hooks.on_iteration_end")
+                           if hooks.on_iteration_end is not None else None)
+        if end.stop is not None:
+            return update
+        call = self._continuation_call(end)
+        text = await call_async(call[0], *call[1], name=call[2]) if call is not None else None
+        update = end.next_iteration(update, end.continuation(text, call is not None))
+        if hooks.on_iteration_start is not None:
+            await call_async(hooks.on_iteration_start, end.start_view(update),
+                             name="hooks.on_iteration_start")
+        emit(get_runtime(), {"event": "iteration_start", "iteration": update["iteration"]})
+        return update

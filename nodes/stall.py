@@ -1,7 +1,7 @@
-"""Stall detection: passes that repeat themselves without new work (``StallDetection``).
+"""Stall detection: iterations that repeat themselves without new work (``StallDetection``).
 
-The router asks it at a pass end, when the loop would otherwise continue. Rules, over
-the last ``consecutive`` passes (the current one included):
+The router asks it at an iteration end, when the loop would otherwise continue. Rules, over
+the last ``consecutive`` iterations (the current one included):
 
 * *repeated answer*: they all end with the same answer text (whitespace and case
   ignored), or
@@ -11,9 +11,9 @@ the last ``consecutive`` passes (the current one included):
   pair within the tolerance of the smaller one; no drift through a chain of
   small steps),
 
-and in every case none of those passes after the first (the baseline the others
+and in every case none of those iterations after the first (the baseline the others
 repeat) did *new work*: a tool call (name, arguments, result) that ran and that no
-earlier pass of the run made. Growing work is never a stall, whatever the token
+earlier iteration of the run made. Growing work is never a stall, whatever the token
 counts or the answer text say.
 
 Example:
@@ -36,10 +36,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langgraph_loop.core.config import StallDetection
-from langgraph_loop.core.records import Guard, IterationRecord, LoggedCall
-from langgraph_loop.core.stop import StopReason
+from langgraph_loop.core.records import IterationRecord, LoggedCall
+from langgraph_loop.core.stop import Guard, StopReason, guard
 
-__all__ = ["flat_tokens", "new_work_by_pass", "stall_guard"]
+__all__ = ["flat_tokens", "new_work_by_iteration", "stall_guard"]
 
 _RAN = ("success", "error")
 
@@ -56,8 +56,8 @@ def _call_key(call: Mapping[str, Any]) -> str:
     return f"{call.get('name')}|{args}|{call.get('result_hash')}"
 
 
-def new_work_by_pass(log: Sequence[LoggedCall]) -> dict[int, bool]:
-    """For each pass of the run's call log: did it run a call no earlier pass made?
+def new_work_by_iteration(log: Sequence[LoggedCall]) -> dict[int, bool]:
+    """For each iteration of the run's call log: did it run a call no earlier one made?
 
     Example:
         >>> log = [{"name": "s", "args": {"q": 1}, "status": "success", "iteration": 1,
@@ -66,19 +66,19 @@ def new_work_by_pass(log: Sequence[LoggedCall]) -> dict[int, bool]:
         ...         "result_hash": "a"},
         ...        {"name": "s", "args": {"q": 1}, "status": "success", "iteration": 3,
         ...         "result_hash": "b"}]
-        >>> new_work_by_pass(log)
+        >>> new_work_by_iteration(log)
         {1: True, 2: False, 3: True}
     """
-    by_pass: dict[int, set[str]] = {}
+    by_iteration: dict[int, set[str]] = {}
     for call in log:
-        keys = by_pass.setdefault(int(call.get("iteration", 0)), set())
+        keys = by_iteration.setdefault(int(call.get("iteration", 0)), set())
         if call.get("status") in _RAN:
             keys.add(_call_key(call))
     seen: set[str] = set()
     out: dict[int, bool] = {}
-    for iteration in sorted(by_pass):
-        out[iteration] = bool(by_pass[iteration] - seen)
-        seen |= by_pass[iteration]
+    for iteration in sorted(by_iteration):
+        out[iteration] = bool(by_iteration[iteration] - seen)
+        seen |= by_iteration[iteration]
     return out
 
 
@@ -95,18 +95,18 @@ def stall_guard(
     if len(window) < config.consecutive:
         return None
     if any(new_work.get(int(r.get("iteration", 0))) for r in window[1:]):
-        return None  # the first pass of the window is the baseline the others repeat
+        return None  # the first iteration of the window is the baseline the others repeat
     totals = [int((r.get("usage") or {}).get("total_tokens", 0)) for r in window]
     n = len(window)
     if _same(window, "answer_hash"):
-        layer, detail = "answer", f"the last {n} passes gave the same answer"
+        layer, detail = "answer", f"the last {n} iterations gave the same answer"
     elif _same(window, "work_hash"):
-        layer, detail = "work", f"the last {n} passes repeated the same tool calls with the same results"
+        layer, detail = "work", f"the last {n} iterations repeated the same tool calls with the same results"
     elif flat_tokens(totals, tolerance=config.tolerance):
         layer = "tokens"
-        detail = (f"the last {n} passes used nearly the same tokens ({totals}, "
+        detail = (f"the last {n} iterations used nearly the same tokens ({totals}, "
                   f"tolerance {config.tolerance:.0%}) without new work")
     else:
         return None
-    return {"guard": "stall_detection", "reason": StopReason.STALLED.value, "layer": layer,
-            "passes": [r.get("iteration") for r in window], "totals": totals, "detail": detail}
+    return guard("stall_detection", StopReason.STALLED, layer=layer,
+                 passes=[r.get("iteration") for r in window], totals=totals, detail=detail)

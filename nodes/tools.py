@@ -25,27 +25,32 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import functools
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import ContextThreadPoolExecutor
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
-from langgraph.runtime import Runtime
+from langgraph.func import task
+from langgraph.runtime import get_runtime
 from langgraph.types import Command
 
+from langgraph_loop.core import prompts
+from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.compat import durable
-from langgraph_loop.core.effects import Call, Logic, Parallel, Tasks
-from langgraph_loop.core.pairing import unanswered_tail
+from langgraph_loop.core.messages import unanswered_tail
+from langgraph_loop.core.records import emit
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import CallRecord, LoopContext, LoopState
-from langgraph_loop.core.stop import StopReason
-from langgraph_loop.nodes.approval import apply_review, mark_edited
-from langgraph_loop.nodes.base import LoopNode, emit
-from langgraph_loop.nodes.limits import limit_guard
-from langgraph_loop.nodes.signatures import content_hash
+from langgraph_loop.core.state import CallRecord, LoopState, iteration_info
+from langgraph_loop.core.stop import StopReason, limit_guard, stop_update
+from langgraph_loop.nodes.approval import Reviewed, apply_review, mark_edited
+from langgraph_loop.nodes.detector_state import content_hash
 
 __all__ = ["TASK_NAME", "ToolsNode", "atask_call", "atool_call", "cap_output",
            "plan_calls", "task_call", "tool_call"]
@@ -71,14 +76,12 @@ def plan_calls(
         if rejected and str(call.get("id")) in rejected:
             plans.append(("reject", rejected[str(call.get("id"))]))
         elif name not in known:
-            plans.append(("refuse", f"Error: unknown tool {name!r}. "
-                                    f"Available tools: {', '.join(sorted(known)) or 'none'}."))
+            plans.append(("refuse", prompts.UNKNOWN_TOOL.format(
+                name=repr(name), available=", ".join(sorted(known)) or "none")))
         elif allowed is not None and name not in allowed:
-            plans.append(("refuse", f"Error: tool {name!r} is not available at this point "
-                                    "of the task; it was not run."))
+            plans.append(("refuse", prompts.NOT_OFFERED.format(name=repr(name))))
         elif left is not None and left <= 0:
-            plans.append(("refuse", "Error: tool call limit for this run reached; "
-                                    "this call was not run."))
+            plans.append(("refuse", prompts.TOOL_LIMIT))
         else:
             left = None if left is None else left - 1
             plans.append(("run", None))
@@ -89,8 +92,7 @@ def cap_output(content: Any, limit: int | None) -> Any:
     """Cut a string output longer than ``limit`` characters, saying so."""
     if limit is None or not isinstance(content, str) or len(content) <= limit:
         return content
-    return (content[:limit] + f"\n\n[output truncated: {len(content)} characters, "
-            f"the first {limit} are shown]")
+    return content[:limit] + prompts.OUTPUT_TRUNCATED.format(length=len(content), limit=limit)
 
 
 def _error_message(call: dict[str, Any], text: str) -> ToolMessage:
@@ -101,8 +103,8 @@ def _error_message(call: dict[str, Any], text: str) -> ToolMessage:
 def _describe(exc: Exception, call: dict[str, Any]) -> str:
     kind = type(exc).__name__
     if kind == "ValidationError":
-        return f"Error: invalid arguments for tool {call.get('name')!r}: {exc}"
-    return f"Error: tool {call.get('name')!r} raised {kind}: {exc}"
+        return prompts.INVALID_ARGS.format(name=repr(call.get("name")), error=exc)
+    return prompts.TOOL_RAISED.format(name=repr(call.get("name")), kind=kind, error=exc)
 
 
 def _outcome(result: Any, started: float) -> tuple[Any, float]:
@@ -162,67 +164,142 @@ def _for_tool(config: RunnableConfig) -> RunnableConfig:
     return {k: v for k, v in config.items() if k not in ("run_name", "run_id")}  # type: ignore[return-value]
 
 
-def _runners(tool: BaseTool, call: dict[str, Any], config: RunnableConfig) -> Any:
-    return (lambda: tool_call(tool, call, config)), (lambda: atool_call(tool, call, config))
+@functools.cache
+def _as_task(fn: Any) -> Any:
+    return task(fn)
 
 
-class ToolsNode(LoopNode):
+def _settled(results: Sequence[Any]) -> list[Any]:
+    """Results once every call has finished; the first failure is raised after that.
+
+    Waiting for all means no call is left running when the step fails, so every call
+    that finished has its result saved and none runs twice on resume.
+    """
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return list(results)
+
+
+def _run_sync(tools: Sequence[tuple[BaseTool, dict[str, Any]]], config: RunnableConfig,
+              saved: bool) -> list[tuple[Any, float]]:
+    """Run the calls, concurrently when several: as LangGraph tasks when ``saved``."""
+    if saved:
+        futures = [_as_task(task_call)(tool, call) for tool, call in tools]  # stable task ids
+        concurrent.futures.wait(futures)
+        done = _settled([f.exception() or f.result() for f in futures])
+        return [(o["message"], o["duration_s"]) for o in done]
+    if len(tools) <= 1:
+        return [tool_call(tool, call, config) for tool, call in tools]
+    with ContextThreadPoolExecutor(max_workers=min(len(tools), 16)) as pool:
+        running = [pool.submit(tool_call, tool, call, config) for tool, call in tools]
+        return [f.result() for f in running]
+
+
+async def _run_async(tools: Sequence[tuple[BaseTool, dict[str, Any]]], config: RunnableConfig,
+                     saved: bool) -> list[tuple[Any, float]]:
+    """Async ``_run_sync``."""
+    if saved:
+        done = _settled(await asyncio.gather(*(_as_task(atask_call)(tool, call)
+                                               for tool, call in tools), return_exceptions=True))
+        return [(o["message"], o["duration_s"]) for o in done]
+    if len(tools) == 1:
+        return [await atool_call(tools[0][0], tools[0][1], config)]
+    return _settled(await asyncio.gather(*(atool_call(tool, call, config) for tool, call in tools),
+                                         return_exceptions=True))
+
+
+class _Batch:
+    """The pending calls of the newest reply, planned (pure)."""
+
+    def __init__(self, state: LoopState, settings: LoopSettings, by_name: Mapping[str, BaseTool],
+                 config: RunnableConfig) -> None:
+        self.state, self.settings = state, settings
+        messages = state.get("messages") or []
+        index, pending = unanswered_tail(messages)
+        ai = messages[index] if index >= 0 else None
+        self.empty = not isinstance(ai, AIMessage) or not pending
+        if not isinstance(ai, AIMessage) or self.empty:
+            return
+        self.run: dict[str, Any] = dict(state.get("run") or {})
+        calls = [dict(c) for c in ai.tool_calls if c.get("id") in pending]
+        self.invalid = [dict(c) for c in ai.invalid_tool_calls if c.get("id") in pending]
+        review = state.get("review") or self.run.pop("review", None)  # 0.2 kept it in run
+        self.reviewed = (Reviewed(calls=calls) if settings.approval is None else
+                         apply_review(calls, review, message_id=ai.id, gated=settings.approval.tools))
+        self.calls = self.reviewed.calls
+        cap = settings.limits.max_tool_calls
+        allowance = None if cap is None else cap - self.run.get("tool_calls", 0)
+        offered = iteration_info(state).get("offered")
+        self.plans = plan_calls(self.calls, known=set(by_name), offered=offered,
+                                allowance=allowance, rejected=self.reviewed.refusals)
+        self.runnable = [c for c, (action, _) in zip(self.calls, self.plans, strict=True)
+                         if action == "run"]
+        self.tools = [(by_name[c["name"]], c) for c in self.runnable]
+        per_call = len(self.runnable) > 1 or settings.hooks.on_tool_call is not None
+        self.saved = bool(self.runnable) and per_call and durable(config)
+
+
+class ToolsNode:
     """Execute the pending tool calls (see module docstring)."""
 
     name = "tools"
 
     def __init__(self, settings: LoopSettings) -> None:
-        super().__init__(settings)
+        self.settings = settings
         self.by_name = {t.name: t for t in settings.tools}
 
-    def logic(
-        self, state: LoopState, config: RunnableConfig, runtime: Runtime[LoopContext] | None
-    ) -> Logic:
-        settings = self.run_settings(runtime)
-        messages = state.get("messages") or []
-        index, pending = unanswered_tail(messages)
-        ai = messages[index] if index >= 0 else None
-        if not isinstance(ai, AIMessage) or not pending:
+    def _batch(self, state: LoopState, config: RunnableConfig) -> _Batch:
+        return _Batch(state, self.settings.for_runtime(get_runtime()), self.by_name, config)
+
+    def invoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        """Sync entry point."""
+        batch = self._batch(state, config)
+        if batch.empty:
             return {}
-        run: dict[str, Any] = dict(state.get("run") or {})
-        calls: list[dict[str, Any]] = [dict(c) for c in ai.tool_calls if c.get("id") in pending]
-        invalid: list[dict[str, Any]] = [
-            dict(c) for c in ai.invalid_tool_calls if c.get("id") in pending
-        ]
-        reviewed = apply_review(calls, run.pop("review", None), message_id=ai.id,
-                                gated=settings.approval.tools if settings.approval else ())
-        calls = reviewed.calls
-        cap = settings.limits.max_tool_calls
-        allowance = None if cap is None else cap - run.get("tool_calls", 0)
-        offered = (state.get("pass_info") or {}).get("offered")
-        plans = plan_calls(calls, known=set(self.by_name), offered=offered, allowance=allowance,
-                           rejected=reviewed.refusals)
-        runnable = [c for c, (action, _) in zip(calls, plans, strict=True) if action == "run"]
-        per_call = len(runnable) > 1 or settings.hooks.on_tool_call is not None
-        if runnable and per_call and durable(config):
-            saved = yield Tasks(task_call, atask_call,
-                                [(self.by_name[c["name"]], c) for c in runnable])
-            outcomes = [(o["message"], o["duration_s"]) for o in saved]
-        else:
-            outcomes = yield Parallel([_runners(self.by_name[c["name"]], c, config)
-                                       for c in runnable])
-        results: dict[str, tuple[Any, float]] = dict(
-            zip([c["id"] for c in runnable], outcomes, strict=True))
-        update = self._assemble(state, settings, calls, plans, results, invalid)
-        mark_edited(update["messages"], reviewed)
-        run["tool_calls"] = run.get("tool_calls", 0) + len(runnable)
-        update["run"] = run
-        if cap is not None and run["tool_calls"] >= cap and state.get("stop_reason") is None:
-            update["stop_reason"] = StopReason.MAX_TOOL_CALLS
-            run["guard"] = limit_guard(StopReason.MAX_TOOL_CALLS, cap, run["tool_calls"])
-        hook = settings.hooks.on_tool_call
-        for logged in update["call_log"]:
-            record: CallRecord = {"name": logged["name"], "args": logged["args"],
-                                  "status": logged["status"], "duration_s": logged["duration_s"],
-                                  "iteration": logged["iteration"]}
+        update = self._finish(batch, _run_sync(batch.tools, config, batch.saved))
+        hook = batch.settings.hooks.on_tool_call
+        for record in self._records(update):
             if hook is not None:
-                yield Call(hook, (record,), name="hooks.on_tool_call")
-            emit(runtime, {"event": "tool_call", **record})
+                call_sync(hook, record, name="hooks.on_tool_call")
+            emit(get_runtime(), {"event": "tool_call", **record})
+        return update
+
+    async def ainvoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        """Async entry point."""
+        batch = self._batch(state, config)
+        if batch.empty:
+            return {}
+        update = self._finish(batch, await _run_async(batch.tools, config, batch.saved))
+        hook = batch.settings.hooks.on_tool_call
+        for record in self._records(update):
+            if hook is not None:
+                await call_async(hook, record, name="hooks.on_tool_call")
+            emit(get_runtime(), {"event": "tool_call", **record})
+        return update
+
+    @staticmethod
+    def _records(update: Mapping[str, Any]) -> list[CallRecord]:
+        return [{"name": logged["name"], "args": logged["args"], "status": logged["status"],
+                 "duration_s": logged["duration_s"], "iteration": logged["iteration"]}
+                for logged in update["call_log"]]
+
+    def _finish(self, batch: _Batch, outcomes: Sequence[tuple[Any, float]]) -> dict[str, Any]:
+        """The update: the ToolMessages, the call log, the run's count and a cap stop."""
+        results = dict(zip([c["id"] for c in batch.runnable], outcomes, strict=True))
+        update = self._assemble(batch.state, batch.settings, batch.calls, batch.plans, results,
+                                batch.invalid)
+        if batch.reviewed.edited:
+            mark_edited(update["messages"], batch.reviewed)
+        run = batch.run
+        run["tool_calls"] = run.get("tool_calls", 0) + len(batch.runnable)
+        update["run"] = run
+        if batch.state.get("review") is not None:
+            update["review"] = None  # consumed
+        cap = batch.settings.limits.max_tool_calls
+        if cap is not None and run["tool_calls"] >= cap and batch.state.get("stop_reason") is None:
+            update.update(stop_update(run, limit_guard(StopReason.MAX_TOOL_CALLS, cap,
+                                                       run["tool_calls"])))
         return update
 
     def _assemble(
@@ -253,8 +330,8 @@ class ToolsNode(LoopNode):
                             "duration_s": duration, "iteration": iteration,
                             "result_hash": content_hash(message.content)})  # type: ignore[typeddict-unknown-key]
         for bad in invalid:
-            text = (f"Error: the arguments of this call to {bad.get('name')!r} are not valid "
-                    f"JSON ({bad.get('error') or 'could not be parsed'}); it was not run.")
+            text = prompts.INVALID_JSON.format(name=repr(bad.get("name")),
+                                               error=bad.get("error") or "could not be parsed")
             messages.append(_error_message(bad, text))
             records.append({"name": str(bad.get("name")), "args": {"raw": bad.get("args")},
                             "status": "invalid", "duration_s": 0.0, "iteration": iteration})

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
-from langgraph_loop.core.pairing import check_pairing
+from langgraph_loop.core.messages import check_pairing
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.openai_server import OpenAIServer
 from tests.support.openai_server import check_pairing as check_wire_pairing

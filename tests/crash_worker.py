@@ -28,7 +28,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 
 from langgraph_loop import LoopDetection, create_loop_agent
-from langgraph_loop.core.pairing import check_pairing, unanswered_tail
+from langgraph_loop.core.messages import check_pairing, unanswered_tail
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.savers import async_saver, sync_saver
 

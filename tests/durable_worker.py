@@ -102,7 +102,7 @@ def snapshot(agent: Any, config: RunnableConfig) -> dict[str, Any]:
         "usage": values.get("usage"),
         "auto_rounds": run.get("auto_rounds"),
         "tool_calls": run.get("tool_calls"),
-        "review": run.get("review"),
+        "review": values.get("review"),
         "pending_notices": [n["source"] for n in values.get("pending_notices") or []],
         "todos": values.get("todos"),
         "progress": values.get("progress"),

@@ -9,7 +9,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.types import Command
 
-from langgraph_loop.core.pairing import check_pairing
+from langgraph_loop.core.messages import check_pairing
 
 EXECUTED: list[str] = []
 

@@ -31,7 +31,7 @@ from langchain_core.messages import messages_from_dict
 from langgraph_sdk import get_client, get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
-from langgraph_loop.core.pairing import check_pairing
+from langgraph_loop.core.messages import check_pairing
 from tests.support import server_checks as checks
 from tests.support.aegra import AegraProcess, server_env, server_venv, serving, write_config
 from tests.support.postgres import free_port, fresh_database

@@ -23,8 +23,7 @@ from pydantic import SecretStr
 
 from langgraph_loop import Judge, Limits, LoopDetection, create_loop_agent
 from langgraph_loop.core.callbacks import CallbackError
-from langgraph_loop.core.notices import NOTICE_NAME
-from langgraph_loop.core.pairing import check_pairing
+from langgraph_loop.core.messages import NOTICE_NAME, check_pairing
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.helpers import add
 from tests.support.openai_server import OpenAIServer, error, text, tool_calls

@@ -21,7 +21,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_loop import LoopDetection, StopReason, create_loop_agent
-from langgraph_loop.core.pairing import check_pairing
+from langgraph_loop.core.messages import check_pairing
 from langgraph_loop.scripted import ScriptedChatModel
 
 BACKENDS = ["memory", "sqlite", "postgres"]

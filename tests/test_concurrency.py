@@ -26,7 +26,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_loop import LoopDetection, create_loop_agent
-from langgraph_loop.core.notices import NOTICE_NAME
+from langgraph_loop.core.messages import NOTICE_NAME
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.postgres import fresh_database
 

@@ -18,8 +18,9 @@ from langgraph_loop import (
     todos_remaining_message,
     write_todos,
 )
-from langgraph_loop.nodes.continuation import CONTINUE_NAME, DEFAULT_CONTINUE
-from langgraph_loop.nodes.respond import RESPOND_INSTRUCTION
+from langgraph_loop.core.messages import CONTINUE_NAME
+from langgraph_loop.core.prompts import CONTINUE as DEFAULT_CONTINUE
+from langgraph_loop.core.prompts import RESPOND as RESPOND_INSTRUCTION
 from langgraph_loop.scripted import ScriptedChatModel
 
 

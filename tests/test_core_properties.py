@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 
 from langgraph_loop import Limits, LoopDetection, create_loop_agent
-from langgraph_loop.core.pairing import check_pairing
+from langgraph_loop.core.messages import check_pairing
 from langgraph_loop.scripted import ScriptedChatModel, repeat
 from tests import helpers
 from tests.helpers import add, boom

@@ -14,7 +14,7 @@ from langchain_core.tools import StructuredTool
 
 from langgraph_loop.core.config import ArgPolicy, LoopDetection
 from langgraph_loop.nodes.detection import Observation, cycle_of, observe
-from langgraph_loop.nodes.signatures import call_signature, response_signature, sign_calls
+from langgraph_loop.nodes.detector_state import call_signature, response_signature, sign_calls
 
 _IDS = itertools.count(1)
 Calls = Sequence[tuple[str, dict[str, Any]]]

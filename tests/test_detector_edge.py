@@ -13,7 +13,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_loop import LoopDetection, StopReason, create_loop_agent
 from langgraph_loop.nodes.detection import observe
-from langgraph_loop.nodes.detector_replay import results_before, state_before
+from langgraph_loop.nodes.loop_detector import DetectorMemo, results_before
 from langgraph_loop.scripted import ScriptedChatModel
 
 
@@ -110,6 +110,7 @@ def test_the_state_derived_from_the_transcript_is_the_state_built_reply_by_reply
     for i, message in enumerate(messages[:-1]):
         if isinstance(message, AIMessage) and i > 2:  # replies of the current run only
             expected = observe(expected, message, results_before(messages, i), config).state
+    state_before = DetectorMemo().state_before
     fresh = {"id": uuid.uuid4().hex, "request_id": "h1"}  # not seen: replayed from h1
     assert state_before(messages, fresh, config) == expected
     assert state_before(messages, fresh, config) is state_before(messages, fresh, config)

@@ -9,17 +9,19 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from langgraph_loop import Judge, JudgeVerdict, StopReason, create_loop_agent
-from langgraph_loop.nodes.continuation import CONTINUE_NAME, DEFAULT_CONTINUE
-from langgraph_loop.nodes.judge import INTRO, QUESTION
-from langgraph_loop.nodes.request import criteria_instruction
-from langgraph_loop.nodes.verdict import (
-    DEFAULT_JUDGE_INSTRUCTIONS,
+from langgraph_loop.core.messages import CONTINUE_NAME
+from langgraph_loop.core.prompts import CONTINUE as DEFAULT_CONTINUE
+from langgraph_loop.core.prompts import JUDGE_INSTRUCTIONS as DEFAULT_JUDGE_INSTRUCTIONS
+from langgraph_loop.core.prompts import JUDGE_INTRO as INTRO
+from langgraph_loop.core.prompts import JUDGE_QUESTION as QUESTION
+from langgraph_loop.nodes.judge import (
     REASONING_LIMIT,
     criteria_block,
     judge_instructions,
     parse_text_verdict,
     resolve_verdict,
 )
+from langgraph_loop.nodes.model import criteria_instruction
 from langgraph_loop.scripted import ScriptedChatModel
 
 

@@ -9,12 +9,17 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import tool
 
 from langgraph_loop import BudgetPressure, Limits, StopReason, create_loop_agent
-from langgraph_loop.core.config import DEFAULT_PRESSURE_INSTRUCTION
+from langgraph_loop.core import records as nodes_records
+from langgraph_loop.core.prompts import BUDGET_PRESSURE as DEFAULT_PRESSURE_INSTRUCTION
 from langgraph_loop.nodes import limits as nodes_limits
-from langgraph_loop.nodes import passes as nodes_records
 from langgraph_loop.nodes import prepare as nodes_prepare
-from langgraph_loop.nodes.budget_pressure import budget_pressure_guard, pressure_due, pressure_seen
-from langgraph_loop.nodes.limits import check_limits, timeout_guard
+from langgraph_loop.nodes.limits import (
+    budget_pressure_guard,
+    check_limits,
+    pressure_due,
+    pressure_seen,
+    timeout_guard,
+)
 from langgraph_loop.scripted import ScriptedChatModel
 
 

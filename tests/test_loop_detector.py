@@ -13,7 +13,7 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_loop import Limits, LoopDetection, StopReason, create_loop_agent
-from langgraph_loop.core.pairing import check_pairing
+from langgraph_loop.core.messages import check_pairing
 from langgraph_loop.scripted import ScriptedChatModel, repeat
 
 X = [("search", {"q": "x"})]

@@ -9,8 +9,9 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 
 from langgraph_loop import Limits, StopReason, create_loop_agent
+from langgraph_loop.core.records import build_record
+from langgraph_loop.core.records import new_iteration as new_pass
 from langgraph_loop.core.state import add_usage, usage_of
-from langgraph_loop.nodes.passes import build_record, new_pass
 from langgraph_loop.scripted import ScriptedChatModel
 
 
@@ -55,8 +56,8 @@ def test_work_hash_ignores_the_order_of_parallel_calls() -> None:
     p = new_pass("m", now=0.0)
     one = [{"name": "s", "args": {"q": "a"}, "status": "success", "duration_s": 0.0},
            {"name": "s", "args": {"q": "b"}, "status": "success", "duration_s": 0.0}]
-    a = build_record(iteration=1, pass_info=p, calls=one, now=1.0)  # type: ignore[arg-type]
-    b = build_record(iteration=1, pass_info=p, calls=one[::-1], now=1.0)  # type: ignore[arg-type]
+    a = build_record(iteration=1, info=p, calls=one, now=1.0)  # type: ignore[arg-type]
+    b = build_record(iteration=1, info=p, calls=one[::-1], now=1.0)  # type: ignore[arg-type]
     assert a["work_hash"] == b["work_hash"]
 
 

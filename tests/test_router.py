@@ -5,18 +5,19 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
+from langgraph_loop.core.messages import CONTINUE_NAME
+from langgraph_loop.core.prompts import CONTINUE as DEFAULT_CONTINUE
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.stop import StopReason
-from langgraph_loop.nodes.continuation import (
-    CONTINUE_NAME,
-    DEFAULT_CONTINUE,
+from langgraph_loop.nodes.model import build_request
+from langgraph_loop.nodes.router import (
     continuation_text,
+    decide,
     default_message,
+    normalize_predicate,
     resend_message,
     with_progress,
 )
-from langgraph_loop.nodes.request import build_request
-from langgraph_loop.nodes.router import decide, normalize_predicate
 from langgraph_loop.scripted import ScriptedChatModel
 
 

@@ -9,7 +9,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 
 from langgraph_loop import StallDetection, StopReason, create_loop_agent
-from langgraph_loop.nodes.stall import flat_tokens, new_work_by_pass, stall_guard
+from langgraph_loop.nodes.stall import flat_tokens, stall_guard
+from langgraph_loop.nodes.stall import new_work_by_iteration as new_work_by_pass
 from langgraph_loop.scripted import ScriptedChatModel
 
 
@@ -44,7 +45,7 @@ def test_token_stall_needs_consecutive_passes() -> None:
     guard = stall_guard([rec(1, 5000), rec(2, 1000), rec(3, 1010), rec(4, 990)], CFG, new_work={})
     assert guard == {"guard": "stall_detection", "reason": "stalled", "layer": "tokens",
                      "passes": [2, 3, 4], "totals": [1000, 1010, 990],
-                     "detail": "the last 3 passes used nearly the same tokens ([1000, 1010, 990], "
+                     "detail": "the last 3 iterations used nearly the same tokens ([1000, 1010, 990], "
                                "tolerance 10%) without new work"}
 
 

@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from langgraph_loop.core.text import as_text, shorten
+from langgraph_loop.core.messages import as_text, shorten
 
 __all__ = ["pass_lines", "render_run", "row", "summary", "transcript_table"]
 

@@ -24,6 +24,8 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from langgraph_loop.core import prompts
+
 __all__ = [
     "Approval",
     "ArgPolicy",
@@ -37,12 +39,6 @@ __all__ = [
     "StallDetection",
 ]
 
-DEFAULT_PRESSURE_INSTRUCTION = (
-    "You are close to this run's token budget. Stop exploring and do not start new work: "
-    "make only the tool calls you still need, then give your final answer now."
-)
-
-
 class _Config(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
@@ -51,7 +47,7 @@ class Limits(_Config):
     """Hard limits of one run.
 
     Attributes:
-        max_model_calls: model calls per pass (None = unbounded).
+        max_model_calls: model calls per iteration (None = unbounded).
         max_tool_calls: tool executions per run (None = unbounded).
         token_budget: agent tokens (input + output) per run, the final answer included:
             the loop stops while the final answer still fits (None = unbounded).
@@ -183,12 +179,12 @@ def _read_only_hint(tool: Any) -> bool:
 
 
 class StallDetection(_Config):
-    """Stop with ``stalled`` when passes stop making progress.
+    """Stop with ``stalled`` when iterations stop making progress.
 
-    Checked at the end of a pass that would otherwise continue, over the last
-    ``consecutive`` passes: the same answer text, or the same tool calls with the
+    Checked at the end of an iteration that would otherwise continue, over the last
+    ``consecutive`` iterations: the same answer text, or the same tool calls with the
     same results, or token totals within ``tolerance`` of each other
-    (``max - min <= tolerance * min``). A pass that ran a tool call no earlier pass
+    (``max - min <= tolerance * min``). An iteration that ran a tool call no earlier one
     made (new work) is never part of a stall. Details: ``nodes/stall.py``.
 
     Example:
@@ -205,7 +201,7 @@ class BudgetPressure(_Config):
 
     The ``instruction`` is queued as a deferred notice (once per run); the model sees
     it as the last message of its next request; the run stops with
-    ``budget_pressure`` at the end of that pass unless it ends as ``completed``
+    ``budget_pressure`` at the end of that iteration unless it ends as ``completed``
     anyway. Needs ``Limits.token_budget``; exceeding the budget itself stops at once
     with ``token_budget``.
 
@@ -215,7 +211,7 @@ class BudgetPressure(_Config):
     """
 
     threshold: float = Field(default=0.8, gt=0.0, lt=1.0)
-    instruction: str = Field(default=DEFAULT_PRESSURE_INSTRUCTION, min_length=1)
+    instruction: str = Field(default=prompts.BUDGET_PRESSURE, min_length=1)
 
 
 class Approval(_Config):
@@ -246,11 +242,11 @@ class Compaction(_Config):
 
 
 class Hooks(_Config):
-    """Callbacks around passes and tool calls; sync or async.
+    """Callbacks around iterations and tool calls; sync or async.
 
-    Order per pass: ``on_iteration_start(state)``, then ``on_tool_call(record)`` for
+    Order per iteration: ``on_iteration_start(state)``, then ``on_tool_call(record)`` for
     each executed or refused call (``{name, args, status, duration_s, iteration}``),
-    then ``on_iteration_end(record, state)`` with the pass record (a copy);
+    then ``on_iteration_end(record, state)`` with the iteration record (a copy);
     returning True stops the run with ``terminated``. A hook that raises stops the
     run with ``graph.callbacks.CallbackError`` naming the hook (the original
     exception is its ``__cause__``); with a checkpointer, ``invoke(None, config)``

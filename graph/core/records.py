@@ -1,14 +1,28 @@
-"""Typed records: usage, todos, notices, tool-call and pass records, guards, stream events.
+"""Typed records: usage, todos, per-run and per-iteration bookkeeping, tool-call and
+iteration records, stream events, and the pure helpers that build them.
 
 Example:
     >>> add_usage(new_usage(), {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5})
     {'input_tokens': 3, 'output_tokens': 2, 'total_tokens': 5}
+    >>> info = new_iteration("m1", now=100.0)
+    >>> info["model_calls"], info["start_id"]
+    (0, 'm1')
+    >>> build_record(iteration=1, info=info, calls=[], now=101.5)["duration_s"]
+    1.5
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal, NotRequired, Required, TypedDict
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, NotRequired, TypedDict
+
+from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.runtime import Runtime
+
+from langgraph_loop.core.messages import digest
+from langgraph_loop.core.stop import Guard
 
 __all__ = [
     "ApprovalAutoEvent",
@@ -17,57 +31,32 @@ __all__ = [
     "CompactionEvent",
     "Event",
     "EventName",
-    "Guard",
-    "GuardName",
     "IterationEndEvent",
+    "IterationInfo",
     "IterationRecord",
     "IterationStartEvent",
     "LoggedCall",
     "LoopWarningEvent",
-    "Notice",
+    "Review",
+    "RunInfo",
     "StopEvent",
     "Todo",
     "ToolCallEvent",
     "Usage",
     "add_usage",
+    "answer_text",
+    "build_record",
+    "calls_of_iteration",
+    "emit",
+    "last_ai",
+    "new_iteration",
     "new_usage",
     "usage_of",
 ]
 
-GuardName = Literal["limits", "loop_detector", "stall_detection", "budget_pressure",
-                    "max_iterations", "hooks", "router"]
-"""Which guard stopped a run (``Guard["guard"]``)."""
-
 EventName = Literal["iteration_start", "tool_call", "loop_warning", "budget_pressure",
                     "approval_auto", "compaction", "iteration_end", "stop"]
 """The ``event`` of a ``custom`` stream event."""
-
-
-class Guard(TypedDict, total=False):
-    """Why a run stopped: ``run["guard"]`` and a pass record's ``guard``.
-
-    ``guard`` names the guard, ``reason`` is the ``StopReason`` value; the other
-    keys depend on the guard (``limit``/``value`` for limits, ``layer``/``tool``/
-    ``count``/... for the loop detector, ``passes``/``totals`` for stalls).
-    """
-
-    guard: Required[GuardName]
-    reason: Required[str]
-    limit: Any
-    value: Any
-    detail: str
-    layer: str
-    final_answer: str
-    estimate: int
-    tool: str
-    args: str | None
-    calls: list[str]
-    count: int
-    threshold: float
-    turns: int
-    progressing: bool
-    passes: list[Any]
-    totals: list[int]
 
 
 class Usage(TypedDict, total=False):
@@ -87,13 +76,37 @@ class Todo(TypedDict):
     status: Literal["pending", "in_progress", "completed"]
 
 
-class Notice(TypedDict):
-    """A message queued for the model's next call (the deferred-notice queue)."""
+class RunInfo(TypedDict, total=False):
+    """Per-run bookkeeping (``state["run"]``), reset by ``prepare``."""
 
-    run: str
-    key: str
-    text: str
-    source: str
+    id: str
+    started_at: float
+    request_id: str | None
+    tool_calls: int
+    auto_rounds: int
+    finalized: bool
+    """No final-answer call follows the stop (made, skipped, or not needed)."""
+    pressure_queued: bool
+    guard: Guard | None
+
+
+class IterationInfo(TypedDict, total=False):
+    """Bookkeeping of the current iteration (``state["iteration_info"]``)."""
+
+    model_calls: int
+    started_at: float
+    usage: Usage
+    start_id: str | None
+    compacted: int
+    offered: list[str] | None
+    predicate: dict[str, Any] | None
+
+
+class Review(TypedDict):
+    """The approval decisions for one reply (``state["review"]``), by call id."""
+
+    message_id: str | None
+    decisions: dict[str, dict[str, Any]]
 
 
 class CallRecord(TypedDict):
@@ -243,3 +256,90 @@ def usage_of(message: Any) -> Usage | None:
     if reasoning is not None:
         out["reasoning_tokens"] = int(reasoning)
     return out
+
+
+# --- building records ------------------------------------------------------------------------
+
+def new_iteration(start_id: str | None, *, now: float | None = None) -> IterationInfo:
+    """Fresh counters for an iteration starting at message ``start_id``."""
+    return {
+        "model_calls": 0,
+        "started_at": time.time() if now is None else now,
+        "usage": new_usage(),
+        "start_id": start_id,
+        "compacted": 0,
+    }
+
+
+def last_ai(messages: Sequence[BaseMessage]) -> AIMessage | None:
+    """The most recent AIMessage (scans back from the end)."""
+    for msg in reversed(messages):
+        if isinstance(msg, AIMessage):
+            return msg
+    return None
+
+
+def answer_text(message: BaseMessage | None) -> str:
+    """The text of a model answer (text blocks joined for multimodal content)."""
+    if message is None:
+        return ""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = [b.get("text", "") if isinstance(b, dict) else str(b) for b in content]
+    return "".join(p for p in parts if isinstance(p, str))
+
+
+def calls_of_iteration(log: Sequence[CallRecord], iteration: int) -> list[CallRecord]:
+    """The call records of one iteration (scans back from the end of the run's log)."""
+    out: list[CallRecord] = []
+    for record in reversed(log):
+        if record.get("iteration") != iteration:
+            break
+        out.append({k: v for k, v in record.items() if k != "iteration"})  # type: ignore[arg-type,misc]
+    out.reverse()
+    return out
+
+
+def _public(call: CallRecord) -> CallRecord:
+    return {k: v for k, v in call.items() if k != "result_hash"}  # type: ignore[return-value]
+
+
+def build_record(
+    *,
+    iteration: int,
+    info: IterationInfo,
+    calls: list[CallRecord],
+    now: float | None = None,
+    answer: str = "",
+    feedback: str | None = None,
+    verdict: dict[str, Any] | None = None,
+    guard: Guard | None = None,
+) -> IterationRecord:
+    """The record of a finished iteration (``iterations[i]``)."""
+    end = time.time() if now is None else now
+    work = sorted(repr((c["name"], c["args"], c.get("result_hash"))) for c in calls)
+    return {
+        "iteration": iteration,
+        "model_calls": info.get("model_calls", 0),
+        "tool_calls": [_public(c) for c in calls],
+        "usage": dict(info.get("usage") or new_usage()),  # type: ignore[typeddict-item]
+        "duration_s": round(end - info.get("started_at", end), 6),
+        "feedback": feedback,
+        "verdict": verdict,
+        "guard": guard,
+        "compacted": info.get("compacted", 0),
+        "answer_hash": digest(repr(" ".join(answer.split()).lower())) if answer else None,
+        "work_hash": digest(repr(work)) if work else None,
+    }
+
+
+def emit(runtime: Runtime[Any] | None, event: Event) -> None:
+    """Send a typed ``custom`` stream event, made JSON-friendly (no-op when nobody streams).
+
+    Example:
+        >>> emit(None, {"event": "iteration_start", "iteration": 1}) is None
+        True
+    """
+    if runtime is not None and runtime.stream_writer is not None:
+        runtime.stream_writer(json.loads(json.dumps(event, default=str)))

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, get_type_hints
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from langchain_core.tools import tool as as_tool
+from langgraph.runtime import Runtime
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from langgraph_loop.core.config import (
@@ -36,6 +38,7 @@ from langgraph_loop.core.config import (
     LoopDetection,
     StallDetection,
 )
+from langgraph_loop.core.shape import Shape
 from langgraph_loop.core.state import LoopContext
 
 __all__ = ["OVERRIDES", "LoopSettings", "RunOverrides"]
@@ -152,6 +155,25 @@ class LoopSettings:
         unknown = sorted(set(self.approval.tools) - known)
         if unknown:
             raise ValueError(f"approval.tools: unknown tools {unknown}; known: {sorted(known)}")
+
+    @cached_property
+    def shape(self) -> Shape:
+        """The graph's shape for these settings (``core/shape.py``)."""
+        return Shape(judge=self.judge is not None, approval=self.approval is not None,
+                     compaction=self.compaction is not None,
+                     respond=self.response_format is not None,
+                     final_answer=self.limits.final_answer)
+
+    @property
+    def recursion_limit(self) -> int:
+        """The compiled graph's recursion limit: room for every configured iteration."""
+        return self.shape.recursion_limit(max_model_calls=self.limits.max_model_calls,
+                                          max_iterations=self.max_iterations)
+
+    def for_runtime(self, runtime: Runtime[Any] | None) -> LoopSettings:
+        """These settings with the running graph's overrides (its runtime context) applied."""
+        context = runtime.context if runtime is not None else None
+        return self.for_run(context if isinstance(context, dict) else None)
 
     def for_run(self, context: Mapping[str, Any] | None) -> LoopSettings:
         """These settings with a run's overrides applied and validated."""

@@ -1,16 +1,32 @@
-"""Stop reasons: why a run of the loop ended.
+"""Where a run stops and why: stop reasons, guards, their wording, and the one function
+that applies a stop.
+
+A *guard* says why a run stopped: ``{"guard": <which guard>, "reason": <StopReason value>,
+...details}``. It is kept in ``run["guard"]`` while the run goes on to its final answer and
+ends up in the last iteration record. Every node that stops a run builds its guard here
+and writes the stop with :func:`stop_update`; the model-facing texts that explain a stop
+are formatted here from the templates in ``core/prompts.py``.
 
 Example:
     >>> from langgraph_loop import StopReason
-    >>> StopReason.LOOP_DETECTED == "loop_detected"
-    True
+    >>> guard = limit_guard(StopReason.MAX_TOOL_CALLS, 2, 2)
+    >>> update = stop_update({"id": "r1"}, guard)
+    >>> update["stop_reason"], update["run"]["guard"]["limit"]
+    ('max_tool_calls', 2)
+    >>> stop_answer_text(guard)
+    'Error: not executed: the run was stopped because the tool-call limit of this run was reached.'
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
+from typing import Any, Literal, Required, TypedDict
 
-__all__ = ["StopReason"]
+from langgraph_loop.core import prompts
+
+__all__ = ["Guard", "GuardName", "StopReason", "guard", "limit_guard", "stop_answer_text",
+           "stop_instruction", "stop_update"]
 
 
 class StopReason(StrEnum):
@@ -27,3 +43,83 @@ class StopReason(StrEnum):
     TIMEOUT = "timeout"
     TERMINATED = "terminated"
     STEP_LIMIT = "step_limit"
+
+
+GuardName = Literal["limits", "loop_detector", "stall_detection", "budget_pressure",
+                    "max_iterations", "hooks", "router"]
+"""Which guard stopped a run (``Guard["guard"]``)."""
+
+
+class Guard(TypedDict, total=False):
+    """Why a run stopped: ``run["guard"]`` and an iteration record's ``guard``.
+
+    ``guard`` names the guard, ``reason`` is the ``StopReason`` value; the other
+    keys depend on the guard (``limit``/``value`` for limits, ``layer``/``tool``/
+    ``count``/... for the loop detector, ``passes``/``totals`` for stalls).
+    """
+
+    guard: Required[GuardName]
+    reason: Required[str]
+    limit: Any
+    value: Any
+    detail: str
+    layer: str
+    final_answer: str
+    estimate: int
+    tool: str
+    args: str | None
+    calls: list[str]
+    count: int
+    threshold: float
+    turns: int
+    progressing: bool
+    passes: list[Any]
+    totals: list[int]
+
+
+def guard(name: GuardName, reason: StopReason | str, **details: Any) -> Guard:
+    """A guard: which guard, the stop reason's value, and the details.
+
+    Example:
+        >>> guard("hooks", StopReason.TERMINATED)
+        {'guard': 'hooks', 'reason': 'terminated'}
+    """
+    return Guard(guard=name, reason=StopReason(reason).value, **details)  # type: ignore[typeddict-item]
+
+
+def limit_guard(reason: StopReason, limit: Any, value: Any) -> Guard:
+    """The guard of a limit: which one, its setting, the value reached."""
+    return guard("limits", reason, limit=limit, value=value)
+
+
+def stop_update(run: Mapping[str, Any], why: Guard, *, finalized: bool | None = None) -> dict[str, Any]:
+    """The state update that stops the run: ``stop_reason``, and the guard in ``run``.
+
+    ``finalized=True`` says no final-answer call follows (the reply is already text, or
+    no room is left for one). The one place a stop is written.
+    """
+    new_run = {**run, "guard": why}
+    if finalized is not None:
+        new_run["finalized"] = finalized
+    return {"stop_reason": why["reason"], "run": new_run}
+
+
+EXPLAIN: dict[str, str] = {
+    "max_model_calls": "the model-call limit of this pass was reached",
+    "max_tool_calls": "the tool-call limit of this run was reached",
+    "token_budget": "the token budget of this run is spent or has no room for another round",
+    "timeout": "the time limit of this run is spent",
+    "step_limit": "the graph's step limit (recursion_limit) is nearly reached",
+    "loop_detected": "a runaway tool loop was detected",
+}
+"""Why a stop happened, in words (the model and the pass records read them)."""
+
+
+def stop_answer_text(why: Guard) -> str:
+    """The error ToolMessage text for calls a stop left unanswered."""
+    return prompts.STOP_ANSWER.format(why=why.get("detail") or EXPLAIN.get(why["reason"], why["reason"]))
+
+
+def stop_instruction(why: Guard) -> str:
+    """The notice the final-answer call sees."""
+    return prompts.STOP_INSTRUCTION.format(why=EXPLAIN.get(why["reason"], why["reason"]))

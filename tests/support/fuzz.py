@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.types import interrupt
 
-from langgraph_loop.core.notices import NOTICE_NAME
+from langgraph_loop.core.messages import NOTICE_NAME
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = ["CALLS", "GATED", "FuzzModel", "ModelDown", "World", "make_tools", "reply_item"]

@@ -20,7 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from langgraph_loop.core.callbacks import CallbackError
-from langgraph_loop.core.pairing import check_pairing, unanswered_tail
+from langgraph_loop.core.messages import check_pairing, unanswered_tail
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.fuzz import ModelDown, World
 

@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from rich.console import Console
 
 from langgraph_loop.app.transcript import render_run
-from langgraph_loop.core.text import as_text, shorten
+from langgraph_loop.core.messages import as_text, shorten
 
 __all__ = ["Expect", "Scenario", "check", "describe", "loop_warnings", "print_run"]
 

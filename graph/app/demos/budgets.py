@@ -28,7 +28,7 @@ from rich.console import Console
 from langgraph_loop.app.demos.base import Expect, Scenario, print_run
 from langgraph_loop.builder import create_loop_agent
 from langgraph_loop.core.config import BudgetPressure, Limits
-from langgraph_loop.core.notices import NOTICE_NAME
+from langgraph_loop.core.messages import NOTICE_NAME
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = ["SCENARIOS", "budget_pressure", "search_papers"]

@@ -1,0 +1,135 @@
+"""Every fixed text the model sees, in one place (loop-detector findings format their own).
+
+Templates use ``str.format`` fields; the nodes fill them in. Changing a text here changes
+what every model call of the loop reads.
+
+Example:
+    >>> print(CONTINUE)
+    Continue working on the task. If it is complete, say so.
+    >>> UNKNOWN_TOOL.format(name="'zz'", available="a")
+    "Error: unknown tool 'zz'. Available tools: a."
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "BUDGET_PRESSURE",
+    "CANCELLED",
+    "CONTINUE",
+    "CRITERIA",
+    "EDIT_NOTE",
+    "FEEDBACK",
+    "INVALID_ARGS",
+    "INVALID_JSON",
+    "JUDGE_INSTRUCTIONS",
+    "JUDGE_INTRO",
+    "JUDGE_MARKERS",
+    "JUDGE_QUESTION",
+    "JUDGE_RESPONSE",
+    "NEEDS_APPROVAL",
+    "NOT_OFFERED",
+    "OUTPUT_TRUNCATED",
+    "PROGRESS",
+    "REJECTED",
+    "REJECTED_NO_MESSAGE",
+    "REJECTED_WITH_MESSAGE",
+    "RESPOND",
+    "STOP_ANSWER",
+    "STOP_INSTRUCTION",
+    "SUMMARY",
+    "SUMMARY_INSTRUCTIONS",
+    "SUMMARY_REQUEST",
+    "TODOS_OPEN",
+    "TOOL_LIMIT",
+    "TOOL_RAISED",
+    "UNKNOWN_TOOL",
+    "criteria_list",
+]
+
+# --- stops (``core/stop.py`` fills in why) -------------------------------------------------
+STOP_ANSWER = "Error: not executed: the run was stopped because {why}."
+"""The error result of a call a stop left unanswered."""
+STOP_INSTRUCTION = ("The run has been stopped because {why}. Tools are no longer available. "
+                    "Summarize what you have done so far and give your best final answer now.")
+"""The notice the tools-free final-answer call sees."""
+CANCELLED = "Error: this call was not executed: the run that requested it ended first."
+"""The error result of a call left unanswered by an abandoned run (``prepare`` repairs it)."""
+
+# --- continuation and progress ---------------------------------------------------------------
+CONTINUE = "Continue working on the task. If it is complete, say so."
+"""The default message that starts the next iteration."""
+FEEDBACK = "Feedback on your last answer: {feedback}\n\n{text}"
+"""Feedback (from the predicate or the judge) put before a continuation text."""
+PROGRESS = "Progress so far:\n{lines}"
+"""The progress log (numbered lines) put before a continuation, or sent in fresh context."""
+CRITERIA = "Your answer will be checked against these criteria:\n{criteria}"
+"""The judge's criteria as the agent's system prompt states them."""
+
+TODOS_OPEN = ("You still have {count} open todo item(s) that must be addressed before you can "
+              "finish:\n{lines}\nKeep working on them, mark each one completed with write_todos as "
+              "soon as it is done, and stop only when all are completed.")
+"""``todos_remaining_message``'s text (the open items as ``- [status] content`` lines)."""
+
+# --- budget pressure -----------------------------------------------------------------------
+BUDGET_PRESSURE = (
+    "You are close to this run's token budget. Stop exploring and do not start new work: "
+    "make only the tool calls you still need, then give your final answer now."
+)
+"""``BudgetPressure.instruction``'s default."""
+
+# --- tool results the loop writes ------------------------------------------------------------
+UNKNOWN_TOOL = "Error: unknown tool {name}. Available tools: {available}."
+NOT_OFFERED = "Error: tool {name} is not available at this point of the task; it was not run."
+TOOL_LIMIT = "Error: tool call limit for this run reached; this call was not run."
+INVALID_ARGS = "Error: invalid arguments for tool {name}: {error}"
+TOOL_RAISED = "Error: tool {name} raised {kind}: {error}"
+INVALID_JSON = ("Error: the arguments of this call to {name} are not valid JSON ({error}); "
+                "it was not run.")
+OUTPUT_TRUNCATED = "\n\n[output truncated: {length} characters, the first {limit} are shown]"
+
+# --- approval --------------------------------------------------------------------------------
+NEEDS_APPROVAL = "Error: tool {name} needs approval and no decision was recorded; it was not run."
+REJECTED = "Rejected by a reviewer: the call to {name} was not run."
+REJECTED_WITH_MESSAGE = "{base} Reviewer's message: {message}"
+REJECTED_NO_MESSAGE = "{base} Do not retry this call unless the user asks for it."
+EDIT_NOTE = ("Note: a reviewer changed this call before it ran. You asked for {asked}; "
+             "what ran was {ran}.")
+
+# --- compaction ------------------------------------------------------------------------------
+SUMMARY_INSTRUCTIONS = (
+    "You compress the history of an agent's work so it can continue with less context. "
+    "Summarize the conversation below: the facts found, the tool results that matter, "
+    "decisions made, what was tried and failed, and what remains to do. Keep names, "
+    "numbers, paths and identifiers exactly. Write only the summary."
+)
+SUMMARY_REQUEST = "Conversation to summarize:\n\n{transcript}"
+SUMMARY = "Summary of the earlier conversation ({replaced} messages were compacted):\n\n{text}"
+
+# --- the structured final turn ---------------------------------------------------------------
+RESPOND = (
+    "The task is over. Give your final answer to the original request now, in the required "
+    "structured format, based on the work above."
+)
+
+# --- the judge -------------------------------------------------------------------------------
+JUDGE_MARKERS = (
+    'If you cannot return the structured verdict, end your reply with a line reading exactly '
+    '"VERDICT: DONE" when the request is fully addressed, or "VERDICT: MORE" when it is not.'
+)
+JUDGE_INSTRUCTIONS = (
+    "You are an evaluator. You are given a user's original request and an AI agent's latest "
+    "response. Decide whether the response fully addresses the original request. Set "
+    "`answered` to true only if it does, and use `reasoning` to justify your decision briefly; "
+    "when it does not, say what is still missing or wrong, so the agent can fix it. "
+    + JUDGE_MARKERS + "{criteria}"
+)
+JUDGE_INTRO = "Evaluate the agent's work. The user's original request follows:"
+JUDGE_QUESTION = "Has the original request been fully addressed?"
+JUDGE_RESPONSE = "The agent's latest response was:\n\n{answer}\n\n{question}"
+
+
+def criteria_list(criteria: Sequence[str]) -> str:
+    """The judge's criteria as a bullet list (the judge and the agent see the same list)."""
+    return "\n".join(f"- {c}" for c in criteria)
