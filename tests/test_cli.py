@@ -298,3 +298,25 @@ def test_run_help_states_the_default_of_one_pass(capsys: pytest.CaptureFixture[s
         main(["run", "--help"])
     flat = " ".join(capsys.readouterr().out.split())
     assert "passes per run (default 1;" in flat and "--yes" in flat
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from langgraph_loop import __version__
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"langgraph-loop {__version__}\n"
+
+
+@pytest.mark.parametrize("command", [
+    [str(Path(sys.executable).with_name("langgraph-loop"))],
+    [sys.executable, "-m", "langgraph_loop"],
+], ids=["console-script", "python-m"])
+def test_version_from_the_shell(command: list[str]) -> None:
+    from langgraph_loop import __version__
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([*command, "--version"], cwd=REPO, capture_output=True, text=True,
+                          timeout=60, check=False, env=env)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"langgraph-loop {__version__}\n", "")

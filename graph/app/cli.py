@@ -15,6 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from langgraph_loop import __version__
 from langgraph_loop.app import commands
 from langgraph_loop.app.env import DEFAULT_DB
 
@@ -24,6 +25,7 @@ __all__ = ["DEFAULT_DB", "main", "parser"]
 def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     p = argparse.ArgumentParser(prog="langgraph-loop", description="An agent loop as a LangGraph graph.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="the scripted scenarios, or a live task when "
                           "OPENAI_API_KEY / OPENAI_BASE_URL are set")
