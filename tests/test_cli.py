@@ -320,3 +320,25 @@ def test_version_from_the_shell(command: list[str]) -> None:
     proc = subprocess.run([*command, "--version"], cwd=REPO, capture_output=True, text=True,
                           timeout=60, check=False, env=env)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"langgraph-loop {__version__}\n", "")
+
+
+def test_run_counts_model_calls_across_an_approval_pause(
+    live_env: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import io
+
+    live_env.script += [EMAIL, text("Sent.", usage=(10, 5))]
+    monkeypatch.setattr("sys.stdin", io.StringIO("a\n"))
+    db = str(tmp_path / "t.sqlite")
+    code, out = run_cli(capsys, "run", "Email the team", "--demo-tools", "--db", db,
+                        "--thread", "mail")
+    assert code == 0
+    progress = [line.split("[a/e/r] ")[-1] for line in out.splitlines() if "· model calls" in line]
+    assert progress == [  # paused after the first call; the resumed part goes on counting
+        "pass 1 · model calls 1 · tool calls 0 · tokens 15 · warnings 0",
+        "pass 1 · model calls 2 · tool calls 1 · tokens 30 · warnings 0",
+    ]
+    assert len(live_env.requests) == 2
+    code, out = run_cli(capsys, "show", "mail", "--db", db)
+    assert "pass 1: model_calls=2 tools=[send_email:success]" in out  # the stored record agrees

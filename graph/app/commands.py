@@ -29,7 +29,7 @@ from langgraph_loop.app.demos import all_scenarios
 from langgraph_loop.app.demos.base import print_run
 from langgraph_loop.app.env import DEFAULT_DB, UsageError, model_from_env
 from langgraph_loop.app.picture import example_agent, mermaid, render_png
-from langgraph_loop.app.progress import run_with_progress
+from langgraph_loop.app.progress import Progress, run_with_progress
 from langgraph_loop.app.review import decisions_for
 from langgraph_loop.builder import create_loop_agent
 from langgraph_loop.core.config import Approval, Limits
@@ -147,8 +147,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
                                   max_iterations=args.max_iterations)
         config: RunnableConfig = {"configurable": {"thread_id": thread}}
         inputs: Any = {"messages": [HumanMessage(args.task)]}
+        progress = Progress()  # one count for the run, across its approval pauses
         while True:  # resume after each approval the person at the terminal gives
-            state = run_with_progress(agent, inputs, config, console)
+            state = run_with_progress(agent, inputs, config, console, progress)
             paused = agent.get_state(config).interrupts
             if not paused:
                 break
