@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from langgraph_loop.app.cli import main
-from tests.support.openai_server import OpenAIServer, text, tool_calls
+from tests.support.openai_server import OpenAIServer, Reply, text, tool_calls
 
 REPO = Path(__file__).resolve().parents[1]
 NODES = ("prepare", "compaction", "model", "loop_detector", "approval", "tools", "judge", "router")
@@ -293,8 +295,117 @@ def test_run_yes_approves_without_asking(
     assert "queued" in live_env.requests[1]["messages"][-1]["content"]
 
 
-def test_run_help_states_the_default_of_one_pass(capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_help_says_what_max_iterations_caps(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     flat = " ".join(capsys.readouterr().out.split())
-    assert "passes per run (default 1;" in flat and "--yes" in flat
+    assert "--max-iterations N passes per run with --judge (default 3);" in flat
+    assert "without --judge a run ends at the model's first answer" in flat and "--yes" in flat
+
+
+def verdict(answered: bool, reasoning: str) -> Any:
+    """The judge's answer, the way its client asked: JSON-schema text or a forced tool call."""
+    answer = {"answered": answered, "reasoning": reasoning}
+
+    def reply(body: dict[str, Any]) -> Reply:
+        for spec in body.get("tools") or []:
+            return tool_calls([(spec["function"]["name"], answer)], usage=(20, 6))
+        return text(json.dumps(answer), usage=(20, 6))
+
+    return reply
+
+
+@pytest.mark.parametrize(("flags", "verdicts", "stop_reason"), [
+    (["--max-iterations", "2"], [False], "max_iterations"),  # the capped pass is not judged
+    ([], [False, True], "completed"),  # the default cap (3) is not reached
+])
+def test_run_judge_runs_passes_up_to_max_iterations(
+    live_env: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    flags: list[str], verdicts: list[bool], stop_reason: str,
+) -> None:
+    live_env.script += [text("Draft 1.", usage=(10, 5)), verdict(False, "too short"),
+                        text("Draft 2.", usage=(10, 5))]
+    live_env.script += [verdict(True, "done")] if verdicts[1:] == [True] else []
+    db = str(tmp_path / "t.sqlite")
+    code, out = run_cli(capsys, "run", "Write a poem", "--judge", *flags, "--db", db,
+                        "--thread", "p")
+    assert code == 0
+    lines = out.splitlines()
+    assert "pass 2 · model calls 2 · tool calls 0 · tokens 30 · warnings 0" in lines
+    assert "Draft 2." in lines
+    assert (f"thread=p stop_reason={stop_reason} tokens=30 judge_tokens={26 * len(verdicts)}"
+            in lines)
+    assert len(live_env.requests) == 2 + len(verdicts)  # two agent calls, the judge's calls
+    continuation = live_env.requests[2]["messages"][-1]
+    assert continuation["role"] == "user" and "too short" in continuation["content"]
+
+    code, out = run_cli(capsys, "show", "p", "--db", db)
+    assert f"stop_reason={stop_reason}  passes=2  tokens=30" in out
+    assert "  pass 1: model_calls=1 tools=[] answered=False" in out.splitlines()
+
+
+def test_run_max_iterations_without_judge_is_an_error(
+    live_env: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out = run_cli(capsys, "run", "Write a poem", "--max-iterations", "5", "--db",
+                        str(tmp_path / "t.sqlite"))
+    error, hint = error_lines(out)
+    assert code == 2
+    assert error.startswith("error: --max-iterations needs --judge: without a judge a run ends")
+    assert hint == 'hint: `langgraph-loop run "..." --judge --max-iterations 5`'
+    assert live_env.requests == [] and not (tmp_path / "t.sqlite").exists()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_run_max_iterations_must_be_one_or_more(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "hi", "--judge", "--max-iterations", value, "--db", str(tmp_path / "t")])
+    assert exited.value.code == 2
+    assert (f"error: argument --max-iterations: expected a number of passes, 1 or more, "
+            f"got '{value}'") in capsys.readouterr().err
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from langgraph_loop import __version__
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"langgraph-loop {__version__}\n"
+
+
+@pytest.mark.parametrize("command", [
+    [str(Path(sys.executable).with_name("langgraph-loop"))],
+    [sys.executable, "-m", "langgraph_loop"],
+], ids=["console-script", "python-m"])
+def test_version_from_the_shell(command: list[str]) -> None:
+    from langgraph_loop import __version__
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([*command, "--version"], cwd=REPO, capture_output=True, text=True,
+                          timeout=60, check=False, env=env)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"langgraph-loop {__version__}\n", "")
+
+
+def test_run_counts_model_calls_across_an_approval_pause(
+    live_env: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import io
+
+    live_env.script += [EMAIL, text("Sent.", usage=(10, 5))]
+    monkeypatch.setattr("sys.stdin", io.StringIO("a\n"))
+    db = str(tmp_path / "t.sqlite")
+    code, out = run_cli(capsys, "run", "Email the team", "--demo-tools", "--db", db,
+                        "--thread", "mail")
+    assert code == 0
+    progress = [line.split("[a/e/r] ")[-1] for line in out.splitlines() if "· model calls" in line]
+    assert progress == [  # paused after the first call; the resumed part goes on counting
+        "pass 1 · model calls 1 · tool calls 0 · tokens 15 · warnings 0",
+        "pass 1 · model calls 2 · tool calls 1 · tokens 30 · warnings 0",
+    ]
+    assert len(live_env.requests) == 2
+    code, out = run_cli(capsys, "show", "mail", "--db", db)
+    assert "pass 1: model_calls=2 tools=[send_email:success]" in out  # the stored record agrees

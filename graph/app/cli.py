@@ -15,15 +15,28 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from langgraph_loop import __version__
 from langgraph_loop.app import commands
 from langgraph_loop.app.env import DEFAULT_DB
 
 __all__ = ["DEFAULT_DB", "main", "parser"]
 
 
+def _passes(value: str) -> int:
+    """``--max-iterations``: a whole number of passes, 1 or more."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of passes, 1 or more, got {value!r}")
+    return number
+
+
 def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     p = argparse.ArgumentParser(prog="langgraph-loop", description="An agent loop as a LangGraph graph.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="the scripted scenarios, or a live task when "
                           "OPENAI_API_KEY / OPENAI_BASE_URL are set")
@@ -39,9 +52,13 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("task")
     run.add_argument("--thread", default=None, help="continue this thread id")
     run.add_argument("--db", type=Path, default=DEFAULT_DB)
-    run.add_argument("--max-iterations", type=int, default=1,
-                     help="passes per run (default 1; `run` has no predicate or judge, so a "
-                          "run ends at the model's first answer whatever the value)")
+    run.add_argument("--judge", action="store_true",
+                     help="after each pass the model judges whether the task is done; if not, "
+                          "another pass runs with the judge's reasoning (without --judge a run "
+                          "ends at the model's first answer)")
+    run.add_argument("--max-iterations", type=_passes, default=None, metavar="N",
+                     help=f"passes per run with --judge (default {commands.RUN_MAX_ITERATIONS}); "
+                          "a run capped by it ends with stop_reason=max_iterations")
     run.add_argument("--demo-tools", action="store_true",
                      help="offer the demo tools (get_weather, send_email) to the model; "
                           "send_email waits for your approve / edit / reject")

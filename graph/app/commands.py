@@ -24,19 +24,20 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 from rich.console import Console
 
+from langgraph_loop import Judge
 from langgraph_loop.app.agent import GATED_TOOLS, TOOLS, get_weather
 from langgraph_loop.app.demos import all_scenarios
 from langgraph_loop.app.demos.base import print_run
 from langgraph_loop.app.env import DEFAULT_DB, UsageError, model_from_env
 from langgraph_loop.app.picture import example_agent, mermaid, render_png
-from langgraph_loop.app.progress import run_with_progress
+from langgraph_loop.app.progress import Progress, run_with_progress
 from langgraph_loop.app.review import decisions_for
 from langgraph_loop.builder import create_loop_agent
 from langgraph_loop.core.config import Approval, Limits
 from langgraph_loop.scripted import ScriptedChatModel
 
-__all__ = ["UsageError", "demo", "demo_tools", "graph", "live_demo", "model_from_env",
-           "offline_demo", "run", "scenario_list", "show", "sqlite_saver"]
+__all__ = ["RUN_MAX_ITERATIONS", "UsageError", "demo", "demo_tools", "graph", "live_demo",
+           "model_from_env", "offline_demo", "run", "scenario_list", "show", "sqlite_saver"]
 
 
 @contextmanager
@@ -135,28 +136,49 @@ def provider_errors(model: Any, thread: str) -> Iterator[None]:
                          hint=f"check OPENAI_API_KEY and LANGGRAPH_LOOP_MODEL; {resume}") from exc
 
 
-def run(args: argparse.Namespace, console: Console) -> int:
-    """Run a task on a stored thread with live progress."""
+RUN_MAX_ITERATIONS = 3
+"""Passes per ``run --judge`` unless ``--max-iterations`` says otherwise."""
 
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    """Run a task on a stored thread with live progress.
+
+    With ``--judge`` the model also judges each pass; a pass it finds unfinished is
+    followed by another, up to ``--max-iterations``.
+    """
+
+    judged = getattr(args, "judge", False)
+    max_iterations = getattr(args, "max_iterations", None)
+    if max_iterations is not None and not judged:
+        raise UsageError("--max-iterations needs --judge: without a judge a run ends at the "
+                         "model's first answer, so there is no second pass to cap",
+                         hint=f"`langgraph-loop run \"...\" --judge --max-iterations "
+                              f"{max_iterations}`")
     model = model_from_env(os.environ)
     thread = args.thread or uuid.uuid4().hex[:8]
     tools = demo_tools() if getattr(args, "demo_tools", False) else ()
     gated = Approval(tools=GATED_TOOLS) if tools else None  # send_email asks a human
     with sqlite_saver(args.db) as saver, provider_errors(model, thread):
         agent = create_loop_agent(model, tools, checkpointer=saver, approval=gated,
-                                  max_iterations=args.max_iterations)
+                                  judge=Judge(model=model) if judged else None,
+                                  # without a judge a run has one pass (as before --judge)
+                                  max_iterations=(max_iterations or RUN_MAX_ITERATIONS)
+                                  if judged else 1)
         config: RunnableConfig = {"configurable": {"thread_id": thread}}
         inputs: Any = {"messages": [HumanMessage(args.task)]}
+        progress = Progress()  # one count for the run, across its approval pauses
         while True:  # resume after each approval the person at the terminal gives
-            state = run_with_progress(agent, inputs, config, console)
+            state = run_with_progress(agent, inputs, config, console, progress)
             paused = agent.get_state(config).interrupts
             if not paused:
                 break
             inputs = Command(resume=decisions_for(paused, console,
                                                   approve_all=getattr(args, "yes", False)))
     console.print(state["messages"][-1].content if state.get("messages") else "")
+    judge_tokens = (state.get("judge_usage") or {}).get("total_tokens", 0)
     console.print(f"thread={thread} stop_reason={state.get('stop_reason')} "
-                  f"tokens={(state.get('usage') or {}).get('total_tokens', 0)}", style="dim")
+                  f"tokens={(state.get('usage') or {}).get('total_tokens', 0)}"
+                  + (f" judge_tokens={judge_tokens}" if judged else ""), style="dim")
     return 0
 
 
