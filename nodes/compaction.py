@@ -9,7 +9,7 @@ message, the run's original request, and the last ``keep_last`` messages, widene
 an AIMessage is never separated from its ToolMessages. The summary is a
 ``HumanMessage(name="loop_summary")`` tagged ``additional_kwargs["langgraph_loop"] =
 {"kind": "summary", ...}`` so UIs can hide it; it sits right before the kept tail.
-The pass record's ``compacted`` counts the messages replaced.
+The iteration record's ``compacted`` counts the messages replaced.
 
 The messages channel appends a message whose id it has not seen at the end, so
 placing the summary before the tail means removing the tail and adding it again

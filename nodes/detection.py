@@ -185,7 +185,7 @@ def _detail(f: Finding) -> str:
 
 
 def stop_guard(f: Finding) -> Guard:
-    """The guard of a loop stop (``run["guard"]`` and the pass record's ``guard``)."""
+    """The guard of a loop stop (``run["guard"]`` and the iteration record's ``guard``)."""
     return guard("loop_detector", "loop_detected", layer=f.layer, tool=f.tool, args=f.args,
                  calls=list(f.calls), count=f.count, threshold=f.threshold, turns=f.seen,
                  progressing=f.progressing, detail=_detail(f))

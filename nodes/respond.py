@@ -1,10 +1,10 @@
 """The ``respond`` node: one structured final turn after the loop decided to stop.
 
-``response_format`` is not applied to every pass (a per-pass schema lets the model
-"answer" the schema instead of finishing the work): the passes run free, and once
+``response_format`` is not applied to every iteration (a per-iteration schema lets the model
+"answer" the schema instead of finishing the work): the iterations run free, and once
 the router stops the run, this node asks the agent's model once more, through
 ``with_structured_output(response_format)``, for the final answer in that shape.
-The request is the last pass's request (system prompt, transcript or fresh-context
+The request is the last iteration's request (system prompt, transcript or fresh-context
 window) plus one instruction; the reply is written to ``structured_response`` and
 its usage counts in ``usage``. Nothing is added to ``messages``: the transcript
 still ends on the agent's own answer.

@@ -33,7 +33,7 @@ def test_demo_runs_every_scenario_offline(capsys: pytest.CaptureFixture[str],
     assert code == 0
     assert "ReAct pass: parallel tools, one failing" in out
     assert "tool ✗ lookup_order" in out
-    assert "stop_reason=completed  passes=1" in out
+    assert "stop_reason=completed  iterations=1" in out
     assert "stop_reason=max_model_calls" in out
     assert "[loop_warning]" in out
     assert out.rstrip().endswith("scenarios ran offline with the scripted demo model.")
@@ -47,7 +47,7 @@ def test_demo_threads_are_stored_and_shown(tmp_path: Path,
     assert code == 0
     assert "thread demo-react" in out
     assert "tool ✓ get_weather" in out
-    assert "pass 1: model_calls=2 tools=[get_weather:success, get_weather:success," in out
+    assert "iteration 1: model_calls=2 tools=[get_weather:success, get_weather:success," in out
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_demo_uses_a_configured_openai_compatible_model(
     code, out = run_cli(capsys, "demo", "--db", str(db))
     assert code == 0
     assert "Paris is 18°C and cloudy; Rome is 24°C and sunny." in out
-    assert "stop_reason=completed  passes=1  tokens=82 (in 60, out 22)" in out
+    assert "stop_reason=completed  iterations=1  tokens=82 (in 60, out 22)" in out
     assert [m["role"] for m in openai_server.requests[1]["messages"]] == [
         "user", "assistant", "tool", "tool"]
     assert openai_server.requests[0]["messages"][0]["content"].startswith("What is the weather")
@@ -137,7 +137,7 @@ def test_run_against_an_openai_compatible_server_then_show(
                         "--thread", "t1")
     assert code == 0
     lines = out.splitlines()
-    assert "pass 1 · model calls 4 · tool calls 3 · tokens 60 · warnings 1" in lines
+    assert "iteration 1 · model calls 4 · tool calls 3 · tokens 60 · warnings 1" in lines
     assert "Rome: 24°C, sunny." in lines
     assert "thread=t1 stop_reason=completed tokens=60" in lines
     assert [t["function"]["name"] for t in openai_server.requests[0]["tools"]] == [
@@ -145,7 +145,7 @@ def test_run_against_an_openai_compatible_server_then_show(
 
     code, out = run_cli(capsys, "run", "Thanks!", "--db", db, "--thread", "t1")
     assert code == 0
-    assert "pass 1 · model calls 1 · tool calls 0 · tokens 15 · warnings 0" in out.splitlines()
+    assert "iteration 1 · model calls 1 · tool calls 0 · tokens 15 · warnings 0" in out.splitlines()
     last = openai_server.requests[-1]["messages"]
     assert [m["role"] for m in last] == ["user", *["assistant", "tool"] * 3, "user",
                                          "assistant", "user"]
@@ -156,7 +156,7 @@ def test_run_against_an_openai_compatible_server_then_show(
     assert "tool ✓ get_weather" in out
     assert "[loop_warning]" in out
     assert "You are welcome." in out
-    assert "stop_reason=completed  passes=1  tokens=15 (in 10, out 5)" in out
+    assert "stop_reason=completed  iterations=1  tokens=15 (in 10, out 5)" in out
 
 
 def error_lines(out: str) -> list[str]:
@@ -331,7 +331,7 @@ def test_run_judge_runs_passes_up_to_max_iterations(
                         "--thread", "p")
     assert code == 0
     lines = out.splitlines()
-    assert "pass 2 · model calls 2 · tool calls 0 · tokens 30 · warnings 0" in lines
+    assert "iteration 2 · model calls 2 · tool calls 0 · tokens 30 · warnings 0" in lines
     assert "Draft 2." in lines
     assert (f"thread=p stop_reason={stop_reason} tokens=30 judge_tokens={26 * len(verdicts)}"
             in lines)
@@ -340,8 +340,8 @@ def test_run_judge_runs_passes_up_to_max_iterations(
     assert continuation["role"] == "user" and "too short" in continuation["content"]
 
     code, out = run_cli(capsys, "show", "p", "--db", db)
-    assert f"stop_reason={stop_reason}  passes=2  tokens=30" in out
-    assert "  pass 1: model_calls=1 tools=[] answered=False" in out.splitlines()
+    assert f"stop_reason={stop_reason}  iterations=2  tokens=30" in out
+    assert "  iteration 1: model_calls=1 tools=[] answered=False" in out.splitlines()
 
 
 def test_run_max_iterations_without_judge_is_an_error(
@@ -403,9 +403,9 @@ def test_run_counts_model_calls_across_an_approval_pause(
     assert code == 0
     progress = [line.split("[a/e/r] ")[-1] for line in out.splitlines() if "· model calls" in line]
     assert progress == [  # paused after the first call; the resumed part goes on counting
-        "pass 1 · model calls 1 · tool calls 0 · tokens 15 · warnings 0",
-        "pass 1 · model calls 2 · tool calls 1 · tokens 30 · warnings 0",
+        "iteration 1 · model calls 1 · tool calls 0 · tokens 15 · warnings 0",
+        "iteration 1 · model calls 2 · tool calls 1 · tokens 30 · warnings 0",
     ]
     assert len(live_env.requests) == 2
     code, out = run_cli(capsys, "show", "mail", "--db", db)
-    assert "pass 1: model_calls=2 tools=[send_email:success]" in out  # the stored record agrees
+    assert "iteration 1: model_calls=2 tools=[send_email:success]" in out  # the stored record agrees

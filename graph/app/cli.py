@@ -22,14 +22,14 @@ from langgraph_loop.app.env import DEFAULT_DB
 __all__ = ["DEFAULT_DB", "main", "parser"]
 
 
-def _passes(value: str) -> int:
-    """``--max-iterations``: a whole number of passes, 1 or more."""
+def _iterations(value: str) -> int:
+    """``--max-iterations``: a whole number of iterations, 1 or more."""
     try:
         number = int(value)
     except ValueError:
         number = 0
     if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of passes, 1 or more, got {value!r}")
+        raise argparse.ArgumentTypeError(f"expected a number of iterations, 1 or more, got {value!r}")
     return number
 
 
@@ -53,11 +53,11 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--thread", default=None, help="continue this thread id")
     run.add_argument("--db", type=Path, default=DEFAULT_DB)
     run.add_argument("--judge", action="store_true",
-                     help="after each pass the model judges whether the task is done; if not, "
-                          "another pass runs with the judge's reasoning (without --judge a run "
+                     help="after each iteration the model judges whether the task is done; if not, "
+                          "another iteration runs with the judge's reasoning (without --judge a run "
                           "ends at the model's first answer)")
-    run.add_argument("--max-iterations", type=_passes, default=None, metavar="N",
-                     help=f"passes per run with --judge (default {commands.RUN_MAX_ITERATIONS}); "
+    run.add_argument("--max-iterations", type=_iterations, default=None, metavar="N",
+                     help=f"iterations per run with --judge (default {commands.RUN_MAX_ITERATIONS}); "
                           "a run capped by it ends with stop_reason=max_iterations")
     run.add_argument("--demo-tools", action="store_true",
                      help="offer the demo tools (get_weather, send_email) to the model; "

@@ -143,7 +143,7 @@ RUN_MAX_ITERATIONS = 3
 def run(args: argparse.Namespace, console: Console) -> int:
     """Run a task on a stored thread with live progress.
 
-    With ``--judge`` the model also judges each pass; a pass it finds unfinished is
+    With ``--judge`` the model also judges each iteration; an iteration it finds unfinished is
     followed by another, up to ``--max-iterations``.
     """
 
@@ -151,7 +151,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     max_iterations = getattr(args, "max_iterations", None)
     if max_iterations is not None and not judged:
         raise UsageError("--max-iterations needs --judge: without a judge a run ends at the "
-                         "model's first answer, so there is no second pass to cap",
+                         "model's first answer, so there is no second iteration to cap",
                          hint=f"`langgraph-loop run \"...\" --judge --max-iterations "
                               f"{max_iterations}`")
     model = model_from_env(os.environ)
@@ -161,7 +161,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     with sqlite_saver(args.db) as saver, provider_errors(model, thread):
         agent = create_loop_agent(model, tools, checkpointer=saver, approval=gated,
                                   judge=Judge(model=model) if judged else None,
-                                  # without a judge a run has one pass (as before --judge)
+                                  # without a judge a run has one iteration (as before --judge)
                                   max_iterations=(max_iterations or RUN_MAX_ITERATIONS)
                                   if judged else 1)
         config: RunnableConfig = {"configurable": {"thread_id": thread}}
@@ -183,7 +183,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 
 def show(args: argparse.Namespace, console: Console) -> int:
-    """Print a stored thread: transcript, stop reason, per-pass records, usage."""
+    """Print a stored thread: transcript, stop reason, per-iteration records, usage."""
 
     if not Path(args.db).exists():
         raise UsageError(f"no thread store at {args.db}",

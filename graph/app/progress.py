@@ -1,10 +1,10 @@
-"""Live progress for ``langgraph-loop run``: pass, model calls, tool calls, tokens, warnings.
+"""Live progress for ``langgraph-loop run``: iteration, model calls, tool calls, tokens, warnings.
 
 Example:
     >>> p = Progress()
     >>> p.feed(("updates", {"model": {"messages": [], "usage": {"total_tokens": 12}}}))
     >>> p.line()
-    'pass 1 · model calls 1 · tool calls 0 · tokens 12 · warnings 0'
+    'iteration 1 · model calls 1 · tool calls 0 · tokens 12 · warnings 0'
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ __all__ = ["Progress", "run_with_progress"]
 class Progress:
     """Counters updated from ``stream_mode=["updates", "custom"]`` parts."""
 
-    passes: int = 1
+    iterations: int = 1
     model_calls: int = 0
     tool_calls: int = 0
     tokens: int = 0
@@ -44,11 +44,11 @@ class Progress:
                 self.model_calls += 1
                 self.tokens = (update.get("usage") or {}).get("total_tokens", self.tokens)
             if "iteration" in update:
-                self.passes = update["iteration"]
+                self.iterations = update["iteration"]
 
     def line(self) -> str:
         """The one-line summary."""
-        return (f"pass {self.passes} · model calls {self.model_calls} · tool calls "
+        return (f"iteration {self.iterations} · model calls {self.model_calls} · tool calls "
                 f"{self.tool_calls} · tokens {self.tokens} · warnings {self.warnings}")
 
 

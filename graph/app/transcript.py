@@ -1,7 +1,7 @@
 """Readable transcripts for the terminal (``langgraph-loop show``, ``langgraph-loop demo``).
 
 A run is shown as a table (one row per message: who, what), then the stop reason and
-usage, then one line per pass. Roles are labelled the way the model saw them: the
+usage, then one line per iteration. Roles are labelled the way the model saw them: the
 user, the assistant and its tool calls, each tool result (✓ or ✗), and the loop's
 own messages, tagged with their name (``[loop_warning]`` notices, ``[loop_continue]``
 continuations, ...).
@@ -12,7 +12,7 @@ Example:
     >>> [row(m)[:2] for m in [HumanMessage("hi"), ai, ToolMessage("2", tool_call_id="c", name="add")]]
     [('user', 'hi'), ('assistant', '→ add({"a": 1})'), ('tool ✓ add', '2')]
     >>> summary({"stop_reason": "completed", "iteration": 1, "usage": {"total_tokens": 9}})
-    'stop_reason=completed  passes=1  tokens=9 (in 0, out 0)'
+    'stop_reason=completed  iterations=1  tokens=9 (in 0, out 0)'
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from rich.text import Text
 
 from langgraph_loop.core.messages import as_text, shorten
 
-__all__ = ["pass_lines", "render_run", "row", "summary", "transcript_table"]
+__all__ = ["iteration_lines", "render_run", "row", "summary", "transcript_table"]
 
 
 def _text(content: Any, limit: int = 600) -> str:
@@ -74,30 +74,30 @@ def transcript_table(messages: Sequence[BaseMessage], start: int = 0) -> Table:
 
 
 def summary(state: dict[str, Any]) -> str:
-    """The stop reason, passes and token usage of a run."""
+    """The stop reason, iterations and token usage of a run."""
     usage = state.get("usage") or {}
-    return (f"stop_reason={state.get('stop_reason')}  passes={state.get('iteration')}  "
+    return (f"stop_reason={state.get('stop_reason')}  iterations={state.get('iteration')}  "
             f"tokens={usage.get('total_tokens', 0)} (in {usage.get('input_tokens', 0)}, "
             f"out {usage.get('output_tokens', 0)})")
 
 
-def pass_lines(state: dict[str, Any]) -> list[str]:
-    """One line per pass: model calls, tool calls with their status, the guard."""
+def iteration_lines(state: dict[str, Any]) -> list[str]:
+    """One line per iteration: model calls, tool calls with their status, the guard."""
     lines = []
     for record in state.get("iterations") or []:
         calls = ", ".join(f"{c['name']}:{c['status']}" for c in record.get("tool_calls", []))
         guard = record.get("guard")
         verdict = record.get("verdict")
-        lines.append(f"pass {record['iteration']}: model_calls={record['model_calls']} "
+        lines.append(f"iteration {record['iteration']}: model_calls={record['model_calls']} "
                      f"tools=[{calls}]" + (f" guard={guard.get('reason')}" if guard else "")
                      + (f" answered={verdict.get('answered')}" if verdict else ""))
     return lines
 
 
 def render_run(console: Console, title: str, state: dict[str, Any], start: int = 0) -> None:
-    """Print a run: title rule, transcript table, summary, per-pass lines."""
+    """Print a run: title rule, transcript table, summary, per-iteration lines."""
     console.rule(f"[bold]{title}")
     console.print(transcript_table(state.get("messages") or [], start))
     console.print(summary(state), style="bold green", markup=False, highlight=False)
-    for line in pass_lines(state):
+    for line in iteration_lines(state):
         console.print("  " + line, markup=False, highlight=False)

@@ -27,13 +27,13 @@ MaybeAwaitable: TypeAlias = T | Awaitable[T]
 State: TypeAlias = Mapping[str, Any]
 
 ShouldContinue: TypeAlias = Callable[[State], MaybeAwaitable[bool | tuple[bool, str | None]]]
-"""``should_continue(state) -> bool | (bool, feedback)``: run another pass?"""
+"""``should_continue(state) -> bool | (bool, feedback)``: run another iteration?"""
 NextMessage: TypeAlias = Callable[[State, str | None], MaybeAwaitable[str | None]]
 """``next_message(state, feedback) -> str | None``: the continuation text (None: re-send)."""
 FeedbackHook: TypeAlias = Callable[[State, str | None], MaybeAwaitable[str | None]]
-"""``record_feedback(state, feedback) -> str | None``: the progress-log entry of a pass."""
+"""``record_feedback(state, feedback) -> str | None``: the progress-log entry of an iteration."""
 PromptFactory: TypeAlias = Callable[[State], MaybeAwaitable[str]]
-"""``prompt_factory(state) -> str``: each pass's prompt."""
+"""``prompt_factory(state) -> str``: each iteration's prompt."""
 ToolFilter: TypeAlias = Callable[[State, list[BaseTool]], MaybeAwaitable[Sequence[BaseTool | str]]]
 """``tool_filter(state, tools) -> tools``: the tools offered to one model call."""
 

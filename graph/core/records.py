@@ -120,13 +120,13 @@ class CallRecord(TypedDict):
 
 
 class LoggedCall(CallRecord):
-    """A call record in the run's call log: its pass and a digest of its result."""
+    """A call record in the run's call log: its iteration and a digest of its result."""
 
     result_hash: NotRequired[str]
 
 
 class IterationRecord(TypedDict, total=False):
-    """One pass of the agent."""
+    """One iteration of the agent."""
 
     iteration: int
     model_calls: int
@@ -142,14 +142,14 @@ class IterationRecord(TypedDict, total=False):
 
 
 class IterationStartEvent(TypedDict):
-    """A pass starts."""
+    """An iteration starts."""
 
     event: Literal["iteration_start"]
     iteration: int
 
 
 class IterationEndEvent(TypedDict):
-    """A pass ended; its record."""
+    """An iteration ended; its record."""
 
     event: Literal["iteration_end"]
     record: IterationRecord

@@ -112,7 +112,7 @@ EXPLAIN: dict[str, str] = {
     "step_limit": "the graph's step limit (recursion_limit) is nearly reached",
     "loop_detected": "a runaway tool loop was detected",
 }
-"""Why a stop happened, in words (the model and the pass records read them)."""
+"""Why a stop happened, in words (the model and the iteration records read them)."""
 
 
 def stop_answer_text(why: Guard) -> str:

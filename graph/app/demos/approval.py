@@ -117,7 +117,7 @@ def compaction(console: Console, checkpointer: Any) -> dict[str, Any]:
 
 SCENARIOS = [
     Scenario("approval", "Gated tool: resolver, then a human decision", approval, ["approval"],
-             Expect("completed", passes=1, loop_warnings=0, model_calls=4)),
+             Expect("completed", iterations=1, loop_warnings=0, model_calls=4)),
     Scenario("compaction", "Long loop compacted into a summary", compaction, ["compaction"],
-             Expect("completed", passes=1, loop_warnings=0, model_calls=6)),
+             Expect("completed", iterations=1, loop_warnings=0, model_calls=6)),
 ]

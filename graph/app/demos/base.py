@@ -27,11 +27,11 @@ class Expect:
     """What a scenario's title and answer claim about its run (checked by the tests).
 
     ``loop_warnings`` counts delivered notices that came from the loop detector;
-    ``model_calls`` is the total over the run's passes (a final-answer call included).
+    ``model_calls`` is the total over the run's iterations (a final-answer call included).
     """
 
     stop_reason: str
-    passes: int | None = None
+    iterations: int | None = None
     loop_warnings: int | None = None
     model_calls: int | None = None
 
@@ -56,7 +56,7 @@ def loop_warnings(messages: list[BaseMessage]) -> int:
 def check(expect: Expect, state: dict[str, Any]) -> list[str]:
     """Where a run differs from what its scenario claims (empty: it keeps its word)."""
     records = state.get("iterations") or []
-    seen = {"stop_reason": state.get("stop_reason"), "passes": state.get("iteration"),
+    seen = {"stop_reason": state.get("stop_reason"), "iterations": state.get("iteration"),
             "loop_warnings": loop_warnings(state.get("messages") or []),
             "model_calls": sum(r.get("model_calls", 0) for r in records)}
     return [f"{name}: claimed {want!r}, ran {seen[name]!r}"

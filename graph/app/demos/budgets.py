@@ -1,10 +1,10 @@
 """Budget scenarios: a research loop that wraps up under budget pressure.
 
-The agent keeps researching pass after pass (its predicate always asks for more).
+The agent keeps researching iteration after iteration (its predicate always asks for more).
 When its tokens reach 50% of ``Limits(token_budget=...)`` the pressure instruction
 is queued; the model sees it on its next call, as the last message of the request,
 writes its final report, and the run stops with ``budget_pressure`` at the end of
-that pass, well before the hard budget.
+that iteration, well before the hard budget.
 
 Example:
     >>> [s.key for s in SCENARIOS]
@@ -50,7 +50,7 @@ def search_papers(topic: str) -> str:
 
 
 def _researcher(messages: list[BaseMessage]) -> Any:
-    """The scripted model: research in two-search passes until told to wrap up."""
+    """The scripted model: research in two-search iterations until told to wrap up."""
     last = messages[-1]
     found = [str(m.content) for m in messages if m.type == "tool"]
     if isinstance(last, HumanMessage) and last.name == NOTICE_NAME:
@@ -76,5 +76,5 @@ def budget_pressure(console: Console, checkpointer: Any) -> dict[str, Any]:
 
 SCENARIOS = [
     Scenario("budget-pressure", "A research loop wrapped up by budget pressure", budget_pressure,
-             ["limits", "budgets"], Expect("budget_pressure", passes=3, loop_warnings=0)),
+             ["limits", "budgets"], Expect("budget_pressure", iterations=3, loop_warnings=0)),
 ]

@@ -1,4 +1,4 @@
-"""Continuation scenarios: a judge loop that needs two passes; a todo loop.
+"""Continuation scenarios: a judge loop that needs two iterations; a todo loop.
 
 Example:
     >>> [s.key for s in SCENARIOS]
@@ -41,10 +41,10 @@ def judge_loop(console: Console, checkpointer: Any) -> dict[str, Any]:
     agent = create_loop_agent(model, judge=judge, max_iterations=5, checkpointer=checkpointer)
     state = agent.invoke({"messages": [HumanMessage("When did Paris host the Olympics?")]},
                          _config("demo-judge"))
-    print_run(console, "Judge loop: rejected once, accepted on pass 2", state)
+    print_run(console, "Judge loop: rejected once, accepted on iteration 2", state)
     for record in state["iterations"]:
         verdict = record.get("verdict") or {}
-        console.print(f"  judge on pass {record['iteration']}: answered={verdict.get('answered')} "
+        console.print(f"  judge on iteration {record['iteration']}: answered={verdict.get('answered')} "
                       f"— {verdict.get('reasoning')}", markup=False, highlight=False)
     usage = state.get("judge_usage") or {}
     console.print(f"  judge tokens: {usage.get('total_tokens', 0)}", markup=False)
@@ -76,8 +76,8 @@ def todo_loop(console: Console, checkpointer: Any) -> dict[str, Any]:
 
 
 SCENARIOS = [
-    Scenario("judge", "Judge loop that needs two passes", judge_loop, ["continuation", "judge"],
-             Expect("completed", passes=2, loop_warnings=0, model_calls=2)),
+    Scenario("judge", "Judge loop that needs two iterations", judge_loop, ["continuation", "judge"],
+             Expect("completed", iterations=2, loop_warnings=0, model_calls=2)),
     Scenario("todos", "Todo loop until every todo is completed", todo_loop,
-             ["continuation", "todos"], Expect("completed", passes=3, loop_warnings=0)),
+             ["continuation", "todos"], Expect("completed", iterations=3, loop_warnings=0)),
 ]

@@ -1,4 +1,4 @@
-"""Core scenarios: a ReAct pass with parallel tools and a failing tool; a runaway
+"""Core scenarios: a ReAct iteration with parallel tools and a failing tool; a runaway
 model stopped by a limit with a clean final answer.
 
 Example:
@@ -50,7 +50,7 @@ def react(console: Console, checkpointer: Any) -> dict[str, Any]:
     agent = create_loop_agent(model, [get_weather, lookup_order], checkpointer=checkpointer)
     state = agent.invoke({"messages": [HumanMessage(
         "Weather in Paris and Rome? And where is my order A-17?")]}, _config("demo-react"))
-    print_run(console, "ReAct pass: parallel tools, one failing", state)
+    print_run(console, "ReAct iteration: parallel tools, one failing", state)
     return state
 
 
@@ -78,16 +78,16 @@ def runaway(console: Console, checkpointer: Any) -> dict[str, Any]:
                          _config("demo-runaway"))
     print_run(console, "Runaway model stopped by Limits(max_model_calls=4), then a tools-free "
                        "final answer", state)
-    console.print("  model_calls=5: the 4 calls max_model_calls allows in a pass (the 4th one's "
+    console.print("  model_calls=5: the 4 calls max_model_calls allows in an iteration (the 4th one's "
                   "tool call was not run), plus the tools-free final-answer call after the stop",
                   markup=False, highlight=False)
     return state
 
 
 SCENARIOS = [
-    Scenario("react", "ReAct pass with parallel tools and a failing tool", react, ["core"],
-             Expect("completed", passes=1, loop_warnings=0, model_calls=2)),
+    Scenario("react", "ReAct iteration with parallel tools and a failing tool", react, ["core"],
+             Expect("completed", iterations=1, loop_warnings=0, model_calls=2)),
     Scenario("runaway", "Runaway model stopped by a limit", runaway, ["core", "limits"],
-             Expect("max_model_calls", passes=1, loop_warnings=0, model_calls=5)),
+             Expect("max_model_calls", iterations=1, loop_warnings=0, model_calls=5)),
 ]
 

@@ -100,11 +100,11 @@ def poll_progress(console: Console, checkpointer: Any) -> dict[str, Any]:
 
 SCENARIOS = [
     Scenario("loop-warned", "A looping model is warned and recovers", loop_warned,
-             ["loops"], Expect("completed", passes=1, loop_warnings=1, model_calls=4)),
+             ["loops"], Expect("completed", iterations=1, loop_warnings=1, model_calls=4)),
     Scenario("loop-stopped", "A model ignores the warning and is stopped with a summary",
              loop_stopped, ["loops"],
-             Expect("loop_detected", passes=1, loop_warnings=1, model_calls=5)),
+             Expect("loop_detected", iterations=1, loop_warnings=1, model_calls=5)),
     Scenario("poll-progress", "Polling that makes progress is not a loop: never flagged",
              poll_progress, ["loops"],
-             Expect("completed", passes=1, loop_warnings=0, model_calls=8)),
+             Expect("completed", iterations=1, loop_warnings=0, model_calls=8)),
 ]
