@@ -83,6 +83,13 @@ def anchors(page: Path) -> set[str]:
     return result
 
 
+def resolves(file: Path, anchor: str) -> bool:
+    """``file`` is in the repository, and so is ``anchor`` among its headings."""
+    if not file.is_relative_to(REPO) or not file.is_file():
+        return False
+    return not anchor or (file.suffix == ".md" and anchor in anchors(file))
+
+
 def links(page: Path) -> list[str]:
     return LINK.findall(prose(page.read_text()))
 
@@ -104,9 +111,7 @@ def test_every_relative_link_resolves_to_a_file_in_the_repository(page: Path) ->
             continue
         path, _, anchor = target.partition("#")
         file = (page.parent / path).resolve() if path else page
-        if not file.is_relative_to(REPO) or not file.is_file():
-            broken.append(target)
-        elif anchor and (file.suffix != ".md" or anchor not in anchors(file)):
+        if not resolves(file, anchor):
             broken.append(target)
     assert not broken, f"{page.relative_to(REPO)}: broken links {broken}"
 
