@@ -1,6 +1,6 @@
 """Throughput of ``langgraph.json``'s graph on Aegra: 1 vs 2 server processes.
 
-The deployment of the README ("Scale-out on Aegra"): a throwaway PostgreSQL and Redis
+The Aegra deployment of ``docs/deployment.md``: a throwaway PostgreSQL and Redis
 and N ``aegra serve`` processes from the cached Python 3.12 virtualenv of the tests
 (``tests/support/aegra.py``), with no ``OPENAI_*`` variables, so the served graph uses its
 offline scripted demo model. 200 short runs (``get_weather for Paris``: model, tool,
