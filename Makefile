@@ -15,7 +15,7 @@ $(shell mkdir -p build && find graph nodes -name '*.py' -o -name py.typed | LC_A
     > $(MODLIST).new && (cmp -s $(MODLIST).new $(MODLIST) || mv $(MODLIST).new $(MODLIST)); \
     rm -f $(MODLIST).new)
 
-.PHONY: install demo test lint bench notebooks picture clean test-lowest test-py313 test-compat
+.PHONY: install demo test test-fast lint bench notebooks picture clean test-lowest test-py313 test-compat
 
 $(STAMP): pyproject.toml $(MODLIST)
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -31,6 +31,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# Everything but the ecosystem group (LangGraph Server, Aegra, notebooks, the wheel), with
+# hypothesis' dev profile, on two workers: the quick check while working.
+test-fast: $(STAMP)
+	HYPOTHESIS_PROFILE=dev $(PY) -m pytest -q -m "not ecosystem" -n 2 $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check graph nodes tests benchmarks

@@ -14,7 +14,7 @@ LangGraph has no public API (as of 1.2) for three things the loop needs:
   interrupt? The ``approval`` node must not ask its resolver again then: the human
   answered because the resolver handed over.
 
-``tests/test_compat.py`` pins each behaviour against the installed LangGraph.
+``tests/core/test_compat.py`` pins each behaviour against the installed LangGraph.
 
 Example:
     >>> durable({"configurable": {}}), resuming({"configurable": {}}), durable(None)

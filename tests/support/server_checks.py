@@ -1,7 +1,7 @@
 """The checks every LangGraph Agent Server deployment of ``langgraph.json``'s graph passes.
 
-Used by ``tests/test_langgraph_server.py`` (``langgraph dev``, one process) and
-``tests/test_aegra.py`` (Aegra, two processes on PostgreSQL + Redis). Each check takes
+Used by ``tests/ecosystem/test_langgraph_server.py`` (``langgraph dev``, one process) and
+``tests/ecosystem/test_aegra.py`` (Aegra, two processes on PostgreSQL + Redis). Each check takes
 the URL that starts the work and the URL that reads or continues it: the same URL for one
 process, the other process for a deployment. The model behind the server is the loopback
 ``auto_reply`` (call the tool the user names, then answer ``"Done."``).

@@ -1,6 +1,6 @@
 """Durable threads: pause or crash in one process, resume in another (SQLite, PostgreSQL).
 
-Each phase runs in a fresh child process (``tests/durable_worker.py``): nothing but the
+Each phase runs in a fresh child process (``tests/support/durable_worker.py``): nothing but the
 checkpointed state carries the thread from one process to the next.
 """
 
@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.postgres import fresh_database
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TODOS = [{"content": "check status", "status": "completed"},
          {"content": "deploy to staging", "status": "in_progress"}]
 
@@ -27,7 +27,7 @@ def phase(name: str, backend: str, target: str, workdir: Path, *, crash: bool = 
     """Run one phase in a new process; its JSON reports."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DURABLE_CRASH": "1" if crash else "0"}
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.durable_worker", name, backend, target, "thread-1",
+        [sys.executable, "-m", "tests.support.durable_worker", name, backend, target, "thread-1",
          str(workdir)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False,
     )

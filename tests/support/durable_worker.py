@@ -1,6 +1,6 @@
-"""A child process for tests/test_durable.py: one phase of a thread's life per process.
+"""A child process for tests/e2e/test_durable.py: one phase of a thread's life per process.
 
-Usage: ``python -m tests.durable_worker PHASE BACKEND TARGET THREAD WORKDIR``
+Usage: ``python -m tests.support.durable_worker PHASE BACKEND TARGET THREAD WORKDIR``
 
 - BACKEND/TARGET: ``sqlite`` + a file path, or ``postgres`` + a connection URI.
 - PHASE ``start``: run the task; pass 1 searches; pass 2 deploys twice (the first

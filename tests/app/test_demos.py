@@ -1,6 +1,6 @@
 """Every demo scenario keeps its word: its title, scripted answers and footers match the run.
 
-Each ``Scenario`` declares what its title claims (``Expect``: stop reason, passes, loop
+Each ``Scenario`` declares what its title claims (``Expect``: stop reason, iterations, loop
 warnings, model calls); these tests run every scenario and compare, and check the claims
 that need the transcript (a final answer true to the tool results, sections in order,
 counts that agree).

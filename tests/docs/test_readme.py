@@ -1,13 +1,13 @@
 """The README a new user reads first: title, what and why, then the two set-up commands; short.
 
-Prose is not pinned here; links and code blocks are checked for every page in tests/test_docs.py.
+Prose is not pinned here; links and code blocks are checked for every page in tests/docs/test_docs.py.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests.test_docs import README, blocks
+from tests.docs.test_docs import README, blocks
 
 TEXT = README.read_text()
 LIMIT = 20_000  # bytes: details live in docs/ and benchmarks/README.md
@@ -36,7 +36,7 @@ def test_the_readme_is_at_most_20_kb() -> None:
 
 
 def test_the_offline_quickstart_the_wheel_test_runs_shows_its_output() -> None:
-    """tests/test_wheel.py runs the first python block after this phrase from the built wheel."""
+    """tests/ecosystem/test_wheel.py runs the first python block after this phrase from the built wheel."""
     start = TEXT.index("Offline, swap the model")
     line = TEXT.count("\n", 0, start) + 1
     block = next(b for b in blocks(README) if b.lang == "python" and b.line > line)

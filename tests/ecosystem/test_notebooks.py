@@ -14,7 +14,7 @@ from nbclient import NotebookClient
 
 pytestmark = pytest.mark.ecosystem
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 
 

@@ -26,7 +26,7 @@ from pydantic import SecretStr
 from tests.support.openai_server import JSON, OpenAIServer, auto_reply, check_pairing, error, text, tool_calls
 from tests.support.postgres import DIR_PREFIX, fresh_database, reap_stale_dirs
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @tool

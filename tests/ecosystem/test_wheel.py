@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FOLDERS = {"graph": "langgraph_loop", "nodes": "langgraph_loop/nodes"}
 
 pytestmark = pytest.mark.ecosystem

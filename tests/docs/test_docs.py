@@ -20,7 +20,7 @@ import pytest
 
 from langgraph_loop.core.state import LoopContext
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 PAGES = [README, *sorted((REPO / "docs").glob("*.md")), REPO / "benchmarks" / "README.md"]
 

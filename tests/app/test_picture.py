@@ -11,7 +11,7 @@ from pathlib import Path
 
 from langgraph_loop.app.picture import example_agent, mermaid
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def test_the_committed_mermaid_source_is_what_the_graph_draws() -> None:

@@ -1,6 +1,6 @@
 """Crash and resume: SIGKILL in the middle of a batch of parallel tool calls, resume elsewhere.
 
-The child (``tests/crash_worker.py``) runs a thread on SQLite or PostgreSQL; the
+The child (``tests/support/crash_worker.py``) runs a thread on SQLite or PostgreSQL; the
 parent kills it with SIGKILL while some calls of a parallel batch have finished (and
 their results are saved) and the others are still running. A new process resumes
 the thread: the run completes with a provider-valid thread, the queued warning and
@@ -30,16 +30,16 @@ from langgraph.types import Command, interrupt
 from langgraph_loop import Hooks, Limits, create_loop_agent
 from langgraph_loop.core.callbacks import CallbackError
 from langgraph_loop.scripted import ScriptedChatModel
-from tests.crash_worker import N, effects, left_to_run, saved_results
+from tests.support.crash_worker import N, effects, left_to_run, saved_results
 from tests.helpers import EXECUTED, add, remember
 from tests.support.postgres import fresh_database
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def _command(phase: str, backend: str, target: str, mode: str, workdir: Path) -> list[str]:
-    return [sys.executable, "-m", "tests.crash_worker", phase, backend, target, mode, str(workdir)]
+    return [sys.executable, "-m", "tests.support.crash_worker", phase, backend, target, mode, str(workdir)]
 
 
 def _wait_for(condition: Any, proc: subprocess.Popen[str], what: str) -> None:

@@ -22,7 +22,7 @@ from langgraph_loop import Approval, StopReason, create_loop_agent
 from langgraph_loop.core.messages import check_pairing
 from langgraph_loop.scripted import ScriptedChatModel
 
-STORED = Path(__file__).parent / "data" / "thread_0_2.sqlite"
+STORED = Path(__file__).resolve().parents[1] / "data" / "thread_0_2.sqlite"
 RAN: list[str] = []
 
 

@@ -266,7 +266,7 @@ def test_judge_over_http(openai_server: OpenAIServer) -> None:
 
 def _readme_token_recipe() -> str:
     """The README's ``stream_mode="messages"`` recipe: the ``for`` line and its body."""
-    lines = (Path(__file__).resolve().parents[1] / "README.md").read_text().splitlines()
+    lines = (Path(__file__).resolve().parents[2] / "README.md").read_text().splitlines()
     start = next(i for i, line in enumerate(lines)
                  if line.startswith("for chunk, meta in agent.stream(") and '"messages"' in line)
     body = [lines[start]]

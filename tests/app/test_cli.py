@@ -15,7 +15,7 @@ import pytest
 from langgraph_loop.app.cli import main
 from tests.support.openai_server import OpenAIServer, Reply, text, tool_calls
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NODES = ("prepare", "compaction", "model", "loop_detector", "approval", "tools", "judge", "router")
 
 
@@ -31,7 +31,7 @@ def test_demo_runs_every_scenario_offline(capsys: pytest.CaptureFixture[str],
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     code, out = run_cli(capsys, "demo")
     assert code == 0
-    assert "ReAct pass: parallel tools, one failing" in out
+    assert "ReAct iteration: parallel tools, one failing" in out
     assert "tool ✗ lookup_order" in out
     assert "stop_reason=completed  iterations=1" in out
     assert "stop_reason=max_model_calls" in out
@@ -299,7 +299,7 @@ def test_run_help_says_what_max_iterations_caps(capsys: pytest.CaptureFixture[st
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     flat = " ".join(capsys.readouterr().out.split())
-    assert "--max-iterations N passes per run with --judge (default 3);" in flat
+    assert "--max-iterations N iterations per run with --judge (default 3);" in flat
     assert "without --judge a run ends at the model's first answer" in flat and "--yes" in flat
 
 
@@ -363,7 +363,7 @@ def test_run_max_iterations_must_be_one_or_more(
     with pytest.raises(SystemExit) as exited:
         main(["run", "hi", "--judge", "--max-iterations", value, "--db", str(tmp_path / "t")])
     assert exited.value.code == 2
-    assert (f"error: argument --max-iterations: expected a number of passes, 1 or more, "
+    assert (f"error: argument --max-iterations: expected a number of iterations, 1 or more, "
             f"got '{value}'") in capsys.readouterr().err
 
 

@@ -1,6 +1,6 @@
-"""A child process for tests/test_crash.py: run a thread until the parent kills it, or resume it.
+"""A child process for tests/e2e/test_crash.py: run a thread until the parent kills it, or resume it.
 
-Usage: ``python -m tests.crash_worker PHASE BACKEND TARGET MODE WORKDIR``
+Usage: ``python -m tests.support.crash_worker PHASE BACKEND TARGET MODE WORKDIR``
 
 - PHASE ``start`` runs the task; PHASE ``resume`` continues the stored thread
   (``invoke(None)``) and prints one JSON line with what the finished run holds.

@@ -31,7 +31,7 @@ from tests.support.postgres import free_port
 
 pytestmark = pytest.mark.ecosystem
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 120.0
 
 

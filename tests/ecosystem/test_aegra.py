@@ -39,7 +39,7 @@ from tests.support.redis_server import redis_url
 
 pytestmark = pytest.mark.ecosystem
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 COUNTED = "counted"
 N_THREADS = 50
 LEASES = {"LEASE_DURATION_SECONDS": "8", "HEARTBEAT_INTERVAL_SECONDS": "2",
@@ -101,7 +101,7 @@ def deployment(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         yield Deployment(servers[0], servers[1], work)
 
 
-# Every check of tests/test_langgraph_server.py; work starts on one process, the other reads
+# Every check of tests/ecosystem/test_langgraph_server.py; work starts on one process, the other reads
 # or resumes it. Aegra difference allowed: a tool message in messages-tuple is a chunk.
 AEGRA = checks.Engine(tool_chunk_type="ToolMessageChunk")
 
