@@ -30,8 +30,8 @@ from langgraph.types import Command, interrupt
 from langgraph_loop import Hooks, Limits, create_loop_agent
 from langgraph_loop.core.callbacks import CallbackError
 from langgraph_loop.scripted import ScriptedChatModel
-from tests.support.crash_worker import N, effects, left_to_run, saved_results
 from tests.helpers import EXECUTED, add, remember
+from tests.support.crash_worker import N, effects, left_to_run, saved_results
 from tests.support.postgres import fresh_database
 
 ROOT = Path(__file__).resolve().parents[2]
