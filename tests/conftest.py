@@ -1,5 +1,6 @@
-"""Shared fixtures: scripted models with the pairing check, the loopback OpenAI server,
-and PostgreSQL (a throwaway server per session, a fresh database per test)."""
+"""Shared fixtures: scripted models with the pairing check, the loopback OpenAI and Anthropic
+servers, the stdio MCP server's tools, and PostgreSQL (a throwaway server per session, a fresh
+database per test)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import settings
 
 from langgraph_loop.core.pairing import check_pairing
 from langgraph_loop.scripted import ScriptedChatModel
+from tests.support.anthropic_server import AnthropicServer
 from tests.support.openai_server import OpenAIServer
 from tests.support.openai_server import check_pairing as check_wire_pairing
 from tests.support.postgres import fresh_database, pg_uri
@@ -49,6 +51,16 @@ def openai_server() -> Iterator[OpenAIServer]:
     for i, body in enumerate(server.requests):
         problems = check_wire_pairing(body)
         assert not problems, f"wire request {i} is not provider-valid: {problems}"
+
+
+@pytest.fixture
+def anthropic_server() -> Iterator[AnthropicServer]:
+    """A scripted Anthropic Messages API server on loopback; after the test, no request it
+    received may have broken Anthropic's rules (each such request was answered with HTTP 400)."""
+    with AnthropicServer() as server:
+        yield server
+    broken = [f"request {i}: {problems}" for i, problems in server.rejected]
+    assert not broken, "requests Anthropic would reject:\n" + "\n".join(broken)
 
 
 @pytest.fixture(scope="session")
