@@ -5,14 +5,18 @@ database per test)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from langchain_core.tools import BaseTool
 
 from langgraph_loop.core.pairing import check_pairing
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.anthropic_server import AnthropicServer
+from tests.support.mcp_client import mcp_session_tools
 from tests.support.openai_server import OpenAIServer
 from tests.support.openai_server import check_pairing as check_wire_pairing
 from tests.support.postgres import fresh_database, pg_uri
@@ -61,6 +65,26 @@ def anthropic_server() -> Iterator[AnthropicServer]:
         yield server
     broken = [f"request {i}: {problems}" for i, problems in server.rejected]
     assert not broken, "requests Anthropic would reject:\n" + "\n".join(broken)
+
+
+@dataclass
+class MCPTools:
+    """The test MCP server's tools (see ``tests/support/mcp_server.py``) and its notes file."""
+
+    tools: list[BaseTool]
+    notes: Path
+
+    def __getitem__(self, name: str) -> BaseTool:
+        return next(t for t in self.tools if t.name == name)
+
+
+@pytest.fixture
+async def mcp_tools(tmp_path: Path) -> AsyncIterator[MCPTools]:
+    """The tools of a real MCP server run over stdio (``python -m tests.support.mcp_server``),
+    loaded through langchain-mcp-adapters on one session held open for the test."""
+    notes = tmp_path / "notes.txt"
+    async with mcp_session_tools(notes) as tools:
+        yield MCPTools(tools, notes)
 
 
 @pytest.fixture(scope="session")
