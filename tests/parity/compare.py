@@ -205,17 +205,21 @@ def run_both(
     invoke: str = "invoke",
     context: Any = None,
     config: Mapping[str, Any] | None = None,
+    loop_model: ModelFactory | None = None,
 ) -> Pair:
     """Build both agents from fresh models and the same tools and run the same inputs.
 
     ``inputs``: one input or a list of them (run in order on one thread). ``common`` keyword
     arguments go to both builders, ``reference``/``loop`` only to one. ``invoke`` is ``"invoke"``
-    or ``"ainvoke"``. A builder that raises is recorded as the outcome's error.
+    or ``"ainvoke"``. ``loop_model`` gives the loop a different model (for an input that only
+    the loop accepts, compared with its equivalent under ``create_agent``). A builder that raises
+    is recorded as the outcome's error.
     """
     steps = inputs if isinstance(inputs, list) else [inputs]
     outcomes: list[Outcome] = []
-    for build, extra in ((create_agent, reference), (create_loop_agent, loop)):
-        chat_model, seen = model()
+    runs = ((create_agent, reference, model), (create_loop_agent, loop, loop_model or model))
+    for build, extra, factory in runs:
+        chat_model, seen = factory()
         options = {"checkpointer": InMemorySaver(), **(common or {}), **(extra or {})}
         try:
             agent = build(chat_model, list(tools), **options)
