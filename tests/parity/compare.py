@@ -151,20 +151,20 @@ class Pair:
     def assert_same(self, *, seen: bool = True) -> None:
         """Same exception, same interrupts, same reference state keys, same model inputs."""
         ref, loop = self.reference, self.loop
-        _same("how the run ended (exception)", loop.error_text(), ref.error_text())
-        _same("interrupts of each step", [_interrupts(r) for r in loop.results],
+        same("how the run ended (exception)", loop.error_text(), ref.error_text())
+        same("interrupts of each step", [_interrupts(r) for r in loop.results],
               [_interrupts(r) for r in ref.results])
         keys = [k for k in ref.state if not k.startswith("__")]
-        _same("final state", normalise_state(loop.state, keys), normalise_state(ref.state, keys))
+        same("final state", normalise_state(loop.state, keys), normalise_state(ref.state, keys))
         result = ref.result if isinstance(ref.result, Mapping) else {}
         out_keys = [k for k in result if not k.startswith("__")]
-        _same("invoke output", normalise_state(loop.result or {}, out_keys),
+        same("invoke output", normalise_state(loop.result or {}, out_keys),
               normalise_state(result, out_keys))
         if seen:
-            _same("messages each model call received", loop.seen, ref.seen)
+            same("messages each model call received", loop.seen, ref.seen)
 
 
-def _same(what: str, loop: Any, reference: Any) -> None:
+def same(what: str, loop: Any, reference: Any) -> None:
     """Fail with both sides printed when the loop's ``what`` differs from the reference's."""
     if loop != reference:
         raise AssertionError(f"{what} differs\n--- create_agent:\n{pformat(reference, width=110)}"

@@ -9,7 +9,7 @@ Run as ``python -m tests.support.mcp_server`` from the repository root; the
   block a fresh random ``id``, so identical results differ unless normalised).
 - ``big_output(size=200000)``: one text block of ``size`` characters.
 - ``record_note(note)``: a side effect: appends the note to the file named by
-  ``$MCP_NOTES_FILE`` and returns how many notes it holds.
+  ``$MCP_NOTES_FILE`` and confirms it.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def record_note(note: str) -> str:
     path = Path(os.environ["MCP_NOTES_FILE"])
     with path.open("a", encoding="utf-8") as handle:
         handle.write(note + "\n")
-    return f"{len(path.read_text(encoding='utf-8').splitlines())} notes recorded"
+    return f"recorded: {note}"
 
 
 if __name__ == "__main__":
