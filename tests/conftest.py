@@ -16,7 +16,6 @@ from langchain_core.tools import BaseTool
 from langgraph_loop.core.pairing import check_pairing
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.anthropic_server import AnthropicServer
-from tests.support.mcp_client import mcp_session_tools
 from tests.support.openai_server import OpenAIServer
 from tests.support.openai_server import check_pairing as check_wire_pairing
 from tests.support.postgres import fresh_database, pg_uri
@@ -82,6 +81,10 @@ class MCPTools:
 async def mcp_tools(tmp_path: Path) -> AsyncIterator[MCPTools]:
     """The tools of a real MCP server run over stdio (``python -m tests.support.mcp_server``),
     loaded through langchain-mcp-adapters on one session held open for the test."""
+    # imported here: only the MCP tests need the mcp package (it does not import under
+    # pydantic 2.10, the lowest version pyproject.toml allows)
+    from tests.support.mcp_client import mcp_session_tools
+
     notes = tmp_path / "notes.txt"
     async with mcp_session_tools(notes) as tools:
         yield MCPTools(tools, notes)

@@ -12,9 +12,8 @@ import pytest
 from langchain.agents import AgentState, create_agent
 from langchain.tools import InjectedState, InjectedStore, ToolRuntime
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.tools import InjectedToolCallId, StructuredTool, ToolException, tool
+from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool, ToolException, tool
 from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command, interrupt
 
@@ -83,7 +82,7 @@ def test_injected_state_custom_field() -> None:
 
 
 @tool
-def preference(key: str, store: Annotated[BaseStore, InjectedStore()]) -> str:
+def preference(key: str, store: Annotated[Any, InjectedStore()]) -> str:
     """Read a user preference from the store."""
     item = store.get(("prefs", "u1"), key)
     return f"{key}={item.value['v'] if item else None}"
@@ -119,14 +118,22 @@ class UserContext:
     user_id: str
 
 
-@tool
-def account(field: str, runtime: ToolRuntime[UserContext]) -> str:
-    """Read the user's account from the runtime context."""
-    return (f"{field} of {runtime.context.user_id} (call {runtime.tool_call_id}, "
-            f"{len(runtime.state['messages'])} messages, store {runtime.store is not None})")
+def account_tool() -> BaseTool:
+    """A ``ToolRuntime`` tool, built when its test runs: under the lowest versions pyproject.toml
+    allows (langchain-core 1.7.0, pydantic 2.10.0) building its schema raises, and a module-level
+    definition would take the whole module down with it."""
+
+    @tool
+    def account(field: str, runtime: ToolRuntime[UserContext]) -> str:
+        """Read the user's account from the runtime context."""
+        return (f"{field} of {runtime.context.user_id} (call {runtime.tool_call_id}, "
+                f"{len(runtime.state['messages'])} messages, store {runtime.store is not None})")
+
+    return account
 
 
 def test_tool_runtime_with_context_schema() -> None:
+    account = account_tool()
     pair = run_both(scripted(calls(call("account", {"field": "plan"}, "c1")), "done"), [account], ASK,
                     common={"context_schema": UserContext}, context=UserContext(user_id="u-7"))
     pair.assert_same()
