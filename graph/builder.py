@@ -17,7 +17,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Never
+from typing import Any, Never, TypeAlias, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
@@ -48,7 +48,14 @@ from langgraph_loop.core.config import (
 )
 from langgraph_loop.core.messages import unanswered_tail
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import LoopContext, LoopGraph, LoopInput, LoopOutput, LoopState
+from langgraph_loop.core.state import (
+    LoopContext,
+    LoopGraph,
+    LoopInput,
+    LoopOutput,
+    LoopState,
+    with_user_keys,
+)
 from langgraph_loop.nodes.approval import ApprovalNode, needs_approval
 from langgraph_loop.nodes.compaction import CompactionNode
 from langgraph_loop.nodes.judge import JudgeNode
@@ -64,6 +71,10 @@ __all__ = ["Edge", "Routes", "create_loop_agent"]
 RETRY = RetryPolicy(max_attempts=3, initial_interval=0.5, backoff_factor=2.0)
 """Retries of the nodes that call a model and change nothing before it answers."""
 
+C = TypeVar("C")
+Configured: TypeAlias = C | Mapping[str, Any] | None
+"""A configuration model, or a dict of its fields, or None."""
+
 _NOT_SETTINGS = frozenset({"model", "tools", "checkpointer", "store", "name", "unknown"})
 
 DEFAULT_LOOP_DETECTION = LoopDetection()
@@ -75,16 +86,16 @@ def create_loop_agent(
     tools: Sequence[BaseTool | Callable[..., Any]] | BaseTool | Callable[..., Any] = (),
     *,
     system_prompt: str | None = None, max_iterations: int | None = 10,
-    should_continue: ShouldContinue | None = None, judge: Judge | Mapping[str, Any] | None = None,
+    should_continue: ShouldContinue | None = None, judge: Configured[Judge] = None,
     next_message: NextMessage | None = None, record_feedback: FeedbackHook | None = None,
     inject_progress: bool = True, fresh_context: bool = False,
-    prompt_factory: PromptFactory | None = None, limits: Limits | Mapping[str, Any] | None = None,
-    loop_detection: LoopDetection | Mapping[str, Any] | None = DEFAULT_LOOP_DETECTION,
-    stall_detection: StallDetection | Mapping[str, Any] | None = None,
-    budget_pressure: BudgetPressure | Mapping[str, Any] | None = None,
-    tool_filter: ToolFilter | None = None, approval: Approval | Mapping[str, Any] | None = None,
-    compaction: Compaction | Mapping[str, Any] | None = None,
-    hooks: Hooks | Mapping[str, Any] | None = None, response_format: Any = None,
+    prompt_factory: PromptFactory | None = None, limits: Configured[Limits] = None,
+    loop_detection: Configured[LoopDetection] = DEFAULT_LOOP_DETECTION,
+    stall_detection: Configured[StallDetection] = None, budget_pressure: Configured[BudgetPressure] = None,
+    tool_filter: ToolFilter | None = None, approval: Configured[Approval] = None,
+    compaction: Configured[Compaction] = None, hooks: Configured[Hooks] = None,
+    response_format: Any = None, state_schema: type[Any] | None = None,
+    context_schema: type[Any] | None = None, handle_tool_errors: Any = None,
     checkpointer: Checkpointer = None, store: BaseStore | None = None, name: str | None = None,
     **unknown: Never,
 ) -> CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput]:
@@ -92,37 +103,38 @@ def create_loop_agent(
 
     Args:
         model: the agent's chat model (any LangChain ``BaseChatModel`` with tools).
-        tools: LangChain tools or plain functions; one tool alone counts as a list of one.
+        tools: LangChain tools or functions; one tool alone counts as a list of one.
         system_prompt: the system prompt of every model call.
         max_iterations: iterations per run; None = unbounded, < 1 is a ValueError.
         should_continue: ``(state) -> bool | (bool, feedback)``, asked when an iteration ends.
-        judge: a second model that decides whether the request is answered. Each
-            configuration model may also be given as a dict of its fields.
+        judge: a second model that decides whether the request is answered.
         next_message: ``(state, feedback) -> str | None``, the next iteration's input.
         record_feedback: ``(state, feedback) -> str | None``, an iteration's progress entry.
-        inject_progress: put the progress log into continuation messages.
-        fresh_context: later iterations see only the request, progress and the new one.
+        inject_progress, fresh_context: progress log in continuations; later iterations see
+            only the request, the progress and the new iteration.
         prompt_factory: ``(state) -> str``, builds each iteration's prompt.
         limits: model calls per iteration, tool calls, token budget, time, final answer.
         loop_detection: ``LoopDetection()`` by default; None turns detection off.
         stall_detection: stop iterations that repeat themselves without new work.
         budget_pressure: a finalize-now notice near ``Limits.token_budget``.
         tool_filter: ``(state, tools) -> tools`` offered to a call, enforced at execution.
-        approval: tools that need a decision (a resolver or a human) before they run.
-        compaction: summarize old messages when a request grows too large.
+        approval, compaction: decisions before gated tools run; summaries of old messages.
         hooks: ``on_iteration_start``, ``on_iteration_end``, ``on_tool_call``.
         response_format: a schema for one structured final answer after the loop.
-        checkpointer: any LangGraph checkpointer (SQLite, PostgreSQL, in-memory).
-        store: a LangGraph store, passed through.
+        state_schema: a TypedDict extending ``LoopState`` (tools' ``Command``s update it).
+        context_schema: the user's runtime context type (overrides may sit beside it).
+        handle_tool_errors: ``ToolNode``'s switch (default: errors become error results).
+        checkpointer, store: any LangGraph checkpointer and store, passed through.
         name: the graph's name (``"langgraph-loop"`` by default).
-        **unknown: none are accepted; a misspelled keyword is a ``ValueError``.
+        **unknown: none are accepted (a misspelled keyword is a ``ValueError``). Each
+            configuration model may also be given as a dict of its fields.
 
     Returns:
-        The compiled graph, with a recursion limit that fits the configured limits.
+        The compiled graph; its recursion limit fits the configured limits.
 
     Raises:
-        ValueError: an argument is invalid (the message names it); runs raise it too
-            for an input they cannot work on (see ``run_input``).
+        ValueError: an argument is invalid (the message names it); runs raise it for an
+            input they cannot work on (``LoopGraph`` in ``core/state.py``).
     """
     options = {k: v for k, v in locals().items() if k not in _NOT_SETTINGS}  # the loop's keywords
     if unknown:
@@ -234,7 +246,9 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
     detector = LoopDetector(settings)
     routes = Routes(settings, detector)
     builder: StateGraph[LoopState, LoopContext, LoopInput, LoopOutput] = StateGraph(
-        LoopState, context_schema=LoopContext, input_schema=LoopInput, output_schema=LoopOutput
+        settings.state_schema or LoopState, context_schema=settings.context_schema or LoopContext,
+        input_schema=with_user_keys(LoopInput, settings.state_schema),
+        output_schema=with_user_keys(LoopOutput, settings.state_schema),
     )
     for name in shape.nodes:
         if name == "loop_detector":

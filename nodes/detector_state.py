@@ -148,9 +148,22 @@ def response_signature(sigs: Sequence[str]) -> str:
 
 
 def content_hash(content: Any) -> str:
-    """A short hash of a tool result (a ToolMessage's content)."""
-    text = content if isinstance(content, str) else _dump(content)
-    return _digest(text)
+    """A short hash of a tool result (a ToolMessage's content).
+
+    Content blocks are hashed without their ``id`` (MCP adapters give every block of every
+    result a fresh random one), so identical results hash the same.
+
+    Example:
+        >>> content_hash([{"type": "text", "text": "x", "id": "lc_1"}]) == content_hash(
+        ...     [{"type": "text", "text": "x", "id": "lc_2"}])
+        True
+    """
+    if isinstance(content, str):
+        return _digest(content)
+    if isinstance(content, list):
+        content = [{k: v for k, v in b.items() if k != "id"} if isinstance(b, dict) else b
+                   for b in content]
+    return _digest(_dump(content))
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,22 @@
-"""The ``tools`` node: execute the calls of the last AIMessage.
+"""The ``tools`` node: execute the calls of the last AIMessage through LangGraph's ``ToolNode``.
 
-Calls run concurrently when the model asked for several (a single call runs inline:
-no thread pool). Every call gets exactly one ToolMessage, in the order of the
-calls: exceptions, unknown tools, invalid or malformed arguments, tools hidden by
-the tool filter and calls beyond ``Limits.max_tool_calls`` become
-``ToolMessage(status="error")`` with a useful text. Tools may return a ``Command``
-(its state update is applied) and may take the injected tool-call id.
+Tool features behave as under ``ToolNode`` (so as in ``create_agent``): injected state,
+store, call id, ``ToolRuntime``; ``Command`` returns (custom keys, extra messages, ``goto``,
+``Command.PARENT``); artifacts; async-only tools; ``interrupt()``; ``handle_tool_errors``.
+The loop wraps it. Before: calls it refuses (unknown, hidden by the tool filter, beyond
+``max_tool_calls``, rejected by a reviewer) never reach ``ToolNode`` and get an error
+ToolMessage; tools get a deep copy of their args. After: one ToolMessage per call, in
+call order, then the extra messages tools added (the thread stays provider-valid); output
+cut to ``max_tool_output_chars`` (strings and blocks); a tool's message must answer its
+own call; tools cannot write loop-owned keys; the call log and counters are updated; the
+run stops at the tool-call cap, and ends on the results when every executed tool has
+``return_direct=True`` (``completed``).
 
-Durability: with a checkpointer (and ``durability`` other than ``"exit"``) the calls
-of a batch run as LangGraph tasks, one per call, whose results are saved as each
-finishes. If the step is run again (crash, interrupt inside a tool, a failing
-``on_tool_call`` hook) finished calls return their saved result instead of running
-again. A single call runs inline (no task: it is saved with the step), unless an
-``on_tool_call`` hook could fail the step after it ran. Such tasks also show up in
+Durability: with a checkpointer (and ``durability`` other than ``"exit"``) a batch's calls
+run as LangGraph tasks, one per call, saved as each finishes: a step run again (crash,
+interrupt, a failing ``on_tool_call`` hook) does not run finished calls again, and
+interrupts of several calls surface together. A single call runs inline unless an
+``on_tool_call`` hook could fail the step after it ran. Tasks show in
 ``stream_mode="updates"`` as they finish: ``{"tool_call": {"message", "duration_s"}}``.
 
 Example:
@@ -27,33 +31,34 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
+import copy
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ContextThreadPoolExecutor
-from langchain_core.tools import BaseTool
-from langgraph.errors import GraphBubbleUp
+from langgraph.errors import GraphInterrupt
 from langgraph.func import task
+from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import get_runtime
 from langgraph.types import Command
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.compat import durable
-from langgraph_loop.core.messages import unanswered_tail
-from langgraph_loop.core.records import emit
-from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import CallRecord, LoopState, iteration_info
-from langgraph_loop.core.stop import StopReason, limit_guard, stop_update
+from langgraph_loop.core.messages import cap_output, resolve_removals, unanswered_tail
+from langgraph_loop.core.records import CallRecord, emit
+from langgraph_loop.core.settings import LOOP_KEYS, LoopSettings
+from langgraph_loop.core.state import LoopState, iteration_info
+from langgraph_loop.core.stop import StopReason, guard, limit_guard, stop_update
 from langgraph_loop.nodes.approval import Reviewed, apply_review, mark_edited
 from langgraph_loop.nodes.detector_state import content_hash
 
-__all__ = ["TASK_NAME", "ToolsNode", "atask_call", "atool_call", "cap_output",
-           "plan_calls", "task_call", "tool_call"]
+__all__ = ["Outcome", "ToolsNode", "outcome_of", "plan_calls", "tool_error_text"]
 
 Plan = tuple[str, str | None]
 
@@ -88,131 +93,159 @@ def plan_calls(
     return plans
 
 
-def cap_output(content: Any, limit: int | None) -> Any:
-    """Cut a string output longer than ``limit`` characters, saying so."""
-    if limit is None or not isinstance(content, str) or len(content) <= limit:
-        return content
-    return content[:limit] + prompts.OUTPUT_TRUNCATED.format(length=len(content), limit=limit)
+def tool_error_text(exc: Exception) -> str:
+    """The loop's default ``handle_tool_errors``: every tool error becomes an error result.
+
+    Invalid arguments read as under ``ToolNode`` (LangGraph's own text); any other
+    exception names its type.
+    """
+    if type(exc).__name__ == "ToolInvocationError":
+        return str(exc)
+    return prompts.TOOL_RAISED.format(kind=type(exc).__name__, error=exc)
 
 
-def _error_message(call: dict[str, Any], text: str) -> ToolMessage:
+def _error_message(call: Mapping[str, Any], text: str) -> ToolMessage:
     return ToolMessage(text, tool_call_id=str(call.get("id")), name=call.get("name"),
                        status="error")
 
 
-def _describe(exc: Exception, call: dict[str, Any]) -> str:
-    kind = type(exc).__name__
-    if kind == "ValidationError":
-        return prompts.INVALID_ARGS.format(name=repr(call.get("name")), error=exc)
-    return prompts.TOOL_RAISED.format(name=repr(call.get("name")), kind=kind, error=exc)
+def _deep_copied(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
+    """``wrap_tool_call``: the tool gets a deep copy of its args (what the model said stays)."""
+    call = request.tool_call
+    return execute(request.override(tool_call={**call, "args": copy.deepcopy(call["args"])}))
 
 
-def _outcome(result: Any, started: float) -> tuple[Any, float]:
-    return result, round(time.perf_counter() - started, 6)
+async def _adeep_copied(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
+    """``awrap_tool_call``: as ``_deep_copied``."""
+    call = request.tool_call
+    return await execute(request.override(tool_call={**call, "args": copy.deepcopy(call["args"])}))
 
 
-TASK_NAME = "tool_call"
+# --- running calls ---------------------------------------------------------------------------
+
+def _payload(call: Mapping[str, Any], state: LoopState) -> dict[str, Any]:
+    """One call for ``ToolNode``, with the state its tools see (``InjectedState``)."""
+    return {"__type": "tool_call_with_context", "tool_call": {**call, "type": "tool_call"},
+            "state": state}
 
 
-def tool_call(tool: BaseTool, call: dict[str, Any], config: RunnableConfig) -> tuple[Any, float]:
-    """Run one call: its result (a ToolMessage or a Command) and its duration."""
+def _result(output: Any, started: float) -> dict[str, Any]:
+    """A call's result as the task saves (and ``stream_mode="updates"`` shows) it:
+    ``{"message": <its ToolMessage, or ToolNode's output with commands>, "duration_s"}``."""
+    messages = output.get("messages") if isinstance(output, dict) else None
+    single = messages[0] if isinstance(messages, list) and len(messages) == 1 else None
+    return {"message": single if isinstance(single, ToolMessage) else output,
+            "duration_s": round(time.perf_counter() - started, 6)}
+
+
+def _timed_call(node: ToolNode, payload: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
     started = time.perf_counter()
-    try:
-        result = tool.invoke({**call, "type": "tool_call"}, _for_tool(config))
-    except GraphBubbleUp:
-        raise
-    except Exception as exc:  # noqa: BLE001 - becomes an error ToolMessage
-        result = _error_message(call, _describe(exc, call))
-    return _outcome(result, started)
+    return _result(node.invoke(payload, config), started)
 
 
-async def atool_call(tool: BaseTool, call: dict[str, Any],
-                     config: RunnableConfig) -> tuple[Any, float]:
-    """Async ``tool_call``."""
+async def _atimed_call(node: ToolNode, payload: dict[str, Any],
+                       config: RunnableConfig) -> dict[str, Any]:
     started = time.perf_counter()
-    try:
-        result = await tool.ainvoke({**call, "type": "tool_call"}, _for_tool(config))
-    except GraphBubbleUp:
-        raise
-    except Exception as exc:  # noqa: BLE001 - becomes an error ToolMessage
-        result = _error_message(call, _describe(exc, call))
-    return _outcome(result, started)
+    return _result(await node.ainvoke(payload, config), started)
 
 
-def task_call(tool: BaseTool, call: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-    """``tool_call`` as a LangGraph task (see ``compat.durable``): ``{"message", "duration_s"}``."""
-    result, duration = tool_call(tool, call, config)
-    return {"message": result, "duration_s": duration}
-
-
-async def atask_call(tool: BaseTool, call: dict[str, Any],
-                     config: RunnableConfig) -> dict[str, Any]:
-    """Async ``task_call``."""
-    result, duration = await atool_call(tool, call, config)
-    return {"message": result, "duration_s": duration}
-
-
-# One task name for both modes: it is part of the task id, so a thread paused or crashed
-# under ``invoke`` may resume under ``ainvoke``. LangGraph streams a task's result in
-# ``stream_mode="updates"`` as it finishes: ``{"tool_call": {"message", "duration_s"}}``.
-for _fn in (task_call, atask_call):
-    _fn.__name__ = _fn.__qualname__ = TASK_NAME
-
-
-def _for_tool(config: RunnableConfig) -> RunnableConfig:
-    """A task's config minus its run name (the tool's run keeps the tool's name)."""
-    return {k: v for k, v in config.items() if k not in ("run_name", "run_id")}  # type: ignore[return-value]
-
-
-@functools.cache
-def _as_task(fn: Any) -> Any:
-    return task(fn)
+# One task name for both modes (it is part of the task id): a thread paused or crashed under
+# ``invoke`` may resume under ``ainvoke``.
+_as_task: Any = task(name="tool_call")
+_saved_call: Any = _as_task(_timed_call)
+_asaved_call: Any = _as_task(_atimed_call)
 
 
 def _settled(results: Sequence[Any]) -> list[Any]:
-    """Results once every call has finished; the first failure is raised after that.
-
-    Waiting for all means no call is left running when the step fails, so every call
-    that finished has its result saved and none runs twice on resume.
-    """
+    """Results once every call has finished; the first failure is raised after that, so no
+    call is left running when the step fails and none runs twice on resume. Interrupts of
+    several calls surface together (one ``GraphInterrupt`` holding them all)."""
+    paused: list[Any] = []
     for result in results:
-        if isinstance(result, BaseException):
+        if isinstance(result, GraphInterrupt):
+            paused.extend(result.args[0] if result.args else ())
+        elif isinstance(result, BaseException):
             raise result
+    if paused:
+        raise GraphInterrupt(tuple(paused))
     return list(results)
 
 
-def _run_sync(tools: Sequence[tuple[BaseTool, dict[str, Any]]], config: RunnableConfig,
-              saved: bool) -> list[tuple[Any, float]]:
-    """Run the calls, concurrently when several: as LangGraph tasks when ``saved``."""
+def _run_sync(node: ToolNode, payloads: Sequence[dict[str, Any]], config: RunnableConfig,
+              saved: bool) -> list[dict[str, Any]]:
     if saved:
-        futures = [_as_task(task_call)(tool, call) for tool, call in tools]  # stable task ids
+        futures = [_saved_call(node, p) for p in payloads]  # scheduled in order: stable task ids
         concurrent.futures.wait(futures)
-        done = _settled([f.exception() or f.result() for f in futures])
-        return [(o["message"], o["duration_s"]) for o in done]
-    if len(tools) <= 1:
-        return [tool_call(tool, call, config) for tool, call in tools]
-    with ContextThreadPoolExecutor(max_workers=min(len(tools), 16)) as pool:
-        running = [pool.submit(tool_call, tool, call, config) for tool, call in tools]
-        return [f.result() for f in running]
+        return _settled([f.exception() or f.result() for f in futures])
+    if len(payloads) <= 1:
+        return [_timed_call(node, p, config) for p in payloads]
+    with ContextThreadPoolExecutor(max_workers=min(len(payloads), 16)) as pool:
+        running = [pool.submit(_timed_call, node, p, config) for p in payloads]
+        concurrent.futures.wait(running)
+        return _settled([f.exception() or f.result() for f in running])
 
 
-async def _run_async(tools: Sequence[tuple[BaseTool, dict[str, Any]]], config: RunnableConfig,
-                     saved: bool) -> list[tuple[Any, float]]:
-    """Async ``_run_sync``."""
+async def _run_async(node: ToolNode, payloads: Sequence[dict[str, Any]], config: RunnableConfig,
+                     saved: bool) -> list[dict[str, Any]]:
     if saved:
-        done = _settled(await asyncio.gather(*(_as_task(atask_call)(tool, call)
-                                               for tool, call in tools), return_exceptions=True))
-        return [(o["message"], o["duration_s"]) for o in done]
-    if len(tools) == 1:
-        return [await atool_call(tools[0][0], tools[0][1], config)]
-    return _settled(await asyncio.gather(*(atool_call(tool, call, config) for tool, call in tools),
+        return _settled(await asyncio.gather(*(_asaved_call(node, p) for p in payloads),
+                                             return_exceptions=True))
+    if len(payloads) == 1:
+        return [await _atimed_call(node, payloads[0], config)]
+    return _settled(await asyncio.gather(*(_atimed_call(node, p, config) for p in payloads),
                                          return_exceptions=True))
 
+
+# --- what a call produced --------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    """What one call produced, split the way the loop stores it."""
+
+    message: ToolMessage
+    extra: list[BaseMessage] = field(default_factory=list)
+    updates: list[dict[str, Any]] = field(default_factory=list)
+    commands: list[Command[Any]] = field(default_factory=list)
+    duration_s: float = 0.0
+
+
+def outcome_of(call: Mapping[str, Any], output: Any, duration: float) -> Outcome:
+    """Split ``ToolNode``'s output for one call: its answer, extra messages, state updates
+    (loop-owned keys dropped), and commands that leave the node (``goto``, ``PARENT``)."""
+    if isinstance(output, ToolMessage):
+        output = {"messages": [output]}
+    items = output if isinstance(output, list) else [output]
+    answers: list[ToolMessage] = []
+    out = Outcome(message=_error_message(call, prompts.NO_ANSWER), duration_s=duration)
+    for item in items:
+        if isinstance(item, Command) and item.graph == Command.PARENT:
+            out.commands.append(item)
+            continue
+        update = item.update if isinstance(item, Command) else item
+        if isinstance(item, Command) and item.goto:
+            out.commands.append(Command(goto=item.goto))
+        if not isinstance(update, Mapping):
+            continue
+        for message in update.get("messages") or []:
+            is_answer = isinstance(message, ToolMessage) and message.tool_call_id == call["id"]
+            (answers if is_answer else out.extra).append(message)
+        rest = {k: v for k, v in update.items() if k != "messages" and k not in LOOP_KEYS}
+        if rest:
+            out.updates.append(rest)
+    if answers:
+        out.message = answers[0]
+    elif out.commands and any(c.graph == Command.PARENT for c in out.commands):
+        out.message = ToolMessage("", tool_call_id=str(call["id"]))  # answered in the parent
+    out.extra = [m for m in out.extra if not isinstance(m, ToolMessage)]  # nothing orphaned
+    return out
+
+
+# --- the node --------------------------------------------------------------------------------
 
 class _Batch:
     """The pending calls of the newest reply, planned (pure)."""
 
-    def __init__(self, state: LoopState, settings: LoopSettings, by_name: Mapping[str, BaseTool],
+    def __init__(self, state: LoopState, settings: LoopSettings, known: set[str],
                  config: RunnableConfig) -> None:
         self.state, self.settings = state, settings
         messages = state.get("messages") or []
@@ -230,12 +263,11 @@ class _Batch:
         self.calls = self.reviewed.calls
         cap = settings.limits.max_tool_calls
         allowance = None if cap is None else cap - self.run.get("tool_calls", 0)
-        offered = iteration_info(state).get("offered")
-        self.plans = plan_calls(self.calls, known=set(by_name), offered=offered,
+        self.plans = plan_calls(self.calls, known=known, offered=iteration_info(state).get("offered"),
                                 allowance=allowance, rejected=self.reviewed.refusals)
         self.runnable = [c for c, (action, _) in zip(self.calls, self.plans, strict=True)
                          if action == "run"]
-        self.tools = [(by_name[c["name"]], c) for c in self.runnable]
+        self.payloads = [_payload(c, state) for c in self.runnable]
         per_call = len(self.runnable) > 1 or settings.hooks.on_tool_call is not None
         self.saved = bool(self.runnable) and per_call and durable(config)
 
@@ -248,105 +280,110 @@ class ToolsNode:
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
         self.by_name = {t.name: t for t in settings.tools}
+        errors = settings.handle_tool_errors
+        self.node = ToolNode(list(settings.tools),
+                             handle_tool_errors=tool_error_text if errors is None else errors,
+                             wrap_tool_call=_deep_copied, awrap_tool_call=_adeep_copied)
 
     def _batch(self, state: LoopState, config: RunnableConfig) -> _Batch:
-        return _Batch(state, self.settings.for_runtime(get_runtime()), self.by_name, config)
+        return _Batch(state, self.settings.for_runtime(get_runtime()), set(self.by_name), config)
 
-    def invoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+    def invoke(self, state: LoopState, config: RunnableConfig) -> Any:
         """Sync entry point."""
         batch = self._batch(state, config)
         if batch.empty:
             return {}
-        update = self._finish(batch, _run_sync(batch.tools, config, batch.saved))
+        results = _run_sync(self.node, batch.payloads, config, batch.saved)
+        update, records = self._finish(batch, results)
         hook = batch.settings.hooks.on_tool_call
-        for record in self._records(update):
+        for record in records:
             if hook is not None:
                 call_sync(hook, record, name="hooks.on_tool_call")
             emit(get_runtime(), {"event": "tool_call", **record})
         return update
 
-    async def ainvoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+    async def ainvoke(self, state: LoopState, config: RunnableConfig) -> Any:
         """Async entry point."""
         batch = self._batch(state, config)
         if batch.empty:
             return {}
-        update = self._finish(batch, await _run_async(batch.tools, config, batch.saved))
+        results = await _run_async(self.node, batch.payloads, config, batch.saved)
+        update, records = self._finish(batch, results)
         hook = batch.settings.hooks.on_tool_call
-        for record in self._records(update):
+        for record in records:
             if hook is not None:
                 await call_async(hook, record, name="hooks.on_tool_call")
             emit(get_runtime(), {"event": "tool_call", **record})
         return update
 
-    @staticmethod
-    def _records(update: Mapping[str, Any]) -> list[CallRecord]:
-        return [{"name": logged["name"], "args": logged["args"], "status": logged["status"],
-                 "duration_s": logged["duration_s"], "iteration": logged["iteration"]}
-                for logged in update["call_log"]]
-
-    def _finish(self, batch: _Batch, outcomes: Sequence[tuple[Any, float]]) -> dict[str, Any]:
-        """The update: the ToolMessages, the call log, the run's count and a cap stop."""
-        results = dict(zip([c["id"] for c in batch.runnable], outcomes, strict=True))
-        update = self._assemble(batch.state, batch.settings, batch.calls, batch.plans, results,
-                                batch.invalid)
-        if batch.reviewed.edited:
-            mark_edited(update["messages"], batch.reviewed)
-        run = batch.run
-        run["tool_calls"] = run.get("tool_calls", 0) + len(batch.runnable)
-        update["run"] = run
+    def _finish(self, batch: _Batch, results: Sequence[Mapping[str, Any]]
+                ) -> tuple[Any, list[CallRecord]]:
+        """The update (a dict, or a list of commands when tools returned some) and the records."""
+        done = {c["id"]: outcome_of(c, r["message"], r["duration_s"])
+                for c, r in zip(batch.runnable, results, strict=True)}
+        messages, extra, records, logged = _answers(batch, done)
+        extra = resolve_removals(batch.state.get("messages") or [], extra)
+        update: dict[str, Any] = {"messages": [*messages, *extra], "call_log": logged}
+        update.update(self._counted(batch, done))
         if batch.state.get("review") is not None:
             update["review"] = None  # consumed
+        return _as_output(update, list(done.values())), records
+
+    def _counted(self, batch: _Batch, done: Mapping[str, Outcome]) -> dict[str, Any]:
+        """The run's tool-call count, and the stop it leads to (the cap, or ``return_direct``)."""
+        run = batch.run
+        run["tool_calls"] = run.get("tool_calls", 0) + len(batch.runnable)
+        if batch.state.get("stop_reason") is not None:
+            return {"run": run}
         cap = batch.settings.limits.max_tool_calls
-        if cap is not None and run["tool_calls"] >= cap and batch.state.get("stop_reason") is None:
-            update.update(stop_update(run, limit_guard(StopReason.MAX_TOOL_CALLS, cap,
-                                                       run["tool_calls"])))
+        if cap is not None and run["tool_calls"] >= cap:
+            return stop_update(run, limit_guard(StopReason.MAX_TOOL_CALLS, cap, run["tool_calls"]))
+        direct = [self.by_name[c["name"]].return_direct for c in batch.runnable]
+        if direct and all(direct):
+            names = ", ".join(c["name"] for c in batch.runnable)
+            why = guard("tools", StopReason.COMPLETED, detail=f"return_direct: {names}")
+            return stop_update(run, why, finalized=True)
+        return {"run": run}
+
+
+def _answers(batch: _Batch, done: Mapping[str, Outcome]
+             ) -> tuple[list[BaseMessage], list[BaseMessage], list[CallRecord], list[dict[str, Any]]]:
+    """One answer per call in order (refusals included, output capped), the extra messages
+    tools added, the call records and the call-log entries."""
+    iteration = batch.state.get("iteration", 1)
+    limit = batch.settings.limits.max_tool_output_chars
+    messages: list[BaseMessage] = []
+    extra: list[BaseMessage] = []
+    records: list[CallRecord] = []
+    logged: list[dict[str, Any]] = []
+    for call, (action, error) in zip(batch.calls, batch.plans, strict=True):
+        outcome = done.get(call["id"]) or Outcome(_error_message(call, str(error)))
+        message = outcome.message
+        message.content = cap_output(message.content, limit)
+        messages.append(message)
+        extra.extend(outcome.extra)
+        status = {"run": message.status, "reject": "rejected"}.get(action, "refused")
+        record: CallRecord = {"name": call["name"], "args": dict(call.get("args") or {}),
+                              "status": status, "duration_s": outcome.duration_s,
+                              "iteration": iteration}
+        records.append(record)
+        logged.append({**record, "result_hash": content_hash(message.content)})
+    for bad in batch.invalid:
+        text = prompts.INVALID_JSON.format(name=repr(bad.get("name")),
+                                           error=bad.get("error") or "could not be parsed")
+        messages.append(_error_message(bad, text))
+        logged.append({"name": str(bad.get("name")), "args": {"raw": bad.get("args")},
+                       "status": "invalid", "duration_s": 0.0, "iteration": iteration})
+    if batch.reviewed.edited:
+        mark_edited(messages, batch.reviewed)
+    return messages, extra, records, logged
+
+
+def _as_output(update: dict[str, Any], outcomes: Sequence[Outcome]) -> Any:
+    """The node's return: the update, plus the tools' own updates and commands (each its own
+    write, so reducers combine them as under ``ToolNode``)."""
+    updates = [u for o in outcomes for u in o.updates]
+    commands = [c for o in outcomes for c in o.commands]
+    if not updates and not commands:
         return update
-
-    def _assemble(
-        self,
-        state: LoopState,
-        settings: LoopSettings,
-        calls: Sequence[dict[str, Any]],
-        plans: Sequence[Plan],
-        results: dict[str, tuple[Any, float]],
-        invalid: Sequence[dict[str, Any]],
-    ) -> dict[str, Any]:
-        iteration = state.get("iteration", 1)
-        limit = settings.limits.max_tool_output_chars
-        messages: list[Any] = []
-        records: list[CallRecord] = []
-        extra: dict[str, Any] = {}
-        for call, (action, error) in zip(calls, plans, strict=True):
-            if action == "run":
-                result, duration = results[call["id"]]
-                message = self._absorb(result, call, extra)
-            else:
-                message, duration = _error_message(call, str(error)), 0.0
-            message.content = cap_output(message.content, limit)
-            messages.append(message)
-            records.append({"name": call["name"], "args": dict(call.get("args") or {}),
-                            "status": message.status if action == "run" else
-                                      "rejected" if action == "reject" else "refused",
-                            "duration_s": duration, "iteration": iteration,
-                            "result_hash": content_hash(message.content)})  # type: ignore[typeddict-unknown-key]
-        for bad in invalid:
-            text = prompts.INVALID_JSON.format(name=repr(bad.get("name")),
-                                               error=bad.get("error") or "could not be parsed")
-            messages.append(_error_message(bad, text))
-            records.append({"name": str(bad.get("name")), "args": {"raw": bad.get("args")},
-                            "status": "invalid", "duration_s": 0.0, "iteration": iteration})
-        return {**extra, "messages": messages, "call_log": records}
-
-    @staticmethod
-    def _absorb(result: Any, call: dict[str, Any], extra: dict[str, Any]) -> ToolMessage:
-        """A tool's ToolMessage; a ``Command`` result also updates state."""
-        if isinstance(result, ToolMessage):
-            return result
-        if isinstance(result, Command) and isinstance(result.update, dict):
-            update = dict(result.update)
-            found = [m for m in update.pop("messages", []) if isinstance(m, ToolMessage)]
-            extra.update(update)
-            if found:
-                return found[0]
-            return ToolMessage("ok", tool_call_id=str(call["id"]), name=call["name"])
-        return ToolMessage(str(result), tool_call_id=str(call["id"]), name=call["name"])
+    return [Command(update=update), *(Command(update=u) for u in updates), *commands]

@@ -42,12 +42,22 @@ import json
 from collections.abc import Sequence
 from typing import Any, TypedDict
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+from langgraph_loop.core import prompts
 
 __all__ = ["CONTINUE_NAME", "NOTICE_NAME", "PROGRESS_NAME", "RESPOND_NAME", "SUMMARY_NAME", "TAGS",
            "Notice", "StructuredReply", "as_message", "as_structured", "as_text", "call_ids",
-           "call_label", "check_pairing", "clip", "digest", "drain", "iteration_messages",
-           "loop_message", "notice_message", "queue_notice", "shorten", "unanswered_tail"]
+           "call_label", "cap_output", "check_pairing", "clip", "digest", "drain", "iteration_messages",
+           "loop_message", "notice_message", "queue_notice", "resolve_removals", "shorten", "unanswered_tail"]
 
 NOTICE_NAME = "loop_warning"
 """Deferred notices delivered to the model (loop warnings, budget pressure, the stop notice)."""
@@ -135,6 +145,37 @@ def unanswered_tail(messages: Sequence[BaseMessage]) -> tuple[int, list[str]]:
         elif isinstance(msg, AIMessage):
             return i, [c for c in call_ids(msg) if c not in answered]
     return -1, []
+
+
+def resolve_removals(stored: Sequence[BaseMessage], new: Sequence[Any]) -> list[Any]:
+    """``new`` with its ``RemoveMessage``s resolved as LangGraph's ``add_messages`` does.
+
+    ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` removes everything before it (each stored
+    message by id: the messages channel stores only the change); removing an id that is
+    neither stored nor written before it is a ``ValueError``.
+
+    Example:
+        >>> old = [HumanMessage("a", id="1")]
+        >>> [m.id for m in resolve_removals(old, [RemoveMessage(id=REMOVE_ALL_MESSAGES),
+        ...                                       HumanMessage("b", id="2")])]
+        ['1', '2']
+        >>> resolve_removals(old, [RemoveMessage(id="9")])
+        Traceback (most recent call last):
+        ...
+        ValueError: Attempting to delete a message with an ID that doesn't exist ('9')
+    """
+    if not any(isinstance(m, RemoveMessage) for m in new):
+        return list(new)
+    wipes = [i for i, m in enumerate(new) if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES]
+    if wipes:
+        return [RemoveMessage(id=str(m.id)) for m in stored if m.id] + list(new[wipes[-1] + 1:])
+    known = {m.id for m in stored}
+    for message in new:
+        if isinstance(message, RemoveMessage) and message.id not in known:
+            raise ValueError(f"Attempting to delete a message with an ID that doesn't exist "
+                             f"('{message.id}')")
+        known.add(getattr(message, "id", None))
+    return list(new)
 
 
 # --- the deferred-notice queue ---------------------------------------------------------------
@@ -228,3 +269,34 @@ def call_label(name: object, args: Any) -> str:
     """A tool call as people read it: ``name(args)`` (args already text are kept as they are)."""
     text = args if isinstance(args, str) else json.dumps(args, default=str, ensure_ascii=False)
     return f"{name}({text})"
+
+
+def cap_output(content: Any, limit: int | None) -> Any:
+    """Content cut to ``limit`` characters of text, saying so (strings and content blocks).
+
+    Example:
+        >>> [len(b["text"]) for b in cap_output([{"type": "text", "text": "x" * 300}], 100)]
+        [100, 59]
+    """
+    if limit is None:
+        return content
+    if isinstance(content, str):
+        if len(content) <= limit:
+            return content
+        return content[:limit] + prompts.OUTPUT_TRUNCATED.format(length=len(content), limit=limit)
+    if not isinstance(content, list):
+        return content
+    total = sum(len(str(b.get("text", ""))) if isinstance(b, dict) else len(str(b)) for b in content)
+    if total <= limit:
+        return content
+    out: list[Any] = []
+    left = limit
+    for block in content:
+        text = str(block.get("text", "")) if isinstance(block, dict) else str(block)
+        if left <= 0:
+            break
+        kept = text[:left]
+        left -= len(kept)
+        out.append({**block, "text": kept} if isinstance(block, dict) else kept)
+    note = prompts.OUTPUT_TRUNCATED.format(length=total, limit=limit).strip()
+    return [*out, {"type": "text", "text": note}]

@@ -30,6 +30,7 @@ __all__ = [
     "JUDGE_RESPONSE",
     "NEEDS_APPROVAL",
     "NOT_OFFERED",
+    "NO_ANSWER",
     "OUTPUT_TRUNCATED",
     "PROGRESS",
     "REJECTED",
@@ -84,7 +85,8 @@ UNKNOWN_TOOL = "Error: unknown tool {name}. Available tools: {available}."
 NOT_OFFERED = "Error: tool {name} is not available at this point of the task; it was not run."
 TOOL_LIMIT = "Error: tool call limit for this run reached; this call was not run."
 INVALID_ARGS = "Error: invalid arguments for tool {name}: {error}"
-TOOL_RAISED = "Error: tool {name} raised {kind}: {error}"
+TOOL_RAISED = "Error: the tool raised {kind}: {error}"
+NO_ANSWER = "Error: the tool returned no result for this call (its result answered another call)."
 INVALID_JSON = ("Error: the arguments of this call to {name} are not valid JSON ({error}); "
                 "it was not run.")
 OUTPUT_TRUNCATED = "\n\n[output truncated: {length} characters, the first {limit} are shown]"

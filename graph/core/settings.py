@@ -39,9 +39,9 @@ from langgraph_loop.core.config import (
     StallDetection,
 )
 from langgraph_loop.core.shape import Shape
-from langgraph_loop.core.state import LoopContext
+from langgraph_loop.core.state import LoopContext, LoopState
 
-__all__ = ["OVERRIDES", "LoopSettings", "RunOverrides"]
+__all__ = ["LOOP_KEYS", "OVERRIDES", "LoopSettings", "RunOverrides", "overrides_in"]
 
 Callback = Callable[..., Any]
 
@@ -63,6 +63,61 @@ RunOverrides = create_model(
     """,
     **_FIELDS,
 )
+
+LOOP_KEYS = frozenset(LoopState.__annotations__) - {"messages", "todos", "mode"}
+"""State keys the loop owns: a tool's ``Command`` cannot write them."""
+
+
+def _check_state_schema(schema: Any) -> None:
+    """A user ``state_schema`` must declare every ``LoopState`` key (extend it)."""
+    if schema is None:
+        return
+    keys = set(getattr(schema, "__annotations__", {}))
+    for base in getattr(schema, "__mro__", ()):
+        keys |= set(getattr(base, "__annotations__", {}))
+    missing = sorted(set(LoopState.__annotations__) - keys)
+    if missing:
+        raise ValueError(f"state_schema must extend LoopState (class MyState(LoopState): ...); "
+                         f"it lacks {missing[:5]}")
+
+
+def _declared(schema: Any) -> set[str]:
+    """The field names a user context type declares (TypedDict, dataclass or pydantic)."""
+    fields = getattr(schema, "model_fields", None) or getattr(schema, "__dataclass_fields__", None)
+    return set(fields or getattr(schema, "__annotations__", {}))
+
+
+def overrides_in(context: Any, schema: Any = None) -> Mapping[str, Any] | None:
+    """The per-run overrides a run's ``context`` carries.
+
+    Without a user ``context_schema`` a mapping context holds overrides only (an unknown key
+    is an error when validated). With one, the context is the user's; the override names
+    (``LoopContext``) may sit beside its own fields, and a key that is neither is an error.
+
+    Example:
+        >>> overrides_in({"max_tool_calls": 2})
+        {'max_tool_calls': 2}
+        >>> from dataclasses import dataclass
+        >>> @dataclass
+        ... class Ctx:
+        ...     user_id: str
+        >>> overrides_in(Ctx("u"), Ctx), overrides_in({"user_id": "u", "max_tool_calls": 1}, Ctx)
+        (None, {'max_tool_calls': 1})
+    """
+    if context is None:
+        return None
+    if schema is None:
+        return context if isinstance(context, dict) else None
+    if isinstance(context, Mapping):
+        unknown = sorted(k for k in context if k not in OVERRIDES and k not in _declared(schema))
+        if unknown:
+            raise ValueError(f"invalid run context: unknown keys {unknown} (neither fields of "
+                             f"{getattr(schema, '__name__', schema)} nor per-run overrides)")
+        found = {k: context[k] for k in OVERRIDES if k in context}
+    else:
+        found = {k: getattr(context, k) for k in OVERRIDES if getattr(context, k, None) is not None}
+    return found or None
+
 
 _GROUPS: dict[str, tuple[str, ...]] = {
     group: tuple(name for name in OVERRIDES if name in model.model_fields)
@@ -118,6 +173,12 @@ class LoopSettings:
     compaction: Compaction | None = None
     hooks: Hooks = field(default_factory=Hooks)
     response_format: Any = None
+    state_schema: Any = None
+    """The user's state (a TypedDict extending ``LoopState``), or None."""
+    context_schema: Any = None
+    """The user's runtime context type, or None (the context then holds overrides only)."""
+    handle_tool_errors: Any = None
+    """``ToolNode``'s ``handle_tool_errors``; None: every tool error becomes an error result."""
     _cache: dict[tuple[Any, ...], LoopSettings] = field(
         default_factory=dict, compare=False, repr=False
     )
@@ -144,6 +205,7 @@ class LoopSettings:
         coerced = _coerce_tools(tools)
         if kwargs.get("loop_detection") is not None:  # MCP read-only hints in tool metadata
             kwargs["loop_detection"] = kwargs["loop_detection"].with_tool_hints(coerced)
+        _check_state_schema(kwargs.get("state_schema"))
         settings = cls(model=model, tools=coerced, **kwargs)
         settings._check_approval()
         return settings
@@ -173,7 +235,7 @@ class LoopSettings:
     def for_runtime(self, runtime: Runtime[Any] | None) -> LoopSettings:
         """These settings with the running graph's overrides (its runtime context) applied."""
         context = runtime.context if runtime is not None else None
-        return self.for_run(context if isinstance(context, dict) else None)
+        return self.for_run(overrides_in(context, self.context_schema))
 
     def for_run(self, context: Mapping[str, Any] | None) -> LoopSettings:
         """These settings with a run's overrides applied and validated."""

@@ -31,9 +31,9 @@ Example:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, TypedDict, get_type_hints
 
-from langchain_core.messages import AnyMessage, BaseMessage, convert_to_messages
+from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage, convert_to_messages
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.state import CompiledStateGraph
@@ -42,7 +42,7 @@ from langgraph.types import Command, StateSnapshot
 from pydantic import Field
 
 from langgraph_loop.core.compat import messages_delta_reducer
-from langgraph_loop.core.messages import Notice
+from langgraph_loop.core.messages import Notice, resolve_removals
 from langgraph_loop.core.records import (
     CallRecord,
     IterationInfo,
@@ -77,6 +77,7 @@ __all__ = [
     "new_usage",
     "resume_problem",
     "usage_of",
+    "with_user_keys",
 ]
 
 RESET = "__reset__"
@@ -155,6 +156,28 @@ class LoopState(LoopOutput, total=False):
     remaining_steps: RemainingSteps
 
 
+def with_user_keys(schema: type[Any], state_schema: type[Any] | None) -> type[Any]:
+    """``schema`` (``LoopInput``/``LoopOutput``) plus the keys a user ``state_schema`` adds.
+
+    Example:
+        >>> class Mine(LoopState, total=False):
+        ...     notes: list[str]
+        >>> "notes" in with_user_keys(LoopInput, Mine).__annotations__
+        True
+        >>> with_user_keys(LoopInput, None) is LoopInput
+        True
+    """
+    if state_schema is None:
+        return schema
+    hints = get_type_hints(state_schema, include_extras=True)
+    extra = {k: v for k, v in hints.items() if k not in LoopState.__annotations__}
+    if not extra:
+        return schema
+    fields = {**get_type_hints(schema, include_extras=True), **extra}
+    return TypedDict(f"{state_schema.__name__}{schema.__name__.removeprefix('Loop')}",  # type: ignore[operator]
+                     fields, total=False)
+
+
 class LoopContext(TypedDict, total=False):
     """Per-run overrides through LangGraph's runtime context (all optional).
 
@@ -213,14 +236,16 @@ def _has_user_message(messages: Any) -> bool:
     return any(m.type == "human" for m in converted)
 
 
-def input_problem(input: Mapping[str, Any], stored: StateSnapshot | None) -> str | None:
+def input_problem(input: Mapping[str, Any], stored: StateSnapshot | None,
+                  accepted: Sequence[str] = ACCEPTED) -> str | None:
     """Why a dict input cannot start a run (None when it can).
 
-    ``stored`` is the thread's saved state (None without a thread or checkpoint).
+    ``stored`` is the thread's saved state (None without a thread or checkpoint);
+    ``accepted`` the input keys (``LoopInput``'s, plus a user state schema's).
     """
-    unknown = sorted(str(k) for k in input if k not in LoopInput.__annotations__)
+    unknown = sorted(str(k) for k in input if k not in accepted)
     if unknown:
-        return f"input: unknown key(s) {unknown}; a run accepts {ACCEPTED}"
+        return f"input: unknown key(s) {unknown}; a run accepts {sorted(accepted)}"
     if _has_user_message(input.get("messages") or []):
         return None
     saved = (stored.values or {}).get("messages") if stored is not None else None
@@ -243,6 +268,10 @@ def resume_problem(stored: StateSnapshot | None, thread: Any) -> str | None:
             f"nothing was resumed or written. To go on, {how}.")
 
 
+def _as_list(messages: Any) -> list[Any]:
+    return list(messages) if isinstance(messages, Sequence) and not isinstance(messages, str) else [messages]
+
+
 def _thread(config: RunnableConfig | None) -> Any:
     return ((config or {}).get("configurable") or {}).get("thread_id")
 
@@ -262,14 +291,26 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
             return False
         if isinstance(input, Command):
             return input.resume is not None
-        return isinstance(input, Mapping) and not _has_user_message(input.get("messages") or [])
+        if not isinstance(input, Mapping):
+            return False
+        messages = input.get("messages") or []
+        return (not _has_user_message(messages)
+                or any(isinstance(m, RemoveMessage) for m in _as_list(messages)))
+
+    @staticmethod
+    def _resolved(input: Any, stored: StateSnapshot | None) -> Any:
+        """The input with its ``RemoveMessage``s resolved against the stored thread."""
+        if not isinstance(input, Mapping) or not input.get("messages"):
+            return input
+        saved = (stored.values or {}).get("messages") or [] if stored is not None else []
+        return {**input, "messages": resolve_removals(saved, _as_list(input["messages"]))}
 
     def _problem(self, input: Any, config: RunnableConfig | None,
                  stored: StateSnapshot | None) -> str | None:
         if isinstance(input, Command) and input.resume is not None:
             return resume_problem(stored, _thread(config))
         if isinstance(input, Mapping):
-            return input_problem(input, stored)
+            return input_problem(input, stored, tuple(self.builder.input_schema.__annotations__))
         return None
 
     def _stored(self, config: RunnableConfig | None) -> StateSnapshot | None:
@@ -292,6 +333,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
             problem = self._problem(input, config, stored)
             if problem is not None:
                 raise ValueError(problem)
+            input = self._resolved(input, stored)
         return super().stream(input, config, **kwargs)
 
     def astream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
@@ -306,6 +348,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
             problem = self._problem(input, config, stored)
             if problem is not None:
                 raise ValueError(problem)
+            input = self._resolved(input, stored)
         async for chunk in super().astream(input, config, **kwargs):
             yield chunk
 

@@ -46,7 +46,7 @@ class StopReason(StrEnum):
 
 
 GuardName = Literal["limits", "loop_detector", "stall_detection", "budget_pressure",
-                    "max_iterations", "hooks", "router"]
+                    "max_iterations", "hooks", "router", "tools"]
 """Which guard stopped a run (``Guard["guard"]``)."""
 
 

@@ -24,7 +24,7 @@ def test_react_pass_with_parallel_tools_and_a_failing_tool(scripted: list) -> No
                                         "tool:success"]
     tool_messages = model.requests[1][2:]
     assert [m.content for m in tool_messages] == [
-        "3", "Error: tool 'boom' raised RuntimeError: kaput", "7"]
+        "3", "Error: the tool raised RuntimeError: kaput", "7"]
     assert [m.tool_call_id for m in tool_messages] == [
         c["id"] for c in model.requests[1][1].tool_calls]
     assert result["stop_reason"] == StopReason.COMPLETED
@@ -52,7 +52,7 @@ def test_unknown_tool_invalid_args_and_malformed_json_become_error_messages(scri
     assert [m.tool_call_id for m in answers] == ["c1", "c2", "c3"]
     assert all(m.status == "error" for m in answers)
     assert answers[0].content == "Error: unknown tool 'nope'. Available tools: add."
-    assert answers[1].content.startswith("Error: invalid arguments for tool 'add'")
+    assert answers[1].content.startswith("Error invoking tool 'add' with kwargs")  # ToolNode's text
     assert "not valid JSON (bad JSON)" in answers[2].content
     assert result["stop_reason"] == StopReason.COMPLETED
     assert_valid_thread(result["messages"])
