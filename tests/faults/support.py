@@ -29,6 +29,7 @@ __all__ = [
     "kinds",
     "priced",
     "stored",
+    "text_of",
     "texts",
     "thread",
     "tokens",
