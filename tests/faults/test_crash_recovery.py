@@ -67,7 +67,7 @@ def test_finished_calls_keep_their_saved_results_whichever_way_the_user_continue
     ran_again = effects(tmp_path)[len(before):]
     ai = result["messages"][1]
     assert isinstance(ai, AIMessage)
-    ids = [c["id"] for c in ai.tool_calls]
+    ids = [str(c["id"]) for c in ai.tool_calls]
     answers = {m.tool_call_id: m for m in result["messages"] if isinstance(m, ToolMessage)}
     assert [answers[i].content for i in ids[:FAST]] == ["result 0", "result 1"]
     assert [answers[i].status for i in ids[:FAST]] == ["success", "success"]

@@ -64,7 +64,7 @@ def test_an_invalid_context_is_rejected_before_the_input_is_written(
     user's message once, not twice."""
     model = pages()
     scripted.append(model)
-    agent = create_loop_agent(model, [fetch], checkpointer=InMemorySaver())
+    agent: Any = create_loop_agent(model, [fetch], checkpointer=InMemorySaver())
     go = {"messages": [HumanMessage("read the site")]}
     text = assert_rejected(agent, model, thread("ctx"),
                            lambda: agent.invoke(go, thread("ctx"),
@@ -83,7 +83,7 @@ def test_a_context_given_as_any_mapping_is_applied(scripted: list[ScriptedChatMo
     RAN.clear()
     model = pages()
     scripted.append(model)
-    agent = create_loop_agent(model, [fetch], limits=Limits(max_tool_calls=5))
+    agent: Any = create_loop_agent(model, [fetch], limits=Limits(max_tool_calls=5))
     result = agent.invoke({"messages": [HumanMessage("read the site")]}, context=context)
     assert RAN == ["u1", "u2"]
     assert result["stop_reason"] == "max_tool_calls"
@@ -124,11 +124,35 @@ def test_a_context_cap_holds_after_an_approval_resume(scripted: list[ScriptedCha
 
     model = ScriptedChatModel(default=reply, no_tools_reply="summary")
     scripted.append(model)
-    agent = create_loop_agent(model, [fetch, publish], approval=Approval(tools=["publish"]),
+    agent = create_loop_agent(model, [fetch, publish], approval=Approval(tools=("publish",)),
                               checkpointer=InMemorySaver())
     paused = agent.invoke({"messages": [HumanMessage("publish, then read")]}, thread("ap"),
                           context={"max_tool_calls": 2})
     assert "__interrupt__" in paused and RAN == []
     result = agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), thread("ap"))
     assert RAN == ["publish home", "u1"]
+    assert result["stop_reason"] == "max_tool_calls"
+
+
+def test_a_context_cap_holds_after_a_resume_from_a_provider_error(
+        scripted: list[ScriptedChatModel]) -> None:
+    """The same class, found by the property draft: the provider fails on the first call, the
+    caller resumes the run with ``invoke(None)`` (as the README's error handling says) and
+    the run's ``max_tool_calls=1`` no longer holds."""
+    RAN.clear()
+    counter = iter(range(1, 1000))
+
+    def reply(_messages: list[BaseMessage]) -> Any:
+        return [("fetch", {"url": f"u{next(counter)}"})]
+
+    model = ScriptedChatModel(script=[RuntimeError("provider down")], default=reply,
+                              no_tools_reply="summary")
+    scripted.append(model)
+    agent = create_loop_agent(model, [fetch], limits=Limits(max_tool_calls=4),
+                              checkpointer=InMemorySaver())
+    with pytest.raises(RuntimeError, match="provider down"):
+        agent.invoke({"messages": [HumanMessage("read the site")]}, thread("down"),
+                     context={"max_tool_calls": 1})
+    result = agent.invoke(None, thread("down"))
+    assert RAN == ["u1"]
     assert result["stop_reason"] == "max_tool_calls"

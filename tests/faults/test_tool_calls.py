@@ -5,6 +5,7 @@ cannot write the loop's own keys."""
 
 from __future__ import annotations
 
+import copy
 from typing import Annotated, Any
 
 import pytest
@@ -33,9 +34,13 @@ def _asking(*calls: tuple[str, dict[str, Any], Any]) -> AIMessage:
                                      for n, a, i in calls])
 
 
-def _call_ids(message: Any) -> list[Any]:
+def _calls(message: Any) -> list[Any]:
     assert isinstance(message, AIMessage)
-    return [c["id"] for c in message.tool_calls]
+    return list(message.tool_calls)
+
+
+def _call_ids(message: Any) -> list[Any]:
+    return [c["id"] for c in _calls(message)]
 
 
 def test_two_parallel_calls_sharing_one_id_both_run_under_unique_ids(
@@ -53,7 +58,8 @@ def test_two_parallel_calls_sharing_one_id_both_run_under_unique_ids(
     request = model.requests[1]
     ids = _call_ids(request[1])
     assert len(set(ids)) == 2 and all(isinstance(i, str) and i for i in ids), ids
-    assert [(m.tool_call_id, m.content) for m in request[2:]] == list(zip(ids, ["3", "4"]))
+    answers = [(getattr(m, "tool_call_id", None), m.content) for m in request[2:]]
+    assert answers == list(zip(ids, ["3", "4"], strict=True))
     assert _call_ids(result["messages"][1]) == ids
     assert_valid(result["messages"])
 
@@ -72,6 +78,7 @@ def test_a_call_without_an_id_runs_under_a_fresh_id(scripted: list[ScriptedChatM
     (call_id,) = _call_ids(request[1])
     assert isinstance(call_id, str) and call_id and call_id != "None"
     assert kinds(request) == ["human", "ai+calls", "tool:success"]
+    assert isinstance(request[2], ToolMessage)
     assert request[2].tool_call_id == call_id and request[2].content == "3"
     assert _call_ids(result["messages"][1]) == [call_id]
 
@@ -103,7 +110,7 @@ def test_a_tool_answering_another_call_gets_an_error_result_for_its_own(
     request = model.requests[1]
     (call_id,) = _call_ids(request[1])
     assert kinds(request) == ["human", "ai+calls", "tool:error"]
-    assert request[2].tool_call_id == call_id
+    assert isinstance(request[2], ToolMessage) and request[2].tool_call_id == call_id
     assert all(getattr(m, "tool_call_id", None) != "wrong-id" for m in result["messages"])
     assert_valid(result["messages"])
 
@@ -114,7 +121,7 @@ SEEN: list[Any] = []
 @tool
 def tag(doc: dict[str, Any]) -> str:
     """Tag a document (and, carelessly, change the argument it was given)."""
-    SEEN.append(repr(doc))
+    SEEN.append(copy.deepcopy(doc))
     doc["tags"].append("seen")
     doc["extra"] = True
     return "tagged"
@@ -130,8 +137,8 @@ def test_a_tool_mutating_its_nested_args_does_not_change_what_the_model_said(
     scripted.append(model)
     agent = create_loop_agent(model, [tag], checkpointer=InMemorySaver())
     agent.invoke({"messages": [HumanMessage("tag it")]}, thread("tag"))
-    assert SEEN == [repr({"tags": ["draft"]})]
-    assert model.requests[1][1].tool_calls[0]["args"] == {"doc": {"tags": ["draft"]}}
+    assert SEEN == [{"tags": ["draft"]}]  # what the tool was given
+    assert _calls(model.requests[1][1])[0]["args"] == {"doc": {"tags": ["draft"]}}
     stored = agent.get_state(thread("tag")).values["messages"]
     assert stored[1].tool_calls[0]["args"] == {"doc": {"tags": ["draft"]}}
 
