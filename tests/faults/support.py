@@ -1,7 +1,7 @@
 """Shared helpers of the fault-reproduction tests (issue 21), on the public API only.
 
-``check_pairing`` is imported here and nowhere else in ``tests/faults``: when it moves
-(to ``langgraph_loop.core.messages``) only the import below changes.
+``check_pairing`` (the library's own rule of a provider-valid list) is imported here and
+nowhere else in ``tests/faults``: if it moves again, only the import below changes.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import LLMResult
 from langchain_core.runnables import RunnableConfig
 
-from langgraph_loop.core.pairing import check_pairing  # the one line to change when it moves
+from langgraph_loop.core.messages import check_pairing  # the one line to change if it moves
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = [
