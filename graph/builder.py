@@ -108,8 +108,8 @@ def create_loop_agent(
         max_iterations: iterations per run; None = unbounded, < 1 is a ValueError.
         should_continue: ``(state) -> bool | (bool, feedback)``, asked when an iteration ends.
         judge: a second model that decides whether the request is answered.
-        next_message: ``(state, feedback) -> str | None``, the next iteration's input.
-        record_feedback: ``(state, feedback) -> str | None``, an iteration's progress entry.
+        next_message, record_feedback: ``(state, feedback) -> str | None``: the next
+            iteration's input; an iteration's progress entry.
         inject_progress, fresh_context: progress log in continuations; later iterations see
             only the request, the progress and the new iteration.
         prompt_factory: ``(state) -> str``, builds each iteration's prompt.
@@ -119,15 +119,14 @@ def create_loop_agent(
         budget_pressure: a finalize-now notice near ``Limits.token_budget``.
         tool_filter: ``(state, tools) -> tools`` offered to a call, enforced at execution.
         approval, compaction: decisions before gated tools run; summaries of old messages.
-        hooks: ``on_iteration_start``, ``on_iteration_end``, ``on_tool_call``.
-        response_format: a schema for one structured final answer after the loop.
+        hooks, response_format: the callbacks of ``Hooks``; a structured final answer's schema.
         state_schema: a TypedDict extending ``LoopState`` (tools' ``Command``s update it).
         context_schema: the user's runtime context type (overrides may sit beside it).
         handle_tool_errors: ``ToolNode``'s switch (default: errors become error results).
         checkpointer, store: any LangGraph checkpointer and store, passed through.
         name: the graph's name (``"langgraph-loop"`` by default).
-        **unknown: none are accepted (a misspelled keyword is a ``ValueError``). Each
-            configuration model may also be given as a dict of its fields.
+        **unknown: none (a misspelled keyword is a ``ValueError``). A configuration model
+            may also be given as a dict of its fields.
 
     Returns:
         The compiled graph; its recursion limit fits the configured limits.

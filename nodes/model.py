@@ -48,6 +48,7 @@ from langgraph_loop.core.messages import (
     iteration_messages,
     loop_message,
     queue_notice,
+    with_unique_call_ids,
 )
 from langgraph_loop.core.records import RunInfo, Usage, add_usage, usage_of
 from langgraph_loop.core.settings import LoopSettings
@@ -278,6 +279,7 @@ class ModelNode:
                offered: Sequence[BaseTool] | None) -> dict[str, Any]:
         """The update after the reply: the messages, usage and the iteration's counts."""
         run = call.run
+        reply = with_unique_call_ids(reply)
         if call.final:
             reply = without_tool_calls(reply)
             run = {**run, "finalized": True}

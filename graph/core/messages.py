@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Sequence
 from typing import Any, TypedDict
 
@@ -57,7 +58,8 @@ from langgraph_loop.core import prompts
 __all__ = ["CONTINUE_NAME", "NOTICE_NAME", "PROGRESS_NAME", "RESPOND_NAME", "SUMMARY_NAME", "TAGS",
            "Notice", "StructuredReply", "as_message", "as_structured", "as_text", "call_ids",
            "call_label", "cap_output", "check_pairing", "clip", "digest", "drain", "iteration_messages",
-           "loop_message", "notice_message", "queue_notice", "resolve_removals", "shorten", "unanswered_tail"]
+           "loop_message", "notice_message", "queue_notice", "resolve_removals", "shorten", "unanswered_tail",
+           "with_unique_call_ids"]
 
 NOTICE_NAME = "loop_warning"
 """Deferred notices delivered to the model (loop warnings, budget pressure, the stop notice)."""
@@ -96,6 +98,36 @@ def call_ids(message: BaseMessage) -> list[str]:
     ids = [str(c.get("id")) for c in message.tool_calls]
     ids += [str(c.get("id")) for c in message.invalid_tool_calls]
     return ids
+
+
+def with_unique_call_ids(message: AIMessage) -> AIMessage:
+    """The reply with a fresh id for every call whose id is missing or repeats an earlier one
+    (valid and malformed calls alike), so the request and the transcript agree.
+
+    Example:
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "d"},
+        ...                                {"name": "f", "args": {"x": 1}, "id": "d"}])
+        >>> ids = [c["id"] for c in with_unique_call_ids(ai).tool_calls]
+        >>> ids[0], ids[1] != "d", with_unique_call_ids(AIMessage("hi")).content
+        ('d', True, 'hi')
+    """
+    ids = call_ids(message)
+    if all(i and i != "None" for i in ids) and len(set(ids)) == len(ids):
+        return message
+    seen: set[str] = set()
+
+    def fixed(calls: Sequence[Any]) -> list[Any]:
+        out = []
+        for call in calls:
+            cid = call.get("id")
+            if not cid or cid in seen:
+                cid = f"call_{uuid.uuid4().hex[:24]}"
+            seen.add(cid)
+            out.append({**call, "id": cid})
+        return out
+
+    return message.model_copy(update={"tool_calls": fixed(message.tool_calls),
+                                      "invalid_tool_calls": fixed(message.invalid_tool_calls)})
 
 
 def check_pairing(messages: Sequence[BaseMessage]) -> list[str]:
