@@ -1,16 +1,21 @@
-"""Shared fixtures: scripted models with the pairing check, the loopback OpenAI server,
-and PostgreSQL (a throwaway server per session, a fresh database per test)."""
+"""Shared fixtures: scripted models with the pairing check, the loopback OpenAI and Anthropic
+servers, the stdio MCP server's tools, and PostgreSQL (a throwaway server per session, a fresh
+database per test)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from langchain_core.tools import BaseTool
 
 from langgraph_loop.core.messages import check_pairing
 from langgraph_loop.scripted import ScriptedChatModel
+from tests.support.anthropic_server import AnthropicServer
 from tests.support.openai_server import OpenAIServer
 from tests.support.openai_server import check_pairing as check_wire_pairing
 from tests.support.postgres import fresh_database, pg_uri
@@ -49,6 +54,40 @@ def openai_server() -> Iterator[OpenAIServer]:
     for i, body in enumerate(server.requests):
         problems = check_wire_pairing(body)
         assert not problems, f"wire request {i} is not provider-valid: {problems}"
+
+
+@pytest.fixture
+def anthropic_server() -> Iterator[AnthropicServer]:
+    """A scripted Anthropic Messages API server on loopback; after the test, no request it
+    received may have broken Anthropic's rules (each such request was answered with HTTP 400)."""
+    with AnthropicServer() as server:
+        yield server
+    broken = [f"request {i}: {problems}" for i, problems in server.rejected]
+    assert not broken, "requests Anthropic would reject:\n" + "\n".join(broken)
+
+
+@dataclass
+class MCPTools:
+    """The test MCP server's tools (see ``tests/support/mcp_server.py``) and its notes file."""
+
+    tools: list[BaseTool]
+    notes: Path
+
+    def __getitem__(self, name: str) -> BaseTool:
+        return next(t for t in self.tools if t.name == name)
+
+
+@pytest.fixture
+async def mcp_tools(tmp_path: Path) -> AsyncIterator[MCPTools]:
+    """The tools of a real MCP server run over stdio (``python -m tests.support.mcp_server``),
+    loaded through langchain-mcp-adapters on one session held open for the test."""
+    # imported here: only the MCP tests need the mcp package (it does not import under
+    # pydantic 2.10, the lowest version pyproject.toml allows)
+    from tests.support.mcp_client import mcp_session_tools
+
+    notes = tmp_path / "notes.txt"
+    async with mcp_session_tools(notes) as tools:
+        yield MCPTools(tools, notes)
 
 
 @pytest.fixture(scope="session")
