@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.runtime import Runtime
+from typing_extensions import TypedDict
 
 from langgraph_loop.core.messages import digest
 from langgraph_loop.core.stop import Guard
