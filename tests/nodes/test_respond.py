@@ -72,6 +72,8 @@ def test_the_judge_decides_on_structured_answers(scripted: list) -> None:
                       judge=Judge(model=judge))
     out = agent.invoke(ASK)
     assert out["stop_reason"] == StopReason.COMPLETED and out["structured_response"].year == 2
+    assert '"year":1' in judge.requests[0][-1].content  # the judge reads the structured answer
+    assert out["progress"][0] == '{"city":"Paris","year":1}'
 
 
 def test_after_the_cap_the_last_iterations_answer_stays(scripted: list) -> None:
