@@ -16,7 +16,7 @@ from langchain.agents.structured_output import (
 from langchain_core.messages import AIMessage, HumanMessage
 from pydantic import BaseModel
 
-from langgraph_loop import Judge, Limits, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import Approval, Judge, Limits, LoopDetection, StopReason, create_loop_agent
 from langgraph_loop.core import prompts
 from langgraph_loop.core.shape import Shape
 from langgraph_loop.scripted import ScriptedChatModel
@@ -172,3 +172,18 @@ def test_the_shape_counts_respond_in_every_path() -> None:
     assert respond.finish_steps == plain.finish_steps + 1
     assert "respond" in respond.model_targets and "respond" in respond.detector_targets
     assert respond.respond_targets == ["model", "router", "tools"]
+
+
+def test_a_gated_call_next_to_an_answer_still_asks_for_approval(scripted: list) -> None:
+    decisions: list[Any] = []
+
+    def resolver(request: dict[str, Any]) -> dict[str, Any]:
+        decisions.append([a["name"] for a in request["action_requests"]])
+        return {"decisions": [{"type": "approve"}]}
+
+    agent, _ = _agent(scripted, [[("add", {"a": 2, "b": 3}), *answer()], answer(year=2025)],
+                      response_format=Answer, approval=Approval(tools=["add"], resolver=resolver))
+    out = agent.invoke(ASK)
+    assert decisions == [["add"]]  # the output call is never gated
+    assert out["structured_response"].year == 2025
+    assert_valid_thread(out["messages"])
