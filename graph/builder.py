@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Never, TypeAlias, TypeVar
 
-from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import set_config_context
 from langchain_core.tools import BaseTool
@@ -47,6 +47,7 @@ from langgraph_loop.core.config import (
     StallDetection,
 )
 from langgraph_loop.core.messages import unanswered_tail
+from langgraph_loop.core.models import ChatRunnable
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import (
     LoopContext,
@@ -62,7 +63,7 @@ from langgraph_loop.nodes.judge import JudgeNode
 from langgraph_loop.nodes.loop_detector import LoopDetector
 from langgraph_loop.nodes.model import ModelNode
 from langgraph_loop.nodes.prepare import PrepareNode
-from langgraph_loop.nodes.respond import RespondNode, wants_response
+from langgraph_loop.nodes.respond import RespondNode, structured_due
 from langgraph_loop.nodes.router import RouterNode
 from langgraph_loop.nodes.tools import ToolsNode
 
@@ -75,17 +76,17 @@ C = TypeVar("C")
 Configured: TypeAlias = C | Mapping[str, Any] | None
 """A configuration model, or a dict of its fields, or None."""
 
-_NOT_SETTINGS = frozenset({"model", "tools", "checkpointer", "store", "name", "unknown"})
+_NOT_SETTINGS = frozenset({"model", "tools", "checkpointer", "store", "unknown"})
 
 DEFAULT_LOOP_DETECTION = LoopDetection()
 """``create_loop_agent``'s default loop detection (pass None to turn it off)."""
 
 
 def create_loop_agent(
-    model: BaseChatModel,
-    tools: Sequence[BaseTool | Callable[..., Any]] | BaseTool | Callable[..., Any] = (),
+    model: ChatRunnable | str,
+    tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | BaseTool | Callable[..., Any] = (),
     *,
-    system_prompt: str | None = None, max_iterations: int | None = 10,
+    system_prompt: str | SystemMessage | None = None, max_iterations: int | None = 10,
     should_continue: ShouldContinue | None = None, judge: Configured[Judge] = None,
     next_message: NextMessage | None = None, record_feedback: FeedbackHook | None = None,
     inject_progress: bool = True, fresh_context: bool = False,
@@ -102,9 +103,9 @@ def create_loop_agent(
     """Build the loop agent as a compiled graph (callbacks may be sync or async).
 
     Args:
-        model: the agent's chat model (any LangChain ``BaseChatModel`` with tools).
-        tools: LangChain tools or functions; one tool alone counts as a list of one.
-        system_prompt: the system prompt of every model call.
+        model: a chat model, ``"provider:model"`` or a Runnable wrapping chat models.
+        tools: tools, functions, provider-side tool dicts (bound, never run here); one alone is a list.
+        system_prompt: the system prompt of every model call (a ``SystemMessage`` is kept).
         max_iterations: iterations per run; None = unbounded, < 1 is a ValueError.
         should_continue: ``(state) -> bool | (bool, feedback)``, asked when an iteration ends.
         judge: a second model that decides whether the request is answered.
@@ -119,12 +120,12 @@ def create_loop_agent(
         budget_pressure: a finalize-now notice near ``Limits.token_budget``.
         tool_filter: ``(state, tools) -> tools`` offered to a call, enforced at execution.
         approval, compaction: decisions before gated tools run; summaries of old messages.
-        hooks, response_format: the callbacks of ``Hooks``; a structured final answer's schema.
+        hooks, response_format: ``Hooks``; a schema, ``ToolStrategy`` or ``ProviderStrategy``.
         state_schema: a TypedDict extending ``LoopState`` (tools' ``Command``s update it).
         context_schema: the user's runtime context type (overrides may sit beside it).
         handle_tool_errors: ``ToolNode``'s switch (default: errors become error results).
         checkpointer, store: any LangGraph checkpointer and store, passed through.
-        name: the graph's name (``"langgraph-loop"`` by default).
+        name: the graph's name (default ``"langgraph-loop"``); if given, every reply's name.
         **unknown: none (a misspelled keyword is a ``ValueError``). A configuration model
             may also be given as a dict of its fields.
 
@@ -177,35 +178,52 @@ class Routes:
     def after_model(self, state: LoopState, runtime: Runtime[Any] | None) -> str:
         """The loop detector's decision: its node when it acts, else on like ``after_detector``.
 
-        After a stop the model made the final answer (or none fits): the router ends the run.
+        After a stop the model made the final answer (or none fits): the router ends the run,
+        after ``respond`` reads a structured one.
         """
         if state.get("stop_reason") is not None:
-            return "router"
+            return self._respond_or("router", state)
         decision = self.detector.decide(state, self.settings.for_runtime(runtime))
         if decision is not None and decision.acts:
             return "loop_detector"
         return self.after_detector(state)
 
     def after_detector(self, state: LoopState, runtime: Runtime[Any] | None = None) -> str:
-        """Tools (or approval) for a reply with calls; judge/router when the iteration ends."""
+        """Tools (or approval) for a reply with calls, ``respond`` for a structured answer;
+        judge/router when the iteration ends."""
         if state.get("stop_reason") is not None:
             if (state.get("run") or {}).get("finalized") or not self.shape.final_answer:
-                return "router"
+                return self._respond_or("router", state)
             return self.shape.entry
+        return self._respond_or(self._after_reply(state), state)
+
+    def _after_reply(self, state: LoopState) -> str:
+        """Tools (or approval) while calls of the newest reply are unanswered, else the end
+        of the iteration."""
         messages = state.get("messages") or []
-        _, pending = unanswered_tail(messages)
+        index, pending = unanswered_tail(messages)
         if pending:
-            gated = self.shape.approval and needs_approval(messages[-1], self.settings.approval)
+            gated = self.shape.approval and needs_approval(messages[index], self.settings.approval)
             return "approval" if gated else "tools"
         return self.shape.iteration_end
 
-    def after_router(self, state: LoopState, runtime: Runtime[Any] | None) -> str:
-        """End the run (after the structured final turn, if any), or start the next iteration."""
-        if state.get("stop_reason") is None:
+    def _respond_or(self, target: str, state: LoopState) -> str:
+        """``respond`` when the newest reply carries the structured answer, else ``target``."""
+        return "respond" if self.shape.respond and structured_due(state, self.settings.structured) else target
+
+    def after_respond(self, state: LoopState, runtime: Runtime[Any] | None = None) -> str:
+        """After a structured answer: the reply's other calls, the model again when the answer
+        did not parse, else the iteration's end (the router after a stop)."""
+        if state.get("stop_reason") is not None:
+            return "router"
+        target = self._after_reply(state)
+        if target == self.shape.iteration_end and state.get("structured_response") is None:
             return self.shape.entry
-        if self.shape.respond and wants_response(state, self.settings.for_runtime(runtime)):
-            return "respond"
-        return END
+        return target
+
+    def after_router(self, state: LoopState, runtime: Runtime[Any] | None) -> str:
+        """End the run, or start the next iteration."""
+        return self.shape.entry if state.get("stop_reason") is None else END
 
 
 class Edge(Runnable[LoopState, str]):
@@ -234,7 +252,7 @@ class Edge(Runnable[LoopState, str]):
 
 
 _NODES: dict[str, Any] = {"prepare": PrepareNode, "model": ModelNode, "tools": ToolsNode,
-                         "router": RouterNode, "judge": JudgeNode, "respond": RespondNode,
+                         "router": RouterNode, "judge": JudgeNode,
                          "approval": ApprovalNode, "compaction": CompactionNode}
 """The node classes that call out (models, tools, callbacks): sync and async entry points."""
 
@@ -250,11 +268,11 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
         output_schema=with_user_keys(LoopOutput, settings.state_schema),
     )
     for name in shape.nodes:
-        if name == "loop_detector":
-            builder.add_node(name, detector)
+        if name in ("loop_detector", "respond"):  # plain functions over state
+            builder.add_node(name, detector if name == "loop_detector" else RespondNode(settings))
             continue
         node = _NODES[name](settings)
-        retry = RETRY if name in ("model", "respond", "compaction") else None
+        retry = RETRY if name in ("model", "compaction") else None
         builder.add_node(name, RunnableLambda(node.invoke, afunc=node.ainvoke, name=name),
                          retry_policy=retry)
     builder.add_edge(START, "prepare")
@@ -263,6 +281,8 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
     builder.add_conditional_edges("loop_detector", Edge(routes.after_detector),
                                   shape.detector_targets)
     builder.add_conditional_edges("router", Edge(routes.after_router), shape.router_targets)
+    if shape.respond:
+        builder.add_conditional_edges("respond", Edge(routes.after_respond), shape.respond_targets)
     for source, target in shape.fixed_edges:
         builder.add_edge(source, target)
     return builder

@@ -8,7 +8,13 @@ pairs (parallel tool calls), an ``Exception`` (raised), or a callable
 ``(messages) -> item``. When the script runs out, ``default`` is used; without
 one the model raises a clear error. ``max_tokens`` caps the reported output tokens
 (and cuts the text) like a provider's setting. ``no_tools_reply`` (optional) answers requests
-that bind no tools, such as the loop's final-answer call, without using the script.
+that let the model call no tool (none bound, or ``tool_choice="none"``), such as the loop's
+final-answer call, without using the script.
+
+What each request offered is recorded: ``request_tools`` (the tools the model may call:
+none under ``tool_choice="none"``, only the forced one under a tool name),
+``request_defined_tools`` (every tool defined, provider-side tool dicts by their ``name`` or
+``type``) and ``request_tool_choice``.
 
 Example:
     >>> from langchain_core.messages import HumanMessage
@@ -55,6 +61,10 @@ class ScriptedChatModel(BaseChatModel):
     no_tools_reply: Any = None
     requests: list[list[BaseMessage]] = Field(default_factory=list)
     request_tools: list[list[str]] = Field(default_factory=list)
+    """Per request, the tools the model may call."""
+    request_defined_tools: list[list[str]] = Field(default_factory=list)
+    """Per request, every tool defined (callable or not)."""
+    request_tool_choice: list[Any] = Field(default_factory=list)
     report_usage: bool = True
     max_tokens: int | None = None
     """Output cap, as a provider's ``max_tokens`` (also per call: ``bind(max_tokens=N)``)."""
@@ -68,8 +78,9 @@ class ScriptedChatModel(BaseChatModel):
     def bind_tools(
         self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any
     ) -> Runnable[LanguageModelInput, AIMessage]:
-        """Bind tools in the OpenAI format, as real providers do."""
-        formatted = [convert_to_openai_tool(t) for t in tools]
+        """Bind tools in the OpenAI format, as real providers do; provider-side tool dicts
+        (``{"type": "web_search"}``) are bound as they are."""
+        formatted = [t if _provider_side(t) else convert_to_openai_tool(t) for t in tools]
         if tool_choice is not None:
             kwargs["tool_choice"] = tool_choice
         return self.bind(tools=formatted, **kwargs)
@@ -80,10 +91,13 @@ class ScriptedChatModel(BaseChatModel):
         return len(self.requests)
 
     def _next(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> AIMessage:
-        tools = [t["function"]["name"] for t in kwargs.get("tools") or []]
+        defined = [_tool_name(t) for t in kwargs.get("tools") or []]
+        tools = _usable_tools(defined, kwargs.get("tool_choice"))
         with self._lock:
             self.requests.append(list(messages))
             self.request_tools.append(tools)
+            self.request_defined_tools.append(defined)
+            self.request_tool_choice.append(kwargs.get("tool_choice"))
             if not tools and self.no_tools_reply is not None:
                 item = self.no_tools_reply
             elif self._position < len(self.script):
@@ -167,6 +181,32 @@ def _chunks(message: AIMessage) -> Iterator[AIMessageChunk]:
         id=message.id,
         chunk_position="last",
     )
+
+
+def _provider_side(tool: Any) -> bool:
+    """A provider-side tool dict (its ``type`` is not ``function``)."""
+    return isinstance(tool, dict) and tool.get("type") not in (None, "function")
+
+
+def _tool_name(spec: dict[str, Any]) -> str:
+    """A bound tool's name (a provider-side tool's ``name``, else its ``type``)."""
+    if spec.get("type") == "function":
+        return str(spec["function"]["name"])
+    return str(spec.get("name") or spec.get("type"))
+
+
+def _usable_tools(defined: list[str], tool_choice: Any) -> list[str]:
+    """The tools a request lets the model call under ``tool_choice``.
+
+    Example:
+        >>> _usable_tools(["a", "b"], "none"), _usable_tools(["a", "b"], "b"), _usable_tools(["a"], "any")
+        ([], ['b'], ['a'])
+    """
+    if tool_choice == "none":
+        return []
+    if isinstance(tool_choice, str) and tool_choice in defined:
+        return [tool_choice]
+    return defined
 
 
 def _json(args: Any) -> str:

@@ -74,9 +74,10 @@ class Split:
 
 
 def count_tokens(
-    model: BaseLanguageModel[Any], messages: Sequence[BaseMessage], tools: Sequence[BaseTool] = ()
+    model: BaseLanguageModel[Any] | None, messages: Sequence[BaseMessage], tools: Sequence[BaseTool] = ()
 ) -> int:
-    """The model's own count when it has one that works, else an approximation.
+    """The model's own count when it has one that works, else an approximation (also for
+    ``model=None``: a configurable model, chosen per run).
 
     Example:
         >>> from langgraph_loop.scripted import ScriptedChatModel
@@ -86,7 +87,7 @@ def count_tokens(
     own = getattr(type(model), "get_num_tokens_from_messages", None)
     generic = (BaseLanguageModel.get_num_tokens_from_messages,
                BaseChatModel.get_num_tokens_from_messages)
-    if own is not None and own not in generic:
+    if model is not None and own is not None and own not in generic:
         try:
             return int(model.get_num_tokens_from_messages(list(messages), tools=list(tools) or None))
         except Exception:  # noqa: BLE001 - e.g. a tokenizer that cannot load offline
@@ -170,7 +171,7 @@ class CompactionNode:
             return None
         notice = drain(state.get("pending_notices"), run=str(run.get("id")))
         request = build_request(state, settings, [notice] if notice is not None else [])
-        size = count_tokens(settings.model, request, settings.tools)
+        size = count_tokens(settings.chat_model, request, settings.tools)
         if size <= compaction.max_tokens:
             return None
         keep = {run.get("request_id")}

@@ -57,9 +57,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired
 
 from langchain_core.messages import AIMessage, ToolMessage
+from typing_extensions import TypedDict
 
 from langgraph_loop.core.config import LoopDetection
 from langgraph_loop.core.messages import call_label, digest

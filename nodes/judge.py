@@ -57,7 +57,7 @@ from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.config import Judge, JudgeVerdict
 from langgraph_loop.core.messages import StructuredReply, as_message, as_structured, clip
-from langgraph_loop.core.records import Usage, add_usage, answer_text, last_ai, new_usage, usage_of
+from langgraph_loop.core.records import Usage, add_usage, answer_text, latest_answer, new_usage, usage_of
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, iteration_info
 from langgraph_loop.nodes.router import normalize_predicate
@@ -86,7 +86,7 @@ def original_request(state: LoopState) -> BaseMessage | None:
 def judge_request(state: LoopState, judge: Judge) -> list[BaseMessage]:
     """System instructions, the original request (content verbatim), the latest answer."""
     request = original_request(state)
-    answer = answer_text(last_ai(state.get("messages") or []))
+    answer = latest_answer(state)
     out: list[BaseMessage] = [SystemMessage(judge_instructions(judge.instructions, judge.criteria)),
                               HumanMessage(prompts.JUDGE_INTRO)]
     if request is not None:

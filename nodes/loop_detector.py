@@ -47,6 +47,7 @@ from langgraph_loop.nodes.approval import needs_approval
 from langgraph_loop.nodes.detection import LoopWarning, observe
 from langgraph_loop.nodes.detector_state import DetectorState
 from langgraph_loop.nodes.limits import PRESSURE_SOURCE, check_limits, pressure_due
+from langgraph_loop.nodes.respond import work_call_ids
 
 __all__ = ["MEMO_SIZE", "Decision", "DetectorMemo", "LoopDetector", "results_before",
            "stop_answers"]
@@ -189,7 +190,8 @@ class LoopDetector:
         if state.get("stop_reason") is not None or not isinstance(ai, AIMessage):
             return None
         gated = settings.approval is not None and needs_approval(ai, settings.approval)
-        why = check_limits(state, settings, has_calls=bool(call_ids(ai)), gated=gated)
+        why = check_limits(state, settings, has_calls=bool(work_call_ids(ai, settings.structured)),
+                           gated=gated)
         if why is not None:
             return Decision(ai, guard=why)
         warnings: tuple[LoopWarning, ...] = ()
@@ -244,7 +246,7 @@ def apply(decision: Decision, state: LoopState, settings: LoopSettings,
     update: dict[str, Any] = {}
     why = decision.guard
     if why is not None:
-        has_calls = bool(call_ids(decision.ai))
+        has_calls = bool(work_call_ids(decision.ai, settings.structured))  # a structured answer is text
         finalized = None
         if has_calls:
             update["messages"] = stop_answers(decision.ai, why)

@@ -2,14 +2,14 @@
 
 Order of work in one step:
 1. a stop decided earlier (or the time cap, checked here between steps) turns the
-   call into the *final answer* call: no tools bound, tool calls in the reply are
-   not executed (they are moved to ``response_metadata`` so the transcript stays
-   provider-valid);
+   call into the *final answer* call: the tools stay defined but their use is forbidden
+   (``nodes/binding.py``), tool calls in the reply are not executed (they are moved to
+   ``response_metadata`` so the transcript stays provider-valid);
 2. the deferred-notice queue of this run is drained into ONE
    ``HumanMessage(name="loop_warning")`` appended after the ToolMessages;
 3. the request is built (``build_request``: system prompt, fresh-context window) and the
-   tool filter picks the tools offered; the model is called; usage and the iteration's
-   model-call count are recorded.
+   tool filter picks the tools offered; the model is called; the reply gets the agent's
+   ``name``; usage and the iteration's model-call count are recorded.
 
 If the model raises, nothing is written: queued notices stay queued for the retry.
 
@@ -28,7 +28,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,13 +54,8 @@ from langgraph_loop.core.records import RunInfo, Usage, add_usage, usage_of
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, iteration_info
 from langgraph_loop.core.stop import Guard, guard, stop_instruction, stop_update
-from langgraph_loop.nodes.limits import (
-    MIN_FINAL_OUTPUT,
-    budget_guard,
-    final_answer_room,
-    max_tokens_of,
-    timeout_guard,
-)
+from langgraph_loop.nodes.binding import call_model, final_model
+from langgraph_loop.nodes.limits import MIN_FINAL_OUTPUT, budget_guard, final_answer_room, timeout_guard
 
 __all__ = ["ModelNode", "build_request", "criteria_instruction", "estimate_usage",
            "pick_tools", "progress_message", "system_message", "without_tool_calls"]
@@ -73,15 +68,30 @@ def criteria_instruction(criteria: Sequence[str]) -> str:
     return prompts.CRITERIA.format(criteria=prompts.criteria_list(criteria))
 
 
+def with_texts(message: SystemMessage, texts: Sequence[str]) -> SystemMessage:
+    """A system message with more text after its own (a text block each for block content);
+    its name and other fields are kept."""
+    if not texts:
+        return message
+    if isinstance(message.content, str):
+        content: Any = "\n\n".join([message.content, *texts]) if message.content else "\n\n".join(texts)
+    else:
+        content = [*message.content, *({"type": "text", "text": t} for t in texts)]
+    return message.model_copy(update={"content": content})
+
+
 def system_message(settings: LoopSettings, existing: BaseMessage | None) -> SystemMessage | None:
-    """One system message: the configured prompt, the judge criteria, a stored one."""
+    """One system message: the configured prompt (a ``str`` or a ``SystemMessage``, kept as
+    it is), the judge criteria, a stored one."""
     parts: list[str] = []
-    if settings.system_prompt:
-        parts.append(settings.system_prompt)
     if settings.judge is not None and settings.judge.criteria:
         parts.append(criteria_instruction(settings.judge.criteria))
     if isinstance(existing, SystemMessage) and isinstance(existing.content, str):
         parts.append(existing.content)
+    prompt = settings.system_prompt
+    if isinstance(prompt, SystemMessage):
+        return with_texts(prompt, parts)
+    parts = [prompt, *parts] if prompt else parts
     return SystemMessage("\n\n".join(parts)) if parts else None
 
 
@@ -121,15 +131,32 @@ def build_request(
 
 # --- replies ---------------------------------------------------------------------------------
 
-def without_tool_calls(message: AIMessage) -> AIMessage:
-    """The final answer as stored: tool calls it still asked for are not run."""
-    if not message.tool_calls and not message.invalid_tool_calls:
+_CALL_BLOCKS = frozenset({"tool_use", "tool_call", "function_call"})
+"""Content-block types that carry a tool call (Anthropic, LangChain's standard, OpenAI Responses)."""
+
+
+def _without_call_blocks(content: Any, ids: Collection[Any]) -> Any:
+    """Block content without the blocks of the calls ``ids`` (text content as it is)."""
+    if isinstance(content, str):
+        return content
+    return [b for b in content if not (isinstance(b, dict) and b.get("type") in _CALL_BLOCKS
+                                       and (b.get("id") in ids or b.get("call_id") in ids))]
+
+
+def without_tool_calls(message: AIMessage, keep: Collection[str] = ()) -> AIMessage:
+    """The final answer as stored: tool calls it still asked for are not run, and their
+    content blocks go too (calls of the ``keep`` tools, the response format's output tools,
+    stay)."""
+    kept = [c for c in message.tool_calls if c["name"] in keep]
+    if len(kept) == len(message.tool_calls) and not message.invalid_tool_calls:
         return message
-    dropped = [dict(c) for c in message.tool_calls] + [dict(c) for c in message.invalid_tool_calls]
+    dropped = ([dict(c) for c in message.tool_calls if c["name"] not in keep]
+               + [dict(c) for c in message.invalid_tool_calls])
     kwargs = {k: v for k, v in message.additional_kwargs.items() if k != "tool_calls"}
     return message.model_copy(
         update={
-            "tool_calls": [],
+            "content": _without_call_blocks(message.content, {c.get("id") for c in dropped}),
+            "tool_calls": kept,
             "invalid_tool_calls": [],
             "tool_call_chunks": [],
             "additional_kwargs": kwargs,
@@ -184,10 +211,8 @@ class ModelNode:
 
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
-        tools = list(settings.tools)
-        self._bound_all: Runnable[LanguageModelInput, BaseMessage] = (
-            settings.model.bind_tools(tools) if tools else settings.model
-        )
+        self._bound_all: Runnable[LanguageModelInput, BaseMessage] = call_model(settings)
+        self._final: Runnable[LanguageModelInput, BaseMessage] = final_model(settings)
 
     def invoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         """Sync entry point."""
@@ -259,10 +284,7 @@ class ModelNode:
         if not any(m.type == "human" for m in call.request):
             raise ValueError("model: the request has no user message; nothing to work on")
         if not call.final:
-            if offered is None:
-                return self._bound_all
-            return self.settings.model.bind_tools(list(offered)) if offered else self.settings.model
-        runnable: Runnable[LanguageModelInput, BaseMessage] = self.settings.model
+            return self._bound_all if offered is None else call_model(self.settings, offered)
         room = final_answer_room(state, call.settings, call.request)
         if room is not None and room < MIN_FINAL_OUTPUT:  # no room for the final answer
             why = dict(call.run.get("guard") or guard("router", state.get("stop_reason") or "completed"))
@@ -270,10 +292,7 @@ class ModelNode:
                                    f"tokens, fewer than {MIN_FINAL_OUTPUT} for an answer")
             return {**call.update, **stop_update(call.run, why, finalized=True),  # type: ignore[arg-type]
                     "pending_notices": []}
-        supported, own = max_tokens_of(call.settings.model)
-        if room is not None and supported:  # bound the answer by what is left
-            runnable = runnable.bind(max_tokens=min(room, own or room))
-        return runnable
+        return self._final if room is None else final_model(self.settings, room)  # bounded by what is left
 
     def record(self, state: LoopState, call: Call, reply: AIMessage,
                offered: Sequence[BaseTool] | None) -> dict[str, Any]:
@@ -281,8 +300,11 @@ class ModelNode:
         run = call.run
         reply = with_unique_call_ids(reply)
         if call.final:
-            reply = without_tool_calls(reply)
+            structured = call.settings.structured
+            reply = without_tool_calls(reply, structured.tool_names if structured else ())
             run = {**run, "finalized": True}
+        if call.settings.name:
+            reply = reply.model_copy(update={"name": call.settings.name})
         usage = usage_of(reply)
         if usage is None and call.settings.limits.token_budget is not None:
             usage = estimate_usage(call.request, reply)

@@ -1,93 +1,160 @@
-"""The ``respond`` node: one structured final turn after the loop decided to stop.
+"""The ``respond`` node: read the structured answer ``response_format`` asks for.
 
-``response_format`` is not applied to every iteration (a per-iteration schema lets the model
-"answer" the schema instead of finishing the work): the iterations run free, and once
-the router stops the run, this node asks the agent's model once more, through
-``with_structured_output(response_format)``, for the final answer in that shape.
-The request is the last iteration's request (system prompt, transcript or fresh-context
-window) plus one instruction; the reply is written to ``structured_response`` and
-its usage counts in ``usage``. Nothing is added to ``messages``: the transcript
-still ends on the agent's own answer.
+As under ``create_agent``, the response format is bound on every model call of the loop
+(``nodes/binding.py``): ``ToolStrategy`` adds one output tool per schema and makes the model
+call a tool, ``ProviderStrategy`` asks the provider for JSON. The edge after ``model`` (after
+the loop detector when it acts) comes here when the newest reply carries the answer: a call
+of an output tool, or with ``ProviderStrategy`` a reply without tool calls. The node parses
+it with LangChain's bindings (``langchain.agents.structured_output``) and writes
+``structured_response``; the answer then ends the iteration like a text answer (the
+predicate or the judge may still ask for another one, which replaces it).
 
-It is skipped after the hard stops ``token_budget`` and ``timeout`` (no call may be
-made after them) and when the graph's step limit leaves no room.
+- ``ToolStrategy``: each output-tool call is answered with a ToolMessage (the strategy's
+  ``tool_message_content``, else "Returning structured response: ..."). A call that does
+  not parse, or several output calls in one reply, are answered with the text
+  ``handle_errors`` gives and the model is asked again (``structured_response`` cleared);
+  when ``handle_errors`` does not cover the error it is raised. The agent's other calls in
+  the same reply still run.
+- ``ProviderStrategy``: the reply's text is parsed; text that does not parse raises
+  ``StructuredOutputValidationError``.
+
+After a stop, the final-answer call is made with the format bound too (an output tool
+forced), so the run still ends on a structured answer when one fits.
 
 Example:
+    >>> from pydantic import BaseModel
+    >>> from langchain_core.messages import AIMessage
+    >>> from langgraph_loop.core.structured import resolve_response_format
     >>> from langgraph_loop.scripted import ScriptedChatModel
-    >>> s = LoopSettings.build(ScriptedChatModel())
-    >>> wants_response({"stop_reason": StopReason.COMPLETED, "remaining_steps": 5}, s)
+    >>> class Weather(BaseModel):
+    ...     city: str
+    >>> out = resolve_response_format(Weather, ScriptedChatModel(), [])
+    >>> ai = AIMessage("", tool_calls=[{"name": "Weather", "args": {"city": "Oslo"}, "id": "c1"}])
+    >>> structured_due({"messages": [ai]}, out)
     True
-    >>> wants_response({"stop_reason": StopReason.TOKEN_BUDGET}, s)
-    False
+    >>> answers, response = read_tool_answer(ai, out)
+    >>> response, answers[0].content
+    (Weather(city='Oslo'), "Returning structured response: city='Oslo'")
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import merge_configs
-from langgraph.runtime import get_runtime
+from langchain.agents.structured_output import (
+    MultipleStructuredOutputsError,
+    ProviderStrategy,
+    ProviderStrategyBinding,
+    StructuredOutputError,
+    StructuredOutputValidationError,
+    ToolStrategy,
+)
+from langchain_core.messages import AIMessage, ToolMessage
 
 from langgraph_loop.core import prompts
-from langgraph_loop.core.messages import RESPOND_NAME, as_structured, loop_message
-from langgraph_loop.core.records import add_usage, usage_of
+from langgraph_loop.core.messages import call_ids
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
-from langgraph_loop.core.stop import StopReason
-from langgraph_loop.nodes.model import build_request
+from langgraph_loop.core.structured import StructuredOutput
 
-__all__ = ["RespondNode", "wants_response"]
-
-_NO_CALL_AFTER = {StopReason.TOKEN_BUDGET, StopReason.TIMEOUT}
+__all__ = ["RespondNode", "read_native_answer", "read_tool_answer", "retry_text", "structured_due",
+           "work_call_ids"]
 
 
-def wants_response(state: LoopState, settings: LoopSettings) -> bool:
-    """After the router stopped: is a structured final turn due (and possible)?"""
-    stop = state.get("stop_reason")
-    return (stop is not None and stop not in _NO_CALL_AFTER
-            and settings.shape.can_respond(state.get("remaining_steps")))
+def structured_due(state: LoopState, structured: StructuredOutput | None) -> bool:
+    """Does the newest message carry the structured answer (an output-tool call, or with
+    ``ProviderStrategy`` a reply without tool calls)?"""
+    messages = state.get("messages") or []
+    ai = messages[-1] if messages else None
+    if structured is None or not isinstance(ai, AIMessage):
+        return False
+    if structured.native:
+        return not ai.tool_calls and not ai.invalid_tool_calls
+    return any(call["name"] in structured.tool_names for call in ai.tool_calls)
+
+
+def work_call_ids(ai: AIMessage, structured: StructuredOutput | None) -> list[str]:
+    """The reply's calls the tools must answer: all but the output-tool calls (a reply that
+    only calls output tools is an answer, like text)."""
+    names = structured.tool_names if structured is not None else frozenset()
+    return [c for c in call_ids(ai) if c not in {str(t["id"]) for t in ai.tool_calls if t["name"] in names}]
+
+
+def retry_text(error: StructuredOutputError, handle_errors: Any) -> str | None:
+    """What answers an output call that failed, per ``ToolStrategy.handle_errors``
+    (None: the error is not handled and is raised)."""
+    if handle_errors is False:
+        return None
+    if handle_errors is True:
+        return prompts.STRUCTURED_ERROR.format(error=error)
+    if isinstance(handle_errors, str):
+        return handle_errors
+    if isinstance(handle_errors, type | tuple):
+        handled = isinstance(error, handle_errors)
+        return prompts.STRUCTURED_ERROR.format(error=error) if handled else None
+    return str(handle_errors(error))
+
+
+def read_tool_answer(ai: AIMessage, structured: StructuredOutput) -> tuple[list[ToolMessage], Any]:
+    """The answers to the reply's output-tool calls and the parsed response (None when the
+    model must try again).
+
+    Raises:
+        StructuredOutputError: the failure, when ``handle_errors`` does not cover it.
+    """
+    strategy = structured.strategy
+    assert isinstance(strategy, ToolStrategy)
+    calls = [c for c in ai.tool_calls if c["name"] in structured.tool_names]
+    error: StructuredOutputError
+    if len(calls) > 1:
+        error = MultipleStructuredOutputsError([c["name"] for c in calls], ai)
+        text = retry_text(error, strategy.handle_errors)
+        if text is None:
+            raise error
+        return [ToolMessage(text, tool_call_id=c["id"], name=c["name"]) for c in calls], None
+    [call] = calls
+    try:
+        response = structured.bindings[call["name"]].parse(call["args"])
+    except Exception as exc:  # any parse failure goes to handle_errors
+        error = StructuredOutputValidationError(call["name"], exc, ai)
+        text = retry_text(error, strategy.handle_errors)
+        if text is None:
+            raise error from exc
+        return [ToolMessage(text, tool_call_id=call["id"], name=call["name"])], None
+    content = strategy.tool_message_content or prompts.STRUCTURED_RETURNED.format(response=response)
+    return [ToolMessage(content, tool_call_id=call["id"], name=call["name"])], response
+
+
+def read_native_answer(ai: AIMessage, structured: StructuredOutput) -> Any:
+    """The reply's text parsed with the ``ProviderStrategy`` schema.
+
+    Raises:
+        StructuredOutputValidationError: the text is not valid JSON for the schema.
+    """
+    strategy = structured.strategy
+    assert isinstance(strategy, ProviderStrategy)
+    try:
+        return ProviderStrategyBinding.from_schema_spec(strategy.schema_spec).parse(ai)
+    except Exception as exc:
+        name = getattr(strategy.schema_spec.schema, "__name__", "response_format")
+        raise StructuredOutputValidationError(name, exc, ai) from exc
 
 
 class RespondNode:
-    """The structured final turn (see module docstring)."""
+    """Read the structured answer of the newest reply (see module docstring)."""
 
     name = "respond"
 
     def __init__(self, settings: LoopSettings) -> None:
-        self.settings = settings
-        try:
-            self._structured = settings.model.with_structured_output(
-                settings.response_format, include_raw=True
-            )
-        except NotImplementedError as exc:
-            raise ValueError(
-                "response_format: the model does not support with_structured_output"
-            ) from exc
+        if settings.structured is None:
+            raise ValueError("respond: the graph has no response_format")
+        self.structured = settings.structured
 
-    def _request(self, state: LoopState) -> list[Any]:
-        settings = self.settings.for_runtime(get_runtime())
-        return build_request(state, settings, [loop_message(prompts.RESPOND, name=RESPOND_NAME)])
-
-    def invoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-        """Sync entry point."""
-        result = self._structured.invoke(self._request(state), _named(config))
-        return _record(state, result)
-
-    async def ainvoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-        """Async entry point."""
-        result = await self._structured.ainvoke(self._request(state), _named(config))
-        return _record(state, result)
-
-
-def _named(config: RunnableConfig) -> RunnableConfig:
-    return merge_configs(config, {"run_name": "respond"})
-
-
-def _record(state: LoopState, result: Any) -> dict[str, Any]:
-    reply = as_structured(result, "respond")
-    update: dict[str, Any] = {"structured_response": reply["parsed"]}
-    usage = usage_of(reply["raw"])
-    if usage is not None:
-        update["usage"] = add_usage(state.get("usage"), usage)
-    return update
+    def __call__(self, state: LoopState) -> dict[str, Any]:
+        """The update: ``structured_response`` and, for ``ToolStrategy``, the answers."""
+        ai = (state.get("messages") or [])[-1]
+        assert isinstance(ai, AIMessage)
+        if self.structured.native:
+            return {"structured_response": read_native_answer(ai, self.structured)}
+        answers, response = read_tool_answer(ai, self.structured)
+        return {"messages": answers, "structured_response": response}

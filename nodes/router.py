@@ -45,11 +45,10 @@ from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.messages import CONTINUE_NAME, iteration_messages, loop_message, shorten
 from langgraph_loop.core.records import (
     IterationRecord,
-    answer_text,
     build_record,
     calls_of_iteration,
     emit,
-    last_ai,
+    latest_answer,
     new_iteration,
 )
 from langgraph_loop.core.settings import LoopSettings
@@ -103,7 +102,7 @@ def current_record(state: LoopState) -> IterationRecord:
     return build_record(
         iteration=iteration, info=iteration_info(state),
         calls=calls_of_iteration(state.get("call_log") or [], iteration),
-        answer=answer_text(last_ai(state.get("messages") or [])),
+        answer=latest_answer(state),
     )
 
 
@@ -248,13 +247,13 @@ class _End:
         if self.settings.record_feedback is not None:
             text = None if entry is None else str(entry)
         else:
-            text = shorten(answer_text(last_ai(state.get("messages") or [])), 300) or None
+            text = shorten(latest_answer(state), 300) or None
         self.progress = list(state.get("progress") or []) + ([text] if text else [])
         iteration = state.get("iteration", 1)
         self.record = build_record(
             iteration=iteration, info=iteration_info(state),
             calls=calls_of_iteration(state.get("call_log") or [], iteration),
-            answer=answer_text(last_ai(state.get("messages") or [])), feedback=text,
+            answer=latest_answer(state), feedback=text,
             verdict=state.get("verdict") if self.settings.judge is not None else None,
             guard=explain_stop(state, self.settings, self.stop),
         )

@@ -1,7 +1,8 @@
 """Graph pictures that render offline: Mermaid text always, PNG via mermaidx or graphviz.
 
 Example:
-    >>> "loop_detector" in mermaid(example_agent())
+    >>> source = mermaid(example_agent())
+    >>> "loop_detector" in source and "respond(respond)" in source
     True
 """
 
@@ -11,20 +12,29 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from langgraph_loop.app.agent import GATED_TOOLS, TOOLS
 from langgraph_loop.app.env import UsageError
 from langgraph_loop.builder import create_loop_agent
 from langgraph_loop.core.config import Approval, Compaction, Judge
 from langgraph_loop.scripted import ScriptedChatModel
 
-__all__ = ["PICTURE", "example_agent", "mermaid", "png_bytes", "render_png", "write_picture"]
+__all__ = ["PICTURE", "Report", "example_agent", "mermaid", "png_bytes", "render_png", "write_picture"]
+
+
+class Report(BaseModel):
+    """The example agent's structured answer (``response_format``, read by ``respond``)."""
+
+    answer: str
 
 
 def example_agent() -> Any:
-    """A loop agent with every optional node (judge, approval, compaction), for pictures."""
+    """A loop agent with every optional node (judge, approval, compaction, respond), for
+    pictures."""
     return create_loop_agent(ScriptedChatModel(), TOOLS, judge=Judge(model=ScriptedChatModel()),
                              approval=Approval(tools=GATED_TOOLS),
-                             compaction=Compaction(max_tokens=8000))
+                             compaction=Compaction(max_tokens=8000), response_format=Report)
 
 
 def mermaid(agent: Any) -> str:

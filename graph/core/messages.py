@@ -41,7 +41,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Sequence
-from typing import Any, TypedDict
+from typing import Any
 
 from langchain_core.messages import (
     AIMessage,
@@ -52,6 +52,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from typing_extensions import TypedDict
 
 from langgraph_loop.core import prompts
 

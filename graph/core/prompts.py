@@ -36,9 +36,10 @@ __all__ = [
     "REJECTED",
     "REJECTED_NO_MESSAGE",
     "REJECTED_WITH_MESSAGE",
-    "RESPOND",
     "STOP_ANSWER",
     "STOP_INSTRUCTION",
+    "STRUCTURED_ERROR",
+    "STRUCTURED_RETURNED",
     "SUMMARY",
     "SUMMARY_INSTRUCTIONS",
     "SUMMARY_REQUEST",
@@ -109,11 +110,11 @@ SUMMARY_INSTRUCTIONS = (
 SUMMARY_REQUEST = "Conversation to summarize:\n\n{transcript}"
 SUMMARY = "Summary of the earlier conversation ({replaced} messages were compacted):\n\n{text}"
 
-# --- the structured final turn ---------------------------------------------------------------
-RESPOND = (
-    "The task is over. Give your final answer to the original request now, in the required "
-    "structured format, based on the work above."
-)
+# --- the structured answer (``response_format``; the texts ``create_agent`` uses) ----------------
+STRUCTURED_RETURNED = "Returning structured response: {response}"
+"""The result of an output-tool call that parsed (``ToolStrategy`` without ``tool_message_content``)."""
+STRUCTURED_ERROR = "Error: {error}\n Please fix your mistakes."
+"""The result of an output-tool call that did not parse (``handle_errors=True`` or an error type)."""
 
 # --- the judge -------------------------------------------------------------------------------
 JUDGE_MARKERS = (

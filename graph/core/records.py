@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.runtime import Runtime
+from typing_extensions import TypedDict
 
 from langgraph_loop.core.messages import digest
 from langgraph_loop.core.stop import Guard
@@ -49,6 +50,7 @@ __all__ = [
     "calls_of_iteration",
     "emit",
     "last_ai",
+    "latest_answer",
     "new_iteration",
     "new_usage",
     "usage_of",
@@ -277,6 +279,23 @@ def last_ai(messages: Sequence[BaseMessage]) -> AIMessage | None:
         if isinstance(msg, AIMessage):
             return msg
     return None
+
+
+def latest_answer(state: Mapping[str, Any]) -> str:
+    """The text of the iteration's answer: the last reply's text, else the structured answer
+    (``response_format``: the reply called an output tool) as JSON.
+
+    Example:
+        >>> latest_answer({"messages": [AIMessage("")], "structured_response": {"city": "Oslo"}})
+        '{"city": "Oslo"}'
+    """
+    text = answer_text(last_ai(state.get("messages") or []))
+    response = state.get("structured_response")
+    if text or response is None:
+        return text
+    if hasattr(response, "model_dump_json"):
+        return str(response.model_dump_json())
+    return json.dumps(response, default=str)
 
 
 def answer_text(message: BaseMessage | None) -> str:

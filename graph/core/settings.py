@@ -23,6 +23,7 @@ from functools import cached_property
 from typing import Any, get_type_hints
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import SystemMessage
 from langchain_core.tools import BaseTool
 from langchain_core.tools import tool as as_tool
 from langgraph.runtime import Runtime
@@ -38,8 +39,10 @@ from langgraph_loop.core.config import (
     LoopDetection,
     StallDetection,
 )
+from langgraph_loop.core.models import ChatRunnable, primary_chat_model, resolve_model
 from langgraph_loop.core.shape import Shape
 from langgraph_loop.core.state import LoopContext, LoopState
+from langgraph_loop.core.structured import StructuredOutput, resolve_response_format
 
 __all__ = ["LOOP_KEYS", "OVERRIDES", "LoopSettings", "RunOverrides", "overrides_in"]
 
@@ -127,6 +130,21 @@ _GROUPS: dict[str, tuple[str, ...]] = {
 """Which configuration model each override belongs to (``max_iterations`` is top level)."""
 
 
+def split_provider_tools(tools: Any) -> tuple[Any, tuple[dict[str, Any], ...]]:
+    """The provider-side tool dicts of a tools list (``{"type": "web_search"}``: bound to the
+    model, run by the provider, never here) apart from the tools the graph runs.
+
+    Example:
+        >>> split_provider_tools([len, {"type": "web_search"}])
+        ([<built-in function len>], ({'type': 'web_search'},))
+    """
+    if isinstance(tools, BaseTool | Mapping | str | bytes) or not isinstance(tools, Iterable):
+        return tools, ()
+    items = list(tools)
+    return ([t for t in items if not isinstance(t, Mapping)],
+            tuple(dict(t) for t in items if isinstance(t, Mapping)))
+
+
 def _coerce_tools(tools: Sequence[Any] | BaseTool | Callable[..., Any]) -> tuple[BaseTool, ...]:
     """A list of tools; a single tool (``BaseTool`` or function) is accepted as a list of one."""
     if isinstance(tools, BaseTool) or (callable(tools) and not isinstance(tools, Sequence)):
@@ -153,9 +171,11 @@ def _coerce_tools(tools: Sequence[Any] | BaseTool | Callable[..., Any]) -> tuple
 class LoopSettings:
     """The validated configuration of one compiled loop graph."""
 
-    model: BaseChatModel
+    model: ChatRunnable
     tools: tuple[BaseTool, ...] = ()
-    system_prompt: str | None = None
+    provider_tools: tuple[dict[str, Any], ...] = ()
+    """Provider-side tool dicts: bound with the tools, never run by the graph."""
+    system_prompt: str | SystemMessage | None = None
     max_iterations: int | None = 10
     should_continue: Callback | None = None
     judge: Judge | None = None
@@ -179,16 +199,20 @@ class LoopSettings:
     """The user's runtime context type, or None (the context then holds overrides only)."""
     handle_tool_errors: Any = None
     """``ToolNode``'s ``handle_tool_errors``; None: every tool error becomes an error result."""
+    structured: StructuredOutput | None = None
+    """``response_format`` resolved (``core/structured.py``)."""
+    name: str | None = None
+    """The agent's name, set on every reply of its model (as ``create_agent`` does)."""
     _cache: dict[tuple[Any, ...], LoopSettings] = field(
         default_factory=dict, compare=False, repr=False
     )
 
     @classmethod
-    def build(cls, model: BaseChatModel, tools: Sequence[Any] | BaseTool | Callback = (),
+    def build(cls, model: ChatRunnable | str, tools: Sequence[Any] | BaseTool | Callback = (),
               **kwargs: Any) -> LoopSettings:
         """Validate the builder's arguments (``ValueError`` naming the argument)."""
-        if not isinstance(model, BaseChatModel):
-            raise ValueError(f"model: expected a langchain BaseChatModel, got {type(model).__name__}")
+        model = resolve_model(model)
+        tools, kwargs["provider_tools"] = split_provider_tools(tools)
         max_iterations = kwargs.get("max_iterations", 10)
         if max_iterations is not None and (
             not isinstance(max_iterations, int) or isinstance(max_iterations, bool)
@@ -203,6 +227,8 @@ class LoopSettings:
             if kwargs.get(name) is not None and not callable(kwargs[name]):
                 raise ValueError(f"{name} must be callable")
         coerced = _coerce_tools(tools)
+        kwargs["structured"] = resolve_response_format(kwargs.get("response_format"), model,
+                                                       [*coerced, *kwargs["provider_tools"]])
         if kwargs.get("loop_detection") is not None:  # MCP read-only hints in tool metadata
             kwargs["loop_detection"] = kwargs["loop_detection"].with_tool_hints(coerced)
         _check_state_schema(kwargs.get("state_schema"))
@@ -223,8 +249,13 @@ class LoopSettings:
         """The graph's shape for these settings (``core/shape.py``)."""
         return Shape(judge=self.judge is not None, approval=self.approval is not None,
                      compaction=self.compaction is not None,
-                     respond=self.response_format is not None,
+                     respond=self.structured is not None,
                      final_answer=self.limits.final_answer)
+
+    @property
+    def chat_model(self) -> BaseChatModel | None:
+        """The chat model the agent's model calls first (None: chosen per run)."""
+        return primary_chat_model(self.model)
 
     @property
     def recursion_limit(self) -> int:
@@ -316,8 +347,11 @@ def _check_types(kwargs: Mapping[str, Any]) -> dict[str, Any]:
         if flag in kwargs and not isinstance(kwargs[flag], bool):
             raise ValueError(f"{flag} must be True or False, got {kwargs[flag]!r}")
     prompt = kwargs.get("system_prompt")
-    if prompt is not None and not isinstance(prompt, str):
-        raise ValueError(f"system_prompt must be a str or None, got {type(prompt).__name__}")
+    if prompt is not None and not isinstance(prompt, str | SystemMessage):
+        raise ValueError(f"system_prompt must be a str, a SystemMessage or None, got {type(prompt).__name__}")
+    agent_name = kwargs.get("name")
+    if agent_name is not None and not isinstance(agent_name, str):
+        raise ValueError(f"name must be a str or None, got {type(agent_name).__name__}")
     return out
 
 

@@ -2,7 +2,8 @@
 from the same configuration flags (the one place they are written down).
 
 The flags: ``judge`` (a judge node before the router), ``approval`` (before gated tools),
-``compaction`` (before every model call), ``respond`` (a structured final turn),
+``compaction`` (before every model call), ``respond`` (reads the structured answer of a reply
+when ``response_format`` is set),
 ``final_answer`` (a tools-free last call after a stop). ``graph/builder.py`` wires the
 graph from a ``Shape``; the routes return its node names; the nodes ask it whether the
 steps to finish cleanly still fit.
@@ -72,17 +73,28 @@ class Shape:
         """After ``prepare``: into the loop, or the end when not even one call fits."""
         return [self.entry, END]
 
-    @property
-    def model_targets(self) -> list[str]:
-        """After ``model``: the loop detector's node when it acts, else tools or the end."""
-        targets = {"loop_detector", "tools", "router", self.iteration_end}
-        if self.approval:
-            targets.add("approval")
+    def _optional(self, targets: set[str]) -> list[str]:
+        """``targets`` plus approval and respond where the graph has them, sorted."""
+        targets |= {name for name, present in (("approval", self.approval),
+                                               ("respond", self.respond)) if present}
         return sorted(targets)
 
     @property
+    def model_targets(self) -> list[str]:
+        """After ``model``: the loop detector's node when it acts, else tools (or approval),
+        the structured answer, or the iteration's end."""
+        return self._optional({"loop_detector", "tools", "router", self.iteration_end})
+
+    @property
     def detector_targets(self) -> list[str]:
-        """After ``loop_detector``: tools (or approval), the final answer, or the end."""
+        """After ``loop_detector``: tools (or approval), the structured answer, the final
+        answer, or the end."""
+        return self._optional({self.entry, "tools", self.iteration_end, "router"})
+
+    @property
+    def respond_targets(self) -> list[str]:
+        """After ``respond``: the reply's other calls, the model again (the answer did not
+        parse), the iteration's end, or the router after a stop."""
         targets = {self.entry, "tools", self.iteration_end, "router"}
         if self.approval:
             targets.add("approval")
@@ -90,8 +102,8 @@ class Shape:
 
     @property
     def router_targets(self) -> list[str]:
-        """After ``router``: the next iteration, the structured final turn, or the end."""
-        return [self.entry, *(["respond"] if self.respond else []), END]
+        """After ``router``: the next iteration or the end."""
+        return [self.entry, END]
 
     @property
     def fixed_edges(self) -> list[tuple[str, str]]:
@@ -99,8 +111,6 @@ class Shape:
         edges = [("tools", self.entry)]
         if self.judge:
             edges.append(("judge", "router"))
-        if self.respond:
-            edges.append(("respond", END))
         if self.approval:
             edges.append(("approval", "tools"))
         if self.compaction:
@@ -120,26 +130,27 @@ class Shape:
 
     @property
     def respond_steps(self) -> int:
-        """The structured final turn: [respond]."""
+        """Reading a structured answer: [respond]."""
         return int(self.respond)
 
     def round_steps(self, *, gated: bool) -> int:
-        """A tool round after the model's edge: [loop_detector] [approval] tools, [compaction]
-        model (``loop_detector`` runs only when it acts; counted so a round that warns fits)."""
-        return 1 + int(gated) + 1 + self.model_steps
+        """A tool round after the model's edge: [loop_detector] [respond] [approval] tools,
+        [compaction] model (``loop_detector`` runs only when it acts; counted so a round that
+        warns fits; ``respond`` when the reply also answers, or its answer did not parse)."""
+        return 1 + self.respond_steps + int(gated) + 1 + self.model_steps
 
     @property
     def answer_steps(self) -> int:
-        """Steps after ``loop_detector`` stops the run: the final answer, router, [respond]."""
+        """Steps after ``loop_detector`` stops the run: the final answer, [respond], router."""
         return self.model_steps + 1 + self.respond_steps
 
     @property
     def finish_steps(self) -> int:
         """Graph steps needed after the model's edge decides, whatever it decides.
 
-        A stop: loop_detector, then the final answer and the router (or only the router
-        without a final answer). An iteration end: [loop_detector] (it may queue the
-        budget-pressure notice on a text reply), [judge] router. Then [respond].
+        A stop: loop_detector, then the final answer, [respond] and the router (or only the
+        router without a final answer). An iteration end: [loop_detector] (it may queue the
+        budget-pressure notice on a text reply), [respond] [judge] router.
         """
         stop_path = 1 + (self.model_steps + 1 if self.final_answer else 1)
         return max(stop_path, 1 + self.end_steps) + self.respond_steps
@@ -162,10 +173,6 @@ class Shape:
     def can_start_iteration(self, remaining: int | None) -> bool:
         """At ``router``: may another iteration start?"""
         return self.fits(remaining, self.model_steps + self.finish_steps)
-
-    def can_respond(self, remaining: int | None) -> bool:
-        """After the router stopped: does the structured final turn still fit?"""
-        return remaining is None or remaining > 1
 
     def recursion_limit(self, *, max_model_calls: int | None, max_iterations: int | None) -> int:
         """A recursion limit that fits the configured limits (10,000 when unbounded).

@@ -31,7 +31,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Annotated, Any, TypedDict, get_type_hints
+from typing import Annotated, Any, get_type_hints
 
 from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage, convert_to_messages
 from langchain_core.runnables import RunnableConfig
@@ -40,6 +40,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.managed import RemainingSteps
 from langgraph.types import Command, StateSnapshot
 from pydantic import Field
+from typing_extensions import TypedDict
 
 from langgraph_loop.core.compat import messages_delta_reducer
 from langgraph_loop.core.messages import Notice, resolve_removals

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, Literal, Required, TypedDict
+from typing import Any, Literal, Required
+
+from typing_extensions import TypedDict
 
 from langgraph_loop.core import prompts
 

@@ -20,6 +20,8 @@ def test_the_committed_mermaid_source_is_what_the_graph_draws() -> None:
         "notebooks/graph.mmd is stale: run `make picture` and commit graph.mmd and graph.png")
     edges = {line.strip() for line in committed.splitlines() if "--" in line}
     assert "tools --> router;" not in edges and "tools --> compaction;" in edges
+    routes = {line.strip() for line in committed.splitlines() if "-.->" in line}
+    assert {"model -.-> respond;", "respond -.-> judge;", "respond -.-> tools;"} <= routes  # response_format
 
 
 def test_the_png_next_to_it_is_a_rendered_picture() -> None:

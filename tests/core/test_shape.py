@@ -23,14 +23,21 @@ class Verdict(BaseModel):
     value: int
 
 
-def _alternating(messages: list[BaseMessage]) -> Any:
-    """A tool round, then a text answer, then again: every other reply ends a pass."""
+def _alternating(messages: list[BaseMessage], answer: Any = "partial answer") -> Any:
+    """A tool round, then an answer, then again: every other reply ends a pass."""
     last = messages[-1]
+    if isinstance(last, HumanMessage) and last.name == "loop_warning":  # the final answer
+        return answer
     if isinstance(last, HumanMessage) and last.name in (None, "loop_continue"):
         return [("add", {"a": len(messages), "b": 1})]
-    if any(m.type == "tool" for m in messages[-2:]):
-        return "partial answer"
+    if any(m.type == "tool" and m.name == "add" for m in messages[-2:]):
+        return answer
     return [("add", {"a": len(messages), "b": 2})]
+
+
+def _structured(messages: list[BaseMessage]) -> Any:
+    """As ``_alternating``, answering with the ``Verdict`` output tool."""
+    return _alternating(messages, [("Verdict", {"value": len(messages)})])
 
 
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -50,9 +57,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
 def _build(name: str) -> tuple[Any, ScriptedChatModel]:
     options = dict(CONFIGS[name])
     options.setdefault("limits", Limits(max_model_calls=None))
-    model = ScriptedChatModel(default=_alternating,
-                              no_tools_reply=AIMessage("", tool_calls=[{
-                                  "name": "Verdict", "args": {"value": 1}, "id": "v"}]))
+    structured = "response_format" in options
+    model = ScriptedChatModel(default=_structured if structured else _alternating,
+                              no_tools_reply=None if structured else AIMessage("final answer"))
     if options.get("judge") == "judge":
         options["judge"] = Judge(model=ScriptedChatModel(default="VERDICT: MORE"))
     else:
@@ -69,3 +76,5 @@ def test_every_recursion_limit_stops_cleanly(name: str, limit: int, scripted: li
     result = agent.invoke({"messages": [HumanMessage("go")]}, {"recursion_limit": limit})
     assert result["stop_reason"] == StopReason.STEP_LIMIT
     assert_valid_thread(result["messages"])
+    if "response_format" in CONFIGS[name] and model.calls > 1:
+        assert isinstance(result["structured_response"], Verdict)

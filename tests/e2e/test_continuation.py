@@ -1,5 +1,5 @@
 """Continuation end to end: predicate, next_message, progress, fresh context,
-prompt_factory, todos, the structured final turn, runs on a thread."""
+prompt_factory, todos, runs on a thread (``response_format``: ``tests/nodes/test_respond.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from pydantic import BaseModel
 
 from langgraph_loop import (
     StopReason,
@@ -20,7 +19,6 @@ from langgraph_loop import (
 )
 from langgraph_loop.core.messages import CONTINUE_NAME
 from langgraph_loop.core.prompts import CONTINUE as DEFAULT_CONTINUE
-from langgraph_loop.core.prompts import RESPOND as RESPOND_INSTRUCTION
 from langgraph_loop.scripted import ScriptedChatModel
 
 
@@ -257,41 +255,6 @@ def test_mode_from_input_and_set_mode_tool(scripted: list) -> None:
     out2 = agent2.invoke({"messages": [HumanMessage("go")], "mode": "plan",
                           "todos": [{"content": "a", "status": "pending"}]})
     assert out2["stop_reason"] == StopReason.COMPLETED and out2["iteration"] == 1
-
-
-# --- structured final output -------------------------------------------------------------
-
-class Answer(BaseModel):
-    """The final answer."""
-
-    city: str
-    year: int
-
-
-@pytest.mark.parametrize("mode", ["sync", "async"])
-async def test_response_format_is_one_final_turn(scripted: list, mode: str) -> None:
-    agent, model = _agent(scripted, [
-        [("_echo", {"x": "olympics"})], "Paris", "Paris, 2024",
-        [("Answer", {"city": "Paris", "year": 2024})]], [_echo],
-        response_format=Answer, should_continue=lambda s: "2024" not in s["messages"][-1].content)
-    out = await _run(agent, {"messages": [HumanMessage("Where and when?")]}, mode)
-    assert out["stop_reason"] == StopReason.COMPLETED and out["iteration"] == 2
-    assert out["structured_response"] == Answer(city="Paris", year=2024)
-    assert model.request_tools == [["_echo"], ["_echo"], ["_echo"], ["Answer"]]
-    final = model.requests[3]
-    assert [m.type for m in final] == ["human", "ai", "tool", "ai", "human", "ai", "human"]
-    assert final[-1].content == RESPOND_INSTRUCTION
-    assert out["messages"][-1].content == "Paris, 2024"  # transcript ends on the agent's answer
-    assert out["usage"]["total_tokens"] > sum(r["usage"]["total_tokens"] for r in out["iterations"])
-    assert "respond" in agent.get_graph().nodes
-
-
-def test_response_format_also_after_the_cap(scripted: list) -> None:
-    agent, _model = _agent(scripted, ["a", [("Answer", {"city": "Rome", "year": 1960})]],
-                          response_format=Answer, max_iterations=1, should_continue=lambda s: True)
-    out = agent.invoke({"messages": [HumanMessage("q")]})
-    assert out["stop_reason"] == StopReason.MAX_ITERATIONS
-    assert out["structured_response"] == Answer(city="Rome", year=1960)
 
 
 # --- runs on a thread ---------------------------------------------------------------------

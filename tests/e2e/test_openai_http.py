@@ -112,9 +112,11 @@ def test_loop_warning_is_sent_after_the_tool_results(openai_server: OpenAIServer
     assert [roles(b)[-1] for b in openai_server.requests[:3]] == ["user", "tool", "tool"]
 
 
-def test_loop_hard_stop_ends_with_a_tools_free_answer(openai_server: OpenAIServer) -> None:
+def test_loop_hard_stop_ends_with_an_answer_that_may_not_use_tools(openai_server: OpenAIServer) -> None:
+    """The final-answer call keeps the tools defined (the history holds tool calls) and
+    forbids their use with ``tool_choice: "none"``."""
     openai_server.default = lambda body: (
-        text("I keep getting no results; stopping.") if "tools" not in body
+        text("I keep getting no results; stopping.") if body.get("tool_choice") == "none"
         else tool_calls([("search", {"query": "same"})]))
     agent = create_loop_agent(chat(openai_server), [search],
                               loop_detection=LoopDetection(warn_after=2, stop_after=3))
@@ -123,7 +125,8 @@ def test_loop_hard_stop_ends_with_a_tools_free_answer(openai_server: OpenAIServe
     assert state["stop_reason"] == StopReason.LOOP_DETECTED
     assert state["messages"][-1].content == "I keep getting no results; stopping."
     final = openai_server.requests[-1]
-    assert "tools" not in final
+    assert [t["function"]["name"] for t in final["tools"]] == ["search"]
+    assert final["tool_choice"] == "none"
     assert [roles(b) for b in openai_server.requests[2:]] == [
         ["user", "assistant", "tool", "assistant", "tool", "user:loop_warning"],
         ["user", "assistant", "tool", "assistant", "tool", "user:loop_warning",

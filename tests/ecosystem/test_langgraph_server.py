@@ -106,6 +106,10 @@ def test_streaming_with_the_sync_client(server_url: str) -> None:
     checks.check_streaming_with_the_sync_client(server_url, checks.Engine())
 
 
+def test_schemas_answer_200(server_url: str) -> None:
+    checks.check_schemas_answer(server_url)
+
+
 def test_per_run_context_overrides_limits(server_url: str) -> None:
     checks.check_per_run_context_overrides_limits(server_url)
 

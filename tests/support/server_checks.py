@@ -11,6 +11,8 @@ process, the other process for a deployment. The model behind the server is the 
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +93,20 @@ def check_streaming_with_the_sync_client(url: str, engine: Engine) -> None:
     custom = [p.data for p in parts if p.event == "custom"]
     assert [c["event"] for c in custom if c["event"] == "tool_call"] == ["tool_call"]
     assert next(c for c in custom if c["event"] == "tool_call")["name"] == "get_weather"
+
+
+def check_schemas_answer(url: str) -> None:
+    """``GET /assistants/{id}/schemas`` answers 200 (Studio reads it): the graph's input,
+    output, state and context JSON schemas build on the server's Python."""
+    client = get_sync_client(url=url)
+    [assistant] = [a for a in client.assistants.search(graph_id=GRAPH_ID) if a["graph_id"] == GRAPH_ID][:1]
+    request = urllib.request.Request(f"{url}/assistants/{assistant['assistant_id']}/schemas")
+    with urllib.request.urlopen(request, timeout=30) as resp:  # raises HTTPError on a 500
+        assert resp.status == 200
+        schemas = json.loads(resp.read())
+    assert "messages" in schemas["input_schema"]["properties"]
+    assert "stop_reason" in schemas["output_schema"]["properties"]
+    assert "max_iterations" in schemas["context_schema"]["properties"]
 
 
 def check_per_run_context_overrides_limits(url: str) -> None:

@@ -1,0 +1,97 @@
+"""The agent's model as ``create_agent`` accepts it: a chat model, a ``"provider:model"``
+string (resolved with LangChain's ``init_chat_model``), or a Runnable wrapping chat models
+(``with_fallbacks``, ``with_retry``, ``bind``, ``with_config``, a configurable
+``init_chat_model``).
+
+A wrapper is kept as it is; what the loop binds per call (tools, a tool choice, an output
+cap) is bound on each chat model inside it (``map_chat_models``), so a retry or a fallback
+still wraps the bound model and each chat model gets the binding its provider understands.
+
+Example:
+    >>> from langgraph_loop.scripted import ScriptedChatModel
+    >>> primary, backup = ScriptedChatModel(script=["a"]), ScriptedChatModel(script=["b"])
+    >>> model = resolve_model(primary.with_retry().with_fallbacks([backup]))
+    >>> chat_models(model) == [primary, backup]
+    True
+    >>> bound = map_chat_models(model, lambda chat: chat.bind(max_tokens=5))
+    >>> type(bound.runnable).__name__, bound.runnable.bound.kwargs  # the retry is kept
+    ('RunnableRetry', {'max_tokens': 5})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from langchain.chat_models import init_chat_model
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable, RunnableWithFallbacks
+from langchain_core.runnables.base import RunnableBindingBase
+
+__all__ = ["ChatRunnable", "chat_models", "map_chat_models", "primary_chat_model", "resolve_model"]
+
+ChatRunnable = Runnable[LanguageModelInput, BaseMessage]
+"""The agent's model: a chat model or a Runnable wrapping chat models."""
+
+_ACCEPTED = ("a chat model, a 'provider:model' string, or a Runnable wrapping chat models "
+             "(with_fallbacks, with_retry, bind, with_config, a configurable init_chat_model)")
+
+
+def _is_chat(runnable: Any) -> bool:
+    """A chat model, or a Runnable that binds tools like one (a configurable model)."""
+    if isinstance(runnable, BaseChatModel):
+        return True
+    wrapper = isinstance(runnable, RunnableBindingBase | RunnableWithFallbacks)
+    return isinstance(runnable, Runnable) and not wrapper and callable(getattr(runnable, "bind_tools", None))
+
+
+def chat_models(model: Any) -> list[Any]:
+    """The chat models a model calls, the primary first (fallbacks after it)."""
+    if isinstance(model, RunnableWithFallbacks):
+        return [m for r in (model.runnable, *model.fallbacks) for m in chat_models(r)]
+    if isinstance(model, RunnableBindingBase):
+        return chat_models(model.bound)
+    return [model] if _is_chat(model) else []
+
+
+def primary_chat_model(model: Any) -> BaseChatModel | None:
+    """The chat model a model calls first (None for a configurable one: chosen per run)."""
+    found = chat_models(model)
+    return found[0] if found and isinstance(found[0], BaseChatModel) else None
+
+
+def map_chat_models(model: Any, bind: Callable[[Any], Runnable[Any, Any]]) -> ChatRunnable:
+    """``model`` with every chat model inside it replaced by ``bind(chat_model)``; the
+    wrappers around them (retry, fallbacks, bound kwargs, config) are kept."""
+    if isinstance(model, RunnableWithFallbacks):
+        return model.model_copy(update={  # type: ignore[no-any-return]
+            "runnable": map_chat_models(model.runnable, bind),
+            "fallbacks": [map_chat_models(f, bind) for f in model.fallbacks]})
+    if isinstance(model, RunnableBindingBase):
+        return model.model_copy(update={"bound": map_chat_models(model.bound, bind)})  # type: ignore[no-any-return]
+    return bind(model)
+
+
+def _check(model: Any) -> None:
+    """Every Runnable inside a wrapper must end in a chat model."""
+    if isinstance(model, RunnableWithFallbacks):
+        for runnable in (model.runnable, *model.fallbacks):
+            _check(runnable)
+    elif isinstance(model, RunnableBindingBase):
+        _check(model.bound)
+    elif not _is_chat(model):
+        raise ValueError(f"model: expected {_ACCEPTED}; got {type(model).__name__}")
+
+
+def resolve_model(model: Any) -> ChatRunnable:
+    """The model to call: a string through ``init_chat_model``, anything else checked.
+
+    Raises:
+        ValueError: ``model`` is none of the accepted kinds (the message lists them).
+    """
+    if isinstance(model, str):
+        model = init_chat_model(model)
+    _check(model)
+    return model  # type: ignore[no-any-return]
+
