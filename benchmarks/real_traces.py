@@ -18,8 +18,10 @@ worst case), tools returning the recorded results, limits out of the way. System
 * ``langgraph-loop``: ``create_loop_agent`` with its default ``LoopDetection``;
 * ``langgraph-loop+hints`` (``--hints``): the same, with the τ-bench tools that change nothing
   (``think``, ``calculate``, the lookups) carrying MCP's ``readOnlyHint`` in their metadata;
-* ``proto`` (``--proto``): the per-call stagnation prototype of :mod:`benchmarks.detector_proto`
-  (a pure function over the recorded replies and results, not the library).
+* ``proto`` and ``proto+ladder`` (``--proto``): the per-call stagnation prototype of
+  :mod:`benchmarks.detector_proto` (pure functions over the recorded replies and results, not
+  the library), at its defaults and with the ladder (a call is *blocked* at 3 identical results:
+  not run, answered with an error, the run goes on; asking for it again stops the run).
 
 Definitions (per run; *reply index* counts the run's assistant replies from 0; a call's
 identity is its name + canonical JSON arguments, ``benchmarks.replay.canonical_call``; results
@@ -37,7 +39,10 @@ are compared as recorded, byte for byte):
   request after that 4th identical result; when the run never requests the call again, the
   deadline is the request that returned the 4th identical result (a later stop saves nothing of
   the loop). One stuck loop per call: the first result to reach 4.
-* a loop is *stopped* when the run was stopped at its deadline reply or earlier.
+* a loop is *stopped* when the run was stopped at its deadline reply or earlier; *stopped or
+  blocked* also counts a block of the loop's call at its deadline or earlier. Blocked calls in
+  failed runs count as saved; a block *hides a changed result* when the recorded result of the
+  blocked call differs from that call's previous result.
 
 Usage: ``python -m benchmarks.real_traces [--data PATH ...] [--limit N] [--json PATH]
 [--details] [--hints] [--proto]``
@@ -180,11 +185,13 @@ def deerflow_replay(conversation: Conversation) -> list[RunResult]:
     return out
 
 
-def proto_replay(conversation: Conversation) -> list[RunResult]:
-    """The prototype of :mod:`benchmarks.detector_proto` over each run's recorded replies."""
-    from benchmarks.detector_proto import replay_run
+def proto_replay(ladder: bool = False) -> ReplayFn:
+    """The prototype of :mod:`benchmarks.detector_proto` over each run's recorded replies
+    (``ladder``: block a call at 3 identical results, stop when it is asked for again)."""
+    from benchmarks.detector_proto import ProtoConfig, replay_run
 
-    return [replay_run(run) for run in conversation.runs]
+    config = ProtoConfig(block_after=3, stop_after=99) if ladder else ProtoConfig()
+    return lambda conversation: [replay_run(run, config) for run in conversation.runs]
 
 
 def systems(conversations: Sequence[Conversation], hints: bool = False,
@@ -202,7 +209,8 @@ def systems(conversations: Sequence[Conversation], hints: bool = False,
         hinted = Replayer(names, loop_detection=LoopDetection(), read_only_hints=READ_ONLY)
         out["langgraph-loop+hints"] = lambda c: hinted.replay(c.runs)
     if proto:
-        out["proto"] = proto_replay
+        out["proto"] = proto_replay()
+        out["proto+ladder"] = proto_replay(ladder=True)
     return out
 
 
@@ -221,6 +229,8 @@ class Summary:
     solved_warned: int = 0
     solved_stopped: int = 0
     solved_cut_new: int = 0
+    solved_blocked: int = 0
+    blocked_changed: int = 0
     failed_warned: int = 0
     failed_stopped: int = 0
     failed_saved: int = 0
@@ -228,6 +238,7 @@ class Summary:
     loops_stopped: int = 0
     stuck_failed: int = 0
     stuck_failed_stopped: int = 0
+    stuck_failed_refused: int = 0
     stuck_solved: int = 0
     stuck_solved_stopped: int = 0
     seconds: float = 0.0
@@ -251,34 +262,61 @@ def _cuts_new_call(run: RecordedRun, stop: int) -> bool:
     return any(canonical_call(c) not in before for _, c in run.calls(stop))
 
 
+def _blocked_changed(run: RecordedRun, blocked: Iterable[tuple[int, int]]) -> int:
+    """Blocked calls whose recorded result differed from the call's previous result."""
+    changed = 0
+    for reply, position in blocked:
+        call = run.replies[reply].tool_calls[position]
+        key, result = canonical_call(call), run.result(reply, str(call["id"]))
+        earlier = [run.result(i, str(c["id"])) for i, c in run.calls() if i < reply
+                   and canonical_call(c) == key]
+        changed += bool(earlier) and earlier[-1] != result
+    return changed
+
+
+def _count_run(s: Summary, solved: bool, run: RecordedRun, res: RunResult, where: str) -> None:
+    s.runs += 1
+    s.calls += len(run.calls())
+    s.executed += res.executed
+    stop = stop_index(res)
+    if stop is not None:
+        s.stops.append(f"{where}: reply {stop}, {res.layer}")
+    if res.first_warning is not None:
+        s.warnings.append(f"{where}: reply {res.first_warning}")
+    s.blocked_changed += _blocked_changed(run, res.blocked)
+    if solved:
+        s.solved_runs += 1
+        s.solved_warned += res.first_warning is not None
+        s.solved_stopped += stop is not None
+        s.solved_cut_new += stop is not None and _cuts_new_call(run, stop)
+        s.solved_blocked += len(res.blocked)
+        return
+    s.failed_calls += len(run.calls())
+    s.failed_warned += res.first_warning is not None
+    s.failed_saved += sum(1 for reply, _ in res.blocked if stop is None or reply < stop)
+    if stop is not None:
+        s.failed_stopped += 1
+        s.failed_saved += len(run.calls(stop))
+
+
+def _refused(loop: Loop, run: RecordedRun, res: RunResult) -> bool:
+    """Was the loop's call blocked at its deadline or earlier (without a stop)?"""
+    return any(reply <= loop.reply
+               and canonical_call(run.replies[reply].tool_calls[position]) == loop.call
+               for reply, position in res.blocked)
+
+
 def summarize(system: str, conversations: Sequence[Conversation],
               results: Sequence[list[RunResult]], loops: Sequence[Loop]) -> Summary:
-    """Count runs, calls, warnings, stops, saved calls and stopped loops for one system."""
+    """Count runs, calls, warnings, stops, blocks, saved calls and stopped loops for one system."""
     s = Summary(system=system, trajectories=len(conversations))
     for conv, runs in zip(conversations, results, strict=True):
         for ri, (run, res) in enumerate(zip(conv.runs, runs, strict=True)):
-            s.runs += 1
-            s.calls += len(run.calls())
-            s.executed += res.executed
-            stop = stop_index(res)
             where = f"{conv.label} run {ri} ({'solved' if conv.solved else 'failed'})"
-            if stop is not None:
-                s.stops.append(f"{where}: reply {stop}, {res.layer}")
-            if res.first_warning is not None:
-                s.warnings.append(f"{where}: reply {res.first_warning}")
-            if conv.solved:
-                s.solved_runs += 1
-                s.solved_warned += res.first_warning is not None
-                s.solved_stopped += stop is not None
-                s.solved_cut_new += stop is not None and _cuts_new_call(run, stop)
-                continue
-            s.failed_calls += len(run.calls())
-            s.failed_warned += res.first_warning is not None
-            if stop is not None:
-                s.failed_stopped += 1
-                s.failed_saved += len(run.calls(stop))
+            _count_run(s, conv.solved, run, res, where)
     for loop in loops:
-        stop = stop_index(results[loop.conversation][loop.run])
+        res = results[loop.conversation][loop.run]
+        stop = stop_index(res)
         stopped = stop is not None and stop <= loop.reply
         if loop.kind == "obvious":
             s.loops += 1
@@ -289,6 +327,8 @@ def summarize(system: str, conversations: Sequence[Conversation],
         else:
             s.stuck_failed += 1
             s.stuck_failed_stopped += stopped
+            run = conversations[loop.conversation].runs[loop.run]
+            s.stuck_failed_refused += stopped or _refused(loop, run, res)
     return s
 
 
@@ -297,7 +337,7 @@ def _pct(part: int | float, whole: int | float) -> str:
 
 
 def format_table(summaries: Sequence[Summary]) -> str:
-    """One markdown table: a row per system (its source, when it is not the only one)."""
+    """One markdown table: a row per system."""
     lines = [
         "| system | runs (solved) | calls | solved: runs warned | solved: runs stopped"
         " | solved: stops cutting a new call | failed: runs stopped | failed: calls saved"
@@ -312,6 +352,13 @@ def format_table(summaries: Sequence[Summary]) -> str:
             f" | {s.failed_stopped} | {s.failed_saved} ({_pct(s.failed_saved, s.failed_calls)})"
             f" | {s.loops_stopped}/{s.loops} | {s.stuck_failed_stopped}/{s.stuck_failed}"
             f" | {s.stuck_solved_stopped}/{s.stuck_solved} | {s.seconds} |")
+    blocking = [s for s in summaries if s.solved_blocked or s.blocked_changed
+                or s.stuck_failed_refused > s.stuck_failed_stopped]
+    if blocking:
+        lines += ["", "| system | solved: calls blocked | blocks hiding a changed result"
+                  " | stuck loops stopped or blocked (failed runs) |", "|---|---|---|---|"]
+        lines += [f"| {s.system} | {s.solved_blocked} | {s.blocked_changed}"
+                  f" | {s.stuck_failed_refused}/{s.stuck_failed} |" for s in blocking]
     return "\n".join(lines)
 
 

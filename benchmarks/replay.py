@@ -105,6 +105,9 @@ class RunResult:
     stop_reason: str | None
     layer: str | None = None
     first_warning: int | None = None
+    blocked: tuple[tuple[int, int], ...] = ()
+    """(reply index, position) of every call a system refused to run without stopping the
+    run (a block: answered with an error result, the run goes on)."""
 
 
 def canonical_call(call: Mapping[str, Any]) -> str:
