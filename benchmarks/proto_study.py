@@ -20,8 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.detector_proto import ProtoConfig, TextLoop, replay_run, text_loop
-from benchmarks.real_traces import Source, Summary, deerflow_replay, find_loops, load_sources, summarize
-from benchmarks.replay import Conversation, RecordedRun, RunResult, canonical_call
+from benchmarks.real_traces import (
+    Source,
+    Summary,
+    cuts_new_call,
+    deerflow_replay,
+    find_loops,
+    load_sources,
+    summarize,
+)
+from benchmarks.replay import Conversation, RecordedRun, RunResult
 
 __all__ = ["VARIANTS", "consecutive_errors", "proto_summaries", "study", "text_loops"]
 
@@ -102,9 +110,8 @@ class Firing:
         if stop is None:
             return
         if solved:
-            before = {canonical_call(c) for i, c in run.calls() if i < stop}
             self.solved += 1
-            self.solved_cut_new += any(canonical_call(c) not in before for _, c in run.calls(stop))
+            self.solved_cut_new += cuts_new_call(run, stop)
         else:
             self.failed += 1
             self.saved += len(run.calls(stop))

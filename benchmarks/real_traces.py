@@ -70,8 +70,8 @@ from benchmarks.replay import (
 from benchmarks.token_economy import DeerFlowGuard
 from langgraph_loop import LoopDetection
 
-__all__ = ["DATA", "Loop", "Source", "Summary", "find_loops", "load_sources", "main",
-           "obvious_loops", "stuck_loops", "summarize"]
+__all__ = ["DATA", "Loop", "Source", "Summary", "cuts_new_call", "find_loops", "load_sources",
+           "main", "obvious_loops", "stop_index", "stuck_loops", "summarize"]
 
 VENDORED = Path(__file__).parent / "data"
 DATA = VENDORED / "taubench_gpt-4o_airline.json.gz"
@@ -257,7 +257,8 @@ def stop_index(result: RunResult) -> int | None:
     return result.served - 1 if result.stop_reason in ("loop_detected", "hard_stop") else None
 
 
-def _cuts_new_call(run: RecordedRun, stop: int) -> bool:
+def cuts_new_call(run: RecordedRun, stop: int) -> bool:
+    """Does a stop at reply ``stop`` save a call the run had not made before it?"""
     before = {canonical_call(c) for i, c in run.calls() if i < stop}
     return any(canonical_call(c) not in before for _, c in run.calls(stop))
 
@@ -288,7 +289,7 @@ def _count_run(s: Summary, solved: bool, run: RecordedRun, res: RunResult, where
         s.solved_runs += 1
         s.solved_warned += res.first_warning is not None
         s.solved_stopped += stop is not None
-        s.solved_cut_new += stop is not None and _cuts_new_call(run, stop)
+        s.solved_cut_new += stop is not None and cuts_new_call(run, stop)
         s.solved_blocked += len(res.blocked)
         return
     s.failed_calls += len(run.calls())
