@@ -16,7 +16,8 @@ requests a call again:
 * ``same >= stop_after`` (3): stop the run (``loop_detected``); errors and successes alike;
 * with ``block_after`` set (the ladder: warn → block → stop), the repeat at that count is
   *blocked* (not run, answered with an error result saying why, the run goes on) and asking
-  for the blocked call again stops the run.
+  for the blocked call again stops the run; ``block_interleaved`` blocks instead of stopping
+  only for repeats with other calls in between whose result was not an error.
 
 Two excuses keep legitimate patterns running:
 
@@ -178,6 +179,9 @@ class ProtoConfig:
     results (polling that advances 12 times still finishes)."""
     errors_stop_after: int | None = None
     """Stop after this many tool-calling replies in a row whose every result was an error."""
+    block_interleaved: bool = False
+    """At ``stop_after``, block instead of stopping when other calls ran since the call's last
+    request and its result was not an error (asking for it again stops)."""
     repeat_stop_after: int | None = None
     """Results-blind: stop when one call is requested this many times within ``window`` calls
     (deer-flow's kind of rule, for comparison)."""
@@ -218,6 +222,8 @@ def _absorb_one(old: dict[str, Any], message: ToolMessage, config: ProtoConfig) 
     record.update(result=digest, same=same)
     if is_empty(text):
         record["empty"] = True
+    if message.status == "error":
+        record["failed"] = True
     if repeated and old.get("warned"):
         record["warned"] = True  # one warning per streak
     return record
@@ -246,11 +252,15 @@ def _threshold(record: Mapping[str, Any], config: ProtoConfig, base: int) -> int
     return max(base, config.empty_stop_after) if record.get("empty") else base
 
 
-def _stagnation(record: dict[str, Any], config: ProtoConfig) -> Action:
+def _stagnation(record: dict[str, Any], config: ProtoConfig, count: int = 0) -> Action:
     """The ladder for one requested call, from its own results (marks warned/blocked)."""
     if record.get("touched") or "result" not in record:
         return "ok"  # new, or a call naming its paths ran since: it may read differently now
     same = record.get("same", 0)
+    if (config.block_interleaved and not record.get("blocked") and not record.get("failed")
+            and count - record.get("last", 0) > 1
+            and same >= _threshold(record, config, config.stop_after)):
+        return "block"
     if record.get("blocked") or same >= _threshold(record, config, config.stop_after):
         return "stop"
     if config.block_after is not None and same >= _threshold(record, config, config.block_after):
@@ -315,7 +325,7 @@ def observe(state: Mapping[str, Any], ai: AIMessage, results: Sequence[ToolMessa
         count += 1
         sig = signature(call["name"], call["args"])
         record = dict(calls.get(sig) or {})
-        action = _stagnation(record, config)
+        action = _stagnation(record, config, count)
         if action == "block":
             record["blocked_id"] = str(call["id"])
             obs.blocked[str(call["id"])] = BLOCKED.format(count=record.get("same", 0))

@@ -37,6 +37,7 @@ VARIANTS: dict[str, ProtoConfig] = {
     "proto (defaults)": ProtoConfig(),
     "ladder: block at 3, stop when asked again": ProtoConfig(block_after=3, stop_after=99),
     "ladder: block at 2, stop when asked again": ProtoConfig(block_after=2, stop_after=99),
+    "ladder for interleaved successes only": ProtoConfig(block_interleaved=True),
     "stop_after=4": ProtoConfig(stop_after=4),
     "no path excuse (touch=False)": ProtoConfig(touch=False),
     "no path excuse, empty results like others": ProtoConfig(touch=False, empty_stop_after=3),
