@@ -8,7 +8,7 @@ ran in between, until its own result changes.
 
 Per call signature (tool name + canonical JSON arguments, hashed) it keeps the hash of its last
 *normalized* result and ``same``: how many of its own executions in a row returned that result.
-A call is remembered while it was requested within the last ``window`` (50) **calls**, not
+A call is remembered while it was requested within the last ``window`` (30) **calls**, not
 responses, so a call interleaved with other work still reaches the thresholds. When the model
 requests a call again:
 
@@ -22,9 +22,10 @@ requests a call again:
 Two excuses keep legitimate patterns running:
 
 * **the path excuse**: when a call whose arguments name one of the same paths (``src/x.py``,
-  ``reproduce.py``) ran since the call's last execution, the repeat is not judged, and an
-  identical result does not extend the streak: re-reading a file after writing it, re-running
-  a script after rewriting it;
+  ``reproduce.py``), a path inside one of its folders or a folder holding one of its paths ran
+  since the call's last execution, the repeat is not judged, and an identical result does not
+  extend the streak: re-reading a file after writing it, re-running a script after rewriting
+  it, reading a build output after rebuilding its folder;
 * **no content**: a result with nothing but markup, whitespace and a zero exit status (a silent
   ``sed -i``) says nothing about the state; such a call counts only from ``empty_stop_after``.
 
@@ -76,8 +77,8 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from benchmarks.replay import RecordedRun, RunResult
 
-__all__ = ["BLOCKED", "Observation", "ProtoConfig", "TextLoop", "is_empty", "normalize",
-           "observe", "replay_run", "text_loop"]
+__all__ = ["BLOCKED", "Observation", "ProtoConfig", "TextLoop", "dirs_of", "is_empty", "normalize",
+           "observe", "paths_of", "replay_run", "text_loop"]
 
 Action = Literal["ok", "warn", "block", "stop"]
 
@@ -108,7 +109,7 @@ _PATH = re.compile(r"(?:[\w.-]*/)+[\w.-]*\w|\b[\w-]+\.(?:py|pyi|java|kt|js|ts|ts
 
 
 def paths_of(args: Any) -> list[str]:
-    """The path-like tokens in a call's arguments (hashed short), e.g. ``src/app.py``.
+    """The path-like tokens in a call's arguments, e.g. ``src/app.py`` (hashed short).
 
     Example:
         >>> len(paths_of({"command": "sed -n '1,5p' django/core/validators.py"}))
@@ -116,8 +117,25 @@ def paths_of(args: Any) -> list[str]:
         >>> paths_of({"command": "ls -la"}), paths_of({"q": "x"})
         ([], [])
     """
+    return sorted({_hash(token)[:8] for token in _tokens(args)})
+
+
+def dirs_of(args: Any) -> list[str]:
+    """The folders that hold the path-like tokens (hashed short): ``a/b/c.py`` → ``a/b``, ``a``.
+
+    Example:
+        >>> inside = dirs_of({"command": "cat build/text/index.txt"})
+        >>> len(inside), paths_of({"command": "rm -rf build/text"})[0] in inside
+        (2, True)
+    """
+    folders = {token.rsplit("/", k)[0] for token in _tokens(args)
+               for k in range(1, token.count("/") + 1)}
+    return sorted({_hash(folder)[:8] for folder in folders if folder})
+
+
+def _tokens(args: Any) -> set[str]:
     text = json.dumps(args, sort_keys=True, default=str).replace("\\n", "\n")
-    return sorted({_hash(m.strip("./"))[:8] for m in _PATH.findall(text) if m.strip("./")})
+    return {m.strip("./") for m in _PATH.findall(text) if m.strip("./")}
 
 
 def normalize(text: str) -> str:
@@ -168,7 +186,7 @@ class ProtoConfig:
     block_after: int | None = None
     """Identical results after which the call is blocked instead (a ladder); asking for a
     blocked call again stops the run. ``None``: no block rung."""
-    window: int = 50
+    window: int = 30
     """Calls (not responses) a call is remembered for after its last request."""
     normalize: bool = True
     """Normalize volatile parts of results before comparing them."""
@@ -218,7 +236,7 @@ def _absorb_one(old: dict[str, Any], message: ToolMessage, config: ProtoConfig) 
     same = old.get("same", 0) + 1 if repeated else 1
     if repeated and old.get("touched"):
         same = old.get("same", 1)  # a call naming its paths ran in between: no evidence
-    record = {k: v for k, v in old.items() if k in ("last", "paths", "seen")}
+    record = {k: v for k, v in old.items() if k in ("last", "paths", "dirs", "seen")}
     record.update(result=digest, same=same)
     if is_empty(text):
         record["empty"] = True
@@ -280,10 +298,14 @@ def _repeated(record: dict[str, Any], count: int, config: ProtoConfig) -> bool:
     return len(seen) >= config.repeat_stop_after and seen[0] > count - config.window
 
 
-def _touch(calls: dict[str, dict[str, Any]], sig: str, paths: Sequence[str]) -> None:
-    """Mark every other remembered call naming one of these paths (in place)."""
+def _touch(calls: dict[str, dict[str, Any]], sig: str, paths: Sequence[str],
+           dirs: Sequence[str]) -> None:
+    """Mark every other remembered call that names one of these paths, a path inside one of
+    them, or a folder holding one of them (in place)."""
     for other, record in calls.items():
-        if other != sig and not set(paths).isdisjoint(record.get("paths", ())):
+        theirs = record.get("paths", ())
+        if other != sig and not (set(paths).isdisjoint([*theirs, *record.get("dirs", ())])
+                                 and set(dirs).isdisjoint(theirs)):
             calls[other] = {**record, "touched": True}
 
 
@@ -334,8 +356,8 @@ def observe(state: Mapping[str, Any], ai: AIMessage, results: Sequence[ToolMessa
             obs.escalate("stop", "repeat")
         record["last"] = count
         if config.touch:
-            record["paths"] = paths_of(call["args"])
-            _touch(calls, sig, record["paths"])
+            record["paths"], record["dirs"] = paths_of(call["args"]), dirs_of(call["args"])
+            _touch(calls, sig, record["paths"], record["dirs"])
         calls[sig] = record
         pending[str(call["id"])] = sig
     det["calls"] = {s: r for s, r in calls.items() if r.get("last", 0) > count - config.window}

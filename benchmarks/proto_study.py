@@ -43,11 +43,11 @@ VARIANTS: dict[str, ProtoConfig] = {
     "no path excuse, empty results like others": ProtoConfig(touch=False, empty_stop_after=3),
     "no normalization": ProtoConfig(normalize=False),
     "window=20 calls": ProtoConfig(window=20),
-    "window=30 calls": ProtoConfig(window=30),
+    "window=50 calls": ProtoConfig(window=50),
     "no consecutive-reply stop": ProtoConfig(consecutive_stop_after=None),
     "consecutive-reply stop at 5 (Gemini CLI, Cline)": ProtoConfig(consecutive_stop_after=5),
     "+ results-blind repeat 5 in 20 calls": ProtoConfig(repeat_stop_after=5, window=20),
-    "+ results-blind repeat 10 in 50 calls": ProtoConfig(repeat_stop_after=10),
+    "+ results-blind repeat 10 in 50 calls": ProtoConfig(repeat_stop_after=10, window=50),
 }
 
 
