@@ -4,7 +4,7 @@
 gemini-3-pro runs of ``minisweagent_gemini-3-pro_swebench-verified_dev.json.gz`` (see
 ``benchmarks/data/README.md``): each excerpt keeps the run's messages of replies ``first`` to
 ``last`` (inclusive) byte for byte, after its task prompt cut to its first line. The tests in
-``tests/test_real_traces.py`` replay them.
+``tests/e2e/test_real_traces.py`` replay them.
 
 Usage: ``python -m benchmarks.excerpts [SOURCE]`` rewrites the file.
 """
