@@ -6,9 +6,14 @@
 * :mod:`benchmarks.profile_round` -- where the time of a clean round goes, by library.
 * :mod:`benchmarks.token_economy` -- tool calls and tokens spent before a runaway loop is stopped.
 * :mod:`benchmarks.detector_cost` -- the loop detector's cost per step against thread length.
-* :mod:`benchmarks.real_traces` -- loop detection on 200 real GPT-4o conversations (τ-bench),
-  replayed through the compiled graph by :mod:`benchmarks.replay`.
+* :mod:`benchmarks.real_traces` -- loop detection on real trajectories (τ-bench by default, any
+  ``--data``: the coding runs of ``../shared/data/``), replayed through the compiled graph by
+  :mod:`benchmarks.replay`.
+* :mod:`benchmarks.detector_proto` -- a per-call stagnation detector prototyped outside the
+  library; :mod:`benchmarks.proto_study` measures its variants, text loops and error streaks;
+  :mod:`benchmarks.excerpts` cuts the vendored coding excerpts.
 
-All but ``real_traces`` (recorded replies) are driven by the deterministic scripted chat model
+All but the replays of recorded runs (``real_traces``, ``detector_proto``, ``proto_study``) are
+driven by the deterministic scripted chat model
 in :mod:`benchmarks.scripted`.
 """
