@@ -41,7 +41,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 __all__ = [
@@ -193,7 +193,7 @@ ToolsKind = Literal["direct", "toolnode"]
 def _route(state: MessagesState) -> Literal["tools", "__end__"]:
     """``bare_direct``'s edge: to the tools when the last reply asks for any."""
     last = state["messages"][-1]
-    return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
+    return "tools" if isinstance(last, AIMessage) and last.tool_calls else "__end__"
 
 
 def bare_graph(
@@ -230,14 +230,18 @@ def bare_graph(
         return {"messages": [await by_name[tc["name"]].ainvoke(tc) for tc in last.tool_calls]}
 
     builder = StateGraph(MessagesState)
-    model_node: Callable[[MessagesState], Any] = acall_model if asynchronous else call_model
-    builder.add_node("model", model_node)
+    if asynchronous:
+        builder.add_node("model", acall_model)
+    else:
+        builder.add_node("model", call_model)
     if kind == "toolnode":
         builder.add_node("tools", ToolNode(tools))
         builder.add_conditional_edges("model", tools_condition)
+    elif asynchronous:
+        builder.add_node("tools", acall_tools)
+        builder.add_conditional_edges("model", _route)
     else:
-        tools_node: Callable[[MessagesState], Any] = acall_tools if asynchronous else call_tools
-        builder.add_node("tools", tools_node)
+        builder.add_node("tools", call_tools)
         builder.add_conditional_edges("model", _route)
     builder.add_edge(START, "model")
     builder.add_edge("tools", "model")
