@@ -511,10 +511,13 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
         gc.freeze()
     start = time.perf_counter()
-    with Savers() as savers, asyncio.Runner() as runner:
-        cases = _usable_cases(cases, savers)
-        steps = [] if args.quick else census(systems, savers)
-        results = run_benchmark(systems, ns, reps, cases, savers, modes, runner)
+    try:
+        with Savers() as savers, asyncio.Runner() as runner:
+            cases = _usable_cases(cases, savers)
+            steps = [] if args.quick else census(systems, savers)
+            results = run_benchmark(systems, ns, reps, cases, savers, modes, runner)
+    finally:
+        gc.unfreeze()
     detector, why_not = (None, "skipped (--no-detector)") if args.no_detector else _detector_rows(args.quick)
     seconds = time.perf_counter() - start
     load_end = _load()

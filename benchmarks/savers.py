@@ -75,14 +75,16 @@ class Savers:
     """Opens a fresh checkpointer per run; owns a temp dir and, lazily, one PostgreSQL database.
 
     Use as a context manager: leaving it stops the throwaway PostgreSQL server (if one was
-    started) and deletes the temp dir.
+    started) and deletes the temp dir. ``pg_server``: a running server's URI to create the
+    database on instead (e.g. the test session's).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, pg_server: str | None = None) -> None:
         self._stack = ExitStack()
         self.directory = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="lgl-bench-")))
         self._pg: str | None = None
         self._pg_error: str | None = None
+        self._pg_server = pg_server
 
     def __enter__(self) -> Savers:
         return self
@@ -107,7 +109,7 @@ class Savers:
 
     def _start_postgres(self) -> str:
         """Start (or reuse) the server, create one database with the saver's tables (dropped at exit)."""
-        server = self._stack.enter_context(pg_uri())
+        server = self._pg_server or self._stack.enter_context(pg_uri())
         uri = fresh_database(server, prefix="bench")
         self._stack.callback(_drop_database, server, uri.rsplit("/", 1)[1])
         with PostgresSaver.from_conn_string(uri) as saver:
