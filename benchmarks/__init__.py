@@ -1,8 +1,10 @@
 """Benchmarks for langgraph-loop and its peers.
 
-* :mod:`benchmarks.overhead` -- per-round framework overhead, checkpoint storage, graph steps,
-  memory, and the performance targets (tables in :mod:`benchmarks.report`, steps in
-  :mod:`benchmarks.census`, targets in :mod:`benchmarks.targets`, savers in :mod:`benchmarks.savers`).
+* :mod:`benchmarks.overhead` -- per-round framework overhead (sync and async; langgraph-loop against
+  the bare LangGraph loops, ``create_react_agent`` and ``create_agent``), checkpoint storage, graph
+  steps, memory, and the performance targets (tables in :mod:`benchmarks.report`, steps in
+  :mod:`benchmarks.census`, targets in :mod:`benchmarks.targets` (issue 14) and
+  :mod:`benchmarks.targets_bare` (issue 24), savers in :mod:`benchmarks.savers`).
 * :mod:`benchmarks.profile_round` -- where the time of a clean round goes, by library.
 * :mod:`benchmarks.token_economy` -- tool calls and tokens spent before a runaway loop is stopped.
 * :mod:`benchmarks.detector_cost` -- the loop detector's cost per step against thread length.
