@@ -5,7 +5,8 @@ replies (and their tool results) up to the next user message. Replaying a run in
 graph once on the conversation's thread with that user message; a scripted model returns the
 run's recorded assistant messages in order (it never reads loop warnings: the worst case), and
 one tool per recorded tool name returns the recorded result of each call id. A recorded result
-that starts with ``Error`` comes back as ``ToolMessage(status="error")``, as it would from a
+that starts with ``Error`` (or, in the coding format, is flagged ``error``) comes back as
+``ToolMessage(status="error")``, as it would from a
 LangChain tool that raised. A stop ends the run early: the rest of its recorded replies are
 skipped, and the next run starts with the next user message.
 
@@ -26,12 +27,13 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage, convert_to_messages
+from langchain_core.messages.tool import ToolCall
 from langchain_core.tools import BaseTool, InjectedToolCallId
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel, ConfigDict
@@ -45,6 +47,7 @@ __all__ = [
     "Replayer",
     "RunResult",
     "canonical_call",
+    "coding_run",
     "load_conversations",
     "replay_conversation",
     "split_runs",
@@ -63,8 +66,11 @@ class RecordedRun:
     replies: list[AIMessage] = field(default_factory=list)
     results: dict[tuple[int, int], str] = field(default_factory=dict)
     """Recorded result by (reply index, position of the call in the reply)."""
+    errors: frozenset[tuple[int, int]] | None = None
+    """The results recorded as errors, by the same key; ``None``: a result is an error when
+    its text starts with ``Error`` (τ-bench's tools return such strings)."""
 
-    def calls(self, start: int = 0) -> list[tuple[int, dict[str, Any]]]:
+    def calls(self, start: int = 0) -> list[tuple[int, ToolCall]]:
         """``(reply index, tool call)`` of every recorded call from reply ``start`` on."""
         return [(i, c) for i, ai in enumerate(self.replies) if i >= start for c in ai.tool_calls]
 
@@ -72,6 +78,13 @@ class RecordedRun:
         """The recorded result of the call ``call_id`` of reply ``reply``."""
         ids = [str(c["id"]) for c in self.replies[reply].tool_calls]
         return self.results.get((reply, ids.index(call_id) if call_id in ids else 0), "")
+
+    def failed(self, reply: int, call_id: str) -> bool:
+        """Was the result of the call ``call_id`` of reply ``reply`` recorded as an error?"""
+        if self.errors is None:
+            return self.result(reply, call_id).startswith("Error")
+        ids = [str(c["id"]) for c in self.replies[reply].tool_calls]
+        return (reply, ids.index(call_id) if call_id in ids else 0) in self.errors
 
 
 @dataclass
@@ -92,9 +105,12 @@ class RunResult:
     stop_reason: str | None
     layer: str | None = None
     first_warning: int | None = None
+    blocked: tuple[tuple[int, int], ...] = ()
+    """(reply index, position) of every call a system refused to run without stopping the
+    run (a block: answered with an error result, the run goes on)."""
 
 
-def canonical_call(call: dict[str, Any]) -> str:
+def canonical_call(call: Mapping[str, Any]) -> str:
     """``name(canonical JSON arguments)``: the identity of a call for counting repeats.
 
     Example:
@@ -129,13 +145,69 @@ def split_runs(trajectory: Iterable[dict[str, Any]]) -> list[RecordedRun]:
     return runs
 
 
+MALFORMED = "malformed"
+"""The argument key of a recorded call whose arguments are not an object (mini-swe-agent's
+reply with zero or several bash blocks): ``{"malformed": <the recorded text>}``."""
+
+
+def coding_run(messages: Iterable[dict[str, Any]]) -> RecordedRun:
+    """One run of the normalized coding format (``role``, ``content``, ``tool_calls`` of
+    ``{"id", "name", "arguments"}``, ``tool_call_id``, ``error``): the replies after the first
+    user message, their results matched by call id, errors from the ``error`` flag only.
+
+    Example:
+        >>> run = coding_run([{"role": "user", "content": "fix it"},
+        ...     {"role": "assistant", "content": "look", "tool_calls": [
+        ...         {"id": "a", "name": "bash", "arguments": {"command": "ls"}}]},
+        ...     {"role": "tool", "tool_call_id": "a", "content": "x.py", "error": False},
+        ...     {"role": "assistant", "content": "two", "tool_calls": [
+        ...         {"id": "b", "name": "bash", "arguments": '["ls", "pwd"]'}]},
+        ...     {"role": "tool", "tool_call_id": "b", "content": "one action!", "error": True}])
+        >>> run.replies[1].tool_calls[0]["args"], run.results, sorted(run.errors or ())
+        ({'malformed': '["ls", "pwd"]'}, {(0, 0): 'x.py', (1, 0): 'one action!'}, [(1, 0)])
+    """
+    run = RecordedRun(user="")
+    where: dict[str, tuple[int, int]] = {}
+    errors: set[tuple[int, int]] = set()
+    started = False
+    for raw in messages:
+        role = raw.get("role")
+        if role == "user" and not started:
+            run.user, started = str(raw.get("content") or ""), True
+        elif role == "assistant":
+            calls = []
+            for position, call in enumerate(raw.get("tool_calls") or []):
+                args = call.get("arguments")
+                calls.append({"name": str(call["name"]), "id": str(call["id"]),
+                              "args": args if isinstance(args, dict) else {MALFORMED: str(args)}})
+                where[str(call["id"])] = (len(run.replies), position)
+            run.replies.append(AIMessage(str(raw.get("content") or ""), tool_calls=calls))
+        elif role == "tool" and raw.get("tool_call_id") in where:
+            key = where.pop(str(raw["tool_call_id"]))
+            run.results[key] = str(raw.get("content") or "")
+            if raw.get("error"):
+                errors.add(key)
+    run.errors = frozenset(errors)
+    return run
+
+
 def load_conversations(path: Path, limit: int | None = None) -> list[Conversation]:
-    """Read a gzipped τ-bench trajectory file (``task_id``, ``trial``, ``reward``, ``traj``)."""
+    """Read a gzipped trajectory file in either format (the label tells them apart).
+
+    τ-bench: a list of ``task_id``, ``trial``, ``reward``, ``traj`` (OpenAI-format messages,
+    one run per user message). Coding: ``{"source", "simulations": [...]}``, each simulation
+    one run (``id``, ``reward``, ``messages``; see ``coding_run``).
+    """
     with gzip.open(path, "rt", encoding="utf-8") as handle:
         items = json.load(handle)
-    out = [Conversation(label=f"task {it['task_id']} trial {it['trial']}",
-                        solved=float(it["reward"]) >= 1.0, runs=split_runs(it["traj"]))
-           for it in items]
+    if isinstance(items, dict):
+        out = [Conversation(label=str(sim["id"]), solved=float(sim["reward"]) >= 1.0,
+                            runs=[coding_run(sim["messages"])])
+               for sim in items["simulations"]]
+    else:
+        out = [Conversation(label=f"task {it['task_id']} trial {it['trial']}",
+                            solved=float(it["reward"]) >= 1.0, runs=split_runs(it["traj"]))
+               for it in items]
     return out[:limit] if limit is not None else out
 
 
@@ -164,7 +236,7 @@ class _Recording:
 
 
 class ReplayTool(BaseTool):
-    """Returns the recorded result of each call id (``status="error"`` for ``Error...``)."""
+    """Returns the recorded result of each call id (``status="error"`` for recorded errors)."""
 
     description: str = "Replays recorded results."
     args_schema: type[BaseModel] = _AnyArgs
@@ -172,9 +244,11 @@ class ReplayTool(BaseTool):
 
     def _run(self, tool_call_id: str, **_kwargs: Any) -> ToolMessage:
         self.recording.executed += 1
-        text = self.recording.run.result(self.recording.served - 1, tool_call_id)
+        reply = self.recording.served - 1
+        text = self.recording.run.result(reply, tool_call_id)
+        failed = self.recording.run.failed(reply, tool_call_id)
         return ToolMessage(text, tool_call_id=tool_call_id, name=self.name,
-                           status="error" if text.startswith("Error") else "success")
+                           status="error" if failed else "success")
 
 
 def _warned_at(messages: Sequence[BaseMessage]) -> int | None:

@@ -11,10 +11,21 @@
   ``checkpoint_blobs`` and ``checkpoint_writes``; file bytes = ``pg_total_relation_size`` of
   the three tables (heap, TOAST and indexes).
 
+:meth:`Savers.aopen` yields the async counterparts for ``ainvoke`` (inside a running event
+loop): ``InMemorySaver``, ``AsyncSqliteSaver`` (aiosqlite) on the same file, ``AsyncPostgresSaver``
+on the same database. :func:`saver_stats` measures the sync savers and ``InMemorySaver`` only.
+
 Example:
     >>> with Savers() as savers, savers.open("memory") as saver:
     ...     saver_stats(saver)
     SaverStats(bytes=0, checkpoints=0, file_bytes=None)
+    >>> import asyncio
+    >>> async def kind() -> str:
+    ...     async with savers.aopen("sqlite") as saver:
+    ...         return type(saver).__name__
+    >>> with Savers() as savers:
+    ...     asyncio.run(kind())
+    'AsyncSqliteSaver'
 """
 
 from __future__ import annotations
@@ -22,8 +33,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import tempfile
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -32,10 +43,12 @@ from typing import Any, Literal
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 try:
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
     from tests.support.postgres import fresh_database, pg_uri
 except ImportError as exc:  # the `postgres` extra is not installed: the postgres cases are skipped
@@ -62,14 +75,16 @@ class Savers:
     """Opens a fresh checkpointer per run; owns a temp dir and, lazily, one PostgreSQL database.
 
     Use as a context manager: leaving it stops the throwaway PostgreSQL server (if one was
-    started) and deletes the temp dir.
+    started) and deletes the temp dir. ``pg_server``: a running server's URI to create the
+    database on instead (e.g. the test session's).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, pg_server: str | None = None) -> None:
         self._stack = ExitStack()
         self.directory = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="lgl-bench-")))
         self._pg: str | None = None
         self._pg_error: str | None = None
+        self._pg_server = pg_server
 
     def __enter__(self) -> Savers:
         return self
@@ -94,7 +109,7 @@ class Savers:
 
     def _start_postgres(self) -> str:
         """Start (or reuse) the server, create one database with the saver's tables (dropped at exit)."""
-        server = self._stack.enter_context(pg_uri())
+        server = self._pg_server or self._stack.enter_context(pg_uri())
         uri = fresh_database(server, prefix="bench")
         self._stack.callback(_drop_database, server, uri.rsplit("/", 1)[1])
         with PostgresSaver.from_conn_string(uri) as saver:
@@ -115,12 +130,31 @@ class Savers:
             with self._postgres() as pg:
                 yield pg
 
-    @contextmanager
-    def _sqlite(self) -> Iterator[SqliteSaver]:
+    @asynccontextmanager
+    async def aopen(self, kind: SaverKind) -> AsyncIterator[BaseCheckpointSaver[Any] | None]:
+        """Yield a fresh, empty async-capable checkpointer of ``kind``; call it in the event loop."""
+        if kind == "none":
+            yield None
+        elif kind == "memory":
+            yield InMemorySaver()
+        elif kind == "sqlite":
+            async with self._asqlite() as saver:
+                yield saver
+        else:
+            async with self._apostgres() as pg:
+                yield pg
+
+    def _sqlite_files(self) -> tuple[Path, list[Path]]:
+        """The database path and its files (database, WAL, shared memory), deleted."""
         path = self.directory / "ckpt.sqlite"
         files = [Path(f"{path}{suffix}") for suffix in ("", "-wal", "-shm")]
         for file in files:
             file.unlink(missing_ok=True)
+        return path, files
+
+    @contextmanager
+    def _sqlite(self) -> Iterator[SqliteSaver]:
+        path, files = self._sqlite_files()
         conn = sqlite3.connect(path, check_same_thread=False)
         try:
             saver = SqliteSaver(conn)
@@ -131,6 +165,17 @@ class Savers:
             for file in files:
                 file.unlink(missing_ok=True)
 
+    @asynccontextmanager
+    async def _asqlite(self) -> AsyncIterator[AsyncSqliteSaver]:
+        path, files = self._sqlite_files()
+        try:
+            async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+                await saver.setup()
+                yield saver
+        finally:
+            for file in files:
+                file.unlink(missing_ok=True)
+
     @contextmanager
     def _postgres(self) -> Iterator[BaseCheckpointSaver[Any]]:
         reason = self.unavailable("postgres")
@@ -138,6 +183,17 @@ class Savers:
             raise RuntimeError(f"PostgreSQL is not available: {reason}")
         with PostgresSaver.from_conn_string(self._pg) as saver:
             _pg_conn(saver).execute(f"TRUNCATE {', '.join(PG_TABLES)}")
+            yield saver
+
+    @asynccontextmanager
+    async def _apostgres(self) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+        reason = self.unavailable("postgres")
+        if reason is not None or self._pg is None:
+            raise RuntimeError(f"PostgreSQL is not available: {reason}")
+        async with AsyncPostgresSaver.from_conn_string(self._pg) as saver:
+            conn = saver.conn  # from_conn_string gives it one connection, not a pool
+            assert isinstance(conn, psycopg.AsyncConnection)
+            await conn.execute(f"TRUNCATE {', '.join(PG_TABLES)}")
             yield saver
 
 

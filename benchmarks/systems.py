@@ -1,8 +1,26 @@
 """The systems under test, built from one scripted model and its tools.
 
 Every system is exposed as a :class:`System`: ``build(model, tools, n, checkpointer)``
-returns an :data:`Invoker` that runs one task to the end and returns the final state
-(a dict with at least ``messages``).
+returns an :class:`Invoker` that runs one task to the end and returns the final state
+(a dict with at least ``messages``): called, with sync ``invoke``; :meth:`Invoker.ainvoke`,
+with async ``ainvoke`` (given an async-capable checkpointer).
+
+The two bare LangGraph loops are the floor for a loop that *is* a LangGraph graph (issue 24):
+``StateGraph(MessagesState)`` with a ``model`` node and a ``tools`` node, nothing else.
+``bare_direct``'s tool node calls ``tool.invoke`` itself; ``bare_toolnode`` uses LangGraph's
+``ToolNode`` and ``tools_condition``. Their nodes are plain functions, so each is compiled
+twice: sync functions for ``invoke``, ``async def`` ones for ``ainvoke`` (what a user writes;
+a sync node under ``ainvoke`` would run in a thread).
+
+Example (the echo task, sync and async):
+    >>> import asyncio
+    >>> from benchmarks.scripted import EchoModel, make_echo
+    >>> bare = next(s for s in PEER_SYSTEMS if s.name == "bare_toolnode")
+    >>> invoker = bare.build(EchoModel(n_rounds=2), [make_echo()], 2, None)
+    >>> invoker("go")["messages"][-1].content
+    'Done after 2 rounds.'
+    >>> asyncio.run(invoker.ainvoke("go"))["messages"][-1].content
+    'Done after 2 rounds.'
 
 The langgraph-loop adapter codes against the public contract
 ``from langgraph_loop import create_loop_agent, Limits`` and is skipped (with
@@ -17,25 +35,42 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
 
 __all__ = [
     "PEER_SYSTEMS",
     "GraphInvoker",
     "Invoker",
+    "PlainInvoker",
     "System",
     "all_systems",
+    "aplain_loop",
+    "bare_graph",
     "load_langgraph_loop",
     "plain_loop",
     "recursion_limit",
 ]
 
-Invoker = Callable[[str], dict[str, Any]]
+
+class Invoker(Protocol):
+    """Runs one task to the end on a fresh thread and returns the final state."""
+
+    def __call__(self, prompt: str) -> dict[str, Any]:
+        """Sync: ``invoke``."""
+        ...
+
+    async def ainvoke(self, prompt: str) -> dict[str, Any]:
+        """Async: ``ainvoke``."""
+        ...
+
+
 Builder = Callable[[BaseChatModel, list[BaseTool], int, "BaseCheckpointSaver[Any] | None"], Invoker]
 
 
@@ -75,15 +110,46 @@ def plain_loop(
     return messages
 
 
+async def aplain_loop(model: BaseChatModel, tools: Sequence[BaseTool], prompt: str) -> list[BaseMessage]:
+    """:func:`plain_loop` with ``bound.ainvoke`` + ``tool.ainvoke``."""
+    bound = model.bind_tools(list(tools))
+    by_name = {t.name: t for t in tools}
+    messages: list[BaseMessage] = [HumanMessage(prompt)]
+    while True:
+        ai = await bound.ainvoke(messages)
+        messages.append(ai)
+        if not getattr(ai, "tool_calls", None):
+            return messages
+        messages.extend([await by_name[tc["name"]].ainvoke(tc) for tc in ai.tool_calls])
+
+
+class PlainInvoker:
+    """:func:`plain_loop` / :func:`aplain_loop` as an :class:`Invoker` (no graph, no checkpointer)."""
+
+    def __init__(self, model: BaseChatModel, tools: list[BaseTool]) -> None:
+        self.model = model
+        self.tools = tools
+
+    def __call__(self, prompt: str) -> dict[str, Any]:
+        """Run the sync loop."""
+        return {"messages": plain_loop(self.model, self.tools, prompt)}
+
+    async def ainvoke(self, prompt: str) -> dict[str, Any]:
+        """Run the async loop."""
+        return {"messages": await aplain_loop(self.model, self.tools, prompt)}
+
+
 class GraphInvoker:
     """Run a compiled graph: a fresh thread id per call, a recursion limit for ``n`` rounds.
 
-    Calling it runs one task; :meth:`debug_events` runs one task with ``stream_mode="debug"``
-    (for counting steps and checkpoints).
+    Calling it runs one task with ``invoke``, :meth:`ainvoke` with ``ainvoke`` (on ``agraph``
+    when given: a graph of async nodes); :meth:`debug_events` runs one task with
+    ``stream_mode="debug"`` (for counting steps and checkpoints).
     """
 
-    def __init__(self, graph: Any, n: int) -> None:
+    def __init__(self, graph: Any, n: int, agraph: Any = None) -> None:
         self.graph = graph
+        self.agraph = graph if agraph is None else agraph
         self.n = n
         self._threads = itertools.count()
 
@@ -96,6 +162,13 @@ class GraphInvoker:
     def __call__(self, prompt: str) -> dict[str, Any]:
         """Run one task on a new thread and return the final state."""
         result: dict[str, Any] = self.graph.invoke({"messages": [HumanMessage(prompt)]}, self._config())
+        return result
+
+    async def ainvoke(self, prompt: str) -> dict[str, Any]:
+        """Run one task on a new thread with ``ainvoke`` and return the final state."""
+        result: dict[str, Any] = await self.agraph.ainvoke(
+            {"messages": [HumanMessage(prompt)]}, self._config()
+        )
         return result
 
     def debug_events(self, prompt: str) -> list[dict[str, Any]]:
@@ -111,7 +184,81 @@ def _graph_invoker(graph: Any, n: int) -> Invoker:
 def _build_plain(
     model: BaseChatModel, tools: list[BaseTool], n: int, saver: BaseCheckpointSaver[Any] | None
 ) -> Invoker:
-    return lambda prompt: {"messages": plain_loop(model, tools, prompt)}
+    return PlainInvoker(model, tools)
+
+
+ToolsKind = Literal["direct", "toolnode"]
+
+
+def _route(state: MessagesState) -> Literal["tools", "__end__"]:
+    """``bare_direct``'s edge: to the tools when the last reply asks for any."""
+    last = state["messages"][-1]
+    return "tools" if isinstance(last, AIMessage) and last.tool_calls else "__end__"
+
+
+def bare_graph(
+    model: BaseChatModel,
+    tools: list[BaseTool],
+    kind: ToolsKind,
+    *,
+    asynchronous: bool = False,
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
+) -> Any:
+    """The bare two-node loop, compiled: ``model`` ⇄ ``tools``, nothing else.
+
+    ``kind="direct"``: the tool node calls ``tool.invoke`` (``ainvoke``) per tool call, and a
+    plain edge function routes; ``"toolnode"``: ``ToolNode(tools)`` and ``tools_condition``.
+    ``asynchronous`` makes the nodes ``async def`` (for ``ainvoke``).
+    """
+    bound = model.bind_tools(tools)
+    by_name = {t.name: t for t in tools}
+
+    def call_model(state: MessagesState) -> dict[str, list[BaseMessage]]:
+        return {"messages": [bound.invoke(state["messages"])]}
+
+    async def acall_model(state: MessagesState) -> dict[str, list[BaseMessage]]:
+        return {"messages": [await bound.ainvoke(state["messages"])]}
+
+    def call_tools(state: MessagesState) -> dict[str, list[ToolMessage]]:
+        last = state["messages"][-1]
+        assert isinstance(last, AIMessage)
+        return {"messages": [by_name[tc["name"]].invoke(tc) for tc in last.tool_calls]}
+
+    async def acall_tools(state: MessagesState) -> dict[str, list[ToolMessage]]:
+        last = state["messages"][-1]
+        assert isinstance(last, AIMessage)
+        return {"messages": [await by_name[tc["name"]].ainvoke(tc) for tc in last.tool_calls]}
+
+    builder = StateGraph(MessagesState)
+    if asynchronous:
+        builder.add_node("model", acall_model)
+    else:
+        builder.add_node("model", call_model)
+    if kind == "toolnode":
+        builder.add_node("tools", ToolNode(tools))
+        builder.add_conditional_edges("model", tools_condition)
+    elif asynchronous:
+        builder.add_node("tools", acall_tools)
+        builder.add_conditional_edges("model", _route)
+    else:
+        builder.add_node("tools", call_tools)
+        builder.add_conditional_edges("model", _route)
+    builder.add_edge(START, "model")
+    builder.add_edge("tools", "model")
+    return builder.compile(checkpointer=checkpointer)
+
+
+def _bare_builder(kind: ToolsKind) -> Builder:
+    """A builder of the bare loop of ``kind``: a sync graph for ``invoke``, an async one for ``ainvoke``."""
+
+    def build(
+        model: BaseChatModel, tools: list[BaseTool], n: int, saver: BaseCheckpointSaver[Any] | None
+    ) -> Invoker:
+        graph = bare_graph(model, tools, kind, checkpointer=saver)
+        agraph = bare_graph(model, tools, kind, asynchronous=True, checkpointer=saver)
+        return GraphInvoker(graph, n, agraph)
+
+    return build
 
 
 def _build_react(
@@ -185,6 +332,8 @@ def _build_langgraph_loop(
 
 PEER_SYSTEMS: tuple[System, ...] = (
     System("plain_loop", _build_plain, checkpoints=False),
+    System("bare_direct", _bare_builder("direct")),
+    System("bare_toolnode", _bare_builder("toolnode")),
     System("create_react_agent", _build_react),
     System("create_agent", _build_create_agent),
     System("create_agent_limits", _build_create_agent_limits),

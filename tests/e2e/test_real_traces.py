@@ -1,12 +1,33 @@
-"""Real GPT-4o trajectories (τ-bench airline, vendored in benchmarks/data/) replayed through the
-compiled graph: the replay machinery of ``benchmarks/real_traces.py`` on a handful of them."""
+"""Real trajectories vendored in benchmarks/data/ replayed through the compiled graph (the replay
+machinery of ``benchmarks/real_traces.py``) and through the prototype of
+``benchmarks/detector_proto.py``: five τ-bench GPT-4o conversations and four excerpts of
+gemini-3-pro coding runs in mini-swe-agent."""
 
 from __future__ import annotations
 
 import pytest
+from langchain_core.messages import AIMessage
 
-from benchmarks.real_traces import DATA, deerflow_replay, obvious_loops
-from benchmarks.replay import Conversation, Replayer, RunResult, load_conversations, tool_names
+from benchmarks.detector_proto import ProtoConfig, normalize, replay_run, text_loop
+from benchmarks.real_traces import (
+    DATA,
+    VENDORED,
+    cuts_new_call,
+    deerflow_replay,
+    load_sources,
+    obvious_loops,
+    stop_index,
+    stuck_loops,
+)
+from benchmarks.replay import (
+    Conversation,
+    RecordedRun,
+    Replayer,
+    RunResult,
+    canonical_call,
+    load_conversations,
+    tool_names,
+)
 from langgraph_loop import LoopDetection
 
 PICKED = {
@@ -72,3 +93,132 @@ def test_the_think_loop_is_an_obvious_loop_that_deerflow_style_misses(
     assert deerflow[7].stop_reason is None and deerflow[7].first_warning == 6
     assert all(not obvious_loops(r) for c in conversations.values() for r in c.runs
                if r is not run)
+
+
+# Coding runs: excerpts of gemini-3-pro runs in mini-swe-agent (MIT, benchmarks/data/README.md),
+# in the normalized coding format; reply indices below count from the excerpt's first reply.
+
+EXCERPTS = VENDORED / "minisweagent_gemini-3-pro_excerpts.json.gz"
+LADDER = ProtoConfig(block_after=3, stop_after=99)
+
+
+@pytest.fixture(scope="module")
+def excerpts() -> dict[str, Conversation]:
+    return {c.label.split()[0]: c for c in load_conversations(EXCERPTS)}
+
+
+@pytest.fixture(scope="module")
+def ours(excerpts: dict[str, Conversation]) -> dict[str, RunResult]:
+    """The library (default LoopDetection) replayed through the compiled graph."""
+    replayer = Replayer(tool_names(c.runs for c in excerpts.values()), loop_detection=LoopDetection())
+    return {name: replayer.replay(c.runs)[0] for name, c in excerpts.items()}
+
+
+def proto(conversation: Conversation, config: ProtoConfig | None = None) -> RunResult:
+    return replay_run(conversation.runs[0], config)
+
+
+def test_the_coding_format_replays_every_recorded_call(excerpts: dict[str, Conversation]) -> None:
+    results = replay_all(excerpts, None)
+    for name, conv in excerpts.items():
+        (run,) = conv.runs
+        assert results[name][0].executed == len(run.calls()) == len(run.replies)
+        assert results[name][0].stop_reason == "completed"
+    assert {n for n, c in excerpts.items() if c.solved} == {
+        "django__django-13568", "django__django-16100", "sympy__sympy-15976"}
+
+
+def test_a_script_stagnating_between_edits_is_stopped_by_the_prototype_only_on_time(
+    excerpts: dict[str, Conversation], ours: dict[str, RunResult],
+) -> None:
+    conv = excerpts["astropy__astropy-13398"]
+    run = conv.runs[0]
+    script = 'bash({"command": "python reproduce_issue.py"})'
+    asks = [i for i, c in run.calls() if canonical_call(c) == script]
+    assert asks == [2, 4, 6, 10, 13]  # byte-identical output at 2, 4 and 6, edits in between
+    assert stop_index(proto(conv)) == 10  # asked again after 3 identical results
+    assert stop_index(ours["astropy__astropy-13398"]) is None  # the edits reset its streak
+    assert stop_index(deerflow_replay(conv)[0]) == 13  # the fifth request
+    ladder = proto(conv, LADDER)
+    assert ladder.blocked == ((10, 0),) and stop_index(ladder) == 13
+
+
+def test_edit_and_rerun_whose_output_changes_is_left_running(
+    excerpts: dict[str, Conversation], ours: dict[str, RunResult],
+) -> None:
+    conv = excerpts["django__django-16100"]
+    assert stop_index(deerflow_replay(conv)[0]) == 11  # a false stop in a solved run
+    assert cuts_new_call(conv.runs[0], 11)
+    assert stop_index(proto(conv)) is None and proto(conv).first_warning is None
+    assert stop_index(ours["django__django-16100"]) is None
+
+
+def test_rereading_a_file_after_a_write_that_names_it_is_not_stagnation(
+    excerpts: dict[str, Conversation],
+) -> None:
+    conv = excerpts["django__django-13568"]
+    run = conv.runs[0]
+    read = 'bash({"command": "cat django/contrib/auth/checks.py"})'
+    reads = [(i, run.result(i, str(c["id"]))) for i, c in run.calls() if canonical_call(c) == read]
+    assert [i for i, _ in reads] == [2, 9, 11, 15]
+    assert len({r for _, r in reads[:3]}) == 1 and reads[3][1] != reads[0][1]
+    assert "django/contrib/auth/checks.py" in str(run.replies[12].tool_calls[0]["args"])  # sed -i
+    assert stop_index(proto(conv)) is None
+    assert stop_index(proto(conv, ProtoConfig(touch=False))) == 15  # would cut the fresh read
+
+
+def test_the_solved_run_with_a_real_loop_the_model_escaped(
+    excerpts: dict[str, Conversation], ours: dict[str, RunResult],
+) -> None:
+    conv = excerpts["sympy__sympy-15976"]
+    run = conv.runs[0]
+    assert stuck_loops(run) == [(
+        'bash({"command": "sed -i \'s/return mmsubsup/return mmsubsup/\' sympy/printing/mathml.py"})',
+        6, "the same result 4 times (not requested again)")]
+    assert [i for i, ai in enumerate(run.replies) if text_loop(str(ai.content))] == [17]
+    assert stop_index(ours["sympy__sympy-15976"]) == 6  # the no-op sed: ours cuts new work
+    assert cuts_new_call(run, 6)
+    # the malformed reply at 5 names the same file: the sed's fourth try is excused
+    assert stop_index(proto(conv)) == 19  # the test failed alike 3 times; the fourth run passes
+    ladder = proto(conv, LADDER)
+    assert ladder.blocked == ((19, 0),) and stop_index(ladder) is None
+    assert stop_index(deerflow_replay(conv)[0]) is None
+
+
+def test_sources_are_read_once_each_from_files_and_directories() -> None:
+    sources = load_sources([DATA, VENDORED, EXCERPTS])
+    assert [(s.name, s.vendored) for s in sources] == [
+        ("taubench_gpt-4o_airline", True), ("minisweagent_gemini-3-pro_excerpts", True)]
+    assert [len(s.conversations) for s in sources] == [200, 4]
+
+
+def test_volatile_parts_of_results_are_normalized() -> None:
+    first = "/bin/bash: line 36191: javac: command not found\nRan 3 tests in 0.41s"
+    again = "/bin/bash: line 36254: javac: command not found\nRan 3 tests in 0.38s"
+    assert first != again and normalize(first) == normalize(again)
+    assert normalize("at 0x7f3a2c10 on 2025-11-19T00:04:32") == normalize(
+        "at 0x7f00ffee on 2025-11-19T00:05:26")
+    assert normalize("line 12 of x.py") != normalize("line 13 of x.py")
+
+
+def _scripted_run(results: list[str], errors: bool = False) -> RecordedRun:
+    """One call ``poll({})`` per reply, returning the given results."""
+    replies = [AIMessage("", tool_calls=[{"name": "poll", "args": {}, "id": f"c{i}"}])
+               for i in range(len(results))]
+    return RecordedRun("go", replies, {(i, 0): r for i, r in enumerate(results)},
+                       frozenset((i, 0) for i in range(len(results))) if errors else frozenset())
+
+
+def test_polling_that_advances_finishes_and_a_runaway_repeat_stops_at_15() -> None:
+    advancing = _scripted_run([f"job 7: {10 * i} % done" for i in range(12)])
+    assert replay_run(advancing).stop_reason == "completed"
+    growing = _scripted_run([f"[File: A.java ({33 * (i + 1)} lines total)]" for i in range(20)])
+    stopped = replay_run(growing)
+    assert (stop_index(stopped), stopped.layer) == (14, "consecutive")
+
+
+def test_consecutive_errors_stop_only_when_asked_for() -> None:
+    failures = _scripted_run([f"Error: flight HAT{i:03d} is full" for i in range(8)], errors=True)
+    assert replay_run(failures).stop_reason == "completed"  # each error differs: no stagnation
+    stopped = replay_run(failures, ProtoConfig(errors_stop_after=3))
+    assert (stop_index(stopped), stopped.layer) == (3, "errors")
