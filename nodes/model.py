@@ -45,6 +45,7 @@ from langgraph_loop.core.messages import (
     PROGRESS_NAME,
     as_message,
     drain,
+    encodable,
     iteration_messages,
     loop_message,
     queue_notice,
@@ -165,7 +166,12 @@ def pick_tools(chosen: Any, tools: Sequence[BaseTool]) -> list[BaseTool]:
 @dataclass
 class Call:
     """One model call as planned: the request, whether it is the final answer, the writes
-    decided before it (a stop found here), and whether the notice queue was drained."""
+    decided before it (a stop found here), and whether the notice queue was drained.
+
+    Text enters the transcript here: the request is sent ``encodable`` (a lone surrogate
+    escaped, ``core/messages.py``), and the stored messages that changed are written back
+    under their ids (``fixed``) with the reply, itself made ``encodable`` by ``record``.
+    """
 
     settings: LoopSettings
     request: list[BaseMessage]
@@ -174,6 +180,14 @@ class Call:
     drained: bool
     extra: list[BaseMessage] = field(default_factory=list)
     update: dict[str, Any] = field(default_factory=dict)
+    fixed: list[BaseMessage] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        sent = {id(m): encodable(m) for m in [*self.request, *self.extra]}
+        self.fixed = [sent[id(m)] for m in self.request
+                      if sent[id(m)] is not m and m.id is not None]
+        self.request = [sent[id(m)] for m in self.request]
+        self.extra = [sent[id(m)] for m in self.extra]
 
 
 class ModelNode:
@@ -277,7 +291,7 @@ class ModelNode:
     def record(self, state: LoopState, call: Call, reply: AIMessage,
                offered: Sequence[BaseTool] | None) -> dict[str, Any]:
         """The update after the reply: the messages, usage and the iteration's counts."""
-        run = call.run
+        run, reply = call.run, encodable(reply)
         if call.final:
             reply = without_tool_calls(reply)
             run = {**run, "finalized": True}
@@ -288,7 +302,7 @@ class ModelNode:
         info["model_calls"] = info.get("model_calls", 0) + 1
         info["usage"] = add_usage(info.get("usage"), usage)
         info["offered"] = None if offered is None else [t.name for t in offered]
-        update: dict[str, Any] = {**call.update, "messages": [*call.extra, reply],
+        update: dict[str, Any] = {**call.update, "messages": [*call.fixed, *call.extra, reply],
                                   "usage": add_usage(state.get("usage"), usage),
                                   "iteration_info": info}
         if run != state.get("run"):

@@ -39,15 +39,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
-from typing import Any, TypedDict
+from typing import Any, Literal, NamedTuple, TypedDict, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from langgraph_loop.core import prompts
+
+MessageT = TypeVar("MessageT", bound=BaseMessage)
+
 __all__ = ["CONTINUE_NAME", "NOTICE_NAME", "PROGRESS_NAME", "RESPOND_NAME", "SUMMARY_NAME", "TAGS",
-           "Notice", "StructuredReply", "as_message", "as_structured", "as_text", "call_ids",
-           "call_label", "check_pairing", "clip", "digest", "drain", "iteration_messages",
-           "loop_message", "notice_message", "queue_notice", "shorten", "unanswered_tail"]
+           "Notice", "Problem", "StructuredReply", "answer_unanswered", "as_message",
+           "as_structured", "as_text", "call_ids", "call_label", "check_pairing", "clip",
+           "describe", "digest", "drain", "encodable", "encodable_text", "iteration_messages",
+           "loop_message", "not_executed", "notice_message", "pairing_problems", "queue_notice",
+           "shorten", "unanswered_tail"]
 
 NOTICE_NAME = "loop_warning"
 """Deferred notices delivered to the model (loop warnings, budget pressure, the stop notice)."""
@@ -88,33 +95,89 @@ def call_ids(message: BaseMessage) -> list[str]:
     return ids
 
 
-def check_pairing(messages: Sequence[BaseMessage]) -> list[str]:
-    """Problems that would make a provider reject this message list (empty = valid)."""
-    problems: list[str] = []
+class Problem(NamedTuple):
+    """One broken pairing rule: where (``at``: a message index), which ``rule``, the call ids
+    involved, and for ``unanswered`` the message that came before the answers (None: the
+    list ended)."""
+
+    at: int
+    rule: Literal["system_first", "orphan_tool", "unanswered", "duplicate_ids"]
+    ids: tuple[str, ...] = ()
+    before: int | None = None
+
+
+def pairing_problems(messages: Sequence[BaseMessage]) -> list[Problem]:
+    """The pairing rules a list breaks, in order (empty = valid): the one definition."""
+    problems: list[Problem] = []
     waiting: list[str] = []
     owner = -1
     for i, msg in enumerate(messages):
         if isinstance(msg, SystemMessage) and i != 0:
-            problems.append(f"message {i}: system message not first")
+            problems.append(Problem(i, "system_first"))
         if isinstance(msg, ToolMessage):
             if msg.tool_call_id in waiting:
                 waiting.remove(msg.tool_call_id)
             else:
-                problems.append(f"message {i}: tool message {msg.tool_call_id!r} answers no open call")
+                problems.append(Problem(i, "orphan_tool", (msg.tool_call_id,)))
             continue
         if waiting:
-            problems.append(
-                f"message {owner}: tool calls {waiting} not answered before message {i} ({msg.type})"
-            )
+            problems.append(Problem(owner, "unanswered", tuple(waiting), i))
             waiting = []
         ids = call_ids(msg)
         if ids:
             if len(set(ids)) != len(ids):
-                problems.append(f"message {i}: duplicate tool call ids {ids}")
+                problems.append(Problem(i, "duplicate_ids", tuple(ids)))
             waiting, owner = list(dict.fromkeys(ids)), i
     if waiting:
-        problems.append(f"message {owner}: tool calls {waiting} not answered at the end")
+        problems.append(Problem(owner, "unanswered", tuple(waiting)))
     return problems
+
+
+def describe(problem: Problem, messages: Sequence[BaseMessage]) -> str:
+    """A problem as one line, naming the message by its index."""
+    i, ids = problem.at, list(problem.ids)
+    if problem.rule == "system_first":
+        return f"message {i}: system message not first"
+    if problem.rule == "orphan_tool":
+        return f"message {i}: tool message {ids[0]!r} answers no open call"
+    if problem.rule == "duplicate_ids":
+        return f"message {i}: duplicate tool call ids {ids}"
+    if problem.before is None:
+        return f"message {i}: tool calls {ids} not answered at the end"
+    return (f"message {i}: tool calls {ids} not answered before message {problem.before} "
+            f"({messages[problem.before].type})")
+
+
+def check_pairing(messages: Sequence[BaseMessage]) -> list[str]:
+    """Problems that would make a provider reject this message list (empty = valid)."""
+    return [describe(p, messages) for p in pairing_problems(messages)]
+
+
+def not_executed(call_id: str) -> ToolMessage:
+    """The answer to a call no run will execute (the one repair of an unanswered call)."""
+    return ToolMessage(prompts.CANCELLED, tool_call_id=call_id, status="error")
+
+
+def answer_unanswered(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The list with every unanswered call of its AIMessages answered ``not_executed``,
+    right after the ToolMessages of its AIMessage.
+
+    Example:
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
+        >>> [m.type for m in answer_unanswered([HumanMessage("a"), ai, HumanMessage("b")])]
+        ['human', 'ai', 'tool', 'human']
+    """
+    out: list[BaseMessage] = []
+    waiting: list[str] = []
+    for msg in messages:
+        if isinstance(msg, ToolMessage):
+            if msg.tool_call_id in waiting:
+                waiting.remove(msg.tool_call_id)
+        else:
+            out += [not_executed(c) for c in waiting]
+            waiting = list(dict.fromkeys(call_ids(msg)))
+        out.append(msg)
+    return out + [not_executed(c) for c in waiting]
 
 
 def iteration_messages(messages: Sequence[BaseMessage], start_id: str | None) -> list[BaseMessage]:
@@ -205,8 +268,68 @@ def as_structured(result: Any, what: str) -> StructuredReply:
 # --- text ------------------------------------------------------------------------------------
 
 def digest(text: str, length: int = 16) -> str:
-    """A short, stable hex digest of ``text`` (SHA-1, first ``length`` characters)."""
-    return hashlib.sha1(text.encode()).hexdigest()[:length]
+    """A short, stable hex digest of any ``text`` (SHA-1, first ``length`` characters); lone
+    surrogates (``os.listdir``'s undecodable bytes) are hashed as they are."""
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:length]
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+def encodable_text(text: str) -> str:
+    """``text`` a strict UTF-8 encoder accepts: a surrogate pair becomes its character and a
+    lone surrogate its escape (``'\\udcff'``), so nothing is dropped.
+
+    Example:
+        >>> encodable_text("report\\udcff.txt") == "report\\\\udcff.txt", encodable_text("ok")
+        (True, 'ok')
+    """
+    if not _SURROGATE.search(text):
+        return text
+    text = _PAIR.sub(lambda m: m.group().encode("utf-16", "surrogatepass").decode("utf-16"), text)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _has_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return _SURROGATE.search(value) is not None
+    if isinstance(value, dict):
+        return any(_has_surrogate(k) or _has_surrogate(v) for k, v in value.items())
+    return isinstance(value, list | tuple) and any(_has_surrogate(v) for v in value)
+
+
+def _encodable_value(value: Any) -> Any:
+    """A JSON-like value with every string in it made ``encodable_text`` (keys included)."""
+    if isinstance(value, str):
+        return encodable_text(value)
+    if isinstance(value, dict):
+        return {_encodable_value(k): _encodable_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_encodable_value(v) for v in value)
+    return value
+
+
+def encodable(message: MessageT) -> MessageT:
+    """The message with its text and its tool calls' arguments ``encodable_text`` (the same
+    object when there is nothing to escape). Where text enters the transcript, the model
+    node passes each message through this once, so a provider client that encodes strictly
+    can send it and the checkpoint stores the same text.
+
+    Example:
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {"n": "caf\\udce9"}, "id": "c"}])
+        >>> encodable(ai).tool_calls[0]["args"] == {"n": "caf\\\\udce9"}, encodable(ai) is ai
+        (True, False)
+    """
+    fields: dict[str, Any] = {"content": message.content}
+    if isinstance(message, AIMessage):
+        fields.update(tool_calls=message.tool_calls, invalid_tool_calls=message.invalid_tool_calls)
+    if not _has_surrogate(fields):
+        return message
+    update = {k: _encodable_value(v) for k, v in fields.items()}
+    if isinstance(message, AIMessage) and "tool_calls" in message.additional_kwargs:
+        update["additional_kwargs"] = _encodable_value(message.additional_kwargs)
+    return message.model_copy(update=update)
 
 
 def clip(text: str, limit: int) -> str:
