@@ -34,7 +34,6 @@ from typing import Any
 
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
-from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.runtime import get_runtime
@@ -57,6 +56,7 @@ from langgraph_loop.core.stop import Guard, guard, stop_instruction, stop_update
 from langgraph_loop.nodes.limits import (
     MIN_FINAL_OUTPUT,
     budget_guard,
+    count_tokens,
     final_answer_room,
     max_tokens_of,
     timeout_guard,
@@ -141,10 +141,10 @@ def without_tool_calls(message: AIMessage) -> AIMessage:
     )
 
 
-def estimate_usage(request: Sequence[BaseMessage], reply: BaseMessage) -> Usage:
-    """Approximate usage for models that report none (only used for token budgets)."""
-    inp = count_tokens_approximately(list(request))
-    out = count_tokens_approximately([reply])
+def estimate_usage(request: Sequence[BaseMessage], reply: BaseMessage, model: Any = None) -> Usage:
+    """Usage for models that report none (only used for token budgets): ``count_tokens``."""
+    inp = count_tokens(model, request)
+    out = count_tokens(model, [reply])
     return {"input_tokens": inp, "output_tokens": out, "total_tokens": inp + out}
 
 
@@ -297,7 +297,7 @@ class ModelNode:
             run = {**run, "finalized": True}
         usage = usage_of(reply)
         if usage is None and call.settings.limits.token_budget is not None:
-            usage = estimate_usage(call.request, reply)
+            usage = estimate_usage(call.request, reply, call.settings.model)
         info: dict[str, Any] = dict(iteration_info(state))
         info["model_calls"] = info.get("model_calls", 0) + 1
         info["usage"] = add_usage(info.get("usage"), usage)
