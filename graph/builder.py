@@ -153,7 +153,7 @@ def create_loop_agent(
         raise ValueError(f"create_loop_agent: unknown arguments {sorted(unknown)}")
     settings = LoopSettings.build(model, tools, **options)
     graph = _assemble(settings).compile(checkpointer=checkpointer, store=store, name=name or "langgraph-loop")
-    return LoopGraph.of(graph).with_config(recursion_limit=settings.recursion_limit)
+    return LoopGraph.of(graph, settings.overrides).with_config(recursion_limit=settings.recursion_limit)
 
 
 # --- the conditional edges ---------------------------------------------------------------

@@ -41,7 +41,7 @@ from langgraph_loop.core.config import (
 from langgraph_loop.core.shape import Shape
 from langgraph_loop.core.state import LoopContext
 
-__all__ = ["OVERRIDES", "LoopSettings", "RunOverrides"]
+__all__ = ["OVERRIDES", "LoopSettings", "RunOverrides", "run_overrides"]
 
 Callback = Callable[..., Any]
 
@@ -70,6 +70,27 @@ _GROUPS: dict[str, tuple[str, ...]] = {
                          ("stall_detection", StallDetection), ("budget_pressure", BudgetPressure))
 }
 """Which configuration model each override belongs to (``max_iterations`` is top level)."""
+
+
+def run_overrides(context: Any) -> Mapping[str, Any] | None:
+    """The per-run overrides a run's ``context=`` carries: any ``Mapping`` (None: none).
+
+    The one place overrides are read from a context; anything else is a ``ValueError``.
+
+    Example:
+        >>> from types import MappingProxyType
+        >>> dict(run_overrides(MappingProxyType({"max_tool_calls": 2})))
+        {'max_tool_calls': 2}
+        >>> try:
+        ...     run_overrides("max_tool_calls=2")
+        ... except ValueError as exc:
+        ...     print(str(exc)[:48])
+        context: expected a mapping of per-run overrides
+    """
+    if context is None or isinstance(context, Mapping):
+        return context
+    raise ValueError(f"context: expected a mapping of per-run overrides (a dict with any of "
+                     f"{', '.join(OVERRIDES)}), got {type(context).__name__} {context!r:.60}")
 
 
 def _coerce_tools(tools: Sequence[Any] | BaseTool | Callable[..., Any]) -> tuple[BaseTool, ...]:
@@ -171,9 +192,18 @@ class LoopSettings:
                                           max_iterations=self.max_iterations)
 
     def for_runtime(self, runtime: Runtime[Any] | None) -> LoopSettings:
-        """These settings with the running graph's overrides (its runtime context) applied."""
-        context = runtime.context if runtime is not None else None
-        return self.for_run(context if isinstance(context, dict) else None)
+        """These settings with the running graph's overrides (its runtime context) applied.
+
+        On a resume the context is the one the run started with: ``prepare`` stores it in
+        ``run["overrides"]`` and ``LoopGraph`` passes it again when a resume brings none.
+        """
+        return self.for_run(run_overrides(runtime.context if runtime is not None else None))
+
+    def overrides(self, context: Any) -> dict[str, Any]:
+        """A run's overrides, validated (``ValueError`` otherwise): what the run stores."""
+        given = dict(run_overrides(context) or {})
+        self.for_run(given)
+        return given
 
     def for_run(self, context: Mapping[str, Any] | None) -> LoopSettings:
         """These settings with a run's overrides applied and validated."""

@@ -13,10 +13,16 @@ would be called without a user message. ``LoopGraph`` (the compiled graph
 
 - unknown input keys raise ``ValueError`` naming them and the accepted keys;
 - a run whose thread would hold no user message raises ``ValueError``;
+- the history the input would produce must keep the pairing rules: what can be repaired
+  without losing information is, everything else is a ``ValueError`` naming the message
+  and the rule (``core/history.py``);
+- a ``context=`` that is not a mapping, or holds an invalid override, raises ``ValueError``;
 - ``Command(resume=...)`` on a thread that is not paused at an interrupt (it never
   ran, or its last run finished) raises ``ValueError`` saying how to continue.
 
-Nothing is written to the thread in any of these cases.
+Nothing is written to the thread in any of these cases. A resume (``None`` or a
+``Command``) without ``context=`` runs under the overrides its run started with
+(``run["overrides"]``, stored by ``prepare``).
 
 Example:
     >>> input_problem({"message": ["hi"]}, stored=None)
@@ -30,19 +36,21 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.messages import AnyMessage, BaseMessage, convert_to_messages
+from langchain_core.messages import AnyMessage, BaseMessage, ToolMessage, convert_to_messages
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.managed import RemainingSteps
 from langgraph.types import Command, StateSnapshot
 from pydantic import Field
 
 from langgraph_loop.core.compat import messages_delta_reducer
-from langgraph_loop.core.messages import Notice
+from langgraph_loop.core.history import checked_messages, saved_answers
+from langgraph_loop.core.messages import Notice, unanswered_tail
 from langgraph_loop.core.records import (
     CallRecord,
     IterationInfo,
@@ -252,46 +260,85 @@ def _is_subgraph(config: RunnableConfig | None) -> bool:
     return bool(((config or {}).get("configurable") or {}).get("checkpoint_ns"))
 
 
+def _values(stored: StateSnapshot | None) -> dict[str, Any]:
+    return dict(stored.values or {}) if stored is not None else {}
 
 
 class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput]):
-    """A ``CompiledStateGraph`` that checks a run's input first (see module docstring)."""
+    """A ``CompiledStateGraph`` that checks a run's input first (see module docstring).
 
-    def _needs_state(self, input: Any, config: RunnableConfig | None) -> bool:
-        if _thread(config) is None:
-            return False
-        if isinstance(input, Command):
-            return input.resume is not None
-        return isinstance(input, Mapping) and not _has_user_message(input.get("messages") or [])
+    ``check_context`` validates a run's ``context=`` (the builder passes
+    ``LoopSettings.overrides``); a resume without one gets the run's stored overrides.
+    """
 
-    def _problem(self, input: Any, config: RunnableConfig | None,
-                 stored: StateSnapshot | None) -> str | None:
+    def __init__(self, *, check_context: Callable[[Any], object] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.check_context = check_context
+
+    def _checked(self, input: Any, config: RunnableConfig | None, kwargs: dict[str, Any],
+                 stored: StateSnapshot | None, saved: Sequence[ToolMessage]
+                 ) -> tuple[Any, dict[str, Any]]:
+        """The input and keywords the run starts with: checked (``ValueError``), repaired."""
         if isinstance(input, Command) and input.resume is not None:
-            return resume_problem(stored, _thread(config))
+            problem = resume_problem(stored, _thread(config))
+            if problem is not None:
+                raise ValueError(problem)
+        if (input is None or isinstance(input, Command)) and kwargs.get("context") is None:
+            kept = (_values(stored).get("run") or {}).get("overrides")
+            kwargs = {**kwargs, "context": dict(kept)} if kept else kwargs
+        if kwargs.get("context") is not None and self.check_context is not None:
+            self.check_context(kwargs["context"])
         if isinstance(input, Mapping):
-            return input_problem(input, stored)
-        return None
+            problem = input_problem(input, stored)
+            if problem is not None:
+                raise ValueError(problem)
+            if "messages" in input:
+                messages = _values(stored).get("messages") or []
+                input = {**input, "messages": checked_messages(input["messages"], messages, saved)}
+        return input, kwargs
 
     def _stored(self, config: RunnableConfig | None) -> StateSnapshot | None:
         try:
-            return self.get_state(config or {})
+            return self.get_state(config or {}) if _thread(config) is not None else None
         except ValueError:  # no checkpointer
             return None
 
     async def _astored(self, config: RunnableConfig | None) -> StateSnapshot | None:
         try:
-            return await self.aget_state(config or {})
+            return await self.aget_state(config or {}) if _thread(config) is not None else None
         except ValueError:
             return None
+
+    def _saver(self, input: Any, stored: StateSnapshot | None) -> tuple[Any, list[str]]:
+        """The checkpointer and the stored last AIMessage's unanswered calls, when a new
+        message continues a thread whose last step did not finish (else no calls)."""
+        if not isinstance(input, Mapping) or stored is None or not stored.next:
+            return None, []
+        _, missing = unanswered_tail(_values(stored).get("messages") or [])
+        saver = self.checkpointer
+        return (saver, missing) if isinstance(saver, BaseCheckpointSaver) else (None, [])
+
+    def _saved(self, input: Any, stored: StateSnapshot | None) -> list[ToolMessage]:
+        saver, missing = self._saver(input, stored)
+        if not missing or stored is None:
+            return []
+        saved = saver.get_tuple(stored.config)
+        return saved_answers(saved.pending_writes or [] if saved else [], missing)
+
+    async def _asaved(self, input: Any, stored: StateSnapshot | None) -> list[ToolMessage]:
+        saver, missing = self._saver(input, stored)
+        if not missing or stored is None:
+            return []
+        saved = await saver.aget_tuple(stored.config)
+        return saved_answers(saved.pending_writes or [] if saved else [], missing)
 
     def stream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> Iterator[Any]:
         """``CompiledStateGraph.stream`` after the input check (``ValueError``)."""
         if not _is_subgraph(config):
-            stored = self._stored(config) if self._needs_state(input, config) else None
-            problem = self._problem(input, config, stored)
-            if problem is not None:
-                raise ValueError(problem)
+            stored = self._stored(config)
+            input, kwargs = self._checked(input, config, kwargs, stored, self._saved(input, stored))
         return super().stream(input, config, **kwargs)
 
     def astream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
@@ -302,15 +349,15 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
     async def _astream(self, input: Any, config: RunnableConfig | None,
                        **kwargs: Any) -> AsyncIterator[Any]:
         if not _is_subgraph(config):
-            stored = await self._astored(config) if self._needs_state(input, config) else None
-            problem = self._problem(input, config, stored)
-            if problem is not None:
-                raise ValueError(problem)
+            stored = await self._astored(config)
+            saved = await self._asaved(input, stored)
+            input, kwargs = self._checked(input, config, kwargs, stored, saved)
         async for chunk in super().astream(input, config, **kwargs):
             yield chunk
 
     @classmethod
-    def of(cls, graph: CompiledStateGraph[Any, Any, Any, Any]) -> LoopGraph:
+    def of(cls, graph: CompiledStateGraph[Any, Any, Any, Any],
+           check_context: Callable[[Any], object] | None = None) -> LoopGraph:
         """The same compiled graph, as a ``LoopGraph`` (as ``Pregel.copy`` builds copies)."""
         attrs = {k: v for k, v in graph.__dict__.items() if k != "__orig_class__"}
-        return cls(**attrs)
+        return cls(**attrs, check_context=check_context)
