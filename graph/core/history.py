@@ -14,6 +14,9 @@ Repaired, the same way every time (nothing is lost):
 - the calls of the stored thread's last AIMessage that a crashed or abandoned step finished
   (LangGraph saved their results as task writes) keep those results (``saved_answers``).
 
+``update_state`` through ``LoopGraph`` is checked the same way, without the fresh id (editing
+a message by id is what it is for) and leaving the calls it ends on open for the tools.
+
 Rejected with a ``ValueError`` naming the input message (its index), the rule, and saying
 nothing was written: a message LangChain cannot read (an unknown role), a ToolMessage that
 answers no open call, a system message anywhere but first, tool calls sharing an id.
@@ -88,15 +91,19 @@ def _explain(problem: Problem, message: BaseMessage, index: int) -> str:
 
 
 def checked_messages(value: Any, stored: Sequence[BaseMessage],
-                     saved: Sequence[ToolMessage] = ()) -> list[BaseMessage]:
+                     saved: Sequence[ToolMessage] = (), *, update: bool = False
+                     ) -> list[BaseMessage]:
     """The messages a run writes for the input ``value`` on a thread holding ``stored``,
     repaired, or a ``ValueError`` (see the module docstring). ``saved``: results a crashed
-    step saved for the stored last AIMessage's calls (``saved_answers``)."""
-    messages = _fresh_turn(_as_messages(value), stored)
+    step saved for the stored last AIMessage's calls (``saved_answers``). ``update``: the
+    messages of an ``update_state`` (edits by id are its purpose, and calls it ends on stay
+    open for the tools)."""
+    given = _as_messages(value)
+    messages = given if update else _fresh_turn(given, stored)
     where = {id(m): i for i, m in enumerate(messages)}  # the caller's index of each message
     answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
     messages = answer_unanswered([*(m for m in saved if m.tool_call_id not in answered),
-                                  *messages])
+                                  *messages], open_end=update)
     merged = messages_delta_reducer(list(stored), [messages])
     wrong = [_explain(p, merged[p.at], where[id(merged[p.at])]) for p in pairing_problems(merged)
              if p.rule != "unanswered" and id(merged[p.at]) in where]

@@ -158,9 +158,11 @@ def not_executed(call_id: str) -> ToolMessage:
     return ToolMessage(prompts.CANCELLED, tool_call_id=call_id, status="error")
 
 
-def answer_unanswered(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+def answer_unanswered(messages: Sequence[BaseMessage], *, open_end: bool = False
+                      ) -> list[BaseMessage]:
     """The list with every unanswered call of its AIMessages answered ``not_executed``,
-    right after the ToolMessages of its AIMessage.
+    right after the ToolMessages of its AIMessage (``open_end``: calls the list ends on
+    stay open, for the tools to answer).
 
     Example:
         >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
@@ -177,7 +179,7 @@ def answer_unanswered(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
             out += [not_executed(c) for c in waiting]
             waiting = list(dict.fromkeys(call_ids(msg)))
         out.append(msg)
-    return out + [not_executed(c) for c in waiting]
+    return out if open_end else out + [not_executed(c) for c in waiting]
 
 
 def iteration_messages(messages: Sequence[BaseMessage], start_id: str | None) -> list[BaseMessage]:

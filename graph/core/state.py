@@ -20,7 +20,8 @@ would be called without a user message. ``LoopGraph`` (the compiled graph
 - ``Command(resume=...)`` on a thread that is not paused at an interrupt (it never
   ran, or its last run finished) raises ``ValueError`` saying how to continue.
 
-Nothing is written to the thread in any of these cases. A resume (``None`` or a
+Nothing is written to the thread in any of these cases. ``update_state`` checks the
+messages it writes the same way. A resume (``None`` or a
 ``Command``) without ``context=`` runs under the overrides its run started with
 (``run["overrides"]``, stored by ``prepare``).
 
@@ -332,6 +333,27 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
             return []
         saved = await saver.aget_tuple(stored.config)
         return saved_answers(saved.pending_writes or [] if saved else [], missing)
+
+    def _update(self, values: Any, stored: StateSnapshot | None) -> Any:
+        """``update_state`` values with their messages checked (``checked_messages``)."""
+        if not isinstance(values, Mapping) or "messages" not in values:
+            return values
+        messages = _values(stored).get("messages") or []
+        return {**values, "messages": checked_messages(values["messages"], messages, update=True)}
+
+    def update_state(self, config: RunnableConfig, values: Any, as_node: str | None = None,
+                     task_id: str | None = None) -> RunnableConfig:
+        """``CompiledStateGraph.update_state`` after the messages check (``ValueError``)."""
+        if not _is_subgraph(config):
+            values = self._update(values, self._stored(config))
+        return super().update_state(config, values, as_node, task_id)
+
+    async def aupdate_state(self, config: RunnableConfig, values: Any, as_node: str | None = None,
+                            task_id: str | None = None) -> RunnableConfig:
+        """Async ``update_state``."""
+        if not _is_subgraph(config):
+            values = self._update(values, await self._astored(config))
+        return await super().aupdate_state(config, values, as_node, task_id)
 
     def stream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> Iterator[Any]:
