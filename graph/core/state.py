@@ -20,8 +20,8 @@ would be called without a user message. ``LoopGraph`` (the compiled graph
 - ``Command(resume=...)`` on a thread that is not paused at an interrupt (it never
   ran, or its last run finished) raises ``ValueError`` saying how to continue.
 
-Nothing is written to the thread in any of these cases. ``update_state`` checks the
-messages it writes the same way. A resume (``None`` or a
+Nothing is written to the thread in any of these cases. ``update_state`` and a
+``Command(update=...)`` check the messages they write the same way. A resume (``None`` or a
 ``Command``) without ``context=`` runs under the overrides its run started with
 (``run["overrides"]``, stored by ``prepare``).
 
@@ -38,6 +38,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AnyMessage, BaseMessage, ToolMessage, convert_to_messages
@@ -290,6 +291,8 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
             kwargs = {**kwargs, "context": dict(kept)} if kept else kwargs
         if kwargs.get("context") is not None and self.check_context is not None:
             self.check_context(kwargs["context"])
+        if isinstance(input, Command) and input.update is not None:
+            input = replace(input, update=self._update(input.update, stored))
         if isinstance(input, Mapping):
             problem = input_problem(input, stored)
             if problem is not None:
