@@ -194,8 +194,8 @@ class LoopSettings:
     def for_runtime(self, runtime: Runtime[Any] | None) -> LoopSettings:
         """These settings with the running graph's overrides (its runtime context) applied.
 
-        On a resume the context is the one the run started with: ``prepare`` stores it in
-        ``run["overrides"]`` and ``LoopGraph`` passes it again when a resume brings none.
+        On a resume the context holds the overrides the run started with: ``prepare`` stores
+        them in ``run["overrides"]`` and ``LoopGraph`` passes them again.
         """
         return self.for_run(run_overrides(runtime.context if runtime is not None else None))
 

@@ -22,8 +22,8 @@ would be called without a user message. ``LoopGraph`` (the compiled graph
 
 Nothing is written to the thread in any of these cases. ``update_state`` and a
 ``Command(update=...)`` check the messages they write the same way. A resume (``None`` or a
-``Command``) without ``context=`` runs under the overrides its run started with
-(``run["overrides"]``, stored by ``prepare``).
+``Command``) runs under the overrides its run started with (``run["overrides"]``, stored by
+``prepare``): a ``context=`` it brings may add overrides, not change the run's.
 
 Example:
     >>> input_problem({"message": ["hi"]}, stored=None)
@@ -270,7 +270,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
     """A ``CompiledStateGraph`` that checks a run's input first (see module docstring).
 
     ``check_context`` validates a run's ``context=`` (the builder passes
-    ``LoopSettings.overrides``); a resume without one gets the run's stored overrides.
+    ``LoopSettings.overrides``); a resume runs under the run's stored overrides.
     """
 
     def __init__(self, *, check_context: Callable[[Any], object] | None = None,
@@ -286,11 +286,12 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
             problem = resume_problem(stored, _thread(config))
             if problem is not None:
                 raise ValueError(problem)
-        if (input is None or isinstance(input, Command)) and kwargs.get("context") is None:
-            kept = (_values(stored).get("run") or {}).get("overrides")
-            kwargs = {**kwargs, "context": dict(kept)} if kept else kwargs
-        if kwargs.get("context") is not None and self.check_context is not None:
-            self.check_context(kwargs["context"])
+        context = kwargs.get("context")
+        if context is not None and self.check_context is not None:
+            self.check_context(context)
+        kept = (_values(stored).get("run") or {}).get("overrides")
+        if (input is None or isinstance(input, Command)) and kept:  # a resume: the run's win
+            kwargs = {**kwargs, "context": {**(context or {}), **kept}}
         if isinstance(input, Command) and input.update is not None:
             input = replace(input, update=self._update(input.update, stored))
         if isinstance(input, Mapping):
