@@ -29,7 +29,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 from langchain_core.language_models import LanguageModelInput
@@ -171,6 +171,8 @@ class Call:
     Text enters the transcript here: the request is sent ``encodable`` (a lone surrogate
     escaped, ``core/messages.py``), and the stored messages that changed are written back
     under their ids (``fixed``) with the reply, itself made ``encodable`` by ``record``.
+    Checked: the messages after the newest reply (what came in since the last call), or the
+    whole request on a run's first call (``whole``: it may hold an imported history).
     """
 
     settings: LoopSettings
@@ -181,13 +183,22 @@ class Call:
     extra: list[BaseMessage] = field(default_factory=list)
     update: dict[str, Any] = field(default_factory=dict)
     fixed: list[BaseMessage] = field(default_factory=list)
+    whole: InitVar[bool] = True
 
-    def __post_init__(self) -> None:
-        sent = {id(m): encodable(m) for m in [*self.request, *self.extra]}
-        self.fixed = [sent[id(m)] for m in self.request
-                      if sent[id(m)] is not m and m.id is not None]
-        self.request = [sent[id(m)] for m in self.request]
+    def __post_init__(self, whole: bool) -> None:
+        start = 0 if whole else len(self.request)
+        while start > 0 and not isinstance(self.request[start - 1], AIMessage):
+            start -= 1
+        new = self.request[start:]
+        sent = {id(m): encodable(m) for m in [*new, *self.extra]}
+        self.fixed = [sent[id(m)] for m in new if sent[id(m)] is not m and m.id is not None]
+        self.request = [*self.request[:start], *(sent[id(m)] for m in new)]
         self.extra = [sent[id(m)] for m in self.extra]
+
+
+def _first_call(state: LoopState) -> bool:
+    """This is the run's first model call."""
+    return state.get("iteration", 1) == 1 and not iteration_info(state).get("model_calls")
 
 
 class ModelNode:
@@ -248,7 +259,8 @@ class ModelNode:
             request = build_request(state, settings, extra)
             over = budget_guard(state, settings, request)
             if over is None:
-                return Call(settings, request, run, final=False, drained=bool(pending), extra=extra)
+                return Call(settings, request, run, final=False, drained=bool(pending), extra=extra,
+                            whole=_first_call(state))
             update = stop_update(run, over)
             run, stop = update["run"], over["reason"]
         if run.get("finalized") or not settings.limits.final_answer:
@@ -259,7 +271,7 @@ class ModelNode:
         notice = drain(pending, run=str(run.get("id")))
         final_extra: list[BaseMessage] = [notice] if notice is not None else []
         return Call(settings, build_request(state, settings, final_extra), run, final=True,
-                    drained=True, extra=final_extra, update=update)
+                    drained=True, extra=final_extra, update=update, whole=_first_call(state))
 
     @staticmethod
     def _filter(call: Call) -> Any:
