@@ -46,17 +46,11 @@ from langgraph_loop.core.config import (
     LoopDetection,
     StallDetection,
 )
+from langgraph_loop.core.history import LoopGraph
 from langgraph_loop.core.messages import unanswered_tail
 from langgraph_loop.core.models import ChatRunnable
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import (
-    LoopContext,
-    LoopGraph,
-    LoopInput,
-    LoopOutput,
-    LoopState,
-    with_user_keys,
-)
+from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState, with_user_keys
 from langgraph_loop.nodes.approval import ApprovalNode, needs_approval
 from langgraph_loop.nodes.compaction import CompactionNode
 from langgraph_loop.nodes.judge import JudgeNode
@@ -67,10 +61,34 @@ from langgraph_loop.nodes.respond import RespondNode, structured_due
 from langgraph_loop.nodes.router import RouterNode
 from langgraph_loop.nodes.tools import ToolsNode
 
-__all__ = ["Edge", "Routes", "create_loop_agent"]
+__all__ = ["Edge", "Routes", "create_loop_agent", "retryable"]
 
-RETRY = RetryPolicy(max_attempts=3, initial_interval=0.5, backoff_factor=2.0)
-"""Retries of the nodes that call a model and change nothing before it answers."""
+_LANGGRAPH_RETRY_ON = RetryPolicy().retry_on
+
+
+def retryable(exc: BaseException) -> bool:
+    """Whether sending the same request again may succeed, as the exception says itself:
+    langchain-core's ``ModelError.is_retryable``, else the HTTP status a provider SDK
+    attaches (408, 409, 429 and 5xx, as the openai SDK retries), else LangGraph's default.
+
+    Example:
+        >>> from langchain_core.exceptions import ModelAuthenticationError, ModelRateLimitError
+        >>> retryable(ModelAuthenticationError()), retryable(ModelRateLimitError())
+        (False, True)
+    """
+    flag = getattr(exc, "is_retryable", None)
+    if isinstance(flag, bool):
+        return flag
+    status = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None),
+                                                          "status_code", None)
+    if isinstance(status, int):
+        return status in (408, 409, 429) or status >= 500
+    return bool(_LANGGRAPH_RETRY_ON(exc))  # type: ignore[operator, arg-type]
+
+
+RETRY = RetryPolicy(max_attempts=3, initial_interval=0.5, backoff_factor=2.0, retry_on=retryable)
+"""Retries of the nodes that call a model and change nothing before it answers: only what
+the exception says may succeed again (a refused request is raised at once)."""
 
 C = TypeVar("C")
 Configured: TypeAlias = C | Mapping[str, Any] | None
@@ -141,7 +159,7 @@ def create_loop_agent(
         raise ValueError(f"create_loop_agent: unknown arguments {sorted(unknown)}")
     settings = LoopSettings.build(model, tools, **options)
     graph = _assemble(settings).compile(checkpointer=checkpointer, store=store, name=name or "langgraph-loop")
-    return LoopGraph.of(graph).with_config(recursion_limit=settings.recursion_limit)
+    return LoopGraph.of(graph, settings.overrides).with_config(recursion_limit=settings.recursion_limit)
 
 
 # --- the conditional edges ---------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 It runs before every model call. When the request the model is about to receive
 would exceed ``Compaction.max_tokens`` (counted with the model's own token counter
-when it has a working one, else ``count_tokens_approximately``), the oldest messages
+when it has a working one, else a conservative estimate: ``nodes/limits.py``), the oldest messages
 are replaced *in state* by one summary written by ``Compaction.summarizer`` (default:
 the agent's model; the call is tagged ``compaction``). Kept: a leading system
 message, the run's original request, and the last ``keep_last`` messages, widened so
@@ -31,7 +31,6 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel, BaseLanguageModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -40,29 +39,29 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
-from langchain_core.tools import BaseTool
 from langgraph.runtime import get_runtime
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.messages import SUMMARY_NAME, as_message, call_label, drain, loop_message
-from langgraph_loop.core.records import answer_text, emit
+from langgraph_loop.core.records import add_usage, answer_text, emit, usage_of
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, iteration_info
-from langgraph_loop.nodes.model import build_request
+from langgraph_loop.nodes.limits import MIN_FINAL_OUTPUT, count_tokens, max_tokens_of, summary_room
+from langgraph_loop.nodes.model import build_request, estimate_usage
 
 __all__ = [
     "CompactionNode",
+    "Plan",
     "Split",
     "compaction_writes",
-    "count_tokens",
     "plan_compaction",
     "render",
     "summary_message",
     "summary_prompt",
 ]
+
 
 @dataclass(frozen=True)
 class Split:
@@ -71,28 +70,6 @@ class Split:
     head: list[BaseMessage]
     old: list[BaseMessage]
     tail: list[BaseMessage]
-
-
-def count_tokens(
-    model: BaseLanguageModel[Any] | None, messages: Sequence[BaseMessage], tools: Sequence[BaseTool] = ()
-) -> int:
-    """The model's own count when it has one that works, else an approximation (also for
-    ``model=None``: a configurable model, chosen per run).
-
-    Example:
-        >>> from langgraph_loop.scripted import ScriptedChatModel
-        >>> count_tokens(ScriptedChatModel(), [HumanMessage("x" * 400)]) > 100
-        True
-    """
-    own = getattr(type(model), "get_num_tokens_from_messages", None)
-    generic = (BaseLanguageModel.get_num_tokens_from_messages,
-               BaseChatModel.get_num_tokens_from_messages)
-    if model is not None and own is not None and own not in generic:
-        try:
-            return int(model.get_num_tokens_from_messages(list(messages), tools=list(tools) or None))
-        except Exception:  # noqa: BLE001 - e.g. a tokenizer that cannot load offline
-            pass
-    return count_tokens_approximately(list(messages), tools=list(tools) or None)
 
 
 def _tail_start(messages: Sequence[BaseMessage], keep_last: int) -> int:
@@ -153,6 +130,20 @@ def compaction_writes(split: Split, summary: BaseMessage) -> list[BaseMessage]:
     return [*removed, summary, *split.tail]
 
 
+@dataclass(frozen=True)
+class Plan:
+    """A compaction to make: the split, the request size that triggered it, the run's
+    settings, the summarizer's request, the summarizer and how it is called (its output
+    bound to the budget's room where it takes ``max_tokens``)."""
+
+    split: Split
+    size: int
+    settings: LoopSettings
+    request: list[BaseMessage]
+    summarizer: Any
+    runnable: Any
+
+
 class CompactionNode:
     """Summarize old messages when the next request would be too large."""
 
@@ -161,8 +152,8 @@ class CompactionNode:
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
 
-    def plan(self, state: LoopState) -> tuple[Split, int, LoopSettings] | None:
-        """What to replace, and the request size that triggered it (None: nothing to do)."""
+    def plan(self, state: LoopState) -> Plan | None:
+        """The compaction to make (None: nothing to do, or no room for it in the budget)."""
         settings = self.settings.for_runtime(get_runtime())
         compaction = settings.compaction
         run = state.get("run") or {}
@@ -179,43 +170,49 @@ class CompactionNode:
             keep.add(iteration_info(state).get("start_id"))
         split = plan_compaction(state.get("messages") or [], keep_last=compaction.keep_last,
                                 keep_ids=keep)
-        return None if split is None else (split, size, settings)
-
-    @staticmethod
-    def _summarizer(settings: LoopSettings) -> Any:
-        assert settings.compaction is not None
-        return settings.compaction.summarizer or settings.model
+        if split is None:
+            return None
+        prompt, summarizer = summary_prompt(split.old), compaction.summarizer or settings.model
+        room = summary_room(state, settings, prompt, summarizer)
+        if room is not None and room < MIN_FINAL_OUTPUT:  # the budget decides, not a summary
+            return None
+        supported, own = max_tokens_of(summarizer)
+        bound = summarizer.bind(max_tokens=min(room, own or room)) if room and supported else summarizer
+        return Plan(split, size, settings, prompt, summarizer, bound)
 
     def invoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         """Sync entry point."""
         plan = self.plan(state)
         if plan is None:
             return {}
-        split, size, settings = plan
-        result = self._summarizer(settings).invoke(summary_prompt(split.old), _tagged(config))
-        return self.record(state, settings, split, size, result)
+        return self.record(state, plan, plan.runnable.invoke(plan.request, _tagged(config)))
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         """Async entry point."""
         plan = self.plan(state)
         if plan is None:
             return {}
-        split, size, settings = plan
-        result = await self._summarizer(settings).ainvoke(summary_prompt(split.old), _tagged(config))
-        return self.record(state, settings, split, size, result)
+        result = await plan.runnable.ainvoke(plan.request, _tagged(config))
+        return self.record(state, plan, result)
 
     @staticmethod
-    def record(state: LoopState, settings: LoopSettings, split: Split, size: int,
-               result: Any) -> dict[str, Any]:
-        """The update: the summary in place of the old messages, counted in the iteration."""
-        summary = summary_message(answer_text(as_message(result, "compaction.summarizer")),
-                                  len(split.old))
+    def record(state: LoopState, plan: Plan, result: Any) -> dict[str, Any]:
+        """The update: the summary in place of the old messages, its tokens counted in the
+        run's ``usage`` (and the iteration's), the messages replaced in the iteration."""
+        settings, split = plan.settings, plan.split
+        reply = as_message(result, "compaction.summarizer")
+        summary = summary_message(answer_text(reply), len(split.old))
+        usage = usage_of(reply)
+        if usage is None and settings.limits.token_budget is not None:
+            usage = estimate_usage(plan.request, reply, plan.summarizer)
         info: dict[str, Any] = dict(iteration_info(state))
         info["compacted"] = int(info.get("compacted") or 0) + len(split.old)
+        info["usage"] = add_usage(info.get("usage"), usage)
         assert settings.compaction is not None
-        emit(get_runtime(), {"event": "compaction", "replaced": len(split.old), "tokens": size,
+        emit(get_runtime(), {"event": "compaction", "replaced": len(split.old), "tokens": plan.size,
                              "max_tokens": settings.compaction.max_tokens})
-        return {"messages": compaction_writes(split, summary), "iteration_info": info}
+        return {"messages": compaction_writes(split, summary), "iteration_info": info,
+                "usage": add_usage(state.get("usage"), usage)}
 
 
 def _tagged(config: RunnableConfig) -> RunnableConfig:

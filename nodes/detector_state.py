@@ -107,9 +107,23 @@ def _apply_policy(name: str, value: Any, config: LoopDetection | None) -> Any:
     return {k: v for k, v in value.items() if k not in policy.ignore}
 
 
+def _str_keys(value: Any) -> Any:
+    """``value`` with every mapping key a string (JSON's own rule), so any keys sort."""
+    if isinstance(value, Mapping):
+        return {str(k): _str_keys(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_str_keys(v) for v in value]
+    return value
+
+
 def _dump(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str, separators=(",", ":"),
-                      ensure_ascii=False)
+    """Canonical JSON of any value (keys sorted; other objects as ``str``), for hashing."""
+    try:
+        return json.dumps(value, sort_keys=True, default=str, separators=(",", ":"),
+                          ensure_ascii=False)
+    except TypeError:  # keys of mixed or non-JSON types
+        return json.dumps(_str_keys(value), sort_keys=True, default=str,
+                          separators=(",", ":"), ensure_ascii=False)
 
 
 def call_signature(

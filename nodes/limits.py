@@ -31,26 +31,31 @@ Example:
 
 from __future__ import annotations
 
+import json
+import math
 import time
+import weakref
 from collections.abc import Sequence
+from typing import Any
 
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import BaseChatModel, BaseLanguageModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.tools import BaseTool
 
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, iteration_info
 from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, stop_instruction
 
 __all__ = ["MIN_FINAL_OUTPUT", "PRESSURE_SOURCE", "budget_guard", "budget_pressure_guard",
-           "check_limits", "estimate_input", "final_answer_room", "max_tokens_of", "pressure_due",
-           "pressure_seen", "timeout_guard"]
+           "check_limits", "count_tokens", "estimate_input", "estimate_tokens", "final_answer_room",
+           "max_tokens_of", "pressure_due", "pressure_seen", "summary_room", "timeout_guard"]
 
 MIN_FINAL_OUTPUT = 50
 """The least output room (tokens) worth a final-answer call under a token budget."""
 
 PER_MESSAGE = 10
-"""Tokens counted per added message on top of ~4 characters per token (conservative)."""
+"""Tokens counted per message on top of its text (conservative)."""
 
 PRESSURE_SOURCE = "budget_pressure"
 """The ``source`` of the pressure notice in the deferred-notice queue."""
@@ -100,22 +105,87 @@ def check_limits(
     return None
 
 
+# --- counting tokens -------------------------------------------------------------------------
+
+_NO_COUNTER: dict[int, weakref.ref[Any]] = {}
+"""Models whose own counter failed once (e.g. a tokenizer that cannot load offline)."""
+
+
+def _has_counter(model: Any) -> bool:
+    own = getattr(type(model), "get_num_tokens_from_messages", None)
+    if own is None or own in (BaseLanguageModel.get_num_tokens_from_messages,
+                              BaseChatModel.get_num_tokens_from_messages):
+        return False
+    failed = _NO_COUNTER.get(id(model))
+    return failed is None or failed() is not model
+
+
+def _non_latin(message: BaseMessage) -> float:
+    """Tokens to add to ~4 characters per token so that text outside ASCII counts half a
+    token per UTF-8 byte (a CJK character 1.5, Cyrillic or Greek 1, an emoji 2)."""
+    content = message.content
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False,
+                                                               default=str)
+    if isinstance(message, AIMessage) and message.tool_calls:
+        text += json.dumps([c["args"] for c in message.tool_calls], ensure_ascii=False,
+                           default=str)
+    if text.isascii():
+        return 0.0
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    other_bytes = len(text.encode("utf-8", "surrogatepass")) - ascii_chars
+    return other_bytes / 2 - (len(text) - ascii_chars) / 4
+
+
+def estimate_tokens(messages: Sequence[BaseMessage], tools: Sequence[BaseTool] = (), *,
+                    per_message: int = 3) -> int:
+    """A conservative count without the model's tokenizer: about 4 ASCII characters per token,
+    half a token per UTF-8 byte of any other script, and ``per_message`` per message.
+
+    Example:
+        >>> estimate_tokens([HumanMessage("data " * 100)]) < estimate_tokens([HumanMessage("数据" * 100)])
+        True
+    """
+    base = count_tokens_approximately(list(messages), tools=list(tools) or None,
+                                      extra_tokens_per_message=per_message)
+    return base + math.ceil(sum(_non_latin(m) for m in messages))
+
+
+def count_tokens(model: Any, messages: Sequence[BaseMessage], tools: Sequence[BaseTool] = (), *,
+                 per_message: int = 3) -> int:
+    """The model's own count (``get_num_tokens_from_messages``) when it has one that works,
+    else ``estimate_tokens`` (``per_message``: its overhead per message): the one token
+    counter of the loop (the budget counts ``PER_MESSAGE``, compaction the default).
+
+    Example:
+        >>> from langgraph_loop.scripted import ScriptedChatModel
+        >>> count_tokens(ScriptedChatModel(), [HumanMessage("x" * 400)]) > 100
+        True
+    """
+    if _has_counter(model):
+        try:
+            return int(model.get_num_tokens_from_messages(list(messages), tools=list(tools) or None))
+        except Exception:  # noqa: BLE001 - e.g. a tokenizer that cannot load offline
+            _NO_COUNTER[id(model)] = weakref.ref(model)
+    return estimate_tokens(messages, tools, per_message=per_message)
+
+
 # --- the token budget ------------------------------------------------------------------------
 
-def _estimate(request: Sequence[BaseMessage]) -> tuple[int, int]:
-    """(reported tokens of the newest reply's call, approximate tokens added after it)."""
+def _estimate(request: Sequence[BaseMessage], model: Any = None) -> tuple[int, int]:
+    """(reported tokens of the newest reply's call, tokens counted of the messages after it)."""
     for i in range(len(request) - 1, -1, -1):
         message = request[i]
         if isinstance(message, AIMessage) and message.usage_metadata:
             usage = message.usage_metadata
-            added = count_tokens_approximately(request[i + 1:], extra_tokens_per_message=PER_MESSAGE)
+            added = count_tokens(model, request[i + 1:], per_message=PER_MESSAGE)
             return usage["input_tokens"] + usage["output_tokens"], added
-    return 0, count_tokens_approximately(request, extra_tokens_per_message=PER_MESSAGE)
+    return 0, count_tokens(model, request, per_message=PER_MESSAGE)
 
 
-def estimate_input(request: Sequence[BaseMessage]) -> int:
+def estimate_input(request: Sequence[BaseMessage], model: Any = None) -> int:
     """Input tokens of a request: the newest reply's reported input and output tokens plus
-    an approximation of the messages added after it (the whole request without one).
+    the messages added after it, counted with ``count_tokens`` (the whole request without
+    such a reply).
 
     Example:
         >>> from langchain_core.messages import HumanMessage, ToolMessage
@@ -124,7 +194,7 @@ def estimate_input(request: Sequence[BaseMessage]) -> int:
         >>> estimate_input([HumanMessage("hi"), ai, ToolMessage("x" * 40, tool_call_id="c")])
         72
     """
-    reported, added = _estimate(request)
+    reported, added = _estimate(request, model)
     return reported + added
 
 
@@ -151,11 +221,11 @@ def budget_guard(state: LoopState, settings: LoopSettings, request: Sequence[Bas
     left = _left(state, settings)
     if left is None:
         return None
-    reported, added = _estimate(request)
+    reported, added = _estimate(request, settings.model)
     this_call = reported + added + _last_output(state)
     why = limit_guard(StopReason.TOKEN_BUDGET, settings.limits.token_budget, _spent(state))
-    notice = count_tokens_approximately([HumanMessage(stop_instruction(why))],
-                                        extra_tokens_per_message=PER_MESSAGE)
+    notice = count_tokens(settings.model, [HumanMessage(stop_instruction(why))],
+                          per_message=PER_MESSAGE)
     needed = this_call + (this_call + added + notice + MIN_FINAL_OUTPUT)
     if needed <= left:
         return None
@@ -168,10 +238,23 @@ def final_answer_room(state: LoopState, settings: LoopSettings,
     """Output tokens the final-answer call may use (None: no budget); below
     ``MIN_FINAL_OUTPUT`` the call is skipped."""
     left = _left(state, settings)
-    return None if left is None else left - estimate_input(request)
+    return None if left is None else left - estimate_input(request, settings.model)
 
 
-def max_tokens_of(model: BaseChatModel) -> tuple[bool, int | None]:
+def summary_room(state: LoopState, settings: LoopSettings, request: Sequence[BaseMessage],
+                 summarizer: Any) -> int | None:
+    """Output tokens a compaction summary may use (None: no budget): what is left after the
+    summary's input and a compacted request's call (``Compaction.max_tokens``) with a final
+    answer after it. Below ``MIN_FINAL_OUTPUT`` the run does not compact (the model node's
+    budget check then decides), so a summary never pushes a run past ``token_budget``."""
+    left = _left(state, settings)
+    if left is None or settings.compaction is None:
+        return None
+    after = settings.compaction.max_tokens + MIN_FINAL_OUTPUT
+    return left - count_tokens(summarizer, request, per_message=PER_MESSAGE) - after
+
+
+def max_tokens_of(model: Any) -> tuple[bool, int | None]:
     """Does the model take a ``max_tokens`` setting, and its configured value."""
     fields = getattr(type(model), "model_fields", {})
     if "max_tokens" not in fields:

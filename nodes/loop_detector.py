@@ -38,7 +38,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.runtime import Runtime
 
 from langgraph_loop.core.config import LoopDetection
-from langgraph_loop.core.messages import Notice, call_ids, queue_notice
+from langgraph_loop.core.messages import Notice, call_ids, queue_notice, work_call_ids
 from langgraph_loop.core.records import emit
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
@@ -47,7 +47,6 @@ from langgraph_loop.nodes.approval import needs_approval
 from langgraph_loop.nodes.detection import LoopWarning, observe
 from langgraph_loop.nodes.detector_state import DetectorState
 from langgraph_loop.nodes.limits import PRESSURE_SOURCE, check_limits, pressure_due
-from langgraph_loop.nodes.respond import work_call_ids
 
 __all__ = ["MEMO_SIZE", "Decision", "DetectorMemo", "LoopDetector", "results_before",
            "stop_answers"]
@@ -190,7 +189,7 @@ class LoopDetector:
         if state.get("stop_reason") is not None or not isinstance(ai, AIMessage):
             return None
         gated = settings.approval is not None and needs_approval(ai, settings.approval)
-        why = check_limits(state, settings, has_calls=bool(work_call_ids(ai, settings.structured)),
+        why = check_limits(state, settings, has_calls=bool(work_call_ids(ai, settings.output_tools)),
                            gated=gated)
         if why is not None:
             return Decision(ai, guard=why)
@@ -246,7 +245,7 @@ def apply(decision: Decision, state: LoopState, settings: LoopSettings,
     update: dict[str, Any] = {}
     why = decision.guard
     if why is not None:
-        has_calls = bool(work_call_ids(decision.ai, settings.structured))  # a structured answer is text
+        has_calls = bool(work_call_ids(decision.ai, settings.output_tools))  # a structured answer is text
         finalized = None
         if has_calls:
             update["messages"] = stop_answers(decision.ai, why)

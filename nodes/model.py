@@ -29,12 +29,11 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
-from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.runtime import get_runtime
@@ -45,6 +44,7 @@ from langgraph_loop.core.messages import (
     PROGRESS_NAME,
     as_message,
     drain,
+    encodable,
     iteration_messages,
     loop_message,
     queue_notice,
@@ -55,7 +55,13 @@ from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, iteration_info
 from langgraph_loop.core.stop import Guard, guard, stop_instruction, stop_update
 from langgraph_loop.nodes.binding import call_model, final_model
-from langgraph_loop.nodes.limits import MIN_FINAL_OUTPUT, budget_guard, final_answer_room, timeout_guard
+from langgraph_loop.nodes.limits import (
+    MIN_FINAL_OUTPUT,
+    budget_guard,
+    count_tokens,
+    final_answer_room,
+    timeout_guard,
+)
 
 __all__ = ["ModelNode", "build_request", "criteria_instruction", "estimate_usage",
            "pick_tools", "progress_message", "system_message", "without_tool_calls"]
@@ -168,10 +174,10 @@ def without_tool_calls(message: AIMessage, keep: Collection[str] = ()) -> AIMess
     )
 
 
-def estimate_usage(request: Sequence[BaseMessage], reply: BaseMessage) -> Usage:
-    """Approximate usage for models that report none (only used for token budgets)."""
-    inp = count_tokens_approximately(list(request))
-    out = count_tokens_approximately([reply])
+def estimate_usage(request: Sequence[BaseMessage], reply: BaseMessage, model: Any = None) -> Usage:
+    """Usage for models that report none (only used for token budgets): ``count_tokens``."""
+    inp = count_tokens(model, request)
+    out = count_tokens(model, [reply])
     return {"input_tokens": inp, "output_tokens": out, "total_tokens": inp + out}
 
 
@@ -193,7 +199,14 @@ def pick_tools(chosen: Any, tools: Sequence[BaseTool]) -> list[BaseTool]:
 @dataclass
 class Call:
     """One model call as planned: the request, whether it is the final answer, the writes
-    decided before it (a stop found here), and whether the notice queue was drained."""
+    decided before it (a stop found here), and whether the notice queue was drained.
+
+    Text enters the transcript here: the request is sent ``encodable`` (a lone surrogate
+    escaped, ``core/messages.py``), and the stored messages that changed are written back
+    under their ids (``fixed``) with the reply, itself made ``encodable`` by ``record``.
+    Checked: the messages after the newest reply (what came in since the last call), or the
+    whole request on a run's first call (``whole``: it may hold an imported history).
+    """
 
     settings: LoopSettings
     request: list[BaseMessage]
@@ -202,6 +215,23 @@ class Call:
     drained: bool
     extra: list[BaseMessage] = field(default_factory=list)
     update: dict[str, Any] = field(default_factory=dict)
+    fixed: list[BaseMessage] = field(default_factory=list)
+    whole: InitVar[bool] = True
+
+    def __post_init__(self, whole: bool) -> None:
+        start = 0 if whole else len(self.request)
+        while start > 0 and not isinstance(self.request[start - 1], AIMessage):
+            start -= 1
+        new = self.request[start:]
+        sent = {id(m): encodable(m) for m in [*new, *self.extra]}
+        self.fixed = [sent[id(m)] for m in new if sent[id(m)] is not m and m.id is not None]
+        self.request = [*self.request[:start], *(sent[id(m)] for m in new)]
+        self.extra = [sent[id(m)] for m in self.extra]
+
+
+def _first_call(state: LoopState) -> bool:
+    """This is the run's first model call."""
+    return state.get("iteration", 1) == 1 and not iteration_info(state).get("model_calls")
 
 
 class ModelNode:
@@ -260,7 +290,8 @@ class ModelNode:
             request = build_request(state, settings, extra)
             over = budget_guard(state, settings, request)
             if over is None:
-                return Call(settings, request, run, final=False, drained=bool(pending), extra=extra)
+                return Call(settings, request, run, final=False, drained=bool(pending), extra=extra,
+                            whole=_first_call(state))
             update = stop_update(run, over)
             run, stop = update["run"], over["reason"]
         if run.get("finalized") or not settings.limits.final_answer:
@@ -271,7 +302,7 @@ class ModelNode:
         notice = drain(pending, run=str(run.get("id")))
         final_extra: list[BaseMessage] = [notice] if notice is not None else []
         return Call(settings, build_request(state, settings, final_extra), run, final=True,
-                    drained=True, extra=final_extra, update=update)
+                    drained=True, extra=final_extra, update=update, whole=_first_call(state))
 
     @staticmethod
     def _filter(call: Call) -> Any:
@@ -297,8 +328,7 @@ class ModelNode:
     def record(self, state: LoopState, call: Call, reply: AIMessage,
                offered: Sequence[BaseTool] | None) -> dict[str, Any]:
         """The update after the reply: the messages, usage and the iteration's counts."""
-        run = call.run
-        reply = with_unique_call_ids(reply)
+        run, reply = call.run, encodable(with_unique_call_ids(reply))
         if call.final:
             structured = call.settings.structured
             reply = without_tool_calls(reply, structured.tool_names if structured else ())
@@ -307,12 +337,12 @@ class ModelNode:
             reply = reply.model_copy(update={"name": call.settings.name})
         usage = usage_of(reply)
         if usage is None and call.settings.limits.token_budget is not None:
-            usage = estimate_usage(call.request, reply)
+            usage = estimate_usage(call.request, reply, call.settings.model)
         info: dict[str, Any] = dict(iteration_info(state))
         info["model_calls"] = info.get("model_calls", 0) + 1
         info["usage"] = add_usage(info.get("usage"), usage)
         info["offered"] = None if offered is None else [t.name for t in offered]
-        update: dict[str, Any] = {**call.update, "messages": [*call.extra, reply],
+        update: dict[str, Any] = {**call.update, "messages": [*call.fixed, *call.extra, reply],
                                   "usage": add_usage(state.get("usage"), usage),
                                   "iteration_info": info}
         if run != state.get("run"):

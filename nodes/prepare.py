@@ -1,6 +1,7 @@
 """The ``prepare`` node: start a run with fresh per-run counters.
 
-It validates the run's overrides, gives the run an id, resets every per-run key
+It validates the run's overrides and stores them with the run (``run["overrides"]``: every
+resume of the run enforces them), gives the run an id, resets every per-run key
 (``iteration``, ``iterations``, ``usage``, ``judge_usage``, ``progress``, the fresh-context
 baseline; the loop detector's window is derived from the run's own messages), drops
 notices left by earlier runs, and repairs a thread whose last AIMessage still has
@@ -25,8 +26,8 @@ from typing import Any
 from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
 from langgraph.runtime import get_runtime
 
-from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import call_async, call_sync
+from langgraph_loop.core.history import not_executed
 from langgraph_loop.core.messages import unanswered_tail
 from langgraph_loop.core.records import RunInfo, emit, new_iteration, new_usage
 from langgraph_loop.core.settings import LoopSettings
@@ -42,11 +43,12 @@ def repair_dangling(messages: Sequence[BaseMessage]) -> list[Any]:
     if not missing:
         return []
     later = [m for m in messages[index + 1 :] if not isinstance(m, ToolMessage)]
-    answers = [ToolMessage(prompts.CANCELLED, tool_call_id=c, status="error") for c in missing]
+    answers = [not_executed(c) for c in missing]
     return [RemoveMessage(id=str(m.id)) for m in later] + answers + later
 
 
-def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = None) -> dict[str, Any]:
+def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = None,
+              overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """The update that starts a run: fresh per-run keys, a repaired thread (pure).
 
     Example:
@@ -63,7 +65,7 @@ def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = N
     request_id = request.id if request is not None else None
     run: RunInfo = {"id": uuid.uuid4().hex, "started_at": started, "request_id": request_id,
                     "tool_calls": 0, "auto_rounds": 0, "finalized": False,
-                    "pressure_queued": False, "guard": None}
+                    "pressure_queued": False, "guard": None, "overrides": dict(overrides or {})}
     update: dict[str, Any] = {
         "run": run,
         "iteration_info": new_iteration(request_id, now=started),
@@ -99,8 +101,10 @@ class PrepareNode:
         self.settings = settings
 
     def _start(self, state: LoopState) -> tuple[dict[str, Any], LoopSettings]:
-        settings = self.settings.for_runtime(get_runtime())  # validates per-run overrides
-        return start_run(state, settings), settings
+        runtime = get_runtime()
+        overrides = self.settings.overrides(runtime.context)  # validated, stored with the run
+        settings = self.settings.for_runtime(runtime)
+        return start_run(state, settings, overrides=overrides), settings
 
     def invoke(self, state: LoopState) -> dict[str, Any]:
         """Sync entry point."""

@@ -52,13 +52,11 @@ from langchain.agents.structured_output import (
 from langchain_core.messages import AIMessage, ToolMessage
 
 from langgraph_loop.core import prompts
-from langgraph_loop.core.messages import call_ids
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.structured import StructuredOutput
 
-__all__ = ["RespondNode", "read_native_answer", "read_tool_answer", "retry_text", "structured_due",
-           "work_call_ids"]
+__all__ = ["RespondNode", "read_native_answer", "read_tool_answer", "retry_text", "structured_due"]
 
 
 def structured_due(state: LoopState, structured: StructuredOutput | None) -> bool:
@@ -71,13 +69,6 @@ def structured_due(state: LoopState, structured: StructuredOutput | None) -> boo
     if structured.native:
         return not ai.tool_calls and not ai.invalid_tool_calls
     return any(call["name"] in structured.tool_names for call in ai.tool_calls)
-
-
-def work_call_ids(ai: AIMessage, structured: StructuredOutput | None) -> list[str]:
-    """The reply's calls the tools must answer: all but the output-tool calls (a reply that
-    only calls output tools is an answer, like text)."""
-    names = structured.tool_names if structured is not None else frozenset()
-    return [c for c in call_ids(ai) if c not in {str(t["id"]) for t in ai.tool_calls if t["name"] in names}]
 
 
 def retry_text(error: StructuredOutputError, handle_errors: Any) -> str | None:

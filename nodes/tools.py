@@ -50,7 +50,8 @@ from langgraph.types import Command
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.compat import durable
-from langgraph_loop.core.messages import cap_output, resolve_removals, unanswered_tail
+from langgraph_loop.core.history import resolve_removals
+from langgraph_loop.core.messages import cap_output, unanswered_tail
 from langgraph_loop.core.records import CallRecord, emit
 from langgraph_loop.core.settings import LOOP_KEYS, LoopSettings
 from langgraph_loop.core.state import LoopState, iteration_info

@@ -39,28 +39,29 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Collection, Sequence
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
-    RemoveMessage,
     SystemMessage,
     ToolMessage,
 )
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from typing_extensions import TypedDict
 
 from langgraph_loop.core import prompts
 
+MessageT = TypeVar("MessageT", bound=BaseMessage)
+
 __all__ = ["CONTINUE_NAME", "NOTICE_NAME", "PROGRESS_NAME", "RESPOND_NAME", "SUMMARY_NAME", "TAGS",
-           "Notice", "StructuredReply", "as_message", "as_structured", "as_text", "call_ids",
-           "call_label", "cap_output", "check_pairing", "clip", "digest", "drain", "iteration_messages",
-           "loop_message", "notice_message", "queue_notice", "resolve_removals", "shorten", "unanswered_tail",
-           "with_unique_call_ids"]
+           "Notice", "Problem", "as_message", "as_text", "call_ids", "call_label", "cap_output",
+           "check_pairing", "clip", "describe", "digest", "drain", "encodable", "encodable_text",
+           "iteration_messages", "loop_message", "notice_message", "pairing_problems", "queue_notice",
+           "shorten", "unanswered_tail", "with_unique_call_ids", "work_call_ids"]
 
 NOTICE_NAME = "loop_warning"
 """Deferred notices delivered to the model (loop warnings, budget pressure, the stop notice)."""
@@ -101,6 +102,13 @@ def call_ids(message: BaseMessage) -> list[str]:
     return ids
 
 
+def work_call_ids(ai: AIMessage, output_tools: Collection[str] = ()) -> list[str]:
+    """The reply's calls the tools must answer: all but calls of ``output_tools`` (the
+    structured-output tools; a reply that only calls those is an answer, like text)."""
+    skip = {str(c["id"]) for c in ai.tool_calls if c["name"] in output_tools}
+    return [c for c in call_ids(ai) if c not in skip] if skip else call_ids(ai)
+
+
 def with_unique_call_ids(message: AIMessage) -> AIMessage:
     """The reply with a fresh id for every call whose id is missing or repeats an earlier one
     (valid and malformed calls alike), so the request and the transcript agree.
@@ -131,33 +139,62 @@ def with_unique_call_ids(message: AIMessage) -> AIMessage:
                                       "invalid_tool_calls": fixed(message.invalid_tool_calls)})
 
 
-def check_pairing(messages: Sequence[BaseMessage]) -> list[str]:
-    """Problems that would make a provider reject this message list (empty = valid)."""
-    problems: list[str] = []
+class Problem(NamedTuple):
+    """One broken pairing rule: where (``at``: a message index), which ``rule``, the call ids
+    involved, and for ``unanswered`` the message that came before the answers (None: the
+    list ended)."""
+
+    at: int
+    rule: Literal["system_first", "orphan_tool", "unanswered", "duplicate_ids"]
+    ids: tuple[str, ...] = ()
+    before: int | None = None
+
+
+def pairing_problems(messages: Sequence[BaseMessage]) -> list[Problem]:
+    """The pairing rules a list breaks, in order (empty = valid): the one definition."""
+    problems: list[Problem] = []
     waiting: list[str] = []
     owner = -1
     for i, msg in enumerate(messages):
         if isinstance(msg, SystemMessage) and i != 0:
-            problems.append(f"message {i}: system message not first")
+            problems.append(Problem(i, "system_first"))
         if isinstance(msg, ToolMessage):
             if msg.tool_call_id in waiting:
                 waiting.remove(msg.tool_call_id)
             else:
-                problems.append(f"message {i}: tool message {msg.tool_call_id!r} answers no open call")
+                problems.append(Problem(i, "orphan_tool", (msg.tool_call_id,)))
             continue
         if waiting:
-            problems.append(
-                f"message {owner}: tool calls {waiting} not answered before message {i} ({msg.type})"
-            )
+            problems.append(Problem(owner, "unanswered", tuple(waiting), i))
             waiting = []
         ids = call_ids(msg)
         if ids:
             if len(set(ids)) != len(ids):
-                problems.append(f"message {i}: duplicate tool call ids {ids}")
+                problems.append(Problem(i, "duplicate_ids", tuple(ids)))
             waiting, owner = list(dict.fromkeys(ids)), i
     if waiting:
-        problems.append(f"message {owner}: tool calls {waiting} not answered at the end")
+        problems.append(Problem(owner, "unanswered", tuple(waiting)))
     return problems
+
+
+def describe(problem: Problem, messages: Sequence[BaseMessage]) -> str:
+    """A problem as one line, naming the message by its index."""
+    i, ids = problem.at, list(problem.ids)
+    if problem.rule == "system_first":
+        return f"message {i}: system message not first"
+    if problem.rule == "orphan_tool":
+        return f"message {i}: tool message {ids[0]!r} answers no open call"
+    if problem.rule == "duplicate_ids":
+        return f"message {i}: duplicate tool call ids {ids}"
+    if problem.before is None:
+        return f"message {i}: tool calls {ids} not answered at the end"
+    return (f"message {i}: tool calls {ids} not answered before message {problem.before} "
+            f"({messages[problem.before].type})")
+
+
+def check_pairing(messages: Sequence[BaseMessage]) -> list[str]:
+    """Problems that would make a provider reject this message list (empty = valid)."""
+    return [describe(p, messages) for p in pairing_problems(messages)]
 
 
 def iteration_messages(messages: Sequence[BaseMessage], start_id: str | None) -> list[BaseMessage]:
@@ -178,37 +215,6 @@ def unanswered_tail(messages: Sequence[BaseMessage]) -> tuple[int, list[str]]:
         elif isinstance(msg, AIMessage):
             return i, [c for c in call_ids(msg) if c not in answered]
     return -1, []
-
-
-def resolve_removals(stored: Sequence[BaseMessage], new: Sequence[Any]) -> list[Any]:
-    """``new`` with its ``RemoveMessage``s resolved as LangGraph's ``add_messages`` does.
-
-    ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` removes everything before it (each stored
-    message by id: the messages channel stores only the change); removing an id that is
-    neither stored nor written before it is a ``ValueError``.
-
-    Example:
-        >>> old = [HumanMessage("a", id="1")]
-        >>> [m.id for m in resolve_removals(old, [RemoveMessage(id=REMOVE_ALL_MESSAGES),
-        ...                                       HumanMessage("b", id="2")])]
-        ['1', '2']
-        >>> resolve_removals(old, [RemoveMessage(id="9")])
-        Traceback (most recent call last):
-        ...
-        ValueError: Attempting to delete a message with an ID that doesn't exist ('9')
-    """
-    if not any(isinstance(m, RemoveMessage) for m in new):
-        return list(new)
-    wipes = [i for i, m in enumerate(new) if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES]
-    if wipes:
-        return [RemoveMessage(id=str(m.id)) for m in stored if m.id] + list(new[wipes[-1] + 1:])
-    known = {m.id for m in stored}
-    for message in new:
-        if isinstance(message, RemoveMessage) and message.id not in known:
-            raise ValueError(f"Attempting to delete a message with an ID that doesn't exist "
-                             f"('{message.id}')")
-        known.add(getattr(message, "id", None))
-    return list(new)
 
 
 # --- the deferred-notice queue ---------------------------------------------------------------
@@ -247,14 +253,6 @@ def drain(pending: Sequence[Notice] | None, *, run: str) -> HumanMessage | None:
 
 # --- model replies ---------------------------------------------------------------------------
 
-class StructuredReply(TypedDict):
-    """What ``with_structured_output(..., include_raw=True)`` returns."""
-
-    raw: AIMessage
-    parsed: Any
-    parsing_error: BaseException | None
-
-
 def as_message(result: Any, what: str) -> AIMessage:
     """A model's result that must be a reply (``TypeError`` naming ``what`` if not).
 
@@ -267,20 +265,71 @@ def as_message(result: Any, what: str) -> AIMessage:
     return result
 
 
-def as_structured(result: Any, what: str) -> StructuredReply:
-    """The result of a structured-output runnable with ``include_raw=True``."""
-    if not isinstance(result, dict) or not isinstance(result.get("raw"), AIMessage):
-        raise TypeError(f"{what} returned {type(result).__name__}, expected "
-                        "{'raw': AIMessage, 'parsed': ..., 'parsing_error': ...}")
-    return {"raw": result["raw"], "parsed": result.get("parsed"),
-            "parsing_error": result.get("parsing_error")}
-
-
 # --- text ------------------------------------------------------------------------------------
 
 def digest(text: str, length: int = 16) -> str:
-    """A short, stable hex digest of ``text`` (SHA-1, first ``length`` characters)."""
-    return hashlib.sha1(text.encode()).hexdigest()[:length]
+    """A short, stable hex digest of any ``text`` (SHA-1, first ``length`` characters); lone
+    surrogates (``os.listdir``'s undecodable bytes) are hashed as they are."""
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:length]
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+def encodable_text(text: str) -> str:
+    """``text`` a strict UTF-8 encoder accepts: a surrogate pair becomes its character and a
+    lone surrogate its escape (``'\\udcff'``), so nothing is dropped.
+
+    Example:
+        >>> encodable_text("report\\udcff.txt") == "report\\\\udcff.txt", encodable_text("ok")
+        (True, 'ok')
+    """
+    if not _SURROGATE.search(text):
+        return text
+    text = _PAIR.sub(lambda m: m.group().encode("utf-16", "surrogatepass").decode("utf-16"), text)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _has_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return _SURROGATE.search(value) is not None
+    if isinstance(value, dict):
+        return any(_has_surrogate(k) or _has_surrogate(v) for k, v in value.items())
+    return isinstance(value, list | tuple) and any(_has_surrogate(v) for v in value)
+
+
+def _encodable_value(value: Any) -> Any:
+    """A JSON-like value with every string in it made ``encodable_text`` (keys included)."""
+    if isinstance(value, str):
+        return encodable_text(value)
+    if isinstance(value, dict):
+        return {_encodable_value(k): _encodable_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_encodable_value(v) for v in value)
+    return value
+
+
+def encodable(message: MessageT) -> MessageT:
+    """The message with its text and its tool calls' arguments ``encodable_text`` (the same
+    object when there is nothing to escape). Where text enters the transcript, the model
+    node passes each message through this once, so a provider client that encodes strictly
+    can send it and the checkpoint stores the same text.
+
+    Example:
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {"n": "caf\\udce9"}, "id": "c"}])
+        >>> encodable(ai).tool_calls[0]["args"] == {"n": "caf\\\\udce9"}, encodable(ai) is ai
+        (True, False)
+    """
+    fields: dict[str, Any] = {"content": message.content}
+    if isinstance(message, AIMessage):
+        fields.update(tool_calls=message.tool_calls, invalid_tool_calls=message.invalid_tool_calls)
+    if not _has_surrogate(fields):
+        return message
+    update = {k: _encodable_value(v) for k, v in fields.items()}
+    if isinstance(message, AIMessage) and "tool_calls" in message.additional_kwargs:
+        update["additional_kwargs"] = _encodable_value(message.additional_kwargs)
+    return message.model_copy(update=update)
 
 
 def clip(text: str, limit: int) -> str:

@@ -90,6 +90,8 @@ class RunInfo(TypedDict, total=False):
     """No final-answer call follows the stop (made, skipped, or not needed)."""
     pressure_queued: bool
     guard: Guard | None
+    overrides: dict[str, Any]
+    """The run's per-run overrides (its ``context=``), so every resume enforces them."""
 
 
 class IterationInfo(TypedDict, total=False):

@@ -44,7 +44,8 @@ from langgraph_loop.core.shape import Shape
 from langgraph_loop.core.state import LoopContext, LoopState
 from langgraph_loop.core.structured import StructuredOutput, resolve_response_format
 
-__all__ = ["LOOP_KEYS", "OVERRIDES", "LoopSettings", "RunOverrides", "overrides_in"]
+__all__ = ["LOOP_KEYS", "OVERRIDES", "LoopSettings", "RunOverrides", "run_overrides",
+           "split_provider_tools"]
 
 Callback = Callable[..., Any]
 
@@ -90,27 +91,38 @@ def _declared(schema: Any) -> set[str]:
     return set(fields or getattr(schema, "__annotations__", {}))
 
 
-def overrides_in(context: Any, schema: Any = None) -> Mapping[str, Any] | None:
-    """The per-run overrides a run's ``context`` carries.
+def run_overrides(context: Any, schema: Any = None) -> Mapping[str, Any] | None:
+    """The per-run overrides a run's ``context=`` carries (None: none); the one place they
+    are read from a context.
 
-    Without a user ``context_schema`` a mapping context holds overrides only (an unknown key
-    is an error when validated). With one, the context is the user's; the override names
-    (``LoopContext``) may sit beside its own fields, and a key that is neither is an error.
+    Without a user ``context_schema`` the context holds overrides only: any ``Mapping``
+    (an unknown key is an error when validated); anything else is a ``ValueError``. With
+    one, the context is the user's: the override names (``LoopContext``) may sit beside its
+    fields (mapping keys or attributes), and a mapping key that is neither is an error.
 
     Example:
-        >>> overrides_in({"max_tool_calls": 2})
+        >>> from types import MappingProxyType
+        >>> dict(run_overrides(MappingProxyType({"max_tool_calls": 2})))
         {'max_tool_calls': 2}
+        >>> try:
+        ...     run_overrides("max_tool_calls=2")
+        ... except ValueError as exc:
+        ...     print(str(exc)[:48])
+        context: expected a mapping of per-run overrides
         >>> from dataclasses import dataclass
         >>> @dataclass
         ... class Ctx:
         ...     user_id: str
-        >>> overrides_in(Ctx("u"), Ctx), overrides_in({"user_id": "u", "max_tool_calls": 1}, Ctx)
+        >>> run_overrides(Ctx("u"), Ctx), run_overrides({"user_id": "u", "max_tool_calls": 1}, Ctx)
         (None, {'max_tool_calls': 1})
     """
     if context is None:
         return None
     if schema is None:
-        return context if isinstance(context, dict) else None
+        if isinstance(context, Mapping):
+            return context
+        raise ValueError(f"context: expected a mapping of per-run overrides (a dict with any of "
+                         f"{', '.join(OVERRIDES)}), got {type(context).__name__} {context!r:.60}")
     if isinstance(context, Mapping):
         unknown = sorted(k for k in context if k not in OVERRIDES and k not in _declared(schema))
         if unknown:
@@ -258,15 +270,30 @@ class LoopSettings:
         return primary_chat_model(self.model)
 
     @property
+    def output_tools(self) -> frozenset[str]:
+        """The structured-output tools' names (their calls are answers, not work)."""
+        return self.structured.tool_names if self.structured is not None else frozenset()
+
+    @property
     def recursion_limit(self) -> int:
         """The compiled graph's recursion limit: room for every configured iteration."""
         return self.shape.recursion_limit(max_model_calls=self.limits.max_model_calls,
                                           max_iterations=self.max_iterations)
 
     def for_runtime(self, runtime: Runtime[Any] | None) -> LoopSettings:
-        """These settings with the running graph's overrides (its runtime context) applied."""
+        """These settings with the running graph's overrides (its runtime context) applied.
+
+        On a resume the context holds the overrides the run started with: ``prepare`` stores
+        them in ``run["overrides"]`` and ``LoopGraph`` passes them again.
+        """
         context = runtime.context if runtime is not None else None
-        return self.for_run(overrides_in(context, self.context_schema))
+        return self.for_run(run_overrides(context, self.context_schema))
+
+    def overrides(self, context: Any) -> dict[str, Any]:
+        """A run's overrides, validated (``ValueError`` otherwise): what the run stores."""
+        given = dict(run_overrides(context, self.context_schema) or {})
+        self.for_run(given)
+        return given
 
     def for_run(self, context: Mapping[str, Any] | None) -> LoopSettings:
         """These settings with a run's overrides applied and validated."""

@@ -31,9 +31,12 @@ from langchain.agents.structured_output import (
     ToolStrategy,
 )
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage
 from langchain_core.tools import BaseTool
+from typing_extensions import TypedDict
 
-__all__ = ["StructuredOutput", "resolve_response_format", "supports_native_output"]
+__all__ = ["StructuredOutput", "StructuredReply", "as_structured", "resolve_response_format",
+           "supports_native_output"]
 
 
 @dataclass(frozen=True)
@@ -106,3 +109,22 @@ def resolve_response_format(response_format: Any, model: Any,
     if taken:
         raise ValueError(f"response_format: the output tools {taken} have the names of the agent's tools")
     return StructuredOutput(strategy, bindings)
+
+
+# --- model replies ---------------------------------------------------------------------------
+
+class StructuredReply(TypedDict):
+    """What ``with_structured_output(..., include_raw=True)`` returns."""
+
+    raw: AIMessage
+    parsed: Any
+    parsing_error: BaseException | None
+
+
+def as_structured(result: Any, what: str) -> StructuredReply:
+    """The result of a structured-output runnable with ``include_raw=True``."""
+    if not isinstance(result, dict) or not isinstance(result.get("raw"), AIMessage):
+        raise TypeError(f"{what} returned {type(result).__name__}, expected "
+                        "{'raw': AIMessage, 'parsed': ..., 'parsing_error': ...}")
+    return {"raw": result["raw"], "parsed": result.get("parsed"),
+            "parsing_error": result.get("parsing_error")}

@@ -1,7 +1,8 @@
 """Shared helpers of the fault-reproduction tests (issue 21), on the public API only.
 
-``check_pairing`` (the library's own rule of a provider-valid list) is imported here and
-nowhere else in ``tests/faults``: if it moves again, only the import below changes.
+``check_pairing`` (the library's own rule of a provider-valid list) and ``encodable_text``
+(its one repair of text a strict encoder refuses) are imported here and nowhere else in
+``tests/faults``: if they move again, only the import below changes.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import LLMResult
 from langchain_core.runnables import RunnableConfig
 
-from langgraph_loop.core.messages import check_pairing  # the one line to change if it moves
+from langgraph_loop.core.messages import check_pairing, encodable_text  # the one line to change
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = [
     "Meter",
     "TokenCountingModel",
+    "as_stored",
     "assert_rejected",
     "assert_valid",
     "check_pairing",
@@ -39,6 +41,17 @@ __all__ = [
 def thread(tid: str) -> RunnableConfig:
     """A config for one thread."""
     return {"configurable": {"thread_id": tid}}
+
+
+def as_stored(value: Any) -> Any:
+    """A value the model said as the loop stores it: every string ``encodable_text``."""
+    if isinstance(value, str):
+        return encodable_text(value)
+    if isinstance(value, dict):
+        return {k: as_stored(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [as_stored(v) for v in value]
+    return value
 
 
 def assert_valid(messages: Sequence[BaseMessage]) -> None:

@@ -153,3 +153,21 @@ def test_unknown_role_is_a_value_error_and_the_thread_stays_readable(
     assert stored(agent, thread("role"))[0][-1][:2] == ("ai", "hello")
     result = agent.invoke({"messages": [HumanMessage("are you there?")]}, thread("role"))
     assert texts(result["messages"]) == ["hi", "hello", "are you there?", "still here"]
+
+
+def test_update_state_is_checked_like_an_input(scripted: list[ScriptedChatModel]) -> None:
+    """The same rules through ``update_state`` (added with the fix): an orphan ToolMessage
+    is a ``ValueError`` and writes nothing; an AIMessage whose calls the update ends on stays
+    open (the tools may still answer them), and a new turn answers it as not executed."""
+    RAN.clear()
+    agent, model = _with_one_turn(scripted, "update", "four")
+    config = thread("update")
+    text = assert_rejected(agent, model, config, lambda: agent.update_state(
+        config, {"messages": [ToolMessage("3", tool_call_id="ghost")]}))
+    assert "ghost" in text and "message 0" in text, text
+    agent.update_state(config, {"messages": [_call("u1")]})
+    assert kinds(agent.get_state(config).values["messages"])[-1] == "ai+calls"
+    result = agent.invoke({"messages": [HumanMessage("go on")]}, config)
+    assert kinds(model.requests[-1])[-3:] == ["ai+calls", "tool:error", "human"]
+    assert RAN == [] and result["messages"][-1].content == "four"
+    assert_valid(result["messages"])

@@ -156,3 +156,19 @@ def test_a_context_cap_holds_after_a_resume_from_a_provider_error(
     result = agent.invoke(None, thread("down"))
     assert RAN == ["u1"]
     assert result["stop_reason"] == "max_tool_calls"
+
+
+def test_a_resume_context_cannot_loosen_the_run_cap(scripted: list[ScriptedChatModel]) -> None:
+    """Added with the fix: a resume that brings its own ``context`` (a server may send the
+    assistant's) may add overrides, but the run's own ``max_tool_calls=1`` still holds."""
+    RAN.clear()
+    model = ScriptedChatModel(script=[RuntimeError("provider down")],
+                              default=lambda _m: [("fetch", {"url": f"u{len(RAN) + 1}"})],
+                              no_tools_reply="summary")
+    scripted.append(model)
+    agent = create_loop_agent(model, [fetch], checkpointer=InMemorySaver())
+    with pytest.raises(RuntimeError, match="provider down"):
+        agent.invoke({"messages": [HumanMessage("read the site")]}, thread("loosen"),
+                     context={"max_tool_calls": 1})
+    result = agent.invoke(None, thread("loosen"), context={"max_tool_calls": 9})
+    assert RAN == ["u1"] and result["stop_reason"] == "max_tool_calls"

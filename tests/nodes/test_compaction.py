@@ -23,11 +23,11 @@ from langgraph_loop import Compaction, StopReason, create_loop_agent
 from langgraph_loop.nodes.compaction import (
     SUMMARY_NAME,
     compaction_writes,
-    count_tokens,
     plan_compaction,
     render,
     summary_message,
 )
+from langgraph_loop.nodes.limits import count_tokens
 from langgraph_loop.scripted import ScriptedChatModel
 
 # ---------------------------------------------------------------- pure decisions

@@ -33,7 +33,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import RetryPolicy
 
 from langgraph_loop import (
     Approval,
@@ -48,10 +47,18 @@ from langgraph_loop import (
 )
 from langgraph_loop import builder as builder_module
 from langgraph_loop.scripted import ScriptedChatModel
-from tests.support.fuzz import CALLS, FuzzModel, ModelDown, World, make_tools, reply_item
+from tests.support.fuzz import (
+    CALLS,
+    FuzzModel,
+    ModelDown,
+    SummarizerModel,
+    World,
+    make_tools,
+    reply_item,
+)
 from tests.support.fuzz_drive import check_requests, check_run, drive, resolver_for
 
-FAST_RETRY = RetryPolicy(max_attempts=3, initial_interval=0.0, jitter=False)
+FAST_RETRY = builder_module.RETRY._replace(initial_interval=0.0, jitter=False)
 PRESSURE = "Budget almost spent: finish now."
 
 # --- behaviours --------------------------------------------------------------------------
@@ -180,7 +187,7 @@ def build(c: dict[str, Any], script: list[tuple[Any, ...]], world: World,
         judge = Judge(model=judge_model, criteria=["be correct"])
     compaction = None
     if c["compaction"] is not None:
-        summarizer = ScriptedChatModel(default="Summary of the earlier work.")
+        summarizer = SummarizerModel(default="Summary of the earlier work.", world=world)
         models.append(summarizer)
         compaction = Compaction(max_tokens=c["compaction"][0], keep_last=c["compaction"][1],
                                 summarizer=summarizer)

@@ -3,7 +3,8 @@
 A ``World`` records, in order, everything the invariants are checked against: tool
 executions (by call id), stop decisions seen on the stream, notices queued (custom
 events) and delivered (as seen in model requests), the tools offered to each model
-call, the replies (with their usage) and the approval decisions sent per call id.
+call, the replies (with their usage), the compaction summaries (with theirs: the loop counts
+them in ``usage``) and the approval decisions sent per call id.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from langgraph.types import interrupt
 from langgraph_loop.core.messages import NOTICE_NAME
 from langgraph_loop.scripted import ScriptedChatModel
 
-__all__ = ["CALLS", "GATED", "FuzzModel", "ModelDown", "World", "make_tools", "reply_item"]
+__all__ = ["CALLS", "GATED", "FuzzModel", "ModelDown", "SummarizerModel", "World", "make_tools",
+           "reply_item"]
 
 _IDS = itertools.count()
 GATED = ("danger", "wipe")
@@ -53,6 +55,7 @@ class World:
     executions: list[tuple[int, str, str]] = field(default_factory=list)  # (run, name, id)
     offered: dict[str, list[str]] = field(default_factory=dict)  # call id -> tools bound
     replies: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
+    summaries: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
     queued: dict[int, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     delivered: list[tuple[int, str]] = field(default_factory=list)  # (run, notice text)
     decisions: dict[str, dict[str, Any]] = field(default_factory=dict)  # call id -> decision
@@ -87,6 +90,18 @@ class FuzzModel(ScriptedChatModel):
         reply = super()._next(messages, kwargs)
         tools = [t["function"]["name"] for t in kwargs.get("tools") or []]
         self.world.on_reply(messages, reply, tools)
+        return reply
+
+
+class SummarizerModel(ScriptedChatModel):
+    """A scripted summarizer that reports its replies' usage to its world."""
+
+    world: Any = None
+
+    def _next(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> AIMessage:
+        reply = super()._next(messages, kwargs)
+        self.world.summaries[self.world.run].append(
+            (reply.usage_metadata or {}).get("total_tokens", 0))
         return reply
 
 

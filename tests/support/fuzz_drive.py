@@ -279,8 +279,9 @@ def check_run(world: World, run: int, values: dict[str, Any], *, cap: int | None
     assert cap is None or ran <= cap, (cap, records)
     assert (values.get("run") or {}).get("tool_calls", 0) == ran, (values.get("run"), records)
     assert len({i for _, i in mine}) <= ran, (records, mine)
-    assert values["usage"]["total_tokens"] == sum(world.replies[run]), (values["usage"],
-                                                                        world.replies[run])
+    spent = sum(world.replies[run]) + sum(world.summaries[run])  # compaction counts too
+    assert values["usage"]["total_tokens"] == spent, (values["usage"], world.replies[run],
+                                                      world.summaries[run])
     model_calls = [r["model_calls"] for r in values["iterations"]]
     assert sum(model_calls) == len(world.replies[run]), (model_calls, world.replies[run])
     assert len(values["iterations"]) == values["iteration"], values["iterations"]

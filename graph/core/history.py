@@ -1,0 +1,402 @@
+"""A run's input, checked before anything is written: ``LoopGraph`` and the history check.
+
+``LoopGraph`` (what ``create_loop_agent`` returns; built as ``Pregel.copy`` builds copies,
+since LangGraph runs no user code before it saves an input) checks ``stream``/``astream``
+and ``update_state`` calls first: unknown keys, no user message, a resume of a thread not
+paused, an invalid ``context=`` are ``ValueError``s. A run's ``messages`` go through
+``checked_messages``: merged with the stored thread as the messages channel would merge
+them, the result must keep the pairing rules (``core/messages.py``).
+
+Repaired, the same way every time (nothing is lost):
+
+- an input AIMessage's call without a ToolMessage is answered ``not_executed`` after it;
+- a stored HumanMessage sent again at the end of the input (LangGraph wrote its id into the
+  object) is a new turn under a fresh id, not a replacement;
+- the stored last AIMessage's calls a crashed step finished keep their saved results
+  (``saved_answers``, from the checkpoint's task writes).
+
+``update_state`` is checked the same way, without the fresh id (editing by id is its purpose),
+leaving the calls it ends on open for the tools.
+
+Rejected (a ``ValueError`` naming the input message, the rule; nothing written): an unknown
+role, a ToolMessage answering no open call, a system message not first, shared call ids.
+
+Example:
+    >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
+    >>> [m.type for m in checked_messages([HumanMessage("a"), ai, HumanMessage("b")], [])]
+    ['human', 'ai', 'tool', 'human']
+    >>> try:
+    ...     checked_messages([HumanMessage("a"), ToolMessage("3", tool_call_id="ghost")], [])
+    ... except ValueError as exc:
+    ...     print(str(exc)[:57])
+    input: message 1 (tool '3'): a tool message must answer a
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from langchain_core.messages import (
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolMessage,
+    convert_to_messages,
+)
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command, StateSnapshot
+
+from langgraph_loop.core import prompts
+from langgraph_loop.core.compat import messages_delta_reducer
+from langgraph_loop.core.messages import (
+    Problem,
+    as_text,
+    call_ids,
+    pairing_problems,
+    shorten,
+    unanswered_tail,
+)
+from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState
+
+__all__ = ["RULES", "LoopGraph", "answer_unanswered", "checked_messages", "input_problem",
+           "not_executed", "resolve_removals", "resume_problem", "saved_answers"]
+
+RULES: dict[str, str] = {
+    "system_first": "a system message may only come first in a thread",
+    "orphan_tool": ("a tool message must answer a tool call of the AIMessage right before it, "
+                    "and tool_call_id {id!r} answers no open call"),
+    "duplicate_ids": "the tool calls of one message need distinct ids, got {ids}",
+}
+"""The rules an input is rejected for (``Problem.rule``), as the error states them."""
+
+
+def _as_messages(value: Any) -> list[BaseMessage]:
+    """The input's messages (a list, or one message-like as LangGraph takes it)."""
+    items = value if isinstance(value, list) else [value]
+    out: list[BaseMessage] = []
+    for i, item in enumerate(items):
+        try:
+            out += convert_to_messages([item])
+        except (ValueError, TypeError, NotImplementedError) as exc:
+            raise ValueError(f"input: message {i}: {exc}; nothing was written") from exc
+    return out
+
+
+def _fresh_turn(messages: list[BaseMessage], stored: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """A stored HumanMessage sent again at the end of the input, as a new turn (fresh id)."""
+    last = messages[-1] if messages else None
+    if not isinstance(last, HumanMessage) or not last.id:
+        return messages
+    old = next((m for m in reversed(stored) if m.id == last.id), None)
+    if not isinstance(old, HumanMessage) or old.content != last.content:
+        return messages
+    return [*messages[:-1], last.model_copy(update={"id": None})]
+
+
+def _explain(problem: Problem, message: BaseMessage, index: int) -> str:
+    rule = RULES[problem.rule].format(id=problem.ids[0] if problem.ids else None,
+                                      ids=list(problem.ids))
+    return f"message {index} ({message.type} {shorten(as_text(message.content), 40)!r}): {rule}"
+
+
+def checked_messages(value: Any, stored: Sequence[BaseMessage],
+                     saved: Sequence[ToolMessage] = (), *, update: bool = False
+                     ) -> list[BaseMessage]:
+    """The messages a run writes for the input ``value`` on a thread holding ``stored``,
+    repaired, or a ``ValueError`` (see the module docstring). ``saved``: results a crashed
+    step saved for the stored last AIMessage's calls (``saved_answers``). ``update``: the
+    messages of an ``update_state`` (edits by id are its purpose, and calls it ends on stay
+    open for the tools)."""
+    given = _as_messages(value)
+    messages = given if update else _fresh_turn(given, stored)
+    where = {id(m): i for i, m in enumerate(messages)}  # the caller's index of each message
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    messages = answer_unanswered([*(m for m in saved if m.tool_call_id not in answered),
+                                  *messages], open_end=update)
+    merged = messages_delta_reducer(list(stored), [messages])
+    wrong = [_explain(p, merged[p.at], where[id(merged[p.at])]) for p in pairing_problems(merged)
+             if p.rule != "unanswered" and id(merged[p.at]) in where]
+    if wrong:
+        raise ValueError(f"input: {'; '.join(wrong)}; nothing was written")
+    return messages
+
+
+def saved_answers(writes: Iterable[Any], ids: Sequence[str]) -> list[ToolMessage]:
+    """The ToolMessages among a checkpoint's pending writes (a step's saved task results,
+    however nested) that answer the calls ``ids``, one per call, in the order of ``ids``.
+
+    Example:
+        >>> saved_answers([{"message": ToolMessage("r", tool_call_id="c1")}], ["c1", "c2"])
+        [ToolMessage(content='r', tool_call_id='c1')]
+    """
+    found: dict[str, ToolMessage] = {}
+    stack = list(writes)
+    while stack:
+        value = stack.pop()
+        if isinstance(value, ToolMessage):
+            if value.tool_call_id in ids:
+                found.setdefault(value.tool_call_id, value)
+        elif isinstance(value, Command):
+            stack.append(value.update)
+        elif isinstance(value, Mapping):
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+    return [found[i] for i in ids if i in found]
+
+
+def not_executed(call_id: str) -> ToolMessage:
+    """The answer to a call no run will execute (the one repair of an unanswered call)."""
+    return ToolMessage(prompts.CANCELLED, tool_call_id=call_id, status="error")
+
+
+def answer_unanswered(messages: Sequence[BaseMessage], *, open_end: bool = False
+                      ) -> list[BaseMessage]:
+    """The list with every unanswered call of its AIMessages answered ``not_executed``,
+    right after the ToolMessages of its AIMessage (``open_end``: calls the list ends on
+    stay open, for the tools to answer).
+
+    Example:
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
+        >>> [m.type for m in answer_unanswered([HumanMessage("a"), ai, HumanMessage("b")])]
+        ['human', 'ai', 'tool', 'human']
+    """
+    out: list[BaseMessage] = []
+    waiting: list[str] = []
+    for msg in messages:
+        if isinstance(msg, ToolMessage):
+            if msg.tool_call_id in waiting:
+                waiting.remove(msg.tool_call_id)
+        else:
+            out += [not_executed(c) for c in waiting]
+            waiting = list(dict.fromkeys(call_ids(msg)))
+        out.append(msg)
+    return out if open_end else out + [not_executed(c) for c in waiting]
+
+
+def resolve_removals(stored: Sequence[BaseMessage], new: Sequence[Any]) -> list[Any]:
+    """``new`` with its ``RemoveMessage``s resolved as LangGraph's ``add_messages`` does.
+
+    ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` removes everything before it (each stored
+    message by id: the messages channel stores only the change); removing an id that is
+    neither stored nor written before it is a ``ValueError``.
+
+    Example:
+        >>> old = [HumanMessage("a", id="1")]
+        >>> [m.id for m in resolve_removals(old, [RemoveMessage(id=REMOVE_ALL_MESSAGES),
+        ...                                       HumanMessage("b", id="2")])]
+        ['1', '2']
+        >>> resolve_removals(old, [RemoveMessage(id="9")])
+        Traceback (most recent call last):
+        ...
+        ValueError: Attempting to delete a message with an ID that doesn't exist ('9')
+    """
+    if not any(isinstance(m, RemoveMessage) for m in new):
+        return list(new)
+    wipes = [i for i, m in enumerate(new) if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES]
+    if wipes:
+        return [RemoveMessage(id=str(m.id)) for m in stored if m.id] + list(new[wipes[-1] + 1:])
+    known = {m.id for m in stored}
+    for message in new:
+        if isinstance(message, RemoveMessage) and message.id not in known:
+            raise ValueError(f"Attempting to delete a message with an ID that doesn't exist "
+                             f"('{message.id}')")
+        known.add(getattr(message, "id", None))
+    return list(new)
+
+
+# --- checking a run's input ------------------------------------------------------------
+
+ACCEPTED = sorted(LoopInput.__annotations__)
+NOTHING = ("input: nothing to work on: the run has no user message (pass "
+           "{'messages': [HumanMessage(...)]}, or continue a thread that has one)")
+
+
+def _has_user_message(messages: Any) -> bool:
+    if not isinstance(messages, Sequence) or isinstance(messages, str):
+        messages = [messages] if messages else []
+    try:
+        converted: list[BaseMessage] = convert_to_messages(list(messages))
+    except (ValueError, TypeError, NotImplementedError):
+        return True  # not ours to judge: LangGraph's reducer reports malformed messages
+    return any(m.type == "human" for m in converted)
+
+
+def input_problem(input: Mapping[str, Any], stored: StateSnapshot | None,
+                  accepted: Sequence[str] = ACCEPTED) -> str | None:
+    """Why a dict input cannot start a run (None when it can).
+
+    ``stored`` is the thread's saved state (None without a thread or checkpoint);
+    ``accepted`` the input keys (``LoopInput``'s, plus a user state schema's).
+    """
+    unknown = sorted(str(k) for k in input if k not in accepted)
+    if unknown:
+        return f"input: unknown key(s) {unknown}; a run accepts {sorted(accepted)}"
+    if _has_user_message(input.get("messages") or []):
+        return None
+    saved = (stored.values or {}).get("messages") if stored is not None else None
+    return None if _has_user_message(saved or []) else NOTHING
+
+
+def resume_problem(stored: StateSnapshot | None, thread: Any) -> str | None:
+    """Why ``Command(resume=...)`` cannot resume this thread (None when it can)."""
+    if stored is not None and stored.interrupts:
+        return None
+    if stored is None or not stored.values:
+        state = "has never run"
+    elif stored.next:
+        state = f"stopped before {list(stored.next)} without an interrupt (an error?)"
+    else:
+        state = "finished its last run"
+    how = ("send a new message with invoke({'messages': [HumanMessage(...)]}, config)"
+           if stored is None or not stored.next else "continue it with invoke(None, config)")
+    return (f"resume: thread {thread!r} is not paused at an interrupt (it {state}); "
+            f"nothing was resumed or written. To go on, {how}.")
+
+
+def _as_list(messages: Any) -> list[Any]:
+    return list(messages) if isinstance(messages, Sequence) and not isinstance(messages, str) else [messages]
+
+
+def _thread(config: RunnableConfig | None) -> Any:
+    return ((config or {}).get("configurable") or {}).get("thread_id")
+
+
+def _is_subgraph(config: RunnableConfig | None) -> bool:
+    """Called as a node of a parent graph: the parent's state may carry other keys."""
+    return bool(((config or {}).get("configurable") or {}).get("checkpoint_ns"))
+
+
+def _values(stored: StateSnapshot | None) -> dict[str, Any]:
+    return dict(stored.values or {}) if stored is not None else {}
+
+
+class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput]):
+    """A ``CompiledStateGraph`` that checks a run's input first (see module docstring).
+
+    ``check_context`` validates a run's ``context=`` (the builder passes
+    ``LoopSettings.overrides``); a resume runs under the run's stored overrides.
+    """
+
+    def __init__(self, *, check_context: Callable[[Any], object] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.check_context = check_context
+
+    def _checked(self, input: Any, config: RunnableConfig | None, kwargs: dict[str, Any],
+                 stored: StateSnapshot | None, saved: Sequence[ToolMessage]
+                 ) -> tuple[Any, dict[str, Any]]:
+        """The input and keywords the run starts with: checked (``ValueError``), repaired."""
+        if isinstance(input, Command) and input.resume is not None:
+            problem = resume_problem(stored, _thread(config))
+            if problem is not None:
+                raise ValueError(problem)
+        context = kwargs.get("context")
+        if context is not None and self.check_context is not None:
+            self.check_context(context)
+        kept = (_values(stored).get("run") or {}).get("overrides")
+        resume = input is None or isinstance(input, Command)
+        if resume and kept and (context is None or isinstance(context, Mapping)):
+            kwargs = {**kwargs, "context": {**(context or {}), **kept}}  # the run's win
+        if isinstance(input, Command) and input.update is not None:
+            input = replace(input, update=self._update(input.update, stored))
+        if isinstance(input, Mapping):
+            problem = input_problem(input, stored, tuple(self.builder.input_schema.__annotations__))
+            if problem is not None:
+                raise ValueError(problem)
+            if "messages" in input:
+                messages = _values(stored).get("messages") or []
+                given = resolve_removals(messages, _as_list(input["messages"]))
+                input = {**input, "messages": checked_messages(given, messages, saved)}
+        return input, kwargs
+
+    def _stored(self, config: RunnableConfig | None) -> StateSnapshot | None:
+        try:
+            return self.get_state(config or {}) if _thread(config) is not None else None
+        except ValueError:  # no checkpointer
+            return None
+
+    async def _astored(self, config: RunnableConfig | None) -> StateSnapshot | None:
+        try:
+            return await self.aget_state(config or {}) if _thread(config) is not None else None
+        except ValueError:
+            return None
+
+    def _saver(self, input: Any, stored: StateSnapshot | None) -> tuple[Any, list[str]]:
+        """The checkpointer and the stored last AIMessage's unanswered calls, when a new
+        message continues a thread whose last step did not finish (else no calls)."""
+        if not isinstance(input, Mapping) or stored is None or not stored.next:
+            return None, []
+        _, missing = unanswered_tail(_values(stored).get("messages") or [])
+        saver = self.checkpointer
+        return (saver, missing) if isinstance(saver, BaseCheckpointSaver) else (None, [])
+
+    def _saved(self, input: Any, stored: StateSnapshot | None) -> list[ToolMessage]:
+        saver, missing = self._saver(input, stored)
+        if not missing or stored is None:
+            return []
+        saved = saver.get_tuple(stored.config)
+        return saved_answers(saved.pending_writes or [] if saved else [], missing)
+
+    async def _asaved(self, input: Any, stored: StateSnapshot | None) -> list[ToolMessage]:
+        saver, missing = self._saver(input, stored)
+        if not missing or stored is None:
+            return []
+        saved = await saver.aget_tuple(stored.config)
+        return saved_answers(saved.pending_writes or [] if saved else [], missing)
+
+    def _update(self, values: Any, stored: StateSnapshot | None) -> Any:
+        """``update_state`` values with their messages checked (``checked_messages``)."""
+        if not isinstance(values, Mapping) or "messages" not in values:
+            return values
+        messages = _values(stored).get("messages") or []
+        return {**values, "messages": checked_messages(values["messages"], messages, update=True)}
+
+    def update_state(self, config: RunnableConfig, values: Any, as_node: str | None = None,
+                     task_id: str | None = None) -> RunnableConfig:
+        """``CompiledStateGraph.update_state`` after the messages check (``ValueError``)."""
+        if not _is_subgraph(config):
+            values = self._update(values, self._stored(config))
+        return super().update_state(config, values, as_node, task_id)
+
+    async def aupdate_state(self, config: RunnableConfig, values: Any, as_node: str | None = None,
+                            task_id: str | None = None) -> RunnableConfig:
+        """Async ``update_state``."""
+        if not _is_subgraph(config):
+            values = self._update(values, await self._astored(config))
+        return await super().aupdate_state(config, values, as_node, task_id)
+
+    def stream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
+               **kwargs: Any) -> Iterator[Any]:
+        """``CompiledStateGraph.stream`` after the input check (``ValueError``)."""
+        if not _is_subgraph(config):
+            stored = self._stored(config)
+            input, kwargs = self._checked(input, config, kwargs, stored, self._saved(input, stored))
+        return super().stream(input, config, **kwargs)
+
+    def astream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
+                **kwargs: Any) -> AsyncIterator[Any]:
+        """``CompiledStateGraph.astream`` after the input check (``ValueError``)."""
+        return self._astream(input, config, **kwargs)
+
+    async def _astream(self, input: Any, config: RunnableConfig | None,
+                       **kwargs: Any) -> AsyncIterator[Any]:
+        if not _is_subgraph(config):
+            stored = await self._astored(config)
+            saved = await self._asaved(input, stored)
+            input, kwargs = self._checked(input, config, kwargs, stored, saved)
+        async for chunk in super().astream(input, config, **kwargs):
+            yield chunk
+
+    @classmethod
+    def of(cls, graph: CompiledStateGraph[Any, Any, Any, Any],
+           check_context: Callable[[Any], object] | None = None) -> LoopGraph:
+        """The same compiled graph, as a ``LoopGraph`` (as ``Pregel.copy`` builds copies)."""
+        attrs = {k: v for k, v in graph.__dict__.items() if k != "__orig_class__"}
+        return cls(**attrs, check_context=check_context)
