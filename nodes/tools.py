@@ -380,10 +380,19 @@ def _answers(batch: _Batch, done: Mapping[str, Outcome]
     return messages, extra, records, logged
 
 
+_LOOP_VALUES = frozenset({"todos", "mode"})
+"""The loop's own single-value keys tools may write (``write_todos``, ``set_mode``): several
+parallel calls writing one are merged in call order, the last wins."""
+
+
 def _as_output(update: dict[str, Any], outcomes: Sequence[Outcome]) -> Any:
     """The node's return: the update, plus the tools' own updates and commands (each its own
     write, so reducers combine them as under ``ToolNode``)."""
-    updates = [u for o in outcomes for u in o.updates]
+    updates: list[dict[str, Any]] = []
+    for u in (u for o in outcomes for u in o.updates):
+        update.update({k: v for k, v in u.items() if k in _LOOP_VALUES})
+        rest = {k: v for k, v in u.items() if k not in _LOOP_VALUES}
+        updates.extend([rest] if rest else [])
     commands = [c for o in outcomes for c in o.commands]
     if not updates and not commands:
         return update

@@ -109,10 +109,8 @@ def checked_messages(value: Any, stored: Sequence[BaseMessage],
                      saved: Sequence[ToolMessage] = (), *, update: bool = False
                      ) -> list[BaseMessage]:
     """The messages a run writes for the input ``value`` on a thread holding ``stored``,
-    repaired, or a ``ValueError`` (see the module docstring). ``saved``: results a crashed
-    step saved for the stored last AIMessage's calls (``saved_answers``). ``update``: the
-    messages of an ``update_state`` (edits by id are its purpose, and calls it ends on stay
-    open for the tools)."""
+    repaired, or a ``ValueError`` (module docstring). ``saved``: ``saved_answers``;
+    ``update``: the messages of an ``update_state``."""
     given = _as_messages(value)
     messages = given if update else _fresh_turn(given, stored)
     where = {id(m): i for i, m in enumerate(messages)}  # the caller's index of each message
@@ -159,10 +157,10 @@ def not_executed(call_id: str) -> ToolMessage:
 def answer_unanswered(messages: Sequence[BaseMessage], *, open_end: bool = False
                       ) -> list[BaseMessage]:
     """The list with every unanswered call of its AIMessages answered ``not_executed``,
-    right after the ToolMessages of its AIMessage (``open_end``: calls the list ends on
-    stay open, for the tools to answer).
+    right after its AIMessage's ToolMessages (``open_end``: calls it ends on stay open).
 
     Example:
+        >>> from langchain_core.messages import AIMessage
         >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
         >>> [m.type for m in answer_unanswered([HumanMessage("a"), ai, HumanMessage("b")])]
         ['human', 'ai', 'tool', 'human']

@@ -110,7 +110,7 @@ def test_max_tool_calls_caps_executions_and_stops(scripted: list) -> None:
     scripted.append(model)
     agent = create_loop_agent(model, [add], limits=Limits(max_tool_calls=3))
     result = agent.invoke({"messages": [HumanMessage("go")]})
-    assert helpers.EXECUTED == ["add(1,1)", "add(2,2)", "add(3,3)"]
+    assert sorted(helpers.EXECUTED) == ["add(1,1)", "add(2,2)", "add(3,3)"]  # parallel calls
     refused = result["messages"][-3]
     assert refused.status == "error" and "tool call limit" in refused.content
     assert result["stop_reason"] == StopReason.MAX_TOOL_CALLS

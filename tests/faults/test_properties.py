@@ -31,9 +31,9 @@ Checked, for every example (``violations``):
 - the stored thread is provider-valid when each run ends.
 
 The tool-call class (shared or missing call ids, a tool answering another call, args
-mutated, block output past the cap, a ``Command`` writing loop-owned keys) is generated only
-with ``TOOL_CALL_CLASS_FIXED``: the ``tools`` node's rebuild on LangGraph's ``ToolNode``
-(another branch) fixes it and turns the switch on.
+mutated, block output past the cap, a ``Command`` writing loop-owned keys) is generated
+while ``TOOL_CALL_CLASS_FIXED`` is on (it is: the tools node's rebuild on ``ToolNode``
+fixed it).
 
 Budget: the hypothesis profile's ``max_examples`` examples of two runs each (``ci``: 1,000
 examples, 2,000 runs; ``HYPOTHESIS_PROFILE=dev``: 100 examples, 200 runs).
@@ -207,7 +207,7 @@ CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     **{f"command{i}": ("command", {"kind": i}) for i in range(COMMAND_KINDS)},
 }
 
-TOOL_CALL_CLASS_FIXED = False
+TOOL_CALL_CLASS_FIXED = True
 """Generate the tool-call class too (see the module docstring)."""
 TOOL_CALL_FAULTS = frozenset({"own", "mutate", "odd3", "command1", "command2", "command3"})
 """Tool behaviours of the tool-call class: answering another call (``own``, ``command1``),
