@@ -182,10 +182,12 @@ class Routes:
                 return "router"
             return self.shape.entry
         messages = state.get("messages") or []
-        _, pending = unanswered_tail(messages)
+        index, pending = unanswered_tail(messages)
         if pending:
-            gated = self.shape.approval and needs_approval(messages[-1], self.settings.approval)
+            gated = self.shape.approval and needs_approval(messages[index], self.settings.approval)
             return "approval" if gated else "tools"
+        if 0 <= index < len(messages) - 1:
+            return self.shape.entry  # the loop detector answered every call (blocked)
         return self.shape.iteration_end
 
     def after_router(self, state: LoopState, runtime: Runtime[Any] | None) -> str:

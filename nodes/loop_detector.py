@@ -31,7 +31,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -44,12 +44,13 @@ from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import Guard, stop_answer_text, stop_update
 from langgraph_loop.nodes.approval import needs_approval
-from langgraph_loop.nodes.detection import LoopWarning, observe
-from langgraph_loop.nodes.detector_state import DetectorState
+from langgraph_loop.nodes.detection import Finding, LoopWarning, observe
+from langgraph_loop.nodes.detector_state import BLOCKED_KIND, DetectorState
 from langgraph_loop.nodes.limits import PRESSURE_SOURCE, check_limits, pressure_due
+from langgraph_loop.nodes.tool_errors import tool_errors_guard
 
-__all__ = ["MEMO_SIZE", "Decision", "DetectorMemo", "LoopDetector", "results_before",
-           "stop_answers"]
+__all__ = ["MEMO_SIZE", "Decision", "DetectorMemo", "LoopDetector", "block_answers",
+           "results_before", "stop_answers"]
 
 MEMO_SIZE = 4096
 """Detector states a ``DetectorMemo`` remembers (one per reply; the oldest are dropped)."""
@@ -148,9 +149,10 @@ def _run_start(messages: Sequence[BaseMessage], end: int, request_id: Any) -> in
 class Decision:
     """What the detector concluded about the newest reply.
 
-    ``guard`` stops the run; ``warnings`` are queued; ``pressure`` queues the
-    budget-pressure notice; ``detector`` is the detection layers' new state (None when
-    detection is off; derived, never written to graph state).
+    ``guard`` stops the run; ``warnings`` are queued; ``blocks`` answer calls (by id)
+    with an error instead of running them; ``pressure`` queues the budget-pressure notice;
+    ``detector`` is the detection layers' new state (None when detection is off; derived,
+    never written to graph state); ``finding`` is the loop finding behind the stop.
     """
 
     ai: AIMessage
@@ -158,11 +160,28 @@ class Decision:
     warnings: tuple[LoopWarning, ...] = ()
     pressure: bool = False
     detector: DetectorState | None = None
+    blocks: Mapping[str, str] = field(default_factory=dict)
+    finding: Finding | None = None
 
     @property
     def acts(self) -> bool:
-        """Does the ``loop_detector`` node run (a stop, a warning or the pressure notice)?"""
-        return self.guard is not None or bool(self.warnings) or self.pressure
+        """Does the ``loop_detector`` node run (a stop, a block, a warning or the notice)?"""
+        return (self.guard is not None or bool(self.warnings) or bool(self.blocks)
+                or self.pressure)
+
+
+def block_answers(ai: AIMessage, blocks: Mapping[str, str]) -> list[ToolMessage]:
+    """The error ToolMessages that answer a reply's blocked calls (tagged: not tool results).
+
+    Example:
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
+        >>> [(m.status, m.name) for m in block_answers(ai, {"c1": "Error: not run"})]
+        [('error', 'f')]
+    """
+    names = {c.get("id"): c.get("name") for c in [*ai.tool_calls, *ai.invalid_tool_calls]}
+    return [ToolMessage(text, tool_call_id=i, name=names.get(i), status="error",
+                        additional_kwargs={"langgraph_loop": {"kind": BLOCKED_KIND}})
+            for i, text in blocks.items()]
 
 
 def stop_answers(ai: AIMessage, why: Guard) -> list[ToolMessage]:
@@ -190,21 +209,25 @@ class LoopDetector:
             return None
         gated = settings.approval is not None and needs_approval(ai, settings.approval)
         why = check_limits(state, settings, has_calls=bool(call_ids(ai)), gated=gated)
+        run = state.get("run") or {}
+        if why is None:
+            why = tool_errors_guard(messages, run.get("request_id"),
+                                    settings.limits.max_tool_errors)
         if why is not None:
             return Decision(ai, guard=why)
         warnings: tuple[LoopWarning, ...] = ()
         detector: DetectorState | None = None
+        blocks: Mapping[str, str] = {}
         if settings.loop_detection is not None:
-            run = state.get("run") or {}
             before = self.memo.state_before(messages, run, settings.loop_detection)
             obs = observe(before, ai, results_before(messages, len(messages) - 1),
                           settings.loop_detection)
             self.memo.remember(run, ai, settings.loop_detection, obs.state)
             if obs.stop is not None:
-                return Decision(ai, guard=obs.stop, detector=obs.state)
-            detector, warnings = obs.state, tuple(obs.warnings)
+                return Decision(ai, guard=obs.stop, detector=obs.state, finding=obs.finding)
+            detector, warnings, blocks = obs.state, tuple(obs.warnings), obs.blocks
         return Decision(ai, warnings=warnings, pressure=pressure_due(state, settings),
-                        detector=detector)
+                        detector=detector, blocks=blocks)
 
     def __call__(self, state: LoopState, runtime: Runtime[Any]) -> dict[str, Any]:
         """The node: ``decide`` as the edge after ``model`` did, then ``apply``.
@@ -255,6 +278,10 @@ def apply(decision: Decision, state: LoopState, settings: LoopSettings,
             finalized = True  # the reply is already text: no final call needed
         update.update(stop_update(run, why, finalized=finalized))
         run = update["run"]
+    elif decision.blocks:
+        update["messages"] = block_answers(decision.ai, decision.blocks)
+        emit(runtime, {"event": "loop_block", "call_ids": list(decision.blocks),
+                       "texts": list(decision.blocks.values())})
     notices = _queue(list(state.get("pending_notices") or []), decision, run, settings, state,
                      runtime)
     if notices != list(state.get("pending_notices") or []):

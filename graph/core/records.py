@@ -36,6 +36,7 @@ __all__ = [
     "IterationRecord",
     "IterationStartEvent",
     "LoggedCall",
+    "LoopBlockEvent",
     "LoopWarningEvent",
     "Review",
     "RunInfo",
@@ -54,8 +55,8 @@ __all__ = [
     "usage_of",
 ]
 
-EventName = Literal["iteration_start", "tool_call", "loop_warning", "budget_pressure",
-                    "approval_auto", "compaction", "iteration_end", "stop"]
+EventName = Literal["iteration_start", "tool_call", "loop_warning", "loop_block",
+                    "budget_pressure", "approval_auto", "compaction", "iteration_end", "stop"]
 """The ``event`` of a ``custom`` stream event."""
 
 
@@ -181,6 +182,14 @@ class LoopWarningEvent(TypedDict):
     text: str
 
 
+class LoopBlockEvent(TypedDict):
+    """The loop detector answered repeated calls with an error instead of running them."""
+
+    event: Literal["loop_block"]
+    call_ids: list[str]
+    texts: list[str]
+
+
 class BudgetPressureEvent(TypedDict):
     """The budget-pressure notice was queued."""
 
@@ -208,7 +217,7 @@ class CompactionEvent(TypedDict):
 
 
 Event = (IterationStartEvent | IterationEndEvent | StopEvent | ToolCallEvent | LoopWarningEvent
-         | BudgetPressureEvent | ApprovalAutoEvent | CompactionEvent)
+         | LoopBlockEvent | BudgetPressureEvent | ApprovalAutoEvent | CompactionEvent)
 """A ``custom`` stream event: ``{"event": <EventName>, ...}``."""
 
 
