@@ -339,11 +339,18 @@ def _findings(det: DetectorState, calls: Sequence[SignedCall],
             *(_per_tool(det, calls, config) if "per_tool" in on else [])]
 
 
+def _allowed(finding: Finding, allowed: Mapping[str, int] | None) -> bool:
+    """Did a human let this loop go on (``continue``) less than a ladder's length ago?"""
+    since = (allowed or {}).get(finding.key)
+    return since is not None and finding.count < since + finding.threshold
+
+
 def observe(
     detector: Mapping[str, Any],
     ai: AIMessage,
     results: Sequence[ToolMessage],
     config: LoopDetection,
+    allowed: Mapping[str, int] | None = None,
 ) -> Observation:
     """Absorb the previous round's results, then run the layers on the new response.
 
@@ -352,6 +359,7 @@ def observe(
         ai: the new model reply.
         results: the ToolMessages of the round before it.
         config: thresholds, ladders, policies and read-only tools.
+        allowed: finding key → its count when a human let that loop go on.
 
     Returns:
         The new state, the warnings to queue, the calls to block and the stop guard.
@@ -362,17 +370,17 @@ def observe(
     if not calls:
         return Observation(state=compact(det), warnings=text)
     det = push(det, calls, config)
-    findings = _findings(det, calls, config)
+    findings = [f for f in _findings(det, calls, config) if not _allowed(f, allowed)]
     warned = list(det.get("warned") or [])
     acting = [f for f in findings if f.rung != "warn" and _may_act(f, warned)]
-    stops = [f for f in acting if f.rung == "stop"]
-    newest = [c.sig for c in calls]
-    if stops:
-        first = min(stops, key=lambda f: (RANK.index(f.layer), -f.count))
-        return Observation(state=compact(det, newest), stop=stop_guard(first), finding=first)
-    blocks = {i: block_text(f) for f in acting for i in f.ids}
     warnings = [*text, *_warnings(findings, warned, config)]
     det["calls"] = dict(det["calls"])
     _mark_warned(det, findings)
     det["warned"] = warned
-    return Observation(state=compact(det, newest), warnings=warnings, blocks=blocks)
+    state = compact(det, [c.sig for c in calls])
+    stops = [f for f in acting if f.rung == "stop"]
+    if stops:
+        first = min(stops, key=lambda f: (RANK.index(f.layer), -f.count))
+        return Observation(state=state, stop=stop_guard(first), finding=first)
+    blocks = {i: block_text(f) for f in acting for i in f.ids}
+    return Observation(state=state, warnings=warnings, blocks=blocks)

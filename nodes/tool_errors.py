@@ -12,9 +12,11 @@ Example:
     >>> def failed(i):
     ...     return [AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": f"c{i}"}]),
     ...             ToolMessage(f"Error: no {i}", tool_call_id=f"c{i}", status="error")]
-    >>> msgs = [HumanMessage("go", id="h"), *failed(1), *failed(2), AIMessage("more")]
+    >>> msgs = [HumanMessage("go", id="h"), *failed(1), *failed(2), *failed(3)[:1]]
     >>> failed_rounds(msgs, "h", limit=5), tool_errors_guard(msgs, "h", 2)["reason"]
     (2, 'tool_errors')
+    >>> tool_errors_guard([*msgs[:-1], AIMessage("done")], "h", 2) is None  # a text reply
+    True
 """
 
 from __future__ import annotations

@@ -89,6 +89,8 @@ class RunInfo(TypedDict, total=False):
     """No final-answer call follows the stop (made, skipped, or not needed)."""
     pressure_queued: bool
     guard: Guard | None
+    loop_allowed: dict[str, int]
+    """Loops a human let go on (``LoopDetection.ask_human``): finding key → its count then."""
 
 
 class IterationInfo(TypedDict, total=False):
