@@ -39,8 +39,9 @@ __all__ = ["ACTIONS", "HISTORY_LIMIT", "LoopQuestion", "began_at", "checkpoint_b
            "evidence", "parse_answer", "question"]
 
 ACTIONS = ("continue", "stop", "hint")
-HISTORY_LIMIT = 500
-"""Checkpoints looked at, newest first, for the one before the loop began."""
+HISTORY_LIMIT = 200
+"""Checkpoints looked at, newest first, for the one before the loop began (a loop the
+detector stops began within its windows: some 30 calls, a few steps each)."""
 RESULT_CHARS = 500
 
 Action = Literal["continue", "stop", "hint"]
@@ -88,14 +89,15 @@ def checkpoint_before(config: RunnableConfig | None, message_id: str | None) -> 
     ns = str(configurable.get("checkpoint_ns") or "")
     thread = {"configurable": {"thread_id": configurable["thread_id"],
                                "checkpoint_ns": ns.rpartition("|")[0]}}
-    try:
-        for item in saver.list(thread, limit=HISTORY_LIMIT):  # type: ignore[arg-type]
-            for _, channel, value in item.pending_writes or ():
-                if channel == "messages" and any(getattr(m, "id", None) == message_id
-                                                 for m in _writes(value)):
-                    return str(item.config["configurable"]["checkpoint_id"])
-    except Exception:  # noqa: BLE001 - a saver that cannot list here (e.g. async-only): no fork point
+    try:  # read to the end: an async saver's generator must not be left open
+        history = list(saver.list(thread, limit=HISTORY_LIMIT))  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - a saver that cannot list here: no fork point
         return None
+    for item in history:
+        for _, channel, value in item.pending_writes or ():
+            if channel == "messages" and any(getattr(m, "id", None) == message_id
+                                             for m in _writes(value)):
+                return str(item.config["configurable"]["checkpoint_id"])
     return None
 
 

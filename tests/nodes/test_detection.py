@@ -493,6 +493,13 @@ def test_per_tool_cap_warns_when_reached_and_stops_when_exceeded() -> None:
     assert stop is not None and (stop["layer"], stop["tool"], stop["count"]) == ("per_tool", "fetch", 5)
 
 
+def test_per_tool_cap_with_a_block_rung() -> None:
+    sim = Sim(LoopDetection(per_tool={"fetch": 2}, block=("per_tool",)))
+    obs = sim.run([[("fetch", {"url": str(i)})] for i in range(4)])
+    assert rungs(obs) == ["ok", "warn:per_tool", "block", "stop:per_tool"]
+    assert "over its limit of 2" in next(iter(obs[2].blocks.values()))
+
+
 def test_per_tool_cap_counts_parallel_calls_and_is_windowed() -> None:
     sim = Sim(LoopDetection(per_tool={"fetch": 4}, window=5))
     first = sim.step([("fetch", {"url": "a"}), ("fetch", {"url": "b"}), ("fetch", {"url": "c"})])

@@ -209,6 +209,17 @@ def test_a_human_decides_instead_of_a_stop(scripted: list[ScriptedChatModel], an
     assert any("run make first" in str(n) for n in notices) == (answer == "hint")
 
 
+async def test_a_human_decides_in_an_async_run(scripted: list[ScriptedChatModel]) -> None:
+    model = ScriptedChatModel(script=[*[[TEST]] * 4, "Done."])
+    scripted.append(model)
+    agent = create_loop_agent(model, tools()[0], checkpointer=InMemorySaver(),
+                              loop_detection=LoopDetection(ask_human=True))
+    paused = await agent.ainvoke(ask(), cfg("async"))
+    assert paused["__interrupt__"][0].value["guard"]["checkpoint_id"] is not None
+    result = await agent.ainvoke(Command(resume="continue"), cfg("async"))
+    assert result["stop_reason"] == StopReason.COMPLETED
+
+
 def test_a_bad_answer_to_the_loop_question_is_a_clear_error() -> None:
     model = ScriptedChatModel(script=[[TEST]] * 4)
     agent = create_loop_agent(model, tools()[0], checkpointer=InMemorySaver(),
