@@ -13,14 +13,19 @@ repeated call is answered with an error saying why and not run; the run goes on)
   whatever ran in between; only its own result changing starts the count again. A call
   touching its paths (a write between two reads) excuses the next repeat; a result without
   content counts from ``no_content_after``; a tool may declare its own thresholds.
-- **cycle**: the sequence of response signatures ends in a repeating block of period 2-4
-  (A,B,A,B,A...), ``warn_after``/``stop_after`` rounds, relaxed while results move.
+- **cycle** (opt-in: ``layers``): the sequence of response signatures ends in a repeating
+  block of period 2-4 (A,B,A,B,A...), ``warn_after``/``stop_after`` rounds, relaxed while
+  results move.
 - **repeat**: one call signature in ``warn_after``/``stop_after`` responses of the window;
   ``progress_factor`` times higher (capped by the window) while its own result moves.
 - **same reply**: the same response ``same_reply_stop_after`` times in a row, whatever the
   results (a runaway insertion whose file grows each time).
 - **per tool**: ``per_tool={"fetch": 30}`` allows that many calls of a tool in the window;
-  reaching it warns, exceeding it stops.
+  reaching it warns, exceeding it stops (or blocks).
+
+A block of the no-progress layer is used only for a repeat that other calls ran before and whose
+last result was not an error (``block_only_interleaved``); one back to back, or the same error
+again, stops at once.
 - **text** (a warning only): the reply's own text repeats itself (``nodes/text_loop.py``).
 
 Example:
