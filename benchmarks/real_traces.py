@@ -15,7 +15,11 @@ worst case), tools returning the recorded results, limits out of the way. System
 * ``deerflow_style``: deer-flow's layer-1 rule (:class:`benchmarks.token_economy.DeerFlowGuard`:
   identical tool-call sets in the last 20 responses, warn at 3, stop at 5), per run, over the
   same recorded replies;
-* ``langgraph-loop``: ``create_loop_agent`` with its default ``LoopDetection``;
+* ``langgraph-loop``: ``create_loop_agent`` with its default ``LoopDetection`` (per-call
+  stagnation with the ladder: warn, block, stop);
+* ``langgraph-loop, block=()`` and ``langgraph-loop, block always`` (``--ladders``): without the
+  block rung (a stop at once), and blocking every stagnating repeat
+  (``block_only_interleaved=False``);
 * ``langgraph-loop+hints`` (``--hints``): the same, with the τ-bench tools that change nothing
   (``think``, ``calculate``, the lookups) carrying MCP's ``readOnlyHint`` in their metadata;
 * ``proto`` and ``proto+ladder`` (``--proto``): the per-call stagnation prototype of
@@ -45,7 +49,7 @@ are compared as recorded, byte for byte):
   blocked call differs from that call's previous result.
 
 Usage: ``python -m benchmarks.real_traces [--data PATH ...] [--limit N] [--json PATH]
-[--details] [--hints] [--proto]``
+[--details] [--hints] [--ladders] [--proto]``
 """
 
 from __future__ import annotations
@@ -194,8 +198,13 @@ def proto_replay(ladder: bool = False) -> ReplayFn:
     return lambda conversation: [replay_run(run, config) for run in conversation.runs]
 
 
+LADDERS = {"langgraph-loop, block=()": LoopDetection(block=()),
+           "langgraph-loop, block always": LoopDetection(block_only_interleaved=False)}
+"""The ``--ladders`` variants: no block rung (stop at once), and a block for every repeat."""
+
+
 def systems(conversations: Sequence[Conversation], hints: bool = False,
-            proto: bool = False) -> dict[str, ReplayFn]:
+            proto: bool = False, ladders: bool = False) -> dict[str, ReplayFn]:
     """The compared systems, by name (each graph is built once per source)."""
     names = tool_names(c.runs for c in conversations)
     plain = Replayer(names, loop_detection=None)
@@ -208,6 +217,10 @@ def systems(conversations: Sequence[Conversation], hints: bool = False,
     if hints:
         hinted = Replayer(names, loop_detection=LoopDetection(), read_only_hints=READ_ONLY)
         out["langgraph-loop+hints"] = lambda c: hinted.replay(c.runs)
+    if ladders:
+        for name, detection in LADDERS.items():
+            variant = Replayer(names, loop_detection=detection)
+            out[name] = lambda c, r=variant: r.replay(c.runs)  # type: ignore[misc]
     if proto:
         out["proto"] = proto_replay()
         out["proto+ladder"] = proto_replay(ladder=True)
@@ -419,13 +432,14 @@ class Measured:
     results: dict[str, list[list[RunResult]]]
 
 
-def measure(source: Source, hints: bool = False, proto: bool = False) -> Measured:
+def measure(source: Source, hints: bool = False, proto: bool = False,
+            ladders: bool = False) -> Measured:
     """Replay one source under every system."""
     conversations = source.conversations
     loops = find_loops(conversations)
     results: dict[str, list[list[RunResult]]] = {}
     summaries = []
-    for name, replay in systems(conversations, hints, proto).items():
+    for name, replay in systems(conversations, hints, proto, ladders).items():
         started = time.perf_counter()
         results[name] = [replay(conv) for conv in conversations]
         summary = summarize(name, conversations, results[name], loops)
@@ -496,12 +510,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="list every stuck loop, warning and stop")
     parser.add_argument("--hints", action="store_true",
                         help="also run langgraph-loop with the τ-bench lookups marked read-only")
+    parser.add_argument("--ladders", action="store_true",
+                        help="also run langgraph-loop without the block rung and blocking always")
     parser.add_argument("--proto", action="store_true",
                         help="also run the per-call stagnation prototype (benchmarks/detector_proto.py)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     sources = load_sources(args.data or [DATA], args.limit)
-    measured = [measure(source, args.hints, args.proto) for source in sources]
+    measured = [measure(source, args.hints, args.proto, args.ladders) for source in sources]
     print("# Loop detection on real trajectories")
     for m in measured:
         _print_source(m, args.details)

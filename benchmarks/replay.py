@@ -39,6 +39,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel, ConfigDict
 
 from langgraph_loop import Limits, LoopDetection, create_loop_agent
+from langgraph_loop.nodes.detector_state import is_blocked
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = [
@@ -108,6 +109,8 @@ class RunResult:
     blocked: tuple[tuple[int, int], ...] = ()
     """(reply index, position) of every call a system refused to run without stopping the
     run (a block: answered with an error result, the run goes on)."""
+    notices: tuple[tuple[int, str], ...] = ()
+    """(reply index, text) of every loop notice the model received after that reply."""
 
 
 def canonical_call(call: Mapping[str, Any]) -> str:
@@ -251,15 +254,33 @@ class ReplayTool(BaseTool):
                            status="error" if failed else "success")
 
 
-def _warned_at(messages: Sequence[BaseMessage]) -> int | None:
-    """The reply index whose warning the model saw first (``None``: no warning)."""
-    replies = 0
+def _blocked(messages: Sequence[BaseMessage]) -> tuple[tuple[int, int], ...]:
+    """(reply index, position) of every call the loop detector blocked (answered, not run)."""
+    out: list[tuple[int, int]] = []
+    reply, ids = -1, []
+    for message in messages:
+        if isinstance(message, AIMessage):
+            reply, ids = reply + 1, [str(c["id"]) for c in message.tool_calls]
+        elif isinstance(message, ToolMessage) and is_blocked(message) and message.tool_call_id in ids:
+            out.append((reply, ids.index(message.tool_call_id)))
+    return tuple(out)
+
+
+def _notices(messages: Sequence[BaseMessage]) -> tuple[tuple[int, str], ...]:
+    """(reply index, text) of every loop notice in a run's messages."""
+    out, replies = [], 0
     for message in messages:
         if isinstance(message, AIMessage):
             replies += 1
         elif isinstance(message, HumanMessage) and message.name == "loop_warning":
-            return replies - 1
-    return None
+            out.append((replies - 1, str(message.content)))
+    return tuple(out)
+
+
+def _warned_at(messages: Sequence[BaseMessage]) -> int | None:
+    """The reply index whose warning the model saw first (``None``: no warning)."""
+    notices = _notices(messages)
+    return notices[0][0] if notices else None
 
 
 class Replayer:
@@ -270,8 +291,10 @@ class Replayer:
     """
 
     def __init__(self, tools: Iterable[str], *, loop_detection: LoopDetection | None,
-                 read_only_hints: frozenset[str] = frozenset()) -> None:
-        """Build the graph once (limits out of the way, an in-memory checkpointer)."""
+                 read_only_hints: frozenset[str] = frozenset(),
+                 limits: Limits | None = None) -> None:
+        """Build the graph once (limits out of the way unless given, an in-memory
+        checkpointer)."""
         self.recording = _Recording()
         model = ScriptedChatModel(default=self.recording.next_reply, no_tools_reply=FINAL_ANSWER)
         replay_tools = [ReplayTool(name=n, recording=self.recording,
@@ -279,7 +302,8 @@ class Replayer:
                         for n in sorted(set(tools))]
         self.saver = InMemorySaver()
         self.graph = create_loop_agent(model, replay_tools, loop_detection=loop_detection,
-                                       max_iterations=None, limits=Limits(max_model_calls=None),
+                                       max_iterations=None,
+                                       limits=limits or Limits(max_model_calls=None),
                                        checkpointer=self.saver)
         self.threads = itertools.count()
 
@@ -298,7 +322,8 @@ class Replayer:
             out.append(RunResult(
                 served=self.recording.served, executed=self.recording.executed,
                 stop_reason=None if reason is None else str(getattr(reason, "value", reason)),
-                layer=guard.get("layer"), first_warning=_warned_at(messages[seen:])))
+                layer=guard.get("layer"), first_warning=_warned_at(messages[seen:]),
+                blocked=_blocked(messages[seen:]), notices=_notices(messages[seen:])))
             seen = len(messages)
         self.saver.delete_thread(thread)
         return out

@@ -223,6 +223,8 @@ class Routes:
         if pending:
             gated = self.shape.approval and needs_approval(messages[index], self.settings.approval)
             return "approval" if gated else "tools"
+        if 0 <= index < len(messages) - 1:
+            return self.shape.entry  # the loop detector answered every call (blocked)
         return self.shape.iteration_end
 
     def _respond_or(self, target: str, state: LoopState) -> str:

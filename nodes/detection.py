@@ -1,41 +1,45 @@
-"""Loop detection over call signatures and their results (pure, O(window) per step).
+"""Loop detection over calls and their results (pure, O(window) per reply).
 
-``observe(detector, ai, results, config)`` takes the detector's state (a small dict
-kept in graph state under ``detector``), the new AIMessage and the ToolMessages of
-the previous round, and returns the new detector state, the warnings to queue and
-a stop guard (or None). Four layers look at the last ``window`` responses that
-called tools; their findings are ordered cycle, no progress, repeat, per tool:
+``observe(detector, ai, results, config)`` takes the detector's state (derived from the
+run's transcript, ``nodes/detector_state.py``), the new AIMessage and the ToolMessages of the
+round before it, and returns the new state, the warnings to queue, the calls to *block* and a
+stop guard (or None). Each finding climbs a ladder: **warn** (a notice), **block** (the
+repeated call is answered with an error saying why and not run; the run goes on), **stop**
+(``loop_detected``). A layer blocks before it stops only when listed in
+``LoopDetection.block``; asking for a blocked call again stops. The layers, ranked:
 
-- **cycle**: the sequence of response signatures ends in a repeating block of
-  period 2-4 (A,B,A,B,A...). Repetitions count a started round, so A,B,A,B,A is 3:
-  the cycle is named no later than the exact-repeat count of its members would be.
-- **no progress**: a call asked for again although its own last results were
-  identical ``streak`` times in a row and nothing changed in between
-  (``no_progress_warn_after``/``no_progress_stop_after``, lower than the repeat
-  thresholds, so true stagnation is stopped earliest). What counts as a change is
-  judged per call (``nodes/detector_state.py``): errors, empty results (a ``think``
-  scratchpad) and read-only tools never excuse another call's retry.
-- **repeat**: one call signature present in ``warn_after``/``stop_after`` responses
-  of the window. When the call's own results keep changing (progress: polling a job
-  that advances) the thresholds are ``progress_factor`` times higher (capped by the
-  window): still bounded, but not stopped like stagnation.
-- **per tool**: ``per_tool={"fetch": 30}`` allows that many calls of a tool name
-  (any arguments) within the window; reaching it warns, exceeding it stops.
+- **no progress** (per call, across interleaving): a call asked for again after its own last
+  ``no_progress_warn_after``/``no_progress_stop_after`` results were the same (normalized),
+  whatever ran in between; only its own result changing starts the count again. A call
+  touching its paths (a write between two reads) excuses the next repeat; a result without
+  content counts from ``no_content_after``; a tool may declare its own thresholds.
+- **cycle** (opt-in: ``layers``): the sequence of response signatures ends in a repeating
+  block of period 2-4 (A,B,A,B,A...), ``warn_after``/``stop_after`` rounds, relaxed while
+  results move.
+- **repeat**: one call signature in ``warn_after``/``stop_after`` responses of the window;
+  ``progress_factor`` times higher (capped by the window) while its own result moves.
+- **same reply**: the same response ``same_reply_stop_after`` times in a row, whatever the
+  results (a runaway insertion whose file grows each time).
+- **per tool**: ``per_tool={"fetch": 30}`` allows that many calls of a tool in the window;
+  reaching it warns, exceeding it stops (or blocks).
 
-One warning per signature (or cycle, or tool) while it stays in the window. The
-detector state (``DetectorState``, ``nodes/detector_state.py``) holds short hashes and
-small ints only, bounded by the window.
+A block of the no-progress layer is used only for a repeat that other calls ran before and whose
+last result was not an error (``block_only_interleaved``); one back to back, or the same error
+again, stops at once.
+- **text** (a warning only): the reply's own text repeats itself (``nodes/text_loop.py``).
 
 Example:
-    >>> from langchain_core.messages import AIMessage
+    >>> from langchain_core.messages import AIMessage, ToolMessage
     >>> from langgraph_loop.core.config import LoopDetection
-    >>> ai = AIMessage("", tool_calls=[{"name": "search", "args": {"q": "x"}, "id": "1"}])
-    >>> det, cfg = {}, LoopDetection(warn_after=2, stop_after=3)
-    >>> for _ in range(3):
-    ...     obs = observe(det, ai, [], cfg)
-    ...     det = obs.state
-    >>> obs.stop["layer"], obs.stop["tool"], obs.stop["count"]
-    ('repeat', 'search', 3)
+    >>> def ask(i):
+    ...     return AIMessage("", tool_calls=[{"name": "test", "args": {}, "id": f"c{i}"}])
+    >>> det, results, rungs = {}, [], []
+    >>> for i in range(4):
+    ...     obs = observe(det, ask(i), results, LoopDetection())
+    ...     rungs.append([w.layer for w in obs.warnings] or (obs.stop or {}).get("layer"))
+    ...     det, results = obs.state, [ToolMessage("1 failed", tool_call_id=f"c{i}")]
+    >>> rungs
+    [None, None, ['no_progress'], 'no_progress']
 """
 
 from __future__ import annotations
@@ -48,34 +52,31 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from langgraph_loop.core.config import LoopDetection
 from langgraph_loop.core.messages import call_label
-from langgraph_loop.core.stop import Guard, guard
+from langgraph_loop.core.stop import Guard
 from langgraph_loop.nodes.detector_state import (
+    CallRecord,
     DetectorState,
+    SignedCall,
     absorb,
     args_of,
     compact,
-    makes_progress,
     push,
     response_sig,
     sign_calls,
-    streak,
 )
+from langgraph_loop.nodes.findings import (
+    Finding,
+    LoopWarning,
+    block_text,
+    stop_guard,
+    text_loop_text,
+    warning_text,
+)
+from langgraph_loop.nodes.text_loop import reply_text, text_loop
 
-__all__ = ["Finding", "LoopWarning", "Observation", "cycle_of", "observe", "scaled", "stop_guard",
-           "warning_text"]
+__all__ = ["Finding", "LoopWarning", "Observation", "cycle_of", "observe", "scaled"]
 
-LAYERS = ("cycle", "no_progress", "repeat", "per_tool")
-
-
-@dataclass(frozen=True)
-class LoopWarning:
-    """A warning to queue: one per layer and response, naming every offending call."""
-
-    key: str
-    layer: str
-    text: str
-    calls: tuple[str, ...]
-    count: int
+RANK = ("no_progress", "cycle", "repeat", "same_reply", "per_tool", "text")
 
 
 @dataclass
@@ -85,110 +86,10 @@ class Observation:
     state: DetectorState
     warnings: list[LoopWarning] = field(default_factory=list)
     stop: Guard | None = None
-
-
-# --- what the detector says: findings, warning texts, the stop guard ----------------------
-
-@dataclass(frozen=True)
-class Finding:
-    """One layer's conclusion: warn or stop, on what, how often, against which limit."""
-
-    layer: str
-    severity: str
-    key: str
-    count: int
-    threshold: int
-    sigs: tuple[str, ...]
-    tool: str
-    args: str | None
-    calls: tuple[str, ...]
-    seen: int
-    progressing: bool = False
-
-
-def _times(n: int) -> str:
-    return "once" if n == 1 else "twice" if n == 2 else f"{n} times"
-
-
-def _items(findings: Sequence[Finding], describe: Any) -> str:
-    if len(findings) == 1:
-        return str(describe(findings[0]))
-    return "\n" + "\n".join(f"- {describe(f)}" for f in findings) + "\n"
-
-
-def _repeat_text(findings: Sequence[Finding]) -> str:
-    if all(f.progressing for f in findings):
-        what = _items(findings, lambda f: f"{f.calls[0]} {_times(f.count)} in your last "
-                                          f"{f.seen} tool-using turns")
-        return (f"Loop warning: you have called {what}. The results are still changing, but "
-                "this is a lot of repetition. If you are waiting for something to finish, stop "
-                "polling and report where it stands; otherwise use what you already have and "
-                f"give your final answer. At {findings[0].threshold} such calls the run will be "
-                "stopped.")
-    what = _items(findings, lambda f: f"{f.calls[0]} with the same arguments {_times(f.count)} "
-                                      f"in your last {f.seen} tool-using turns")
-    return (f"Loop warning: you have called {what}. Repeating a call will not tell you anything "
-            "new. Do not call it again with these arguments: use the result you already have, "
-            "change the arguments or try a different approach, or give your final answer. "
-            f"At {findings[0].threshold} such calls the run will be stopped.")
-
-
-def _no_progress_text(findings: Sequence[Finding]) -> str:
-    what = _items(findings, lambda f: f"{f.calls[0]} returned the same result the last "
-                                      f"{f.count} times you called it")
-    return (f"Loop warning: {what}, and nothing else changed in between, so calling it again "
-            "will return the same thing. Do not call it again with these arguments: use that "
-            "result, try a different tool or different arguments, or give your final answer. "
-            "If you keep calling it, the run will be stopped.")
-
-
-def _cycle_text(findings: Sequence[Finding]) -> str:
-    what = _items(findings, lambda f: f"the same {len(f.calls)} steps ("
-                                      + " → ".join(f.calls) + f") have repeated {f.count} times "
-                                      "in a row")
-    return (f"Loop warning: you are going in circles: {what}. Break the cycle: decide with the "
-            "results you already have, try something different, or give your final answer. "
-            "If the cycle continues, the run will be stopped.")
-
-
-def _per_tool_text(findings: Sequence[Finding]) -> str:
-    what = _items(findings, lambda f: f"{f.tool} {_times(f.count)} in your last {f.seen} "
-                                      "tool-using turns, which is its limit")
-    return (f"Loop warning: you have used {what}. Any further call to it will stop the run: "
-            "finish with the results you already have.")
-
-
-_TEXTS = {"repeat": _repeat_text, "no_progress": _no_progress_text, "cycle": _cycle_text,
-          "per_tool": _per_tool_text}
-
-
-def warning_text(findings: Sequence[Finding]) -> str:
-    """One warning for the findings of one layer (all of the same layer)."""
-    return _TEXTS[findings[0].layer](findings)
-
-
-def _detail(f: Finding) -> str:
-    if f.layer == "cycle":
-        return (f"the loop detector's cycle layer fired: the steps {' → '.join(f.calls)} "
-                f"repeated {f.count} times in a row (limit {f.threshold})")
-    if f.layer == "no_progress":
-        return (f"the loop detector's no-progress layer fired: {f.calls[0]} was requested "
-                f"again after returning the same result {f.count} times in a row "
-                f"(limit {f.threshold})")
-    if f.layer == "per_tool":
-        return (f"the loop detector's per-tool cap fired: {f.tool} was called {f.count} times "
-                f"in the last {f.seen} tool-using turns (cap {f.threshold})")
-    changing = ", although its results were changing" if f.progressing else ""
-    return (f"the loop detector's repeat layer fired: the same call {f.calls[0]} was requested "
-            f"{f.count} times in the last {f.seen} tool-using turns{changing} "
-            f"(limit {f.threshold})")
-
-
-def stop_guard(f: Finding) -> Guard:
-    """The guard of a loop stop (``run["guard"]`` and the iteration record's ``guard``)."""
-    return guard("loop_detector", "loop_detected", layer=f.layer, tool=f.tool, args=f.args,
-                 calls=list(f.calls), count=f.count, threshold=f.threshold, turns=f.seen,
-                 progressing=f.progressing, detail=_detail(f))
+    blocks: dict[str, str] = field(default_factory=dict)
+    """Call id → the error result that answers it instead of running it."""
+    finding: Finding | None = None
+    """The finding behind the stop."""
 
 
 # --- the layers ------------------------------------------------------------------------------
@@ -238,6 +139,11 @@ def _periodic(block: Sequence[str], d: int) -> bool:
     return len(block) % d == 0 and all(block[i] == block[i - d] for i in range(d, len(block)))
 
 
+def _label(det: DetectorState, sig: str) -> str:
+    rec = det["calls"][sig]
+    return call_label(rec["tool"], args_of(rec))
+
+
 def _cycle(det: DetectorState, config: LoopDetection) -> list[Finding]:
     win = det["window"]
     period, length = _cycle_run([response_sig(e) for e in win])
@@ -245,7 +151,7 @@ def _cycle(det: DetectorState, config: LoopDetection) -> list[Finding]:
         return []
     reps = -(-length // period)
     block = win[len(win) - length :][:period]  # the first round, in the model's order
-    latest = det.get("changed_at")  # progressing: a change in the last round of the cycle
+    latest = det.get("changed_at")  # progressing: a result moved in the last round
     progressing = latest is not None and latest >= det.get("responses", 0) - period
     warn, stop = (config.warn_after, config.stop_after)
     if progressing:
@@ -259,85 +165,189 @@ def _cycle(det: DetectorState, config: LoopDetection) -> list[Finding]:
     sigs = tuple(s for e in block for s in e["calls"])
     return [Finding("cycle", "stop" if reps >= stop else "warn", key, reps, stop, sigs,
                     ", ".join(sorted({det["calls"][s]["tool"] for s in sigs})), None,
-                    tuple(" + ".join(step) for step in steps), len(win), progressing)]
+                    tuple(" + ".join(step) for step in steps), len(win), progressing,
+                    since=det.get("responses", 0) - length + 1)]
 
 
-def _label(det: DetectorState, sig: str) -> str:
+def _call_finding(det: DetectorState, layer: str, sig: str, rung: str, count: int,
+                  threshold: int, ids: tuple[str, ...], *, progressing: bool = False,
+                  since: int = 0) -> Finding:
     rec = det["calls"][sig]
-    return call_label(rec["tool"], args_of(rec))
+    return Finding(layer, rung, f"call:{sig}", count, threshold, (sig,), rec["tool"],
+                   args_of(rec), (_label(det, sig),), len(det["window"]), progressing, since,
+                   ids, bool(rec.get("refused")))
 
 
-def _call_finding(det: DetectorState, layer: str, sig: str, stop: bool, count: int,
-                  threshold: int, progressing: bool = False) -> Finding:
-    rec = det["calls"][sig]
-    return Finding(layer, "stop" if stop else "warn", f"call:{sig}", count, threshold, (sig,),
-                   rec["tool"], args_of(rec), (_label(det, sig),), len(det["window"]), progressing)
+def _thresholds(rec: CallRecord, config: LoopDetection) -> tuple[int, int]:
+    """The no-progress warn and stop counts for this call (its tool's own, the least count
+    for a result without content)."""
+    policy = config.policy(rec["tool"])
+    warn = (policy.warn_after if policy is not None and policy.warn_after is not None
+            else config.no_progress_warn_after)
+    stop = (policy.stop_after if policy is not None and policy.stop_after is not None
+            else config.no_progress_stop_after)
+    if rec.get("empty"):
+        return max(warn, config.no_content_after), max(stop, config.no_content_after)
+    return warn, stop
 
 
-def _no_progress(det: DetectorState, sigs: Sequence[str], config: LoopDetection) -> list[Finding]:
-    """Calls asked for again after identical results, with nothing changed since."""
+def _blocks(rec: CallRecord, config: LoopDetection) -> bool:
+    """Is this stagnating call blocked rather than stopped? With ``block_only_interleaved``,
+    only when other calls ran since its last request and it did not fail: something the
+    detector cannot see may have changed (a repeat back to back, or the same error again,
+    is stopped at once)."""
+    if "no_progress" not in config.block:
+        return False
+    return not config.block_only_interleaved or (bool(rec.get("between"))
+                                                 and not rec.get("failed"))
+
+
+def _no_progress(det: DetectorState, asked: Mapping[str, tuple[str, ...]],
+                 config: LoopDetection) -> list[Finding]:
+    """Calls asked for again after their own identical results (see module docstring)."""
     out = []
-    for sig in sigs:
-        same = streak(det["calls"][sig])  # 0 when something changed since it last ran
-        if same >= config.no_progress_warn_after:
-            stop = same >= config.no_progress_stop_after
-            out.append(_call_finding(det, "no_progress", sig, stop, same,
-                                     config.no_progress_stop_after))
+    for sig, ids in asked.items():
+        rec = det["calls"][sig]
+        if rec.get("touched") or "result" not in rec:
+            continue  # new, or a call touching its paths ran since: it may read differently
+        same = rec.get("same", 0)
+        warn, stop = _thresholds(rec, config)
+        if rec.get("refused"):
+            rung = "stop"
+        elif same >= stop:
+            rung = "block" if _blocks(rec, config) else "stop"
+        elif same >= warn and not rec.get("warned"):
+            rung = "warn"
+        else:
+            continue
+        out.append(_call_finding(det, "no_progress", sig, rung, same, stop, ids,
+                                 since=rec.get("since", 0)))
     return out
 
 
-def _repeat(det: DetectorState, sigs: Sequence[str], config: LoopDetection) -> list[Finding]:
+def _repeat(det: DetectorState, asked: Mapping[str, tuple[str, ...]],
+            config: LoopDetection) -> list[Finding]:
     """Calls present in many responses of the window (relaxed while their results move)."""
     out = []
-    for sig in sigs:
-        count = sum(1 for e in det["window"] if sig in e["calls"])
-        progressing = makes_progress(det["calls"][sig])
-        warn, stop = config.warn_after, config.stop_after
+    win = det["window"]
+    for sig, ids in asked.items():
+        where = [i for i, e in enumerate(win) if sig in e["calls"]]
+        rec = det["calls"][sig]
+        progressing = bool(rec.get("moved"))
+        warn, stop = _repeat_thresholds(rec, config)
         if progressing:
             warn, stop = scaled(warn, stop, config.progress_factor, config.window)
-        if count >= warn:
-            out.append(_call_finding(det, "repeat", sig, count >= stop, count, stop, progressing))
+        if len(where) < warn:
+            continue
+        rung = "warn"
+        if len(where) >= stop:
+            rung = "block" if "repeat" in config.block and not rec.get("refused") else "stop"
+        out.append(_call_finding(det, "repeat", sig, rung, len(where), stop, ids,
+                                 progressing=progressing,
+                                 since=det.get("responses", 0) - len(win) + where[0] + 1))
     return out
 
 
-def _per_tool(det: DetectorState, names: Sequence[str], config: LoopDetection) -> list[Finding]:
+def _repeat_thresholds(rec: CallRecord, config: LoopDetection) -> tuple[int, int]:
+    """``warn_after``/``stop_after``, raised for a tool with its own higher thresholds (in
+    requests: one more than its identical results)."""
+    policy = config.policy(rec["tool"])
+    warn, stop = config.warn_after, config.stop_after
+    if policy is not None and policy.warn_after is not None:
+        warn = max(warn, policy.warn_after + 1)
+    if policy is not None and policy.stop_after is not None:
+        stop = max(stop, policy.stop_after + 1)
+    return warn, max(stop, warn + 1)
+
+
+def _same_reply(det: DetectorState, calls: Sequence[SignedCall],
+                config: LoopDetection) -> list[Finding]:
+    limit, count = config.same_reply_stop_after, det.get("same_reply", 0)
+    if limit is None or count < limit:
+        return []
+    return [Finding("same_reply", "stop", f"reply:{det.get('reply')}", count, limit,
+                    tuple(c.sig for c in calls), ", ".join(sorted({c.name for c in calls})),
+                    None, tuple(c.label for c in calls), len(det["window"]),
+                    since=det.get("responses", 0) - count + 1)]
+
+
+def _per_tool(det: DetectorState, calls: Sequence[SignedCall],
+              config: LoopDetection) -> list[Finding]:
     out = []
-    for name in names:
+    for name in dict.fromkeys(c.name for c in calls):
         cap = config.per_tool.get(name)
         if cap is None:
             continue
-        count = sum(1 for e in det["window"] for s in e["calls"]
-                    if det["calls"][s]["tool"] == name)
-        if count >= cap:
-            out.append(Finding("per_tool", "stop" if count > cap else "warn", f"tool:{name}",
-                               count, cap, (), name, None, (), len(det["window"])))
+        mine = [s for e in det["window"] for s in e["calls"] if det["calls"][s]["tool"] == name]
+        if len(mine) < cap:
+            continue
+        refused = any(det["calls"][s].get("refused") for s in mine)
+        rung = "warn" if len(mine) == cap else (
+            "block" if "per_tool" in config.block and not refused else "stop")
+        out.append(Finding("per_tool", rung, f"tool:{name}", len(mine), cap, (), name, None,
+                           (), len(det["window"]),
+                           ids=tuple(c.id for c in calls if c.name == name)))
     return out
 
 
-def _may_stop(finding: Finding, warned: Sequence[str]) -> bool:
-    """Stop only on what was warned about first (a per-tool cap stops at once).
+# --- the ladder --------------------------------------------------------------------------------
 
-    A loop normally warns before it stops, since counts grow by one per response;
-    this keeps it so when a relaxed count (progress) turns strict (stagnation).
-    """
-    return finding.layer == "per_tool" or finding.key in warned
+def _may_act(finding: Finding, warned: Sequence[str]) -> bool:
+    """The window layers block or stop only what they warned about first (a relaxed count
+    turning strict would otherwise skip the warning)."""
+    return finding.layer not in ("repeat", "cycle") or finding.key in warned
 
 
-def _warnings(findings: Sequence[Finding], warned: list[str]) -> list[LoopWarning]:
+def _warnings(findings: Sequence[Finding], warned: list[str],
+              config: LoopDetection) -> list[LoopWarning]:
     """One warning per layer, for findings not warned yet; marks them warned (in place)."""
     out = []
-    for layer in LAYERS:
-        fresh = [f for f in findings if f.layer == layer and f.key not in warned]
+    for layer in RANK:
+        fresh = [f for f in findings if f.layer == layer and f.rung == "warn"
+                 and (layer == "no_progress" or f.key not in warned)]
         if not fresh:
             continue
         for f in fresh:
             warned.append(f.key)
             if f.layer == "cycle":  # the cycle's calls are covered by this warning
                 warned.extend(k for k in (f"call:{s}" for s in f.sigs) if k not in warned)
-        out.append(LoopWarning("|".join(f.key for f in fresh), layer, warning_text(fresh),
+        out.append(LoopWarning("|".join(f.key for f in fresh), layer,
+                               warning_text(fresh, config.block),
                                tuple(c for f in fresh for c in (f.calls or (f.tool,))),
                                max(f.count for f in fresh)))
     return out
+
+
+def _mark_warned(det: DetectorState, findings: Sequence[Finding]) -> None:
+    calls = det["calls"]
+    for f in findings:
+        if f.layer == "no_progress" and f.rung == "warn":
+            calls[f.sigs[0]] = CallRecord(**{**calls[f.sigs[0]], "warned": True})  # type: ignore[typeddict-item]
+
+
+def _text_warnings(ai: AIMessage, config: LoopDetection) -> list[LoopWarning]:
+    if "text" not in config.layers or not text_loop(reply_text(ai.content, ai.additional_kwargs)):
+        return []
+    return [LoopWarning("text", "text", text_loop_text(), (), 1)]
+
+
+def _findings(det: DetectorState, calls: Sequence[SignedCall],
+              config: LoopDetection) -> list[Finding]:
+    asked: dict[str, tuple[str, ...]] = {}
+    for c in calls:
+        asked[c.sig] = (*asked.get(c.sig, ()), c.id)
+    on = config.layers
+    return [*(_no_progress(det, asked, config) if "no_progress" in on else []),
+            *(_cycle(det, config) if "cycle" in on else []),
+            *(_repeat(det, asked, config) if "repeat" in on else []),
+            *(_same_reply(det, calls, config) if "same_reply" in on else []),
+            *(_per_tool(det, calls, config) if "per_tool" in on else [])]
+
+
+def _allowed(finding: Finding, allowed: Mapping[str, int] | None) -> bool:
+    """Did a human let this loop go on (``continue``) less than a ladder's length ago?"""
+    since = (allowed or {}).get(finding.key)
+    return since is not None and finding.count < since + finding.threshold
 
 
 def observe(
@@ -345,6 +355,7 @@ def observe(
     ai: AIMessage,
     results: Sequence[ToolMessage],
     config: LoopDetection,
+    allowed: Mapping[str, int] | None = None,
 ) -> Observation:
     """Absorb the previous round's results, then run the layers on the new response.
 
@@ -352,36 +363,29 @@ def observe(
         detector: the detector state (``{}`` at the start of a run); never mutated.
         ai: the new model reply.
         results: the ToolMessages of the round before it.
-        config: thresholds, argument policies and read-only tools.
+        config: thresholds, ladders, policies and read-only tools.
+        allowed: finding key → its count when a human let that loop go on.
 
     Returns:
-        The new state, the warnings to queue and the stop guard (or None).
+        The new state, the warnings to queue, the calls to block and the stop guard.
     """
-    obs = _observe(detector, ai, results, config)
-    obs.state = compact(obs.state)
-    return obs
-
-
-def _observe(
-    detector: Mapping[str, Any],
-    ai: AIMessage,
-    results: Sequence[ToolMessage],
-    config: LoopDetection,
-) -> Observation:
     det = absorb(detector or {}, results, config)
+    text = _text_warnings(ai, config)
     calls = sign_calls(ai, config)
     if not calls:
-        return Observation(state=det)
-    det = push(det, calls, config.window)
-    sigs = list(dict.fromkeys(c.sig for c in calls))
-    names = list(dict.fromkeys(c.name for c in calls))
-    findings = [*_cycle(det, config), *_no_progress(det, sigs, config),
-                *_repeat(det, sigs, config), *_per_tool(det, names, config)]
+        return Observation(state=compact(det), warnings=text)
+    det = push(det, calls, config)
+    findings = [f for f in _findings(det, calls, config) if not _allowed(f, allowed)]
     warned = list(det.get("warned") or [])
-    stops = [f for f in findings if f.severity == "stop" and _may_stop(f, warned)]
-    if stops:
-        first = min(stops, key=lambda f: (LAYERS.index(f.layer), -f.count))
-        return Observation(state=det, stop=stop_guard(first))
-    warnings = _warnings(findings, warned)
+    acting = [f for f in findings if f.rung != "warn" and _may_act(f, warned)]
+    warnings = [*text, *_warnings(findings, warned, config)]
+    det["calls"] = dict(det["calls"])
+    _mark_warned(det, findings)
     det["warned"] = warned
-    return Observation(state=det, warnings=warnings)
+    state = compact(det, [c.sig for c in calls])
+    stops = [f for f in acting if f.rung == "stop"]
+    if stops:
+        first = min(stops, key=lambda f: (RANK.index(f.layer), -f.count))
+        return Observation(state=state, stop=stop_guard(first), finding=first)
+    blocks = {i: block_text(f) for f in acting for i in f.ids}
+    return Observation(state=state, warnings=warnings, blocks=blocks)

@@ -1,226 +1,94 @@
 """The loop detector's state, how results update it, and call signatures (pure).
 
 The state is derived from the run's transcript (``nodes/loop_detector.py``) and never
-written to graph state; it holds short hashes and small ints only, bounded by the window:
+written to graph state; it holds short hashes and small ints only, bounded by the windows:
 
-- ``window``: the last ``window`` responses that called tools (:class:`Response`);
-- ``calls``: one :class:`CallRecord` per call signature in the window;
-- ``responses``/``changed_at``: responses seen, and the latest whose results changed something;
-- ``warned``: keys already warned about (one warning per key while it stays in the window);
+- ``calls``: one :class:`CallRecord` per call signature requested within the last
+  ``LoopDetection.call_window`` calls (or still in the response window);
+- ``window``: the last ``window`` responses that called tools (:class:`Response`), for the
+  repeat, cycle and per-tool layers;
+- ``n``/``responses``: calls and tool-calling responses seen in this run;
+- ``reply``/``same_reply``: the newest response signature and how many times in a row it came;
+- ``warned``: keys already warned about by the response-level layers;
 - ``pending``: call id → signature for the newest response, until its results arrive.
 
-**Progress is judged per call.** A call's ``streak`` counts its identical results in a row;
-it starts again at 1 when the call's own result changes, or when something else changed in
-between. A round *changed something* when a call returned a different result than it did
-last time (a job that advanced, a file that now reads differently), or when a call made for
-the first time succeeded with a non-empty result and is not a read-only tool. So an error, an
-empty result (a ``think`` scratchpad) or a read-only lookup (``LoopDetection.read_only_tools``,
-or MCP's ``readOnlyHint`` in the tool's metadata) never excuses another call's retry. A call
-*makes progress* (its repeat thresholds are relaxed) when its own result moved, or when it was
-retried after something else changed and did not fail again: the same error again is never
-progress.
+**Progress is judged per call, from its own results.** A call's ``same`` counts its own
+executions in a row that returned the same (normalized, ``nodes/fingerprint.py``) result,
+whatever ran in between: other calls' fresh results never excuse it. Only its own result
+changing starts the count again; and a call that *touches* it (its arguments name one of the
+same paths, a path inside one of its folders, or a folder holding one of its paths: a
+``sed -i x.py`` between two ``cat x.py``) excuses its next repeat, which then neither is
+judged nor extends the count. Read-only tools (``LoopDetection.read_only_tools`` or MCP's
+``readOnlyHint``) touch nothing. A repeat that was *blocked* (answered by the loop detector
+instead of run) is remembered as ``refused``.
 
-**Signatures.** A *call signature* is a short hash of the tool name and the canonical JSON of its
-arguments: key order does not matter, and arguments given as a JSON string or as a
-dict give the same signature. ``LoopDetection.arg_policies`` decides which fields
-count (``ignore`` a ``timestamp``, or ``keep`` only a ``path``); the policy under the
-key ``"*"`` applies to tools without their own. A *response signature* is the
-multiset of a response's call signatures, so parallel calls in another order are
-the same response. Malformed calls (``invalid_tool_calls``: arguments that are not
-valid JSON) are signed from their raw text, so a model repeating the same broken
-call is counted like any other repeat.
+**Signatures.** A *call signature* is a short hash of the tool name and the canonical JSON of
+its arguments: key order does not matter, and arguments given as a JSON string or as a dict
+give the same signature. A tool's :class:`ArgPolicy` (``LoopDetection.arg_policies``, or the
+tool's ``metadata["loop_key"]``) decides what counts: ``ignore`` a ``timestamp``, ``keep``
+only a ``path``, or a ``key`` function of the arguments; the policy under ``"*"`` applies to
+tools without their own. A *response signature* is the multiset of a response's call
+signatures. Malformed calls (``invalid_tool_calls``) are signed from their raw text.
 
 Example:
     >>> from langchain_core.messages import ToolMessage
     >>> from langgraph_loop.core.config import LoopDetection
-    >>> det: DetectorState = {"calls": {"s": {"tool": "book"}}, "pending": {"c1": "s"},
-    ...                       "window": [{"calls": ["s"]}]}
     >>> cfg = LoopDetection()
-    >>> det = absorb(det, [ToolMessage("Error: no seats", tool_call_id="c1", status="error")], cfg)
+    >>> det: DetectorState = {"calls": {"s": {"tool": "test"}}, "pending": {"c1": "s"}}
+    >>> det = absorb(det, [ToolMessage("1 failed in 0.2s", tool_call_id="c1")], cfg)
     >>> det = absorb({**det, "pending": {"c2": "s"}},
-    ...              [ToolMessage("Error: no seats", tool_call_id="c2", status="error")], cfg)
-    >>> det["calls"]["s"]["streak"], det["calls"]["s"].get("progress", False)
-    (2, False)
+    ...              [ToolMessage("1 failed in 0.3s", tool_call_id="c2")], cfg)
+    >>> det["calls"]["s"]["same"]
+    2
 
     >>> from langgraph_loop.core.config import ArgPolicy
     >>> call_signature("search", {"q": "x", "page": 1}) == call_signature(
     ...     "search", '{"page": 1, "q": "x"}')
     True
-    >>> cfg = LoopDetection(arg_policies={"log": ArgPolicy(ignore=("timestamp",))})
-    >>> call_signature("log", {"msg": "hi", "timestamp": 1}, cfg) == call_signature(
-    ...     "log", {"msg": "hi", "timestamp": 2}, cfg)
+    >>> cfg = LoopDetection(arg_policies={"read": ArgPolicy(keep=("path",))})
+    >>> call_signature("read", {"path": "a", "limit": 1}, cfg) == call_signature(
+    ...     "read", {"path": "a", "limit": 9}, cfg)
     True
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NotRequired
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import BaseMessage, ToolMessage
 from typing_extensions import TypedDict
 
 from langgraph_loop.core.config import LoopDetection
-from langgraph_loop.core.messages import call_label, digest
+from langgraph_loop.nodes.fingerprint import (
+    SignedCall,
+    args_text,
+    call_signature,
+    canonical_args,
+    content_hash,
+    is_empty,
+    response_signature,
+    sign_calls,
+    touches,
+)
 
-__all__ = ["LABEL_CHARS", "CallRecord", "DetectorState", "Response", "SignedCall", "absorb",
-           "args_of", "args_text", "call_signature", "canonical_args", "compact", "content_hash",
-           "makes_progress", "push", "response_sig", "response_signature", "sign_calls", "streak"]
+__all__ = ["BLOCKED_KIND", "LABEL_CHARS", "CallRecord", "DetectorState", "Response", "SignedCall",
+           "absorb", "args_of", "args_text", "call_signature", "canonical_args", "compact",
+           "content_hash", "is_blocked", "push", "response_sig", "response_signature",
+           "sign_calls"]
 
-# --- call and response signatures ------------------------------------------------------
-
-SIG_LEN = 8  # hex digits: no collision in practice among the window's few dozen calls
-LABEL_ARGS = 100
-
-
-def _digest(text: str) -> str:
-    return digest(text, SIG_LEN)
-
-
-def canonical_args(args: Any) -> Any:
-    """Arguments as a JSON value: a JSON string is parsed, anything else kept.
-
-    Example:
-        >>> canonical_args('{"b": 1, "a": 2}')
-        {'b': 1, 'a': 2}
-        >>> canonical_args("not json")
-        'not json'
-    """
-    if isinstance(args, str):
-        try:
-            return json.loads(args)
-        except ValueError:
-            return args
-    return args
+LABEL_CHARS = 200
+BLOCKED_KIND = "loop_blocked"
+"""``additional_kwargs["langgraph_loop"]["kind"]`` of a ToolMessage that answers a blocked call."""
 
 
-def _apply_policy(name: str, value: Any, config: LoopDetection | None) -> Any:
-    if config is None or not isinstance(value, dict):
-        return value
-    policy = config.arg_policies.get(name) or config.arg_policies.get("*")
-    if policy is None:
-        return value
-    if policy.keep is not None:
-        return {k: v for k, v in value.items() if k in policy.keep}
-    return {k: v for k, v in value.items() if k not in policy.ignore}
-
-
-def _str_keys(value: Any) -> Any:
-    """``value`` with every mapping key a string (JSON's own rule), so any keys sort."""
-    if isinstance(value, Mapping):
-        return {str(k): _str_keys(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_str_keys(v) for v in value]
-    return value
-
-
-def _dump(value: Any) -> str:
-    """Canonical JSON of any value (keys sorted; other objects as ``str``), for hashing."""
-    try:
-        return json.dumps(value, sort_keys=True, default=str, separators=(",", ":"),
-                          ensure_ascii=False)
-    except TypeError:  # keys of mixed or non-JSON types
-        return json.dumps(_str_keys(value), sort_keys=True, default=str,
-                          separators=(",", ":"), ensure_ascii=False)
-
-
-def call_signature(
-    name: str | None, args: Any, config: LoopDetection | None = None, *, malformed: bool = False
-) -> str:
-    """Tool name + canonical JSON of its (policy-filtered) arguments, hashed."""
-    value = canonical_args(args)
-    if malformed:
-        value = {"__malformed__": value if isinstance(value, str) else _dump(value)}
-    else:
-        value = _apply_policy(str(name), value, config)
-    return _digest(_dump([name, value]))
-
-
-def args_text(args: Any, *, malformed: bool = False) -> str:
-    """The arguments as short compact JSON, for warning texts and records.
-
-    Example:
-        >>> args_text('{"b": 1, "a": 2}'), args_text("{oops", malformed=True)
-        ('{"a":2,"b":1}', '<invalid JSON arguments: {oops>')
-    """
-    value = canonical_args(args)
-    text = _dump(value) if not isinstance(value, str) else value
-    if len(text) > LABEL_ARGS:
-        text = text[: LABEL_ARGS - 1] + "…"
-    return f"<invalid JSON arguments: {text}>" if malformed else text
-
-
-def response_signature(sigs: Sequence[str]) -> str:
-    """The multiset of call signatures, hashed (order of parallel calls ignored).
-
-    Example:
-        >>> response_signature(["b", "a"]) == response_signature(["a", "b"])
-        True
-    """
-    return _digest("|".join(sorted(sigs)))
-
-
-def content_hash(content: Any) -> str:
-    """A short hash of a tool result (a ToolMessage's content).
-
-    Content blocks are hashed without their ``id`` (MCP adapters give every block of every
-    result a fresh random one), so identical results hash the same.
-
-    Example:
-        >>> content_hash([{"type": "text", "text": "x", "id": "lc_1"}]) == content_hash(
-        ...     [{"type": "text", "text": "x", "id": "lc_2"}])
-        True
-    """
-    if isinstance(content, str):
-        return _digest(content)
-    if isinstance(content, list):
-        content = [{k: v for k, v in b.items() if k != "id"} if isinstance(b, dict) else b
-                   for b in content]
-    return _digest(_dump(content))
-
-
-@dataclass(frozen=True)
-class SignedCall:
-    """One call of a response with its signature."""
-
-    id: str
-    sig: str
-    name: str
-    args: str
-    malformed: bool = False
-
-    @property
-    def label(self) -> str:
-        """``tool(args)``, as warnings show it."""
-        return call_label(self.name, self.args)
-
-
-def sign_calls(ai: AIMessage, config: LoopDetection | None = None) -> list[SignedCall]:
-    """Every call of a response (valid, then malformed) with its signature.
-
-    Example:
-        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {"a": 1}, "id": "1"}],
-        ...                invalid_tool_calls=[{"name": "f", "args": "{oops", "id": "2",
-        ...                                     "error": "bad json", "type": "invalid_tool_call"}])
-        >>> [(c.name, c.malformed) for c in sign_calls(ai)]
-        [('f', False), ('f', True)]
-    """
-    out = [SignedCall(str(c.get("id")), call_signature(c["name"], c["args"], config),
-                      c["name"], args_text(c["args"])) for c in ai.tool_calls]
-    for bad in ai.invalid_tool_calls:
-        name = bad.get("name") or "?"
-        raw = bad.get("args") or ""
-        out.append(SignedCall(str(bad.get("id")), call_signature(name, raw, malformed=True),
-                              name, args_text(raw, malformed=True), malformed=True))
-    return out
+def is_blocked(message: BaseMessage) -> bool:
+    """Is this ToolMessage the loop detector's answer to a blocked call (not a real result)?"""
+    tag = message.additional_kwargs.get("langgraph_loop")
+    return isinstance(tag, dict) and tag.get("kind") == BLOCKED_KIND
 
 
 # --- the detector state ------------------------------------------------------------------
-
-LABEL_CHARS = 200
-
 
 class Response(TypedDict):
     """One tool-calling response in the window."""
@@ -231,22 +99,38 @@ class Response(TypedDict):
     """The response signature; stored only for several calls (one call: its own signature)."""
 
 
-class CallRecord(TypedDict):
-    """One call signature seen in the window (fields at their default are left out)."""
+class CallRecord(TypedDict, total=False):
+    """One call signature remembered (fields at their default are left out)."""
 
     tool: str
-    args: NotRequired[str]
-    """Short arguments text for warnings; kept only while the call is in the window twice."""
-    result: NotRequired[str]
-    """Hash of its last result (absent until it has one)."""
-    streak: NotRequired[int]
-    """Identical results in a row with nothing changed in between; dropped when something
-    changes elsewhere (its next identical result then starts a new streak)."""
-    progress: NotRequired[bool]
-    """Present (True) when its last execution made progress: its result moved, or it was
-    a retry (not failing again) after something else changed."""
-    failed: NotRequired[bool]
-    """Present (True) when its last result was an error."""
+    args: str
+    """Short arguments text for warnings (kept while it may be needed)."""
+    last: int
+    """The run's call number of its latest request."""
+    result: str
+    """Hash of its last normalized result (absent until it has one)."""
+    same: int
+    """Its own executions in a row that returned ``result`` (others never reset it)."""
+    since: int
+    """The response (of the run, 1-based) whose execution of it began these ``same`` results."""
+    moved: bool
+    """Its last result differed from the one before, or came after a call touching its paths
+    (it may progress: the repeat layer relaxes its thresholds)."""
+    empty: bool
+    """Its last result had no content."""
+    failed: bool
+    """Its last result was an error."""
+    warned: bool
+    """Warned about during this run of identical results."""
+    touched: bool
+    """A call touching its paths was requested since its last request: its next repeat is
+    not judged."""
+    refused: bool
+    """Its last request was blocked: asking for it again stops."""
+    between: bool
+    """Other calls were requested between its latest request and the one before."""
+    paths: list[str]
+    dirs: list[str]
 
 
 class DetectorState(TypedDict, total=False):
@@ -254,10 +138,12 @@ class DetectorState(TypedDict, total=False):
 
     window: list[Response]
     calls: dict[str, CallRecord]
+    n: int
     responses: int
-    """Tool-calling responses seen in this run (numbers them: the newest is ``responses``)."""
     changed_at: int
-    """The number of the latest response whose results changed something."""
+    """The number of the latest response whose results moved (a call's own result changed)."""
+    reply: str
+    same_reply: int
     warned: list[str]
     pending: dict[str, str]
 
@@ -267,33 +153,37 @@ def response_sig(entry: Response) -> str:
     return entry.get("sig") or entry["calls"][0]
 
 
-def streak(record: CallRecord) -> int:
-    """Identical results in a row with nothing changed since (0: none, or excused)."""
-    return record.get("streak", 0)
-
-
-def makes_progress(record: CallRecord) -> bool:
-    """Does a retry of this call make progress? Its last execution did, or something changed
-    since and its last result was not an error."""
-    if record.get("progress"):
-        return True
-    return "result" in record and "streak" not in record and not record.get("failed")
-
-
 def args_of(record: CallRecord) -> str:
-    """The call's arguments text (empty once it is in the window only once)."""
+    """The call's arguments text (empty when not kept)."""
     return record.get("args", "")
 
 
-def _changes(record: CallRecord | None, message: ToolMessage, result: str,
-             config: LoopDetection) -> bool:
-    """Does this result change something we can see?"""
-    if record is not None and "result" in record:
-        return record["result"] != result  # the call's own result moved
-    text = message.content if isinstance(message.content, str) else str(message.content)
-    tool = record["tool"] if record is not None else message.name
-    return (message.status != "error" and bool(text.strip())
-            and tool not in config.read_only_tools)
+_KEPT = ("tool", "args", "last", "paths", "dirs")
+
+
+def _absorb_one(old: CallRecord, message: ToolMessage, config: LoopDetection,
+                responses: int) -> CallRecord:
+    """A call's record after one of its results (``old``: the record as requested, in the
+    run's response number ``responses``)."""
+    if is_blocked(message):  # not run: nothing learnt, and asking again stops
+        return CallRecord(**{**old, "refused": True})  # type: ignore[typeddict-item]
+    result = content_hash(message.content, normalized=config.normalize_results)
+    repeated = old.get("result") == result
+    same = old.get("same", 0) + 1 if repeated else 1
+    if repeated and old.get("touched"):
+        same = old.get("same", 1)  # a call touching its paths ran in between: no evidence
+    record = CallRecord(**{k: v for k, v in old.items() if k in _KEPT})  # type: ignore[typeddict-item]
+    record.update(result=result, same=same,
+                  since=old.get("since", responses) if repeated else responses)
+    if ("result" in old and not repeated) or old.get("touched"):
+        record["moved"] = True
+    if is_empty(message.content):
+        record["empty"] = True
+    if message.status == "error":
+        record["failed"] = True
+    if repeated and old.get("warned"):
+        record["warned"] = True  # one warning per run of identical results
+    return record
 
 
 def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
@@ -304,52 +194,66 @@ def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
     if not pending:
         return det
     calls = dict(det.get("calls") or {})
-    mine = [(pending[m.tool_call_id], m, content_hash(m.content)) for m in results
-            if m.tool_call_id in pending]
-    changed = any(_changes(calls.get(sig), m, result, config) for sig, m, result in mine)
-    if changed:  # every other call's retry is excused: its streak starts again
-        calls = {s: _excused(r) for s, r in calls.items()}
-        det["changed_at"] = det.get("responses", 0)
-    for sig, message, result in mine:
+    moved = False
+    for message in results:
+        sig = pending.get(message.tool_call_id)
+        if sig is None:
+            continue
         old = calls.get(sig) or CallRecord(tool=message.name or "?")
-        same = old.get("result") == result
-        still = same and not changed and streak(old) > 0
-        record = CallRecord(tool=old["tool"], result=result, streak=streak(old) + 1 if still else 1)
-        if "args" in old:
-            record["args"] = old["args"]
-        if message.status == "error":
-            record["failed"] = True
-        if "result" in old and (not same or (not still and message.status != "error")):
-            record["progress"] = True  # the same error again is never progress
+        record = _absorb_one(old, message, config, det.get("responses", 0))
+        moved = moved or ("result" in old and record.get("result") != old["result"])
         calls[sig] = record
+    if moved:
+        det["changed_at"] = det.get("responses", 0)
     det["calls"], det["pending"] = calls, {}
     return det
 
 
-def _excused(record: CallRecord) -> CallRecord:
-    if "streak" not in record:
-        return record
-    return CallRecord(**{k: v for k, v in record.items() if k != "streak"})  # type: ignore[typeddict-item]
+def _touch(records: dict[str, CallRecord], call: SignedCall) -> None:
+    """Mark every other remembered call this one touches (in place)."""
+    if not call.paths:
+        return
+    for sig, record in records.items():
+        if sig != call.sig and "result" in record and touches(
+                call.paths, call.dirs, record.get("paths", ()), record.get("dirs", ())):
+            records[sig] = CallRecord(**{**record, "touched": True})  # type: ignore[typeddict-item]
 
 
-def push(det: DetectorState, calls: Sequence[SignedCall], window: int) -> DetectorState:
-    """Append the response to the window; prune everything to what the window holds."""
+def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection) -> DetectorState:
+    """Count the response's calls in; prune everything to what the windows hold.
+
+    Each call's record gets its call number and arguments; a call that is not read-only
+    touches the records naming its paths.
+    """
     sigs = [c.sig for c in calls]
     entry = Response(calls=sorted(sigs))
     if len(sigs) != 1:
         entry["sig"] = response_signature(sigs)
-    entries = [*(det.get("window") or []), entry][-window:]
-    inside = {s for e in entries for s in e["calls"]}
+    entries = [*(det.get("window") or []), entry][-config.window:]
     records = dict(det.get("calls") or {})
+    count = det.get("n", 0)
     for c in calls:
-        records[c.sig] = CallRecord(**{**records.get(c.sig, {}),  # type: ignore[typeddict-item]
-                                       "tool": c.name, "args": c.args})
-    records = {s: r for s, r in records.items() if s in inside}
+        count += 1
+        old = records.get(c.sig) or CallRecord(tool=c.name)
+        if c.name not in config.read_only_tools:
+            _touch(records, c)
+        record = CallRecord(**{**old, "tool": c.name, "args": c.args, "last": count})  # type: ignore[typeddict-item]
+        if "last" in old:
+            record["between"] = count - old["last"] > 1
+        if c.paths:
+            record["paths"], record["dirs"] = list(c.paths), list(c.dirs)
+        records[c.sig] = record
+    inside = {s for e in entries for s in e["calls"]}
+    records = {s: r for s, r in records.items()
+               if s in inside or r.get("last", 0) > count - config.call_window}
+    reply = response_sig(entry)
+    same_reply = det.get("same_reply", 0) + 1 if det.get("reply") == reply else 1
     responses = {response_sig(e) for e in entries}
     tools = {r["tool"] for r in records.values()}
     warned = [k for k in det.get("warned") or [] if _relevant(k, inside, responses, tools)]
-    return DetectorState(**{**det, "window": entries, "calls": records, "warned": warned,
-                            "responses": det.get("responses", 0) + 1,
+    return DetectorState(**{**det, "window": entries, "calls": records, "warned": warned,  # type: ignore[typeddict-item]
+                            "n": count, "responses": det.get("responses", 0) + 1,
+                            "reply": reply, "same_reply": same_reply,
                             "pending": {c.id: c.sig for c in calls}})
 
 
@@ -362,8 +266,9 @@ def _relevant(key: str, calls: set[str], responses: set[str], tools: set[str]) -
     return ident in tools
 
 
-def compact(det: DetectorState) -> DetectorState:
-    """The state as stored: arguments only for calls seen twice in the window, cut short.
+def compact(det: DetectorState, newest: Sequence[str] = ()) -> DetectorState:
+    """The state as remembered: arguments only for calls of the newest response or seen
+    twice in the window, cut short.
 
     Example:
         >>> compact({"window": [{"calls": ["a"]}, {"calls": ["a", "b"]}],
@@ -377,7 +282,8 @@ def compact(det: DetectorState) -> DetectorState:
             counts[sig] = counts.get(sig, 0) + 1
     calls: dict[str, CallRecord] = {}
     for sig, rec in (det.get("calls") or {}).items():
-        args = args_of(rec)[:LABEL_CHARS] if counts.get(sig, 0) >= 2 else ""
+        keep = counts.get(sig, 0) >= 2 or sig in newest
+        args = args_of(rec)[:LABEL_CHARS] if keep else ""
         if args == args_of(rec):
             calls[sig] = rec  # records are never changed in place: share it
             continue
@@ -385,4 +291,4 @@ def compact(det: DetectorState) -> DetectorState:
         if args:
             kept["args"] = args
         calls[sig] = kept
-    return DetectorState(**{**det, "calls": calls})
+    return DetectorState(**{**det, "calls": calls})  # type: ignore[typeddict-item]

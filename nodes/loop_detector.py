@@ -31,12 +31,16 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
+from langgraph.types import interrupt
 
+from langgraph_loop.core import prompts
+from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
 from langgraph_loop.core.messages import Notice, call_ids, queue_notice, work_call_ids
 from langgraph_loop.core.records import emit
@@ -44,12 +48,20 @@ from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import Guard, stop_answer_text, stop_update
 from langgraph_loop.nodes.approval import needs_approval
-from langgraph_loop.nodes.detection import LoopWarning, observe
-from langgraph_loop.nodes.detector_state import DetectorState
+from langgraph_loop.nodes.detection import Finding, LoopWarning, observe
+from langgraph_loop.nodes.detector_state import BLOCKED_KIND, DetectorState
 from langgraph_loop.nodes.limits import PRESSURE_SOURCE, check_limits, pressure_due
+from langgraph_loop.nodes.loop_human import (
+    began_at,
+    checkpoint_before,
+    evidence,
+    parse_answer,
+    question,
+)
+from langgraph_loop.nodes.tool_errors import tool_errors_guard
 
-__all__ = ["MEMO_SIZE", "Decision", "DetectorMemo", "LoopDetector", "results_before",
-           "stop_answers"]
+__all__ = ["MEMO_SIZE", "Decision", "DetectorMemo", "LoopDetector", "block_answers",
+           "results_before", "settle", "stop_answers"]
 
 MEMO_SIZE = 4096
 """Detector states a ``DetectorMemo`` remembers (one per reply; the oldest are dropped)."""
@@ -120,7 +132,8 @@ class DetectorMemo:
         for i in range(_run_start(messages, end, run.get("request_id")), end + 1):
             msg = messages[i]
             if isinstance(msg, AIMessage):
-                det = observe(det, msg, results_before(messages, i), config).state
+                det = observe(det, msg, results_before(messages, i), config,
+                              run.get("loop_allowed")).state
                 self.remember(run, msg, config, det)
         return det
 
@@ -148,9 +161,10 @@ def _run_start(messages: Sequence[BaseMessage], end: int, request_id: Any) -> in
 class Decision:
     """What the detector concluded about the newest reply.
 
-    ``guard`` stops the run; ``warnings`` are queued; ``pressure`` queues the
-    budget-pressure notice; ``detector`` is the detection layers' new state (None when
-    detection is off; derived, never written to graph state).
+    ``guard`` stops the run; ``warnings`` are queued; ``blocks`` answer calls (by id)
+    with an error instead of running them; ``pressure`` queues the budget-pressure notice;
+    ``detector`` is the detection layers' new state (None when detection is off; derived,
+    never written to graph state); ``finding`` is the loop finding behind the stop.
     """
 
     ai: AIMessage
@@ -158,11 +172,55 @@ class Decision:
     warnings: tuple[LoopWarning, ...] = ()
     pressure: bool = False
     detector: DetectorState | None = None
+    blocks: Mapping[str, str] = field(default_factory=dict)
+    finding: Finding | None = None
+    allow: tuple[str, int] | None = None
+    """A human let the loop go on: its finding key and count (``run["loop_allowed"]``)."""
+    hint: str | None = None
+    """A human's hint, queued as a notice."""
 
     @property
     def acts(self) -> bool:
-        """Does the ``loop_detector`` node run (a stop, a warning or the pressure notice)?"""
-        return self.guard is not None or bool(self.warnings) or self.pressure
+        """Does the ``loop_detector`` node run (a stop, a block, a warning or the notice)?"""
+        return (self.guard is not None or bool(self.warnings) or bool(self.blocks)
+                or self.pressure)
+
+
+def settle(decision: Decision, state: LoopState, settings: LoopSettings) -> Decision:
+    """A loop stop with where the loop began; with ``ask_human``, what a human decides
+    (``interrupt()``; see ``nodes/loop_human.py``)."""
+    finding, why, detection = decision.finding, decision.guard, settings.loop_detection
+    if finding is None or why is None or detection is None:
+        return decision
+    messages = state.get("messages") or []
+    request = (state.get("run") or {}).get("request_id")
+    began = began_at(messages, request, finding.since)
+    began_id = began.id if began is not None else None
+    config = get_config()
+    why = Guard(**{**why, "began": {"response": finding.since, "message_id": began_id},  # type: ignore[typeddict-item]
+                   "checkpoint_id": checkpoint_before(config, began_id)})
+    if not detection.ask_human or checkpointer(config) is None:
+        return replace(decision, guard=why)
+    results = evidence(messages, request, finding, detection)
+    action, hint = parse_answer(interrupt(question(why, finding, results)))
+    if action == "stop":
+        return replace(decision, guard={**why, "human": {"action": "stop"}})
+    return Decision(decision.ai, detector=decision.detector, allow=(finding.key, finding.count),
+                    hint=hint)
+
+
+def block_answers(ai: AIMessage, blocks: Mapping[str, str]) -> list[ToolMessage]:
+    """The error ToolMessages that answer a reply's blocked calls (tagged: not tool results).
+
+    Example:
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
+        >>> [(m.status, m.name) for m in block_answers(ai, {"c1": "Error: not run"})]
+        [('error', 'f')]
+    """
+    names = {c.get("id"): c.get("name") for c in [*ai.tool_calls, *ai.invalid_tool_calls]}
+    return [ToolMessage(text, tool_call_id=i, name=names.get(i), status="error",
+                        additional_kwargs={"langgraph_loop": {"kind": BLOCKED_KIND}})
+            for i, text in blocks.items()]
 
 
 def stop_answers(ai: AIMessage, why: Guard) -> list[ToolMessage]:
@@ -189,23 +247,27 @@ class LoopDetector:
         if state.get("stop_reason") is not None or not isinstance(ai, AIMessage):
             return None
         gated = settings.approval is not None and needs_approval(ai, settings.approval)
-        why = check_limits(state, settings, has_calls=bool(work_call_ids(ai, settings.output_tools)),
-                           gated=gated)
+        has_calls = bool(work_call_ids(ai, settings.output_tools))  # a structured answer is text
+        why = check_limits(state, settings, has_calls=has_calls, gated=gated)
+        run = state.get("run") or {}
+        if why is None:
+            why = tool_errors_guard(messages, run.get("request_id"),
+                                    settings.limits.max_tool_errors)
         if why is not None:
             return Decision(ai, guard=why)
         warnings: tuple[LoopWarning, ...] = ()
         detector: DetectorState | None = None
+        blocks: Mapping[str, str] = {}
         if settings.loop_detection is not None:
-            run = state.get("run") or {}
             before = self.memo.state_before(messages, run, settings.loop_detection)
             obs = observe(before, ai, results_before(messages, len(messages) - 1),
-                          settings.loop_detection)
+                          settings.loop_detection, run.get("loop_allowed"))
             self.memo.remember(run, ai, settings.loop_detection, obs.state)
             if obs.stop is not None:
-                return Decision(ai, guard=obs.stop, detector=obs.state)
-            detector, warnings = obs.state, tuple(obs.warnings)
+                return Decision(ai, guard=obs.stop, detector=obs.state, finding=obs.finding)
+            detector, warnings, blocks = obs.state, tuple(obs.warnings), obs.blocks
         return Decision(ai, warnings=warnings, pressure=pressure_due(state, settings),
-                        detector=detector)
+                        detector=detector, blocks=blocks)
 
     def __call__(self, state: LoopState, runtime: Runtime[Any]) -> dict[str, Any]:
         """The node: ``decide`` as the edge after ``model`` did, then ``apply``.
@@ -217,7 +279,9 @@ class LoopDetector:
         remaining = state.get("remaining_steps")
         seen: LoopState = state if remaining is None else {**state, "remaining_steps": remaining + 1}
         decision = self.decide(seen, settings)
-        return {} if decision is None else apply(decision, state, settings, runtime)
+        if decision is None:
+            return {}
+        return apply(settle(decision, state, settings), state, settings, runtime)
 
 
 def _queue(notices: list[Notice], decision: Decision, run: dict[str, Any], settings: LoopSettings,
@@ -228,6 +292,9 @@ def _queue(notices: list[Notice], decision: Decision, run: dict[str, Any], setti
                                text=warning.text, source="loop")
         emit(runtime, {"event": "loop_warning", "layer": warning.layer, "key": warning.key,
                        "calls": list(warning.calls), "count": warning.count, "text": warning.text})
+    if decision.hint is not None:
+        notices = queue_notice(notices, run=run["id"], key="loop_hint",
+                               text=prompts.LOOP_HINT.format(hint=decision.hint), source="human")
     pressure = settings.budget_pressure
     if decision.pressure and pressure is not None:
         run["pressure_queued"] = True
@@ -256,6 +323,13 @@ def apply(decision: Decision, state: LoopState, settings: LoopSettings,
             finalized = True  # the reply is already text: no final call needed
         update.update(stop_update(run, why, finalized=finalized))
         run = update["run"]
+    elif decision.blocks:
+        update["messages"] = block_answers(decision.ai, decision.blocks)
+        emit(runtime, {"event": "loop_block", "call_ids": list(decision.blocks),
+                       "texts": list(decision.blocks.values())})
+    if decision.allow is not None:
+        run = {**run, "loop_allowed": {**(run.get("loop_allowed") or {}),
+                                       decision.allow[0]: decision.allow[1]}}
     notices = _queue(list(state.get("pending_notices") or []), decision, run, settings, state,
                      runtime)
     if notices != list(state.get("pending_notices") or []):

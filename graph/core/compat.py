@@ -1,6 +1,6 @@
 """The LangGraph internals this package relies on, in one place, and why.
 
-LangGraph has no public API (as of 1.2) for three things the loop needs:
+LangGraph has no public API (as of 1.2) for four things the loop needs:
 
 - ``messages_delta_reducer``: the batch reducer of LangGraph's delta messages channel
   (each checkpoint stores only a step's new messages). LangGraph recognises this
@@ -13,12 +13,18 @@ LangGraph has no public API (as of 1.2) for three things the loop needs:
 - ``resuming(config)``: is the running step being resumed with an answer to its
   interrupt? The ``approval`` node must not ask its resolver again then: the human
   answered because the resolver handed over.
+- ``checkpointer(config)``: the running graph's checkpointer (None without one). A loop
+  stop records the checkpoint from just before the loop began (read from the thread's
+  history with the checkpointer's public ``list``), and asks a human only when a
+  checkpointer can hold the interrupt.
 
 ``tests/core/test_compat.py`` pins each behaviour against the installed LangGraph.
 
 Example:
     >>> durable({"configurable": {}}), resuming({"configurable": {}}), durable(None)
     (False, False, False)
+    >>> checkpointer({"configurable": {}}) is None
+    True
 """
 
 from __future__ import annotations
@@ -27,10 +33,11 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._constants import CONFIG_KEY_DURABILITY, CONFIG_KEY_SCRATCHPAD
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.graph.message import _messages_delta_reducer
 
-__all__ = ["durable", "messages_delta_reducer", "resuming"]
+__all__ = ["checkpointer", "durable", "messages_delta_reducer", "resuming"]
 
 messages_delta_reducer: Any = _messages_delta_reducer
 """LangGraph's batch reducer for a ``DeltaChannel`` of messages (see the module docstring)."""
@@ -53,3 +60,9 @@ def resuming(config: RunnableConfig | None) -> bool:
     if pad is None:
         return False
     return bool(pad.resume) or pad.get_null_resume(False) is not None
+
+
+def checkpointer(config: RunnableConfig | None) -> BaseCheckpointSaver[Any] | None:
+    """The running graph's checkpointer (None when it has none)."""
+    saver = _configurable(config).get(CONFIG_KEY_CHECKPOINTER)
+    return saver if isinstance(saver, BaseCheckpointSaver) else None

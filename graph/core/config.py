@@ -25,6 +25,7 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from langgraph_loop.core import prompts
+from langgraph_loop.core.loop_config import ArgPolicy, LoopDetection
 
 __all__ = [
     "Approval",
@@ -55,6 +56,8 @@ class Limits(_Config):
         final_answer: after a stop that left tool calls unanswered, answer them with
             error ToolMessages and make one last model call with no tools bound.
         max_tool_output_chars: longer tool outputs are cut to this size, with a note.
+        max_tool_errors: tool-calling rounds in a row whose every result was an error
+            after which the run stops (``tool_errors``; None = off).
 
     Example:
         >>> Limits(token_budget=10_000).final_answer
@@ -67,115 +70,7 @@ class Limits(_Config):
     max_duration_s: float | None = Field(default=None, gt=0)
     final_answer: bool = True
     max_tool_output_chars: int | None = Field(default=100_000, ge=100)
-
-
-class ArgPolicy(_Config):
-    """Which arguments of a tool count for its call signature.
-
-    ``ignore`` drops fields (e.g. a ``timestamp``); ``keep`` keeps only the listed ones.
-
-    Example:
-        >>> ArgPolicy(ignore=("timestamp",)).ignore
-        ('timestamp',)
-    """
-
-    ignore: tuple[str, ...] = ()
-    keep: tuple[str, ...] | None = None
-
-    @model_validator(mode="after")
-    def _one_of(self) -> ArgPolicy:
-        if self.ignore and self.keep is not None:
-            raise ValueError("ArgPolicy: give either ignore or keep, not both")
-        return self
-
-
-class LoopDetection(_Config):
-    """Runaway tool-loop detection: warn first, then stop.
-
-    Attributes:
-        warn_after: repeats of one response signature within the window that warn.
-        stop_after: repeats that hard-stop the run (``loop_detected``).
-        window: how many recent model responses are remembered.
-        no_progress_warn_after: identical results of a call in a row (nothing changed in
-            between: errors, empty results and read-only tools change nothing) after which
-            asking for the same call again warns.
-        no_progress_stop_after: identical results in a row after which asking again stops.
-        progress_factor: a repeated call whose results keep changing (polling that makes
-            progress) warns and stops at this many times ``warn_after``/``stop_after``
-            (capped by the window).
-        per_tool: optional windowed caps on calls of one tool name (any arguments):
-            reaching the cap warns, exceeding it stops.
-        arg_policies: per-tool argument policies for the call signature (``"*"``
-            applies to tools without their own policy).
-        read_only_tools: tools whose calls change nothing (a ``think`` scratchpad,
-            read-only lookups): their results never excuse another call's identical
-            retry. Tools whose metadata carries MCP's ``readOnlyHint`` (as
-            langchain-mcp-adapters sets it) count too.
-
-    Example:
-        >>> LoopDetection(per_tool={"search": 8}).per_tool["search"]
-        8
-        >>> LoopDetection(read_only_tools=["think", "get_order"]).read_only_tools
-        ('think', 'get_order')
-    """
-
-    warn_after: int = Field(default=3, ge=1)
-    stop_after: int = Field(default=5, ge=2)
-    window: int = Field(default=20, ge=2, le=1000)
-    no_progress_warn_after: int = Field(default=2, ge=1)
-    no_progress_stop_after: int = Field(default=3, ge=2)
-    progress_factor: int = Field(default=3, ge=1)
-    per_tool: dict[str, int] = Field(default_factory=dict)
-    arg_policies: dict[str, ArgPolicy] = Field(default_factory=dict)
-    read_only_tools: tuple[str, ...] = ()
-
-    def with_tool_hints(self, tools: Sequence[Any]) -> LoopDetection:
-        """This configuration plus the tools whose metadata marks them read-only.
-
-        Example:
-            >>> from langchain_core.tools import StructuredTool
-            >>> lookup = StructuredTool.from_function(
-            ...     lambda key: key, name="lookup", description="Read a record.",
-            ...     metadata={"readOnlyHint": True})
-            >>> LoopDetection().with_tool_hints([lookup]).read_only_tools
-            ('lookup',)
-        """
-        hinted = [t.name for t in tools
-                  if _read_only_hint(t) and t.name not in self.read_only_tools]
-        if not hinted:
-            return self
-        return self.model_copy(update={"read_only_tools": (*self.read_only_tools, *hinted)})
-
-    @model_validator(mode="after")
-    def _ordered(self) -> LoopDetection:
-        if self.stop_after <= self.warn_after:
-            raise ValueError("LoopDetection: stop_after must be greater than warn_after")
-        if self.no_progress_stop_after <= self.no_progress_warn_after:
-            raise ValueError(
-                "LoopDetection: no_progress_stop_after must be greater than no_progress_warn_after"
-            )
-        if self.window < self.stop_after:
-            raise ValueError("LoopDetection: window must be at least stop_after")
-        for tool, cap in self.per_tool.items():
-            if not tool:
-                raise ValueError("LoopDetection: per_tool keys must be tool names")
-            if cap < 1:
-                raise ValueError(f"LoopDetection: per_tool[{tool!r}] must be >= 1")
-        if not all(self.read_only_tools) or len(set(self.read_only_tools)) != len(
-                self.read_only_tools):
-            raise ValueError("LoopDetection: read_only_tools must be distinct tool names")
-        return self
-
-
-def _read_only_hint(tool: Any) -> bool:
-    """MCP's ``readOnlyHint`` in a tool's metadata (flat, or under ``annotations``)."""
-    metadata = getattr(tool, "metadata", None) or {}
-    hint = metadata.get("readOnlyHint")
-    annotations = metadata.get("annotations")
-    if hint is None and annotations is not None:
-        hint = (annotations.get("readOnlyHint") if isinstance(annotations, dict)
-                else getattr(annotations, "readOnlyHint", None))
-    return hint is True
+    max_tool_errors: int | None = Field(default=None, ge=1)
 
 
 class StallDetection(_Config):

@@ -28,6 +28,7 @@ __all__ = [
     "JUDGE_MARKERS",
     "JUDGE_QUESTION",
     "JUDGE_RESPONSE",
+    "LOOP_HINT",
     "NEEDS_APPROVAL",
     "NOT_OFFERED",
     "NO_ANSWER",
@@ -58,6 +59,9 @@ STOP_INSTRUCTION = ("The run has been stopped because {why}. Tools are no longer
 """The notice the tools-free final-answer call sees."""
 CANCELLED = "Error: this call was not executed: the run that requested it ended first."
 """The error result of a call left unanswered by an abandoned run (``prepare`` repairs it)."""
+
+LOOP_HINT = "A person supervising this run read the loop you were in and says: {hint}"
+"""A human's hint about a loop stop (``LoopDetection.ask_human``), delivered as a notice."""
 
 # --- continuation and progress ---------------------------------------------------------------
 CONTINUE = "Continue working on the task. If it is complete, say so."

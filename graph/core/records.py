@@ -37,6 +37,7 @@ __all__ = [
     "IterationRecord",
     "IterationStartEvent",
     "LoggedCall",
+    "LoopBlockEvent",
     "LoopWarningEvent",
     "Review",
     "RunInfo",
@@ -56,8 +57,8 @@ __all__ = [
     "usage_of",
 ]
 
-EventName = Literal["iteration_start", "tool_call", "loop_warning", "budget_pressure",
-                    "approval_auto", "compaction", "iteration_end", "stop"]
+EventName = Literal["iteration_start", "tool_call", "loop_warning", "loop_block",
+                    "budget_pressure", "approval_auto", "compaction", "iteration_end", "stop"]
 """The ``event`` of a ``custom`` stream event."""
 
 
@@ -92,6 +93,8 @@ class RunInfo(TypedDict, total=False):
     guard: Guard | None
     overrides: dict[str, Any]
     """The run's per-run overrides (its ``context=``), so every resume enforces them."""
+    loop_allowed: dict[str, int]
+    """Loops a human let go on (``LoopDetection.ask_human``): finding key → its count then."""
 
 
 class IterationInfo(TypedDict, total=False):
@@ -185,6 +188,14 @@ class LoopWarningEvent(TypedDict):
     text: str
 
 
+class LoopBlockEvent(TypedDict):
+    """The loop detector answered repeated calls with an error instead of running them."""
+
+    event: Literal["loop_block"]
+    call_ids: list[str]
+    texts: list[str]
+
+
 class BudgetPressureEvent(TypedDict):
     """The budget-pressure notice was queued."""
 
@@ -212,7 +223,7 @@ class CompactionEvent(TypedDict):
 
 
 Event = (IterationStartEvent | IterationEndEvent | StopEvent | ToolCallEvent | LoopWarningEvent
-         | BudgetPressureEvent | ApprovalAutoEvent | CompactionEvent)
+         | LoopBlockEvent | BudgetPressureEvent | ApprovalAutoEvent | CompactionEvent)
 """A ``custom`` stream event: ``{"event": <EventName>, ...}``."""
 
 

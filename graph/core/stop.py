@@ -41,6 +41,7 @@ class StopReason(StrEnum):
     TOKEN_BUDGET = "token_budget"
     BUDGET_PRESSURE = "budget_pressure"
     LOOP_DETECTED = "loop_detected"
+    TOOL_ERRORS = "tool_errors"
     STALLED = "stalled"
     TIMEOUT = "timeout"
     TERMINATED = "terminated"
@@ -57,7 +58,8 @@ class Guard(TypedDict, total=False):
 
     ``guard`` names the guard, ``reason`` is the ``StopReason`` value; the other
     keys depend on the guard (``limit``/``value`` for limits, ``layer``/``tool``/
-    ``count``/... for the loop detector, ``passes``/``totals`` for stalls).
+    ``count``/``rung``/``began``/``checkpoint_id``/... for the loop detector,
+    ``passes``/``totals`` for stalls).
     """
 
     guard: Required[GuardName]
@@ -77,6 +79,10 @@ class Guard(TypedDict, total=False):
     progressing: bool
     passes: list[Any]
     totals: list[int]
+    rung: str
+    began: dict[str, Any]
+    checkpoint_id: str | None
+    human: dict[str, Any]
 
 
 def guard(name: GuardName, reason: StopReason | str, **details: Any) -> Guard:
@@ -113,6 +119,7 @@ EXPLAIN: dict[str, str] = {
     "timeout": "the time limit of this run is spent",
     "step_limit": "the graph's step limit (recursion_limit) is nearly reached",
     "loop_detected": "a runaway tool loop was detected",
+    "tool_errors": "the tool calls failed too many times in a row",
 }
 """Why a stop happened, in words (the model and the iteration records read them)."""
 

@@ -19,7 +19,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.types import Command, Durability, interrupt
 
 from langgraph_loop import LoopDetection, create_loop_agent
-from langgraph_loop.core.compat import durable, messages_delta_reducer, resuming
+from langgraph_loop.core.compat import checkpointer, durable, messages_delta_reducer, resuming
 from langgraph_loop.scripted import ScriptedChatModel
 
 
@@ -47,6 +47,14 @@ def test_durable_means_a_checkpointer_and_not_exit_durability(
     graph = _probe_graph(durable, InMemorySaver() if saver else None)
     config = {"configurable": {"thread_id": "t"}}
     assert graph.invoke({"seen": []}, config, durability=durability)["seen"] == [expected]
+
+
+@pytest.mark.parametrize("saver", [True, False])
+def test_checkpointer_is_the_running_graphs_saver(saver: bool) -> None:
+    memory = InMemorySaver() if saver else None
+    graph = _probe_graph(lambda config: checkpointer(config) is memory, memory)
+    config = {"configurable": {"thread_id": "t"}}
+    assert graph.invoke({"seen": []}, config)["seen"] == [True]
 
 
 def test_resuming_is_true_only_when_the_interrupted_step_runs_again() -> None:

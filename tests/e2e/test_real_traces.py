@@ -1,7 +1,9 @@
 """Real trajectories vendored in benchmarks/data/ replayed through the compiled graph (the replay
 machinery of ``benchmarks/real_traces.py``) and through the prototype of
 ``benchmarks/detector_proto.py``: five τ-bench GPT-4o conversations and four excerpts of
-gemini-3-pro coding runs in mini-swe-agent."""
+gemini-3-pro coding runs in mini-swe-agent. Each layer and rung of the loop detector (per-call
+stagnation: warn, block, stop; the path excuse; text loops; the same reply in a row;
+consecutive tool errors) is checked on them."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from benchmarks.replay import (
     load_conversations,
     tool_names,
 )
-from langgraph_loop import LoopDetection
+from langgraph_loop import Limits, LoopDetection
 
 PICKED = {
     "task 9 trial 2": "failed: book_reservation fails 4 times alike, a think call between tries",
@@ -128,19 +130,27 @@ def test_the_coding_format_replays_every_recorded_call(excerpts: dict[str, Conve
         "django__django-13568", "django__django-16100", "sympy__sympy-15976"}
 
 
-def test_a_script_stagnating_between_edits_is_stopped_by_the_prototype_only_on_time(
+def test_a_script_stagnating_between_edits_is_blocked_then_stopped_on_time(
     excerpts: dict[str, Conversation], ours: dict[str, RunResult],
 ) -> None:
+    """The ladder: a warning after 2 identical outputs, a block at the 4th request (edits ran in
+    between: the edit might have mattered, so the call is refused, not the run), a stop when the
+    model asks for it again. Before issue 22 the edits reset the streak and nothing fired."""
     conv = excerpts["astropy__astropy-13398"]
     run = conv.runs[0]
     script = 'bash({"command": "python reproduce_issue.py"})'
     asks = [i for i, c in run.calls() if canonical_call(c) == script]
     assert asks == [2, 4, 6, 10, 13]  # byte-identical output at 2, 4 and 6, edits in between
-    assert stop_index(proto(conv)) == 10  # asked again after 3 identical results
-    assert stop_index(ours["astropy__astropy-13398"]) is None  # the edits reset its streak
+    mine = ours["astropy__astropy-13398"]
+    assert (mine.first_warning, mine.blocked, stop_index(mine)) == (6, ((10, 0),), 13)
+    assert mine.layer == "no_progress" and mine.executed == 12  # the blocked run never ran
+    assert stop_index(proto(conv)) == 10  # the prototype's plain stop at the 4th request
     assert stop_index(deerflow_replay(conv)[0]) == 13  # the fifth request
     ladder = proto(conv, LADDER)
-    assert ladder.blocked == ((10, 0),) and stop_index(ladder) == 13
+    assert ladder.blocked == mine.blocked and stop_index(ladder) == stop_index(mine)
+    plain = Replayer(tool_names([conv.runs]), loop_detection=LoopDetection(block=())).replay(
+        conv.runs)[0]
+    assert stop_index(plain) == 10 and not plain.blocked  # block=(): the prototype's stop
 
 
 def test_edit_and_rerun_whose_output_changes_is_left_running(
@@ -154,7 +164,7 @@ def test_edit_and_rerun_whose_output_changes_is_left_running(
 
 
 def test_rereading_a_file_after_a_write_that_names_it_is_not_stagnation(
-    excerpts: dict[str, Conversation],
+    excerpts: dict[str, Conversation], ours: dict[str, RunResult],
 ) -> None:
     conv = excerpts["django__django-13568"]
     run = conv.runs[0]
@@ -165,19 +175,30 @@ def test_rereading_a_file_after_a_write_that_names_it_is_not_stagnation(
     assert "django/contrib/auth/checks.py" in str(run.replies[12].tool_calls[0]["args"])  # sed -i
     assert stop_index(proto(conv)) is None
     assert stop_index(proto(conv, ProtoConfig(touch=False))) == 15  # would cut the fresh read
+    mine = ours["django__django-13568"]
+    assert stop_index(mine) is None and not mine.blocked  # the sed excuses the fourth read
+    assert [i for i, _ in mine.notices] == [11]  # warned at the third (nothing named it yet)
+    unexcused = Replayer(tool_names([conv.runs]), loop_detection=LoopDetection(
+        path_excuse=False)).replay(conv.runs)[0]
+    assert unexcused.blocked == ((15, 0),)  # without the excuse the fresh read is refused
 
 
 def test_the_solved_run_with_a_real_loop_the_model_escaped(
     excerpts: dict[str, Conversation], ours: dict[str, RunResult],
 ) -> None:
+    """sympy-15976 (solved): the same failing test 3 times across no-op edits, then the real
+    fix. Nothing tells it apart from a stuck loop: ours blocks the fourth run instead of
+    stopping the run (the prototype's plain stop cuts the solved run; ours before issue 22 cut
+    it at the no-op sed, reply 6). The text loop at reply 17 is warned about."""
     conv = excerpts["sympy__sympy-15976"]
     run = conv.runs[0]
     assert stuck_loops(run) == [(
         'bash({"command": "sed -i \'s/return mmsubsup/return mmsubsup/\' sympy/printing/mathml.py"})',
         6, "the same result 4 times (not requested again)")]
     assert [i for i, ai in enumerate(run.replies) if text_loop(str(ai.content))] == [17]
-    assert stop_index(ours["sympy__sympy-15976"]) == 6  # the no-op sed: ours cuts new work
-    assert cuts_new_call(run, 6)
+    mine = ours["sympy__sympy-15976"]
+    assert stop_index(mine) is None and mine.blocked == ((19, 0),)
+    assert any(i == 17 and "repeats the same text" in text for i, text in mine.notices)
     # the malformed reply at 5 names the same file: the sed's fourth try is excused
     assert stop_index(proto(conv)) == 19  # the test failed alike 3 times; the fourth run passes
     ladder = proto(conv, LADDER)
@@ -209,12 +230,22 @@ def _scripted_run(results: list[str], errors: bool = False) -> RecordedRun:
                        frozenset((i, 0) for i in range(len(results))) if errors else frozenset())
 
 
+def _replay(run: RecordedRun, **kwargs: object) -> RunResult:
+    return Replayer(tool_names([[run]]), **kwargs).replay([run])[0]  # type: ignore[arg-type]
+
+
 def test_polling_that_advances_finishes_and_a_runaway_repeat_stops_at_15() -> None:
     advancing = _scripted_run([f"job 7: {10 * i} % done" for i in range(12)])
     assert replay_run(advancing).stop_reason == "completed"
     growing = _scripted_run([f"[File: A.java ({33 * (i + 1)} lines total)]" for i in range(20)])
     stopped = replay_run(growing)
     assert (stop_index(stopped), stopped.layer) == (14, "consecutive")
+    assert _replay(advancing, loop_detection=LoopDetection()).stop_reason == "completed"
+    same_reply = LoopDetection(layers=("no_progress", "same_reply"))
+    mine = _replay(growing, loop_detection=same_reply)
+    assert (stop_index(mine), mine.layer) == (14, "same_reply")
+    default = _replay(growing, loop_detection=LoopDetection())  # the repeat layer, relaxed
+    assert (stop_index(default), default.layer) == (14, "repeat")
 
 
 def test_consecutive_errors_stop_only_when_asked_for() -> None:
@@ -222,3 +253,6 @@ def test_consecutive_errors_stop_only_when_asked_for() -> None:
     assert replay_run(failures).stop_reason == "completed"  # each error differs: no stagnation
     stopped = replay_run(failures, ProtoConfig(errors_stop_after=3))
     assert (stop_index(stopped), stopped.layer) == (3, "errors")
+    assert _replay(failures, loop_detection=LoopDetection()).stop_reason == "completed"
+    mine = _replay(failures, loop_detection=LoopDetection(), limits=Limits(max_tool_errors=3))
+    assert (mine.served - 1, mine.stop_reason, mine.executed) == (3, "tool_errors", 3)

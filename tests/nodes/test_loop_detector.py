@@ -207,15 +207,13 @@ MCP_READ_ONLY = {"title": "Flight status", "readOnlyHint": True, "destructiveHin
                  "idempotentHint": True, "openWorldHint": True}  # as langchain-mcp-adapters sets it
 
 
-@pytest.mark.parametrize(("metadata", "booked", "layer"),
-                         [(MCP_READ_ONLY, 3, "no_progress"), (None, 4, "repeat")],
-                         ids=["read-only hint", "no hint"])
+@pytest.mark.parametrize("metadata", [MCP_READ_ONLY, None], ids=["read-only hint", "no hint"])
 def test_a_lookup_between_identical_failing_calls_does_not_excuse_them(
-    scripted: list[ScriptedChatModel], metadata: dict[str, Any] | None, booked: int, layer: str
+    scripted: list[ScriptedChatModel], metadata: dict[str, Any] | None
 ) -> None:
-    """A tool whose metadata says it is read-only (MCP's ``readOnlyHint``) changes nothing, so
-    the booking that keeps failing the same way stagnates; without the hint the lookup's new
-    results might have changed something, and the repeat layer stops the booking later."""
+    """The booking that keeps failing the same way stagnates whatever runs between its tries:
+    other calls' new results never excuse it (issue 22; before, a lookup without MCP's
+    ``readOnlyHint`` excused it and the repeat layer stopped it one try later)."""
     ran: list[str] = []
 
     def book(flight: str) -> str:
@@ -233,8 +231,8 @@ def test_a_lookup_between_identical_failing_calls_does_not_excuse_them(
     model = ScriptedChatModel(script=script, no_tools_reply="I could not book it.")
     scripted.append(model)
     result = create_loop_agent(model, tools).invoke(ask())
-    assert result["stop_reason"] == StopReason.LOOP_DETECTED and len(ran) == booked
-    assert result["iterations"][-1]["guard"]["layer"] == layer
+    assert result["stop_reason"] == StopReason.LOOP_DETECTED and len(ran) == 3
+    assert result["iterations"][-1]["guard"]["layer"] == "no_progress"
     warned = next(r for r in model.requests if warnings_in(r))
     assert sum(1 for m in warned if isinstance(m, ToolMessage) and m.name == "book") == 3
     assert warned[-1].name == "loop_warning"  # warned right after the third failure

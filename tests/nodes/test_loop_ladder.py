@@ -1,0 +1,264 @@
+"""The loop detector's ladder through the compiled graph: a block answers the repeated call
+(the tool never runs, the run goes on, a resume sees it), asking again stops; a human decides
+instead of a stop (continue, stop, hint); the checkpoint from just before the loop began, and
+forking there; consecutive tool errors; text loops."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, StructuredTool, ToolException, tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from langgraph_loop import Approval, Limits, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop.core.messages import check_pairing
+from langgraph_loop.nodes.detector_state import is_blocked
+from langgraph_loop.scripted import ScriptedChatModel
+
+TEST = ("bash", {"command": "python test.py"})
+
+
+def tools() -> tuple[list[BaseTool], list[str]]:
+    """``bash`` (the test always fails alike; anything else is new output) and ``edit``."""
+    ran: list[str] = []
+
+    @tool
+    def bash(command: str) -> str:
+        """Run a shell command."""
+        ran.append(command)
+        return "1 failed in 0.31s" if command == "python test.py" else f"ran {len(ran)}"
+
+    @tool
+    def edit(line: int) -> str:
+        """Edit the source."""
+        ran.append(f"edit {line}")
+        return f"edited line {line}"
+
+    return [bash, edit], ran
+
+
+def edit_and_rerun(n: int) -> list[Any]:
+    """The test, then an edit it never sees, ``n`` times."""
+    script: list[Any] = []
+    for i in range(n):
+        script += [[TEST], [("edit", {"line": i})]]
+    return script
+
+
+def cfg(thread: str, checkpoint: str | None = None) -> RunnableConfig:
+    configurable = {"thread_id": thread}
+    if checkpoint is not None:
+        configurable["checkpoint_id"] = checkpoint
+    return {"configurable": configurable}
+
+
+def ask(text: str = "fix the bug") -> dict[str, Any]:
+    return {"messages": [HumanMessage(text)]}
+
+
+def blocked(messages: list[BaseMessage]) -> list[ToolMessage]:
+    return [m for m in messages if isinstance(m, ToolMessage) and is_blocked(m)]
+
+
+# --- the ladder ---------------------------------------------------------------------------
+
+
+def test_warn_then_block_then_stop_when_asked_again(scripted: list[ScriptedChatModel]) -> None:
+    model = ScriptedChatModel(script=edit_and_rerun(6), no_tools_reply="It still fails.")
+    scripted.append(model)
+    agent_tools, ran = tools()
+    result = create_loop_agent(model, agent_tools).invoke(ask())
+    assert ran.count("python test.py") == 3  # the 4th request is blocked, the 5th stopped
+    (block,) = blocked(result["messages"])
+    assert block.status == "error" and block.name == "bash"
+    assert "returned the same result the last 3 times" in str(block.content)
+    after = model.requests[next(i for i, r in enumerate(model.requests) if blocked(r))]
+    assert after[-1] is not None and blocked(after)  # the model saw the block and went on
+    assert result["stop_reason"] == StopReason.LOOP_DETECTED
+    guard = result["iterations"][-1]["guard"]
+    assert (guard["layer"], guard["rung"], guard["count"]) == ("no_progress", "stop", 3)
+    assert "refused once" in guard["detail"] and ran[-1] == "edit 3"
+    assert result["messages"][-1].content == "It still fails." and not check_pairing(
+        result["messages"])
+
+
+def test_a_repeat_back_to_back_is_stopped_without_a_block(scripted: list[ScriptedChatModel]) -> None:
+    model = ScriptedChatModel(script=[[TEST]] * 5, no_tools_reply="Stuck.")
+    scripted.append(model)
+    agent_tools, ran = tools()
+    result = create_loop_agent(model, agent_tools).invoke(ask())
+    assert ran == ["python test.py"] * 3 and not blocked(result["messages"])
+    assert result["stop_reason"] == StopReason.LOOP_DETECTED
+
+
+def test_a_reply_whose_every_call_is_blocked_goes_back_to_the_model(
+    scripted: list[ScriptedChatModel],
+) -> None:
+    script = [*edit_and_rerun(3), [TEST, ("edit", {"line": 9})], [TEST], "Giving up."]
+    partial = ScriptedChatModel(script=script)
+    scripted.append(partial)
+    agent_tools, ran = tools()
+    result = create_loop_agent(partial, agent_tools).invoke(ask())
+    assert ran[-1] == "edit 9" and len(blocked(result["messages"])) == 1  # the edit still ran
+    only = ScriptedChatModel(script=[*edit_and_rerun(3), [TEST], "Giving up."])
+    scripted.append(only)
+    agent_tools, ran = tools()
+    result = create_loop_agent(only, agent_tools).invoke(ask())
+    assert result["stop_reason"] == StopReason.COMPLETED  # the model answered after the block
+    assert result["messages"][-1].content == "Giving up." and len(blocked(result["messages"])) == 1
+
+
+def test_a_block_is_in_the_transcript_and_a_resume_elsewhere_still_stops_the_repeat(
+    scripted: list[ScriptedChatModel],
+) -> None:
+    """The block's state is the tagged ToolMessage: a new graph (another process, no memo)
+    resuming the thread after an interrupt derives it and stops the next identical request."""
+    saver = InMemorySaver()
+
+    def make(script: list[Any]) -> tuple[Any, list[str]]:
+        model = ScriptedChatModel(script=script, no_tools_reply="Stopped.")
+        scripted.append(model)
+        agent_tools, ran = tools()
+        deploy = StructuredTool.from_function(lambda: "deployed", name="deploy", description="d")
+        return create_loop_agent(model, [*agent_tools, deploy], checkpointer=saver,
+                                 approval=Approval(tools=["deploy"])), ran
+
+    first, _ = make([*edit_and_rerun(3), [TEST, ("deploy", {})]])
+    paused = first.invoke(ask(), cfg("t"))
+    assert "__interrupt__" in paused and len(blocked(paused["messages"])) == 1
+    second, ran = make([[TEST]])
+    result = second.invoke(Command(resume={"decisions": [{"type": "approve"}]}), cfg("t"))
+    assert result["stop_reason"] == StopReason.LOOP_DETECTED and "python test.py" not in ran
+    assert result["iterations"][-1]["guard"]["layer"] == "no_progress"
+
+
+def test_approval_is_asked_for_the_gated_call_of_a_reply_with_a_blocked_call(
+    scripted: list[ScriptedChatModel],
+) -> None:
+    model = ScriptedChatModel(script=[*edit_and_rerun(3), [TEST, ("deploy", {})], "Done."])
+    scripted.append(model)
+    agent_tools, ran = tools()
+    deploy = StructuredTool.from_function(lambda: "deployed", name="deploy", description="d")
+    agent = create_loop_agent(model, [*agent_tools, deploy], checkpointer=InMemorySaver(),
+                              approval=Approval(tools=["deploy"]))
+    paused = agent.invoke(ask(), cfg("a"))
+    (request,) = paused["__interrupt__"]
+    assert [a["name"] for a in request.value["action_requests"]] == ["deploy"]
+    result = agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), cfg("a"))
+    assert result["stop_reason"] == StopReason.COMPLETED and ran.count("python test.py") == 3
+
+
+# --- where the loop began, and a human deciding --------------------------------------------
+
+
+def test_a_loop_stop_records_the_checkpoint_before_the_loop_began_and_forking_there_works(
+    scripted: list[ScriptedChatModel],
+) -> None:
+    model = ScriptedChatModel(script=[[("edit", {"line": 0})], *[[TEST]] * 4],
+                              no_tools_reply="Stuck.")
+    scripted.append(model)
+    agent_tools, _ = tools()
+    saver = InMemorySaver()
+    agent = create_loop_agent(model, agent_tools, checkpointer=saver)
+    result = agent.invoke(ask(), cfg("f"))
+    guard = result["iterations"][-1]["guard"]
+    first_test = result["messages"][3]
+    assert isinstance(first_test, AIMessage) and first_test.tool_calls[0]["args"] == TEST[1]
+    assert guard["began"] == {"response": 2, "message_id": first_test.id}
+    fork = agent.get_state(cfg("f", guard["checkpoint_id"]))
+    assert fork.next == ("model",) and first_test.id not in {m.id for m in fork.values["messages"]}
+    again = ScriptedChatModel(script=["I will read the test first."])
+    scripted.append(again)
+    forked = create_loop_agent(again, agent_tools, checkpointer=saver).invoke(None, fork.config)
+    assert forked["stop_reason"] == StopReason.COMPLETED
+    assert forked["messages"][-1].content == "I will read the test first."
+    without = create_loop_agent(ScriptedChatModel(script=[[TEST]] * 4, no_tools_reply="x"),
+                                tools()[0]).invoke(ask())
+    assert without["iterations"][-1]["guard"]["checkpoint_id"] is None  # no checkpointer
+
+
+@pytest.mark.parametrize("answer", ["continue", "stop", "hint"])
+def test_a_human_decides_instead_of_a_stop(scripted: list[ScriptedChatModel], answer: str) -> None:
+    model = ScriptedChatModel(script=[*[[TEST]] * 4, "Done."], no_tools_reply="Stopped.")
+    scripted.append(model)
+    agent_tools, ran = tools()
+    agent = create_loop_agent(model, agent_tools, checkpointer=InMemorySaver(),
+                              loop_detection=LoopDetection(ask_human=True))
+    paused = agent.invoke(ask(), cfg(answer))
+    (question,) = paused["__interrupt__"]
+    value = question.value
+    assert value["type"] == "loop_detected" and value["rung"] == "stop"
+    assert value["calls"] == ['bash({"command":"python test.py"})']
+    assert value["results"] == ["1 failed in 0.31s"] * 3
+    assert value["guard"]["checkpoint_id"] is not None and ran == ["python test.py"] * 3
+    resume: dict[str, Any] = {"action": answer}
+    if answer == "hint":
+        resume["hint"] = "The test reads a cached build: run make first."
+    result = agent.invoke(Command(resume=resume), cfg(answer))
+    if answer == "stop":
+        assert result["stop_reason"] == StopReason.LOOP_DETECTED
+        assert result["iterations"][-1]["guard"]["human"] == {"action": "stop"}
+        return
+    assert result["stop_reason"] == StopReason.COMPLETED and len(ran) == 4
+    notices = [m.content for m in result["messages"]
+               if isinstance(m, HumanMessage) and m.name == "loop_warning"]
+    assert any("run make first" in str(n) for n in notices) == (answer == "hint")
+
+
+async def test_a_human_decides_in_an_async_run(scripted: list[ScriptedChatModel]) -> None:
+    model = ScriptedChatModel(script=[*[[TEST]] * 4, "Done."])
+    scripted.append(model)
+    agent = create_loop_agent(model, tools()[0], checkpointer=InMemorySaver(),
+                              loop_detection=LoopDetection(ask_human=True))
+    paused = await agent.ainvoke(ask(), cfg("async"))
+    assert paused["__interrupt__"][0].value["guard"]["checkpoint_id"] is not None
+    result = await agent.ainvoke(Command(resume="continue"), cfg("async"))
+    assert result["stop_reason"] == StopReason.COMPLETED
+
+
+def test_a_bad_answer_to_the_loop_question_is_a_clear_error() -> None:
+    model = ScriptedChatModel(script=[[TEST]] * 4)
+    agent = create_loop_agent(model, tools()[0], checkpointer=InMemorySaver(),
+                              loop_detection=LoopDetection(ask_human=True))
+    agent.invoke(ask(), cfg("bad"))
+    with pytest.raises(ValueError, match="resume with one of"):
+        agent.invoke(Command(resume={"action": "maybe"}), cfg("bad"))
+
+
+# --- consecutive tool errors and text loops -----------------------------------------------
+
+
+def test_consecutive_tool_errors_stop_when_the_limit_is_set(scripted: list[ScriptedChatModel]) -> None:
+    def book(flight: str) -> str:
+        raise ToolException(f"flight {flight} is full")
+
+    booking = StructuredTool.from_function(book, description="Book.", handle_tool_error=True)
+    script = [[("book", {"flight": f"HAT{i}"})] for i in range(6)]
+    off = ScriptedChatModel(script=[*script, "None left."])
+    scripted.append(off)
+    assert create_loop_agent(off, [booking]).invoke(ask())["stop_reason"] == StopReason.COMPLETED
+    on = ScriptedChatModel(script=script, no_tools_reply="Every flight is full.")
+    scripted.append(on)
+    result = create_loop_agent(on, [booking], limits=Limits(max_tool_errors=3)).invoke(ask())
+    assert result["stop_reason"] == StopReason.TOOL_ERRORS
+    guard = result["iterations"][-1]["guard"]
+    assert (guard["limit"], guard["value"]) == (3, 3)
+    assert result["messages"][-1].content == "Every flight is full."
+    failed = [m for m in result["messages"] if isinstance(m, ToolMessage) and "is full" in str(
+        m.content)]
+    assert len(failed) == 3
+
+
+def test_a_reply_repeating_its_own_text_is_warned_about(scripted: list[ScriptedChatModel]) -> None:
+    looping = AIMessage("Wait, `msubsup` vs `msubsup`. I replaced it with itself. " * 12,
+                        tool_calls=[{"name": "edit", "args": {"line": 1}, "id": "t1"}])
+    model = ScriptedChatModel(script=[looping, "Fixed."])
+    scripted.append(model)
+    result = create_loop_agent(model, tools()[0]).invoke(ask())
+    notice = model.requests[1][-1]
+    assert notice.name == "loop_warning" and "repeats the same text" in str(notice.content)
+    assert result["stop_reason"] == StopReason.COMPLETED
