@@ -53,6 +53,7 @@ from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState, with_user_keys
 from langgraph_loop.nodes.approval import ApprovalNode, needs_approval
 from langgraph_loop.nodes.compaction import CompactionNode
+from langgraph_loop.nodes.detector_state import is_blocked
 from langgraph_loop.nodes.judge import JudgeNode
 from langgraph_loop.nodes.loop_detector import LoopDetector
 from langgraph_loop.nodes.model import ModelNode
@@ -223,7 +224,7 @@ class Routes:
         if pending:
             gated = self.shape.approval and needs_approval(messages[index], self.settings.approval)
             return "approval" if gated else "tools"
-        if 0 <= index < len(messages) - 1:
+        if 0 <= index < len(messages) - 1 and all(is_blocked(m) for m in messages[index + 1:]):
             return self.shape.entry  # the loop detector answered every call (blocked)
         return self.shape.iteration_end
 
