@@ -161,14 +161,14 @@ def _settled(results: Sequence[Any]) -> list[Any]:
     """Results once every call has finished; the first failure is raised after that, so no
     call is left running when the step fails and none runs twice on resume. Interrupts of
     several calls surface together (one ``GraphInterrupt`` holding them all)."""
-    paused: list[Any] = []
+    paused = [r for r in results if isinstance(r, GraphInterrupt)]
     for result in results:
-        if isinstance(result, GraphInterrupt):
-            paused.extend(result.args[0] if result.args else ())
-        elif isinstance(result, BaseException):
+        if isinstance(result, BaseException) and not isinstance(result, GraphInterrupt):
             raise result
+    if len(paused) == 1:
+        raise paused[0]
     if paused:
-        raise GraphInterrupt(tuple(paused))
+        raise GraphInterrupt(tuple(i for p in paused for i in (p.args[0] if p.args else ())))
     return list(results)
 
 
