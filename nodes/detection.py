@@ -26,7 +26,7 @@ repeated call is answered with an error saying why and not run; the run goes on)
 A block of the no-progress layer is used only for a repeat that other calls ran before and whose
 last result was not an error (``block_only_interleaved``); one back to back, or the same error
 again, stops at once.
-- **text** (a warning only): the reply's own text repeats itself (``nodes/text_loop.py``).
+- **text** (a warning only): the reply's own text repeats itself (``nodes/fingerprint.py``).
 
 Example:
     >>> from langchain_core.messages import AIMessage, ToolMessage
@@ -72,7 +72,7 @@ from langgraph_loop.nodes.findings import (
     text_loop_text,
     warning_text,
 )
-from langgraph_loop.nodes.text_loop import reply_text, text_loop
+from langgraph_loop.nodes.fingerprint import reply_text, text_loop
 
 __all__ = ["Finding", "LoopWarning", "Observation", "cycle_of", "observe", "scaled"]
 

@@ -1,4 +1,4 @@
-"""What a tool result and a call's arguments say, for comparing them (pure).
+"""What a tool result, a call's arguments and a reply's text say, for comparing them (pure).
 
 **Results.** Two results are *the same* when their normalized text is equal: content blocks
 lose their ``id`` (MCP adapters give every block of every result a fresh one), and volatile
@@ -12,12 +12,18 @@ holds nothing but markup, whitespace and a zero exit status (a silent ``sed -i``
 folders that hold them, hashed short: two calls *touch* each other when one names a path the
 other names, a path inside one of its folders, or a folder holding one of its paths.
 
+**Text loops.** Gemini CLI's content-loop rule (``loopDetectionService.ts``) on a reply's text
+and reasoning, fed line by line: a 50-character chunk seen 10 times, close together, over the
+last 5,000 characters; structure (fences, tables, lists, headings) restarts it, code is skipped.
+
 Example:
     >>> content_hash("Ran 4 tests in 0.012s") == content_hash("Ran 4 tests in 0.398s")
     True
     >>> content_hash([{"type": "text", "text": "x", "id": "lc_1"}]) == content_hash(
     ...     [{"type": "text", "text": "x", "id": "lc_2"}])
     True
+    >>> text_loop("Wait, I replaced it with itself. " * 12), text_loop("a b c d e f " * 3)
+    (True, False)
     >>> touches(paths_of({"command": "sed -i s/a/b/ src/app.py"}), [],
     ...         paths_of({"command": "cat src/app.py"}), dirs_of({"command": "cat src/app.py"}))
     True
@@ -29,6 +35,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from langchain_core.messages import AIMessage
@@ -36,9 +43,9 @@ from langchain_core.messages import AIMessage
 from langgraph_loop.core.config import LoopDetection
 from langgraph_loop.core.messages import call_label, digest
 
-__all__ = ["VOLATILE", "SignedCall", "args_text", "call_signature", "canonical_args",
-           "content_hash", "dirs_of", "is_empty", "normalize", "paths_of", "response_signature",
-           "result_text", "sign_calls", "touches"]
+__all__ = ["VOLATILE", "SignedCall", "TextLoop", "args_text", "call_signature", "canonical_args",
+           "content_hash", "dirs_of", "is_empty", "normalize", "paths_of", "reply_text",
+           "response_signature", "result_text", "sign_calls", "text_loop", "touches"]
 
 HASH_LEN = 8  # hex digits: no collision in practice among the window's few dozen results
 
@@ -156,11 +163,8 @@ def dirs_of(args: Any) -> list[str]:
 
 def touches(paths: Sequence[str], dirs: Sequence[str], their_paths: Sequence[str],
             their_dirs: Sequence[str]) -> bool:
-    """Does a call naming ``paths`` (in ``dirs``) touch one naming ``their_paths``?
-
-    It names one of their paths, a folder holding one of them, or a path inside one of
-    their folders.
-    """
+    """Does a call naming ``paths`` (in ``dirs``) name one of ``their_paths``, a folder holding
+    one, or a path inside one of ``their_dirs``?"""
     mine = set(paths)
     return not (mine.isdisjoint(their_paths) and mine.isdisjoint(their_dirs)
                 and set(dirs).isdisjoint(their_paths))
@@ -170,6 +174,7 @@ def touches(paths: Sequence[str], dirs: Sequence[str], their_paths: Sequence[str
 
 SIG_LEN = 8  # hex digits: no collision in practice among the window's few dozen calls
 LABEL_ARGS = 100
+_JSON: dict[str, Any] = {"sort_keys": True, "default": str, "separators": (",", ":"), "ensure_ascii": False}
 
 
 def _digest(text: str) -> str:
@@ -216,11 +221,9 @@ def _str_keys(value: Any) -> Any:
 def _dump(value: Any) -> str:
     """Canonical JSON of any value (keys sorted; other objects as ``str``), for hashing."""
     try:
-        return json.dumps(value, sort_keys=True, default=str, separators=(",", ":"),
-                          ensure_ascii=False)
+        return json.dumps(value, **_JSON)
     except TypeError:  # keys of mixed or non-JSON types
-        return json.dumps(_str_keys(value), sort_keys=True, default=str,
-                          separators=(",", ":"), ensure_ascii=False)
+        return json.dumps(_str_keys(value), **_JSON)
 
 
 def call_signature(
@@ -301,3 +304,96 @@ def sign_calls(ai: AIMessage, config: LoopDetection | None = None) -> list[Signe
         out.append(SignedCall(str(bad.get("id")), call_signature(name, raw, malformed=True),
                               name, args_text(raw, malformed=True), malformed=True))
     return out
+
+
+# --- text loops ------------------------------------------------------------------------------
+
+CHUNK, TIMES, SPAN, HISTORY = 50, 10, 5 * 50, 5000
+_STRUCTURE = re.compile(r"(^|\n)\s*(\|.*\||[|+-]{3,})|(^|\n)\s*([*+-]|\d+\.)\s|(^|\n)#+\s|(^|\n)>\s")
+_DIVIDER = re.compile(r"^[+\-_=*\u2500-\u257f]+$")
+
+
+class TextLoop:
+    """Gemini CLI's rule over a stream of text pieces: :meth:`add` is True once it loops.
+
+    Example:
+        >>> loop, items = TextLoop(), TextLoop()
+        >>> any(loop.add("I will fix the typo now. ") for _ in range(30)), any(
+        ...     items.add(f"- item {i} of the list, each one different\\n") for i in range(30))
+        (True, False)
+    """
+
+    def __init__(self) -> None:
+        """Empty history."""
+        self.history = ""
+        self.places: dict[str, list[int]] = {}
+        self.next = 0
+        self.in_code = False
+
+    def _reset(self) -> None:
+        self.history, self.places, self.next = "", {}, 0
+
+    def add(self, piece: str) -> bool:
+        """Append one piece of text; True when the text now loops."""
+        fences = piece.count("```")
+        divider = bool(_DIVIDER.match(piece.strip())) if piece.strip() else False
+        if fences or divider or _STRUCTURE.search(piece):
+            self._reset()
+        was_in_code = self.in_code
+        self.in_code = self.in_code != (fences % 2 == 1)
+        if was_in_code or self.in_code or divider:
+            return False
+        self.history += piece
+        if len(self.history) > HISTORY:
+            self._trim(len(self.history) - HISTORY)
+        while self.next + CHUNK <= len(self.history):
+            if self._repeats(self.history[self.next:self.next + CHUNK]):
+                return True
+            self.next += 1
+        return False
+
+    def _trim(self, cut: int) -> None:
+        self.history = self.history[cut:]
+        self.next = max(0, self.next - cut)
+        self.places = {k: kept for k, v in self.places.items()
+                       if (kept := [i - cut for i in v if i >= cut])}
+
+    def _repeats(self, chunk: str) -> bool:
+        places = self.places.setdefault(chunk, [])
+        places.append(self.next)
+        if len(places) < TIMES:
+            return False
+        last = places[-TIMES:]
+        if (last[-1] - last[0]) / (TIMES - 1) > SPAN:
+            return False
+        periods = {self.history[a:b] for a, b in pairwise(last)}
+        return len(periods) <= TIMES // 2
+
+
+def text_loop(text: str) -> bool:
+    """Does this text loop (the rule fed line by line)?"""
+    loop = TextLoop()
+    return any(loop.add(line) for line in text.splitlines(keepends=True))
+
+
+def reply_text(content: Any, additional: dict[str, Any] | None = None) -> str:
+    """A reply's own text: its text and reasoning blocks, and a ``reasoning_content`` field.
+
+    Example:
+        >>> reply_text([{"type": "thinking", "thinking": "hm"}, {"type": "text", "text": "ok"}])
+        'hm\\nok'
+    """
+    parts: list[str] = []
+    if isinstance(content, str):
+        parts.append(content)
+    elif isinstance(content, list):
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict):
+                parts += [str(block[k]) for k in ("text", "thinking", "reasoning")
+                          if isinstance(block.get(k), str)]
+    reasoning = (additional or {}).get("reasoning_content")
+    if isinstance(reasoning, str):
+        parts.insert(0, reasoning)
+    return "\n".join(p for p in parts if p)

@@ -1,5 +1,5 @@
 """The inner limits as pure decisions: model calls, tool calls, time, graph steps, the token
-budget and budget pressure.
+budget, budget pressure and consecutive tool errors.
 
 Each check returns a ``Guard`` (``core/stop.py``) saying why the run must stop, or None.
 
@@ -12,6 +12,13 @@ below ``MIN_FINAL_OUTPUT``.
 **Budget pressure.** When agent tokens reach ``threshold × token_budget`` the instruction
 is queued (once per run) and the model sees it on its next call; the run then stops with
 ``budget_pressure`` at the end of that iteration.
+
+**Consecutive tool errors** (``Limits.max_tool_errors``, stop reason ``tool_errors``). A
+*failed round* is a tool-calling reply whose every result was an error (a tool that raised, an
+unknown tool, invalid arguments); answers the loop detector wrote itself (a blocked call)
+neither count nor break the streak. When the last ``max_tool_errors`` rounds of the run all
+failed and the model asks for more tools, the run stops. The scan walks back from the end and
+stops at the first round with a success, the run's request or the limit.
 
 Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel
@@ -39,17 +46,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel, BaseLanguageModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import BaseTool
 
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, iteration_info
 from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, stop_instruction
+from langgraph_loop.nodes.detector_state import is_blocked
 
 __all__ = ["MIN_FINAL_OUTPUT", "PRESSURE_SOURCE", "budget_guard", "budget_pressure_guard",
-           "check_limits", "count_tokens", "estimate_input", "estimate_tokens", "final_answer_room",
-           "max_tokens_of", "pressure_due", "pressure_seen", "summary_room", "timeout_guard"]
+           "check_limits", "count_tokens", "estimate_input", "estimate_tokens", "failed_rounds",
+           "final_answer_room", "max_tokens_of", "pressure_due", "pressure_seen", "summary_room",
+           "timeout_guard", "tool_errors_guard"]
 
 MIN_FINAL_OUTPUT = 50
 """The least output room (tokens) worth a final-answer call under a token budget."""
@@ -287,3 +296,50 @@ def budget_pressure_guard(state: LoopState, settings: LoopSettings) -> Guard | N
         return None
     return guard("budget_pressure", StopReason.BUDGET_PRESSURE, threshold=pressure.threshold,
                  limit=budget, value=_spent(state))
+
+
+# --- consecutive tool errors ----------------------------------------------------------------
+
+def failed_rounds(messages: Sequence[BaseMessage], request_id: str | None, *, limit: int) -> int:
+    """Failed rounds in a row before the newest message (counted up to ``limit``).
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> def failed(i):
+        ...     return [AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": f"c{i}"}]),
+        ...             ToolMessage(f"Error: no {i}", tool_call_id=f"c{i}", status="error")]
+        >>> msgs = [HumanMessage("go", id="h"), *failed(1), *failed(2), *failed(3)[:1]]
+        >>> failed_rounds(msgs, "h", limit=5), tool_errors_guard(msgs, "h", 2)["reason"]
+        (2, 'tool_errors')
+        >>> tool_errors_guard([*msgs[:-1], AIMessage("done")], "h", 2) is None  # a text reply
+        True
+    """
+    count, statuses = 0, []
+    for i in range(len(messages) - 2, -1, -1):  # no slice: that would copy the thread
+        msg = messages[i]
+        if request_id is not None and msg.id == request_id:
+            break
+        if isinstance(msg, ToolMessage):
+            if not is_blocked(msg):
+                statuses.append(msg.status)
+            continue
+        if not isinstance(msg, AIMessage):
+            continue  # notices and continuation messages between rounds
+        if statuses and set(statuses) != {"error"}:
+            break  # a round with a success
+        count += bool(statuses)
+        statuses = []
+        if count >= limit:
+            break
+    return count
+
+
+def tool_errors_guard(messages: Sequence[BaseMessage], request_id: str | None,
+                      limit: int | None) -> Guard | None:
+    """The stop when the newest reply asks for tools after ``limit`` failed rounds in a row."""
+    newest = messages[-1] if messages else None
+    if limit is None or not isinstance(newest, AIMessage) or not (
+            newest.tool_calls or newest.invalid_tool_calls):
+        return None
+    count = failed_rounds(messages, request_id, limit=limit)
+    return limit_guard(StopReason.TOOL_ERRORS, limit, count) if count >= limit else None

@@ -50,7 +50,7 @@ from langgraph_loop.core.stop import Guard, stop_answer_text, stop_update
 from langgraph_loop.nodes.approval import needs_approval
 from langgraph_loop.nodes.detection import Finding, LoopWarning, observe
 from langgraph_loop.nodes.detector_state import BLOCKED_KIND, DetectorState
-from langgraph_loop.nodes.limits import PRESSURE_SOURCE, check_limits, pressure_due
+from langgraph_loop.nodes.limits import PRESSURE_SOURCE, check_limits, pressure_due, tool_errors_guard
 from langgraph_loop.nodes.loop_human import (
     began_at,
     checkpoint_before,
@@ -58,7 +58,6 @@ from langgraph_loop.nodes.loop_human import (
     parse_answer,
     question,
 )
-from langgraph_loop.nodes.tool_errors import tool_errors_guard
 
 __all__ = ["MEMO_SIZE", "Decision", "DetectorMemo", "LoopDetector", "block_answers",
            "results_before", "settle", "stop_answers"]

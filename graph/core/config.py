@@ -18,16 +18,18 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from langgraph_loop.core import prompts
-from langgraph_loop.core.loop_config import ArgPolicy, LoopDetection
 
 __all__ = [
+    "BLOCKABLE",
+    "DEFAULT_LAYERS",
+    "LAYERS",
     "Approval",
     "ArgPolicy",
     "BudgetPressure",
@@ -38,10 +40,207 @@ __all__ = [
     "Limits",
     "LoopDetection",
     "StallDetection",
+    "read_only_hint",
+    "tool_policy",
 ]
+
 
 class _Config(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+
+LAYERS: tuple[str, ...] = ("no_progress", "cycle", "repeat", "same_reply", "per_tool", "text")
+"""Every detection layer, in the order their findings are ranked."""
+DEFAULT_LAYERS: tuple[str, ...] = ("no_progress", "repeat", "same_reply", "per_tool", "text")
+"""The layers on by default: the cycle layer adds nothing on the real runs measured
+(``benchmarks/README.md``): per-call stagnation stops the same loops, earlier."""
+
+BLOCKABLE: tuple[str, ...] = ("no_progress", "repeat", "per_tool")
+"""The layers whose stop rung may be preceded by a block (their findings name calls)."""
+
+
+class ArgPolicy(_Config):
+    """What makes two calls of one tool "the same", and its own stagnation thresholds.
+
+    ``ignore`` drops fields (e.g. a ``timestamp``); ``keep`` keeps only the listed ones;
+    ``key`` maps the arguments to what identifies the call. ``warn_after``/``stop_after``
+    replace ``LoopDetection.no_progress_warn_after``/``no_progress_stop_after`` for this
+    tool. A tool can declare the same in its metadata: ``loop_key`` (a list of argument
+    names, or a function), ``loop_warn_after``, ``loop_stop_after``.
+
+    Example:
+        >>> ArgPolicy(ignore=("timestamp",)).ignore
+        ('timestamp',)
+        >>> ArgPolicy(keep=("path",), stop_after=5).stop_after
+        5
+    """
+
+    ignore: tuple[str, ...] = ()
+    keep: tuple[str, ...] | None = None
+    key: Callable[[dict[str, Any]], Any] | None = None
+    warn_after: int | None = Field(default=None, ge=1)
+    stop_after: int | None = Field(default=None, ge=2)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ArgPolicy:
+        if sum((bool(self.ignore), self.keep is not None, self.key is not None)) > 1:
+            raise ValueError("ArgPolicy: give one of ignore, keep or key")
+        if (self.warn_after is not None and self.stop_after is not None
+                and self.stop_after <= self.warn_after):
+            raise ValueError("ArgPolicy: stop_after must be greater than warn_after")
+        return self
+
+
+class LoopDetection(_Config):
+    """Runaway tool-loop detection: warn, block the repeated call, then stop.
+
+    Attributes:
+        no_progress_warn_after: a call's own identical results in a row (whatever ran in
+            between) after which asking for it again warns.
+        no_progress_stop_after: identical results after which asking again stops (or
+            blocks, when ``"no_progress"`` is in ``block``).
+        call_window: how many calls (not responses) a call is remembered for after its
+            latest request.
+        no_content_after: the least count for a call whose result had no content (a
+            silent ``sed -i``): such results say little about the state.
+        path_excuse: a call naming one of the same paths (a write between two reads)
+            excuses the next identical result.
+        normalize_results: compare results with their volatile parts (ids, timestamps,
+            durations, temp paths) replaced.
+        warn_after: responses of the window holding one call signature that warn
+            (repeat layer), or rounds of a cycle that warn (cycle layer).
+        stop_after: the same counts that stop.
+        window: how many recent tool-calling responses the repeat, cycle and per-tool
+            layers look at.
+        progress_factor: a repeated call whose own results keep changing warns and stops
+            at this many times ``warn_after``/``stop_after`` (capped by the window).
+        same_reply_stop_after: the same response (the same calls) this many times in a
+            row stops, whatever the results (None: off).
+        per_tool: optional windowed caps on calls of one tool name (any arguments):
+            reaching the cap warns, exceeding it stops.
+        block: the layers whose stop is preceded by a block: the repeated call is
+            answered with an error saying why instead of running, the run goes on, and
+            asking for it again stops. Layers: ``no_progress``, ``repeat``, ``per_tool``.
+        block_only_interleaved: the no-progress layer blocks only a repeat that other
+            calls ran before and whose last result was not an error (an edit the detector
+            cannot see may have changed what it returns); a repeat back to back, or the
+            same error again, stops at once.
+        layers: the layers that run (``text``: the model repeating its own text; the
+            ``cycle`` layer is off by default).
+        arg_policies: per-tool identity and thresholds (``"*"``: tools without their own).
+        read_only_tools: tools whose calls change nothing: they never excuse another
+            call's repeat. Tools whose metadata carries MCP's ``readOnlyHint`` count too.
+        ask_human: instead of stopping a loop, ``interrupt()`` with the evidence and resume
+            with ``{"action": "continue" | "stop" | "hint", "hint": ...}`` (needs a
+            checkpointer).
+
+    Example:
+        >>> LoopDetection(per_tool={"search": 8}).per_tool["search"]
+        8
+        >>> LoopDetection(read_only_tools=["think", "get_order"]).read_only_tools
+        ('think', 'get_order')
+    """
+
+    no_progress_warn_after: int = Field(default=2, ge=1)
+    no_progress_stop_after: int = Field(default=3, ge=2)
+    call_window: int = Field(default=30, ge=2, le=10_000)
+    no_content_after: int = Field(default=4, ge=1)
+    path_excuse: bool = True
+    normalize_results: bool = True
+    warn_after: int = Field(default=3, ge=1)
+    stop_after: int = Field(default=5, ge=2)
+    window: int = Field(default=20, ge=2, le=1000)
+    progress_factor: int = Field(default=3, ge=1)
+    same_reply_stop_after: int | None = Field(default=15, ge=2)
+    per_tool: dict[str, int] = Field(default_factory=dict)
+    block: tuple[str, ...] = ("no_progress",)
+    block_only_interleaved: bool = True
+    layers: tuple[str, ...] = DEFAULT_LAYERS
+    arg_policies: dict[str, ArgPolicy] = Field(default_factory=dict)
+    read_only_tools: tuple[str, ...] = ()
+    ask_human: bool = False
+
+    def policy(self, tool: str) -> ArgPolicy | None:
+        """The tool's policy (its own, else the ``"*"`` one)."""
+        return self.arg_policies.get(tool) or self.arg_policies.get("*")
+
+    def with_tool_hints(self, tools: Sequence[Any]) -> LoopDetection:
+        """This configuration plus what the tools' metadata declares (explicit settings win).
+
+        Example:
+            >>> from langchain_core.tools import StructuredTool
+            >>> lookup = StructuredTool.from_function(
+            ...     lambda key: key, name="lookup", description="Read a record.",
+            ...     metadata={"readOnlyHint": True, "loop_key": ["key"], "loop_stop_after": 5})
+            >>> cfg = LoopDetection().with_tool_hints([lookup])
+            >>> cfg.read_only_tools, cfg.arg_policies["lookup"].stop_after
+            (('lookup',), 5)
+        """
+        hinted = [t.name for t in tools
+                  if read_only_hint(t) and t.name not in self.read_only_tools]
+        policies = {t.name: p for t in tools if t.name not in self.arg_policies
+                    and (p := tool_policy(getattr(t, "metadata", None) or {})) is not None}
+        if not hinted and not policies:
+            return self
+        return self.model_copy(update={"read_only_tools": (*self.read_only_tools, *hinted),
+                                       "arg_policies": {**self.arg_policies, **policies}})
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LoopDetection:
+        if self.stop_after <= self.warn_after:
+            raise ValueError("LoopDetection: stop_after must be greater than warn_after")
+        if self.no_progress_stop_after <= self.no_progress_warn_after:
+            raise ValueError(
+                "LoopDetection: no_progress_stop_after must be greater than no_progress_warn_after"
+            )
+        if self.window < self.stop_after:
+            raise ValueError("LoopDetection: window must be at least stop_after")
+        for tool, cap in self.per_tool.items():
+            if not tool:
+                raise ValueError("LoopDetection: per_tool keys must be tool names")
+            if cap < 1:
+                raise ValueError(f"LoopDetection: per_tool[{tool!r}] must be >= 1")
+        if not all(self.read_only_tools) or len(set(self.read_only_tools)) != len(
+                self.read_only_tools):
+            raise ValueError("LoopDetection: read_only_tools must be distinct tool names")
+        if not set(self.block) <= set(BLOCKABLE):
+            raise ValueError(f"LoopDetection: block takes layers of {BLOCKABLE}")
+        if not set(self.layers) <= set(LAYERS):
+            raise ValueError(f"LoopDetection: layers takes names of {LAYERS}")
+        return self
+
+
+def read_only_hint(tool: Any) -> bool:
+    """MCP's ``readOnlyHint`` in a tool's metadata (flat, or under ``annotations``)."""
+    metadata = getattr(tool, "metadata", None) or {}
+    hint = metadata.get("readOnlyHint")
+    annotations = metadata.get("annotations")
+    if hint is None and annotations is not None:
+        hint = (annotations.get("readOnlyHint") if isinstance(annotations, dict)
+                else getattr(annotations, "readOnlyHint", None))
+    return hint is True
+
+
+def tool_policy(metadata: Mapping[str, Any]) -> ArgPolicy | None:
+    """The policy a tool's metadata declares (``loop_key``, ``loop_warn_after``,
+    ``loop_stop_after``), or None.
+
+    Example:
+        >>> tool_policy({"loop_key": ["path"], "loop_stop_after": 5})
+        ArgPolicy(ignore=(), keep=('path',), key=None, warn_after=None, stop_after=5)
+        >>> tool_policy({"title": "Read"}) is None
+        True
+    """
+    key = metadata.get("loop_key")
+    fields: dict[str, Any] = {}
+    if callable(key):
+        fields["key"] = key
+    elif key is not None:
+        fields["keep"] = (key,) if isinstance(key, str) else tuple(key)
+    for name in ("warn_after", "stop_after"):
+        if metadata.get(f"loop_{name}") is not None:
+            fields[name] = metadata[f"loop_{name}"]
+    return ArgPolicy(**fields) if fields else None
 
 
 class Limits(_Config):

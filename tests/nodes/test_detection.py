@@ -13,8 +13,7 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
-from langgraph_loop.core.config import ArgPolicy, LoopDetection
-from langgraph_loop.core.loop_config import LAYERS
+from langgraph_loop.core.config import LAYERS, ArgPolicy, LoopDetection
 from langgraph_loop.nodes.detection import Observation, cycle_of, observe
 from langgraph_loop.nodes.detector_state import call_signature, response_signature, sign_calls
 from langgraph_loop.nodes.loop_detector import block_answers
