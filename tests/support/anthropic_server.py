@@ -26,6 +26,7 @@ import json
 import re
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -37,6 +38,7 @@ CallSpec = tuple[str, dict[str, Any]]
 __all__ = [
     "AnthropicServer",
     "Reply",
+    "StreamLog",
     "check_request",
     "error",
     "error_body",
@@ -58,14 +60,32 @@ class Reply:
     status: int = 200
     error_type: str = "api_error"
     error_message: str = ""
+    chunk_chars: int | None = None
+    """Stream the text in pieces of this many characters (default: 3 pieces)."""
+    chunk_delay: float = 0.0
+    """Seconds between two streamed events."""
+
+
+@dataclass
+class StreamLog:
+    """One streamed answer: how many of its events were sent, and whether the client closed
+    the connection before the last one."""
+
+    request_no: int
+    total: int
+    sent: int = 0
+    closed_by_client: bool = False
 
 
 ReplyLike = Reply | str | Callable[[JSON], "ReplyLike"]
 
 
-def text(content: str, *, usage: tuple[int, int] | None = None, stop_reason: str = "end_turn") -> Reply:
-    """A text answer. ``usage`` is ``(input_tokens, output_tokens)``."""
-    return Reply(text=content, usage=usage, stop_reason=stop_reason)
+def text(content: str, *, usage: tuple[int, int] | None = None, stop_reason: str = "end_turn",
+         chunk_chars: int | None = None, chunk_delay: float = 0.0) -> Reply:
+    """A text answer. ``usage`` is ``(input_tokens, output_tokens)``; ``chunk_chars`` and
+    ``chunk_delay`` shape its stream (see :class:`Reply`)."""
+    return Reply(text=content, usage=usage, stop_reason=stop_reason, chunk_chars=chunk_chars,
+                 chunk_delay=chunk_delay)
 
 
 def tool_use(calls: Sequence[CallSpec], *, content: str | None = None,
@@ -424,7 +444,7 @@ class _Answer:
             if block["type"] == "text":
                 yield {"type": "content_block_start", "index": index,
                        "content_block": {"type": "text", "text": ""}}
-                for piece in _split(block["text"]):
+                for piece in _split(block["text"], size=self.reply.chunk_chars):
                     yield {"type": "content_block_delta", "index": index,
                            "delta": {"type": "text_delta", "text": piece}}
             else:
@@ -439,9 +459,9 @@ class _Answer:
         yield {"type": "message_stop"}
 
 
-def _split(value: str, parts: int = 3) -> list[str]:
-    """Split a string into up to ``parts`` non-empty pieces."""
-    size = max(1, -(-len(value) // parts))
+def _split(value: str, parts: int = 3, size: int | None = None) -> list[str]:
+    """Split a string into up to ``parts`` non-empty pieces (pieces of ``size`` characters)."""
+    size = size or max(1, -(-len(value) // parts))
     return [value[i : i + size] for i in range(0, len(value), size)] or [value]
 
 
@@ -496,22 +516,33 @@ class _Handler(BaseHTTPRequestHandler):
         answer = _Answer(reply=reply, request_no=request_no, model=str(body.get("model")),
                          usage=reply.usage or _default_usage(body))
         if body.get("stream"):
-            self._stream(answer.events())
+            self._stream(list(answer.events()), request_no, reply.chunk_delay)
         else:
             self._send_json(200, answer.message())
 
-    def _stream(self, events: Iterator[JSON]) -> None:
-        """Send ``event:``/``data:`` pairs and close the connection."""
+    def _stream(self, events: list[JSON], request_no: int, delay: float) -> None:
+        """Send ``event:``/``data:`` pairs (``delay`` seconds apart) and close the connection;
+        recorded in the owner's ``streams``, with whether the client closed it first."""
+        log = StreamLog(request_no, total=len(events))
+        with self.server.owner._lock:
+            self.server.owner.streams.append(log)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.send_header("request-id", "req_test")
         self.end_headers()
-        for event in events:
-            self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
-            self.wfile.flush()
         self.close_connection = True
+        for event in events:
+            if delay and log.sent:
+                time.sleep(delay)
+            try:
+                self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+                self.wfile.flush()
+            except ConnectionError:  # the client closed the stream
+                log.closed_by_client = True
+                return
+            log.sent += 1
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -546,6 +577,7 @@ class AnthropicServer:
         self.rejected: list[tuple[int, list[str]]] = []
         self.count_requests: list[JSON] = []
         self.errors: list[Exception] = []
+        self.streams: list[StreamLog] = []  # streamed answers, in the order they started
         self._lock = threading.Lock()
         self._counter = itertools.count(1)
         self._address = (host, port)

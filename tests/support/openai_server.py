@@ -5,7 +5,10 @@ answers ``POST /v1/chat/completions`` from a script of replies built with
 :func:`text`, :func:`tool_calls` and :func:`error` (or callables
 ``request_body -> reply``). Both the JSON and the SSE streaming wire formats are
 served, including tool-call deltas with ``index`` and the OpenAI-style final usage
-chunk when ``stream_options.include_usage`` is true.
+chunk when ``stream_options.include_usage`` is true. A reply may stream its text in
+pieces of ``chunk_chars`` characters, ``chunk_delay`` seconds apart, as a live model does;
+``streams`` records how many events of each stream were sent, and whether the client
+closed it first.
 
 Standalone: ``python -m tests.support.openai_server --port N`` serves
 :func:`auto_reply` forever (used for LangGraph Server tests).
@@ -41,16 +44,36 @@ class Reply:
     error_message: str = ""
     error_code: str | None = None
     delay: float = 0.0
+    chunk_chars: int | None = None
+    """Stream the content in pieces of this many characters (default: 3 pieces)."""
+    chunk_delay: float = 0.0
+    """Seconds between two streamed events."""
+    call_first: bool = False
+    """Stream the first tool call's head and first argument piece before the content, the
+    rest after it (a client that stops early holds a half-streamed call)."""
+
+
+@dataclass
+class StreamLog:
+    """One streamed answer: how many of its events were sent, and whether the client closed
+    the connection before the last one."""
+
+    request_no: int
+    total: int
+    sent: int = 0
+    closed_by_client: bool = False
 
 
 ReplyLike = Reply | str | Callable[[JSON], "ReplyLike"]
 
 
 def text(
-    content: str, *, usage: tuple[int, int] | None = None, finish_reason: str = "stop", delay: float = 0.0
+    content: str, *, usage: tuple[int, int] | None = None, finish_reason: str = "stop", delay: float = 0.0,
+    chunk_chars: int | None = None, chunk_delay: float = 0.0,
 ) -> Reply:
     """A plain assistant text answer. ``usage`` is ``(prompt, completion)`` tokens."""
-    return Reply(content=content, usage=usage, finish_reason=finish_reason, delay=delay)
+    return Reply(content=content, usage=usage, finish_reason=finish_reason, delay=delay,
+                 chunk_chars=chunk_chars, chunk_delay=chunk_delay)
 
 
 def tool_calls(
@@ -59,13 +82,16 @@ def tool_calls(
     content: str | None = None,
     usage: tuple[int, int] | None = None,
     delay: float = 0.0,
+    **streaming: Any,
 ) -> Reply:
     """An assistant answer with (parallel) tool calls ``[(name, args), ...]``.
 
     ``args`` is a dict (JSON-encoded on the wire) or a raw string sent as-is, so a
-    test can send malformed JSON. Ids are ``call_<request_no>_<index>``.
+    test can send malformed JSON. Ids are ``call_<request_no>_<index>``. ``streaming``:
+    ``chunk_chars``, ``chunk_delay``, ``call_first`` (see :class:`Reply`).
     """
-    return Reply(content=content, calls=tuple(calls), usage=usage, finish_reason="tool_calls", delay=delay)
+    return Reply(content=content, calls=tuple(calls), usage=usage, finish_reason="tool_calls", delay=delay,
+                 **streaming)
 
 
 def error(status: int, message: str, *, code: str | None = None) -> Reply:
@@ -180,12 +206,8 @@ class _Answer:
         choice = {"index": 0, "message": message, "finish_reason": self.reply.finish_reason}
         return self._envelope("chat.completion", choices=[choice], usage=_usage_json(self.usage))
 
-    def _deltas(self) -> Iterator[JSON]:
-        """Role, content pieces, then per tool call a head delta and argument fragments."""
-        yield {"role": "assistant", "content": ""}
-        for piece in _split(self.reply.content or ""):
-            if piece:
-                yield {"content": piece}
+    def _call_deltas(self) -> Iterator[JSON]:
+        """Per tool call a head delta and argument fragments."""
         for index, call in enumerate(self.wire_calls()):
             fn = call["function"]
             head = {
@@ -197,6 +219,20 @@ class _Answer:
             yield {"tool_calls": [head]}
             for piece in _split(fn["arguments"]):
                 yield {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+
+    def _deltas(self) -> Iterator[JSON]:
+        """Role, content pieces, then the tool calls (with ``call_first``, the first call's
+        head and first argument piece before the content)."""
+        yield {"role": "assistant", "content": ""}
+        calls = self._call_deltas()
+        if self.reply.call_first and self.reply.calls:
+            yield from itertools.islice(calls, 2)
+        content, size = self.reply.content or "", self.reply.chunk_chars
+        for piece in _split(content) if size is None else [content[i:i + size]
+                                                           for i in range(0, len(content), size)]:
+            if piece:
+                yield {"content": piece}
+        yield from calls
 
     def chunks(self, include_usage: bool) -> Iterator[JSON]:
         """The streamed ``chat.completion.chunk`` objects, usage chunk last if asked."""
@@ -265,23 +301,33 @@ class _Handler(BaseHTTPRequestHandler):
         )
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            self._stream(answer.chunks(include_usage))
+            events = [f"data: {json.dumps(c)}\n\n" for c in answer.chunks(include_usage)]
+            self._stream([*events, "data: [DONE]\n\n"], request_no, reply.chunk_delay)
         else:
             self._send_json(200, answer.completion())
 
-    def _stream(self, chunks: Iterator[JSON]) -> None:
-        """Send SSE ``data:`` events then ``data: [DONE]`` and close the connection."""
+    def _stream(self, events: Sequence[str], request_no: int, delay: float) -> None:
+        """Send the SSE events (``delay`` seconds apart) and close the connection; recorded in
+        the owner's ``streams``, with whether the client closed it first."""
+        log = StreamLog(request_no, total=len(events))
+        with self.server.owner._lock:
+            self.server.owner.streams.append(log)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.end_headers()
-        for chunk in chunks:
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            self.wfile.flush()
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
         self.close_connection = True
+        for event in events:
+            if delay and log.sent:
+                time.sleep(delay)
+            try:
+                self.wfile.write(event.encode())
+                self.wfile.flush()
+            except ConnectionError:  # the client closed the stream
+                log.closed_by_client = True
+                return
+            log.sent += 1
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -320,6 +366,7 @@ class OpenAIServer:
         self.default = default
         self.requests: list[JSON] = []
         self.headers: list[dict[str, str]] = []  # request headers, in arrival order
+        self.streams: list[StreamLog] = []  # streamed answers, in the order they started
         self.errors: list[Exception] = []  # exceptions raised by script callables
         self._lock = threading.Lock()
         self._counter = itertools.count(1)
