@@ -1,6 +1,7 @@
-"""The LangGraph internals this package relies on, in one place, and why.
+"""The LangGraph and LangChain internals this package relies on, in one place, and why.
 
-LangGraph has no public API (as of 1.2) for four things the loop needs:
+LangGraph has no public API (as of 1.2) for four things the loop needs, LangChain (as of
+langchain-core 1.7) for one:
 
 - ``messages_delta_reducer``: the batch reducer of LangGraph's delta messages channel
   (each checkpoint stores only a step's new messages). LangGraph recognises this
@@ -17,6 +18,12 @@ LangGraph has no public API (as of 1.2) for four things the loop needs:
   stop records the checkpoint from just before the loop began (read from the thread's
   history with the checkpointer's public ``list``), and asks a human only when a
   checkpointer can hold the interrupt.
+- ``would_stream(chat, handlers, kwargs, async_api=...)``: would ``chat.invoke`` stream this
+  call through the v1 callbacks (``on_llm_new_token``)? LangChain's own rule
+  (``BaseChatModel._should_stream``: a streaming handler such as ``stream_mode="messages"``'s, or
+  ``streaming=True``, unless ``disable_streaming`` says no); a v2 protocol handler makes
+  ``invoke`` emit protocol events instead, which ``stream()`` does not. The ``model`` node
+  streams such a call itself to cut a runaway reply (``nodes/stream_cut.py``).
 
 ``tests/core/test_compat.py`` pins each behaviour against the installed LangGraph.
 
@@ -29,15 +36,19 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
+from langchain_core.tracers._streaming import _V2StreamingCallbackHandler
 from langgraph._internal._constants import CONFIG_KEY_DURABILITY, CONFIG_KEY_SCRATCHPAD
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.graph.message import _messages_delta_reducer
 
-__all__ = ["checkpointer", "durable", "messages_delta_reducer", "resuming"]
+__all__ = ["checkpointer", "durable", "messages_delta_reducer", "resuming", "would_stream"]
 
 messages_delta_reducer: Any = _messages_delta_reducer
 """LangGraph's batch reducer for a ``DeltaChannel`` of messages (see the module docstring)."""
@@ -66,3 +77,13 @@ def checkpointer(config: RunnableConfig | None) -> BaseCheckpointSaver[Any] | No
     """The running graph's checkpointer (None when it has none)."""
     saver = _configurable(config).get(CONFIG_KEY_CHECKPOINTER)
     return saver if isinstance(saver, BaseCheckpointSaver) else None
+
+
+def would_stream(chat: BaseChatModel, handlers: Sequence[Any], kwargs: Mapping[str, Any], *,
+                 async_api: bool) -> bool:
+    """Would ``chat.invoke`` (``ainvoke``: ``async_api``) with the bound ``kwargs`` and these
+    callback ``handlers`` stream through ``on_llm_new_token``, as ``stream()`` does?"""
+    if any(isinstance(h, _V2StreamingCallbackHandler) for h in handlers):
+        return False  # invoke would emit v2 protocol events, which stream() does not
+    manager = SimpleNamespace(handlers=list(handlers))  # the one attribute the rule reads
+    return bool(chat._should_stream(async_api=async_api, run_manager=manager, **kwargs))  # type: ignore[arg-type]

@@ -12,14 +12,22 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.config import get_config
 from langgraph.graph import START, StateGraph
 from langgraph.types import Command, Durability, interrupt
+from pydantic import SecretStr
 
 from langgraph_loop import LoopDetection, create_loop_agent
-from langgraph_loop.core.compat import checkpointer, durable, messages_delta_reducer, resuming
+from langgraph_loop.core.compat import (
+    checkpointer,
+    durable,
+    messages_delta_reducer,
+    resuming,
+    would_stream,
+)
 from langgraph_loop.scripted import ScriptedChatModel
 
 
@@ -83,6 +91,27 @@ def test_the_delta_reducer_gives_plain_messages_stable_ids() -> None:
     again = graph.get_state(config).values["messages"]
     assert [type(m) for m in first] == [HumanMessage, HumanMessage]
     assert all(m.id for m in first) and [m.id for m in first] == [m.id for m in again]
+
+
+@pytest.mark.parametrize(("mode", "settings", "expected"), [
+    ("messages", {}, True), ("updates", {}, False), ("updates", {"streaming": True}, True),
+    ("messages", {"streaming": False}, False), ("messages", {"disable_streaming": True}, False),
+])
+def test_would_stream_is_langchains_own_rule_for_invoke(mode: str, settings: dict[str, Any],
+                                                         expected: bool) -> None:
+    """What ``invoke`` does inside a LangGraph node: stream_mode="messages" attaches a handler
+    that makes a chat model stream, ``streaming=True`` does too; an explicit ``streaming=False``
+    or ``disable_streaming`` wins."""
+    chat = ChatOpenAI(base_url="http://127.0.0.1:9/v1", api_key=SecretStr("k"), model="m", **settings)
+
+    def probe(config: Any) -> bool:
+        handlers = config["callbacks"].handlers
+        return would_stream(chat, handlers, {}, async_api=False) and would_stream(
+            chat, handlers, {}, async_api=True)
+
+    graph = _probe_graph(probe)
+    assert [p for p in graph.stream({"seen": []}, stream_mode=["values", mode])
+            if p[0] == "values"][-1][1]["seen"] == [expected]
 
 
 class Runs(BaseCallbackHandler):
