@@ -9,7 +9,9 @@ Order of work in one step:
    ``HumanMessage(name="loop_warning")`` appended after the ToolMessages;
 3. the request is built (``build_request``: system prompt, fresh-context window) and the
    tool filter picks the tools offered; the model is called; the reply gets the agent's
-   ``name``; usage and the iteration's model-call count are recorded.
+   ``name``; usage and the iteration's model-call count are recorded. A call LangChain
+   streams anyway is streamed here while the ``text`` layer is on, and cut when its text
+   loops (``nodes/stream_cut.py``): the cut reply keeps its text, not its tool calls.
 
 If the model raises, nothing is written: queued notices stay queued for the retry.
 
@@ -62,6 +64,7 @@ from langgraph_loop.nodes.limits import (
     final_answer_room,
     timeout_guard,
 )
+from langgraph_loop.nodes.stream_cut import astream_reply, is_cut, stream_reply, streams
 
 __all__ = ["ModelNode", "build_request", "criteria_instruction", "estimate_usage",
            "pick_tools", "progress_message", "system_message", "without_tool_calls"]
@@ -255,8 +258,11 @@ class ModelNode:
         runnable = self._runnable(state, call, offered)
         if isinstance(runnable, dict):
             return runnable
-        return self.record(state, call, as_message(runnable.invoke(call.request, config), "model"),
-                           offered)
+        if self._watched(call, runnable, config, async_api=False):
+            result = stream_reply(runnable, call.request, config)
+        else:
+            result = runnable.invoke(call.request, config)
+        return self.record(state, call, as_message(result, "model"), offered)
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         """Async entry point."""
@@ -270,8 +276,11 @@ class ModelNode:
         runnable = self._runnable(state, call, offered)
         if isinstance(runnable, dict):
             return runnable
-        reply = as_message(await runnable.ainvoke(call.request, config), "model")
-        return self.record(state, call, reply, offered)
+        if self._watched(call, runnable, config, async_api=True):
+            result = await astream_reply(runnable, call.request, config)
+        else:
+            result = await runnable.ainvoke(call.request, config)
+        return self.record(state, call, as_message(result, "model"), offered)
 
     def plan(self, state: LoopState) -> Call | dict[str, Any]:
         """The call to make (pure), or the update that ends the step without one."""
@@ -305,6 +314,14 @@ class ModelNode:
                     drained=True, extra=final_extra, update=update, whole=_first_call(state))
 
     @staticmethod
+    def _watched(call: Call, runnable: Any, config: RunnableConfig, *, async_api: bool) -> bool:
+        """Stream the call to cut a runaway reply: the ``text`` layer is on and LangChain
+        would stream it anyway (``nodes/stream_cut.py``)."""
+        detection = call.settings.loop_detection
+        return (detection is not None and "text" in detection.layers
+                and streams(runnable, config, async_api=async_api))
+
+    @staticmethod
     def _filter(call: Call) -> Any:
         """The tool filter to ask for this call (None: all tools are offered)."""
         return None if call.final else call.settings.tool_filter
@@ -329,6 +346,8 @@ class ModelNode:
                offered: Sequence[BaseTool] | None) -> dict[str, Any]:
         """The update after the reply: the messages, usage and the iteration's counts."""
         run, reply = call.run, encodable(with_unique_call_ids(reply))
+        if is_cut(reply):  # cut mid-stream: none of its calls runs (the last may be half-streamed)
+            reply = without_tool_calls(reply)
         if call.final:
             structured = call.settings.structured
             reply = without_tool_calls(reply, structured.tool_names if structured else ())

@@ -1,0 +1,170 @@
+"""Cut a runaway reply while it streams: the ``text`` loop layer, live.
+
+When LangChain would stream the model call anyway (a streaming callback handler is attached,
+as ``stream_mode="messages"`` and ``astream_events`` attach one, or the chat model has
+``streaming=True``) and the ``text`` layer is on, the ``model`` node consumes ``stream()``
+instead of ``invoke()``. The same chunks reach the same callback handlers, so a user's stream
+sees what it saw before. Each chunk's text and reasoning (``reply_text``) are fed to Gemini
+CLI's rule (``TextLoop``) a line at a time, as the check of a finished reply feeds it (a line
+longer than ``LINE`` characters in parts, so a runaway without newlines is caught too). When
+the rule fires the stream is closed, and with it the provider's HTTP response: generation
+stops. The reply is built from the chunks so far and tagged
+``response_metadata["langgraph_loop_cut"] = "text"``; the ``model`` node drops its tool calls
+(a half-streamed call has invalid arguments), and the loop detector sends the run back to the
+model with a notice, or stops it at the second cut (``nodes/detection.py``).
+
+``invoke`` stays for a model inside ``with_retry`` (``stream()`` does not retry), with an LLM
+cache (``stream()`` does not read it), or chosen per run (a configurable model).
+
+Example:
+    >>> text = StreamText()
+    >>> any(text.add(piece) for piece in ["I will fix ", "the typo now. "] * 20)
+    True
+    >>> reply = build_reply([AIMessageChunk("I will "), AIMessageChunk("fix")], cut=True)
+    >>> reply.content, is_cut(reply)
+    ('I will fix', True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Generator, Sequence
+from contextlib import aclosing, closing
+from typing import Any, cast
+
+from langchain_core.caches import BaseCache
+from langchain_core.callbacks import BaseCallbackManager
+from langchain_core.globals import get_llm_cache
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    BaseMessageChunk,
+    message_chunk_to_message,
+)
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableWithFallbacks
+
+from langgraph_loop.core.compat import would_stream
+from langgraph_loop.nodes.fingerprint import TextLoop, reply_text
+
+__all__ = ["CUT_KEY", "LINE", "StreamText", "astream_reply", "build_reply", "is_cut", "stream_reply",
+           "streams"]
+
+CUT_KEY = "langgraph_loop_cut"
+"""``response_metadata`` key of a reply cut while it streamed (value: the layer, ``"text"``)."""
+LINE = 200
+"""A line longer than this many characters is checked in parts of this size."""
+
+
+def is_cut(message: BaseMessage) -> bool:
+    """Was this reply cut while it streamed (its text looped)?"""
+    return isinstance(message, AIMessage) and CUT_KEY in message.response_metadata
+
+
+class StreamText:
+    """``TextLoop`` over streamed pieces, fed whole lines as the finished-reply check is: a
+    code fence or a list marker split across two chunks still restarts the rule."""
+
+    def __init__(self) -> None:
+        """Nothing seen yet."""
+        self.loop = TextLoop()
+        self.pending = ""
+
+    def add(self, piece: str) -> bool:
+        """Append one streamed piece; True once the text loops."""
+        text, self.pending = self.pending + piece, ""
+        end = text.rfind("\n") + 1
+        if not end and len(text) < LINE:
+            self.pending = text  # the line goes on
+            return False
+        if end:
+            text, self.pending = text[:end], text[end:]
+        return any(self.loop.add(line) for line in text.splitlines(keepends=True))
+
+
+# --- when to stream ----------------------------------------------------------------------------
+
+def _handlers(callbacks: Any) -> list[Any]:
+    """The handlers of a ``callbacks`` value (a list, a manager, or None)."""
+    if isinstance(callbacks, BaseCallbackManager):
+        return list(callbacks.handlers)
+    return list(callbacks) if isinstance(callbacks, list) else []
+
+
+def _target(runnable: Any) -> tuple[BaseChatModel, dict[str, Any], list[Any]] | None:
+    """The chat model a call streams from first, with the kwargs and handlers bound around it
+    (None: a retry, a configurable model or anything else that keeps ``invoke``)."""
+    kwargs: dict[str, Any] = {}
+    handlers: list[Any] = []
+    while not isinstance(runnable, BaseChatModel):
+        if isinstance(runnable, RunnableWithFallbacks):
+            runnable = runnable.runnable
+        elif isinstance(runnable, RunnableBinding):  # bind, bind_tools, with_config (not with_retry)
+            kwargs = {**runnable.kwargs, **kwargs}  # an outer binding's kwargs win
+            handlers += _handlers(runnable.config.get("callbacks"))
+            runnable = runnable.bound
+        else:
+            return None
+    return runnable, kwargs, [*handlers, *_handlers(runnable.callbacks)]
+
+
+def _cached(chat: BaseChatModel) -> bool:
+    """Does ``invoke`` read an LLM cache for this model?"""
+    return chat.cache is not False and (isinstance(chat.cache, BaseCache) or get_llm_cache() is not None)
+
+
+def streams(runnable: Any, config: RunnableConfig, *, async_api: bool) -> bool:
+    """Would LangChain stream this call anyway (so ``stream()`` may replace ``invoke()``)?"""
+    found = _target(runnable)
+    if found is None or _cached(found[0]):
+        return False
+    chat, kwargs, handlers = found
+    return would_stream(chat, [*_handlers(config.get("callbacks")), *handlers], kwargs,
+                        async_api=async_api)
+
+
+# --- streaming -----------------------------------------------------------------------------------
+
+def build_reply(chunks: Sequence[Any], *, cut: bool) -> Any:
+    """The reply the chunks make, merged as ``invoke`` merges them; tagged when ``cut``."""
+    if not chunks:
+        raise ValueError("model: the stream returned no chunks")
+    head, *rest = chunks
+    merged = head + rest if rest and isinstance(head, BaseMessageChunk) else head
+    reply = message_chunk_to_message(merged)
+    if not cut or not isinstance(reply, AIMessage):
+        return reply
+    return reply.model_copy(update={"response_metadata": {**reply.response_metadata, CUT_KEY: "text"}})
+
+
+class _Watch:
+    """The chunks of one streamed reply, and the rule reading their text."""
+
+    def __init__(self) -> None:
+        self.chunks: list[Any] = []
+        self.text = StreamText()
+
+    def add(self, chunk: Any) -> bool:
+        """Keep the chunk; True when the text now loops."""
+        self.chunks.append(chunk)
+        return isinstance(chunk, AIMessageChunk) and self.text.add(
+            reply_text(chunk.content, chunk.additional_kwargs))
+
+
+def stream_reply(runnable: Runnable[Any, Any], request: Any, config: RunnableConfig) -> Any:
+    """``runnable.stream``, closed as soon as the text loops; the reply (see module docstring)."""
+    watch = _Watch()
+    with closing(cast("Generator[Any, None, None]", runnable.stream(request, config))) as chunks:
+        cut = any(watch.add(chunk) for chunk in chunks)
+    return build_reply(watch.chunks, cut=cut)
+
+
+async def astream_reply(runnable: Runnable[Any, Any], request: Any, config: RunnableConfig) -> Any:
+    """``runnable.astream``, closed as soon as the text loops; the reply."""
+    watch, cut = _Watch(), False
+    async with aclosing(cast("AsyncGenerator[Any, None]", runnable.astream(request, config))) as chunks:
+        async for chunk in chunks:
+            if watch.add(chunk):
+                cut = True
+                break
+    return build_reply(watch.chunks, cut=cut)
