@@ -61,6 +61,7 @@ from langgraph_loop.nodes.model import ModelNode
 from langgraph_loop.nodes.prepare import PrepareNode
 from langgraph_loop.nodes.respond import RespondNode, structured_due
 from langgraph_loop.nodes.router import RouterNode
+from langgraph_loop.nodes.stream_cut import is_cut
 from langgraph_loop.nodes.tools import ToolsNode
 
 __all__ = ["Edge", "Routes", "create_loop_agent", "retryable"]
@@ -218,9 +219,11 @@ class Routes:
         return self._respond_or(self._after_reply(state), state)
 
     def _after_reply(self, state: LoopState) -> str:
-        """Tools (or approval) while calls of the newest reply are unanswered, else the end
-        of the iteration."""
+        """Tools (or approval) while calls of the newest reply are unanswered, the model again
+        after a reply cut while it streamed, else the end of the iteration."""
         messages = state.get("messages") or []
+        if messages and is_cut(messages[-1]):
+            return self.shape.entry  # its text looped: asked again, with the detector's notice
         index, pending = unanswered_tail(messages)
         if pending:
             gated = self.shape.approval and needs_approval(messages[index], self.settings.approval)

@@ -26,7 +26,8 @@ repeated call is answered with an error saying why and not run; the run goes on)
 A block of the no-progress layer is used only for a repeat that other calls ran before and whose
 last result was not an error (``block_only_interleaved``); one back to back, or the same error
 again, stops at once.
-- **text** (a warning only): the reply's own text repeats itself (``nodes/fingerprint.py``).
+- **text**: the reply's own text repeats itself (``nodes/fingerprint.py``): a warning; a reply
+  cut while it streamed (``nodes/stream_cut.py``) gets a notice, and the run's second one stops.
 
 Example:
     >>> from langchain_core.messages import AIMessage, ToolMessage
@@ -69,10 +70,12 @@ from langgraph_loop.nodes.findings import (
     LoopWarning,
     block_text,
     stop_guard,
+    text_cut,
     text_loop_text,
     warning_text,
 )
 from langgraph_loop.nodes.fingerprint import reply_text, text_loop
+from langgraph_loop.nodes.stream_cut import is_cut
 
 __all__ = ["Finding", "LoopWarning", "Observation", "cycle_of", "observe", "scaled"]
 
@@ -370,6 +373,11 @@ def observe(
         The new state, the warnings to queue, the calls to block and the stop guard.
     """
     det = absorb(detector or {}, results, config)
+    if is_cut(ai):  # cut while it streamed (no calls left): a notice, or the stop
+        cuts = det.get("cuts", 0) + 1
+        warnings, stop = text_cut(cuts)
+        return Observation(state=compact(DetectorState(**{**det, "cuts": cuts})),  # type: ignore[typeddict-item]
+                           warnings=warnings, stop=stop)
     text = _text_warnings(ai, config)
     calls = sign_calls(ai, config)
     if not calls:

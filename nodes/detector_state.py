@@ -10,6 +10,7 @@ written to graph state; it holds short hashes and small ints only, bounded by th
 - ``n``/``responses``: calls and tool-calling responses seen in this run;
 - ``reply``/``same_reply``: the newest response signature and how many times in a row it came;
 - ``warned``: keys already warned about by the response-level layers;
+- ``cuts``: replies cut while streaming because their text looped (``nodes/stream_cut.py``);
 - ``pending``: call id → signature for the newest response, until its results arrive.
 
 **Progress is judged per call, from its own results.** A call's ``same`` counts its own
@@ -146,6 +147,8 @@ class DetectorState(TypedDict, total=False):
     same_reply: int
     warned: list[str]
     pending: dict[str, str]
+    cuts: int
+    """Replies of this run cut while streaming because their text looped."""
 
 
 def response_sig(entry: Response) -> str:

@@ -24,8 +24,11 @@ from typing import Any
 
 from langgraph_loop.core.stop import Guard, guard
 
-__all__ = ["Finding", "LoopWarning", "block_text", "stop_guard", "text_loop_text",
-           "warning_text"]
+__all__ = ["TEXT_CUTS", "Finding", "LoopWarning", "block_text", "stop_guard", "text_cut",
+           "text_cut_text", "text_loop_text", "text_stop_guard", "warning_text"]
+
+TEXT_CUTS = 2
+"""Replies of one run cut while streaming (their text looped) that stop the run."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,29 @@ def text_loop_text() -> str:
     return ("Loop warning: your last reply repeats the same text over and over. Stop and "
             "look at what you already know, then take one concrete step or give your final "
             "answer.")
+
+
+def text_cut_text() -> str:
+    """The notice after a reply was cut while it streamed (``nodes/stream_cut.py``)."""
+    return ("Loop warning: your last reply was cut off because it kept repeating the same text. "
+            "Do not repeat it: look at what you already know, then take one concrete step or "
+            "give your final answer. If your next reply repeats itself too, the run will be "
+            "stopped.")
+
+
+def text_stop_guard(cuts: int) -> Guard:
+    """The guard of the stop at the ``TEXT_CUTS``-th reply cut in a run."""
+    return guard("loop_detector", "loop_detected", layer="text", count=cuts, threshold=TEXT_CUTS,
+                 rung="stop", detail=(f"the loop detector's text layer fired: {cuts} replies of "
+                                      "this run were cut while streaming because their text kept "
+                                      f"repeating (limit {TEXT_CUTS})"))
+
+
+def text_cut(cuts: int) -> tuple[list[LoopWarning], Guard | None]:
+    """The run's ``cuts``-th reply cut while streaming: the notice, or the stop at ``TEXT_CUTS``."""
+    if cuts >= TEXT_CUTS:
+        return [], text_stop_guard(cuts)
+    return [LoopWarning("text_cut", "text", text_cut_text(), (), cuts)], None
 
 
 def block_text(f: Finding) -> str:

@@ -55,9 +55,11 @@ from langgraph_loop.nodes.loop_human import (
     began_at,
     checkpoint_before,
     evidence,
+    first_cut,
     parse_answer,
     question,
 )
+from langgraph_loop.nodes.stream_cut import is_cut
 
 __all__ = ["MEMO_SIZE", "Decision", "DetectorMemo", "LoopDetector", "block_answers",
            "results_before", "settle", "stop_answers"]
@@ -186,19 +188,20 @@ class Decision:
 
 
 def settle(decision: Decision, state: LoopState, settings: LoopSettings) -> Decision:
-    """A loop stop with where the loop began; with ``ask_human``, what a human decides
-    (``interrupt()``; see ``nodes/loop_human.py``)."""
+    """A loop stop with where the loop began (the text layer's: the run's first cut reply);
+    with ``ask_human``, what a human decides (``interrupt()``; see ``nodes/loop_human.py``)."""
     finding, why, detection = decision.finding, decision.guard, settings.loop_detection
-    if finding is None or why is None or detection is None:
+    if why is None or detection is None or (finding is None and why.get("layer") != "text"):
         return decision
     messages = state.get("messages") or []
     request = (state.get("run") or {}).get("request_id")
-    began = began_at(messages, request, finding.since)
+    since = finding.since if finding is not None else None
+    began = began_at(messages, request, since) if since is not None else first_cut(messages, request)
     began_id = began.id if began is not None else None
     config = get_config()
-    why = Guard(**{**why, "began": {"response": finding.since, "message_id": began_id},  # type: ignore[typeddict-item]
+    why = Guard(**{**why, "began": {"response": since, "message_id": began_id},  # type: ignore[typeddict-item]
                    "checkpoint_id": checkpoint_before(config, began_id)})
-    if not detection.ask_human or checkpointer(config) is None:
+    if finding is None or not detection.ask_human or checkpointer(config) is None:
         return replace(decision, guard=why)
     results = evidence(messages, request, finding, detection)
     action, hint = parse_answer(interrupt(question(why, finding, results)))
@@ -315,11 +318,11 @@ def apply(decision: Decision, state: LoopState, settings: LoopSettings,
         finalized = None
         if has_calls:
             update["messages"] = stop_answers(decision.ai, why)
-            if not settings.shape.fits(state.get("remaining_steps"), settings.shape.answer_steps):
-                finalized = True  # no room left for the final answer call
-                why = {**why, "final_answer": "skipped: the graph's step limit leaves no room"}
-        else:
+        if not has_calls and not is_cut(decision.ai):
             finalized = True  # the reply is already text: no final call needed
+        elif not settings.shape.fits(state.get("remaining_steps"), settings.shape.answer_steps):
+            finalized = True  # no room left for the final answer call (a cut reply is no answer)
+            why = {**why, "final_answer": "skipped: the graph's step limit leaves no room"}
         update.update(stop_update(run, why, finalized=finalized))
         run = update["run"]
     elif decision.blocks:

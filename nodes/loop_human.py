@@ -35,9 +35,10 @@ from langgraph_loop.core.messages import clip
 from langgraph_loop.core.stop import Guard
 from langgraph_loop.nodes.findings import Finding
 from langgraph_loop.nodes.fingerprint import result_text, sign_calls
+from langgraph_loop.nodes.stream_cut import is_cut
 
 __all__ = ["ACTIONS", "HISTORY_LIMIT", "LoopQuestion", "began_at", "checkpoint_before",
-           "evidence", "parse_answer", "question"]
+           "evidence", "first_cut", "parse_answer", "question"]
 
 ACTIONS = ("continue", "stop", "hint")
 HISTORY_LIMIT = 200
@@ -75,6 +76,12 @@ def began_at(messages: Sequence[BaseMessage], request_id: Any, response: int) ->
             if seen == response:
                 return message
     return None
+
+
+def first_cut(messages: Sequence[BaseMessage], request_id: Any) -> AIMessage | None:
+    """The run's first reply cut while it streamed, where a text loop began."""
+    return next((m for m in messages[_run_start(messages, request_id):]
+                 if isinstance(m, AIMessage) and is_cut(m)), None)
 
 
 def _writes(value: Any) -> list[Any]:

@@ -55,6 +55,7 @@ from langgraph_loop.core import prompts
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.structured import StructuredOutput
+from langgraph_loop.nodes.stream_cut import is_cut
 
 __all__ = ["RespondNode", "read_native_answer", "read_tool_answer", "retry_text", "structured_due"]
 
@@ -64,8 +65,8 @@ def structured_due(state: LoopState, structured: StructuredOutput | None) -> boo
     ``ProviderStrategy`` a reply without tool calls)?"""
     messages = state.get("messages") or []
     ai = messages[-1] if messages else None
-    if structured is None or not isinstance(ai, AIMessage):
-        return False
+    if structured is None or not isinstance(ai, AIMessage) or is_cut(ai):
+        return False  # a reply cut while it streamed is no answer
     if structured.native:
         return not ai.tool_calls and not ai.invalid_tool_calls
     return any(call["name"] in structured.tool_names for call in ai.tool_calls)

@@ -119,16 +119,23 @@ EXPLAIN: dict[str, str] = {
     "timeout": "the time limit of this run is spent",
     "step_limit": "the graph's step limit (recursion_limit) is nearly reached",
     "loop_detected": "a runaway tool loop was detected",
+    "loop_detected:text": "your replies kept repeating the same text",
     "tool_errors": "the tool calls failed too many times in a row",
 }
-"""Why a stop happened, in words (the model and the iteration records read them)."""
+"""Why a stop happened, in words (the model and the iteration records read them); a
+``reason:layer`` key words one loop layer's stop."""
+
+
+def _explain(why: Guard) -> str:
+    """Why this stop happened, in words (its layer's own when it has one)."""
+    return EXPLAIN.get(f"{why['reason']}:{why.get('layer')}") or EXPLAIN.get(why["reason"], why["reason"])
 
 
 def stop_answer_text(why: Guard) -> str:
     """The error ToolMessage text for calls a stop left unanswered."""
-    return prompts.STOP_ANSWER.format(why=why.get("detail") or EXPLAIN.get(why["reason"], why["reason"]))
+    return prompts.STOP_ANSWER.format(why=why.get("detail") or _explain(why))
 
 
 def stop_instruction(why: Guard) -> str:
     """The notice the final-answer call sees."""
-    return prompts.STOP_INSTRUCTION.format(why=EXPLAIN.get(why["reason"], why["reason"]))
+    return prompts.STOP_INSTRUCTION.format(why=_explain(why))

@@ -555,3 +555,22 @@ def test_config_validation() -> None:
         LoopDetection(read_only_tools=("",))
     with pytest.raises(ValueError):
         LoopDetection(read_only_tools="think")  # type: ignore[arg-type]
+
+
+def test_a_reply_cut_while_streaming_warns_once_then_stops() -> None:
+    """The cut reply's own text loops, but it gets the cut notice, not the finished-reply
+    warning; the run's second cut stops it (layer ``text``)."""
+    cut = AIMessage("I will fix the typo now. " * 16,
+                    response_metadata={"langgraph_loop_cut": "text"})
+    sim = Sim(results="same")
+    sim.run([X])
+    first = observe(sim.det, cut, sim.pending, sim.config)
+    assert first.stop is None and [(w.layer, w.key) for w in first.warnings] == [("text", "text_cut")]
+    assert "was cut off because it kept repeating" in first.warnings[0].text
+    assert first.state["cuts"] == 1 and first.state["pending"] == {}
+    second = observe(first.state, cut, [], sim.config)
+    assert second.stop is not None and not second.warnings
+    assert (second.stop["reason"], second.stop["layer"], second.stop["count"]) == (
+        "loop_detected", "text", 2)
+    finished = observe({}, AIMessage(str(cut.content)), [], sim.config)
+    assert [(w.layer, w.key) for w in finished.warnings] == [("text", "text")]
