@@ -7,6 +7,8 @@
   with deer-flow's rule as the yardstick (the numbers of :mod:`benchmarks.real_traces`);
 * Gemini CLI's text-loop rule on the assistant contents: within one reply (as Gemini CLI
   resets at every tool call) and across the replies of a run (no reset between replies);
+* for each reply whose text loops, how much of it comes after the point where the rule fires
+  when the reply streams in 20-character pieces (what cutting the stream saves);
 * a consecutive-tool-error stop at 2 to 10 replies in a row whose every result was an error.
 
 A stop *cuts a new call* in a solved run when one of the calls it saves was not made earlier.
@@ -30,8 +32,11 @@ from benchmarks.real_traces import (
     summarize,
 )
 from benchmarks.replay import Conversation, RecordedRun, RunResult
+from langgraph_loop.nodes import fingerprint
+from langgraph_loop.nodes.stream_cut import StreamText
 
-__all__ = ["VARIANTS", "consecutive_errors", "proto_summaries", "study", "text_loops"]
+__all__ = ["VARIANTS", "consecutive_errors", "proto_summaries", "stream_cut_savings", "study",
+           "text_loops"]
 
 VARIANTS: dict[str, ProtoConfig] = {
     "proto (defaults)": ProtoConfig(),
@@ -148,6 +153,41 @@ def text_loops(sources: Sequence[Source]) -> list[str]:
     return lines
 
 
+def _fires_at(text: str, feed: fingerprint.TextLoop | StreamText, piece: int) -> int | None:
+    """Characters streamed when ``feed`` fires on ``text`` sent in ``piece``-character pieces."""
+    for start in range(0, len(text), piece):
+        if feed.add(text[start:start + piece]):
+            return min(start + piece, len(text))
+    return None
+
+
+def stream_cut_savings(sources: Sequence[Source], piece: int = 20) -> list[str]:
+    """Each reply whose text loops (the library's rule on the finished reply): where the rule
+    fires when the reply streams in ``piece``-character pieces, fed as they come (``TextLoop``)
+    and as the model node feeds them (``StreamText``: whole lines), and the characters after
+    that point, which a cut stream is spared."""
+    lines = ["| source | run (solved) | reply | characters | fires at (pieces / node) |"
+             " after the cut (node) |", "|---|---|---|---|---|---|"]
+    total = after = 0
+    for source in sources:
+        for conv in source.conversations:
+            for run in conv.runs:
+                for index, ai in enumerate(run.replies):
+                    text = ai.content if isinstance(ai.content, str) else str(ai.content)
+                    if not fingerprint.text_loop(text):
+                        continue
+                    raw = _fires_at(text, fingerprint.TextLoop(), piece)
+                    node = _fires_at(text, StreamText(), piece)
+                    rest = len(text) - (node if node is not None else len(text))
+                    total, after = total + len(text), after + rest
+                    fired = " / ".join("-" if n is None else f"{n:,}" for n in (raw, node))
+                    lines.append(f"| {source.name} | {conv.label} ({conv.solved}) | {index} |"
+                                 f" {len(text):,} | {fired} | {rest:,} ({rest / len(text):.1%}) |")
+    share = f"{after / total:.1%}" if total else "-"
+    lines.append(f"| all | | | {total:,} | | {after:,} ({share}) |")
+    return lines
+
+
 def _errors_stop(run: RecordedRun, after: int) -> int | None:
     streak = 0
     for index, ai in enumerate(run.replies):
@@ -190,6 +230,8 @@ def study(paths: Sequence[Path], variants: dict[str, ProtoConfig] | None = None)
     print("\n## Text loops (Gemini CLI's rule: a 50-character chunk 10 times within 5 chunks on"
           " average)\n")
     print("\n".join(text_loops(sources)))
+    print("\n## Cutting a looping reply while it streams (20-character pieces)\n")
+    print("\n".join(stream_cut_savings(sources)))
     print("\n## Consecutive tool errors: stop after k tool-calling replies in a row with only"
           " error results\n")
     print("\n".join(consecutive_errors(sources)))
