@@ -9,9 +9,11 @@ CLI's rule (``TextLoop``) a line at a time, as the check of a finished reply fee
 longer than ``LINE`` characters in parts, so a runaway without newlines is caught too). When
 the rule fires the stream is closed, and with it the provider's HTTP response: generation
 stops. The reply is built from the chunks so far and tagged
-``response_metadata["langgraph_loop_cut"] = "text"``; the ``model`` node drops its tool calls
-(a half-streamed call has invalid arguments), and the loop detector sends the run back to the
-model with a notice, or stops it at the second cut (``nodes/detection.py``).
+``response_metadata["langgraph_loop_cut"] = "text"``, without its reasoning blocks (one cut
+before its signature is rejected when sent back; an earlier turn's reasoning is optional) and
+with ``prompts.CUT_REPLY`` as its text when no text is left; the ``model`` node drops its tool
+calls (a half-streamed call has invalid arguments), and the loop detector sends the run back to
+the model with a notice, or stops it at the second cut (``nodes/detection.py``).
 
 ``invoke`` stays for a model inside ``with_retry`` (``stream()`` does not retry), with an LLM
 cache (``stream()`` does not read it), or chosen per run (a configurable model).
@@ -44,16 +46,19 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableWithFallbacks
 
+from langgraph_loop.core import prompts
 from langgraph_loop.core.compat import would_stream
 from langgraph_loop.nodes.fingerprint import TextLoop, reply_text
 
-__all__ = ["CUT_KEY", "LINE", "StreamText", "astream_reply", "build_reply", "is_cut", "stream_reply",
-           "streams"]
+__all__ = ["CUT_KEY", "LINE", "REASONING", "StreamText", "astream_reply", "build_reply", "is_cut",
+           "stream_reply", "streams"]
 
 CUT_KEY = "langgraph_loop_cut"
 """``response_metadata`` key of a reply cut while it streamed (value: the layer, ``"text"``)."""
 LINE = 200
 """A line longer than this many characters is checked in parts of this size."""
+REASONING = frozenset({"thinking", "redacted_thinking", "reasoning"})
+"""Content-block types a cut reply leaves out (Anthropic's, OpenAI Responses', LangChain's)."""
 
 
 def is_cut(message: BaseMessage) -> bool:
@@ -125,8 +130,21 @@ def streams(runnable: Any, config: RunnableConfig, *, async_api: bool) -> bool:
 
 # --- streaming -----------------------------------------------------------------------------------
 
+def _sendable(content: Any) -> Any:
+    """A cut reply's content without reasoning blocks, and with text (``prompts.CUT_REPLY``
+    when none is left)."""
+    if isinstance(content, list):
+        content = [b for b in content if not (isinstance(b, dict) and b.get("type") in REASONING)]
+    if reply_text(content).strip():
+        return content
+    if isinstance(content, list) and content:
+        return [*content, {"type": "text", "text": prompts.CUT_REPLY}]
+    return prompts.CUT_REPLY
+
+
 def build_reply(chunks: Sequence[Any], *, cut: bool) -> Any:
-    """The reply the chunks make, merged as ``invoke`` merges them; tagged when ``cut``."""
+    """The reply the chunks make, merged as ``invoke`` merges them; when ``cut``, tagged and
+    made sendable (see module docstring)."""
     if not chunks:
         raise ValueError("model: the stream returned no chunks")
     head, *rest = chunks
@@ -134,7 +152,8 @@ def build_reply(chunks: Sequence[Any], *, cut: bool) -> Any:
     reply = message_chunk_to_message(merged)
     if not cut or not isinstance(reply, AIMessage):
         return reply
-    return reply.model_copy(update={"response_metadata": {**reply.response_metadata, CUT_KEY: "text"}})
+    return reply.model_copy(update={"content": _sendable(reply.content), "response_metadata": {
+        **reply.response_metadata, CUT_KEY: "text"}})
 
 
 class _Watch:

@@ -19,6 +19,7 @@ __all__ = [
     "CANCELLED",
     "CONTINUE",
     "CRITERIA",
+    "CUT_REPLY",
     "EDIT_NOTE",
     "FEEDBACK",
     "INVALID_ARGS",
@@ -62,6 +63,9 @@ CANCELLED = "Error: this call was not executed: the run that requested it ended 
 
 LOOP_HINT = "A person supervising this run read the loop you were in and says: {hint}"
 """A human's hint about a loop stop (``LoopDetection.ask_human``), delivered as a notice."""
+CUT_REPLY = "(This reply was cut off: it kept repeating the same text.)"
+"""The text of a reply cut while it streamed when nothing of it can be sent back (it looped in
+its reasoning, or in blank text): an assistant message may not be empty."""
 
 # --- continuation and progress ---------------------------------------------------------------
 CONTINUE = "Continue working on the task. If it is complete, say so."

@@ -16,6 +16,7 @@ from pydantic import SecretStr
 
 from langgraph_loop import Limits, LoopDetection, StopReason, create_loop_agent
 from langgraph_loop.core.config import DEFAULT_LAYERS
+from langgraph_loop.core.prompts import CUT_REPLY
 from langgraph_loop.nodes.findings import text_cut_text
 from langgraph_loop.scripted import ScriptedChatModel, repeat
 from tests.helpers import add, thread
@@ -231,21 +232,33 @@ def test_a_second_cut_stops_the_run_and_the_thread_stays_valid(openai_server: Op
     assert len(openai_server.requests[3]["messages"]) == 7  # every message before, then "Thanks."
 
 
-async def test_a_runaway_reply_is_cut_through_anthropic(anthropic_server: AnthropicServer) -> None:
-    anthropic_server.script += [claude.text(RUNAWAY, **LIVE), claude.text("The typo is fixed.")]
+@pytest.mark.parametrize("where", ["text", "thinking"])
+async def test_a_runaway_reply_is_cut_through_anthropic(anthropic_server: AnthropicServer,
+                                                        where: str) -> None:
+    """The reply runs away in its text (after a signed thinking block) or in its thinking: the
+    cut reply keeps no thinking block (one cut before its signature is rejected) and never
+    goes back empty; Anthropic's rules hold for every request (the fixture checks them)."""
+    runaway = (claude.text(RUNAWAY, thinking="The typo is on line 3.", **LIVE) if where == "text"
+               else claude.text("Fixing it.", thinking=RUNAWAY, **LIVE))
+    anthropic_server.script += [runaway, claude.text("The typo is fixed.")]
     model = ChatAnthropic(base_url=anthropic_server.base_url, api_key=SecretStr("test"),
-                          model="claude-test", max_retries=0, streaming=True)
+                          model="claude-test", max_retries=0, streaming=True, max_tokens=4096,
+                          thinking={"type": "enabled", "budget_tokens": 1024})
     result = await create_loop_agent(model).ainvoke({"messages": [HumanMessage("Fix the typo.")]})
 
     assert closed_early(anthropic_server.streams[0])
     cut = cut_reply(result)
-    assert RUNAWAY.startswith(cut.content) and len(cut.content) < 1000
-    assert anthropic_server.accepted[1]["messages"] == [
-        {"role": "user", "content": "Fix the typo."},
-        {"role": "assistant", "content": cut.content},
-        {"role": "user", "content": text_cut_text()},
-    ]
-    assert result["messages"][-1].content == "The typo is fixed."
+    sent = anthropic_server.accepted[1]["messages"]
+    assert sent[0] == {"role": "user", "content": "Fix the typo."}
+    assert sent[2] == {"role": "user", "content": text_cut_text()}
+    if where == "text":
+        assert [b["type"] for b in cut.content] == ["text"]
+        assert RUNAWAY.startswith(cut.content[0]["text"]) and len(cut.content[0]["text"]) < 1000
+        assert sent[1] == {"role": "assistant", "content": [{"type": "text", "text": cut.content[0]["text"]}]}
+    else:
+        assert cut.content == CUT_REPLY
+        assert sent[1] == {"role": "assistant", "content": CUT_REPLY}
+    assert result["messages"][-1].content[-1]["text"] == "The typo is fixed."
 
 
 def test_a_run_that_does_not_stream_is_not_cut_and_warned_after_the_reply(

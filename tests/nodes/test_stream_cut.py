@@ -19,6 +19,7 @@ from langchain_core.tracers._streaming import _V2StreamingCallbackHandler
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
+from langgraph_loop.core.prompts import CUT_REPLY
 from langgraph_loop.nodes.fingerprint import TextLoop, text_loop
 from langgraph_loop.nodes.model import without_tool_calls
 from langgraph_loop.nodes.stream_cut import LINE, StreamText, build_reply, is_cut, streams
@@ -141,3 +142,17 @@ def test_a_half_streamed_call_of_a_cut_reply_is_dropped() -> None:
     stored = without_tool_calls(cut)
     assert stored.tool_calls == [] and stored.invalid_tool_calls == [] and is_cut(stored)
     assert stored.response_metadata["langgraph_loop_dropped_tool_calls"][0]["name"] == "lookup"
+
+
+def test_a_cut_reply_keeps_no_reasoning_and_never_goes_back_empty() -> None:
+    """A thinking block cut before its signature is rejected when sent back (and an earlier
+    turn's reasoning is optional): a cut reply drops its reasoning; with no text left (it looped
+    in its reasoning, or in blank lines) it says it was cut."""
+    signed = AIMessageChunk([{"type": "thinking", "thinking": "Line 3.", "signature": "s", "index": 0}])
+    text = AIMessageChunk([{"type": "text", "text": "I will fix it. " * 3, "index": 1}])
+    assert build_reply([signed, text], cut=True).content == [
+        {"type": "text", "text": "I will fix it. " * 3, "index": 1}]
+    unsigned = AIMessageChunk([{"type": "thinking", "thinking": "Wait. " * 40, "index": 0}])
+    assert build_reply([unsigned], cut=True).content == CUT_REPLY
+    assert build_reply([AIMessageChunk("\n" * 500)], cut=True).content == CUT_REPLY
+    assert build_reply([signed], cut=False).content[0]["signature"] == "s"  # not cut: as it came

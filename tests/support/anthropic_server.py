@@ -64,6 +64,8 @@ class Reply:
     """Stream the text in pieces of this many characters (default: 3 pieces)."""
     chunk_delay: float = 0.0
     """Seconds between two streamed events."""
+    thinking: str | None = None
+    """A thinking block before the text (signed ``sig_<request_no>``; streamed like the text)."""
 
 
 @dataclass
@@ -81,11 +83,11 @@ ReplyLike = Reply | str | Callable[[JSON], "ReplyLike"]
 
 
 def text(content: str, *, usage: tuple[int, int] | None = None, stop_reason: str = "end_turn",
-         chunk_chars: int | None = None, chunk_delay: float = 0.0) -> Reply:
+         chunk_chars: int | None = None, chunk_delay: float = 0.0, thinking: str | None = None) -> Reply:
     """A text answer. ``usage`` is ``(input_tokens, output_tokens)``; ``chunk_chars`` and
-    ``chunk_delay`` shape its stream (see :class:`Reply`)."""
+    ``chunk_delay`` shape its stream, ``thinking`` comes first (see :class:`Reply`)."""
     return Reply(text=content, usage=usage, stop_reason=stop_reason, chunk_chars=chunk_chars,
-                 chunk_delay=chunk_delay)
+                 chunk_delay=chunk_delay, thinking=thinking)
 
 
 def tool_use(calls: Sequence[CallSpec], *, content: str | None = None,
@@ -189,6 +191,8 @@ def _check_block(where: str, block: Any, allowed: frozenset[str]) -> list[str]:
         return problems
     if kind == "tool_result":
         return _check_result(where, block)
+    if kind == "thinking" and not (isinstance(block.get("signature"), str) and block["signature"]):
+        return [f"{where}.signature: Field required"]
     return []
 
 
@@ -355,7 +359,8 @@ def check_request(body: JSON, *, count_tokens: bool = False) -> list[str]:
 
     Checked: ``model`` and ``max_tokens`` are present; ``system`` is a string or text blocks;
     messages have role user/assistant, non-empty content (except a final assistant message)
-    and well-formed blocks (known types for the role, no extra keys, non-blank text); after
+    and well-formed blocks (known types for the role, no extra keys, non-blank text, a signed
+    ``thinking`` block); after
     merging consecutive messages of one role (as the API does) the first turn is the user's;
     every ``tool_use`` is answered by exactly one ``tool_result`` in the next (user) turn,
     whose ``tool_result`` blocks come first and answer only the previous turn's calls;
@@ -414,6 +419,9 @@ class _Answer:
 
     def content(self) -> list[JSON]:
         blocks: list[JSON] = []
+        if self.reply.thinking:
+            blocks.append({"type": "thinking", "thinking": self.reply.thinking,
+                           "signature": f"sig_{self.request_no}"})
         if self.reply.text:
             blocks.append({"type": "text", "text": self.reply.text})
         for i, (name, args) in enumerate(self.reply.calls):
@@ -447,6 +455,14 @@ class _Answer:
                 for piece in _split(block["text"], size=self.reply.chunk_chars):
                     yield {"type": "content_block_delta", "index": index,
                            "delta": {"type": "text_delta", "text": piece}}
+            elif block["type"] == "thinking":
+                yield {"type": "content_block_start", "index": index,
+                       "content_block": {"type": "thinking", "thinking": ""}}
+                for piece in _split(block["thinking"], size=self.reply.chunk_chars):
+                    yield {"type": "content_block_delta", "index": index,
+                           "delta": {"type": "thinking_delta", "thinking": piece}}
+                yield {"type": "content_block_delta", "index": index,
+                       "delta": {"type": "signature_delta", "signature": block["signature"]}}
             else:
                 start = {**block, "input": {}}
                 yield {"type": "content_block_start", "index": index, "content_block": start}
