@@ -59,7 +59,6 @@ from langgraph_loop.nodes.detector_state import (
     SignedCall,
     absorb,
     args_of,
-    compact,
     push,
     response_sig,
     sign_calls,
@@ -373,7 +372,7 @@ def observe(
     text = _text_warnings(ai, config)
     calls = sign_calls(ai, config)
     if not calls:
-        return Observation(state=compact(det), warnings=text)
+        return Observation(state=det, warnings=text)
     det = push(det, calls, config)
     findings = [f for f in _findings(det, calls, config) if not _allowed(f, allowed)]
     warned = list(det.get("warned") or [])
@@ -382,7 +381,7 @@ def observe(
     det["calls"] = dict(det["calls"])
     _mark_warned(det, findings)
     det["warned"] = warned
-    state = compact(det, [c.sig for c in calls])
+    state = det
     stops = [f for f in acting if f.rung == "stop"]
     if stops:
         first = min(stops, key=lambda f: (RANK.index(f.layer), -f.count))
