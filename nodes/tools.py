@@ -1,16 +1,13 @@
 """The ``tools`` node: execute the calls of the last AIMessage through LangGraph's ``ToolNode``.
 
-Tool features behave as under ``ToolNode`` (so as in ``create_agent``): injected state,
-store, call id, ``ToolRuntime``; ``Command`` returns (custom keys, extra messages, ``goto``,
-``Command.PARENT``); artifacts; async-only tools; ``interrupt()``; ``handle_tool_errors``.
-The loop wraps it. Before: calls it refuses (unknown, hidden by the tool filter, beyond
-``max_tool_calls``, rejected by a reviewer) never reach ``ToolNode`` and get an error
-ToolMessage; tools get a deep copy of their args. After: one ToolMessage per call, in
-call order, then the extra messages tools added (the thread stays provider-valid); output
-cut to ``max_tool_output_chars`` (strings and blocks); a tool's message must answer its
-own call; tools cannot write loop-owned keys; the call log and counters are updated; the
-run stops at the tool-call cap, and ends on the results when every executed tool has
-``return_direct=True`` (``completed``).
+Tool features behave as under ``ToolNode`` (so as in ``create_agent``): injected state, store,
+call id, ``ToolRuntime``; ``Command`` returns; artifacts; async-only tools; ``interrupt()``;
+``handle_tool_errors``. Before: refused calls (unknown, filtered out, beyond ``max_tool_calls``,
+rejected) never reach ``ToolNode`` and get an error ToolMessage; tools get their own copy of
+their args. After: one ToolMessage per call, in call order, then the extra messages tools
+added; output cut to ``max_tool_output_chars``; tools cannot write loop-owned keys; the call
+log and counters are updated; the run stops at the tool-call cap, and ends on the results
+when every executed tool has ``return_direct=True`` (``completed``).
 
 Durability: with a checkpointer (and ``durability`` other than ``"exit"``) a batch's calls
 run as LangGraph tasks, one per call, saved as each finishes: a step run again (crash,
@@ -20,10 +17,8 @@ interrupts of several calls surface together. A single call runs inline unless a
 ``stream_mode="updates"`` as they finish: ``{"tool_call": {"message", "duration_s"}}``.
 
 Example:
-    >>> plan_calls(
-    ...     [{"name": "a", "args": {}, "id": "1"}, {"name": "zz", "args": {}, "id": "2"}],
-    ...     known={"a"}, offered=None, allowance=None,
-    ... )
+    >>> plan_calls([{"name": "a", "args": {}, "id": "1"}, {"name": "zz", "args": {}, "id": "2"}],
+    ...            known={"a"}, offered=None, allowance=None)
     [('run', None), ('refuse', "Error: unknown tool 'zz'. Available tools: a.")]
 """
 
@@ -95,11 +90,8 @@ def plan_calls(
 
 
 def tool_error_text(exc: Exception) -> str:
-    """The loop's default ``handle_tool_errors``: every tool error becomes an error result.
-
-    Invalid arguments read as under ``ToolNode`` (LangGraph's own text); any other
-    exception names its type.
-    """
+    """The loop's default ``handle_tool_errors``: every tool error becomes an error result
+    (invalid arguments read as under ``ToolNode``; any other exception names its type)."""
     if type(exc).__name__ == "ToolInvocationError":
         return str(exc)
     return prompts.TOOL_RAISED.format(kind=type(exc).__name__, error=exc)
@@ -110,16 +102,25 @@ def _error_message(call: Mapping[str, Any], text: str) -> ToolMessage:
                        status="error")
 
 
+_FLAT = (str, int, float, bool, type(None))
+
+
+def _own_args(request: ToolCallRequest) -> ToolCallRequest:
+    """The request with its own copy of the args (plain when every value is immutable)."""
+    args = request.tool_call["args"]
+    flat = isinstance(args, dict) and all(isinstance(v, _FLAT) for v in args.values())
+    return request.override(tool_call={**request.tool_call,
+                                       "args": dict(args) if flat else copy.deepcopy(args)})
+
+
 def _deep_copied(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
-    """``wrap_tool_call``: the tool gets a deep copy of its args (what the model said stays)."""
-    call = request.tool_call
-    return execute(request.override(tool_call={**call, "args": copy.deepcopy(call["args"])}))
+    """``wrap_tool_call``: the tool gets its own copy of its args."""
+    return execute(_own_args(request))
 
 
 async def _adeep_copied(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
     """``awrap_tool_call``: as ``_deep_copied``."""
-    call = request.tool_call
-    return await execute(request.override(tool_call={**call, "args": copy.deepcopy(call["args"])}))
+    return await execute(_own_args(request))
 
 
 # --- running calls ---------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The LangGraph internals this package relies on, in one place, and why.
 
-LangGraph has no public API (as of 1.2) for four things the loop needs:
+LangGraph has no public API (as of 1.2) for five things the loop needs:
 
 - ``messages_delta_reducer``: the batch reducer of LangGraph's delta messages channel
   (each checkpoint stores only a step's new messages). LangGraph recognises this
@@ -17,14 +17,17 @@ LangGraph has no public API (as of 1.2) for four things the loop needs:
   stop records the checkpoint from just before the loop began (read from the thread's
   history with the checkpointer's public ``list``), and asks a human only when a
   checkpointer can hold the interrupt.
+- ``runtime_of(config)``: the run's ``Runtime`` from the config a conditional edge gets
+  (``get_runtime()`` needs the config in a context variable, which LangGraph does not set
+  for edges; setting it per edge cost more than the loop detector's decision).
 
 ``tests/core/test_compat.py`` pins each behaviour against the installed LangGraph.
 
 Example:
     >>> durable({"configurable": {}}), resuming({"configurable": {}}), durable(None)
     (False, False, False)
-    >>> checkpointer({"configurable": {}}) is None
-    True
+    >>> checkpointer({"configurable": {}}) is None, runtime_of({"configurable": {}}) is None
+    (True, True)
 """
 
 from __future__ import annotations
@@ -32,12 +35,17 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph._internal._constants import CONFIG_KEY_DURABILITY, CONFIG_KEY_SCRATCHPAD
+from langgraph._internal._constants import (
+    CONFIG_KEY_DURABILITY,
+    CONFIG_KEY_RUNTIME,
+    CONFIG_KEY_SCRATCHPAD,
+)
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.graph.message import _messages_delta_reducer
+from langgraph.runtime import Runtime
 
-__all__ = ["checkpointer", "durable", "messages_delta_reducer", "resuming"]
+__all__ = ["checkpointer", "durable", "messages_delta_reducer", "resuming", "runtime_of"]
 
 messages_delta_reducer: Any = _messages_delta_reducer
 """LangGraph's batch reducer for a ``DeltaChannel`` of messages (see the module docstring)."""
@@ -66,3 +74,9 @@ def checkpointer(config: RunnableConfig | None) -> BaseCheckpointSaver[Any] | No
     """The running graph's checkpointer (None when it has none)."""
     saver = _configurable(config).get(CONFIG_KEY_CHECKPOINTER)
     return saver if isinstance(saver, BaseCheckpointSaver) else None
+
+
+def runtime_of(config: RunnableConfig | None) -> Runtime[Any] | None:
+    """The run's ``Runtime`` carried by a step's config (None outside a run)."""
+    runtime = ((config or {}).get(CONF) or {}).get(CONFIG_KEY_RUNTIME)
+    return runtime if isinstance(runtime, Runtime) else None
