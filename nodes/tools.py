@@ -47,7 +47,7 @@ from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.compat import durable
 from langgraph_loop.core.history import resolve_removals
 from langgraph_loop.core.messages import cap_output, unanswered_tail
-from langgraph_loop.core.records import CallRecord, emit
+from langgraph_loop.core.records import CallRecord, emit, executed_calls
 from langgraph_loop.core.settings import LOOP_KEYS, LoopSettings
 from langgraph_loop.core.state import LoopState, iteration_info
 from langgraph_loop.core.stop import StopReason, guard, limit_guard, stop_update
@@ -98,8 +98,7 @@ def tool_error_text(exc: Exception) -> str:
 
 
 def _error_message(call: Mapping[str, Any], text: str) -> ToolMessage:
-    return ToolMessage(text, tool_call_id=str(call.get("id")), name=call.get("name"),
-                       status="error")
+    return ToolMessage(text, tool_call_id=str(call.get("id")), name=call.get("name"), status="error")
 
 
 _FLAT = (str, int, float, bool, type(None))
@@ -159,9 +158,8 @@ _asaved_call: Any = _as_task(_atimed_call)
 
 
 def _settled(results: Sequence[Any]) -> list[Any]:
-    """Results once every call has finished; the first failure is raised after that, so no
-    call is left running when the step fails and none runs twice on resume. Interrupts of
-    several calls surface together (one ``GraphInterrupt`` holding them all)."""
+    """Results once every call has finished, then the first failure (no call left running, none
+    run twice on resume); interrupts of several calls surface together, in one."""
     paused = [r for r in results if isinstance(r, GraphInterrupt)]
     for result in results:
         if isinstance(result, BaseException) and not isinstance(result, GraphInterrupt):
@@ -264,7 +262,8 @@ class _Batch:
                          apply_review(calls, review, message_id=ai.id, gated=settings.approval.tools))
         self.calls = self.reviewed.calls
         cap = settings.limits.max_tool_calls
-        allowance = None if cap is None else cap - self.run.get("tool_calls", 0)
+        self.executed = executed_calls(state)
+        allowance = None if cap is None else cap - self.executed
         self.plans = plan_calls(self.calls, known=known, offered=iteration_info(state).get("offered"),
                                 allowance=allowance, rejected=self.reviewed.refusals)
         self.runnable = [c for c, (action, _) in zip(self.calls, self.plans, strict=True)
@@ -326,33 +325,33 @@ class ToolsNode:
         messages, extra, records, logged = _answers(batch, done)
         extra = resolve_removals(batch.state.get("messages") or [], extra)
         update: dict[str, Any] = {"messages": [*messages, *extra], "call_log": logged}
-        update.update(self._counted(batch, done))
+        update.update(self._counted(batch, batch.executed + len(batch.runnable)))
         if batch.state.get("review") is not None:
             update["review"] = None  # consumed
         return _as_output(update, list(done.values())), records
 
-    def _counted(self, batch: _Batch, done: Mapping[str, Outcome]) -> dict[str, Any]:
-        """The run's tool-call count, and the stop it leads to (the cap, or ``return_direct``)."""
+    def _counted(self, batch: _Batch, total: int) -> dict[str, Any]:
+        """The stop the run's ``total`` tool executions lead to (the cap, or ``return_direct``)."""
         run = batch.run
-        run["tool_calls"] = run.get("tool_calls", 0) + len(batch.runnable)
+        unchanged = {} if run == batch.state.get("run") else {"run": run}
         if batch.state.get("stop_reason") is not None:
-            return {"run": run}
+            return unchanged
         cap = batch.settings.limits.max_tool_calls
-        if cap is not None and run["tool_calls"] >= cap:
-            return stop_update(run, limit_guard(StopReason.MAX_TOOL_CALLS, cap, run["tool_calls"]))
+        if cap is not None and total >= cap:
+            return stop_update(run, limit_guard(StopReason.MAX_TOOL_CALLS, cap, total))
         direct = [self.by_name[c["name"]].return_direct for c in batch.runnable]
         if direct and all(direct):
             names = ", ".join(c["name"] for c in batch.runnable)
             why = guard("tools", StopReason.COMPLETED, detail=f"return_direct: {names}")
             return stop_update(run, why, finalized=True)
-        return {"run": run}
+        return unchanged
 
 
 def _answers(batch: _Batch, done: Mapping[str, Outcome]
              ) -> tuple[list[BaseMessage], list[BaseMessage], list[CallRecord], list[dict[str, Any]]]:
     """One answer per call in order (refusals included, output capped), the extra messages
     tools added, the call records and the call-log entries."""
-    iteration = batch.state.get("iteration", 1)
+    iteration, executed = batch.state.get("iteration", 1), batch.executed + len(batch.runnable)
     limit = batch.settings.limits.max_tool_output_chars
     messages: list[BaseMessage] = []
     extra: list[BaseMessage] = []
@@ -369,13 +368,14 @@ def _answers(batch: _Batch, done: Mapping[str, Outcome]
                               "status": status, "duration_s": outcome.duration_s,
                               "iteration": iteration}
         records.append(record)
-        logged.append({**record, "result_hash": content_hash(message.content)})
+        logged.append({**record, "result_hash": content_hash(message.content), "executed": executed})
     for bad in batch.invalid:
         text = prompts.INVALID_JSON.format(name=repr(bad.get("name")),
                                            error=bad.get("error") or "could not be parsed")
         messages.append(_error_message(bad, text))
         logged.append({"name": str(bad.get("name")), "args": {"raw": bad.get("args")},
-                       "status": "invalid", "duration_s": 0.0, "iteration": iteration})
+                       "status": "invalid", "duration_s": 0.0, "iteration": iteration,
+                       "executed": executed})
     if batch.reviewed.edited:
         mark_edited(messages, batch.reviewed)
     return messages, extra, records, logged
