@@ -22,11 +22,10 @@ from typing import Any, Never, TypeAlias, TypeVar
 
 from langchain_core.messages import SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
-from langchain_core.runnables.config import set_config_context
 from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.runtime import Runtime, get_runtime
+from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer, RetryPolicy
 
@@ -37,6 +36,7 @@ from langgraph_loop.core.callbacks import (
     ShouldContinue,
     ToolFilter,
 )
+from langgraph_loop.core.compat import runtime_of
 from langgraph_loop.core.config import (
     Approval,
     BudgetPressure,
@@ -264,11 +264,8 @@ class Edge(Runnable[LoopState, str]):
         self.name = route.__name__
 
     def invoke(self, input: LoopState, config: RunnableConfig | None = None, **kwargs: Any) -> str:
-        """``route(state, runtime)``, inside the run's config context."""
-        if config is None:
-            return self.route(input, None)
-        with set_config_context(config) as context:
-            return context.run(lambda: self.route(input, get_runtime()))
+        """``route(state, runtime)``."""
+        return self.route(input, runtime_of(config))
 
     async def ainvoke(self, input: LoopState, config: RunnableConfig | None = None,
                       **kwargs: Any) -> str:

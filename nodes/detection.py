@@ -60,7 +60,6 @@ from langgraph_loop.nodes.detector_state import (
     SignedCall,
     absorb,
     args_of,
-    compact,
     push,
     response_sig,
     sign_calls,
@@ -376,12 +375,12 @@ def observe(
     if is_cut(ai):  # cut while it streamed (no calls left): a notice, or the stop
         cuts = det.get("cuts", 0) + 1
         warnings, stop = text_cut(cuts)
-        return Observation(state=compact(DetectorState(**{**det, "cuts": cuts})),  # type: ignore[typeddict-item]
+        return Observation(state=DetectorState(**{**det, "cuts": cuts}),  # type: ignore[typeddict-item]
                            warnings=warnings, stop=stop)
     text = _text_warnings(ai, config)
     calls = sign_calls(ai, config)
     if not calls:
-        return Observation(state=compact(det), warnings=text)
+        return Observation(state=det, warnings=text)
     det = push(det, calls, config)
     findings = [f for f in _findings(det, calls, config) if not _allowed(f, allowed)]
     warned = list(det.get("warned") or [])
@@ -390,7 +389,7 @@ def observe(
     det["calls"] = dict(det["calls"])
     _mark_warned(det, findings)
     det["warned"] = warned
-    state = compact(det, [c.sig for c in calls])
+    state = det
     stops = [f for f in acting if f.rung == "stop"]
     if stops:
         first = min(stops, key=lambda f: (RANK.index(f.layer), -f.count))

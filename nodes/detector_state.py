@@ -70,15 +70,13 @@ from langgraph_loop.nodes.fingerprint import (
     is_empty,
     response_signature,
     sign_calls,
-    touches,
 )
 
-__all__ = ["BLOCKED_KIND", "LABEL_CHARS", "CallRecord", "DetectorState", "Response", "SignedCall",
-           "absorb", "args_of", "args_text", "call_signature", "canonical_args", "compact",
+__all__ = ["BLOCKED_KIND", "CallRecord", "DetectorState", "Response", "SignedCall",
+           "absorb", "args_of", "args_text", "call_signature", "canonical_args",
            "content_hash", "is_blocked", "push", "response_sig", "response_signature",
            "sign_calls"]
 
-LABEL_CHARS = 200
 BLOCKED_KIND = "loop_blocked"
 """``additional_kwargs["langgraph_loop"]["kind"]`` of a ToolMessage that answers a blocked call."""
 
@@ -212,6 +210,15 @@ def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
     return det
 
 
+def touches(paths: Sequence[str], dirs: Sequence[str], their_paths: Sequence[str],
+            their_dirs: Sequence[str]) -> bool:
+    """Does a call naming ``paths`` (in ``dirs``) name one of ``their_paths``, a folder holding
+    one, or a path inside one of ``their_dirs``?"""
+    mine = set(paths)
+    return not (mine.isdisjoint(their_paths) and mine.isdisjoint(their_dirs)
+                and set(dirs).isdisjoint(their_paths))
+
+
 def _touch(records: dict[str, CallRecord], call: SignedCall) -> None:
     """Mark every other remembered call this one touches (in place)."""
     if not call.paths:
@@ -251,9 +258,11 @@ def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection)
                if s in inside or r.get("last", 0) > count - config.call_window}
     reply = response_sig(entry)
     same_reply = det.get("same_reply", 0) + 1 if det.get("reply") == reply else 1
-    responses = {response_sig(e) for e in entries}
-    tools = {r["tool"] for r in records.values()}
-    warned = [k for k in det.get("warned") or [] if _relevant(k, inside, responses, tools)]
+    warned = det.get("warned") or []
+    if warned:
+        responses = {response_sig(e) for e in entries}
+        tools = {r["tool"] for r in records.values()}
+        warned = [k for k in warned if _relevant(k, inside, responses, tools)]
     return DetectorState(**{**det, "window": entries, "calls": records, "warned": warned,  # type: ignore[typeddict-item]
                             "n": count, "responses": det.get("responses", 0) + 1,
                             "reply": reply, "same_reply": same_reply,
@@ -267,31 +276,3 @@ def _relevant(key: str, calls: set[str], responses: set[str], tools: set[str]) -
     if kind == "cycle":
         return any(r in responses for r in ident.split("+"))
     return ident in tools
-
-
-def compact(det: DetectorState, newest: Sequence[str] = ()) -> DetectorState:
-    """The state as remembered: arguments only for calls of the newest response or seen
-    twice in the window, cut short.
-
-    Example:
-        >>> compact({"window": [{"calls": ["a"]}, {"calls": ["a", "b"]}],
-        ...          "calls": {"a": {"tool": "f", "args": "{}"},
-        ...                    "b": {"tool": "g", "args": '{"x":1}'}}})["calls"]["b"]
-        {'tool': 'g'}
-    """
-    counts: dict[str, int] = {}
-    for entry in det.get("window") or []:
-        for sig in entry["calls"]:
-            counts[sig] = counts.get(sig, 0) + 1
-    calls: dict[str, CallRecord] = {}
-    for sig, rec in (det.get("calls") or {}).items():
-        keep = counts.get(sig, 0) >= 2 or sig in newest
-        args = args_of(rec)[:LABEL_CHARS] if keep else ""
-        if args == args_of(rec):
-            calls[sig] = rec  # records are never changed in place: share it
-            continue
-        kept = CallRecord(**{k: v for k, v in rec.items() if k != "args"})  # type: ignore[typeddict-item]
-        if args:
-            kept["args"] = args
-        calls[sig] = kept
-    return DetectorState(**{**det, "calls": calls})  # type: ignore[typeddict-item]

@@ -24,8 +24,7 @@ Example:
     True
     >>> text_loop("Wait, I replaced it with itself. " * 12), text_loop("a b c d e f " * 3)
     (True, False)
-    >>> touches(paths_of({"command": "sed -i s/a/b/ src/app.py"}), [],
-    ...         paths_of({"command": "cat src/app.py"}), dirs_of({"command": "cat src/app.py"}))
+    >>> paths_of({"command": "rm -f src/app.py"}) == paths_of({"command": "cat src/app.py"})
     True
 """
 
@@ -35,6 +34,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import pairwise
 from typing import Any
 
@@ -45,7 +45,7 @@ from langgraph_loop.core.messages import call_label, digest
 
 __all__ = ["VOLATILE", "SignedCall", "TextLoop", "args_text", "call_signature", "canonical_args",
            "content_hash", "dirs_of", "is_empty", "normalize", "paths_of", "reply_text",
-           "response_signature", "result_text", "sign_calls", "text_loop", "touches"]
+           "response_signature", "result_text", "sign_calls", "text_loop"]
 
 HASH_LEN = 8  # hex digits: no collision in practice among the window's few dozen results
 
@@ -110,7 +110,12 @@ def result_text(content: Any) -> str:
 
 def content_hash(content: Any, *, normalized: bool = True) -> str:
     """A short hash of a tool result: equal for the same result (see module docstring)."""
-    text = result_text(content)
+    return _text_hash(result_text(content), normalized)
+
+
+@lru_cache(maxsize=256)
+def _text_hash(text: str, normalized: bool) -> str:
+    """One result is hashed twice per round (its call record, the detector): normalize once."""
     return digest(normalize(text) if normalized else text, HASH_LEN)
 
 
@@ -127,8 +132,8 @@ def is_empty(content: Any) -> bool:
     return _MARKUP.sub("", text).strip() in ("", "0")
 
 
-def _tokens(args: Any) -> set[str]:
-    text = json.dumps(args, sort_keys=True, default=str).replace("\\n", "\n")
+def _tokens(dumped: str) -> set[str]:
+    text = dumped.replace("\\n", "\n")
     return {m.strip("./") for m in _PATH.findall(text) if m.strip("./")}
 
 
@@ -145,7 +150,7 @@ def paths_of(args: Any) -> list[str]:
         >>> paths_of({"command": "ls -la"}), paths_of({"q": "x"})
         ([], [])
     """
-    return sorted({_short(token) for token in _tokens(args)})
+    return sorted({_short(token) for token in _tokens(_dump(args))})
 
 
 def dirs_of(args: Any) -> list[str]:
@@ -156,18 +161,12 @@ def dirs_of(args: Any) -> list[str]:
         >>> len(inside), paths_of({"command": "rm -rf build/text"})[0] in inside
         (2, True)
     """
-    folders = {token.rsplit("/", k)[0] for token in _tokens(args)
-               for k in range(1, token.count("/") + 1)}
-    return sorted({_short(folder) for folder in folders if folder})
+    return list(_folders(_tokens(_dump(args))))
 
 
-def touches(paths: Sequence[str], dirs: Sequence[str], their_paths: Sequence[str],
-            their_dirs: Sequence[str]) -> bool:
-    """Does a call naming ``paths`` (in ``dirs``) name one of ``their_paths``, a folder holding
-    one, or a path inside one of ``their_dirs``?"""
-    mine = set(paths)
-    return not (mine.isdisjoint(their_paths) and mine.isdisjoint(their_dirs)
-                and set(dirs).isdisjoint(their_paths))
+def _folders(tokens: set[str]) -> tuple[str, ...]:
+    folders = {token.rsplit("/", k)[0] for token in tokens for k in range(1, token.count("/") + 1)}
+    return tuple(sorted({_short(folder) for folder in folders if folder}))
 
 
 # --- call and response signatures ------------------------------------------------------
@@ -226,19 +225,19 @@ def _dump(value: Any) -> str:
         return json.dumps(_str_keys(value), **_JSON)
 
 
-def call_signature(
-    name: str | None, args: Any, config: LoopDetection | None = None, *, malformed: bool = False
-) -> str:
-    """Tool name + canonical JSON of its (policy-filtered) arguments, hashed."""
+def call_signature(name: str | None, args: Any, config: LoopDetection | None = None, *,
+                   malformed: bool = False, dumped: str | None = None) -> str:
+    """Tool name + canonical JSON of its (policy-filtered) arguments (``dumped``: theirs), hashed."""
     value = canonical_args(args)
     if malformed:
-        value = {"__malformed__": value if isinstance(value, str) else _dump(value)}
-    else:
-        value = _apply_policy(str(name), value, config)
-    return _digest(_dump([name, value]))
+        return _digest(_dump([name, {"__malformed__": value if isinstance(value, str) else _dump(value)}]))
+    kept = _apply_policy(str(name), value, config)
+    if kept is value and dumped is not None:
+        return _digest(f"[{json.dumps(name, ensure_ascii=False)},{dumped}]")  # = _dump([name, value])
+    return _digest(_dump([name, kept]))
 
 
-def args_text(args: Any, *, malformed: bool = False) -> str:
+def args_text(args: Any, *, malformed: bool = False, dumped: str | None = None) -> str:
     """The arguments as short compact JSON, for warning texts and records.
 
     Example:
@@ -246,7 +245,7 @@ def args_text(args: Any, *, malformed: bool = False) -> str:
         ('{"a":2,"b":1}', '<invalid JSON arguments: {oops>')
     """
     value = canonical_args(args)
-    text = _dump(value) if not isinstance(value, str) else value
+    text = value if isinstance(value, str) else dumped if dumped is not None else _dump(value)
     if len(text) > LABEL_ARGS:
         text = text[: LABEL_ARGS - 1] + "…"
     return f"<invalid JSON arguments: {text}>" if malformed else text
@@ -294,10 +293,12 @@ def sign_calls(ai: AIMessage, config: LoopDetection | None = None) -> list[Signe
     out = []
     for c in ai.tool_calls:
         args = canonical_args(c["args"])
-        out.append(SignedCall(str(c.get("id")), call_signature(c["name"], args, config),
-                              c["name"], args_text(args),
-                              paths=tuple(paths_of(args)) if paths else (),
-                              dirs=tuple(dirs_of(args)) if paths else ()))
+        dumped = _dump(args)
+        tokens = _tokens(dumped) if paths else set()
+        out.append(SignedCall(str(c.get("id")), call_signature(c["name"], args, config, dumped=dumped),
+                              c["name"], args_text(args, dumped=dumped),
+                              paths=tuple(sorted({_short(t) for t in tokens})),
+                              dirs=_folders(tokens) if tokens else ()))
     for bad in ai.invalid_tool_calls:
         name = bad.get("name") or "?"
         raw = bad.get("args") or ""

@@ -50,6 +50,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import BaseTool
 
+from langgraph_loop.core.records import executed_calls
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, iteration_info
 from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, stop_instruction
@@ -105,7 +106,7 @@ def check_limits(
     calls = iteration_info(state).get("model_calls", 0)
     if limits.max_model_calls is not None and calls >= limits.max_model_calls:
         return limit_guard(StopReason.MAX_MODEL_CALLS, limits.max_model_calls, calls)
-    done = (state.get("run") or {}).get("tool_calls", 0)
+    done = executed_calls(state)
     if limits.max_tool_calls is not None and done >= limits.max_tool_calls:
         return limit_guard(StopReason.MAX_TOOL_CALLS, limits.max_tool_calls, done)
     remaining = state.get("remaining_steps")

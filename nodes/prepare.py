@@ -64,7 +64,7 @@ def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = N
     started = time.time() if now is None else now
     request_id = request.id if request is not None else None
     run: RunInfo = {"id": uuid.uuid4().hex, "started_at": started, "request_id": request_id,
-                    "tool_calls": 0, "auto_rounds": 0, "finalized": False,
+                    "auto_rounds": 0, "finalized": False,
                     "pressure_queued": False, "guard": None, "overrides": dict(overrides or {})}
     update: dict[str, Any] = {
         "run": run,

@@ -1,16 +1,13 @@
 """The ``tools`` node: execute the calls of the last AIMessage through LangGraph's ``ToolNode``.
 
-Tool features behave as under ``ToolNode`` (so as in ``create_agent``): injected state,
-store, call id, ``ToolRuntime``; ``Command`` returns (custom keys, extra messages, ``goto``,
-``Command.PARENT``); artifacts; async-only tools; ``interrupt()``; ``handle_tool_errors``.
-The loop wraps it. Before: calls it refuses (unknown, hidden by the tool filter, beyond
-``max_tool_calls``, rejected by a reviewer) never reach ``ToolNode`` and get an error
-ToolMessage; tools get a deep copy of their args. After: one ToolMessage per call, in
-call order, then the extra messages tools added (the thread stays provider-valid); output
-cut to ``max_tool_output_chars`` (strings and blocks); a tool's message must answer its
-own call; tools cannot write loop-owned keys; the call log and counters are updated; the
-run stops at the tool-call cap, and ends on the results when every executed tool has
-``return_direct=True`` (``completed``).
+Tool features behave as under ``ToolNode`` (so as in ``create_agent``): injected state, store,
+call id, ``ToolRuntime``; ``Command`` returns; artifacts; async-only tools; ``interrupt()``;
+``handle_tool_errors``. Before: refused calls (unknown, filtered out, beyond ``max_tool_calls``,
+rejected) never reach ``ToolNode`` and get an error ToolMessage; tools get their own copy of
+their args. After: one ToolMessage per call, in call order, then the extra messages tools
+added; output cut to ``max_tool_output_chars``; tools cannot write loop-owned keys; the call
+log and counters are updated; the run stops at the tool-call cap, and ends on the results
+when every executed tool has ``return_direct=True`` (``completed``).
 
 Durability: with a checkpointer (and ``durability`` other than ``"exit"``) a batch's calls
 run as LangGraph tasks, one per call, saved as each finishes: a step run again (crash,
@@ -20,10 +17,8 @@ interrupts of several calls surface together. A single call runs inline unless a
 ``stream_mode="updates"`` as they finish: ``{"tool_call": {"message", "duration_s"}}``.
 
 Example:
-    >>> plan_calls(
-    ...     [{"name": "a", "args": {}, "id": "1"}, {"name": "zz", "args": {}, "id": "2"}],
-    ...     known={"a"}, offered=None, allowance=None,
-    ... )
+    >>> plan_calls([{"name": "a", "args": {}, "id": "1"}, {"name": "zz", "args": {}, "id": "2"}],
+    ...            known={"a"}, offered=None, allowance=None)
     [('run', None), ('refuse', "Error: unknown tool 'zz'. Available tools: a.")]
 """
 
@@ -52,7 +47,7 @@ from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.compat import durable
 from langgraph_loop.core.history import resolve_removals
 from langgraph_loop.core.messages import cap_output, unanswered_tail
-from langgraph_loop.core.records import CallRecord, emit
+from langgraph_loop.core.records import CallRecord, emit, executed_calls
 from langgraph_loop.core.settings import LOOP_KEYS, LoopSettings
 from langgraph_loop.core.state import LoopState, iteration_info
 from langgraph_loop.core.stop import StopReason, guard, limit_guard, stop_update
@@ -95,31 +90,36 @@ def plan_calls(
 
 
 def tool_error_text(exc: Exception) -> str:
-    """The loop's default ``handle_tool_errors``: every tool error becomes an error result.
-
-    Invalid arguments read as under ``ToolNode`` (LangGraph's own text); any other
-    exception names its type.
-    """
+    """The loop's default ``handle_tool_errors``: every tool error becomes an error result
+    (invalid arguments read as under ``ToolNode``; any other exception names its type)."""
     if type(exc).__name__ == "ToolInvocationError":
         return str(exc)
     return prompts.TOOL_RAISED.format(kind=type(exc).__name__, error=exc)
 
 
 def _error_message(call: Mapping[str, Any], text: str) -> ToolMessage:
-    return ToolMessage(text, tool_call_id=str(call.get("id")), name=call.get("name"),
-                       status="error")
+    return ToolMessage(text, tool_call_id=str(call.get("id")), name=call.get("name"), status="error")
+
+
+_FLAT = (str, int, float, bool, type(None))
+
+
+def _own_args(request: ToolCallRequest) -> ToolCallRequest:
+    """The request with its own copy of the args (plain when every value is immutable)."""
+    args = request.tool_call["args"]
+    flat = isinstance(args, dict) and all(isinstance(v, _FLAT) for v in args.values())
+    return request.override(tool_call={**request.tool_call,
+                                       "args": dict(args) if flat else copy.deepcopy(args)})
 
 
 def _deep_copied(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
-    """``wrap_tool_call``: the tool gets a deep copy of its args (what the model said stays)."""
-    call = request.tool_call
-    return execute(request.override(tool_call={**call, "args": copy.deepcopy(call["args"])}))
+    """``wrap_tool_call``: the tool gets its own copy of its args."""
+    return execute(_own_args(request))
 
 
 async def _adeep_copied(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
     """``awrap_tool_call``: as ``_deep_copied``."""
-    call = request.tool_call
-    return await execute(request.override(tool_call={**call, "args": copy.deepcopy(call["args"])}))
+    return await execute(_own_args(request))
 
 
 # --- running calls ---------------------------------------------------------------------------
@@ -158,9 +158,8 @@ _asaved_call: Any = _as_task(_atimed_call)
 
 
 def _settled(results: Sequence[Any]) -> list[Any]:
-    """Results once every call has finished; the first failure is raised after that, so no
-    call is left running when the step fails and none runs twice on resume. Interrupts of
-    several calls surface together (one ``GraphInterrupt`` holding them all)."""
+    """Results once every call has finished, then the first failure (no call left running, none
+    run twice on resume); interrupts of several calls surface together, in one."""
     paused = [r for r in results if isinstance(r, GraphInterrupt)]
     for result in results:
         if isinstance(result, BaseException) and not isinstance(result, GraphInterrupt):
@@ -263,7 +262,8 @@ class _Batch:
                          apply_review(calls, review, message_id=ai.id, gated=settings.approval.tools))
         self.calls = self.reviewed.calls
         cap = settings.limits.max_tool_calls
-        allowance = None if cap is None else cap - self.run.get("tool_calls", 0)
+        self.executed = executed_calls(state)
+        allowance = None if cap is None else cap - self.executed
         self.plans = plan_calls(self.calls, known=known, offered=iteration_info(state).get("offered"),
                                 allowance=allowance, rejected=self.reviewed.refusals)
         self.runnable = [c for c, (action, _) in zip(self.calls, self.plans, strict=True)
@@ -325,33 +325,33 @@ class ToolsNode:
         messages, extra, records, logged = _answers(batch, done)
         extra = resolve_removals(batch.state.get("messages") or [], extra)
         update: dict[str, Any] = {"messages": [*messages, *extra], "call_log": logged}
-        update.update(self._counted(batch, done))
+        update.update(self._counted(batch, batch.executed + len(batch.runnable)))
         if batch.state.get("review") is not None:
             update["review"] = None  # consumed
         return _as_output(update, list(done.values())), records
 
-    def _counted(self, batch: _Batch, done: Mapping[str, Outcome]) -> dict[str, Any]:
-        """The run's tool-call count, and the stop it leads to (the cap, or ``return_direct``)."""
+    def _counted(self, batch: _Batch, total: int) -> dict[str, Any]:
+        """The stop the run's ``total`` tool executions lead to (the cap, or ``return_direct``)."""
         run = batch.run
-        run["tool_calls"] = run.get("tool_calls", 0) + len(batch.runnable)
+        unchanged = {} if run == batch.state.get("run") else {"run": run}
         if batch.state.get("stop_reason") is not None:
-            return {"run": run}
+            return unchanged
         cap = batch.settings.limits.max_tool_calls
-        if cap is not None and run["tool_calls"] >= cap:
-            return stop_update(run, limit_guard(StopReason.MAX_TOOL_CALLS, cap, run["tool_calls"]))
+        if cap is not None and total >= cap:
+            return stop_update(run, limit_guard(StopReason.MAX_TOOL_CALLS, cap, total))
         direct = [self.by_name[c["name"]].return_direct for c in batch.runnable]
         if direct and all(direct):
             names = ", ".join(c["name"] for c in batch.runnable)
             why = guard("tools", StopReason.COMPLETED, detail=f"return_direct: {names}")
             return stop_update(run, why, finalized=True)
-        return {"run": run}
+        return unchanged
 
 
 def _answers(batch: _Batch, done: Mapping[str, Outcome]
              ) -> tuple[list[BaseMessage], list[BaseMessage], list[CallRecord], list[dict[str, Any]]]:
     """One answer per call in order (refusals included, output capped), the extra messages
     tools added, the call records and the call-log entries."""
-    iteration = batch.state.get("iteration", 1)
+    iteration, executed = batch.state.get("iteration", 1), batch.executed + len(batch.runnable)
     limit = batch.settings.limits.max_tool_output_chars
     messages: list[BaseMessage] = []
     extra: list[BaseMessage] = []
@@ -368,13 +368,14 @@ def _answers(batch: _Batch, done: Mapping[str, Outcome]
                               "status": status, "duration_s": outcome.duration_s,
                               "iteration": iteration}
         records.append(record)
-        logged.append({**record, "result_hash": content_hash(message.content)})
+        logged.append({**record, "result_hash": content_hash(message.content), "executed": executed})
     for bad in batch.invalid:
         text = prompts.INVALID_JSON.format(name=repr(bad.get("name")),
                                            error=bad.get("error") or "could not be parsed")
         messages.append(_error_message(bad, text))
         logged.append({"name": str(bad.get("name")), "args": {"raw": bad.get("args")},
-                       "status": "invalid", "duration_s": 0.0, "iteration": iteration})
+                       "status": "invalid", "duration_s": 0.0, "iteration": iteration,
+                       "executed": executed})
     if batch.reviewed.edited:
         mark_edited(messages, batch.reviewed)
     return messages, extra, records, logged

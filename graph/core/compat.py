@@ -1,6 +1,6 @@
 """The LangGraph and LangChain internals this package relies on, in one place, and why.
 
-LangGraph has no public API (as of 1.2) for four things the loop needs, LangChain (as of
+LangGraph has no public API (as of 1.2) for five things the loop needs, LangChain (as of
 langchain-core 1.7) for one:
 
 - ``messages_delta_reducer``: the batch reducer of LangGraph's delta messages channel
@@ -18,6 +18,9 @@ langchain-core 1.7) for one:
   stop records the checkpoint from just before the loop began (read from the thread's
   history with the checkpointer's public ``list``), and asks a human only when a
   checkpointer can hold the interrupt.
+- ``runtime_of(config)``: the run's ``Runtime`` from the config a conditional edge gets
+  (``get_runtime()`` needs the config in a context variable, which LangGraph does not set
+  for edges; setting it per edge cost more than the loop detector's decision).
 - ``would_stream(chat, handlers, kwargs, async_api=...)``: would ``chat.invoke`` stream this
   call through the v1 callbacks (``on_llm_new_token``)? LangChain's own rule
   (``BaseChatModel._should_stream``: a streaming handler such as ``stream_mode="messages"``'s, or
@@ -30,8 +33,8 @@ langchain-core 1.7) for one:
 Example:
     >>> durable({"configurable": {}}), resuming({"configurable": {}}), durable(None)
     (False, False, False)
-    >>> checkpointer({"configurable": {}}) is None
-    True
+    >>> checkpointer({"configurable": {}}) is None, runtime_of({"configurable": {}}) is None
+    (True, True)
 """
 
 from __future__ import annotations
@@ -43,12 +46,18 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tracers._streaming import _V2StreamingCallbackHandler
-from langgraph._internal._constants import CONFIG_KEY_DURABILITY, CONFIG_KEY_SCRATCHPAD
+from langgraph._internal._constants import (
+    CONFIG_KEY_DURABILITY,
+    CONFIG_KEY_RUNTIME,
+    CONFIG_KEY_SCRATCHPAD,
+)
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.graph.message import _messages_delta_reducer
+from langgraph.runtime import Runtime
 
-__all__ = ["checkpointer", "durable", "messages_delta_reducer", "resuming", "would_stream"]
+__all__ = ["checkpointer", "durable", "messages_delta_reducer", "resuming", "runtime_of",
+           "would_stream"]
 
 messages_delta_reducer: Any = _messages_delta_reducer
 """LangGraph's batch reducer for a ``DeltaChannel`` of messages (see the module docstring)."""
@@ -77,6 +86,12 @@ def checkpointer(config: RunnableConfig | None) -> BaseCheckpointSaver[Any] | No
     """The running graph's checkpointer (None when it has none)."""
     saver = _configurable(config).get(CONFIG_KEY_CHECKPOINTER)
     return saver if isinstance(saver, BaseCheckpointSaver) else None
+
+
+def runtime_of(config: RunnableConfig | None) -> Runtime[Any] | None:
+    """The run's ``Runtime`` carried by a step's config (None outside a run)."""
+    runtime = ((config or {}).get(CONF) or {}).get(CONFIG_KEY_RUNTIME)
+    return runtime if isinstance(runtime, Runtime) else None
 
 
 def would_stream(chat: BaseChatModel, handlers: Sequence[Any], kwargs: Mapping[str, Any], *,

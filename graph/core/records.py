@@ -50,6 +50,7 @@ __all__ = [
     "build_record",
     "calls_of_iteration",
     "emit",
+    "executed_calls",
     "last_ai",
     "latest_answer",
     "new_iteration",
@@ -86,6 +87,7 @@ class RunInfo(TypedDict, total=False):
     started_at: float
     request_id: str | None
     tool_calls: int
+    """Written by earlier versions only (the count is in the call log: ``executed_calls``)."""
     auto_rounds: int
     finalized: bool
     """No final-answer call follows the stop (made, skipped, or not needed)."""
@@ -130,6 +132,8 @@ class LoggedCall(CallRecord):
     """A call record in the run's call log: its iteration and a digest of its result."""
 
     result_hash: NotRequired[str]
+    executed: NotRequired[int]
+    """Tool executions of the run so far, this call's batch included."""
 
 
 class IterationRecord(TypedDict, total=False):
@@ -322,6 +326,20 @@ def answer_text(message: BaseMessage | None) -> str:
     return "".join(p for p in parts if isinstance(p, str))
 
 
+def executed_calls(state: Mapping[str, Any]) -> int:
+    """Tool executions of the run so far: the newest call-log entry holds the count (a run an
+    earlier version started kept it in ``run``).
+
+    Example:
+        >>> executed_calls({"call_log": [{"executed": 3}]}), executed_calls({"run": {"tool_calls": 2}})
+        (3, 2)
+    """
+    log = state.get("call_log") or []
+    if log and "executed" in log[-1]:
+        return int(log[-1]["executed"])
+    return int((state.get("run") or {}).get("tool_calls", 0))
+
+
 def calls_of_iteration(log: Sequence[CallRecord], iteration: int) -> list[CallRecord]:
     """The call records of one iteration (scans back from the end of the run's log)."""
     out: list[CallRecord] = []
@@ -334,7 +352,7 @@ def calls_of_iteration(log: Sequence[CallRecord], iteration: int) -> list[CallRe
 
 
 def _public(call: CallRecord) -> CallRecord:
-    return {k: v for k, v in call.items() if k != "result_hash"}  # type: ignore[return-value]
+    return {k: v for k, v in call.items() if k not in ("result_hash", "executed")}  # type: ignore[return-value]
 
 
 def build_record(

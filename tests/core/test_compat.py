@@ -11,12 +11,13 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.runnables import Runnable
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.config import get_config
-from langgraph.graph import START, StateGraph
+from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, Durability, interrupt
 from pydantic import SecretStr
 
@@ -26,6 +27,7 @@ from langgraph_loop.core.compat import (
     durable,
     messages_delta_reducer,
     resuming,
+    runtime_of,
     would_stream,
 )
 from langgraph_loop.scripted import ScriptedChatModel
@@ -146,3 +148,26 @@ async def test_edges_and_the_loop_detector_have_no_callback_run_of_their_own(mod
     assert runs.names["model"] == 3 and runs.names["tools"] == 2 and runs.names["router"] == 1
     assert not {"after_prepare", "after_model", "after_detector", "after_router",
                 "condition"} & set(runs.names)
+
+
+def test_runtime_of_reads_the_runtime_a_conditional_edge_gets() -> None:
+    """``runtime_of(config)``: the run's Runtime (with its context) from an edge's config."""
+    class S(TypedDict):
+        x: int
+
+    seen: list[Any] = []
+
+    class Route(Runnable[Any, str]):
+        name = "route"
+
+        def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> str:
+            runtime = runtime_of(config)
+            seen.append(None if runtime is None else runtime.context)
+            return END
+
+    builder = StateGraph(S, context_schema=dict)
+    builder.add_node("a", lambda s: {"x": s["x"] + 1})
+    builder.add_edge(START, "a")
+    builder.add_conditional_edges("a", Route(), [END])
+    builder.compile().invoke({"x": 1}, context={"k": 7})
+    assert seen == [{"k": 7}] and runtime_of(None) is None

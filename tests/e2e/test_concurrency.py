@@ -27,6 +27,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_loop import LoopDetection, create_loop_agent
 from langgraph_loop.core.messages import NOTICE_NAME
+from langgraph_loop.core.records import executed_calls
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.postgres import fresh_database
 
@@ -101,7 +102,7 @@ def check_thread(i: int, result: dict[str, Any], stored: dict[str, Any]) -> None
         assert record["model_calls"] == 4
         usage = sum(m.usage_metadata["total_tokens"] for m in messages if isinstance(m, AIMessage))
         assert values["usage"]["total_tokens"] == usage
-    assert stored["run"]["tool_calls"] == 4
+    assert executed_calls(stored) == 4
     assert sorted(RAN[i]) == [0, 0, 1, 2]
 
 

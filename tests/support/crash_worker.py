@@ -29,6 +29,7 @@ from langchain_core.tools import tool
 
 from langgraph_loop import LoopDetection, create_loop_agent
 from langgraph_loop.core.messages import check_pairing, unanswered_tail
+from langgraph_loop.core.records import executed_calls
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.savers import async_saver, sync_saver
 
@@ -128,7 +129,7 @@ def run_sync(phase: str, backend: str, target: str) -> dict[str, Any]:
         else:
             result = agent.invoke(None, THREAD)
         out = report(result)
-        out["run_tool_calls"] = (agent.get_state(THREAD).values.get("run") or {}).get("tool_calls")
+        out["run_tool_calls"] = executed_calls(agent.get_state(THREAD).values)
         return out
 
 
@@ -141,7 +142,7 @@ async def run_async(phase: str, backend: str, target: str) -> dict[str, Any]:
             result = await agent.ainvoke(None, THREAD)
         out = report(result)
         state = await agent.aget_state(THREAD)
-        out["run_tool_calls"] = (state.values.get("run") or {}).get("tool_calls")
+        out["run_tool_calls"] = executed_calls(state.values)
         return out
 
 

@@ -28,6 +28,7 @@ from langchain_core.tools import tool
 from langgraph.types import Command
 
 from langgraph_loop import Approval, LoopDetection, create_loop_agent
+from langgraph_loop.core.records import executed_calls
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.savers import sync_saver as saver
 
@@ -101,7 +102,7 @@ def snapshot(agent: Any, config: RunnableConfig) -> dict[str, Any]:
         "iterations": len(values.get("iterations") or []),
         "usage": values.get("usage"),
         "auto_rounds": run.get("auto_rounds"),
-        "tool_calls": run.get("tool_calls"),
+        "tool_calls": executed_calls(values),
         "review": values.get("review"),
         "pending_notices": [n["source"] for n in values.get("pending_notices") or []],
         "todos": values.get("todos"),

@@ -21,6 +21,7 @@ from langgraph.types import Command
 
 from langgraph_loop.core.callbacks import CallbackError
 from langgraph_loop.core.messages import check_pairing, unanswered_tail
+from langgraph_loop.core.records import executed_calls
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.fuzz import ModelDown, World
 
@@ -277,7 +278,7 @@ def check_run(world: World, run: int, values: dict[str, Any], *, cap: int | None
     records = [c for r in values["iterations"] for c in r["tool_calls"]]
     ran = sum(c["status"] in ("success", "error") for c in records)  # invalid args count too
     assert cap is None or ran <= cap, (cap, records)
-    assert (values.get("run") or {}).get("tool_calls", 0) == ran, (values.get("run"), records)
+    assert executed_calls(values) == ran, (values.get("run"), records)
     assert len({i for _, i in mine}) <= ran, (records, mine)
     spent = sum(world.replies[run]) + sum(world.summaries[run])  # compaction counts too
     assert values["usage"]["total_tokens"] == spent, (values["usage"], world.replies[run],
