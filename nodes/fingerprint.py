@@ -24,7 +24,7 @@ Example:
     True
     >>> text_loop("Wait, I replaced it with itself. " * 12), text_loop("a b c d e f " * 3)
     (True, False)
-    >>> paths_of({"command": "rm -f src/app.py"}) == paths_of({"command": "cat src/app.py"})
+    >>> path_keys({"command": "rm -f src/app.py"}) == path_keys({"command": "cat src/app.py"})
     True
 """
 
@@ -44,7 +44,7 @@ from langgraph_loop.core.config import LoopDetection
 from langgraph_loop.core.messages import call_label, digest
 
 __all__ = ["VOLATILE", "SignedCall", "TextLoop", "args_text", "call_signature", "canonical_args",
-           "content_hash", "dirs_of", "is_empty", "normalize", "paths_of", "reply_text",
+           "content_hash", "is_empty", "normalize", "path_keys", "reply_text",
            "response_signature", "result_text", "sign_calls", "text_loop"]
 
 HASH_LEN = 8  # hex digits: no collision in practice among the window's few dozen results
@@ -141,32 +141,23 @@ def _short(text: str) -> str:
     return digest(text, HASH_LEN)
 
 
-def paths_of(args: Any) -> list[str]:
-    """The path-like tokens in a call's arguments, e.g. ``src/app.py`` (hashed short).
+def path_keys(args: Any, *, dumped: str | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The path-like tokens in a call's arguments (``src/app.py``) and the folders that hold
+    them (``a/b/c.py`` → ``a/b``, ``a``), hashed short (``dumped``: the arguments' ``_dump``).
 
     Example:
-        >>> len(paths_of({"command": "sed -n '1,5p' django/core/validators.py"}))
-        1
-        >>> paths_of({"command": "ls -la"}), paths_of({"q": "x"})
-        ([], [])
+        >>> paths, dirs = path_keys({"command": "cat build/text/index.txt"})
+        >>> len(paths), len(dirs), path_keys({"command": "rm -rf build/text"})[0][0] in dirs
+        (1, 2, True)
+        >>> path_keys({"command": "ls -la"})
+        ((), ())
     """
-    return sorted({_short(token) for token in _tokens(_dump(args))})
-
-
-def dirs_of(args: Any) -> list[str]:
-    """The folders that hold the path-like tokens (hashed short): ``a/b/c.py`` → ``a/b``, ``a``.
-
-    Example:
-        >>> inside = dirs_of({"command": "cat build/text/index.txt"})
-        >>> len(inside), paths_of({"command": "rm -rf build/text"})[0] in inside
-        (2, True)
-    """
-    return list(_folders(_tokens(_dump(args))))
-
-
-def _folders(tokens: set[str]) -> tuple[str, ...]:
+    tokens = _tokens(_dump(args) if dumped is None else dumped)
+    if not tokens:
+        return (), ()
     folders = {token.rsplit("/", k)[0] for token in tokens for k in range(1, token.count("/") + 1)}
-    return tuple(sorted({_short(folder) for folder in folders if folder}))
+    return (tuple(sorted({_short(token) for token in tokens})),
+            tuple(sorted({_short(folder) for folder in folders if folder})))
 
 
 # --- call and response signatures ------------------------------------------------------
@@ -294,11 +285,9 @@ def sign_calls(ai: AIMessage, config: LoopDetection | None = None) -> list[Signe
     for c in ai.tool_calls:
         args = canonical_args(c["args"])
         dumped = _dump(args)
-        tokens = _tokens(dumped) if paths else set()
+        named, folders = path_keys(args, dumped=dumped) if paths else ((), ())
         out.append(SignedCall(str(c.get("id")), call_signature(c["name"], args, config, dumped=dumped),
-                              c["name"], args_text(args, dumped=dumped),
-                              paths=tuple(sorted({_short(t) for t in tokens})),
-                              dirs=_folders(tokens) if tokens else ()))
+                              c["name"], args_text(args, dumped=dumped), paths=named, dirs=folders))
     for bad in ai.invalid_tool_calls:
         name = bad.get("name") or "?"
         raw = bad.get("args") or ""
