@@ -110,13 +110,20 @@ def result_text(content: Any) -> str:
 
 def content_hash(content: Any, *, normalized: bool = True) -> str:
     """A short hash of a tool result: equal for the same result (see module docstring)."""
-    return _text_hash(result_text(content), normalized)
+    text = result_text(content)
+    return _text_hash(text, normalized) if len(text) <= MEMO_CHARS else _hash(text, normalized)
 
 
-@lru_cache(maxsize=256)
-def _text_hash(text: str, normalized: bool) -> str:
-    """One result is hashed twice per round (its call record, the detector): normalize once."""
+MEMO_CHARS = 100_000
+"""Results up to this size are memoized (64 of them: at most a few MB kept alive)."""
+
+
+def _hash(text: str, normalized: bool) -> str:
     return digest(normalize(text) if normalized else text, HASH_LEN)
+
+
+_text_hash = lru_cache(maxsize=64)(_hash)
+"""One result is hashed twice per round (its call record, then the detector): normalize once."""
 
 
 def is_empty(content: Any) -> bool:
