@@ -24,13 +24,13 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import sys
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Self
+
+from tests.support.sse import LoopbackServer, StreamLog, send_events
 
 JSON = dict[str, Any]
 CallSpec = tuple[str, dict[str, Any]]
@@ -66,17 +66,6 @@ class Reply:
     """Seconds between two streamed events."""
     thinking: str | None = None
     """A thinking block before the text (signed ``sig_<request_no>``; streamed like the text)."""
-
-
-@dataclass
-class StreamLog:
-    """One streamed answer: how many of its events were sent, and whether the client closed
-    the connection before the last one."""
-
-    request_no: int
-    total: int
-    sent: int = 0
-    closed_by_client: bool = False
 
 
 ReplyLike = Reply | str | Callable[[JSON], "ReplyLike"]
@@ -487,7 +476,7 @@ def _split(value: str, parts: int = 3, size: int | None = None) -> list[str]:
 class _Handler(BaseHTTPRequestHandler):
     """HTTP handler delegating to the owning :class:`AnthropicServer`."""
 
-    server: _HTTPServer
+    server: LoopbackServer
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silence per-request logging."""
@@ -542,36 +531,8 @@ class _Handler(BaseHTTPRequestHandler):
         log = StreamLog(request_no, total=len(events))
         with self.server.owner._lock:
             self.server.owner.streams.append(log)
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.send_header("request-id", "req_test")
-        self.end_headers()
-        self.close_connection = True
-        for event in events:
-            if delay and log.sent:
-                time.sleep(delay)
-            try:
-                self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
-                self.wfile.flush()
-            except ConnectionError:  # the client closed the stream
-                log.closed_by_client = True
-                return
-            log.sent += 1
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], owner: AnthropicServer) -> None:
-        self.owner = owner
-        super().__init__(address, _Handler)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Stay quiet when a client disconnects mid-response; report anything else."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
+        encoded = [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+        send_events(self, encoded, log, delay, headers=[("request-id", "req_test")])
 
 
 class AnthropicServer:
@@ -597,7 +558,7 @@ class AnthropicServer:
         self._lock = threading.Lock()
         self._counter = itertools.count(1)
         self._address = (host, port)
-        self._httpd: _HTTPServer | None = None
+        self._httpd: LoopbackServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -616,7 +577,7 @@ class AnthropicServer:
     def start(self) -> Self:
         """Bind and serve in a daemon thread. Returns ``self``."""
         if self._httpd is None:
-            self._httpd = _HTTPServer(self._address, self)
+            self._httpd = LoopbackServer(self._address, self, _Handler)
             self._thread = threading.Thread(target=self._httpd.serve_forever,
                                             kwargs={"poll_interval": 0.05}, daemon=True)
             self._thread.start()

@@ -20,13 +20,14 @@ import argparse
 import contextlib
 import itertools
 import json
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Self
+
+from tests.support.sse import LoopbackServer, StreamLog, send_events
 
 JSON = dict[str, Any]
 ToolCallSpec = tuple[str, "dict[str, Any] | str"]
@@ -51,17 +52,6 @@ class Reply:
     call_first: bool = False
     """Stream the first tool call's head and first argument piece before the content, the
     rest after it (a client that stops early holds a half-streamed call)."""
-
-
-@dataclass
-class StreamLog:
-    """One streamed answer: how many of its events were sent, and whether the client closed
-    the connection before the last one."""
-
-    request_no: int
-    total: int
-    sent: int = 0
-    closed_by_client: bool = False
 
 
 ReplyLike = Reply | str | Callable[[JSON], "ReplyLike"]
@@ -250,7 +240,7 @@ class _Answer:
 class _Handler(BaseHTTPRequestHandler):
     """HTTP handler delegating to the owning :class:`OpenAIServer`."""
 
-    server: _HTTPServer
+    server: LoopbackServer
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silence per-request logging."""
@@ -312,37 +302,7 @@ class _Handler(BaseHTTPRequestHandler):
         log = StreamLog(request_no, total=len(events))
         with self.server.owner._lock:
             self.server.owner.streams.append(log)
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
-        for event in events:
-            if delay and log.sent:
-                time.sleep(delay)
-            try:
-                self.wfile.write(event.encode())
-                self.wfile.flush()
-            except ConnectionError:  # the client closed the stream
-                log.closed_by_client = True
-                return
-            log.sent += 1
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    """Threading HTTP server that knows its :class:`OpenAIServer`."""
-
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], owner: OpenAIServer) -> None:
-        self.owner = owner
-        super().__init__(address, _Handler)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Stay quiet when a client disconnects mid-response; report anything else."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
+        send_events(self, [e.encode() for e in events], log, delay)
 
 
 class OpenAIServer:
@@ -371,7 +331,7 @@ class OpenAIServer:
         self._lock = threading.Lock()
         self._counter = itertools.count(1)
         self._address = (host, port)
-        self._httpd: _HTTPServer | None = None
+        self._httpd: LoopbackServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -389,7 +349,7 @@ class OpenAIServer:
     def start(self) -> Self:
         """Bind and serve in a daemon thread. Returns ``self``."""
         if self._httpd is None:
-            self._httpd = _HTTPServer(self._address, self)
+            self._httpd = LoopbackServer(self._address, self, _Handler)
             self._thread = threading.Thread(
                 target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
             )  # a short poll interval makes shutdown() fast
@@ -406,7 +366,7 @@ class OpenAIServer:
 
     def serve_forever(self, on_ready: Callable[[str], None] | None = None) -> None:
         """Serve in the calling thread (standalone mode); ``on_ready(base_url)`` once bound."""
-        self._httpd = _HTTPServer(self._address, self)
+        self._httpd = LoopbackServer(self._address, self, _Handler)
         try:
             if on_ready is not None:
                 on_ready(self.base_url)
