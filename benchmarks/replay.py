@@ -39,7 +39,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel, ConfigDict
 
 from langgraph_loop import Limits, LoopDetection, create_loop_agent
-from langgraph_loop.nodes.detector_state import is_blocked
+from langgraph_loop.core.messages import is_blocked
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = [

@@ -48,20 +48,18 @@ from langgraph_loop.core.config import (
     StallDetection,
 )
 from langgraph_loop.core.history import LoopGraph
-from langgraph_loop.core.messages import unanswered_tail
+from langgraph_loop.core.messages import is_blocked, is_cut, unanswered_tail
 from langgraph_loop.core.models import ChatRunnable
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState, with_user_keys
 from langgraph_loop.nodes.approval import ApprovalNode, needs_approval
 from langgraph_loop.nodes.compaction import CompactionNode
-from langgraph_loop.nodes.detector_state import is_blocked
 from langgraph_loop.nodes.judge import JudgeNode
 from langgraph_loop.nodes.loop_detector import LoopDetector
 from langgraph_loop.nodes.model import ModelNode
 from langgraph_loop.nodes.prepare import PrepareNode
 from langgraph_loop.nodes.respond import RespondNode, structured_due
 from langgraph_loop.nodes.router import RouterNode
-from langgraph_loop.nodes.stream_cut import is_cut
 from langgraph_loop.nodes.tools import ToolsNode
 
 __all__ = ["Edge", "Routes", "create_loop_agent", "retryable"]

@@ -52,7 +52,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 
 from langgraph_loop.core.config import LoopDetection
-from langgraph_loop.core.messages import call_label
+from langgraph_loop.core.messages import call_label, is_cut
 from langgraph_loop.core.stop import Guard
 from langgraph_loop.nodes.detector_state import (
     CallRecord,
@@ -74,7 +74,6 @@ from langgraph_loop.nodes.findings import (
     warning_text,
 )
 from langgraph_loop.nodes.fingerprint import reply_text, text_loop
-from langgraph_loop.nodes.stream_cut import is_cut
 
 __all__ = ["Finding", "LoopWarning", "Observation", "cycle_of", "observe", "scaled"]
 

@@ -57,10 +57,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NotRequired
 
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 from typing_extensions import TypedDict
 
 from langgraph_loop.core.config import LoopDetection
+from langgraph_loop.core.messages import is_blocked
 from langgraph_loop.nodes.fingerprint import (
     SignedCall,
     args_text,
@@ -72,20 +73,10 @@ from langgraph_loop.nodes.fingerprint import (
     sign_calls,
 )
 
-__all__ = ["BLOCKED_KIND", "CallRecord", "DetectorState", "Response", "SignedCall",
+__all__ = ["CallRecord", "DetectorState", "Response", "SignedCall",
            "absorb", "args_of", "args_text", "call_signature", "canonical_args",
-           "content_hash", "is_blocked", "push", "response_sig", "response_signature",
+           "content_hash", "push", "response_sig", "response_signature",
            "sign_calls"]
-
-BLOCKED_KIND = "loop_blocked"
-"""``additional_kwargs["langgraph_loop"]["kind"]`` of a ToolMessage that answers a blocked call."""
-
-
-def is_blocked(message: BaseMessage) -> bool:
-    """Is this ToolMessage the loop detector's answer to a blocked call (not a real result)?"""
-    tag = message.additional_kwargs.get("langgraph_loop")
-    return isinstance(tag, dict) and tag.get("kind") == BLOCKED_KIND
-
 
 # --- the detector state ------------------------------------------------------------------
 

@@ -42,14 +42,14 @@ from langgraph.types import interrupt
 from langgraph_loop.core import prompts
 from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
-from langgraph_loop.core.messages import Notice, call_ids, queue_notice, work_call_ids
+from langgraph_loop.core.messages import BLOCKED_KIND, Notice, call_ids, is_cut, queue_notice, work_call_ids
 from langgraph_loop.core.records import emit
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import Guard, stop_answer_text, stop_update
 from langgraph_loop.nodes.approval import needs_approval
 from langgraph_loop.nodes.detection import Finding, LoopWarning, observe
-from langgraph_loop.nodes.detector_state import BLOCKED_KIND, DetectorState
+from langgraph_loop.nodes.detector_state import DetectorState
 from langgraph_loop.nodes.limits import PRESSURE_SOURCE, check_limits, pressure_due, tool_errors_guard
 from langgraph_loop.nodes.loop_human import (
     began_at,
@@ -59,7 +59,6 @@ from langgraph_loop.nodes.loop_human import (
     parse_answer,
     question,
 )
-from langgraph_loop.nodes.stream_cut import is_cut
 
 __all__ = ["MEMO_SIZE", "Decision", "DetectorMemo", "LoopDetector", "block_answers",
            "results_before", "settle", "stop_answers"]

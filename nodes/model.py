@@ -42,11 +42,13 @@ from langgraph.runtime import get_runtime
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import call_async, call_sync
+from langgraph_loop.core.compat import streams
 from langgraph_loop.core.messages import (
     PROGRESS_NAME,
     as_message,
     drain,
     encodable,
+    is_cut,
     iteration_messages,
     loop_message,
     queue_notice,
@@ -64,7 +66,7 @@ from langgraph_loop.nodes.limits import (
     final_answer_room,
     timeout_guard,
 )
-from langgraph_loop.nodes.stream_cut import astream_reply, is_cut, stream_reply, streams
+from langgraph_loop.nodes.stream_cut import astream_reply, stream_reply
 
 __all__ = ["ModelNode", "build_request", "criteria_instruction", "estimate_usage",
            "pick_tools", "progress_message", "system_message", "without_tool_calls"]

@@ -52,10 +52,10 @@ from langchain.agents.structured_output import (
 from langchain_core.messages import AIMessage, ToolMessage
 
 from langgraph_loop.core import prompts
+from langgraph_loop.core.messages import is_cut
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.structured import StructuredOutput
-from langgraph_loop.nodes.stream_cut import is_cut
 
 __all__ = ["RespondNode", "read_native_answer", "read_tool_answer", "retry_text", "structured_due"]
 

@@ -22,6 +22,7 @@ Example:
     >>> text = StreamText()
     >>> any(text.add(piece) for piece in ["I will fix ", "the typo now. "] * 20)
     True
+    >>> from langgraph_loop.core.messages import is_cut
     >>> reply = build_reply([AIMessageChunk("I will "), AIMessageChunk("fix")], cut=True)
     >>> reply.content, is_cut(reply)
     ('I will fix', True)
@@ -33,37 +34,24 @@ from collections.abc import AsyncGenerator, Generator, Sequence
 from contextlib import aclosing, closing
 from typing import Any, cast
 
-from langchain_core.caches import BaseCache
-from langchain_core.callbacks import BaseCallbackManager
-from langchain_core.globals import get_llm_cache
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
-    BaseMessage,
     BaseMessageChunk,
     message_chunk_to_message,
 )
-from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableWithFallbacks
+from langchain_core.runnables import Runnable, RunnableConfig
 
 from langgraph_loop.core import prompts
-from langgraph_loop.core.compat import would_stream
+from langgraph_loop.core.messages import CUT_KEY
 from langgraph_loop.nodes.fingerprint import TextLoop, reply_text
 
-__all__ = ["CUT_KEY", "LINE", "REASONING", "StreamText", "astream_reply", "build_reply", "is_cut",
-           "stream_reply", "streams"]
+__all__ = ["LINE", "REASONING", "StreamText", "astream_reply", "build_reply", "stream_reply"]
 
-CUT_KEY = "langgraph_loop_cut"
-"""``response_metadata`` key of a reply cut while it streamed (value: the layer, ``"text"``)."""
 LINE = 200
 """A line longer than this many characters is checked in parts of this size."""
 REASONING = frozenset({"thinking", "redacted_thinking", "reasoning"})
 """Content-block types a cut reply leaves out (Anthropic's, OpenAI Responses', LangChain's)."""
-
-
-def is_cut(message: BaseMessage) -> bool:
-    """Was this reply cut while it streamed (its text looped)?"""
-    return isinstance(message, AIMessage) and CUT_KEY in message.response_metadata
 
 
 class StreamText:
@@ -85,47 +73,6 @@ class StreamText:
         if end:
             text, self.pending = text[:end], text[end:]
         return any(self.loop.add(line) for line in text.splitlines(keepends=True))
-
-
-# --- when to stream ----------------------------------------------------------------------------
-
-def _handlers(callbacks: Any) -> list[Any]:
-    """The handlers of a ``callbacks`` value (a list, a manager, or None)."""
-    if isinstance(callbacks, BaseCallbackManager):
-        return list(callbacks.handlers)
-    return list(callbacks) if isinstance(callbacks, list) else []
-
-
-def _target(runnable: Any) -> tuple[BaseChatModel, dict[str, Any], list[Any]] | None:
-    """The chat model a call streams from first, with the kwargs and handlers bound around it
-    (None: a retry, a configurable model or anything else that keeps ``invoke``)."""
-    kwargs: dict[str, Any] = {}
-    handlers: list[Any] = []
-    while not isinstance(runnable, BaseChatModel):
-        if isinstance(runnable, RunnableWithFallbacks):
-            runnable = runnable.runnable
-        elif isinstance(runnable, RunnableBinding):  # bind, bind_tools, with_config (not with_retry)
-            kwargs = {**runnable.kwargs, **kwargs}  # an outer binding's kwargs win
-            handlers += _handlers(runnable.config.get("callbacks"))
-            runnable = runnable.bound
-        else:
-            return None
-    return runnable, kwargs, [*handlers, *_handlers(runnable.callbacks)]
-
-
-def _cached(chat: BaseChatModel) -> bool:
-    """Does ``invoke`` read an LLM cache for this model?"""
-    return chat.cache is not False and (isinstance(chat.cache, BaseCache) or get_llm_cache() is not None)
-
-
-def streams(runnable: Any, config: RunnableConfig, *, async_api: bool) -> bool:
-    """Would LangChain stream this call anyway (so ``stream()`` may replace ``invoke()``)?"""
-    found = _target(runnable)
-    if found is None or _cached(found[0]):
-        return False
-    chat, kwargs, handlers = found
-    return would_stream(chat, [*_handlers(config.get("callbacks")), *handlers], kwargs,
-                        async_api=async_api)
 
 
 # --- streaming -----------------------------------------------------------------------------------

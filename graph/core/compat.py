@@ -25,8 +25,11 @@ langchain-core 1.7) for one:
   call through the v1 callbacks (``on_llm_new_token``)? LangChain's own rule
   (``BaseChatModel._should_stream``: a streaming handler such as ``stream_mode="messages"``'s, or
   ``streaming=True``, unless ``disable_streaming`` says no); a v2 protocol handler makes
-  ``invoke`` emit protocol events instead, which ``stream()`` does not. The ``model`` node
-  streams such a call itself to cut a runaway reply (``nodes/stream_cut.py``).
+  ``invoke`` emit protocol events instead, which ``stream()`` does not. ``streams(runnable,
+  config, async_api=...)`` asks it of the chat model a call runs first (through bindings and
+  fallbacks; never for a retry, an LLM cache or a configurable model, where ``stream()`` would
+  behave differently). The ``model`` node streams such a call itself to cut a runaway reply
+  (``nodes/stream_cut.py``).
 
 ``tests/core/test_compat.py`` pins each behaviour against the installed LangGraph.
 
@@ -43,8 +46,11 @@ from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
+from langchain_core.caches import BaseCache
+from langchain_core.callbacks import BaseCallbackManager
+from langchain_core.globals import get_llm_cache
 from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import RunnableBinding, RunnableConfig, RunnableWithFallbacks
 from langchain_core.tracers._streaming import _V2StreamingCallbackHandler
 from langgraph._internal._constants import (
     CONFIG_KEY_DURABILITY,
@@ -57,7 +63,7 @@ from langgraph.graph.message import _messages_delta_reducer
 from langgraph.runtime import Runtime
 
 __all__ = ["checkpointer", "durable", "messages_delta_reducer", "resuming", "runtime_of",
-           "would_stream"]
+           "streams", "would_stream"]
 
 messages_delta_reducer: Any = _messages_delta_reducer
 """LangGraph's batch reducer for a ``DeltaChannel`` of messages (see the module docstring)."""
@@ -102,3 +108,42 @@ def would_stream(chat: BaseChatModel, handlers: Sequence[Any], kwargs: Mapping[s
         return False  # invoke would emit v2 protocol events, which stream() does not
     manager = SimpleNamespace(handlers=list(handlers))  # the one attribute the rule reads
     return bool(chat._should_stream(async_api=async_api, run_manager=manager, **kwargs))  # type: ignore[arg-type]
+
+
+def _handlers(callbacks: Any) -> list[Any]:
+    """The handlers of a ``callbacks`` value (a list, a manager, or None)."""
+    if isinstance(callbacks, BaseCallbackManager):
+        return list(callbacks.handlers)
+    return list(callbacks) if isinstance(callbacks, list) else []
+
+
+def _target(runnable: Any) -> tuple[BaseChatModel, dict[str, Any], list[Any]] | None:
+    """The chat model a call streams from first, with the kwargs and handlers bound around it
+    (None: a retry, a configurable model or anything else that keeps ``invoke``)."""
+    kwargs: dict[str, Any] = {}
+    handlers: list[Any] = []
+    while not isinstance(runnable, BaseChatModel):
+        if isinstance(runnable, RunnableWithFallbacks):
+            runnable = runnable.runnable
+        elif isinstance(runnable, RunnableBinding):  # bind, bind_tools, with_config (not with_retry)
+            kwargs = {**runnable.kwargs, **kwargs}  # an outer binding's kwargs win
+            handlers += _handlers(runnable.config.get("callbacks"))
+            runnable = runnable.bound
+        else:
+            return None
+    return runnable, kwargs, [*handlers, *_handlers(runnable.callbacks)]
+
+
+def _cached(chat: BaseChatModel) -> bool:
+    """Does ``invoke`` read an LLM cache for this model?"""
+    return chat.cache is not False and (isinstance(chat.cache, BaseCache) or get_llm_cache() is not None)
+
+
+def streams(runnable: Any, config: RunnableConfig, *, async_api: bool) -> bool:
+    """Would LangChain stream this call anyway (so ``stream()`` may replace ``invoke()``)?"""
+    found = _target(runnable)
+    if found is None or _cached(found[0]):
+        return False
+    chat, kwargs, handlers = found
+    return would_stream(chat, [*_handlers(config.get("callbacks")), *handlers], kwargs,
+                        async_api=async_api)

@@ -13,7 +13,9 @@ ToolMessages, never between an AIMessage with tool calls and its ToolMessages.
 ``name(args)`` label of a tool call.
 
 **Tags.** Messages the loop writes carry a ``name`` saying what they are (``TAGS``) and,
-where a UI may want to hide them, ``additional_kwargs["langgraph_loop"]["kind"]``.
+where a UI may want to hide them, ``additional_kwargs["langgraph_loop"]["kind"]``: a blocked
+call's answer is ``BLOCKED_KIND`` (``is_blocked``); a reply cut while it streamed carries
+``response_metadata[CUT_KEY]`` (``is_cut``).
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -57,11 +59,12 @@ from langgraph_loop.core import prompts
 
 MessageT = TypeVar("MessageT", bound=BaseMessage)
 
-__all__ = ["CONTINUE_NAME", "NOTICE_NAME", "PROGRESS_NAME", "RESPOND_NAME", "SUMMARY_NAME", "TAGS",
-           "Notice", "Problem", "as_message", "as_text", "call_ids", "call_label", "cap_output",
-           "check_pairing", "clip", "describe", "digest", "drain", "encodable", "encodable_text",
-           "iteration_messages", "loop_message", "notice_message", "pairing_problems", "queue_notice",
-           "shorten", "unanswered_tail", "with_unique_call_ids", "work_call_ids"]
+__all__ = ["BLOCKED_KIND", "CONTINUE_NAME", "CUT_KEY", "NOTICE_NAME", "PROGRESS_NAME", "RESPOND_NAME",
+           "SUMMARY_NAME", "TAGS", "Notice", "Problem", "as_message", "as_text", "call_ids",
+           "call_label", "cap_output", "check_pairing", "clip", "describe", "digest", "drain",
+           "encodable", "encodable_text", "is_blocked", "is_cut", "iteration_messages", "loop_message",
+           "notice_message", "pairing_problems", "queue_notice", "shorten", "unanswered_tail",
+           "with_unique_call_ids", "work_call_ids"]
 
 NOTICE_NAME = "loop_warning"
 """Deferred notices delivered to the model (loop warnings, budget pressure, the stop notice)."""
@@ -75,6 +78,23 @@ RESPOND_NAME = "loop_respond"
 """The instruction of the structured final turn (never stored)."""
 TAGS = (NOTICE_NAME, CONTINUE_NAME, PROGRESS_NAME, SUMMARY_NAME, RESPOND_NAME)
 """Every ``name`` the loop gives the user-role messages it writes."""
+
+
+BLOCKED_KIND = "loop_blocked"
+"""``additional_kwargs["langgraph_loop"]["kind"]`` of a ToolMessage that answers a blocked call."""
+CUT_KEY = "langgraph_loop_cut"
+"""``response_metadata`` key of a reply cut while it streamed (value: the layer, ``"text"``)."""
+
+
+def is_blocked(message: BaseMessage) -> bool:
+    """Is this ToolMessage the loop detector's answer to a blocked call (not a real result)?"""
+    tag = message.additional_kwargs.get("langgraph_loop")
+    return isinstance(tag, dict) and tag.get("kind") == BLOCKED_KIND
+
+
+def is_cut(message: BaseMessage) -> bool:
+    """Was this reply cut while it streamed (its text looped)?"""
+    return isinstance(message, AIMessage) and CUT_KEY in message.response_metadata
 
 
 class Notice(TypedDict):
@@ -244,22 +264,15 @@ def notice_message(notices: Sequence[Notice]) -> HumanMessage | None:
 
 
 def drain(pending: Sequence[Notice] | None, *, run: str) -> HumanMessage | None:
-    """This run's queued notices as one message (notices of other runs are dropped).
-
-    Draining empties the queue: the caller writes ``pending_notices=[]`` with the message.
-    """
+    """This run's queued notices as one message (other runs' are dropped); the caller empties
+    the queue (``pending_notices=[]``) with the message."""
     return notice_message([n for n in (pending or []) if n["run"] == run])
 
 
 # --- model replies ---------------------------------------------------------------------------
 
 def as_message(result: Any, what: str) -> AIMessage:
-    """A model's result that must be a reply (``TypeError`` naming ``what`` if not).
-
-    Example:
-        >>> as_message(AIMessage("hi"), "model").content
-        'hi'
-    """
+    """A model's result that must be a reply (``TypeError`` naming ``what`` if not)."""
     if not isinstance(result, AIMessage):
         raise TypeError(f"{what} returned {type(result).__name__}, expected an AIMessage")
     return result

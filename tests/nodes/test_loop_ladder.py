@@ -15,8 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from langgraph_loop import Approval, Limits, LoopDetection, StopReason, create_loop_agent
-from langgraph_loop.core.messages import check_pairing
-from langgraph_loop.nodes.detector_state import is_blocked
+from langgraph_loop.core.messages import check_pairing, is_blocked
 from langgraph_loop.scripted import ScriptedChatModel
 
 TEST = ("bash", {"command": "python test.py"})

@@ -19,10 +19,12 @@ from langchain_core.tracers._streaming import _V2StreamingCallbackHandler
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
+from langgraph_loop.core.compat import streams
+from langgraph_loop.core.messages import is_cut
 from langgraph_loop.core.prompts import CUT_REPLY
 from langgraph_loop.nodes.fingerprint import TextLoop, text_loop
 from langgraph_loop.nodes.model import without_tool_calls
-from langgraph_loop.nodes.stream_cut import LINE, StreamText, build_reply, is_cut, streams
+from langgraph_loop.nodes.stream_cut import LINE, StreamText, build_reply
 
 RUNAWAY = "I will fix the typo now. " * 200
 CODE = "Here is the fix:\n```python\n" + "    print(row.name, row.size)\n" * 30 + "```\nDone.\n"
