@@ -203,12 +203,14 @@ def bare_graph(
     *,
     asynchronous: bool = False,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
+    state_schema: type[Any] = MessagesState,
 ) -> Any:
     """The bare two-node loop, compiled: ``model`` ⇄ ``tools``, nothing else.
 
     ``kind="direct"``: the tool node calls ``tool.invoke`` (``ainvoke``) per tool call, and a
     plain edge function routes; ``"toolnode"``: ``ToolNode(tools)`` and ``tools_condition``.
-    ``asynchronous`` makes the nodes ``async def`` (for ``ainvoke``).
+    ``asynchronous`` makes the nodes ``async def`` (for ``ainvoke``). ``state_schema``: the
+    graph's state (the nodes read and write ``messages`` only).
     """
     bound = model.bind_tools(tools)
     by_name = {t.name: t for t in tools}
@@ -229,33 +231,29 @@ def bare_graph(
         assert isinstance(last, AIMessage)
         return {"messages": [await by_name[tc["name"]].ainvoke(tc) for tc in last.tool_calls]}
 
-    builder = StateGraph(MessagesState)
-    if asynchronous:
-        builder.add_node("model", acall_model)
-    else:
-        builder.add_node("model", call_model)
+    builder = StateGraph(state_schema)
+    builder.add_node("model", acall_model if asynchronous else call_model, input_schema=state_schema)
     if kind == "toolnode":
         builder.add_node("tools", ToolNode(tools))
         builder.add_conditional_edges("model", tools_condition)
-    elif asynchronous:
-        builder.add_node("tools", acall_tools)
-        builder.add_conditional_edges("model", _route)
     else:
-        builder.add_node("tools", call_tools)
+        builder.add_node("tools", acall_tools if asynchronous else call_tools, input_schema=state_schema)
         builder.add_conditional_edges("model", _route)
     builder.add_edge(START, "model")
     builder.add_edge("tools", "model")
     return builder.compile(checkpointer=checkpointer)
 
 
-def _bare_builder(kind: ToolsKind) -> Builder:
-    """A builder of the bare loop of ``kind``: a sync graph for ``invoke``, an async one for ``ainvoke``."""
+def _bare_builder(kind: ToolsKind, state_schema: Callable[[], type[Any]] = lambda: MessagesState) -> Builder:
+    """A builder of the bare loop of ``kind``: a sync graph for ``invoke``, an async one for
+    ``ainvoke`` (over ``state_schema()``)."""
 
     def build(
         model: BaseChatModel, tools: list[BaseTool], n: int, saver: BaseCheckpointSaver[Any] | None
     ) -> Invoker:
-        graph = bare_graph(model, tools, kind, checkpointer=saver)
-        agraph = bare_graph(model, tools, kind, asynchronous=True, checkpointer=saver)
+        schema = state_schema()
+        graph = bare_graph(model, tools, kind, checkpointer=saver, state_schema=schema)
+        agraph = bare_graph(model, tools, kind, asynchronous=True, checkpointer=saver, state_schema=schema)
         return GraphInvoker(graph, n, agraph)
 
     return build
@@ -340,9 +338,19 @@ PEER_SYSTEMS: tuple[System, ...] = (
 )
 
 
+def _loop_state() -> type[Any]:
+    """langgraph-loop's public ``LoopState`` (every key the contract promises, and the nodes' own)."""
+    lg = load_langgraph_loop()
+    assert lg is not None, "langgraph-loop is not importable"
+    return lg.LoopState  # type: ignore[no-any-return]
+
+
 def all_systems() -> list[System]:
-    """The peers, plus ``langgraph-loop`` when it can be imported."""
+    """The peers, plus ``langgraph-loop`` and ``bare_toolnode_loopstate`` (the bare ``ToolNode``
+    loop over ``LoopState``: what our state's channels cost a loop that does nothing else) when
+    it can be imported."""
     systems = list(PEER_SYSTEMS)
     if load_langgraph_loop() is not None:
+        systems.append(System("bare_toolnode_loopstate", _bare_builder("toolnode", _loop_state)))
         systems.append(System("langgraph-loop", _build_langgraph_loop))
     return systems

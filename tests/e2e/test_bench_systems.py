@@ -22,7 +22,7 @@ from benchmarks.scripted import EchoModel, ToolCounter, make_echo
 from benchmarks.systems import System, all_systems
 
 N = 3
-NEW = ("bare_direct", "bare_toolnode", "create_react_agent")
+NEW = ("bare_direct", "bare_toolnode", "bare_toolnode_loopstate", "create_react_agent")
 SAVERS: list[SaverKind] = ["none", "memory", "sqlite", "postgres"]
 MODES: tuple[Mode, ...] = ("sync", "async")
 
