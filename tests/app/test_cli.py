@@ -7,6 +7,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +185,8 @@ def test_unreachable_endpoint_is_one_line_and_a_hint(
     from tests.support.postgres import free_port
 
     closed = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    waits: list[float] = []
+    monkeypatch.setattr(time, "sleep", waits.append)  # the client's and the graph's retry waits
     monkeypatch.setenv("OPENAI_BASE_URL", closed)
     monkeypatch.setenv("OPENAI_API_KEY", "test")
     code, out = run_cli(capsys, "run", "hello", "--db", str(tmp_path / "t.sqlite"),
@@ -192,6 +195,7 @@ def test_unreachable_endpoint_is_one_line_and_a_hint(
     assert code == 2
     assert error.startswith(f"error: cannot reach the model endpoint {closed}")
     assert hint.endswith("`langgraph-loop run \"...\" --thread t9` continues this thread")
+    assert len(waits) == 2 + 3 * 2  # retried (twice by the client in each of three graph attempts)
 
 
 def test_png_without_a_renderer_names_the_extra(

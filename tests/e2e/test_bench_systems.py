@@ -6,6 +6,7 @@ runs them and reports every cell. No timing is asserted here: timings belong to 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -98,8 +99,13 @@ def test_harness_reports_every_cell_and_target(savers: Savers) -> None:
     by_name = systems()
     compared = [by_name[name] for name in COMPARED]
     cases = [c for c in CASES if c.key in ("none", "memory")]
-    with asyncio.Runner() as runner:
-        results = run_benchmark(compared, [N], 1, cases, savers, ("sync", "async"), runner)
+    gc.collect()
+    gc.freeze()  # as --quick does: each measured run collects only what it made, not the suite's heap
+    try:
+        with asyncio.Runner() as runner:
+            results = run_benchmark(compared, [N], 1, cases, savers, ("sync", "async"), runner)
+    finally:
+        gc.unfreeze()
     assert {(m.system, m.case, m.mode) for m in results} == {
         (s, c, mode) for s in COMPARED for c in ("none", "memory") for mode in ("sync", "async")
     }

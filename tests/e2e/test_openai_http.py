@@ -7,7 +7,9 @@ asserts on the exact JSON request bodies the provider received, and the
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,32 @@ from tests.support.openai_server import (
 )
 
 WEATHER = {"Paris": "18°C, cloudy", "Rome": "24°C, sunny"}
+BACKOFF = 0.5
+"""The graph's retry policy waits at least this long before each new attempt."""
+
+
+@pytest.fixture
+def backoff(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The retry waits the graph asks for, recorded instead of slept (shorter sleeps, such as
+    the loopback server's, still run)."""
+    waits: list[float] = []
+    real_sleep, real_asleep = time.sleep, asyncio.sleep
+
+    def sleep(seconds: float) -> None:
+        if seconds >= BACKOFF:
+            waits.append(seconds)
+        else:
+            real_sleep(seconds)
+
+    async def asleep(seconds: float, *args: Any) -> Any:
+        if seconds >= BACKOFF:
+            waits.append(seconds)
+            seconds = 0
+        return await real_asleep(seconds, *args)
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    monkeypatch.setattr(asyncio, "sleep", asleep)
+    return waits
 
 
 @tool
@@ -173,7 +201,8 @@ async def test_tokens_stream_async_with_usage(openai_server: OpenAIServer) -> No
 
 
 @pytest.mark.parametrize("status", [429, 500])
-def test_transient_provider_errors_are_retried(openai_server: OpenAIServer, status: int) -> None:
+def test_transient_provider_errors_are_retried(openai_server: OpenAIServer, status: int,
+                                              backoff: list[float]) -> None:
     openai_server.script += [error(status, "try again"), error(status, "try again"),
                              text("Made it.")]
     agent = create_loop_agent(chat(openai_server))
@@ -185,12 +214,13 @@ def test_transient_provider_errors_are_retried(openai_server: OpenAIServer, stat
     bodies = openai_server.requests
     assert len(bodies) == 3
     assert bodies[0] == bodies[1] == bodies[2]
+    assert len(backoff) == 2 and backoff[0] >= BACKOFF and backoff[1] >= 2 * BACKOFF  # backing off
 
 
 @pytest.mark.parametrize(("status", "exc_type"),
                          [(429, openai.RateLimitError), (500, openai.InternalServerError)])
 def test_persistent_provider_error_then_resume(
-    openai_server: OpenAIServer, status: int, exc_type: type[Exception]
+    openai_server: OpenAIServer, status: int, exc_type: type[Exception], backoff: list[float]
 ) -> None:
     openai_server.script += [tool_calls([("get_weather", {"city": "Rome"})])]
     openai_server.script += [error(status, "provider overloaded")] * 3
@@ -200,6 +230,7 @@ def test_persistent_provider_error_then_resume(
     with pytest.raises(exc_type, match="provider overloaded"):
         agent.invoke({"messages": [HumanMessage("Weather in Rome?")]}, config)
     assert len(openai_server.requests) == 4  # the first call, then three attempts
+    assert len(backoff) == 2  # a wait before each retry
     paused = agent.get_state(config)
     assert paused.next == ("model",)
     assert [m.type for m in paused.values["messages"]] == ["human", "ai", "tool"]
@@ -213,12 +244,14 @@ def test_persistent_provider_error_then_resume(
     assert len(openai_server.requests) == 5
 
 
-async def test_persistent_error_then_resume_async(openai_server: OpenAIServer) -> None:
+async def test_persistent_error_then_resume_async(openai_server: OpenAIServer,
+                                                  backoff: list[float]) -> None:
     openai_server.script += [error(503, "unavailable")] * 3
     agent = create_loop_agent(chat(openai_server), checkpointer=InMemorySaver())
     config = thread("err-async")
     with pytest.raises(openai.APIStatusError, match="unavailable"):
         await agent.ainvoke({"messages": [HumanMessage("hi")]}, config)
+    assert len(openai_server.requests) == 3 and len(backoff) == 2
     openai_server.script += [text("Back online.")]
     state = await agent.ainvoke(None, config)
     assert state["messages"][-1].content == "Back online."
