@@ -35,7 +35,7 @@ test: $(STAMP)
 # Everything but the ecosystem group (LangGraph Server, Aegra, notebooks, the wheel), with
 # hypothesis' dev profile, on two workers: the quick check while working.
 test-fast: $(STAMP)
-	HYPOTHESIS_PROFILE=dev $(PY) -m pytest -q -m "not ecosystem" -n 2 $(PYTEST_ARGS)
+	HYPOTHESIS_PROFILE=dev $(PY) -m pytest -q -m "not ecosystem" -n 2 --dist worksteal $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check graph nodes tests benchmarks
