@@ -9,10 +9,12 @@ from collections import Counter
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.caches import InMemoryCache
+from langchain_core.callbacks import BaseCallbackHandler, CallbackManager
 from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.runnables import Runnable
 from langchain_core.tools import tool
+from langchain_core.tracers._streaming import _V2StreamingCallbackHandler
 from langchain_openai import ChatOpenAI
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver
@@ -28,6 +30,7 @@ from langgraph_loop.core.compat import (
     messages_delta_reducer,
     resuming,
     runtime_of,
+    streams,
     would_stream,
 )
 from langgraph_loop.scripted import ScriptedChatModel
@@ -171,3 +174,60 @@ def test_runtime_of_reads_the_runtime_a_conditional_edge_gets() -> None:
     builder.add_conditional_edges("a", Route(), [END])
     builder.compile().invoke({"x": 1}, context={"k": 7})
     assert seen == [{"k": 7}] and runtime_of(None) is None
+
+
+# --- whether a call streams (streams) -------------------------------------------------------
+
+class Tokens(BaseCallbackHandler):
+    """A handler that wants tokens, as LangGraph's ``stream_mode="messages"`` handler does."""
+
+    def tap_output_iter(self, run_id: Any, output: Any) -> Any:
+        return output
+
+    def tap_output_aiter(self, run_id: Any, output: Any) -> Any:
+        return output
+
+
+class Events(Tokens, _V2StreamingCallbackHandler):
+    """A handler that wants v2 protocol events (``invoke`` emits them; ``stream()`` does not)."""
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return key
+
+
+def openai_chat(**kwargs: Any) -> ChatOpenAI:
+    return ChatOpenAI(base_url="http://127.0.0.1:9/v1", api_key=SecretStr("k"), model="m", **kwargs)
+
+
+def test_a_call_is_streamed_when_langchain_would_stream_it_anyway() -> None:
+    tokens = {"callbacks": CallbackManager(handlers=[Tokens()])}
+    assert not streams(openai_chat(), {}, async_api=False)  # nobody asked for tokens: invoke
+    assert streams(openai_chat(), tokens, async_api=False)  # stream_mode="messages", astream_events
+    assert streams(openai_chat(), {"callbacks": [Tokens()]}, async_api=True)
+    assert streams(openai_chat(streaming=True), {}, async_api=False)
+    assert streams(openai_chat(streaming=True).bind_tools([lookup]), {}, async_api=False)
+    assert streams(openai_chat(callbacks=[Tokens()]), {}, async_api=False)
+
+
+def test_a_call_keeps_invoke_where_stream_would_behave_differently() -> None:
+    tokens = {"callbacks": [Tokens()]}
+    assert not streams(openai_chat(streaming=True, disable_streaming=True), tokens, async_api=False)
+    no_tools = openai_chat(streaming=True, disable_streaming="tool_calling")
+    assert streams(no_tools, {}, async_api=False)
+    assert not streams(no_tools.bind_tools([lookup]), {}, async_api=False)
+    assert not streams(openai_chat().bind(stream=False), tokens, async_api=False)
+    assert not streams(openai_chat().with_retry(), tokens, async_api=False)  # stream() would not retry
+    assert not streams(openai_chat(cache=InMemoryCache()), tokens, async_api=False)  # nor read the cache
+    assert not streams(openai_chat(), {"callbacks": [Tokens(), Events()]}, async_api=False)  # v2 events
+
+
+def test_fallbacks_stream_as_their_primary_model_does() -> None:
+    tokens = {"callbacks": [Tokens()]}
+    assert streams(openai_chat().with_fallbacks([openai_chat()]), tokens, async_api=False)
+    no_stream = openai_chat(disable_streaming=True)
+    assert not streams(no_stream.with_fallbacks([openai_chat()]), tokens, async_api=False)
+
+

@@ -1,25 +1,17 @@
-"""Cutting a runaway reply while it streams (``nodes/stream_cut.py``): which calls are streamed
-(LangChain would stream them anyway), how streamed text is read (as the finished-reply check
-reads it), and the reply built from the chunks. The loop through real clients and servers is in
-``tests/e2e/test_streaming.py``."""
+"""Cutting a runaway reply while it streams (``nodes/stream_cut.py``): how streamed text is read
+(as the finished-reply check reads it), and the reply built from the chunks. Which calls are
+streamed (LangChain would stream them anyway) is ``core/compat.streams``, tested beside it; the
+loop through real clients and servers is in ``tests/e2e/test_streaming.py``."""
 
 from __future__ import annotations
 
 from itertools import pairwise
-from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from langchain_core.caches import InMemoryCache
-from langchain_core.callbacks import BaseCallbackHandler, CallbackManager
 from langchain_core.messages import AIMessageChunk
-from langchain_core.tools import tool
-from langchain_core.tracers._streaming import _V2StreamingCallbackHandler
-from langchain_openai import ChatOpenAI
-from pydantic import SecretStr
 
-from langgraph_loop.core.compat import streams
 from langgraph_loop.core.messages import is_cut
 from langgraph_loop.core.prompts import CUT_REPLY
 from langgraph_loop.nodes.fingerprint import TextLoop, text_loop
@@ -31,62 +23,8 @@ CODE = "Here is the fix:\n```python\n" + "    print(row.name, row.size)\n" * 30 
 PROSE = "".join(f"Step {i}: read the file, then run test number {i} and compare.\n" for i in range(40))
 
 
-class Tokens(BaseCallbackHandler):
-    """A handler that wants tokens, as LangGraph's ``stream_mode="messages"`` handler does."""
-
-    def tap_output_iter(self, run_id: Any, output: Any) -> Any:
-        return output
-
-    def tap_output_aiter(self, run_id: Any, output: Any) -> Any:
-        return output
-
-
-class Events(Tokens, _V2StreamingCallbackHandler):
-    """A handler that wants v2 protocol events (``invoke`` emits them; ``stream()`` does not)."""
-
-
-@tool
-def lookup(key: str) -> str:
-    """Look a key up."""
-    return key
-
-
-def chat(**kwargs: Any) -> ChatOpenAI:
-    return ChatOpenAI(base_url="http://127.0.0.1:9/v1", api_key=SecretStr("k"), model="m", **kwargs)
-
-
 def pieces(text: str, size: int) -> list[str]:
     return [text[i:i + size] for i in range(0, len(text), size)]
-
-
-# --- which calls are streamed ---------------------------------------------------------------
-
-def test_a_call_is_streamed_when_langchain_would_stream_it_anyway() -> None:
-    tokens = {"callbacks": CallbackManager(handlers=[Tokens()])}
-    assert not streams(chat(), {}, async_api=False)  # nobody asked for tokens: invoke
-    assert streams(chat(), tokens, async_api=False)  # stream_mode="messages", astream_events
-    assert streams(chat(), {"callbacks": [Tokens()]}, async_api=True)
-    assert streams(chat(streaming=True), {}, async_api=False)
-    assert streams(chat(streaming=True).bind_tools([lookup]), {}, async_api=False)
-    assert streams(chat(callbacks=[Tokens()]), {}, async_api=False)
-
-
-def test_a_call_keeps_invoke_where_stream_would_behave_differently() -> None:
-    tokens = {"callbacks": [Tokens()]}
-    assert not streams(chat(streaming=True, disable_streaming=True), tokens, async_api=False)
-    no_tools = chat(streaming=True, disable_streaming="tool_calling")
-    assert streams(no_tools, {}, async_api=False)
-    assert not streams(no_tools.bind_tools([lookup]), {}, async_api=False)
-    assert not streams(chat().bind(stream=False), tokens, async_api=False)
-    assert not streams(chat().with_retry(), tokens, async_api=False)  # stream() would not retry
-    assert not streams(chat(cache=InMemoryCache()), tokens, async_api=False)  # nor read the cache
-    assert not streams(chat(), {"callbacks": [Tokens(), Events()]}, async_api=False)  # v2 events
-
-
-def test_fallbacks_stream_as_their_primary_model_does() -> None:
-    tokens = {"callbacks": [Tokens()]}
-    assert streams(chat().with_fallbacks([chat()]), tokens, async_api=False)
-    assert not streams(chat(disable_streaming=True).with_fallbacks([chat()]), tokens, async_api=False)
 
 
 # --- how streamed text is read -----------------------------------------------------------------
