@@ -121,13 +121,17 @@ def report(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+REQUEST = {"messages": [HumanMessage("Do the work.")]}
+"""The run's input. A resume sends None, as a user continuing a thread does; if the kill came
+before any checkpoint was written (``durability="async"`` writes them while the next step runs),
+there is no thread to continue and it sends the input again, as that user would."""
+
+
 def run_sync(phase: str, backend: str, target: str) -> dict[str, Any]:
     with sync_saver(backend, target) as saver:
         agent = build(saver)
-        if phase == "start":
-            result = agent.invoke({"messages": [HumanMessage("Do the work.")]}, THREAD)
-        else:
-            result = agent.invoke(None, THREAD)
+        saved = phase != "start" and agent.get_state(THREAD).created_at is not None
+        result = agent.invoke(None if saved else REQUEST, THREAD)
         out = report(result)
         out["run_tool_calls"] = executed_calls(agent.get_state(THREAD).values)
         return out
@@ -136,10 +140,8 @@ def run_sync(phase: str, backend: str, target: str) -> dict[str, Any]:
 async def run_async(phase: str, backend: str, target: str) -> dict[str, Any]:
     async with async_saver(backend, target) as saver:
         agent = build(saver)
-        if phase == "start":
-            result = await agent.ainvoke({"messages": [HumanMessage("Do the work.")]}, THREAD)
-        else:
-            result = await agent.ainvoke(None, THREAD)
+        saved = phase != "start" and (await agent.aget_state(THREAD)).created_at is not None
+        result = await agent.ainvoke(None if saved else REQUEST, THREAD)
         out = report(result)
         state = await agent.aget_state(THREAD)
         out["run_tool_calls"] = executed_calls(state.values)
