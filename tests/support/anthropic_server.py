@@ -438,20 +438,16 @@ class _Answer:
         yield {"type": "message_start", "message": head}
         yield {"type": "ping"}
         for index, block in enumerate(self.content()):
-            if block["type"] == "text":
+            kind = block["type"]
+            if kind in ("text", "thinking"):  # the block's text streamed in deltas of its kind
                 yield {"type": "content_block_start", "index": index,
-                       "content_block": {"type": "text", "text": ""}}
-                for piece in _split(block["text"], size=self.reply.chunk_chars):
+                       "content_block": {"type": kind, kind: ""}}
+                for piece in _split(block[kind], size=self.reply.chunk_chars):
                     yield {"type": "content_block_delta", "index": index,
-                           "delta": {"type": "text_delta", "text": piece}}
-            elif block["type"] == "thinking":
-                yield {"type": "content_block_start", "index": index,
-                       "content_block": {"type": "thinking", "thinking": ""}}
-                for piece in _split(block["thinking"], size=self.reply.chunk_chars):
+                           "delta": {"type": f"{kind}_delta", kind: piece}}
+                if kind == "thinking":
                     yield {"type": "content_block_delta", "index": index,
-                           "delta": {"type": "thinking_delta", "thinking": piece}}
-                yield {"type": "content_block_delta", "index": index,
-                       "delta": {"type": "signature_delta", "signature": block["signature"]}}
+                           "delta": {"type": "signature_delta", "signature": block["signature"]}}
             else:
                 start = {**block, "input": {}}
                 yield {"type": "content_block_start", "index": index, "content_block": start}
