@@ -25,7 +25,6 @@ from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer, RetryPolicy
 
@@ -36,7 +35,6 @@ from langgraph_loop.core.callbacks import (
     ShouldContinue,
     ToolFilter,
 )
-from langgraph_loop.core.compat import runtime_of
 from langgraph_loop.core.config import (
     Approval,
     BudgetPressure,
@@ -174,40 +172,38 @@ class Routes:
     Example:
         >>> from langchain_core.messages import AIMessage
         >>> from langgraph_loop.scripted import ScriptedChatModel
-        >>> settings = LoopSettings.build(ScriptedChatModel())
-        >>> routes = Routes(settings, LoopDetector(settings))
+        >>> routes = Routes(LoopSettings.build(ScriptedChatModel()))
         >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a1")
-        >>> routes.after_model({"messages": [ai], "run": {"id": "r"}}, None)
+        >>> routes.after_model({"messages": [ai], "run": {"id": "r"}})
         'tools'
-        >>> routes.after_model({"messages": [AIMessage("done")], "run": {"id": "r"}}, None)
+        >>> routes.after_model({"messages": [AIMessage("done")], "run": {"id": "r"}})
         'router'
-        >>> routes.after_model({"messages": [ai], "run": {"id": "r"}, "remaining_steps": 3}, None)
+        >>> routes.after_model({"messages": [ai], "run": {"id": "r", "decision": {"blocks": {}}}})
         'loop_detector'
     """
 
-    def __init__(self, settings: LoopSettings, detector: LoopDetector) -> None:
+    def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
         self.shape = settings.shape
-        self.detector = detector
 
-    def after_prepare(self, state: LoopState, runtime: Runtime[Any] | None = None) -> str:
+    def after_prepare(self, state: LoopState) -> str:
         """Into the loop, unless the recursion limit is too small for even one call."""
         return self.shape.entry if state.get("stop_reason") is None else END
 
-    def after_model(self, state: LoopState, runtime: Runtime[Any] | None) -> str:
-        """The loop detector's decision: its node when it acts, else on like ``after_detector``.
+    def after_model(self, state: LoopState) -> str:
+        """The ``loop_detector`` node when the model node kept a decision that acts, else on
+        like ``after_detector`` (the decision was made once, with the reply: this only reads it).
 
         After a stop the model made the final answer (or none fits): the router ends the run,
         after ``respond`` reads a structured one.
         """
         if state.get("stop_reason") is not None:
             return self._respond_or("router", state)
-        decision = self.detector.decide(state, self.settings.for_runtime(runtime))
-        if decision is not None and decision.acts:
+        if "decision" in (state.get("run") or {}):
             return "loop_detector"
         return self.after_detector(state)
 
-    def after_detector(self, state: LoopState, runtime: Runtime[Any] | None = None) -> str:
+    def after_detector(self, state: LoopState) -> str:
         """Tools (or approval) for a reply with calls, ``respond`` for a structured answer;
         judge/router when the iteration ends."""
         if state.get("stop_reason") is not None:
@@ -234,7 +230,7 @@ class Routes:
         """``respond`` when the newest reply carries the structured answer, else ``target``."""
         return "respond" if self.shape.respond and structured_due(state, self.settings.structured) else target
 
-    def after_respond(self, state: LoopState, runtime: Runtime[Any] | None = None) -> str:
+    def after_respond(self, state: LoopState) -> str:
         """After a structured answer: the reply's other calls, the model again when the answer
         did not parse, else the iteration's end (the router after a stop)."""
         if state.get("stop_reason") is not None:
@@ -244,7 +240,7 @@ class Routes:
             return self.shape.entry
         return target
 
-    def after_router(self, state: LoopState, runtime: Runtime[Any] | None) -> str:
+    def after_router(self, state: LoopState) -> str:
         """End the run, or start the next iteration."""
         return self.shape.entry if state.get("stop_reason") is None else END
 
@@ -252,18 +248,17 @@ class Routes:
 class Edge(Runnable[LoopState, str]):
     """A conditional edge run inline, without a callback run of its own.
 
-    LangGraph traces a plain function given as an edge; these routes are pure and cheap,
-    so they run directly (a traced run shows the nodes only). The route gets the run's
-    ``runtime`` (its context carries the per-run overrides).
+    LangGraph traces a plain function given as an edge; these routes only read state, so
+    they run directly (a traced run shows the nodes only).
     """
 
-    def __init__(self, route: Callable[[LoopState, Runtime[Any] | None], str]) -> None:
+    def __init__(self, route: Callable[[LoopState], str]) -> None:
         self.route = route
         self.name = route.__name__
 
     def invoke(self, input: LoopState, config: RunnableConfig | None = None, **kwargs: Any) -> str:
-        """``route(state, runtime)``."""
-        return self.route(input, runtime_of(config))
+        """``route(state)``."""
+        return self.route(input)
 
     async def ainvoke(self, input: LoopState, config: RunnableConfig | None = None,
                       **kwargs: Any) -> str:
@@ -304,8 +299,7 @@ _NODES: dict[str, Any] = {"prepare": PrepareNode, "model": ModelNode, "tools": T
 def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, LoopInput, LoopOutput]:
     """The graph's nodes and edges, as ``settings.shape`` lists them."""
     shape = settings.shape
-    detector = LoopDetector(settings)
-    routes = Routes(settings, detector)
+    routes = Routes(settings)
     builder: StateGraph[LoopState, LoopContext, LoopInput, LoopOutput] = StateGraph(
         settings.state_schema or LoopState, context_schema=settings.context_schema or LoopContext,
         input_schema=with_user_keys(LoopInput, settings.state_schema),
@@ -313,7 +307,8 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
     )
     for name in shape.nodes:
         if name in ("loop_detector", "respond"):  # plain functions over state
-            builder.add_node(name, detector if name == "loop_detector" else RespondNode(settings))
+            builder.add_node(name, LoopDetector(settings) if name == "loop_detector"
+                             else RespondNode(settings))
             continue
         node = _NODES[name](settings)
         retry = RETRY if name in ("model", "compaction") else None

@@ -301,22 +301,26 @@ def budget_pressure_guard(state: LoopState, settings: LoopSettings) -> Guard | N
 
 # --- consecutive tool errors ----------------------------------------------------------------
 
-def failed_rounds(messages: Sequence[BaseMessage], request_id: str | None, *, limit: int) -> int:
-    """Failed rounds in a row before the newest message (counted up to ``limit``).
+def failed_rounds(messages: Sequence[BaseMessage], end: int, request_id: str | None, *,
+                  limit: int) -> int:
+    """Failed rounds in a row in ``messages[:end]`` (counted up to ``limit``).
 
     Example:
         >>> from langchain_core.messages import HumanMessage
         >>> def failed(i):
         ...     return [AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": f"c{i}"}]),
         ...             ToolMessage(f"Error: no {i}", tool_call_id=f"c{i}", status="error")]
-        >>> msgs = [HumanMessage("go", id="h"), *failed(1), *failed(2), *failed(3)[:1]]
-        >>> failed_rounds(msgs, "h", limit=5), tool_errors_guard(msgs, "h", 2)["reason"]
-        (2, 'tool_errors')
-        >>> tool_errors_guard([*msgs[:-1], AIMessage("done")], "h", 2) is None  # a text reply
+        >>> msgs = [HumanMessage("go", id="h"), *failed(1), *failed(2)]
+        >>> ask = failed(3)[0]
+        >>> failed_rounds(msgs, len(msgs), "h", limit=5)
+        2
+        >>> tool_errors_guard(ask, msgs, len(msgs), "h", 2)["reason"]
+        'tool_errors'
+        >>> tool_errors_guard(AIMessage("done"), msgs, len(msgs), "h", 2) is None  # a text reply
         True
     """
     count, statuses = 0, []
-    for i in range(len(messages) - 2, -1, -1):  # no slice: that would copy the thread
+    for i in range(end - 1, -1, -1):  # no slice: that would copy the thread
         msg = messages[i]
         if request_id is not None and msg.id == request_id:
             break
@@ -335,12 +339,11 @@ def failed_rounds(messages: Sequence[BaseMessage], request_id: str | None, *, li
     return count
 
 
-def tool_errors_guard(messages: Sequence[BaseMessage], request_id: str | None,
-                      limit: int | None) -> Guard | None:
-    """The stop when the newest reply asks for tools after ``limit`` failed rounds in a row."""
-    newest = messages[-1] if messages else None
-    if limit is None or not isinstance(newest, AIMessage) or not (
-            newest.tool_calls or newest.invalid_tool_calls):
+def tool_errors_guard(ai: AIMessage, messages: Sequence[BaseMessage], end: int,
+                      request_id: str | None, limit: int | None) -> Guard | None:
+    """The stop when the reply ``ai`` (at ``end`` in ``messages``) asks for tools after
+    ``limit`` failed rounds in a row."""
+    if limit is None or not (ai.tool_calls or ai.invalid_tool_calls):
         return None
-    count = failed_rounds(messages, request_id, limit=limit)
+    count = failed_rounds(messages, end, request_id, limit=limit)
     return limit_guard(StopReason.TOOL_ERRORS, limit, count) if count >= limit else None

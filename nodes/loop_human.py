@@ -33,8 +33,7 @@ from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
 from langgraph_loop.core.messages import clip, is_cut
 from langgraph_loop.core.stop import Guard
-from langgraph_loop.nodes.findings import Finding
-from langgraph_loop.nodes.fingerprint import result_text, sign_calls
+from langgraph_loop.nodes.loop_detection import Finding, result_text, sign_calls
 
 __all__ = ["ACTIONS", "HISTORY_LIMIT", "LoopQuestion", "began_at", "checkpoint_before",
            "evidence", "first_cut", "parse_answer", "question"]

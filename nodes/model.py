@@ -11,7 +11,10 @@ Order of work in one step:
    tool filter picks the tools offered; the model is called; the reply gets the agent's
    ``name``; usage and the iteration's model-call count are recorded. A call LangChain
    streams anyway is streamed here while the ``text`` layer is on, and cut when its text
-   loops (``nodes/stream_cut.py``): the cut reply keeps its text, not its tool calls.
+   loops (``nodes/stream_cut.py``): the cut reply keeps its text, not its tool calls;
+4. the engine decides on the reply, once (``nodes/loop_detection.py: decide``: the inner
+   limits, the loop layers, budget pressure); a decision that acts is kept in
+   ``run["decision"]`` for the ``loop_detector`` node, which applies it.
 
 If the model raises, nothing is written: queued notices stay queued for the retry.
 
@@ -66,6 +69,7 @@ from langgraph_loop.nodes.limits import (
     final_answer_room,
     timeout_guard,
 )
+from langgraph_loop.nodes.loop_detection import DetectorMemo, decide
 from langgraph_loop.nodes.stream_cut import astream_reply, stream_reply
 
 __all__ = ["ModelNode", "build_request", "criteria_instruction", "estimate_usage",
@@ -248,6 +252,8 @@ class ModelNode:
         self.settings = settings
         self._bound_all: Runnable[LanguageModelInput, BaseMessage] = call_model(settings)
         self._final: Runnable[LanguageModelInput, BaseMessage] = final_model(settings)
+        self.memo = DetectorMemo()
+        """The detector states of earlier replies (one memo per compiled graph)."""
 
     def invoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         """Sync entry point."""
@@ -366,6 +372,15 @@ class ModelNode:
         update: dict[str, Any] = {**call.update, "messages": [*call.fixed, *call.extra, reply],
                                   "usage": add_usage(state.get("usage"), usage),
                                   "iteration_info": info}
+        if not call.final:  # the engine's decision on the reply, once
+            messages = state.get("messages") or []
+            view: LoopState = {"run": run, "usage": update["usage"], "iteration_info": info,  # type: ignore[typeddict-item]
+                               "call_log": state.get("call_log") or []}
+            if "remaining_steps" in state:
+                view["remaining_steps"] = state["remaining_steps"]
+            decision = decide(reply, messages, len(messages), view, call.settings, self.memo)
+            if decision.acts:
+                run = {**run, "decision": dict(decision.record())}
         if run != state.get("run"):
             update["run"] = run
         if call.drained:

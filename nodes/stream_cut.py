@@ -13,7 +13,7 @@ stops. The reply is built from the chunks so far and tagged
 before its signature is rejected when sent back; an earlier turn's reasoning is optional) and
 with ``prompts.CUT_REPLY`` as its text when no text is left; the ``model`` node drops its tool
 calls (a half-streamed call has invalid arguments), and the loop detector sends the run back to
-the model with a notice, or stops it at the second cut (``nodes/detection.py``).
+the model with a notice, or stops it at the second cut (``nodes/loop_detection.py``).
 
 ``invoke`` stays for a model inside ``with_retry`` (``stream()`` does not retry), with an LLM
 cache (``stream()`` does not read it), or chosen per run (a configurable model).
@@ -44,7 +44,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.messages import CUT_KEY
-from langgraph_loop.nodes.fingerprint import TextLoop, reply_text
+from langgraph_loop.nodes.loop_detection import TextLoop, reply_text
 
 __all__ = ["LINE", "REASONING", "StreamText", "astream_reply", "build_reply", "stream_reply"]
 

@@ -52,7 +52,7 @@ from langgraph_loop.core.settings import LOOP_KEYS, LoopSettings
 from langgraph_loop.core.state import LoopState, iteration_info
 from langgraph_loop.core.stop import StopReason, guard, limit_guard, stop_update
 from langgraph_loop.nodes.approval import Reviewed, apply_review, mark_edited
-from langgraph_loop.nodes.detector_state import content_hash
+from langgraph_loop.nodes.loop_detection import content_hash
 
 __all__ = ["Outcome", "ToolsNode", "outcome_of", "plan_calls", "tool_error_text"]
 

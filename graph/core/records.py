@@ -97,6 +97,9 @@ class RunInfo(TypedDict, total=False):
     """The run's per-run overrides (its ``context=``), so every resume enforces them."""
     loop_allowed: dict[str, int]
     """Loops a human let go on (``LoopDetection.ask_human``): finding key → its count then."""
+    decision: dict[str, Any]
+    """The engine's decision on the newest reply when it acts (``nodes/loop_detection.py``:
+    ``DecisionRecord``), kept from the model node until the ``loop_detector`` node applies it."""
 
 
 class IterationInfo(TypedDict, total=False):

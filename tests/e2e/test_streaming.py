@@ -17,7 +17,7 @@ from pydantic import SecretStr
 from langgraph_loop import Limits, LoopDetection, StopReason, create_loop_agent
 from langgraph_loop.core.config import DEFAULT_LAYERS
 from langgraph_loop.core.prompts import CUT_REPLY
-from langgraph_loop.nodes.findings import text_cut_text
+from langgraph_loop.nodes.loop_detection import text_cut_text
 from langgraph_loop.scripted import ScriptedChatModel, repeat
 from tests.helpers import add, thread
 from tests.support import anthropic_server as claude

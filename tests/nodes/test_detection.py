@@ -14,8 +14,14 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
 from langgraph_loop.core.config import LAYERS, ArgPolicy, LoopDetection
-from langgraph_loop.nodes.detection import Observation, cycle_of, observe
-from langgraph_loop.nodes.detector_state import call_signature, response_signature, sign_calls
+from langgraph_loop.nodes.loop_detection import (
+    Observation,
+    call_signature,
+    cycle_of,
+    observe,
+    response_signature,
+    sign_calls,
+)
 from langgraph_loop.nodes.loop_detector import block_answers
 
 _IDS = itertools.count(1)

@@ -1,5 +1,5 @@
-"""The loop detector as the edge after ``model``: which nodes run, what is stored, and
-that the state derived from the transcript is the state the detector built reply by reply."""
+"""The engine's decision, made once in the ``model`` node: which nodes run, what is stored,
+and that the state derived from the transcript is the state the detector built reply by reply."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_loop import LoopDetection, StopReason, create_loop_agent
-from langgraph_loop.nodes.detection import observe
-from langgraph_loop.nodes.loop_detector import DetectorMemo, results_before
+from langgraph_loop.nodes.loop_detection import DetectorMemo, observe, results_before
 from langgraph_loop.scripted import ScriptedChatModel
 
 
@@ -112,7 +111,8 @@ def test_the_state_derived_from_the_transcript_is_the_state_built_reply_by_reply
             expected = observe(expected, message, results_before(messages, i), config).state
     state_before = DetectorMemo().state_before
     fresh = {"id": uuid.uuid4().hex, "request_id": "h1"}  # not seen: replayed from h1
-    assert state_before(messages, fresh, config) == expected
-    assert state_before(messages, fresh, config) is state_before(messages, fresh, config)
+    end = len(messages) - 1  # the newest reply comes at ``end``
+    assert state_before(messages, end, fresh, config) == expected
+    assert state_before(messages, end, fresh, config) is state_before(messages, end, fresh, config)
     first = {"id": uuid.uuid4().hex, "request_id": "h1"}
-    assert state_before(messages[:4], first, config) == {}  # the run's first reply
+    assert state_before(messages, 3, first, config) == {}  # the run's first reply

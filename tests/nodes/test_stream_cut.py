@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessageChunk
 
 from langgraph_loop.core.messages import is_cut
 from langgraph_loop.core.prompts import CUT_REPLY
-from langgraph_loop.nodes.fingerprint import TextLoop, text_loop
+from langgraph_loop.nodes.loop_detection import TextLoop, text_loop
 from langgraph_loop.nodes.model import without_tool_calls
 from langgraph_loop.nodes.stream_cut import LINE, StreamText, build_reply
 

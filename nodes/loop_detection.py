@@ -1,0 +1,1388 @@
+"""Loop detection, the engine's core: pure decisions over a run's replies and their results.
+
+Read top-down: **normalization** (what a result, a call and a reply's text say, for comparing
+them) → the detector's **state** (derived from the run's transcript, never checkpointed) →
+the **layers** → the **ladder** (warn → block → stop) → the **findings** and their texts → the
+**decision on a reply** (the inner limits, then the layers), computed once per reply by
+whoever made it: the graph's ``model`` node, or the middleware. No LangGraph types appear in
+the signatures: the inputs are messages, plain state mappings and ``LoopSettings``.
+
+**Results.** Two results are *the same* when their normalized text is equal: content blocks
+lose their ``id`` (MCP adapters give every block of every result a fresh one), and volatile
+parts of the text are replaced by placeholders: UUIDs, timestamps and clock times, ``0x``
+addresses, durations (``in 0.12s``), temp paths, prefixed ids (``toolu_…``, ``call_…``,
+``msg_…``, MCP ``block_…``), epoch numbers, pids, the shell's line counter
+(``bash: line 36191:``), random seeds and Python object ids. A result has *no content* when it
+holds nothing but markup, whitespace and a zero exit status (a silent ``sed -i``).
+
+**Paths.** The path-like tokens in a call's arguments (``src/app.py``, ``build/text``) and the
+folders that hold them, hashed short: two calls *touch* each other when one names a path the
+other names, a path inside one of its folders, or a folder holding one of its paths.
+
+**Signatures.** A *call signature* is a short hash of the tool name and the canonical JSON of
+its arguments: key order does not matter, and arguments given as a JSON string or as a dict
+give the same signature. A tool's ``ArgPolicy`` (``LoopDetection.arg_policies``, or the
+tool's ``metadata["loop_key"]``) decides what counts: ``ignore`` a ``timestamp``, ``keep``
+only a ``path``, or a ``key`` function of the arguments; the policy under ``"*"`` applies to
+tools without their own. A *response signature* is the multiset of a response's call
+signatures. Malformed calls (``invalid_tool_calls``) are signed from their raw text.
+
+**Text loops.** Gemini CLI's content-loop rule (``loopDetectionService.ts``) on a reply's text
+and reasoning, fed line by line: a 50-character chunk seen 10 times, close together, over the
+last 5,000 characters; structure (fences, tables, lists, headings) restarts it, code is skipped.
+The ``model`` node feeds the same rule while a reply streams (``nodes/stream_cut.py``).
+
+**The state** holds short hashes and small ints only, bounded by the windows:
+
+- ``calls``: one :class:`CallRecord` per call signature requested within the last
+  ``LoopDetection.call_window`` calls (or still in the response window);
+- ``window``: the last ``window`` responses that called tools (:class:`Response`), for the
+  repeat, cycle and per-tool layers;
+- ``n``/``responses``: calls and tool-calling responses seen in this run;
+- ``reply``/``same_reply``: the newest response signature and how many times in a row it came;
+- ``warned``: keys already warned about by the response-level layers;
+- ``cuts``: replies cut while streaming because their text looped;
+- ``pending``: call id → signature for the newest response, until its results arrive.
+
+**Progress is judged per call, from its own results.** A call's ``same`` counts its own
+executions in a row that returned the same result, whatever ran in between: other calls'
+fresh results never excuse it. Only its own result changing starts the count again; and a call
+that *touches* it (a ``sed -i x.py`` between two ``cat x.py``) excuses its next repeat, which
+then neither is judged nor extends the count. Read-only tools (``read_only_tools`` or MCP's
+``readOnlyHint``) touch nothing. A repeat that was *blocked* is remembered as ``refused``.
+
+**The layers**, ranked; each finding climbs a ladder: **warn** (a notice), **block** (the
+repeated call is answered with an error saying why and not run; the run goes on), **stop**
+(``loop_detected``). A layer blocks before it stops only when listed in
+``LoopDetection.block``; asking for a blocked call again stops.
+
+- **no progress** (per call, across interleaving): a call asked for again after its own last
+  ``no_progress_warn_after``/``no_progress_stop_after`` results were the same; a result without
+  content counts from ``no_content_after``; a tool may declare its own thresholds. Its block is
+  used only for a repeat that other calls ran before and whose last result was not an error
+  (``block_only_interleaved``); one back to back, or the same error again, stops at once.
+- **cycle** (opt-in: ``layers``): the sequence of response signatures ends in a repeating
+  block of period 2-4 (A,B,A,B,A...), ``warn_after``/``stop_after`` rounds, relaxed while
+  results move.
+- **repeat**: one call signature in ``warn_after``/``stop_after`` responses of the window;
+  ``progress_factor`` times higher (capped by the window) while its own result moves.
+- **same reply**: the same response ``same_reply_stop_after`` times in a row, whatever the
+  results (a runaway insertion whose file grows each time).
+- **per tool**: ``per_tool={"fetch": 30}`` allows that many calls of a tool in the window;
+  reaching it warns, exceeding it stops (or blocks).
+- **text**: the reply's own text repeats itself: a warning; a reply cut while it streamed gets
+  a notice, and the run's second one stops.
+
+**The decision on a reply** (:func:`decide`): the inner limits first (``nodes/limits.py``:
+token budget, time, model calls, tool calls, graph steps, consecutive tool errors), then the
+layers, then whether the budget-pressure notice is due. The detector's state before the reply
+is derived from the run's transcript: ``DetectorMemo.state_before`` folds every earlier reply
+of the run, and remembers the state after each (bounded, keyed by run id and reply id), so with
+the memo warm one decision costs one :func:`observe`, O(window), whatever the thread's length;
+a process that has not seen the run (a restart, another worker) replays it and gets the same
+state.
+
+Example:
+    >>> from langchain_core.messages import AIMessage, ToolMessage
+    >>> def ask(i):
+    ...     return AIMessage("", tool_calls=[{"name": "test", "args": {}, "id": f"c{i}"}])
+    >>> det, results, rungs = {}, [], []
+    >>> for i in range(4):
+    ...     obs = observe(det, ask(i), results, LoopDetection())
+    ...     rungs.append([w.layer for w in obs.warnings] or (obs.stop or {}).get("layer"))
+    ...     det, results = obs.state, [ToolMessage("1 failed", tool_call_id=f"c{i}")]
+    >>> rungs
+    [None, None, ['no_progress'], 'no_progress']
+    >>> content_hash("Ran 4 tests in 0.012s") == content_hash("Ran 4 tests in 0.398s")
+    True
+    >>> text_loop("Wait, I replaced it with itself. " * 12), text_loop("a b c d e f " * 3)
+    (True, False)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from itertools import pairwise
+from typing import Any, NotRequired
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from typing_extensions import TypedDict
+
+from langgraph_loop.core.config import LoopDetection
+from langgraph_loop.core.messages import call_label, digest, is_blocked, is_cut, work_call_ids
+from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.state import LoopState
+from langgraph_loop.core.stop import Guard, guard
+from langgraph_loop.nodes.approval import needs_approval
+from langgraph_loop.nodes.limits import check_limits, pressure_due, tool_errors_guard
+
+__all__ = [
+    "MEMO_SIZE", "RANK", "TEXT_CUTS", "VOLATILE", "CallRecord", "Decision", "DetectorMemo",
+    "DetectorState", "Finding", "LoopWarning", "Observation", "Response", "SignedCall", "TextLoop",
+    "absorb", "args_text", "block_text", "call_signature", "canonical_args", "content_hash",
+    "cycle_of", "decide", "is_empty", "normalize", "observe", "path_keys", "push", "reply_text",
+    "response_sig", "response_signature", "result_text", "results_before", "scaled", "sign_calls",
+    "stop_guard", "text_cut", "text_cut_text", "text_loop", "text_loop_text", "text_stop_guard",
+    "warning_text",
+]
+
+
+# ============================================================================================
+# Normalization: results, arguments, paths, signatures
+# ============================================================================================
+
+HASH_LEN = 8  # hex digits: no collision in practice among the window's few dozen results
+
+_VOLATILE = [
+    (r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", "<uuid>"),
+    (r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?", "<time>"),
+    (r"\b\d{1,2}:\d{2}:\d{2}(\.\d+)?\b", "<time>"),
+    (r"\b0x[0-9a-f]{4,}\b", "<addr>"),
+    (r"\b\d+(\.\d+)?\s?(ms|s|sec|secs|seconds|min|mins|minutes)\b", "<duration>"),
+    (r"(/tmp|/var/folders|/private/var/folders)/[^\s'\"]+", "<tmp>"),
+    (r"\btmp[a-z0-9_]{6,}\b", "<tmp>"),
+    (r"\b(toolu|call|msg|req|run|chatcmpl|block|resp|lc)[_-][a-z0-9]{8,}\b", "<id>"),
+    (r"\b1[5-9]\d{8}(\d{3})?\b", "<epoch>"),
+    (r"\bpid[ =:]+\d+\b", "pid <n>"),
+    (r"\b(ba|z|da)?sh: line \d+:", "sh: line <n>:"),  # the shell's own line counter
+    (r"\brandom seed: *\d+", "random seed: <n>"),
+    (r"\bid[=:] *'?\d{6,}'?", "id=<n>"),  # Python object ids
+]
+VOLATILE = [(re.compile(pattern, re.IGNORECASE), repl) for pattern, repl in _VOLATILE]
+"""The volatile parts of a result and their placeholders."""
+
+_MARKUP = re.compile(r"<[^>\n]{1,40}>")
+_PATH = re.compile(r"(?:[\w.-]*/)+[\w.-]*\w|\b[\w-]+\.(?:py|pyi|java|kt|js|ts|tsx|jsx|go|rs|rb|c|h"
+                   r"|cc|cpp|hpp|cs|php|sh|xml|json|ya?ml|toml|ini|cfg|conf|md|rst|txt|html|css"
+                   r"|gradle|properties|lock|sql|csv)\b")
+
+
+def normalize(text: str) -> str:
+    """The text with its volatile parts replaced by placeholders.
+
+    Example:
+        >>> normalize("Ran 4 tests in 0.012s at 2025-11-19T00:04:32, id 0x7f3a2c10")
+        'Ran 4 tests in <duration> at <time>, id <addr>'
+        >>> normalize("/bin/bash: line 36191: javac: command not found")
+        '/bin/sh: line <n>: javac: command not found'
+    """
+    for pattern, repl in VOLATILE:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def _without_ids(value: Any) -> Any:
+    """Content blocks (dicts in a list) without their ``id``, at any depth."""
+    if isinstance(value, list):
+        return [_without_ids(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _without_ids(v) for k, v in value.items() if k != "id"}
+    return value
+
+
+def result_text(content: Any) -> str:
+    """A ToolMessage's content as text: a string as it is, blocks as JSON without their ids.
+
+    Example:
+        >>> result_text([{"type": "text", "text": "ok", "id": "b1"}])
+        '[{"text": "ok", "type": "text"}]'
+    """
+    if isinstance(content, str):
+        return content
+    return json.dumps(_without_ids(content), sort_keys=True, default=str, ensure_ascii=False)
+
+
+def content_hash(content: Any, *, normalized: bool = True) -> str:
+    """A short hash of a tool result: equal for the same result (see module docstring)."""
+    text = result_text(content)
+    return _text_hash(text, normalized) if len(text) <= MEMO_CHARS else _hash(text, normalized)
+
+
+MEMO_CHARS = 100_000
+"""Results up to this size are memoized (64 of them: at most a few MB kept alive)."""
+
+
+def _hash(text: str, normalized: bool) -> str:
+    return digest(normalize(text) if normalized else text, HASH_LEN)
+
+
+_text_hash = lru_cache(maxsize=64)(_hash)
+"""One result is hashed twice per round (its call record, then the detector): normalize once."""
+
+
+def is_empty(content: Any) -> bool:
+    """No content: nothing but markup, whitespace and a zero exit status.
+
+    Example:
+        >>> is_empty("<returncode>0</returncode>\\n<output>\\n</output>"), is_empty("  ")
+        (True, True)
+        >>> is_empty("<returncode>1</returncode>"), is_empty("ok"), is_empty([])
+        (False, False, True)
+    """
+    text = content if isinstance(content, str) else "" if not content else result_text(content)
+    return _MARKUP.sub("", text).strip() in ("", "0")
+
+
+def _tokens(dumped: str) -> set[str]:
+    text = dumped.replace("\\n", "\n")
+    return {m.strip("./") for m in _PATH.findall(text) if m.strip("./")}
+
+
+def _short(text: str) -> str:
+    return digest(text, HASH_LEN)
+
+
+def path_keys(args: Any, *, dumped: str | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The path-like tokens in a call's arguments (``src/app.py``) and the folders that hold
+    them (``a/b/c.py`` → ``a/b``, ``a``), hashed short (``dumped``: the arguments' ``_dump``).
+
+    Example:
+        >>> paths, dirs = path_keys({"command": "cat build/text/index.txt"})
+        >>> len(paths), len(dirs), path_keys({"command": "rm -rf build/text"})[0][0] in dirs
+        (1, 2, True)
+        >>> path_keys({"command": "ls -la"})
+        ((), ())
+    """
+    tokens = _tokens(_dump(args) if dumped is None else dumped)
+    if not tokens:
+        return (), ()
+    folders = {token.rsplit("/", k)[0] for token in tokens for k in range(1, token.count("/") + 1)}
+    return (tuple(sorted({_short(token) for token in tokens})),
+            tuple(sorted({_short(folder) for folder in folders if folder})))
+
+
+# --- call and response signatures ------------------------------------------------------
+
+SIG_LEN = 8  # hex digits: no collision in practice among the window's few dozen calls
+LABEL_ARGS = 100
+_JSON: dict[str, Any] = {"sort_keys": True, "default": str, "separators": (",", ":"), "ensure_ascii": False}
+
+
+def _digest(text: str) -> str:
+    return digest(text, SIG_LEN)
+
+
+def canonical_args(args: Any) -> Any:
+    """Arguments as a JSON value: a JSON string is parsed, anything else kept.
+
+    Example:
+        >>> canonical_args('{"b": 1, "a": 2}')
+        {'b': 1, 'a': 2}
+        >>> canonical_args("not json")
+        'not json'
+    """
+    if isinstance(args, str):
+        try:
+            return json.loads(args)
+        except ValueError:
+            return args
+    return args
+
+
+def _apply_policy(name: str, value: Any, config: LoopDetection | None) -> Any:
+    policy = config.policy(name) if config is not None and config.arg_policies else None
+    if policy is None or not isinstance(value, dict):
+        return value
+    if policy.key is not None:
+        return {"__key__": policy.key(value)}
+    if policy.keep is not None:
+        return {k: v for k, v in value.items() if k in policy.keep}
+    return {k: v for k, v in value.items() if k not in policy.ignore}
+
+
+def _str_keys(value: Any) -> Any:
+    """``value`` with every mapping key a string (JSON's own rule), so any keys sort."""
+    if isinstance(value, Mapping):
+        return {str(k): _str_keys(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_str_keys(v) for v in value]
+    return value
+
+
+def _dump(value: Any) -> str:
+    """Canonical JSON of any value (keys sorted; other objects as ``str``), for hashing."""
+    try:
+        return json.dumps(value, **_JSON)
+    except TypeError:  # keys of mixed or non-JSON types
+        return json.dumps(_str_keys(value), **_JSON)
+
+
+def call_signature(name: str | None, args: Any, config: LoopDetection | None = None, *,
+                   malformed: bool = False, dumped: str | None = None) -> str:
+    """Tool name + canonical JSON of its (policy-filtered) arguments (``dumped``: theirs), hashed."""
+    value = canonical_args(args)
+    if malformed:
+        return _digest(_dump([name, {"__malformed__": value if isinstance(value, str) else _dump(value)}]))
+    kept = _apply_policy(str(name), value, config)
+    if kept is value and dumped is not None:
+        return _digest(f"[{json.dumps(name, ensure_ascii=False)},{dumped}]")  # = _dump([name, value])
+    return _digest(_dump([name, kept]))
+
+
+def args_text(args: Any, *, malformed: bool = False, dumped: str | None = None) -> str:
+    """The arguments as short compact JSON, for warning texts and records.
+
+    Example:
+        >>> args_text('{"b": 1, "a": 2}'), args_text("{oops", malformed=True)
+        ('{"a":2,"b":1}', '<invalid JSON arguments: {oops>')
+    """
+    value = canonical_args(args)
+    text = value if isinstance(value, str) else dumped if dumped is not None else _dump(value)
+    if len(text) > LABEL_ARGS:
+        text = text[: LABEL_ARGS - 1] + "…"
+    return f"<invalid JSON arguments: {text}>" if malformed else text
+
+
+def response_signature(sigs: Sequence[str]) -> str:
+    """The multiset of call signatures, hashed (order of parallel calls ignored).
+
+    Example:
+        >>> response_signature(["b", "a"]) == response_signature(["a", "b"])
+        True
+    """
+    return _digest("|".join(sorted(sigs)))
+
+
+@dataclass(frozen=True)
+class SignedCall:
+    """One call of a response with its signature and the paths its arguments name."""
+
+    id: str
+    sig: str
+    name: str
+    args: str
+    malformed: bool = False
+    paths: tuple[str, ...] = field(default=(), compare=False)
+    dirs: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def label(self) -> str:
+        """``tool(args)``, as warnings show it."""
+        return call_label(self.name, self.args)
+
+
+def sign_calls(ai: AIMessage, config: LoopDetection | None = None) -> list[SignedCall]:
+    """Every call of a response (valid, then malformed) with its signature.
+
+    Example:
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {"a": 1}, "id": "1"}],
+        ...                invalid_tool_calls=[{"name": "f", "args": "{oops", "id": "2",
+        ...                                     "error": "bad json", "type": "invalid_tool_call"}])
+        >>> [(c.name, c.malformed) for c in sign_calls(ai)]
+        [('f', False), ('f', True)]
+    """
+    paths = config is not None and config.path_excuse
+    out = []
+    for c in ai.tool_calls:
+        args = canonical_args(c["args"])
+        dumped = _dump(args)
+        named, folders = path_keys(args, dumped=dumped) if paths else ((), ())
+        out.append(SignedCall(str(c.get("id")), call_signature(c["name"], args, config, dumped=dumped),
+                              c["name"], args_text(args, dumped=dumped), paths=named, dirs=folders))
+    for bad in ai.invalid_tool_calls:
+        name = bad.get("name") or "?"
+        raw = bad.get("args") or ""
+        out.append(SignedCall(str(bad.get("id")), call_signature(name, raw, malformed=True),
+                              name, args_text(raw, malformed=True), malformed=True))
+    return out
+
+
+CHUNK, TIMES, SPAN, HISTORY = 50, 10, 5 * 50, 5000
+_STRUCTURE = re.compile(r"(^|\n)\s*(\|.*\||[|+-]{3,})|(^|\n)\s*([*+-]|\d+\.)\s|(^|\n)#+\s|(^|\n)>\s")
+_DIVIDER = re.compile(r"^[+\-_=*\u2500-\u257f]+$")
+
+
+class TextLoop:
+    """Gemini CLI's rule over a stream of text pieces: :meth:`add` is True once it loops.
+
+    Example:
+        >>> loop, items = TextLoop(), TextLoop()
+        >>> any(loop.add("I will fix the typo now. ") for _ in range(30)), any(
+        ...     items.add(f"- item {i} of the list, each one different\\n") for i in range(30))
+        (True, False)
+    """
+
+    def __init__(self) -> None:
+        """Empty history."""
+        self.history = ""
+        self.places: dict[str, list[int]] = {}
+        self.next = 0
+        self.in_code = False
+
+    def _reset(self) -> None:
+        self.history, self.places, self.next = "", {}, 0
+
+    def add(self, piece: str) -> bool:
+        """Append one piece of text; True when the text now loops."""
+        fences = piece.count("```")
+        divider = bool(_DIVIDER.match(piece.strip())) if piece.strip() else False
+        if fences or divider or _STRUCTURE.search(piece):
+            self._reset()
+        was_in_code = self.in_code
+        self.in_code = self.in_code != (fences % 2 == 1)
+        if was_in_code or self.in_code or divider:
+            return False
+        self.history += piece
+        if len(self.history) > HISTORY:
+            self._trim(len(self.history) - HISTORY)
+        while self.next + CHUNK <= len(self.history):
+            if self._repeats(self.history[self.next:self.next + CHUNK]):
+                return True
+            self.next += 1
+        return False
+
+    def _trim(self, cut: int) -> None:
+        self.history = self.history[cut:]
+        self.next = max(0, self.next - cut)
+        self.places = {k: kept for k, v in self.places.items()
+                       if (kept := [i - cut for i in v if i >= cut])}
+
+    def _repeats(self, chunk: str) -> bool:
+        places = self.places.setdefault(chunk, [])
+        places.append(self.next)
+        if len(places) < TIMES:
+            return False
+        last = places[-TIMES:]
+        if (last[-1] - last[0]) / (TIMES - 1) > SPAN:
+            return False
+        periods = {self.history[a:b] for a, b in pairwise(last)}
+        return len(periods) <= TIMES // 2
+
+
+def text_loop(text: str) -> bool:
+    """Does this text loop (the rule fed line by line)?"""
+    loop = TextLoop()
+    return any(loop.add(line) for line in text.splitlines(keepends=True))
+
+
+def reply_text(content: Any, additional: dict[str, Any] | None = None) -> str:
+    """A reply's own text: its text and reasoning blocks, and a ``reasoning_content`` field.
+
+    Example:
+        >>> reply_text([{"type": "thinking", "thinking": "hm"}, {"type": "text", "text": "ok"}])
+        'hm\\nok'
+    """
+    parts: list[str] = []
+    if isinstance(content, str):
+        parts.append(content)
+    elif isinstance(content, list):
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict):
+                parts += [str(block[k]) for k in ("text", "thinking", "reasoning")
+                          if isinstance(block.get(k), str)]
+    reasoning = (additional or {}).get("reasoning_content")
+    if isinstance(reasoning, str):
+        parts.insert(0, reasoning)
+    return "\n".join(p for p in parts if p)
+
+# ============================================================================================
+# The detector's state, and how results update it
+# ============================================================================================
+
+class Response(TypedDict):
+    """One tool-calling response in the window."""
+
+    calls: list[str]
+    """Its call signatures, sorted (a multiset: parallel calls in any order)."""
+    sig: NotRequired[str]
+    """The response signature; stored only for several calls (one call: its own signature)."""
+
+
+class CallRecord(TypedDict, total=False):
+    """One call signature remembered (fields at their default are left out)."""
+
+    tool: str
+    args: str
+    """Short arguments text for warnings (kept while it may be needed)."""
+    last: int
+    """The run's call number of its latest request."""
+    result: str
+    """Hash of its last normalized result (absent until it has one)."""
+    same: int
+    """Its own executions in a row that returned ``result`` (others never reset it)."""
+    since: int
+    """The response (of the run, 1-based) whose execution of it began these ``same`` results."""
+    moved: bool
+    """Its last result differed from the one before, or came after a call touching its paths
+    (it may progress: the repeat layer relaxes its thresholds)."""
+    empty: bool
+    """Its last result had no content."""
+    failed: bool
+    """Its last result was an error."""
+    warned: bool
+    """Warned about during this run of identical results."""
+    touched: bool
+    """A call touching its paths was requested since its last request: its next repeat is
+    not judged."""
+    refused: bool
+    """Its last request was blocked: asking for it again stops."""
+    between: bool
+    """Other calls were requested between its latest request and the one before."""
+    paths: list[str]
+    dirs: list[str]
+
+
+class DetectorState(TypedDict, total=False):
+    """The detector's state (see module docstring)."""
+
+    window: list[Response]
+    calls: dict[str, CallRecord]
+    n: int
+    responses: int
+    changed_at: int
+    """The number of the latest response whose results moved (a call's own result changed)."""
+    reply: str
+    same_reply: int
+    warned: list[str]
+    pending: dict[str, str]
+    cuts: int
+    """Replies of this run cut while streaming because their text looped."""
+
+
+def response_sig(entry: Response) -> str:
+    """The response signature of a window entry."""
+    return entry.get("sig") or entry["calls"][0]
+
+
+def args_of(record: CallRecord) -> str:
+    """The call's arguments text (empty when not kept)."""
+    return record.get("args", "")
+
+
+_KEPT = ("tool", "args", "last", "paths", "dirs")
+
+
+def _absorb_one(old: CallRecord, message: ToolMessage, config: LoopDetection,
+                responses: int) -> CallRecord:
+    """A call's record after one of its results (``old``: the record as requested, in the
+    run's response number ``responses``)."""
+    if is_blocked(message):  # not run: nothing learnt, and asking again stops
+        return CallRecord(**{**old, "refused": True})  # type: ignore[typeddict-item]
+    result = content_hash(message.content, normalized=config.normalize_results)
+    repeated = old.get("result") == result
+    same = old.get("same", 0) + 1 if repeated else 1
+    if repeated and old.get("touched"):
+        same = old.get("same", 1)  # a call touching its paths ran in between: no evidence
+    record = CallRecord(**{k: v for k, v in old.items() if k in _KEPT})  # type: ignore[typeddict-item]
+    record.update(result=result, same=same,
+                  since=old.get("since", responses) if repeated else responses)
+    if ("result" in old and not repeated) or old.get("touched"):
+        record["moved"] = True
+    if is_empty(message.content):
+        record["empty"] = True
+    if message.status == "error":
+        record["failed"] = True
+    if repeated and old.get("warned"):
+        record["warned"] = True  # one warning per run of identical results
+    return record
+
+
+def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
+           config: LoopDetection) -> DetectorState:
+    """Record the results of the newest response's calls (``pending``); see module docstring."""
+    det: DetectorState = dict(detector)  # type: ignore[assignment]
+    pending = det.get("pending") or {}
+    if not pending:
+        return det
+    calls = dict(det.get("calls") or {})
+    moved = False
+    for message in results:
+        sig = pending.get(message.tool_call_id)
+        if sig is None:
+            continue
+        old = calls.get(sig) or CallRecord(tool=message.name or "?")
+        record = _absorb_one(old, message, config, det.get("responses", 0))
+        moved = moved or ("result" in old and record.get("result") != old["result"])
+        calls[sig] = record
+    if moved:
+        det["changed_at"] = det.get("responses", 0)
+    det["calls"], det["pending"] = calls, {}
+    return det
+
+
+def touches(paths: Sequence[str], dirs: Sequence[str], their_paths: Sequence[str],
+            their_dirs: Sequence[str]) -> bool:
+    """Does a call naming ``paths`` (in ``dirs``) name one of ``their_paths``, a folder holding
+    one, or a path inside one of ``their_dirs``?"""
+    mine = set(paths)
+    return not (mine.isdisjoint(their_paths) and mine.isdisjoint(their_dirs)
+                and set(dirs).isdisjoint(their_paths))
+
+
+def _touch(records: dict[str, CallRecord], call: SignedCall) -> None:
+    """Mark every other remembered call this one touches (in place)."""
+    if not call.paths:
+        return
+    for sig, record in records.items():
+        if sig != call.sig and "result" in record and touches(
+                call.paths, call.dirs, record.get("paths", ()), record.get("dirs", ())):
+            records[sig] = CallRecord(**{**record, "touched": True})  # type: ignore[typeddict-item]
+
+
+def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection) -> DetectorState:
+    """Count the response's calls in; prune everything to what the windows hold.
+
+    Each call's record gets its call number and arguments; a call that is not read-only
+    touches the records naming its paths.
+    """
+    sigs = [c.sig for c in calls]
+    entry = Response(calls=sorted(sigs))
+    if len(sigs) != 1:
+        entry["sig"] = response_signature(sigs)
+    entries = [*(det.get("window") or []), entry][-config.window:]
+    records = dict(det.get("calls") or {})
+    count = det.get("n", 0)
+    for c in calls:
+        count += 1
+        old = records.get(c.sig) or CallRecord(tool=c.name)
+        if c.name not in config.read_only_tools:
+            _touch(records, c)
+        record = CallRecord(**{**old, "tool": c.name, "args": c.args, "last": count})  # type: ignore[typeddict-item]
+        if "last" in old:
+            record["between"] = count - old["last"] > 1
+        if c.paths:
+            record["paths"], record["dirs"] = list(c.paths), list(c.dirs)
+        records[c.sig] = record
+    inside = {s for e in entries for s in e["calls"]}
+    records = {s: r for s, r in records.items()
+               if s in inside or r.get("last", 0) > count - config.call_window}
+    reply = response_sig(entry)
+    same_reply = det.get("same_reply", 0) + 1 if det.get("reply") == reply else 1
+    warned = det.get("warned") or []
+    if warned:
+        responses = {response_sig(e) for e in entries}
+        tools = {r["tool"] for r in records.values()}
+        warned = [k for k in warned if _relevant(k, inside, responses, tools)]
+    return DetectorState(**{**det, "window": entries, "calls": records, "warned": warned,  # type: ignore[typeddict-item]
+                            "n": count, "responses": det.get("responses", 0) + 1,
+                            "reply": reply, "same_reply": same_reply,
+                            "pending": {c.id: c.sig for c in calls}})
+
+
+def _relevant(key: str, calls: set[str], responses: set[str], tools: set[str]) -> bool:
+    kind, _, ident = key.partition(":")
+    if kind == "call":
+        return ident in calls
+    if kind == "cycle":
+        return any(r in responses for r in ident.split("+"))
+    return ident in tools
+
+# ============================================================================================
+# The layers and the ladder
+# ============================================================================================
+
+RANK = ("no_progress", "cycle", "repeat", "same_reply", "per_tool", "text")
+
+
+@dataclass
+class Observation:
+    """What the detector concluded about one model response."""
+
+    state: DetectorState
+    warnings: list[LoopWarning] = field(default_factory=list)
+    stop: Guard | None = None
+    blocks: dict[str, str] = field(default_factory=dict)
+    """Call id → the error result that answers it instead of running it."""
+    finding: Finding | None = None
+    """The finding behind the stop."""
+
+
+# --- the layers ------------------------------------------------------------------------------
+
+def scaled(warn: int, stop: int, factor: int, cap: int) -> tuple[int, int]:
+    """Thresholds for repetition that makes progress: ``factor`` times higher, capped.
+
+    Example:
+        >>> scaled(3, 5, 3, 20), scaled(3, 5, 3, 10), scaled(3, 5, 1, 20)
+        ((9, 15), (9, 10), (3, 5))
+    """
+    high_stop = max(stop, min(stop * factor, cap))
+    return max(warn, min(warn * factor, high_stop - 1)), high_stop
+
+
+def cycle_of(seq: Sequence[str]) -> tuple[int, int]:
+    """``(period, repetitions)`` of the repeating block the sequence ends in, or (0, 0).
+
+    A started round counts: A,B,A,B,A repeats the block A,B 3 times. Blocks made of
+    one repeated element are not cycles (the repeat layer counts those).
+
+    Example:
+        >>> cycle_of("ABABA"), cycle_of("XABCABC"), cycle_of("AAAA"), cycle_of("ABCD")
+        ((2, 3), (3, 2), (0, 0), (0, 0))
+    """
+    period, length = _cycle_run(seq)
+    return period, -(-length // period) if period else 0
+
+
+def _cycle_run(seq: Sequence[str]) -> tuple[int, int]:
+    """The period (2-4) with the most repetitions and the length of its periodic tail."""
+    best = (0, 0, 0)
+    for period in (2, 3, 4):
+        block = list(seq[-period:])
+        if len(seq) <= period or any(_periodic(block, d) for d in range(1, period)):
+            continue
+        run, i = 0, len(seq) - 1
+        while i - period >= 0 and seq[i] == seq[i - period]:
+            run, i = run + 1, i - 1
+        reps = -(-(run + period) // period)
+        if run and reps > best[2]:
+            best = (period, run + period, reps)
+    return best[0], best[1]
+
+
+def _periodic(block: Sequence[str], d: int) -> bool:
+    return len(block) % d == 0 and all(block[i] == block[i - d] for i in range(d, len(block)))
+
+
+def _label(det: DetectorState, sig: str) -> str:
+    rec = det["calls"][sig]
+    return call_label(rec["tool"], args_of(rec))
+
+
+def _cycle(det: DetectorState, config: LoopDetection) -> list[Finding]:
+    win = det["window"]
+    period, length = _cycle_run([response_sig(e) for e in win])
+    if not period:
+        return []
+    reps = -(-length // period)
+    block = win[len(win) - length :][:period]  # the first round, in the model's order
+    latest = det.get("changed_at")  # progressing: a result moved in the last round
+    progressing = latest is not None and latest >= det.get("responses", 0) - period
+    warn, stop = (config.warn_after, config.stop_after)
+    if progressing:
+        warn, stop = scaled(warn, stop, config.progress_factor, config.window // period)
+    if reps < warn:
+        return []
+    rot = [response_sig(e) for e in block]
+    first = min(range(period), key=lambda i: rot[i:] + rot[:i])
+    key = "cycle:" + "+".join(rot[first:] + rot[:first])
+    steps = [[_label(det, s) for s in e["calls"]] for e in block]
+    sigs = tuple(s for e in block for s in e["calls"])
+    return [Finding(layer="cycle", rung="stop" if reps >= stop else "warn", key=key, count=reps,
+                    threshold=stop, sigs=sigs,
+                    tool=", ".join(sorted({det["calls"][s]["tool"] for s in sigs})),
+                    calls=tuple(" + ".join(step) for step in steps), seen=len(win),
+                    progressing=progressing, since=det.get("responses", 0) - length + 1)]
+
+
+def _call_finding(det: DetectorState, layer: str, sig: str, rung: str, count: int,
+                  threshold: int, ids: tuple[str, ...], *, progressing: bool = False,
+                  since: int = 0) -> Finding:
+    rec = det["calls"][sig]
+    return Finding(layer=layer, rung=rung, key=f"call:{sig}", count=count, threshold=threshold,
+                   sigs=(sig,), tool=rec["tool"], args=args_of(rec), calls=(_label(det, sig),),
+                   seen=len(det["window"]), progressing=progressing, since=since, ids=ids,
+                   refused=bool(rec.get("refused")))
+
+
+def _thresholds(rec: CallRecord, config: LoopDetection) -> tuple[int, int]:
+    """The no-progress warn and stop counts for this call (its tool's own, the least count
+    for a result without content)."""
+    policy = config.policy(rec["tool"]) if config.arg_policies else None
+    warn = (policy.warn_after if policy is not None and policy.warn_after is not None
+            else config.no_progress_warn_after)
+    stop = (policy.stop_after if policy is not None and policy.stop_after is not None
+            else config.no_progress_stop_after)
+    if rec.get("empty"):
+        return max(warn, config.no_content_after), max(stop, config.no_content_after)
+    return warn, stop
+
+
+def _blocks(rec: CallRecord, config: LoopDetection) -> bool:
+    """Is this stagnating call blocked rather than stopped? With ``block_only_interleaved``,
+    only when other calls ran since its last request and it did not fail: something the
+    detector cannot see may have changed (a repeat back to back, or the same error again,
+    is stopped at once)."""
+    if "no_progress" not in config.block:
+        return False
+    return not config.block_only_interleaved or (bool(rec.get("between"))
+                                                 and not rec.get("failed"))
+
+
+def _no_progress(det: DetectorState, asked: Mapping[str, tuple[str, ...]],
+                 config: LoopDetection) -> list[Finding]:
+    """Calls asked for again after their own identical results (see module docstring)."""
+    out = []
+    for sig, ids in asked.items():
+        rec = det["calls"][sig]
+        if rec.get("touched") or "result" not in rec:
+            continue  # new, or a call touching its paths ran since: it may read differently
+        same = rec.get("same", 0)
+        warn, stop = _thresholds(rec, config)
+        if rec.get("refused"):
+            rung = "stop"
+        elif same >= stop:
+            rung = "block" if _blocks(rec, config) else "stop"
+        elif same >= warn and not rec.get("warned"):
+            rung = "warn"
+        else:
+            continue
+        out.append(_call_finding(det, "no_progress", sig, rung, same, stop, ids,
+                                 since=rec.get("since", 0)))
+    return out
+
+
+def _repeat(det: DetectorState, asked: Mapping[str, tuple[str, ...]],
+            config: LoopDetection) -> list[Finding]:
+    """Calls present in many responses of the window (relaxed while their results move)."""
+    out = []
+    win = det["window"]
+    for sig, ids in asked.items():
+        where = [i for i, e in enumerate(win) if sig in e["calls"]]
+        rec = det["calls"][sig]
+        progressing = bool(rec.get("moved"))
+        warn, stop = _repeat_thresholds(rec, config)
+        if progressing:
+            warn, stop = scaled(warn, stop, config.progress_factor, config.window)
+        if len(where) < warn:
+            continue
+        rung = "warn"
+        if len(where) >= stop:
+            rung = "block" if "repeat" in config.block and not rec.get("refused") else "stop"
+        out.append(_call_finding(det, "repeat", sig, rung, len(where), stop, ids,
+                                 progressing=progressing,
+                                 since=det.get("responses", 0) - len(win) + where[0] + 1))
+    return out
+
+
+def _repeat_thresholds(rec: CallRecord, config: LoopDetection) -> tuple[int, int]:
+    """``warn_after``/``stop_after``, raised for a tool with its own higher thresholds (in
+    requests: one more than its identical results)."""
+    policy = config.policy(rec["tool"]) if config.arg_policies else None
+    warn, stop = config.warn_after, config.stop_after
+    if policy is not None and policy.warn_after is not None:
+        warn = max(warn, policy.warn_after + 1)
+    if policy is not None and policy.stop_after is not None:
+        stop = max(stop, policy.stop_after + 1)
+    return warn, max(stop, warn + 1)
+
+
+def _same_reply(det: DetectorState, calls: Sequence[SignedCall],
+                config: LoopDetection) -> list[Finding]:
+    limit, count = config.same_reply_stop_after, det.get("same_reply", 0)
+    if limit is None or count < limit:
+        return []
+    return [Finding(layer="same_reply", rung="stop", key=f"reply:{det.get('reply')}", count=count,
+                    threshold=limit, sigs=tuple(c.sig for c in calls),
+                    tool=", ".join(sorted({c.name for c in calls})),
+                    calls=tuple(c.label for c in calls), seen=len(det["window"]),
+                    since=det.get("responses", 0) - count + 1)]
+
+
+def _per_tool(det: DetectorState, calls: Sequence[SignedCall],
+              config: LoopDetection) -> list[Finding]:
+    out = []
+    for name in dict.fromkeys(c.name for c in calls):
+        cap = config.per_tool.get(name)
+        if cap is None:
+            continue
+        mine = [s for e in det["window"] for s in e["calls"] if det["calls"][s]["tool"] == name]
+        if len(mine) < cap:
+            continue
+        refused = any(det["calls"][s].get("refused") for s in mine)
+        rung = "warn" if len(mine) == cap else (
+            "block" if "per_tool" in config.block and not refused else "stop")
+        out.append(Finding(layer="per_tool", rung=rung, key=f"tool:{name}", count=len(mine),
+                           threshold=cap, tool=name, seen=len(det["window"]),
+                           ids=tuple(c.id for c in calls if c.name == name)))
+    return out
+
+
+# --- the ladder --------------------------------------------------------------------------------
+
+def _may_act(finding: Finding, warned: Sequence[str]) -> bool:
+    """The window layers block or stop only what they warned about first (a relaxed count
+    turning strict would otherwise skip the warning)."""
+    return finding.layer not in ("repeat", "cycle") or finding.key in warned
+
+
+def _warnings(findings: Sequence[Finding], warned: list[str],
+              config: LoopDetection) -> list[LoopWarning]:
+    """One warning per layer, for findings not warned yet; marks them warned (in place)."""
+    out = []
+    for layer in RANK:
+        fresh = [f for f in findings if f.layer == layer and f.rung == "warn"
+                 and (layer == "no_progress" or f.key not in warned)]
+        if not fresh:
+            continue
+        for f in fresh:
+            warned.append(f.key)
+            if f.layer == "cycle":  # the cycle's calls are covered by this warning
+                warned.extend(k for k in (f"call:{s}" for s in f.sigs) if k not in warned)
+        out.append(LoopWarning("|".join(f.key for f in fresh), layer,
+                               warning_text(fresh, config.block),
+                               tuple(c for f in fresh for c in (f.calls or (f.tool,))),
+                               max(f.count for f in fresh)))
+    return out
+
+
+def _mark_warned(det: DetectorState, findings: Sequence[Finding]) -> None:
+    calls = det["calls"]
+    for f in findings:
+        if f.layer == "no_progress" and f.rung == "warn":
+            calls[f.sigs[0]] = CallRecord(**{**calls[f.sigs[0]], "warned": True})  # type: ignore[typeddict-item]
+
+
+def _text_warnings(ai: AIMessage, config: LoopDetection) -> list[LoopWarning]:
+    if "text" not in config.layers or not text_loop(reply_text(ai.content, ai.additional_kwargs)):
+        return []
+    return [LoopWarning("text", "text", text_loop_text(), (), 1)]
+
+
+def _findings(det: DetectorState, calls: Sequence[SignedCall],
+              config: LoopDetection) -> list[Finding]:
+    asked: dict[str, tuple[str, ...]] = {}
+    for c in calls:
+        asked[c.sig] = (*asked.get(c.sig, ()), c.id)
+    on = config.layers
+    return [*(_no_progress(det, asked, config) if "no_progress" in on else []),
+            *(_cycle(det, config) if "cycle" in on else []),
+            *(_repeat(det, asked, config) if "repeat" in on else []),
+            *(_same_reply(det, calls, config) if "same_reply" in on else []),
+            *(_per_tool(det, calls, config) if "per_tool" in on else [])]
+
+
+def _allowed(finding: Finding, allowed: Mapping[str, int] | None) -> bool:
+    """Did a human let this loop go on (``continue``) less than a ladder's length ago?"""
+    since = (allowed or {}).get(finding.key)
+    return since is not None and finding.count < since + finding.threshold
+
+
+def observe(
+    detector: Mapping[str, Any],
+    ai: AIMessage,
+    results: Sequence[ToolMessage],
+    config: LoopDetection,
+    allowed: Mapping[str, int] | None = None,
+) -> Observation:
+    """Absorb the previous round's results, then run the layers on the new response.
+
+    Args:
+        detector: the detector state (``{}`` at the start of a run); never mutated.
+        ai: the new model reply.
+        results: the ToolMessages of the round before it.
+        config: thresholds, ladders, policies and read-only tools.
+        allowed: finding key → its count when a human let that loop go on.
+
+    Returns:
+        The new state, the warnings to queue, the calls to block and the stop guard.
+    """
+    det = absorb(detector or {}, results, config)
+    if is_cut(ai):  # cut while it streamed (no calls left): a notice, or the stop
+        cuts = det.get("cuts", 0) + 1
+        warnings, stop = text_cut(cuts)
+        return Observation(state=DetectorState(**{**det, "cuts": cuts}),  # type: ignore[typeddict-item]
+                           warnings=warnings, stop=stop)
+    text = _text_warnings(ai, config)
+    calls = sign_calls(ai, config)
+    if not calls:
+        return Observation(state=det, warnings=text)
+    det = push(det, calls, config)
+    findings = [f for f in _findings(det, calls, config) if not _allowed(f, allowed)]
+    warned = list(det.get("warned") or [])
+    acting = [f for f in findings if f.rung != "warn" and _may_act(f, warned)]
+    warnings = [*text, *_warnings(findings, warned, config)]
+    det["calls"] = dict(det["calls"])
+    _mark_warned(det, findings)
+    det["warned"] = warned
+    state = det
+    stops = [f for f in acting if f.rung == "stop"]
+    if stops:
+        first = min(stops, key=lambda f: (RANK.index(f.layer), -f.count))
+        return Observation(state=state, stop=stop_guard(first), finding=first)
+    blocks = {i: block_text(f) for f in acting for i in f.ids}
+    return Observation(state=state, warnings=warnings, blocks=blocks)
+
+# ============================================================================================
+# Findings and what the loop detector says
+# ============================================================================================
+
+TEXT_CUTS = 2
+"""Replies of one run cut while streaming (their text looped) that stop the run."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """One layer's conclusion: its rung, on what, how often, against which limit."""
+
+    layer: str
+    rung: str
+    """``warn``, ``block`` or ``stop``."""
+    key: str
+    """What it is about (``call:<sig>``, ``cycle:<sigs>``, ``reply:<sig>``, ``tool:<name>``)."""
+    count: int
+    threshold: int
+    tool: str
+    seen: int
+    """Tool-using responses in the window."""
+    sigs: tuple[str, ...] = ()
+    args: str | None = None
+    calls: tuple[str, ...] = ()
+    """The calls as warnings show them (``tool(args)``)."""
+    progressing: bool = False
+    since: int = 0
+    """The response of the run (1-based, tool-calling responses) where the loop began."""
+    ids: tuple[str, ...] = ()
+    """The call ids of the reply this finding is about (the ones a block answers)."""
+    refused: bool = False
+    """The call was blocked before: this request asks for it again."""
+
+
+@dataclass(frozen=True)
+class LoopWarning:
+    """A warning to queue: one per layer and response, naming every offending call."""
+
+    key: str
+    layer: str
+    text: str
+    calls: tuple[str, ...]
+    count: int
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else "twice" if n == 2 else f"{n} times"
+
+
+def _items(findings: Sequence[Finding], describe: Any) -> str:
+    if len(findings) == 1:
+        return str(describe(findings[0]))
+    return "\n" + "\n".join(f"- {describe(f)}" for f in findings) + "\n"
+
+
+def _next(findings: Sequence[Finding], blocks: Sequence[str]) -> str:
+    if findings[0].layer in blocks:
+        return "If you ask for it again it will not be run."
+    return "If you keep calling it, the run will be stopped."
+
+
+def _repeat_text(findings: Sequence[Finding], blocks: Sequence[str]) -> str:
+    limit = f"At {findings[0].threshold} such calls " + (
+        "they will not be run." if "repeat" in blocks else "the run will be stopped.")
+    if all(f.progressing for f in findings):
+        what = _items(findings, lambda f: f"{f.calls[0]} {_times(f.count)} in your last "
+                                          f"{f.seen} tool-using turns")
+        return (f"Loop warning: you have called {what}. The results are still changing, but "
+                "this is a lot of repetition. If you are waiting for something to finish, stop "
+                "polling and report where it stands; otherwise use what you already have and "
+                f"give your final answer. {limit}")
+    what = _items(findings, lambda f: f"{f.calls[0]} with the same arguments {_times(f.count)} "
+                                      f"in your last {f.seen} tool-using turns")
+    return (f"Loop warning: you have called {what}. Repeating a call will not tell you anything "
+            "new. Do not call it again with these arguments: use the result you already have, "
+            f"change the arguments or try a different approach, or give your final answer. {limit}")
+
+
+def _no_progress_text(findings: Sequence[Finding], blocks: Sequence[str]) -> str:
+    what = _items(findings, lambda f: f"{f.calls[0]} returned the same result the last "
+                                      f"{f.count} times you called it")
+    return (f"Loop warning: {what}, so calling it again will most likely return the same "
+            "thing. Do not call it again with these arguments unless you changed what it "
+            "depends on: use that result, try a different tool or different arguments, or give "
+            f"your final answer. {_next(findings, blocks)}")
+
+
+def _cycle_text(findings: Sequence[Finding], blocks: Sequence[str]) -> str:
+    what = _items(findings, lambda f: f"the same {len(f.calls)} steps ("
+                                      + " → ".join(f.calls) + f") have repeated {f.count} times "
+                                      "in a row")
+    return (f"Loop warning: you are going in circles: {what}. Break the cycle: decide with the "
+            "results you already have, try something different, or give your final answer. "
+            "If the cycle continues, the run will be stopped.")
+
+
+def _per_tool_text(findings: Sequence[Finding], blocks: Sequence[str]) -> str:
+    what = _items(findings, lambda f: f"{f.tool} {_times(f.count)} in your last {f.seen} "
+                                      "tool-using turns, which is its limit")
+    then = ("will not be run" if "per_tool" in blocks else "will stop the run")
+    return (f"Loop warning: you have used {what}. Any further call to it {then}: "
+            "finish with the results you already have.")
+
+
+_TEXTS = {"repeat": _repeat_text, "no_progress": _no_progress_text, "cycle": _cycle_text,
+          "per_tool": _per_tool_text}
+
+
+def warning_text(findings: Sequence[Finding], blocks: Sequence[str] = ()) -> str:
+    """One warning for the findings of one layer (all of the same layer)."""
+    return _TEXTS[findings[0].layer](findings, blocks)
+
+
+def text_loop_text() -> str:
+    """The warning about a reply whose text repeats itself."""
+    return ("Loop warning: your last reply repeats the same text over and over. Stop and "
+            "look at what you already know, then take one concrete step or give your final "
+            "answer.")
+
+
+def text_cut_text() -> str:
+    """The notice after a reply was cut while it streamed (``nodes/stream_cut.py``)."""
+    return ("Loop warning: your last reply was cut off because it kept repeating the same text. "
+            "Do not repeat it: look at what you already know, then take one concrete step or "
+            "give your final answer. If your next reply repeats itself too, the run will be "
+            "stopped.")
+
+
+def text_stop_guard(cuts: int) -> Guard:
+    """The guard of the stop at the ``TEXT_CUTS``-th reply cut in a run."""
+    return guard("loop_detector", "loop_detected", layer="text", count=cuts, threshold=TEXT_CUTS,
+                 rung="stop", detail=(f"the loop detector's text layer fired: {cuts} replies of "
+                                      "this run were cut while streaming because their text kept "
+                                      f"repeating (limit {TEXT_CUTS})"))
+
+
+def text_cut(cuts: int) -> tuple[list[LoopWarning], Guard | None]:
+    """The run's ``cuts``-th reply cut while streaming: the notice, or the stop at ``TEXT_CUTS``."""
+    if cuts >= TEXT_CUTS:
+        return [], text_stop_guard(cuts)
+    return [LoopWarning("text_cut", "text", text_cut_text(), (), cuts)], None
+
+
+def block_text(f: Finding) -> str:
+    """The error result of a blocked call (not run; the run goes on)."""
+    if f.layer == "no_progress":
+        why = (f"{f.calls[0]} returned the same result the last {f.count} times you called it, "
+               "so running it again will not tell you anything new. Change something first "
+               "(what it depends on, or its arguments), or try a different approach.")
+    elif f.layer == "per_tool":
+        why = (f"{f.tool} was called {f.count} times in your last {f.seen} tool-using turns, "
+               f"over its limit of {f.threshold}. Finish with the results you already have.")
+    else:
+        why = (f"{f.calls[0]} was requested {f.count} times in your last {f.seen} tool-using "
+               "turns. Use the result you already have, or try a different approach.")
+    return f"Error: not run: {why} Asking for this exact call again will stop the run."
+
+
+def _detail(f: Finding) -> str:
+    if f.layer == "cycle":
+        return (f"the loop detector's cycle layer fired: the steps {' → '.join(f.calls)} "
+                f"repeated {f.count} times in a row (limit {f.threshold})")
+    if f.layer == "no_progress":
+        refused = ", and after it was refused once" if f.refused else ""
+        return (f"the loop detector's no-progress layer fired: {f.calls[0]} was requested "
+                f"again after returning the same result {f.count} times{refused} "
+                f"(limit {f.threshold})")
+    if f.layer == "per_tool":
+        return (f"the loop detector's per-tool cap fired: {f.tool} was called {f.count} times "
+                f"in the last {f.seen} tool-using turns (cap {f.threshold})")
+    if f.layer == "same_reply":
+        return (f"the loop detector's same-reply layer fired: the same calls ({', '.join(f.calls)})"
+                f" were requested {f.count} times in a row (limit {f.threshold})")
+    changing = ", although its results were changing" if f.progressing else ""
+    return (f"the loop detector's repeat layer fired: the same call {f.calls[0]} was requested "
+            f"{f.count} times in the last {f.seen} tool-using turns{changing} "
+            f"(limit {f.threshold})")
+
+
+def stop_guard(f: Finding) -> Guard:
+    """The guard of a loop stop (``run["guard"]`` and the iteration record's ``guard``).
+
+    Example:
+        >>> f = Finding(layer="no_progress", rung="stop", key="call:ab", count=3, threshold=3,
+        ...             sigs=("ab",), tool="test", args="{}", calls=("test({})",), seen=4, since=2)
+        >>> g = stop_guard(f)
+        >>> g["layer"], g["rung"], g["began"], "returning the same result 3 times" in g["detail"]
+        ('no_progress', 'stop', {'response': 2}, True)
+        >>> block_text(f).startswith("Error: not run: test({}) returned the same result the last 3")
+        True
+    """
+    return guard("loop_detector", "loop_detected", layer=f.layer, tool=f.tool, args=f.args,
+                 calls=list(f.calls), count=f.count, threshold=f.threshold, turns=f.seen,
+                 progressing=f.progressing, rung="stop", began={"response": f.since},
+                 detail=_detail(f))
+
+# ============================================================================================
+# The decision on a reply
+# ============================================================================================
+
+MEMO_SIZE = 4096
+"""Detector states a ``DetectorMemo`` remembers (one per reply; the oldest are dropped)."""
+
+
+def results_before(messages: Sequence[BaseMessage], end: int) -> list[ToolMessage]:
+    """The ToolMessages among ``messages[:end]`` after the last AIMessage there: the results
+    of the round before a reply that comes at ``end``.
+
+    Example:
+        >>> msgs = [AIMessage("a"), ToolMessage("r", tool_call_id="c"), AIMessage("b")]
+        >>> [m.content for m in results_before(msgs, 2)]
+        ['r']
+    """
+    out: list[ToolMessage] = []
+    for i in range(end - 1, -1, -1):  # no slice: that would copy the thread
+        msg = messages[i]
+        if isinstance(msg, ToolMessage):
+            out.append(msg)
+        elif isinstance(msg, AIMessage):
+            break
+    out.reverse()
+    return out
+
+
+class DetectorMemo:
+    """Detector states after each reply of a run (a bounded cache of a pure function)."""
+
+    def __init__(self, size: int = MEMO_SIZE) -> None:
+        self.size = size
+        self._states: OrderedDict[tuple[str, str], tuple[LoopDetection, DetectorState]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember(self, run: Mapping[str, Any], ai: BaseMessage, config: LoopDetection,
+                 state: DetectorState) -> None:
+        """Remember the detector state after ``ai`` (a reply of the run ``run``)."""
+        if run.get("id") is None or ai.id is None:
+            return
+        key = (str(run["id"]), str(ai.id))
+        with self._lock:
+            self._states[key] = (config, state)
+            self._states.move_to_end(key)
+            while len(self._states) > self.size:
+                self._states.popitem(last=False)
+
+    def state_before(self, messages: Sequence[BaseMessage], end: int, run: Mapping[str, Any],
+                     config: LoopDetection) -> DetectorState:
+        """The detector state after every reply of the run in ``messages[:end]``."""
+        request_id = run.get("request_id")
+        prev = None
+        for i in range(end - 1, -1, -1):  # the run's reply before ``end``
+            msg = messages[i]
+            if isinstance(msg, AIMessage):
+                prev = i
+                break
+            if request_id is not None and msg.id == request_id:
+                return {}
+        if prev is None:
+            return {}
+        if run.get("id") is not None and messages[prev].id is not None:
+            with self._lock:
+                hit = self._states.get((str(run["id"]), str(messages[prev].id)))
+            if hit is not None and (hit[0] is config or hit[0] == config):
+                return hit[1]
+        return self._replay(messages, run, prev, config)
+
+    def _replay(self, messages: Sequence[BaseMessage], run: Mapping[str, Any], last: int,
+                config: LoopDetection) -> DetectorState:
+        """Fold every reply of the run up to ``last`` (inclusive), remembering each state."""
+        request_id = run.get("request_id")
+        start = next((i for i in range(last, -1, -1)
+                      if request_id is not None and messages[i].id == request_id), 0)
+        det: DetectorState = {}
+        for i in range(start, last + 1):
+            msg = messages[i]
+            if isinstance(msg, AIMessage):
+                det = observe(det, msg, results_before(messages, i), config,
+                              run.get("loop_allowed")).state
+                self.remember(run, msg, config, det)
+        return det
+
+
+class DecisionRecord(TypedDict, total=False):
+    """A decision that acts, as the run keeps it (``run["decision"]``) from the reply that
+    made it until the ``loop_detector`` node has applied it: plain values, checkpointed."""
+
+    guard: Guard
+    warnings: list[dict[str, Any]]
+    blocks: dict[str, str]
+    pressure: bool
+    finding: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the engine concluded about the newest reply.
+
+    ``guard`` stops the run; ``warnings`` are queued; ``blocks`` answer calls (by id)
+    with an error instead of running them; ``pressure`` queues the budget-pressure notice;
+    ``finding`` is the loop finding behind a loop stop.
+    """
+
+    ai: AIMessage
+    guard: Guard | None = None
+    warnings: tuple[LoopWarning, ...] = ()
+    pressure: bool = False
+    blocks: Mapping[str, str] = field(default_factory=dict)
+    finding: Finding | None = None
+    allow: tuple[str, int] | None = None
+    """A human let the loop go on: its finding key and count (``run["loop_allowed"]``)."""
+    hint: str | None = None
+    """A human's hint, queued as a notice."""
+
+    @property
+    def acts(self) -> bool:
+        """Is there anything to apply (a stop, a block, a warning or the notice)?"""
+        return (self.guard is not None or bool(self.warnings) or bool(self.blocks)
+                or self.pressure)
+
+    def record(self) -> DecisionRecord:
+        """The decision as plain values (what ``run["decision"]`` keeps).
+
+        Example:
+            >>> d = Decision(AIMessage("x"), warnings=(LoopWarning("k", "text", "t", (), 1),))
+            >>> Decision.of(AIMessage("x"), d.record()) == d
+            True
+        """
+        out = DecisionRecord()
+        if self.guard is not None:
+            out["guard"] = self.guard
+        if self.warnings:
+            out["warnings"] = [asdict(w) for w in self.warnings]
+        if self.blocks:
+            out["blocks"] = dict(self.blocks)
+        if self.pressure:
+            out["pressure"] = True
+        if self.finding is not None:
+            out["finding"] = asdict(self.finding)
+        return out
+
+    @classmethod
+    def of(cls, ai: AIMessage, record: Mapping[str, Any]) -> Decision:
+        """The decision ``record`` keeps, about the reply ``ai``."""
+        found: dict[str, Any] | None = record.get("finding")
+        if found is not None:
+            found = {k: tuple(v) if isinstance(v, list) else v for k, v in found.items()}
+        return cls(ai, guard=record.get("guard"),
+                   warnings=tuple(LoopWarning(**{**w, "calls": tuple(w["calls"])})
+                                  for w in record.get("warnings") or ()),
+                   pressure=bool(record.get("pressure")), blocks=dict(record.get("blocks") or {}),
+                   finding=None if found is None else Finding(**found))
+
+
+def decide(ai: AIMessage, messages: Sequence[BaseMessage], end: int, state: LoopState,
+           settings: LoopSettings, memo: DetectorMemo) -> Decision:
+    """The decision on the reply ``ai``: the inner limits, then the loop layers, then whether
+    the budget-pressure notice is due (computed once, where the reply is made).
+
+    Args:
+        ai: the new reply.
+        messages: the transcript; ``messages[:end]`` is what came before ``ai``.
+        end: where ``ai`` comes in ``messages``.
+        state: the state with the reply recorded: ``run``, ``usage``, ``iteration_info``,
+            ``call_log``, ``remaining_steps`` (what the limits read).
+        settings: the run's settings (overrides applied).
+        memo: the detector states of earlier replies (``DetectorMemo``).
+    """
+    gated = settings.approval is not None and needs_approval(ai, settings.approval)
+    has_calls = bool(work_call_ids(ai, settings.output_tools))  # a structured answer is text
+    run = state.get("run") or {}
+    why = check_limits(state, settings, has_calls=has_calls, gated=gated) or tool_errors_guard(
+        ai, messages, end, run.get("request_id"), settings.limits.max_tool_errors)
+    if why is not None:
+        return Decision(ai, guard=why)
+    detection = settings.loop_detection
+    if detection is None:
+        return Decision(ai, pressure=pressure_due(state, settings))
+    before = memo.state_before(messages, end, run, detection)
+    obs = observe(before, ai, results_before(messages, end), detection, run.get("loop_allowed"))
+    memo.remember(run, ai, detection, obs.state)
+    if obs.stop is not None:
+        return Decision(ai, guard=obs.stop, finding=obs.finding)
+    return Decision(ai, warnings=tuple(obs.warnings), pressure=pressure_due(state, settings),
+                    blocks=obs.blocks)
+
