@@ -201,7 +201,8 @@ class Routes:
             return self._respond_or("router", state)
         if "decision" in (state.get("run") or {}):
             return "loop_detector"
-        return self.after_detector(state)
+        target = self._after_reply(state)
+        return "respond" if self.shape.respond and structured_due(state, self.settings.structured) else target
 
     def after_detector(self, state: LoopState) -> str:
         """Tools (or approval) for a reply with calls, ``respond`` for a structured answer;
@@ -293,7 +294,8 @@ class Node(Runnable[LoopState, Any]):
 _NODES: dict[str, Any] = {"prepare": PrepareNode, "model": ModelNode, "tools": ToolsNode,
                          "router": RouterNode, "judge": JudgeNode,
                          "approval": ApprovalNode, "compaction": CompactionNode}
-"""The node classes that call out (models, tools, callbacks): sync and async entry points."""
+"""The node classes that call out (models, tools, callbacks): Runnables with sync and async
+entry points, which LangGraph calls directly (``Node`` adapts the others)."""
 
 
 def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, LoopInput, LoopOutput]:
@@ -312,7 +314,8 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
             continue
         node = _NODES[name](settings)
         retry = RETRY if name in ("model", "compaction") else None
-        builder.add_node(name, Node(node.invoke, node.ainvoke, name), retry_policy=retry)
+        runnable = node if isinstance(node, Runnable) else Node(node.invoke, node.ainvoke, name)
+        builder.add_node(name, runnable, retry_policy=retry)
     builder.add_edge(START, "prepare")
     builder.add_conditional_edges("prepare", Edge(routes.after_prepare), shape.prepare_targets)
     builder.add_conditional_edges("model", Edge(routes.after_model), shape.model_targets)

@@ -39,7 +39,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.runnables.config import merge_configs
 from langgraph.runtime import get_runtime
 
@@ -144,7 +144,7 @@ class Plan:
     runnable: Any
 
 
-class CompactionNode:
+class CompactionNode(Runnable[LoopState, dict[str, Any]]):
     """Summarize old messages when the next request would be too large."""
 
     name = "compaction"
@@ -180,15 +180,19 @@ class CompactionNode:
         bound = summarizer.bind(max_tokens=min(room, own or room)) if room and supported else summarizer
         return Plan(split, size, settings, prompt, summarizer, bound)
 
-    def invoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+    def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
+               **kwargs: Any) -> dict[str, Any]:
         """Sync entry point."""
+        config = ensure_config(config)
         plan = self.plan(state)
         if plan is None:
             return {}
         return self.record(state, plan, plan.runnable.invoke(plan.request, _tagged(config)))
 
-    async def ainvoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+    async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
+                      **kwargs: Any) -> dict[str, Any]:
         """Async entry point."""
+        config = ensure_config(config)
         plan = self.plan(state)
         if plan is None:
             return {}

@@ -220,7 +220,7 @@ def _failed(errors: Sequence[str]) -> dict[str, Any]:
     return {"answered": False, "reasoning": "", "error": "; ".join(errors)}
 
 
-class JudgeNode:
+class JudgeNode(Runnable[LoopState, dict[str, Any]]):
     """Ask the predicate, then the judge model (see module docstring)."""
 
     name = "judge"
@@ -245,7 +245,8 @@ class JudgeNode:
             return [(judge.model, False), (judge.model, False)]
         return [(self._structured, True), (judge.model, False)]
 
-    def invoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+    def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
+               **kwargs: Any) -> dict[str, Any]:
         """Sync entry point."""
         settings = self._due(state)
         if settings is None or settings.judge is None:
@@ -270,7 +271,8 @@ class JudgeNode:
             return self._update(state, info, verdict, usage)
         return self._update(state, info, _failed(errors), new_usage())
 
-    async def ainvoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+    async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
+                      **kwargs: Any) -> dict[str, Any]:
         """Async entry point."""
         settings = self._due(state)
         if settings is None or settings.judge is None:

@@ -97,18 +97,16 @@ def check_limits(
 ) -> Guard | None:
     """The first limit a model reply hits, or None (checked after every model call)."""
     limits = settings.limits
-    total = _spent(state)
-    if limits.token_budget is not None and total > limits.token_budget:
-        return limit_guard(StopReason.TOKEN_BUDGET, limits.token_budget, total)
-    timeout = timeout_guard(state, settings, now)
+    if limits.token_budget is not None and _spent(state) > limits.token_budget:
+        return limit_guard(StopReason.TOKEN_BUDGET, limits.token_budget, _spent(state))
+    timeout = timeout_guard(state, settings, now) if limits.max_duration_s is not None else None
     if timeout is not None or not has_calls:
         return timeout
     calls = iteration_info(state).get("model_calls", 0)
     if limits.max_model_calls is not None and calls >= limits.max_model_calls:
         return limit_guard(StopReason.MAX_MODEL_CALLS, limits.max_model_calls, calls)
-    done = executed_calls(state)
-    if limits.max_tool_calls is not None and done >= limits.max_tool_calls:
-        return limit_guard(StopReason.MAX_TOOL_CALLS, limits.max_tool_calls, done)
+    if limits.max_tool_calls is not None and executed_calls(state) >= limits.max_tool_calls:
+        return limit_guard(StopReason.MAX_TOOL_CALLS, limits.max_tool_calls, executed_calls(state))
     remaining = state.get("remaining_steps")
     if not settings.shape.can_continue_round(remaining, gated=gated):
         return limit_guard(StopReason.STEP_LIMIT, "recursion_limit", remaining)

@@ -200,7 +200,7 @@ def result_text(content: Any) -> str:
 
 def content_hash(content: Any, *, normalized: bool = True) -> str:
     """A short hash of a tool result: equal for the same result (see module docstring)."""
-    text = result_text(content)
+    text = content if isinstance(content, str) else result_text(content)
     return _text_hash(text, normalized) if len(text) <= MEMO_CHARS else _hash(text, normalized)
 
 
@@ -229,15 +229,6 @@ def is_empty(content: Any) -> bool:
     return _MARKUP.sub("", text).strip() in ("", "0")
 
 
-def _tokens(dumped: str) -> set[str]:
-    text = dumped.replace("\\n", "\n")
-    return {m.strip("./") for m in _PATH.findall(text) if m.strip("./")}
-
-
-def _short(text: str) -> str:
-    return digest(text, HASH_LEN)
-
-
 def path_keys(args: Any, *, dumped: str | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The path-like tokens in a call's arguments (``src/app.py``) and the folders that hold
     them (``a/b/c.py`` → ``a/b``, ``a``), hashed short (``dumped``: the arguments' ``_dump``).
@@ -249,12 +240,13 @@ def path_keys(args: Any, *, dumped: str | None = None) -> tuple[tuple[str, ...],
         >>> path_keys({"command": "ls -la"})
         ((), ())
     """
-    tokens = _tokens(_dump(args) if dumped is None else dumped)
+    text = (_dump(args) if dumped is None else dumped).replace("\\n", "\n")
+    tokens = {m.strip("./") for m in _PATH.findall(text) if m.strip("./")}
     if not tokens:
         return (), ()
     folders = {token.rsplit("/", k)[0] for token in tokens for k in range(1, token.count("/") + 1)}
-    return (tuple(sorted({_short(token) for token in tokens})),
-            tuple(sorted({_short(folder) for folder in folders if folder})))
+    return (tuple(sorted({digest(token, HASH_LEN) for token in tokens})),
+            tuple(sorted({digest(folder, HASH_LEN) for folder in folders if folder})))
 
 
 # --- call and response signatures ------------------------------------------------------
@@ -262,10 +254,6 @@ def path_keys(args: Any, *, dumped: str | None = None) -> tuple[tuple[str, ...],
 SIG_LEN = 8  # hex digits: no collision in practice among the window's few dozen calls
 LABEL_ARGS = 100
 _JSON: dict[str, Any] = {"sort_keys": True, "default": str, "separators": (",", ":"), "ensure_ascii": False}
-
-
-def _digest(text: str) -> str:
-    return digest(text, SIG_LEN)
 
 
 def canonical_args(args: Any) -> Any:
@@ -316,13 +304,14 @@ def _dump(value: Any) -> str:
 def call_signature(name: str | None, args: Any, config: LoopDetection | None = None, *,
                    malformed: bool = False, dumped: str | None = None) -> str:
     """Tool name + canonical JSON of its (policy-filtered) arguments (``dumped``: theirs), hashed."""
-    value = canonical_args(args)
+    value = canonical_args(args) if isinstance(args, str) else args
     if malformed:
-        return _digest(_dump([name, {"__malformed__": value if isinstance(value, str) else _dump(value)}]))
+        return digest(_dump([name, {"__malformed__": value if isinstance(value, str) else _dump(value)}]),
+                      SIG_LEN)
     kept = _apply_policy(str(name), value, config)
     if kept is value and dumped is not None:
-        return _digest(f"[{json.dumps(name, ensure_ascii=False)},{dumped}]")  # = _dump([name, value])
-    return _digest(_dump([name, kept]))
+        return digest(f"[{json.dumps(name, ensure_ascii=False)},{dumped}]", SIG_LEN)  # = _dump([name, value])
+    return digest(_dump([name, kept]), SIG_LEN)
 
 
 def args_text(args: Any, *, malformed: bool = False, dumped: str | None = None) -> str:
@@ -332,7 +321,7 @@ def args_text(args: Any, *, malformed: bool = False, dumped: str | None = None) 
         >>> args_text('{"b": 1, "a": 2}'), args_text("{oops", malformed=True)
         ('{"a":2,"b":1}', '<invalid JSON arguments: {oops>')
     """
-    value = canonical_args(args)
+    value = canonical_args(args) if isinstance(args, str) else args
     text = value if isinstance(value, str) else dumped if dumped is not None else _dump(value)
     if len(text) > LABEL_ARGS:
         text = text[: LABEL_ARGS - 1] + "…"
@@ -346,7 +335,7 @@ def response_signature(sigs: Sequence[str]) -> str:
         >>> response_signature(["b", "a"]) == response_signature(["a", "b"])
         True
     """
-    return _digest("|".join(sorted(sigs)))
+    return digest("|".join(sorted(sigs)), SIG_LEN)
 
 
 @dataclass(frozen=True)
@@ -560,50 +549,48 @@ def args_of(record: CallRecord) -> str:
 _KEPT = ("tool", "args", "last", "paths", "dirs")
 
 
-def _absorb_one(old: CallRecord, message: ToolMessage, config: LoopDetection,
-                responses: int) -> CallRecord:
-    """A call's record after one of its results (``old``: the record as requested, in the
-    run's response number ``responses``)."""
-    if is_blocked(message):  # not run: nothing learnt, and asking again stops
-        return CallRecord(**{**old, "refused": True})  # type: ignore[typeddict-item]
-    result = content_hash(message.content, normalized=config.normalize_results)
-    repeated = old.get("result") == result
-    same = old.get("same", 0) + 1 if repeated else 1
-    if repeated and old.get("touched"):
-        same = old.get("same", 1)  # a call touching its paths ran in between: no evidence
-    record = CallRecord(**{k: v for k, v in old.items() if k in _KEPT})  # type: ignore[typeddict-item]
-    record.update(result=result, same=same,
-                  since=old.get("since", responses) if repeated else responses)
-    if ("result" in old and not repeated) or old.get("touched"):
-        record["moved"] = True
-    if is_empty(message.content):
-        record["empty"] = True
-    if message.status == "error":
-        record["failed"] = True
-    if repeated and old.get("warned"):
-        record["warned"] = True  # one warning per run of identical results
-    return record
-
-
 def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
            config: LoopDetection) -> DetectorState:
-    """Record the results of the newest response's calls (``pending``); see module docstring."""
+    """Record the results of the newest response's calls (``pending``); see module docstring.
+
+    A call's record after one of its results keeps what identifies the call and its last
+    request (``_KEPT``); a blocked call was not run: nothing is learnt, and asking for it
+    again stops.
+    """
     det: DetectorState = dict(detector)  # type: ignore[assignment]
     pending = det.get("pending") or {}
     if not pending:
         return det
     calls = dict(det.get("calls") or {})
-    moved = False
+    responses, moved = det.get("responses", 0), False
     for message in results:
         sig = pending.get(message.tool_call_id)
         if sig is None:
             continue
         old = calls.get(sig) or CallRecord(tool=message.name or "?")
-        record = _absorb_one(old, message, config, det.get("responses", 0))
-        moved = moved or ("result" in old and record.get("result") != old["result"])
+        if is_blocked(message):
+            calls[sig] = CallRecord(**{**old, "refused": True})  # type: ignore[typeddict-item]
+            continue
+        result = content_hash(message.content, normalized=config.normalize_results)
+        repeated = old.get("result") == result
+        same = old.get("same", 0) + 1 if repeated else 1
+        if repeated and old.get("touched"):
+            same = old.get("same", 1)  # a call touching its paths ran in between: no evidence
+        record = CallRecord(**{k: v for k, v in old.items() if k in _KEPT})  # type: ignore[typeddict-item]
+        record.update(result=result, same=same,
+                      since=old.get("since", responses) if repeated else responses)
+        if ("result" in old and not repeated) or old.get("touched"):
+            record["moved"] = True
+        if is_empty(message.content):
+            record["empty"] = True
+        if message.status == "error":
+            record["failed"] = True
+        if repeated and old.get("warned"):
+            record["warned"] = True  # one warning per run of identical results
+        moved = moved or ("result" in old and not repeated)
         calls[sig] = record
     if moved:
-        det["changed_at"] = det.get("responses", 0)
+        det["changed_at"] = responses
     det["calls"], det["pending"] = calls, {}
     return det
 
@@ -924,32 +911,6 @@ def _warnings(findings: Sequence[Finding], warned: list[str],
     return out
 
 
-def _mark_warned(det: DetectorState, findings: Sequence[Finding]) -> None:
-    calls = det["calls"]
-    for f in findings:
-        if f.layer == "no_progress" and f.rung == "warn":
-            calls[f.sigs[0]] = CallRecord(**{**calls[f.sigs[0]], "warned": True})  # type: ignore[typeddict-item]
-
-
-def _text_warnings(ai: AIMessage, config: LoopDetection) -> list[LoopWarning]:
-    if "text" not in config.layers or not text_loop(reply_text(ai.content, ai.additional_kwargs)):
-        return []
-    return [LoopWarning("text", "text", text_loop_text(), (), 1)]
-
-
-def _findings(det: DetectorState, calls: Sequence[SignedCall],
-              config: LoopDetection) -> list[Finding]:
-    asked: dict[str, tuple[str, ...]] = {}
-    for c in calls:
-        asked[c.sig] = (*asked.get(c.sig, ()), c.id)
-    on = config.layers
-    return [*(_no_progress(det, asked, config) if "no_progress" in on else []),
-            *(_cycle(det, config) if "cycle" in on else []),
-            *(_repeat(det, asked, config) if "repeat" in on else []),
-            *(_same_reply(det, calls, config) if "same_reply" in on else []),
-            *(_per_tool(det, calls, config) if "per_tool" in on else [])]
-
-
 def _allowed(finding: Finding, allowed: Mapping[str, int] | None) -> bool:
     """Did a human let this loop go on (``continue``) less than a ladder's length ago?"""
     since = (allowed or {}).get(finding.key)
@@ -962,6 +923,8 @@ def observe(
     results: Sequence[ToolMessage],
     config: LoopDetection,
     allowed: Mapping[str, int] | None = None,
+    *,
+    calls: Sequence[SignedCall] | None = None,
 ) -> Observation:
     """Absorb the previous round's results, then run the layers on the new response.
 
@@ -971,6 +934,8 @@ def observe(
         results: the ToolMessages of the round before it.
         config: thresholds, ladders, policies and read-only tools.
         allowed: finding key → its count when a human let that loop go on.
+        calls: the reply's calls as ``sign_calls(ai, config)`` signs them, when the caller
+            has them already.
 
     Returns:
         The new state, the warnings to queue, the calls to block and the stop guard.
@@ -981,17 +946,29 @@ def observe(
         warnings, stop = text_cut(cuts)
         return Observation(state=DetectorState(**{**det, "cuts": cuts}),  # type: ignore[typeddict-item]
                            warnings=warnings, stop=stop)
-    text = _text_warnings(ai, config)
-    calls = sign_calls(ai, config)
+    text = reply_text(ai.content, ai.additional_kwargs) if "text" in config.layers else ""
+    warnings = [LoopWarning("text", "text", text_loop_text(), (), 1)] if text and text_loop(text) else []
+    calls = sign_calls(ai, config) if calls is None else calls
     if not calls:
-        return Observation(state=det, warnings=text)
+        return Observation(state=det, warnings=warnings)
     det = push(det, calls, config)
-    findings = [f for f in _findings(det, calls, config) if not _allowed(f, allowed)]
+    asked: dict[str, tuple[str, ...]] = {}
+    for c in calls:
+        asked[c.sig] = (*asked.get(c.sig, ()), c.id)
+    on = config.layers
+    findings = [f for f in [*(_no_progress(det, asked, config) if "no_progress" in on else []),
+                            *(_cycle(det, config) if "cycle" in on else []),
+                            *(_repeat(det, asked, config) if "repeat" in on else []),
+                            *(_same_reply(det, calls, config) if "same_reply" in on else []),
+                            *(_per_tool(det, calls, config) if "per_tool" in on else [])]
+                if not _allowed(f, allowed)]
     warned = list(det.get("warned") or [])
     acting = [f for f in findings if f.rung != "warn" and _may_act(f, warned)]
-    warnings = [*text, *_warnings(findings, warned, config)]
-    det["calls"] = dict(det["calls"])
-    _mark_warned(det, findings)
+    warnings += _warnings(findings, warned, config)
+    records = det["calls"] = dict(det["calls"])
+    for f in findings:  # one no-progress warning per run of identical results
+        if f.layer == "no_progress" and f.rung == "warn":
+            records[f.sigs[0]] = CallRecord(**{**records[f.sigs[0]], "warned": True})  # type: ignore[typeddict-item]
     det["warned"] = warned
     state = det
     stops = [f for f in acting if f.rung == "stop"]
@@ -1314,12 +1291,6 @@ class Decision:
     hint: str | None = None
     """A human's hint, queued as a notice."""
 
-    @property
-    def acts(self) -> bool:
-        """Is there anything to apply (a stop, a block, a warning or the notice)?"""
-        return (self.guard is not None or bool(self.warnings) or bool(self.blocks)
-                or self.pressure)
-
     def record(self) -> DecisionRecord:
         """The decision as plain values (what ``run["decision"]`` keeps).
 
@@ -1355,9 +1326,10 @@ class Decision:
 
 
 def decide(ai: AIMessage, messages: Sequence[BaseMessage], end: int, state: LoopState,
-           settings: LoopSettings, memo: DetectorMemo) -> Decision:
+           settings: LoopSettings, memo: DetectorMemo) -> Decision | None:
     """The decision on the reply ``ai``: the inner limits, then the loop layers, then whether
-    the budget-pressure notice is due (computed once, where the reply is made).
+    the budget-pressure notice is due (computed once, where the reply is made); None when
+    there is nothing to do (a clean reply).
 
     Args:
         ai: the new reply.
@@ -1376,13 +1348,16 @@ def decide(ai: AIMessage, messages: Sequence[BaseMessage], end: int, state: Loop
     if why is not None:
         return Decision(ai, guard=why)
     detection = settings.loop_detection
+    pressure = settings.budget_pressure is not None and pressure_due(state, settings)
     if detection is None:
-        return Decision(ai, pressure=pressure_due(state, settings))
+        return Decision(ai, pressure=True) if pressure else None
     before = memo.state_before(messages, end, run, detection)
-    obs = observe(before, ai, results_before(messages, end), detection, run.get("loop_allowed"))
+    obs = observe(before, ai, results_before(messages, end), detection, run.get("loop_allowed"),
+                  calls=sign_calls(ai, detection))
     memo.remember(run, ai, detection, obs.state)
     if obs.stop is not None:
         return Decision(ai, guard=obs.stop, finding=obs.finding)
-    return Decision(ai, warnings=tuple(obs.warnings), pressure=pressure_due(state, settings),
-                    blocks=obs.blocks)
+    if not (obs.warnings or obs.blocks or pressure):
+        return None
+    return Decision(ai, warnings=tuple(obs.warnings), pressure=pressure, blocks=obs.blocks)
 

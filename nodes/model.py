@@ -39,7 +39,7 @@ from typing import Any
 
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.tools import BaseTool
 from langgraph.runtime import get_runtime
 
@@ -238,12 +238,7 @@ class Call:
         self.extra = [sent[id(m)] for m in self.extra]
 
 
-def _first_call(state: LoopState) -> bool:
-    """This is the run's first model call."""
-    return state.get("iteration", 1) == 1 and not iteration_info(state).get("model_calls")
-
-
-class ModelNode:
+class ModelNode(Runnable[LoopState, dict[str, Any]]):
     """Call the agent's model (see module docstring)."""
 
     name = "model"
@@ -255,12 +250,14 @@ class ModelNode:
         self.memo = DetectorMemo()
         """The detector states of earlier replies (one memo per compiled graph)."""
 
-    def invoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+    def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
+               **kwargs: Any) -> dict[str, Any]:
         """Sync entry point."""
+        config = ensure_config(config)
         call = self.plan(state)
         if isinstance(call, dict):
             return call
-        chosen = self._filter(call)
+        chosen = None if call.final else call.settings.tool_filter  # all tools when None
         offered = (pick_tools(call_sync(chosen, state, list(call.settings.tools), name="tool_filter"),
                               call.settings.tools) if chosen is not None else None)
         runnable = self._runnable(state, call, offered)
@@ -272,12 +269,14 @@ class ModelNode:
             result = runnable.invoke(call.request, config)
         return self.record(state, call, as_message(result, "model"), offered)
 
-    async def ainvoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+    async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
+                      **kwargs: Any) -> dict[str, Any]:
         """Async entry point."""
+        config = ensure_config(config)
         call = self.plan(state)
         if isinstance(call, dict):
             return call
-        chosen = self._filter(call)
+        chosen = None if call.final else call.settings.tool_filter  # all tools when None
         offered = (pick_tools(await call_async(chosen, state, list(call.settings.tools),
                                                name="tool_filter"), call.settings.tools)
                    if chosen is not None else None)
@@ -297,7 +296,10 @@ class ModelNode:
         update: dict[str, Any] = {}
         stop = state.get("stop_reason")
         pending = state.get("pending_notices") or []
-        timeout = timeout_guard(state, settings) if stop is None else None
+        first = state.get("iteration", 1) == 1 and not iteration_info(state).get("model_calls")
+        limits = settings.limits
+        timeout = (timeout_guard(state, settings)
+                   if stop is None and limits.max_duration_s is not None else None)
         if timeout is not None:  # the time cap, checked between steps
             update = stop_update(run, timeout)
             run, stop = update["run"], timeout["reason"]
@@ -305,13 +307,13 @@ class ModelNode:
             notice = drain(pending, run=str(run.get("id")))
             extra: list[BaseMessage] = [notice] if notice is not None else []
             request = build_request(state, settings, extra)
-            over = budget_guard(state, settings, request)
+            over = budget_guard(state, settings, request) if limits.token_budget is not None else None
             if over is None:
                 return Call(settings, request, run, final=False, drained=bool(pending), extra=extra,
-                            whole=_first_call(state))
+                            whole=first)
             update = stop_update(run, over)
             run, stop = update["run"], over["reason"]
-        if run.get("finalized") or not settings.limits.final_answer:
+        if run.get("finalized") or not limits.final_answer:
             return update
         why: Guard = run.get("guard") or guard("router", stop)
         pending = queue_notice(pending, run=str(run.get("id")), key="stop",
@@ -319,7 +321,7 @@ class ModelNode:
         notice = drain(pending, run=str(run.get("id")))
         final_extra: list[BaseMessage] = [notice] if notice is not None else []
         return Call(settings, build_request(state, settings, final_extra), run, final=True,
-                    drained=True, extra=final_extra, update=update, whole=_first_call(state))
+                    drained=True, extra=final_extra, update=update, whole=first)
 
     @staticmethod
     def _watched(call: Call, runnable: Any, config: RunnableConfig, *, async_api: bool) -> bool:
@@ -328,11 +330,6 @@ class ModelNode:
         detection = call.settings.loop_detection
         return (detection is not None and "text" in detection.layers
                 and streams(runnable, config, async_api=async_api))
-
-    @staticmethod
-    def _filter(call: Call) -> Any:
-        """The tool filter to ask for this call (None: all tools are offered)."""
-        return None if call.final else call.settings.tool_filter
 
     def _runnable(self, state: LoopState, call: Call, offered: Sequence[BaseTool] | None
                   ) -> Runnable[LanguageModelInput, BaseMessage] | dict[str, Any]:
@@ -379,7 +376,7 @@ class ModelNode:
             if "remaining_steps" in state:
                 view["remaining_steps"] = state["remaining_steps"]
             decision = decide(reply, messages, len(messages), view, call.settings, self.memo)
-            if decision.acts:
+            if decision is not None:
                 run = {**run, "decision": dict(decision.record())}
         if run != state.get("run"):
             update["run"] = run

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import get_runtime
 
 from langgraph_loop.core.callbacks import call_async, call_sync
@@ -92,7 +93,7 @@ def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = N
     return update
 
 
-class PrepareNode:
+class PrepareNode(Runnable[LoopState, dict[str, Any]]):
     """Start a run (``start_run``), then tell ``hooks.on_iteration_start``."""
 
     name = "prepare"
@@ -106,7 +107,8 @@ class PrepareNode:
         settings = self.settings.for_runtime(runtime)
         return start_run(state, settings, overrides=overrides), settings
 
-    def invoke(self, state: LoopState) -> dict[str, Any]:
+    def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
+               **kwargs: Any) -> dict[str, Any]:
         """Sync entry point."""
         update, settings = self._start(state)
         if settings.hooks.on_iteration_start is not None:
@@ -115,7 +117,8 @@ class PrepareNode:
         emit(get_runtime(), {"event": "iteration_start", "iteration": 1})
         return update
 
-    async def ainvoke(self, state: LoopState) -> dict[str, Any]:
+    async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
+                      **kwargs: Any) -> dict[str, Any]:
         """Async entry point."""
         update, settings = self._start(state)
         if settings.hooks.on_iteration_start is not None:

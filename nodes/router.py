@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import get_runtime
 
 from langgraph_loop.core import prompts
@@ -305,7 +306,7 @@ class _End:
         return {**self.view, **update, "messages": messages}  # type: ignore[typeddict-item]
 
 
-class RouterNode:
+class RouterNode(Runnable[LoopState, dict[str, Any]]):
     """Record the iteration; continue with a continuation message or end the run."""
 
     name = "router"
@@ -322,7 +323,8 @@ class RouterNode:
             return settings.next_message, (end.view, end.feedback), "next_message"
         return None
 
-    def invoke(self, state: LoopState) -> dict[str, Any]:
+    def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
+               **kwargs: Any) -> dict[str, Any]:
         """Sync entry point."""
         end = _End(state, self.settings.for_runtime(get_runtime()))
         hooks = end.settings.hooks
@@ -346,7 +348,8 @@ class RouterNode:
         emit(get_runtime(), {"event": "iteration_start", "iteration": update["iteration"]})
         return update
 
-    async def ainvoke(self, state: LoopState) -> dict[str, Any]:
+    async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
+                      **kwargs: Any) -> dict[str, Any]:
         """Async entry point."""
         end = _End(state, self.settings.for_runtime(get_runtime()))
         hooks = end.settings.hooks

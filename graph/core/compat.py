@@ -110,40 +110,29 @@ def would_stream(chat: BaseChatModel, handlers: Sequence[Any], kwargs: Mapping[s
     return bool(chat._should_stream(async_api=async_api, run_manager=manager, **kwargs))  # type: ignore[arg-type]
 
 
-def _handlers(callbacks: Any) -> list[Any]:
-    """The handlers of a ``callbacks`` value (a list, a manager, or None)."""
-    if isinstance(callbacks, BaseCallbackManager):
-        return list(callbacks.handlers)
-    return list(callbacks) if isinstance(callbacks, list) else []
+def streams(runnable: Any, config: RunnableConfig, *, async_api: bool) -> bool:
+    """Would LangChain stream this call anyway (so ``stream()`` may replace ``invoke()``)?
 
-
-def _target(runnable: Any) -> tuple[BaseChatModel, dict[str, Any], list[Any]] | None:
-    """The chat model a call streams from first, with the kwargs and handlers bound around it
-    (None: a retry, a configurable model or anything else that keeps ``invoke``)."""
+    It looks through the bindings and fallbacks around the chat model the call streams from
+    first, gathering the kwargs and callback handlers bound there (a retry, a configurable
+    model or anything else keeps ``invoke``, and so does a model that reads an LLM cache).
+    """
     kwargs: dict[str, Any] = {}
-    handlers: list[Any] = []
+    found: list[Any] = [config.get("callbacks")]
     while not isinstance(runnable, BaseChatModel):
         if isinstance(runnable, RunnableWithFallbacks):
             runnable = runnable.runnable
         elif isinstance(runnable, RunnableBinding):  # bind, bind_tools, with_config (not with_retry)
             kwargs = {**runnable.kwargs, **kwargs}  # an outer binding's kwargs win
-            handlers += _handlers(runnable.config.get("callbacks"))
+            found.append(runnable.config.get("callbacks"))
             runnable = runnable.bound
         else:
-            return None
-    return runnable, kwargs, [*handlers, *_handlers(runnable.callbacks)]
-
-
-def _cached(chat: BaseChatModel) -> bool:
-    """Does ``invoke`` read an LLM cache for this model?"""
-    return chat.cache is not False and (isinstance(chat.cache, BaseCache) or get_llm_cache() is not None)
-
-
-def streams(runnable: Any, config: RunnableConfig, *, async_api: bool) -> bool:
-    """Would LangChain stream this call anyway (so ``stream()`` may replace ``invoke()``)?"""
-    found = _target(runnable)
-    if found is None or _cached(found[0]):
+            return False
+    found.append(runnable.callbacks)
+    if runnable.cache is not False and (isinstance(runnable.cache, BaseCache)
+                                        or get_llm_cache() is not None):
         return False
-    chat, kwargs, handlers = found
-    return would_stream(chat, [*_handlers(config.get("callbacks")), *handlers], kwargs,
-                        async_api=async_api)
+    handlers = [h for callbacks in found  # a list, a manager, or None
+                for h in (callbacks.handlers if isinstance(callbacks, BaseCallbackManager)
+                          else callbacks if isinstance(callbacks, list) else ())]
+    return would_stream(runnable, handlers, kwargs, async_api=async_api)

@@ -298,7 +298,8 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         context = kwargs.get("context")
         if context is not None and self.check_context is not None:
             self.check_context(context)
-        kept = (_values(stored).get("run") or {}).get("overrides")
+        values = _values(stored)
+        kept = (values.get("run") or {}).get("overrides")
         resume = input is None or isinstance(input, Command)
         if resume and kept and (context is None or isinstance(context, Mapping)):
             kwargs = {**kwargs, "context": {**(context or {}), **kept}}  # the run's win
@@ -309,7 +310,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
             if problem is not None:
                 raise ValueError(problem)
             if "messages" in input:
-                messages = _values(stored).get("messages") or []
+                messages = values.get("messages") or []
                 given = resolve_removals(messages, _as_list(input["messages"]))
                 input = {**input, "messages": checked_messages(given, messages, saved)}
         return input, kwargs
@@ -326,25 +327,29 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         except ValueError:
             return None
 
-    def _saver(self, input: Any, stored: StateSnapshot | None) -> tuple[Any, list[str]]:
-        """The checkpointer and the stored last AIMessage's unanswered calls, when a new
-        message continues a thread whose last step did not finish (else no calls)."""
-        if not isinstance(input, Mapping) or stored is None or not stored.next:
-            return None, []
+    def _saver(self, stored: StateSnapshot) -> tuple[Any, list[str]]:
+        """The checkpointer and the stored last AIMessage's unanswered calls."""
         _, missing = unanswered_tail(_values(stored).get("messages") or [])
         saver = self.checkpointer
         return (saver, missing) if isinstance(saver, BaseCheckpointSaver) else (None, [])
 
     def _saved(self, input: Any, stored: StateSnapshot | None) -> list[ToolMessage]:
-        saver, missing = self._saver(input, stored)
-        if not missing or stored is None:
+        """The results a crashed step saved for the stored last AIMessage's calls, when a new
+        message continues a thread whose last step did not finish (else none)."""
+        if not isinstance(input, Mapping) or stored is None or not stored.next:
+            return []
+        saver, missing = self._saver(stored)
+        if not missing:
             return []
         saved = saver.get_tuple(stored.config)
         return saved_answers(saved.pending_writes or [] if saved else [], missing)
 
     async def _asaved(self, input: Any, stored: StateSnapshot | None) -> list[ToolMessage]:
-        saver, missing = self._saver(input, stored)
-        if not missing or stored is None:
+        """Async ``_saved``."""
+        if not isinstance(input, Mapping) or stored is None or not stored.next:
+            return []
+        saver, missing = self._saver(stored)
+        if not missing:
             return []
         saved = await saver.aget_tuple(stored.config)
         return saved_answers(saved.pending_writes or [] if saved else [], missing)

@@ -305,11 +305,19 @@ def encodable_text(text: str) -> str:
 
 
 def _has_surrogate(value: Any) -> bool:
-    if isinstance(value, str):
-        return _SURROGATE.search(value) is not None
-    if isinstance(value, dict):
-        return any(_has_surrogate(k) or _has_surrogate(v) for k, v in value.items())
-    return isinstance(value, list | tuple) and any(_has_surrogate(v) for v in value)
+    """Does any string in this JSON-like value (keys included) hold a surrogate?"""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item) is not None:
+                return True
+        elif isinstance(item, dict):
+            stack += item.keys()
+            stack += item.values()
+        elif isinstance(item, list | tuple):
+            stack += item
+    return False
 
 
 def _encodable_value(value: Any) -> Any:

@@ -51,7 +51,6 @@ __all__ = [
     "calls_of_iteration",
     "emit",
     "executed_calls",
-    "last_ai",
     "latest_answer",
     "new_iteration",
     "new_usage",
@@ -293,14 +292,6 @@ def new_iteration(start_id: str | None, *, now: float | None = None) -> Iteratio
     }
 
 
-def last_ai(messages: Sequence[BaseMessage]) -> AIMessage | None:
-    """The most recent AIMessage (scans back from the end)."""
-    for msg in reversed(messages):
-        if isinstance(msg, AIMessage):
-            return msg
-    return None
-
-
 def latest_answer(state: Mapping[str, Any]) -> str:
     """The text of the iteration's answer: the last reply's text, else the structured answer
     (``response_format``: the reply called an output tool) as JSON.
@@ -309,7 +300,8 @@ def latest_answer(state: Mapping[str, Any]) -> str:
         >>> latest_answer({"messages": [AIMessage("")], "structured_response": {"city": "Oslo"}})
         '{"city": "Oslo"}'
     """
-    text = answer_text(last_ai(state.get("messages") or []))
+    last = next((m for m in reversed(state.get("messages") or []) if isinstance(m, AIMessage)), None)
+    text = answer_text(last)
     response = state.get("structured_response")
     if text or response is None:
         return text
@@ -354,10 +346,6 @@ def calls_of_iteration(log: Sequence[CallRecord], iteration: int) -> list[CallRe
     return out
 
 
-def _public(call: CallRecord) -> CallRecord:
-    return {k: v for k, v in call.items() if k not in ("result_hash", "executed")}  # type: ignore[return-value]
-
-
 def build_record(
     *,
     iteration: int,
@@ -375,7 +363,8 @@ def build_record(
     return {
         "iteration": iteration,
         "model_calls": info.get("model_calls", 0),
-        "tool_calls": [_public(c) for c in calls],
+        "tool_calls": [{k: v for k, v in c.items() if k not in ("result_hash", "executed")}  # type: ignore[misc]
+                       for c in calls],
         "usage": dict(info.get("usage") or new_usage()),  # type: ignore[typeddict-item]
         "duration_s": round(end - info.get("started_at", end), 6),
         "feedback": feedback,

@@ -12,8 +12,8 @@ LangGraph's recursion limit is handled with ``RemainingSteps``: a node that sees
 ``remaining`` may still schedule ``remaining - 1`` steps. The loop continues only while
 the steps to finish cleanly (answer pending calls, final answer, router) would still fit
 after the next round, so ``GraphRecursionError`` never escapes. A clean tool round is two
-steps, ``model -> tools``: the loop detector decides on the edge after ``model`` and its
-node runs only when it acts (a warning or a stop).
+steps, ``model -> tools``: the engine decides in ``model`` and the ``loop_detector`` node
+runs only when the decision acts (a warning, a block or a stop).
 
 Example:
     >>> shape = Shape()
@@ -29,7 +29,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from langgraph.graph import END
 
@@ -41,7 +41,10 @@ UNBOUNDED_LIMIT = 10_000
 
 @dataclass(frozen=True)
 class Shape:
-    """Which optional nodes the graph has, and everything that follows from that."""
+    """Which optional nodes the graph has, and everything that follows from that.
+
+    The step counts a run reads on every round are worked out once, when the shape is made.
+    """
 
     judge: bool = False
     approval: bool = False
@@ -49,17 +52,49 @@ class Shape:
     respond: bool = False
     final_answer: bool = True
 
+    entry: str = field(init=False)
+    """The node every model call goes through first."""
+    iteration_end: str = field(init=False)
+    """Where a text reply goes: the judge, or straight to the router."""
+    model_steps: int = field(init=False)
+    """A model call: [compaction] model."""
+    end_steps: int = field(init=False)
+    """A text reply ends the iteration: [judge] router."""
+    respond_steps: int = field(init=False)
+    """Reading a structured answer: [respond]."""
+    answer_steps: int = field(init=False)
+    """Steps after ``loop_detector`` stops the run: the final answer, [respond], router."""
+    finish_steps: int = field(init=False)
+    """Graph steps needed after the model's edge decides, whatever it decides.
+
+    A stop: loop_detector, then the final answer, [respond] and the router (or only the
+    router without a final answer). An iteration end: [loop_detector] (it may queue the
+    budget-pressure notice on a text reply), [respond] [judge] router.
+    """
+    start_steps: int = field(init=False)
+    """Steps a run needs at least: [compaction] model, loop_detector, [judge] router."""
+    _round_needs: tuple[int, int] = field(init=False, repr=False)
+    """Steps a tool round and the finish after it need: (not gated, gated)."""
+
+    def __post_init__(self) -> None:
+        model_steps = 1 + int(self.compaction)
+        end_steps = 1 + int(self.judge)
+        respond_steps = int(self.respond)
+        stop_path = 1 + (model_steps + 1 if self.final_answer else 1)
+        finish = max(stop_path, 1 + end_steps) + respond_steps
+        derived = {
+            "entry": "compaction" if self.compaction else "model",
+            "iteration_end": "judge" if self.judge else "router",
+            "model_steps": model_steps, "end_steps": end_steps, "respond_steps": respond_steps,
+            "answer_steps": model_steps + 1 + respond_steps, "finish_steps": finish,
+            "start_steps": model_steps + 1 + end_steps,
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_round_needs", (self.round_steps(gated=False) + finish,
+                                                  self.round_steps(gated=True) + finish))
+
     # --- nodes and edge targets --------------------------------------------------------------
-    @property
-    def entry(self) -> str:
-        """The node every model call goes through first."""
-        return "compaction" if self.compaction else "model"
-
-    @property
-    def iteration_end(self) -> str:
-        """Where a text reply goes: the judge, or straight to the router."""
-        return "judge" if self.judge else "router"
-
     @property
     def nodes(self) -> list[str]:
         """Every node of the graph, in the order the builder adds them."""
@@ -118,47 +153,11 @@ class Shape:
         return edges
 
     # --- the step budget ---------------------------------------------------------------------
-    @property
-    def model_steps(self) -> int:
-        """A model call: [compaction] model."""
-        return 1 + int(self.compaction)
-
-    @property
-    def end_steps(self) -> int:
-        """A text reply ends the iteration: [judge] router."""
-        return 1 + int(self.judge)
-
-    @property
-    def respond_steps(self) -> int:
-        """Reading a structured answer: [respond]."""
-        return int(self.respond)
-
     def round_steps(self, *, gated: bool) -> int:
         """A tool round after the model's edge: [loop_detector] [respond] [approval] tools,
         [compaction] model (``loop_detector`` runs only when it acts; counted so a round that
         warns fits; ``respond`` when the reply also answers, or its answer did not parse)."""
         return 1 + self.respond_steps + int(gated) + 1 + self.model_steps
-
-    @property
-    def answer_steps(self) -> int:
-        """Steps after ``loop_detector`` stops the run: the final answer, [respond], router."""
-        return self.model_steps + 1 + self.respond_steps
-
-    @property
-    def finish_steps(self) -> int:
-        """Graph steps needed after the model's edge decides, whatever it decides.
-
-        A stop: loop_detector, then the final answer, [respond] and the router (or only the
-        router without a final answer). An iteration end: [loop_detector] (it may queue the
-        budget-pressure notice on a text reply), [respond] [judge] router.
-        """
-        stop_path = 1 + (self.model_steps + 1 if self.final_answer else 1)
-        return max(stop_path, 1 + self.end_steps) + self.respond_steps
-
-    @property
-    def start_steps(self) -> int:
-        """Steps a run needs at least: [compaction] model, loop_detector, [judge] router."""
-        return self.model_steps + 1 + self.end_steps
 
     @staticmethod
     def fits(remaining: int | None, steps: int) -> bool:
@@ -168,7 +167,7 @@ class Shape:
     def can_continue_round(self, remaining: int | None, *, gated: bool) -> bool:
         """On the edge after ``model`` (``remaining`` as ``model`` saw it): may the tools run
         and the model be called again?"""
-        return self.fits(remaining, self.round_steps(gated=gated) + self.finish_steps)
+        return remaining is None or remaining - 1 >= self._round_needs[gated]
 
     def can_start_iteration(self, remaining: int | None) -> bool:
         """At ``router``: may another iteration start?"""
