@@ -1326,7 +1326,8 @@ class Decision:
 
 
 def decide(ai: AIMessage, messages: Sequence[BaseMessage], end: int, state: LoopState,
-           settings: LoopSettings, memo: DetectorMemo) -> Decision | None:
+           memo: DetectorMemo, *, detection: LoopDetection | None,
+           settings: LoopSettings | None = None) -> Decision | None:
     """The decision on the reply ``ai``: the inner limits, then the loop layers, then whether
     the budget-pressure notice is due (computed once, where the reply is made); None when
     there is nothing to do (a clean reply).
@@ -1335,20 +1336,24 @@ def decide(ai: AIMessage, messages: Sequence[BaseMessage], end: int, state: Loop
         ai: the new reply.
         messages: the transcript; ``messages[:end]`` is what came before ``ai``.
         end: where ``ai`` comes in ``messages``.
-        state: the state with the reply recorded: ``run``, ``usage``, ``iteration_info``,
-            ``call_log``, ``remaining_steps`` (what the limits read).
-        settings: the run's settings (overrides applied).
+        state: the state with the reply recorded: ``run`` (its ``id``, ``request_id`` and
+            ``loop_allowed``), and what the limits read: ``usage``, ``iteration_info``,
+            ``call_log``, ``remaining_steps``.
         memo: the detector states of earlier replies (``DetectorMemo``).
+        detection: the loop layers' configuration (None: off).
+        settings: the graph's settings, for its limits and budget (None: the loop layers
+            only, as ``LoopDetectionMiddleware`` decides).
     """
-    gated = settings.approval is not None and needs_approval(ai, settings.approval)
-    has_calls = bool(work_call_ids(ai, settings.output_tools))  # a structured answer is text
     run = state.get("run") or {}
-    why = check_limits(state, settings, has_calls=has_calls, gated=gated) or tool_errors_guard(
-        ai, messages, end, run.get("request_id"), settings.limits.max_tool_errors)
-    if why is not None:
-        return Decision(ai, guard=why)
-    detection = settings.loop_detection
-    pressure = settings.budget_pressure is not None and pressure_due(state, settings)
+    pressure = False
+    if settings is not None:
+        gated = settings.approval is not None and needs_approval(ai, settings.approval)
+        has_calls = bool(work_call_ids(ai, settings.output_tools))  # a structured answer is text
+        why = check_limits(state, settings, has_calls=has_calls, gated=gated) or tool_errors_guard(
+            ai, messages, end, run.get("request_id"), settings.limits.max_tool_errors)
+        if why is not None:
+            return Decision(ai, guard=why)
+        pressure = settings.budget_pressure is not None and pressure_due(state, settings)
     if detection is None:
         return Decision(ai, pressure=True) if pressure else None
     before = memo.state_before(messages, end, run, detection)

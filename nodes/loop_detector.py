@@ -20,17 +20,18 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.compat import checkpointer
+from langgraph_loop.core.config import LoopDetection
 from langgraph_loop.core.messages import BLOCKED_KIND, Notice, call_ids, is_cut, queue_notice, work_call_ids
 from langgraph_loop.core.records import emit
 from langgraph_loop.core.settings import LoopSettings
@@ -47,25 +48,36 @@ from langgraph_loop.nodes.loop_human import (
     question,
 )
 
-__all__ = ["LoopDetector", "apply", "block_answers", "settle", "stop_answers"]
+__all__ = ["LoopDetector", "apply", "block_answers", "locate", "settle", "stop_answers"]
 
 
-def settle(decision: Decision, state: LoopState, settings: LoopSettings) -> Decision:
-    """A loop stop with where the loop began (the text layer's: the run's first cut reply);
-    with ``ask_human``, what a human decides (``interrupt()``; see ``nodes/loop_human.py``)."""
-    finding, why, detection = decision.finding, decision.guard, settings.loop_detection
-    if why is None or detection is None or (finding is None and why.get("layer") != "text"):
+def locate(decision: Decision, messages: Sequence[BaseMessage], request_id: Any) -> Decision:
+    """A loop stop with where the loop began (the text layer's: the run's first cut reply):
+    the reply's message id and the checkpoint before it (``nodes/loop_human.py``)."""
+    finding, why = decision.finding, decision.guard
+    if why is None or (finding is None and why.get("layer") != "text"):
+        return decision
+    since = finding.since if finding is not None else None
+    began = (began_at(messages, request_id, since) if since is not None
+             else first_cut(messages, request_id))
+    began_id = began.id if began is not None else None
+    why = Guard(**{**why, "began": {"response": since, "message_id": began_id},  # type: ignore[typeddict-item]
+                   "checkpoint_id": checkpoint_before(get_config(), began_id)})
+    return replace(decision, guard=why)
+
+
+def settle(decision: Decision, state: LoopState, detection: LoopDetection | None) -> Decision:
+    """A loop stop with where the loop began (``locate``); with ``ask_human``, what a human
+    decides (``interrupt()``; see ``nodes/loop_human.py``)."""
+    if decision.guard is None or detection is None:
         return decision
     messages = state.get("messages") or []
     request = (state.get("run") or {}).get("request_id")
-    since = finding.since if finding is not None else None
-    began = began_at(messages, request, since) if since is not None else first_cut(messages, request)
-    began_id = began.id if began is not None else None
-    config = get_config()
-    why = Guard(**{**why, "began": {"response": since, "message_id": began_id},  # type: ignore[typeddict-item]
-                   "checkpoint_id": checkpoint_before(config, began_id)})
-    if finding is None or not detection.ask_human or checkpointer(config) is None:
-        return replace(decision, guard=why)
+    decision = locate(decision, messages, request)
+    finding, why = decision.finding, decision.guard
+    if (why is None or finding is None or not detection.ask_human
+            or checkpointer(get_config()) is None):
+        return decision
     results = evidence(messages, request, finding, detection)
     action, hint = parse_answer(interrupt(question(why, finding, results)))
     if action == "stop":
@@ -113,7 +125,7 @@ class LoopDetector:
         if record is None or not isinstance(ai, AIMessage):
             return {"run": run} if "decision" in (state.get("run") or {}) else {}
         settings = self.settings.for_runtime(runtime)
-        decision = settle(Decision.of(ai, record), state, settings)
+        decision = settle(Decision.of(ai, record), state, settings.loop_detection)
         update = apply(decision, {**state, "run": run}, settings, runtime)  # type: ignore[typeddict-item]
         update.setdefault("run", run)
         return update

@@ -375,7 +375,8 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
                                "call_log": state.get("call_log") or []}
             if "remaining_steps" in state:
                 view["remaining_steps"] = state["remaining_steps"]
-            decision = decide(reply, messages, len(messages), view, call.settings, self.memo)
+            decision = decide(reply, messages, len(messages), view, self.memo,
+                              detection=call.settings.loop_detection, settings=call.settings)
             if decision is not None:
                 run = {**run, "decision": dict(decision.record())}
         if run != state.get("run"):

@@ -1,0 +1,317 @@
+"""``LoopDetectionMiddleware``: the loop detector of ``create_loop_agent``, for ``create_agent``.
+
+The same engine (``nodes/loop_detection.py``) decides, over the same transcript, with the
+same ``LoopDetection`` configuration, as the graph's model node does: a call repeated without
+progress, a cycle, a runaway same reply, a per-tool cap, a reply whose text loops. Its
+decision climbs the same ladder:
+
+- **warn**: a notice is queued in the thread's state (``loop_notices``) and delivered right
+  before the next model call, after the tool results: one ``HumanMessage`` the model sees and
+  the thread keeps (pairing intact), as in the graph;
+- **block**: the repeated call is answered with an error result instead of running (the
+  answer follows the reply at once; the reply's other calls run as usual);
+- **stop**: every call of the reply is answered with an error result, the model makes one
+  last call with no tool use allowed (the tools stay defined, ``tool_choice`` none where the
+  provider takes it) and the run ends on that answer; ``stop_reason`` (``"loop_detected"``)
+  and the guard (``loop_guard``: the layer, the calls, where the loop began) are in the
+  agent's output state.
+
+With ``LoopDetection(ask_human=True)`` and a checkpointer, a stop asks a person first, with
+the evidence (``interrupt()``: the repeated calls, their last results, the rung, where the
+loop began). The reply is kept and the run goes back to the model node (``jump_to``), which
+asks before any model call, so a resume never calls the model twice for one reply:
+``{"action": "stop"}`` stops as above, ``"continue"`` runs the reply's calls, ``"hint"``
+runs them and gives the model the hint as a notice.
+
+Everything else happens inside the model call (``wrap_model_call``): a clean round costs no
+graph step. The detector's state is derived from the thread's messages since the run's
+request, never kept in process memory (a memo only spares replaying them): a run resumed by
+another agent object, in another process, decides as an uninterrupted one would.
+
+Example:
+    >>> from langchain.agents import create_agent
+    >>> from langchain_core.messages import HumanMessage
+    >>> from langchain_core.tools import tool
+    >>> from langgraph_loop import LoopDetection
+    >>> from langgraph_loop.middleware import LoopDetectionMiddleware
+    >>> from langgraph_loop.scripted import ScriptedChatModel
+    >>> @tool
+    ... def status() -> str:
+    ...     '''The job's status.'''
+    ...     return "pending"
+    >>> model = ScriptedChatModel(default=lambda messages: [("status", {})])
+    >>> agent = create_agent(model, [status], middleware=[LoopDetectionMiddleware()])
+    >>> result = agent.invoke({"messages": [HumanMessage("is it done?")]})
+    >>> result["stop_reason"], result["loop_guard"]["layer"], result["messages"][-1].tool_calls
+    ('loop_detected', 'no_progress', [])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, NotRequired
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    OmitFromInput,
+    PrivateStateAttr,
+)
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langgraph.config import get_config
+from langgraph.types import Command, interrupt
+
+from langgraph_loop.core import prompts
+from langgraph_loop.core.compat import checkpointer
+from langgraph_loop.core.config import LoopDetection
+from langgraph_loop.core.messages import Notice, drain, is_notice, notice_message, queue_notice
+from langgraph_loop.core.records import emit
+from langgraph_loop.core.stop import Guard, StopReason, stop_instruction
+from langgraph_loop.nodes.binding import none_choice
+from langgraph_loop.nodes.loop_detection import Decision, DecisionRecord, DetectorMemo, decide
+from langgraph_loop.nodes.loop_detector import block_answers, locate, stop_answers
+from langgraph_loop.nodes.loop_human import evidence, parse_answer, question
+from langgraph_loop.nodes.model import without_tool_calls
+
+__all__ = ["LoopDetectionMiddleware", "LoopDetectionState"]
+
+Result = ModelResponse[Any] | ExtendedModelResponse[Any]
+
+
+class LoopDetectionState(AgentState[Any]):
+    """The channels ``LoopDetectionMiddleware`` owns (merged into the agent's state)."""
+
+    stop_reason: NotRequired[Annotated[str | None, OmitFromInput]]
+    """``"loop_detected"`` when the detector stopped the run (None otherwise)."""
+    loop_guard: NotRequired[Annotated[Guard | None, OmitFromInput]]
+    """Why it stopped: the layer, the calls and results, where the loop began."""
+    loop_notices: NotRequired[Annotated[list[Notice], PrivateStateAttr]]
+    """The deferred-notice queue: warnings waiting for the next model call."""
+    loop_question: NotRequired[Annotated[DecisionRecord | None, PrivateStateAttr]]
+    """A stop waiting for a person (``ask_human``), about the newest reply."""
+    loop_allowed: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
+    """Loops a person let go on in this run: ``{"run": id, "allowed": {key: count}}``."""
+
+
+@dataclass
+class _Turn:
+    """One model call as the middleware sees it: the request it sends (the queued notice
+    added), that notice, the run (its request message) and what is written besides."""
+
+    request: ModelRequest[Any]
+    notice: HumanMessage | None
+    run: dict[str, Any]
+    update: dict[str, Any]
+
+
+def _run_of(state: Any) -> tuple[dict[str, Any], bool]:
+    """The run a model call belongs to, named by the newest user message that is not a
+    notice, and whether no reply has come since (the run's first call)."""
+    messages: Sequence[BaseMessage] = state.get("messages") or []
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if isinstance(message, HumanMessage) and not is_notice(message):
+            first = not any(isinstance(m, AIMessage) for m in messages[i + 1:])
+            allowed = state.get("loop_allowed") or {}
+            return {"id": message.id, "request_id": message.id,
+                    "loop_allowed": allowed.get("allowed") if allowed.get("run") == message.id
+                    else None}, first
+    return {"id": None, "request_id": None}, True
+
+
+def _response(result: ModelResponse[Any] | AIMessage) -> ModelResponse[Any]:
+    """The handler's result as a ``ModelResponse``."""
+    return result if isinstance(result, ModelResponse) else ModelResponse(result=[result])
+
+
+def _reply_of(response: ModelResponse[Any]) -> AIMessage | None:
+    """The reply among a response's messages (the first AIMessage)."""
+    return next((m for m in response.result if isinstance(m, AIMessage)), None)
+
+
+class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
+    """Detect a looping agent in ``create_agent``: warn, block the repeated call, then stop
+    with a final answer (see the module docstring).
+
+    Args:
+        config: the ``LoopDetection`` settings (default: ``LoopDetection()``, as the
+            graph's), or a dict of its fields.
+
+    Raises:
+        ValueError: ``config`` is neither a ``LoopDetection`` nor a dict of valid fields.
+    """
+
+    state_schema = LoopDetectionState
+
+    def __init__(self, config: LoopDetection | dict[str, Any] | None = None) -> None:
+        super().__init__()
+        if isinstance(config, dict):
+            config = LoopDetection(**config)
+        elif config is None:
+            config = LoopDetection()
+        elif not isinstance(config, LoopDetection):
+            raise ValueError(f"LoopDetectionMiddleware: config must be a LoopDetection (or a dict "
+                             f"of its fields), got {type(config).__name__}")
+        self.config = config
+        self.memo = DetectorMemo()
+        """Detector states of earlier replies (a cache: the state is derived from the thread)."""
+
+    # --- before the call --------------------------------------------------------------------
+    def _turn(self, request: ModelRequest[Any]) -> _Turn:
+        """The request with this run's queued notice delivered (after the tool results)."""
+        state = request.state
+        run, first = _run_of(state)
+        notice = drain(state.get("loop_notices"), run=str(run["id"]))
+        update: dict[str, Any] = {}
+        if notice is not None:
+            request = request.override(messages=[*request.messages, notice])
+            update["loop_notices"] = []
+        if first and state.get("stop_reason") is not None:
+            update.update(stop_reason=None, loop_guard=None)  # a new run on the thread
+        return _Turn(request, notice, run, update)
+
+    # --- after the call ----------------------------------------------------------------------
+    def _decide(self, turn: _Turn, ai: AIMessage | None) -> Decision | None:
+        """The engine's decision on the reply (None: a clean reply)."""
+        if ai is None:
+            return None
+        messages = list(turn.request.state.get("messages") or [])
+        if turn.notice is not None:
+            messages.append(turn.notice)
+        decision = decide(ai, messages, len(messages), {"run": turn.run},  # type: ignore[typeddict-item]
+                          self.memo, detection=self.config)
+        if decision is not None and decision.guard is not None:
+            decision = locate(decision, [*messages, ai], turn.run["request_id"])
+        return decision
+
+    def _asks(self, decision: Decision | None) -> bool:
+        """Does this stop go to a person first?"""
+        return (decision is not None and decision.guard is not None and decision.finding is not None
+                and self.config.ask_human and checkpointer(get_config()) is not None)
+
+    def _applied(self, turn: _Turn, response: ModelResponse[Any], decision: Decision | None) -> Result:
+        """What a call with no stop writes: the notice, the reply, blocks and warnings."""
+        ai = _reply_of(response)
+        result = [*([turn.notice] if turn.notice is not None else []), *response.result]
+        update = dict(turn.update)
+        if decision is not None and ai is not None:
+            runtime = turn.request.runtime
+            if self._asks(decision):
+                update.update(loop_question=decision.record(), jump_to="model")
+            if decision.blocks:
+                result += block_answers(ai, decision.blocks)
+                emit(runtime, {"event": "loop_block", "call_ids": list(decision.blocks),
+                               "texts": list(decision.blocks.values())})
+            queue = update.get("loop_notices", turn.request.state.get("loop_notices")) or []
+            for warning in decision.warnings:
+                queue = queue_notice(queue, run=str(turn.run["id"]), key=f"loop:{warning.key}",
+                                     text=warning.text, source="loop")
+                emit(runtime, {"event": "loop_warning", "layer": warning.layer,
+                               "key": warning.key, "calls": list(warning.calls),
+                               "count": warning.count, "text": warning.text})
+            if decision.warnings:
+                update["loop_notices"] = queue
+        answer = ModelResponse(result=result, structured_response=response.structured_response)
+        return ExtendedModelResponse(answer, Command(update=update)) if update else answer
+
+    # --- a stop ------------------------------------------------------------------------------
+    def _final_request(self, turn: _Turn, ai: AIMessage, why: Guard
+                       ) -> tuple[list[BaseMessage], ModelRequest[Any]]:
+        """The messages a stop writes after the reply (its calls answered, the stop notice),
+        and the last call's request (no tool use where the provider can forbid it)."""
+        notice = notice_message([{"run": str(turn.run["id"]), "key": "stop",
+                                  "text": stop_instruction(why), "source": "stop"}])
+        tail: list[BaseMessage] = [*stop_answers(ai, why), *([notice] if notice else [])]
+        sent = turn.request.messages
+        head = sent if sent and sent[-1] is ai else [*sent, ai]
+        model = turn.request.model
+        choice = none_choice(model) if isinstance(model, BaseChatModel) else None
+        return tail, turn.request.override(messages=[*head, *tail], tool_choice=choice)
+
+    def _stopped(self, turn: _Turn, ai: AIMessage, why: Guard, tail: list[BaseMessage],
+                 final: ModelResponse[Any], *, reply: list[BaseMessage]) -> Result:
+        """What a stop writes: the reply (unless kept already), its answers, the stop notice,
+        the final answer (its tool calls dropped); the stop record."""
+        answer = _reply_of(final)
+        head = [turn.notice] if turn.notice is not None else []
+        result = [*head, *reply, *tail, *([without_tool_calls(answer)] if answer else [])]
+        emit(turn.request.runtime, {"event": "loop_stop", "guard": why})
+        update = {**turn.update, "stop_reason": StopReason.LOOP_DETECTED.value, "loop_guard": why,
+                  "loop_question": None}
+        return ExtendedModelResponse(ModelResponse(result=result), Command(update=update))
+
+    def _answered(self, turn: _Turn) -> tuple[Decision | None, Result | None]:
+        """A stop that waited for a person: ask (``interrupt()``); continue → the reply's calls
+        run (a hint is queued); stop → the decision to carry out. Nothing waiting: (None, None)."""
+        record = turn.request.state.get("loop_question")
+        messages = turn.request.state.get("messages") or []
+        ai = messages[-1] if messages else None
+        if not record or not isinstance(ai, AIMessage):
+            return None, None
+        decision = Decision.of(ai, record)
+        finding, why = decision.finding, decision.guard
+        assert finding is not None and why is not None
+        results = evidence(messages, turn.run["request_id"], finding, self.config)
+        action, hint = parse_answer(interrupt(question(why, finding, results)))
+        if action == "stop":
+            return Decision(ai, guard={**why, "human": {"action": "stop"}}), None  # type: ignore[typeddict-item]
+        allowed = dict(turn.run.get("loop_allowed") or {})
+        allowed[finding.key] = finding.count
+        update = {**turn.update, "loop_question": None, "jump_to": "tools",
+                  "loop_allowed": {"run": turn.run["id"], "allowed": allowed}}
+        if hint is not None:
+            update["loop_notices"] = queue_notice([], run=str(turn.run["id"]), key="loop_hint",
+                                                  text=prompts.LOOP_HINT.format(hint=hint),
+                                                  source="human")
+        return None, ExtendedModelResponse(ModelResponse(result=[]), Command(update=update))
+
+    # --- the hooks ---------------------------------------------------------------------------
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> Result:
+        """Deliver queued notices, call the model, decide on the reply and apply the decision."""
+        turn = self._turn(request)
+        asked, went_on = self._answered(turn)
+        if went_on is not None:
+            return went_on
+        if asked is not None and asked.guard is not None:
+            tail, final = self._final_request(turn, asked.ai, asked.guard)
+            return self._stopped(turn, asked.ai, asked.guard, tail, _response(handler(final)), reply=[])
+        response = _response(handler(turn.request))
+        ai = _reply_of(response)
+        decision = self._decide(turn, ai)
+        if decision is None or decision.guard is None or ai is None or self._asks(decision):
+            return self._applied(turn, response, decision)
+        tail, final = self._final_request(turn, ai, decision.guard)
+        return self._stopped(turn, ai, decision.guard, tail, _response(handler(final)),
+                             reply=response.result)
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> Result:
+        """Async ``wrap_model_call``."""
+        turn = self._turn(request)
+        asked, went_on = self._answered(turn)
+        if went_on is not None:
+            return went_on
+        if asked is not None and asked.guard is not None:
+            tail, final = self._final_request(turn, asked.ai, asked.guard)
+            return self._stopped(turn, asked.ai, asked.guard, tail, _response(await handler(final)),
+                                 reply=[])
+        response = _response(await handler(turn.request))
+        ai = _reply_of(response)
+        decision = self._decide(turn, ai)
+        if decision is None or decision.guard is None or ai is None or self._asks(decision):
+            return self._applied(turn, response, decision)
+        tail, final = self._final_request(turn, ai, decision.guard)
+        return self._stopped(turn, ai, decision.guard, tail, _response(await handler(final)),
+                             reply=response.result)

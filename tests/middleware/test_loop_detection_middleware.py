@@ -1,0 +1,262 @@
+"""``LoopDetectionMiddleware`` in LangChain's ``create_agent``: the warn → block → stop ladder
+as the model sees it, the stop record in the output state, the state from the thread (a
+resume in a new agent object), no extra graph step, and the same decisions as the graph."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.types import Command
+
+from langgraph_loop import LoopDetection, StopReason, create_loop_agent
+from langgraph_loop.core.messages import is_notice
+from langgraph_loop.middleware import LoopDetectionMiddleware
+from langgraph_loop.scripted import ScriptedChatModel
+
+RUNS: Counter[str] = Counter()
+
+
+@tool
+def status(job: str) -> str:
+    """The status of a build job."""
+    RUNS["status"] += 1
+    return f"{job}: pending"
+
+
+@tool
+def note(text: str) -> str:
+    """Write a note (a different result every time)."""
+    RUNS["note"] += 1
+    return f"noted {text} #{RUNS['note']}"
+
+
+def polling(messages: list[BaseMessage]) -> Any:
+    """A model that asks for the same status forever (and answers when told to stop)."""
+    return [("status", {"job": "build"})]
+
+
+def shape(messages: list[BaseMessage]) -> list[tuple[str, str]]:
+    """A request as (type, text) pairs; tool calls as their names and arguments."""
+    out = []
+    for m in messages:
+        if isinstance(m, AIMessage) and m.tool_calls:
+            out.append(("ai", repr([(c["name"], c["args"]) for c in m.tool_calls])))
+        else:
+            out.append((m.type if not is_notice(m) else "notice", str(m.content)))
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _fresh_counts() -> None:
+    RUNS.clear()
+
+
+def _middleware_agent(model: ScriptedChatModel, config: LoopDetection | None = None,
+                      **kwargs: Any) -> Any:
+    return create_agent(model, [status, note], middleware=[LoopDetectionMiddleware(config)],
+                        **kwargs)
+
+
+def test_a_repeated_call_is_warned_then_stopped_with_a_final_answer(
+        scripted: list[ScriptedChatModel]) -> None:
+    model = ScriptedChatModel(default=polling, no_tools_reply="The build is still pending.")
+    scripted.append(model)
+    result = _middleware_agent(model).invoke({"messages": [HumanMessage("is the build done?")]})
+
+    assert result["stop_reason"] == StopReason.LOOP_DETECTED
+    guard = result["loop_guard"]
+    assert guard["layer"] == "no_progress" and guard["calls"] == ['status({"job":"build"})']
+    assert guard["began"]["message_id"] == result["messages"][1].id  # the first status call
+    # three calls ran; the fourth was answered with the stop, then one tools-free answer
+    assert RUNS["status"] == 3
+    assert model.request_tools[-1] == [] and model.request_tools[0] == ["status", "note"]
+    assert len(model.requests) == 5
+    # the warning reached the model once, right after the third result, before the 4th call
+    fourth = shape(model.requests[3])
+    assert [t for t, _ in fourth] == ["human", "ai", "tool", "ai", "tool", "ai", "tool", "notice"]
+    assert "returned the same result the last 2 times" in fourth[-1][1]
+    # the thread: the notice kept where the model saw it, the stop answers, the final answer
+    kinds = [("notice" if is_notice(m) else m.type) for m in result["messages"]]
+    assert kinds == ["human", "ai", "tool", "ai", "tool", "ai", "tool", "notice", "ai", "tool",
+                     "notice", "ai"]
+    stopped = result["messages"][9]
+    assert isinstance(stopped, ToolMessage) and stopped.status == "error"
+    assert result["messages"][-1].content == "The build is still pending."
+    assert result["messages"][-1].tool_calls == []
+
+
+async def test_the_async_agent_decides_the_same(scripted: list[ScriptedChatModel]) -> None:
+    sync_model = ScriptedChatModel(default=polling, no_tools_reply="pending")
+    async_model = ScriptedChatModel(default=polling, no_tools_reply="pending")
+    scripted += [sync_model, async_model]
+    expected = _middleware_agent(sync_model).invoke({"messages": [HumanMessage("done?")]})
+    got = await _middleware_agent(async_model).ainvoke({"messages": [HumanMessage("done?")]})
+    assert [shape(r) for r in async_model.requests] == [shape(r) for r in sync_model.requests]
+    assert got["stop_reason"] == expected["stop_reason"] == StopReason.LOOP_DETECTED
+
+
+def test_an_interleaved_repeat_is_blocked_and_not_run(scripted: list[ScriptedChatModel]) -> None:
+    # status, note, status, note, ...: the same status result each time, other work between
+    turns = iter([[("status", {"job": "build"})], [("note", {"text": "a"})]] * 10)
+    model = ScriptedChatModel(default=lambda messages: next(turns, "giving up"),
+                              no_tools_reply="pending")
+    scripted.append(model)
+    result = _middleware_agent(model).invoke({"messages": [HumanMessage("watch the build")]})
+    blocked = [m for m in result["messages"] if isinstance(m, ToolMessage)
+               and m.status == "error" and "not run" in str(m.content)]
+    assert blocked, "the third identical status result should block the next status call"
+    assert str(blocked[0].content).startswith("Error: not run: status")
+    # a blocked call is answered right after its reply, and never reaches the tool
+    index = result["messages"].index(blocked[0])
+    assert isinstance(result["messages"][index - 1], AIMessage)
+    assert RUNS["status"] == 3
+    # asking for the blocked call again stops the run
+    assert result["stop_reason"] == StopReason.LOOP_DETECTED
+    assert result["loop_guard"]["rung"] == "stop"
+
+
+def test_a_clean_run_costs_no_extra_graph_step(scripted: list[ScriptedChatModel]) -> None:
+    def work(messages: list[BaseMessage]) -> Any:
+        done = sum(isinstance(m, ToolMessage) for m in messages)
+        return [("note", {"text": f"step {done}"})] if done < 5 else "done"
+
+    plain_model, loop_model = ScriptedChatModel(default=work), ScriptedChatModel(default=work)
+    scripted += [plain_model, loop_model]
+    steps = []
+    for agent in (create_agent(plain_model, [note]),
+                  create_agent(loop_model, [note], middleware=[LoopDetectionMiddleware()])):
+        chunks = list(agent.stream({"messages": [HumanMessage("go")]}, stream_mode="updates"))
+        steps.append([next(iter(c)) for c in chunks])
+    assert steps[0] == steps[1] == ["model", "tools"] * 5 + ["model"]
+    assert [shape(r) for r in loop_model.requests] == [shape(r) for r in plain_model.requests]
+
+
+def test_a_new_run_on_the_thread_clears_the_stop(scripted: list[ScriptedChatModel],
+                                                 tmp_path: Path) -> None:
+    answers = iter(["All done."])
+    model = ScriptedChatModel(default=lambda m: next(answers) if "thanks" in str(m[-1].content)
+                              else [("status", {"job": "build"})], no_tools_reply="pending")
+    scripted.append(model)
+    with SqliteSaver.from_conn_string(str(tmp_path / "t.db")) as saver:
+        agent = _middleware_agent(model, checkpointer=saver)
+        config = {"configurable": {"thread_id": "t1"}}
+        assert agent.invoke({"messages": [HumanMessage("done?")]}, config)["stop_reason"] == "loop_detected"
+        again = agent.invoke({"messages": [HumanMessage("thanks")]}, config)
+    assert again["stop_reason"] is None and again["loop_guard"] is None
+    assert again["messages"][-1].content == "All done."
+
+
+def _paused_run(model: ScriptedChatModel, saver: Any) -> Any:
+    """An agent whose every ``note`` call waits for a human (HumanInTheLoopMiddleware)."""
+    return create_agent(model, [status, note], checkpointer=saver, middleware=[
+        LoopDetectionMiddleware(), HumanInTheLoopMiddleware(interrupt_on={"note": True})])
+
+
+def _alternating(messages: list[BaseMessage]) -> Any:
+    """status, status, note (paused for approval), status, status, ..."""
+    calls = sum(isinstance(m, AIMessage) and bool(m.tool_calls) for m in messages)
+    return [("note", {"text": "checked"})] if calls == 2 else [("status", {"job": "build"})]
+
+
+def test_a_run_resumed_by_a_new_agent_stops_after_the_same_calls(
+        scripted: list[ScriptedChatModel], tmp_path: Path) -> None:
+    straight = ScriptedChatModel(default=_alternating, no_tools_reply="pending")
+    first, second = (ScriptedChatModel(default=_alternating, no_tools_reply="pending")
+                     for _ in range(2))
+    scripted += [straight, first, second]
+    with SqliteSaver.from_conn_string(str(tmp_path / "a.db")) as saver:
+        config = {"configurable": {"thread_id": uuid.uuid4().hex}}
+        paused = _paused_run(first, saver).invoke({"messages": [HumanMessage("done?")]}, config)
+        assert "__interrupt__" in paused
+        # another process: a new agent object, a new middleware, the same thread
+        resumed = _paused_run(second, saver).invoke(
+            Command(resume={"decisions": [{"type": "approve"}]}), config)
+        config2 = {"configurable": {"thread_id": uuid.uuid4().hex}}
+        agent = _paused_run(straight, saver)
+        agent.invoke({"messages": [HumanMessage("done?")]}, config2)
+        whole = agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config2)
+    assert resumed["stop_reason"] == whole["stop_reason"] == StopReason.LOOP_DETECTED
+    assert len(first.requests) + len(second.requests) == len(straight.requests)
+    assert [shape(r) for r in second.requests] == [shape(r) for r in straight.requests[3:]]
+    assert resumed["loop_guard"]["count"] == whole["loop_guard"]["count"]
+
+
+async def test_a_queued_warning_survives_a_pause_and_an_async_resume(
+        scripted: list[ScriptedChatModel], tmp_path: Path) -> None:
+    # the warning is queued by the third status reply; the note after it pauses the run
+    def script(messages: list[BaseMessage]) -> Any:
+        calls = sum(isinstance(m, AIMessage) and bool(m.tool_calls) for m in messages)
+        if calls == 3:
+            return [("note", {"text": "checking"})]
+        return "stopping here" if calls > 3 else [("status", {"job": "build"})]
+
+    first, second = ScriptedChatModel(default=script), ScriptedChatModel(default=script)
+    scripted += [first, second]
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "w.db")) as saver:
+        config = {"configurable": {"thread_id": "w"}}
+        await _paused_run(first, saver).ainvoke({"messages": [HumanMessage("done?")]}, config)
+        result = await _paused_run(second, saver).ainvoke(
+            Command(resume={"decisions": [{"type": "approve"}]}), config)
+    notices = [m for m in result["messages"] if is_notice(m)]
+    assert len(notices) == 1 and "status" in str(notices[0].content)
+    # delivered once, after the note's result, to the first model call after the resume
+    assert is_notice(second.requests[0][-1])
+    assert result["stop_reason"] is None
+
+
+def test_a_reply_whose_text_loops_gets_a_notice(scripted: list[ScriptedChatModel]) -> None:
+    chant = "I will check the status again now. " * 20
+    replies = iter([AIMessage(chant, tool_calls=[{"name": "status", "args": {"job": "x"},
+                                                  "id": "c1"}]), "ok, it is pending."])
+    model = ScriptedChatModel(default=lambda m: next(replies))
+    scripted.append(model)
+    _middleware_agent(model).invoke({"messages": [HumanMessage("status?")]})
+    assert is_notice(model.requests[1][-1])
+    assert "repeats the same text" in str(model.requests[1][-1].content)
+
+
+def _same_decisions(script: Any, config: LoopDetection) -> tuple[Any, Any, ScriptedChatModel,
+                                                                     ScriptedChatModel]:
+    graph_model = ScriptedChatModel(default=script(), no_tools_reply="pending")
+    agent_model = ScriptedChatModel(default=script(), no_tools_reply="pending")
+    graph = create_loop_agent(graph_model, [status, note], loop_detection=config)
+    agent = _middleware_agent(agent_model, config)
+    request = {"messages": [HumanMessage("watch the build")]}
+    return graph.invoke(request), agent.invoke(request), graph_model, agent_model
+
+
+@pytest.mark.parametrize("config", [LoopDetection(), LoopDetection(warn_after=2, stop_after=4),
+                                    LoopDetection(layers=("repeat", "cycle"))])
+def test_the_middleware_decides_as_the_graph(scripted: list[ScriptedChatModel],
+                                             config: LoopDetection) -> None:
+    def script() -> Any:
+        turns = iter([[("status", {"job": "build"})], [("note", {"text": "a"})],
+                      [("status", {"job": "build"})], [("status", {"job": "test"})]] * 8)
+        return lambda messages: next(turns, "done")
+
+    graph_out, agent_out, graph_model, agent_model = _same_decisions(script, config)
+    scripted += [graph_model, agent_model]
+    assert [shape(r) for r in agent_model.requests] == [shape(r) for r in graph_model.requests]
+    assert agent_out["stop_reason"] == graph_out["stop_reason"]
+    graph_guard, agent_guard = graph_out["iterations"][-1]["guard"], agent_out["loop_guard"]
+    for key in ("layer", "calls", "count", "threshold", "rung"):
+        assert agent_guard[key] == graph_guard[key]
+
+
+def test_a_bad_configuration_is_refused() -> None:
+    with pytest.raises(ValueError, match="ask_human"):
+        LoopDetectionMiddleware(LoopDetection(ask_human=True))
+    with pytest.raises(ValueError, match="must be a LoopDetection"):
+        LoopDetectionMiddleware("strict")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="stop_after"):
+        LoopDetectionMiddleware({"warn_after": 5, "stop_after": 3})
