@@ -17,6 +17,9 @@ interrupt, a failing ``on_tool_call`` hook) does not run finished calls again, a
 interrupts of several calls surface together. A single call runs inline unless an
 ``on_tool_call`` hook could fail the step after it ran. Tasks show in
 ``stream_mode="updates"`` as they finish: ``{"tool_call": {"message", "duration_s"}}``.
+Tasks rather than one ``Send`` per call (as ``create_agent`` does): the calls of a reply are
+planned, answered in call order and counted together in this one step, so a clean round
+stays two steps, and a saved batch costs about what the same ``Send``s would.
 
 Example:
     >>> plan_calls([{"name": "a", "args": {}, "id": "1"}, {"name": "zz", "args": {}, "id": "2"}],
