@@ -1,7 +1,7 @@
 """The ``approval`` node: a decision for every gated call before any call of the message runs.
 
 When the model's reply asks for a tool listed in ``Approval.tools``, this node builds
-one request in the shape of LangChain's human-in-the-loop middleware::
+one request, LangChain's human-in-the-loop ``HITLRequest``::
 
     {"action_requests": [{"name", "args", "description"}, ...],   # one per gated call
      "review_configs": [{"action_name", "allowed_decisions"}, ...]}  # one per gated tool
@@ -9,8 +9,9 @@ one request in the shape of LangChain's human-in-the-loop middleware::
 and gets one decision per gated call, in order: from ``Approval.resolver`` (at most
 ``max_auto_rounds`` gated messages per run) or from a human through LangGraph's
 ``interrupt()``; the run resumes with ``Command(resume={"decisions": [...]})``.
-Decisions: ``{"type": "approve"}``, ``{"type": "edit", "edited_action": {"name",
-"args"}}`` (same tool, or an ungated known tool), ``{"type": "reject", "message": ...}``.
+Decisions are LangChain's ``ApproveDecision`` ``{"type": "approve"}``, ``EditDecision``
+``{"type": "edit", "edited_action": {"name", "args"}}`` (same tool, or an ungated known
+tool) and ``RejectDecision`` ``{"type": "reject", "message": ...}`` (not ``respond``).
 
 The answer is validated inside ``interrupt()`` (its ``response_schema``): a malformed
 resume is a ``ValueError`` and the thread stays paused. The decisions go to
@@ -31,13 +32,23 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
+from langchain.agents.middleware.human_in_the_loop import (
+    ActionRequest,
+    ApproveDecision,
+    DecisionType,
+    EditDecision,
+    HITLRequest,
+    RejectDecision,
+    ReviewConfig,
+)
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import get_runtime
 from langgraph.types import interrupt
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, Discriminator, Field, TypeAdapter, ValidationError
+from typing_extensions import TypedDict
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import call_async, call_sync
@@ -52,6 +63,7 @@ __all__ = [
     "DECISION_TYPES",
     "ApprovalNode",
     "ApprovalResponse",
+    "Decision",
     "Reviewed",
     "apply_review",
     "approval_request",
@@ -61,67 +73,31 @@ __all__ = [
     "mark_edited",
     "needs_approval",
     "reject_text",
-    "response_model",
+    "response_schema",
 ]
 
-DECISION_TYPES = ("approve", "edit", "reject")
+DECISION_TYPES: tuple[DecisionType, ...] = ("approve", "edit", "reject")
+
+Decision = Annotated[ApproveDecision | EditDecision | RejectDecision, Discriminator("type")]
+"""One reviewer decision: LangChain's HITL decision types this loop accepts (not ``respond``)."""
 
 
-class _Decision(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class ApproveDecision(_Decision):
-    """Run the call as the model asked."""
-
-    type: Literal["approve"]
-
-
-class EditedAction(_Decision):
-    """The call a reviewer wants to run instead."""
-
-    name: str
-    args: dict[str, Any] = Field(default_factory=dict)
-
-
-class EditDecision(_Decision):
-    """Run the reviewer's version of the call."""
-
-    type: Literal["edit"]
-    edited_action: EditedAction
-
-
-class RejectDecision(_Decision):
-    """Do not run the call; the message goes to the model."""
-
-    type: Literal["reject"]
-    message: str | None = None
-
-
-Decision = Annotated[ApproveDecision | EditDecision | RejectDecision, Field(discriminator="type")]
-
-
-class ApprovalResponse(BaseModel):
-    """The resume value: ``{"decisions": [...]}``, one decision per gated call."""
-
-    model_config = ConfigDict(extra="ignore", title="ApprovalResponse")
+class ApprovalResponse(TypedDict):
+    """The resume value: ``{"decisions": [...]}``, one decision per gated call (LangChain's
+    ``HITLResponse`` with the decisions above)."""
 
     decisions: list[Decision]
 
-    def as_dicts(self) -> list[dict[str, Any]]:
-        """The decisions as plain dicts (what is stored in state)."""
-        return [d.model_dump(exclude_none=True) for d in self.decisions]
 
-
-def approval_request(calls: Sequence[Mapping[str, Any]], description: str) -> dict[str, Any]:
-    """The interrupt value for the gated calls (LangChain's HITL request shape)."""
-    actions = [{"name": c["name"], "args": copy.deepcopy(dict(c.get("args") or {})),
-                "description": f"{description}\n\nTool: {c['name']}\nArgs: "
-                               f"{json.dumps(c.get('args') or {}, default=str)}"}
+def approval_request(calls: Sequence[Mapping[str, Any]], description: str) -> HITLRequest:
+    """The interrupt value for the gated calls (LangChain's ``HITLRequest``)."""
+    actions = [ActionRequest(name=c["name"], args=copy.deepcopy(dict(c.get("args") or {})),
+                             description=f"{description}\n\nTool: {c['name']}\nArgs: "
+                                         f"{json.dumps(c.get('args') or {}, default=str)}")
                for c in calls]
     names = list(dict.fromkeys(str(c["name"]) for c in calls))
-    configs = [{"action_name": n, "allowed_decisions": list(DECISION_TYPES)} for n in names]
-    return {"action_requests": actions, "review_configs": configs}
+    configs = [ReviewConfig(action_name=n, allowed_decisions=list(DECISION_TYPES)) for n in names]
+    return HITLRequest(action_requests=actions, review_configs=configs)
 
 
 def check_decisions(
@@ -170,20 +146,17 @@ keep the tool or switch to an ungated one
     return out
 
 
-def response_model(
+def response_schema(
     calls: Sequence[Mapping[str, Any]], *, gated: Collection[str], known: Collection[str]
-) -> type[ApprovalResponse]:
-    """The resume schema for these calls: shape and meaning checked by pydantic."""
+) -> Any:
+    """The resume schema for these calls: ``ApprovalResponse``, its meaning checked by
+    ``check_decisions`` (pydantic validates both, inside ``interrupt()`` too)."""
 
-    class Response(ApprovalResponse):
-        model_config = ConfigDict(title="ApprovalResponse")
+    def matches_calls(response: ApprovalResponse) -> ApprovalResponse:
+        check_decisions(calls, response["decisions"], gated=gated, known=known)
+        return response
 
-        @model_validator(mode="after")
-        def _matches_calls(self) -> Response:
-            check_decisions(calls, self.as_dicts(), gated=gated, known=known)
-            return self
-
-    return Response
+    return Annotated[ApprovalResponse, AfterValidator(matches_calls)]
 
 
 def auto_allowed(run: Mapping[str, Any], max_auto_rounds: int) -> bool:
@@ -309,7 +282,7 @@ class ApprovalNode:
         auto = (approval.resolver is not None and auto_allowed(run, approval.max_auto_rounds)
                 and not resuming(config))
         return _Gate(ai, calls, run, approval, auto,
-                     response_model(calls, gated=gated, known={t.name for t in settings.tools}))
+                     response_schema(calls, gated=gated, known={t.name for t in settings.tools}))
 
     def invoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         """Sync entry point."""
@@ -336,7 +309,7 @@ class _Gate:
     """The gated calls of one reply, and the decisions once they are known."""
 
     def __init__(self, ai: AIMessage, calls: list[dict[str, Any]], run: dict[str, Any],
-                 approval: Approval, auto: bool, schema: type[ApprovalResponse]) -> None:
+                 approval: Approval, auto: bool, schema: Any) -> None:
         self.ai, self.calls, self.run, self.approval, self.auto = ai, calls, run, approval, auto
         self.schema = schema
         self.request = approval_request(calls, approval.description)
@@ -346,19 +319,19 @@ class _Gate:
     def decide(self, answer: Any) -> dict[str, Any]:
         """The update with the decisions: the resolver's ``answer``, or a human's."""
         update: dict[str, Any] = {}
-        response: ApprovalResponse | None = None
-        if answer is not None:
+        if answer is None:
+            response: ApprovalResponse = interrupt(self.request, response_schema=self.schema)
+            decisions = [dict(d) for d in response["decisions"]]
+        else:
             try:
-                response = self.schema.model_validate(answer)
+                response = TypeAdapter(self.schema).validate_python(answer)
             except ValidationError as exc:
                 raise ValueError(f"approval.resolver returned an invalid answer: {exc}") from exc
+            decisions = [dict(d) for d in response["decisions"]]
             self.run["auto_rounds"] = int(self.run.get("auto_rounds") or 0) + 1
             update["run"] = self.run
-            emit(get_runtime(), {"event": "approval_auto", "decisions": response.as_dicts(),
+            emit(get_runtime(), {"event": "approval_auto", "decisions": decisions,
                                  "auto_rounds": self.run["auto_rounds"]})
-        if response is None:
-            response = interrupt(self.request, response_schema=self.schema)
-        decisions = response.as_dicts()
         update["review"] = {"message_id": self.ai.id,
                             "decisions": {str(c["id"]): d
                                           for c, d in zip(self.calls, decisions, strict=True)}}

@@ -3,11 +3,13 @@
 Tool features behave as under ``ToolNode`` (so as in ``create_agent``): injected state, store,
 call id, ``ToolRuntime``; ``Command`` returns; artifacts; async-only tools; ``interrupt()``;
 ``handle_tool_errors``. Before: refused calls (unknown, filtered out, beyond ``max_tool_calls``,
-rejected) never reach ``ToolNode`` and get an error ToolMessage; tools get their own copy of
-their args. After: one ToolMessage per call, in call order, then the extra messages tools
-added; output cut to ``max_tool_output_chars``; tools cannot write loop-owned keys; the call
-log and counters are updated; the run stops at the tool-call cap, and ends on the results
-when every executed tool has ``return_direct=True`` (``completed``).
+rejected) never reach ``ToolNode`` and get an error ToolMessage. Each call that runs goes to
+``ToolNode`` alone (its ``Send`` input: the call and the loop's state), all of them at once;
+``ToolNode``'s ``wrap_tool_call`` gives the tool its own copy of its args, cuts its answer to
+``max_tool_output_chars`` and times it. After: one ToolMessage per call, in call order, then
+the extra messages tools added; tools cannot write loop-owned keys; the call records, the
+call log and counters are updated; the run stops at the tool-call cap, and ends on the
+results when every executed tool has ``return_direct=True`` (``completed``).
 
 Durability: with a checkpointer (and ``durability`` other than ``"exit"``) a batch's calls
 run as LangGraph tasks, one per call, saved as each finishes: a step run again (crash,
@@ -15,6 +17,9 @@ interrupt, a failing ``on_tool_call`` hook) does not run finished calls again, a
 interrupts of several calls surface together. A single call runs inline unless an
 ``on_tool_call`` hook could fail the step after it ran. Tasks show in
 ``stream_mode="updates"`` as they finish: ``{"tool_call": {"message", "duration_s"}}``.
+Tasks rather than one ``Send`` per call (as ``create_agent`` does): the calls of a reply are
+planned, answered in call order and counted together in this one step, so a clean round
+stays two steps, and a saved batch costs about what the same ``Send``s would.
 
 Example:
     >>> plan_calls([{"name": "a", "args": {}, "id": "1"}, {"name": "zz", "args": {}, "id": "2"}],
@@ -101,7 +106,12 @@ def _error_message(call: Mapping[str, Any], text: str) -> ToolMessage:
     return ToolMessage(text, tool_call_id=str(call.get("id")), name=call.get("name"), status="error")
 
 
+# --- one call -------------------------------------------------------------------------------
+
 _FLAT = (str, int, float, bool, type(None))
+_SECONDS = "duration_s"
+"""Where ``wrap_tool_call`` leaves a call's duration: its answer's ``response_metadata``
+(taken off again by ``outcome_of``, so no stored message keeps it)."""
 
 
 def _own_args(request: ToolCallRequest) -> ToolCallRequest:
@@ -112,49 +122,47 @@ def _own_args(request: ToolCallRequest) -> ToolCallRequest:
                                        "args": dict(args) if flat else copy.deepcopy(args)})
 
 
-def _deep_copied(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
-    """``wrap_tool_call``: the tool gets its own copy of its args."""
-    return execute(_own_args(request))
-
-
-async def _adeep_copied(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
-    """``awrap_tool_call``: as ``_deep_copied``."""
-    return await execute(_own_args(request))
+def _answer(output: Any, call_id: str) -> ToolMessage | None:
+    """The ToolMessage answering ``call_id`` in a tool's output (None: not answered here)."""
+    if isinstance(output, ToolMessage):  # the usual case
+        return output if output.tool_call_id == call_id else None
+    for item in output if isinstance(output, list) else [output]:
+        update = item if not isinstance(item, Command) else (
+            item.update if item.graph != Command.PARENT else None)  # a parent's are the parent's
+        messages = [update] if isinstance(update, ToolMessage) else (
+            update.get("messages") or [] if isinstance(update, Mapping) else [])
+        for message in messages:
+            if isinstance(message, ToolMessage) and message.tool_call_id == call_id:
+                return message
+    return None
 
 
 # --- running calls ---------------------------------------------------------------------------
 
-def _payload(call: Mapping[str, Any], state: LoopState) -> dict[str, Any]:
-    """One call for ``ToolNode``, with the state its tools see (``InjectedState``)."""
-    return {"__type": "tool_call_with_context", "tool_call": {**call, "type": "tool_call"},
-            "state": state}
-
-
-def _result(output: Any, started: float) -> dict[str, Any]:
-    """A call's result as the task saves (and ``stream_mode="updates"`` shows) it:
+def _saved(output: Any, call_id: str) -> dict[str, Any]:
+    """A call's result as its task saves (and ``stream_mode="updates"`` shows) it:
     ``{"message": <its ToolMessage, or ToolNode's output with commands>, "duration_s"}``."""
+    answer = _answer(output, call_id)
+    seconds = answer.response_metadata.pop(_SECONDS, 0.0) if answer is not None else 0.0
     messages = output.get("messages") if isinstance(output, dict) else None
     single = messages[0] if isinstance(messages, list) and len(messages) == 1 else None
-    return {"message": single if isinstance(single, ToolMessage) else output,
-            "duration_s": round(time.perf_counter() - started, 6)}
+    return {"message": single if isinstance(single, ToolMessage) else output, "duration_s": seconds}
 
 
-def _timed_call(node: ToolNode, payload: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-    started = time.perf_counter()
-    return _result(node.invoke(payload, config), started)
+def _call_task(node: ToolNode, payload: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    return _saved(node.invoke(payload, config), payload["tool_call"]["id"])
 
 
-async def _atimed_call(node: ToolNode, payload: dict[str, Any],
-                       config: RunnableConfig) -> dict[str, Any]:
-    started = time.perf_counter()
-    return _result(await node.ainvoke(payload, config), started)
+async def _acall_task(node: ToolNode, payload: dict[str, Any],
+                      config: RunnableConfig) -> dict[str, Any]:
+    return _saved(await node.ainvoke(payload, config), payload["tool_call"]["id"])
 
 
 # One task name for both modes (it is part of the task id): a thread paused or crashed under
 # ``invoke`` may resume under ``ainvoke``.
 _as_task: Any = task(name="tool_call")
-_saved_call: Any = _as_task(_timed_call)
-_asaved_call: Any = _as_task(_atimed_call)
+_saved_call: Any = _as_task(_call_task)
+_asaved_call: Any = _as_task(_acall_task)
 
 
 def _settled(results: Sequence[Any]) -> list[Any]:
@@ -171,29 +179,36 @@ def _settled(results: Sequence[Any]) -> list[Any]:
     return list(results)
 
 
+Result = tuple[Any, float]
+"""A call's output and its duration, when it was saved (else its answer carries it)."""
+
+
 def _run_sync(node: ToolNode, payloads: Sequence[dict[str, Any]], config: RunnableConfig,
-              saved: bool) -> list[dict[str, Any]]:
+              saved: bool) -> list[Result]:
     if saved:
         futures = [_saved_call(node, p) for p in payloads]  # scheduled in order: stable task ids
         concurrent.futures.wait(futures)
-        return _settled([f.exception() or f.result() for f in futures])
+        return [(r["message"], r["duration_s"])
+                for r in _settled([f.exception() or f.result() for f in futures])]
     if len(payloads) <= 1:
-        return [_timed_call(node, p, config) for p in payloads]
+        return [(node.invoke(p, config), 0.0) for p in payloads]
     with ContextThreadPoolExecutor(max_workers=min(len(payloads), 16)) as pool:
-        running = [pool.submit(_timed_call, node, p, config) for p in payloads]
+        running = [pool.submit(node.invoke, p, config) for p in payloads]
         concurrent.futures.wait(running)
-        return _settled([f.exception() or f.result() for f in running])
+        return [(r, 0.0) for r in _settled([f.exception() or f.result() for f in running])]
 
 
 async def _run_async(node: ToolNode, payloads: Sequence[dict[str, Any]], config: RunnableConfig,
-                     saved: bool) -> list[dict[str, Any]]:
+                     saved: bool) -> list[Result]:
     if saved:
-        return _settled(await asyncio.gather(*(_asaved_call(node, p) for p in payloads),
-                                             return_exceptions=True))
+        results = await asyncio.gather(*(_asaved_call(node, p) for p in payloads),
+                                       return_exceptions=True)
+        return [(r["message"], r["duration_s"]) for r in _settled(results)]
     if len(payloads) == 1:
-        return [await _atimed_call(node, payloads[0], config)]
-    return _settled(await asyncio.gather(*(_atimed_call(node, p, config) for p in payloads),
-                                         return_exceptions=True))
+        return [(await node.ainvoke(payloads[0], config), 0.0)]
+    outputs = await asyncio.gather(*(node.ainvoke(p, config) for p in payloads),
+                                   return_exceptions=True)
+    return [(r, 0.0) for r in _settled(outputs)]
 
 
 # --- what a call produced --------------------------------------------------------------------
@@ -209,35 +224,37 @@ class Outcome:
     duration_s: float = 0.0
 
 
-def outcome_of(call: Mapping[str, Any], output: Any, duration: float) -> Outcome:
+def outcome_of(call: Mapping[str, Any], output: Any, duration: float = 0.0) -> Outcome:
     """Split ``ToolNode``'s output for one call: its answer, extra messages, state updates
-    (loop-owned keys dropped), and commands that leave the node (``goto``, ``PARENT``)."""
-    if isinstance(output, ToolMessage):
-        output = {"messages": [output]}
-    items = output if isinstance(output, list) else [output]
-    answers: list[ToolMessage] = []
-    out = Outcome(message=_error_message(call, prompts.NO_ANSWER), duration_s=duration)
-    for item in items:
+    (loop-owned keys dropped), commands that leave the node (``goto``, ``PARENT``), and its
+    duration (stamped on the answer by ``wrap_tool_call``; else ``duration``)."""
+    answer: ToolMessage | None = None
+    extra: list[BaseMessage] = []
+    updates: list[dict[str, Any]] = []
+    commands: list[Command[Any]] = []
+    for item in output if isinstance(output, list) else [output]:
         if isinstance(item, Command) and item.graph == Command.PARENT:
-            out.commands.append(item)
+            commands.append(item)
             continue
-        update = item.update if isinstance(item, Command) else item
         if isinstance(item, Command) and item.goto:
-            out.commands.append(Command(goto=item.goto))
+            commands.append(Command(goto=item.goto))
+        update = item.update if isinstance(item, Command) else (
+            {"messages": [item]} if isinstance(item, ToolMessage) else item)
         if not isinstance(update, Mapping):
             continue
         for message in update.get("messages") or []:
-            is_answer = isinstance(message, ToolMessage) and message.tool_call_id == call["id"]
-            (answers if is_answer else out.extra).append(message)
+            if not isinstance(message, ToolMessage):
+                extra.append(message)
+            elif answer is None and message.tool_call_id == call["id"]:
+                answer = message  # any other ToolMessage would be orphaned: dropped
         rest = {k: v for k, v in update.items() if k != "messages" and k not in LOOP_KEYS}
         if rest:
-            out.updates.append(rest)
-    if answers:
-        out.message = answers[0]
-    elif out.commands and any(c.graph == Command.PARENT for c in out.commands):
-        out.message = ToolMessage("", tool_call_id=str(call["id"]))  # answered in the parent
-    out.extra = [m for m in out.extra if not isinstance(m, ToolMessage)]  # nothing orphaned
-    return out
+            updates.append(rest)
+    if answer is None and any(c.graph == Command.PARENT for c in commands):
+        answer = ToolMessage("", tool_call_id=str(call["id"]))  # answered in the parent
+    message = answer or _error_message(call, prompts.NO_ANSWER)
+    return Outcome(message, extra, updates, commands,
+                   message.response_metadata.pop(_SECONDS, duration))
 
 
 # --- the node --------------------------------------------------------------------------------
@@ -268,7 +285,8 @@ class _Batch:
                                 allowance=allowance, rejected=self.reviewed.refusals)
         self.runnable = [c for c, (action, _) in zip(self.calls, self.plans, strict=True)
                          if action == "run"]
-        self.payloads = [_payload(c, state) for c in self.runnable]
+        self.payloads = [{"__type": "tool_call_with_context", "tool_call": {**c, "type": "tool_call"},
+                          "state": state} for c in self.runnable]  # ToolNode's one-call input
         per_call = len(self.runnable) > 1 or settings.hooks.on_tool_call is not None
         self.saved = bool(self.runnable) and per_call and durable(config)
 
@@ -281,17 +299,39 @@ class ToolsNode:
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
         self.by_name = {t.name: t for t in settings.tools}
+        self.known = set(self.by_name)
         errors = settings.handle_tool_errors
         self.node = ToolNode(list(settings.tools),
                              handle_tool_errors=tool_error_text if errors is None else errors,
-                             wrap_tool_call=_deep_copied, awrap_tool_call=_adeep_copied)
+                             wrap_tool_call=self._per_call, awrap_tool_call=self._aper_call)
 
-    def _batch(self, state: LoopState, config: RunnableConfig) -> _Batch:
-        return _Batch(state, self.settings.for_runtime(get_runtime()), set(self.by_name), config)
+    # ToolNode runs each call through ``wrap_tool_call``: the per-call work is done there.
+
+    def _per_call(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
+        """``wrap_tool_call``: the tool runs on its own copy of its args; its answer is capped
+        and timed."""
+        started = time.perf_counter()
+        return self._capped(request, execute(_own_args(request)), started)
+
+    async def _aper_call(self, request: ToolCallRequest,
+                         execute: Callable[[ToolCallRequest], Any]) -> Any:
+        """``awrap_tool_call``: as ``_per_call``."""
+        started = time.perf_counter()
+        return self._capped(request, await execute(_own_args(request)), started)
+
+    def _capped(self, request: ToolCallRequest, output: Any, started: float) -> Any:
+        """The tool's output, its answer cut to ``max_tool_output_chars`` and stamped with the
+        call's duration (``response_metadata``, until ``outcome_of`` takes it off)."""
+        answer = _answer(output, str(request.tool_call["id"]))
+        if answer is not None:
+            limit = self.settings.for_runtime(get_runtime()).limits.max_tool_output_chars
+            answer.content = cap_output(answer.content, limit)
+            answer.response_metadata[_SECONDS] = round(time.perf_counter() - started, 6)
+        return output
 
     def invoke(self, state: LoopState, config: RunnableConfig) -> Any:
         """Sync entry point."""
-        batch = self._batch(state, config)
+        batch = _Batch(state, self.settings.for_runtime(get_runtime()), self.known, config)
         if batch.empty:
             return {}
         results = _run_sync(self.node, batch.payloads, config, batch.saved)
@@ -305,7 +345,7 @@ class ToolsNode:
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig) -> Any:
         """Async entry point."""
-        batch = self._batch(state, config)
+        batch = _Batch(state, self.settings.for_runtime(get_runtime()), self.known, config)
         if batch.empty:
             return {}
         results = await _run_async(self.node, batch.payloads, config, batch.saved)
@@ -317,18 +357,43 @@ class ToolsNode:
             emit(get_runtime(), {"event": "tool_call", **record})
         return update
 
-    def _finish(self, batch: _Batch, results: Sequence[Mapping[str, Any]]
-                ) -> tuple[Any, list[CallRecord]]:
-        """The update (a dict, or a list of commands when tools returned some) and the records."""
-        done = {c["id"]: outcome_of(c, r["message"], r["duration_s"])
-                for c, r in zip(batch.runnable, results, strict=True)}
-        messages, extra, records, logged = _answers(batch, done)
-        extra = resolve_removals(batch.state.get("messages") or [], extra)
+    def _finish(self, batch: _Batch, results: Sequence[Result]) -> tuple[Any, list[CallRecord]]:
+        """The update (a dict, or a list of commands when tools returned some) and the call
+        records: one answer per call in call order (refusals included), then the extra
+        messages tools added."""
+        done = {c["id"]: outcome_of(c, *r) for c, r in zip(batch.runnable, results, strict=True)}
+        iteration, executed = batch.state.get("iteration", 1), batch.executed + len(batch.runnable)
+        limit = batch.settings.limits.max_tool_output_chars
+        messages: list[BaseMessage] = []
+        extra: list[BaseMessage] = []
+        records: list[CallRecord] = []
+        logged: list[dict[str, Any]] = []
+        for call, (action, error) in zip(batch.calls, batch.plans, strict=True):
+            outcome = done.get(call["id"]) or Outcome(
+                _error_message(call, cap_output(str(error), limit)))  # refused: never ran
+            message = outcome.message
+            messages.append(message)
+            extra.extend(outcome.extra)
+            status = {"run": message.status, "reject": "rejected"}.get(action, "refused")
+            record: CallRecord = {"name": call["name"], "args": dict(call.get("args") or {}),
+                                  "status": status, "duration_s": outcome.duration_s,
+                                  "iteration": iteration}
+            records.append(record)
+            logged.append({**record, "result_hash": content_hash(message.content),
+                           "executed": executed})
+        if batch.invalid:
+            _answer_invalid(batch.invalid, messages, logged, iteration, executed)
+        if batch.reviewed.edited:
+            mark_edited(messages, batch.reviewed)
+        extra = resolve_removals(batch.state.get("messages") or [], extra) if extra else extra
         update: dict[str, Any] = {"messages": [*messages, *extra], "call_log": logged}
-        update.update(self._counted(batch, batch.executed + len(batch.runnable)))
+        update.update(self._counted(batch, executed))
         if batch.state.get("review") is not None:
             update["review"] = None  # consumed
-        return _as_output(update, list(done.values())), records
+        outcomes = list(done.values())
+        if any(o.updates or o.commands for o in outcomes):
+            return _as_output(update, outcomes), records
+        return update, records
 
     def _counted(self, batch: _Batch, total: int) -> dict[str, Any]:
         """The stop the run's ``total`` tool executions lead to (the cap, or ``return_direct``)."""
@@ -347,38 +412,16 @@ class ToolsNode:
         return unchanged
 
 
-def _answers(batch: _Batch, done: Mapping[str, Outcome]
-             ) -> tuple[list[BaseMessage], list[BaseMessage], list[CallRecord], list[dict[str, Any]]]:
-    """One answer per call in order (refusals included, output capped), the extra messages
-    tools added, the call records and the call-log entries."""
-    iteration, executed = batch.state.get("iteration", 1), batch.executed + len(batch.runnable)
-    limit = batch.settings.limits.max_tool_output_chars
-    messages: list[BaseMessage] = []
-    extra: list[BaseMessage] = []
-    records: list[CallRecord] = []
-    logged: list[dict[str, Any]] = []
-    for call, (action, error) in zip(batch.calls, batch.plans, strict=True):
-        outcome = done.get(call["id"]) or Outcome(_error_message(call, str(error)))
-        message = outcome.message
-        message.content = cap_output(message.content, limit)
-        messages.append(message)
-        extra.extend(outcome.extra)
-        status = {"run": message.status, "reject": "rejected"}.get(action, "refused")
-        record: CallRecord = {"name": call["name"], "args": dict(call.get("args") or {}),
-                              "status": status, "duration_s": outcome.duration_s,
-                              "iteration": iteration}
-        records.append(record)
-        logged.append({**record, "result_hash": content_hash(message.content), "executed": executed})
-    for bad in batch.invalid:
+def _answer_invalid(invalid: Sequence[Mapping[str, Any]], messages: list[BaseMessage],
+                    logged: list[dict[str, Any]], iteration: int, executed: int) -> None:
+    """Answer the calls whose arguments could not be parsed, and log them."""
+    for bad in invalid:
         text = prompts.INVALID_JSON.format(name=repr(bad.get("name")),
                                            error=bad.get("error") or "could not be parsed")
         messages.append(_error_message(bad, text))
         logged.append({"name": str(bad.get("name")), "args": {"raw": bad.get("args")},
                        "status": "invalid", "duration_s": 0.0, "iteration": iteration,
                        "executed": executed})
-    if batch.reviewed.edited:
-        mark_edited(messages, batch.reviewed)
-    return messages, extra, records, logged
 
 
 _LOOP_VALUES = frozenset({"todos", "mode"})

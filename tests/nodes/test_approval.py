@@ -419,3 +419,27 @@ def test_auto_approved_runaway_stops_cleanly_at_the_step_limit(
     assert result["messages"][-1].content == "Stopped."
     records = result["iterations"][0]["tool_calls"]
     assert len(disk.ran) == len(records) >= 5 and {r["status"] for r in records} == {"success"}
+
+
+def test_the_resume_schema_is_langchains_decisions_without_respond() -> None:
+    from langchain.agents.middleware.human_in_the_loop import (
+        ApproveDecision,
+        EditDecision,
+        RejectDecision,
+        RespondDecision,
+    )
+    from pydantic import TypeAdapter
+
+    from langgraph_loop.nodes.approval import response_schema
+
+    calls = [RM, {"name": "wipe_disk", "args": {}, "id": "c2"}]
+    adapter = TypeAdapter(response_schema(calls, gated=GATED, known=KNOWN))
+    decisions = [EditDecision(type="edit", edited_action={"name": "delete_file", "args": {}}),
+                 RejectDecision(type="reject", message="no")]
+    assert adapter.validate_python({"decisions": decisions}) == {"decisions": decisions}
+    assert adapter.validate_python({"decisions": [ApproveDecision(type="approve")] * 2})
+    with pytest.raises(ValueError, match="does not match any of the expected tags"):
+        adapter.validate_python({"decisions": [RespondDecision(type="respond", message="hi"),
+                                               ApproveDecision(type="approve")]})
+    shown = adapter.json_schema()["$defs"]
+    assert {"ApproveDecision", "EditDecision", "RejectDecision"} <= set(shown)

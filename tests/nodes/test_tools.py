@@ -77,3 +77,26 @@ def test_a_tool_cannot_reset_the_usage_the_budget_counts() -> None:
     billed = sum(m.usage_metadata["total_tokens"] for m in result["messages"]
                  if m.type == "ai" and m.usage_metadata)
     assert result["usage"]["total_tokens"] == billed > 0
+
+
+@tool
+def shout(n: int) -> str:
+    """Say ``x`` n times."""
+    return "x" * n
+
+
+def test_each_answer_is_capped_and_timed_in_wrap_tool_call_and_keeps_no_stamp() -> None:
+    """The per-run cap reaches ``wrap_tool_call``, in every way calls run (one inline, several
+    in threads, several as saved tasks), and the duration stamp leaves no trace in the thread."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    for calls, saver in [(1, None), (3, None), (3, InMemorySaver())]:
+        model = ScriptedChatModel(script=[[("shout", {"n": 500})] * calls, "done"])
+        agent = create_loop_agent(model, [shout], checkpointer=saver)
+        result = agent.invoke({"messages": [HumanMessage("go")]},
+                              {"configurable": {"thread_id": "t"}},
+                              context={"max_tool_output_chars": 100})
+        answers = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+        assert [m.content[:100] for m in answers] == ["x" * 100] * calls
+        assert all("500" in m.content[100:] and m.response_metadata == {} for m in answers)
+        assert all(r["duration_s"] > 0 for r in result["iterations"][0]["tool_calls"])
