@@ -16,12 +16,11 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Never, TypeAlias, TypeVar
 
 from langchain_core.messages import SystemMessage
-from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -267,35 +266,11 @@ class Edge(Runnable[LoopState, str]):
         return self.invoke(input, config)
 
 
-class Node(Runnable[LoopState, Any]):
-    """A node's sync and async entry points, called directly.
-
-    LangGraph runs each node inside a traced run of the node's name; this adds no run of its
-    own (``RunnableLambda`` would nest a second one and inspect the entry point's signature
-    on every call). The entry points take the state, and the config when they declare it.
-    """
-
-    def __init__(self, func: Callable[..., Any], afunc: Callable[..., Any], name: str) -> None:
-        self.func, self.afunc, self.name = func, afunc, name
-        self.takes_config = "config" in inspect.signature(func).parameters
-
-    def invoke(self, input: LoopState, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        """``func(state[, config])``."""
-        return self.func(input, ensure_config(config)) if self.takes_config else self.func(input)
-
-    async def ainvoke(self, input: LoopState, config: RunnableConfig | None = None,
-                      **kwargs: Any) -> Any:
-        """``afunc(state[, config])``."""
-        if self.takes_config:
-            return await self.afunc(input, ensure_config(config))
-        return await self.afunc(input)
-
-
 _NODES: dict[str, Any] = {"prepare": PrepareNode, "model": ModelNode, "tools": ToolsNode,
                          "router": RouterNode, "judge": JudgeNode,
                          "approval": ApprovalNode, "compaction": CompactionNode}
 """The node classes that call out (models, tools, callbacks): Runnables with sync and async
-entry points, which LangGraph calls directly (``Node`` adapts the others)."""
+entry points, which LangGraph calls directly (no wrapper, no callback run of their own)."""
 
 
 def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, LoopInput, LoopOutput]:
@@ -314,8 +289,7 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
             continue
         node = _NODES[name](settings)
         retry = RETRY if name in ("model", "compaction") else None
-        runnable = node if isinstance(node, Runnable) else Node(node.invoke, node.ainvoke, name)
-        builder.add_node(name, runnable, retry_policy=retry)
+        builder.add_node(name, node, retry_policy=retry)
     builder.add_edge(START, "prepare")
     builder.add_conditional_edges("prepare", Edge(routes.after_prepare), shape.prepare_targets)
     builder.add_conditional_edges("model", Edge(routes.after_model), shape.model_targets)

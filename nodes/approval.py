@@ -44,7 +44,7 @@ from langchain.agents.middleware.human_in_the_loop import (
     ReviewConfig,
 )
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langgraph.runtime import get_runtime
 from langgraph.types import interrupt
 from pydantic import AfterValidator, BaseModel, Discriminator, Field, TypeAdapter, ValidationError
@@ -257,7 +257,7 @@ def mark_edited(messages: Iterable[Any], reviewed: Reviewed) -> None:
             message.content = [{"type": "text", "text": note}, *message.content]
 
 
-class ApprovalNode:
+class ApprovalNode(Runnable[LoopState, dict[str, Any]]):
     """Ask for (or auto-resolve) decisions on the gated calls (see module docstring)."""
 
     name = "approval"
@@ -284,8 +284,10 @@ class ApprovalNode:
         return _Gate(ai, calls, run, approval, auto,
                      response_schema(calls, gated=gated, known={t.name for t in settings.tools}))
 
-    def invoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+    def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
+               **kwargs: Any) -> dict[str, Any]:
         """Sync entry point."""
+        config = ensure_config(config)
         gate = self._gate(state, config)
         if gate is None:
             return {}
@@ -294,8 +296,10 @@ class ApprovalNode:
                   if resolver is not None else None)
         return gate.decide(answer)
 
-    async def ainvoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+    async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
+                      **kwargs: Any) -> dict[str, Any]:
         """Async entry point."""
+        config = ensure_config(config)
         gate = self._gate(state, config)
         if gate is None:
             return {}

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 from langgraph.errors import GraphInterrupt
 from langgraph.func import task
@@ -291,7 +291,7 @@ class _Batch:
         self.saved = bool(self.runnable) and per_call and durable(config)
 
 
-class ToolsNode:
+class ToolsNode(Runnable[LoopState, Any]):
     """Execute the pending tool calls (see module docstring)."""
 
     name = "tools"
@@ -329,8 +329,10 @@ class ToolsNode:
             answer.response_metadata[_SECONDS] = round(time.perf_counter() - started, 6)
         return output
 
-    def invoke(self, state: LoopState, config: RunnableConfig) -> Any:
+    def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
+               **kwargs: Any) -> Any:
         """Sync entry point."""
+        config = ensure_config(config)
         batch = _Batch(state, self.settings.for_runtime(get_runtime()), self.known, config)
         if batch.empty:
             return {}
@@ -343,8 +345,10 @@ class ToolsNode:
             emit(get_runtime(), {"event": "tool_call", **record})
         return update
 
-    async def ainvoke(self, state: LoopState, config: RunnableConfig) -> Any:
+    async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
+                      **kwargs: Any) -> Any:
         """Async entry point."""
+        config = ensure_config(config)
         batch = _Batch(state, self.settings.for_runtime(get_runtime()), self.known, config)
         if batch.empty:
             return {}

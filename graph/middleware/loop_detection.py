@@ -166,7 +166,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         """The request with this run's queued notice delivered (after the tool results)."""
         state = request.state
         run, first = _run_of(state)
-        notice = drain(state.get("loop_notices"), run=str(run["id"]))
+        notice = drain(state.get("loop_notices") or [], run=str(run["id"]))  # type: ignore[arg-type]
         update: dict[str, Any] = {}
         if notice is not None:
             request = request.override(messages=[*request.messages, notice])
@@ -227,7 +227,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         notice = notice_message([{"run": str(turn.run["id"]), "key": "stop",
                                   "text": stop_instruction(why), "source": "stop"}])
         tail: list[BaseMessage] = [*stop_answers(ai, why), *([notice] if notice else [])]
-        sent = turn.request.messages
+        sent: list[Any] = list(turn.request.messages)
         head = sent if sent and sent[-1] is ai else [*sent, ai]
         model = turn.request.model
         choice = none_choice(model) if isinstance(model, BaseChatModel) else None
@@ -238,9 +238,10 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         """What a stop writes: the reply (unless kept already), its answers, the stop notice,
         the final answer (its tool calls dropped); the stop record."""
         answer = _reply_of(final)
-        head = [turn.notice] if turn.notice is not None else []
-        result = [*head, *reply, *tail, *([without_tool_calls(answer)] if answer else [])]
-        emit(turn.request.runtime, {"event": "loop_stop", "guard": why})
+        result: list[BaseMessage] = [*([turn.notice] if turn.notice is not None else []), *reply,
+                                     *tail, *([without_tool_calls(answer)] if answer else [])]
+        emit(turn.request.runtime, {"event": "stop", "reason": why["reason"], "iteration": 1,
+                                    "guard": why})
         update = {**turn.update, "stop_reason": StopReason.LOOP_DETECTED.value, "loop_guard": why,
                   "loop_question": None}
         return ExtendedModelResponse(ModelResponse(result=result), Command(update=update))
@@ -253,7 +254,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         ai = messages[-1] if messages else None
         if not record or not isinstance(ai, AIMessage):
             return None, None
-        decision = Decision.of(ai, record)
+        decision = Decision.of(ai, record)  # type: ignore[arg-type]
         finding, why = decision.finding, decision.guard
         assert finding is not None and why is not None
         results = evidence(messages, turn.run["request_id"], finding, self.config)
