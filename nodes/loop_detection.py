@@ -308,7 +308,7 @@ def call_signature(name: str | None, args: Any, config: LoopDetection | None = N
     if malformed:
         return digest(_dump([name, {"__malformed__": value if isinstance(value, str) else _dump(value)}]),
                       SIG_LEN)
-    kept = _apply_policy(str(name), value, config)
+    kept = _apply_policy(str(name), value, config) if config is not None and config.arg_policies else value
     if kept is value and dumped is not None:
         return digest(f"[{json.dumps(name, ensure_ascii=False)},{dumped}]", SIG_LEN)  # = _dump([name, value])
     return digest(_dump([name, kept]), SIG_LEN)
@@ -369,7 +369,7 @@ def sign_calls(ai: AIMessage, config: LoopDetection | None = None) -> list[Signe
     paths = config is not None and config.path_excuse
     out = []
     for c in ai.tool_calls:
-        args = canonical_args(c["args"])
+        args = canonical_args(c["args"]) if isinstance(c["args"], str) else c["args"]
         dumped = _dump(args)
         named, folders = path_keys(args, dumped=dumped) if paths else ((), ())
         out.append(SignedCall(str(c.get("id")), call_signature(c["name"], args, config, dumped=dumped),
@@ -605,9 +605,7 @@ def touches(paths: Sequence[str], dirs: Sequence[str], their_paths: Sequence[str
 
 
 def _touch(records: dict[str, CallRecord], call: SignedCall) -> None:
-    """Mark every other remembered call this one touches (in place)."""
-    if not call.paths:
-        return
+    """Mark every other remembered call this one (naming paths) touches (in place)."""
     for sig, record in records.items():
         if sig != call.sig and "result" in record and touches(
                 call.paths, call.dirs, record.get("paths", ()), record.get("dirs", ())):
@@ -630,7 +628,7 @@ def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection)
     for c in calls:
         count += 1
         old = records.get(c.sig) or CallRecord(tool=c.name)
-        if c.name not in config.read_only_tools:
+        if c.paths and c.name not in config.read_only_tools:
             _touch(records, c)
         record = CallRecord(**{**old, "tool": c.name, "args": c.args, "last": count})  # type: ignore[typeddict-item]
         if "last" in old:
@@ -826,7 +824,8 @@ def _repeat(det: DetectorState, asked: Mapping[str, tuple[str, ...]],
         where = [i for i, e in enumerate(win) if sig in e["calls"]]
         rec = det["calls"][sig]
         progressing = bool(rec.get("moved"))
-        warn, stop = _repeat_thresholds(rec, config)
+        warn, stop = (_repeat_thresholds(rec, config) if config.arg_policies
+                      else (config.warn_after, config.stop_after))
         if progressing:
             warn, stop = scaled(warn, stop, config.progress_factor, config.window)
         if len(where) < warn:
@@ -964,7 +963,7 @@ def observe(
                 if not _allowed(f, allowed)]
     warned = list(det.get("warned") or [])
     acting = [f for f in findings if f.rung != "warn" and _may_act(f, warned)]
-    warnings += _warnings(findings, warned, config)
+    warnings += _warnings(findings, warned, config) if findings else []
     records = det["calls"] = dict(det["calls"])
     for f in findings:  # one no-progress warning per run of identical results
         if f.layer == "no_progress" and f.rung == "warn":

@@ -225,9 +225,14 @@ class Call:
     extra: list[BaseMessage] = field(default_factory=list)
     update: dict[str, Any] = field(default_factory=dict)
     fixed: list[BaseMessage] = field(default_factory=list)
+    watch: bool = False
+    """Stream the call to cut a runaway reply when LangChain would stream it anyway: the
+    ``text`` layer is on (``nodes/stream_cut.py``)."""
     whole: InitVar[bool] = True
 
     def __post_init__(self, whole: bool) -> None:
+        detection = self.settings.loop_detection
+        self.watch = detection is not None and "text" in detection.layers
         start = 0 if whole else len(self.request)
         while start > 0 and not isinstance(self.request[start - 1], AIMessage):
             start -= 1
@@ -263,7 +268,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         runnable = self._runnable(state, call, offered)
         if isinstance(runnable, dict):
             return runnable
-        if self._watched(call, runnable, config, async_api=False):
+        if call.watch and streams(runnable, config, async_api=False):
             result = stream_reply(runnable, call.request, config)
         else:
             result = runnable.invoke(call.request, config)
@@ -283,7 +288,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         runnable = self._runnable(state, call, offered)
         if isinstance(runnable, dict):
             return runnable
-        if self._watched(call, runnable, config, async_api=True):
+        if call.watch and streams(runnable, config, async_api=True):
             result = await astream_reply(runnable, call.request, config)
         else:
             result = await runnable.ainvoke(call.request, config)
@@ -304,7 +309,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             update = stop_update(run, timeout)
             run, stop = update["run"], timeout["reason"]
         if stop is None:  # the request, and a stop when it leaves no room for a final answer
-            notice = drain(pending, run=str(run.get("id")))
+            notice = drain(pending, run=str(run.get("id"))) if pending else None
             extra: list[BaseMessage] = [notice] if notice is not None else []
             request = build_request(state, settings, extra)
             over = budget_guard(state, settings, request) if limits.token_budget is not None else None
@@ -322,14 +327,6 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         final_extra: list[BaseMessage] = [notice] if notice is not None else []
         return Call(settings, build_request(state, settings, final_extra), run, final=True,
                     drained=True, extra=final_extra, update=update, whole=first)
-
-    @staticmethod
-    def _watched(call: Call, runnable: Any, config: RunnableConfig, *, async_api: bool) -> bool:
-        """Stream the call to cut a runaway reply: the ``text`` layer is on and LangChain
-        would stream it anyway (``nodes/stream_cut.py``)."""
-        detection = call.settings.loop_detection
-        return (detection is not None and "text" in detection.layers
-                and streams(runnable, config, async_api=async_api))
 
     def _runnable(self, state: LoopState, call: Call, offered: Sequence[BaseTool] | None
                   ) -> Runnable[LanguageModelInput, BaseMessage] | dict[str, Any]:

@@ -226,7 +226,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         and the last call's request (no tool use where the provider can forbid it)."""
         notice = notice_message([{"run": str(turn.run["id"]), "key": "stop",
                                   "text": stop_instruction(why), "source": "stop"}])
-        tail: list[BaseMessage] = [*stop_answers(ai, why), *([notice] if notice else [])]
+        tail: list[Any] = [*stop_answers(ai, why), *([notice] if notice else [])]
         sent: list[Any] = list(turn.request.messages)
         head = sent if sent and sent[-1] is ai else [*sent, ai]
         model = turn.request.model
