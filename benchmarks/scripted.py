@@ -40,15 +40,7 @@ from langchain_core.tools import BaseTool, tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
-__all__ = [
-    "CallLog",
-    "EchoModel",
-    "Reply",
-    "ScriptedChatModel",
-    "ToolCounter",
-    "make_echo",
-    "message_tokens",
-]
+__all__ = ["CallLog", "EchoModel", "Reply", "ScriptedChatModel", "ToolCounter", "echo_text", "make_echo"]
 
 MODEL_NAME = "scripted"
 FORCED_ANSWER = "Final answer (no tools available): summarising what was collected so far."
@@ -235,6 +227,11 @@ class EchoModel(ScriptedChatModel):
         return f"Done after {self.n_rounds} rounds."
 
 
+def echo_text(x: str, payload_bytes: int = 0) -> str:
+    """What ``echo(x)`` returns: ``x``, padded to ``payload_bytes``."""
+    return x if payload_bytes <= len(x) else x + " " + "x" * (payload_bytes - len(x) - 1)
+
+
 def make_echo(payload_bytes: int = 0, counter: ToolCounter | None = None) -> BaseTool:
     """Build the ``echo`` tool; with ``payload_bytes`` its output is padded to that size."""
     tally = counter if counter is not None else ToolCounter()
@@ -243,8 +240,6 @@ def make_echo(payload_bytes: int = 0, counter: ToolCounter | None = None) -> Bas
     def echo(x: str) -> str:
         """Echo the text ``x`` back."""
         tally.count += 1
-        if payload_bytes <= len(x):
-            return x
-        return x + " " + "x" * (payload_bytes - len(x) - 1)
+        return echo_text(x, payload_bytes)
 
     return echo
