@@ -1,55 +1,29 @@
 """Loop detection on real model trajectories, replayed through the compiled graph.
 
-Sources (``--data DIR_OR_FILE``, repeatable; default: the vendored τ-bench file in
-``benchmarks/data/``): every ``*.json.gz`` of a directory, or one file, in either format of
-``benchmarks.replay.load_conversations`` (τ-bench's list of conversations, or the normalized
-coding format ``{"source", "simulations"}`` of ``../shared/data/``; see its README for which
-files may be vendored). A file whose bytes equal one already read is skipped.
+Sources (``--data DIR_OR_FILE``, repeatable; default: the vendored τ-bench file): every
+``*.json.gz`` of a directory, or one file, τ-bench's format or the coding format of
+``../shared/data/`` (:func:`benchmarks.replay.load_conversations`); a file whose bytes equal one
+already read is skipped. Each conversation is replayed (:mod:`benchmarks.replay`: the recorded
+replies, the recorded results, a model that ignores warnings, limits out of the way) under:
+``no_detection`` (a check of the replay: every recorded call runs), ``deerflow_style`` (deer-flow's
+layer-1 rule, :class:`benchmarks.token_economy.DeerFlowGuard`, per run), ``langgraph-loop`` (the
+default ``LoopDetection``), with ``--hints`` the same with τ-bench's read-only tools carrying MCP's
+``readOnlyHint``, with ``--variants`` the library without the block rung, blocking every repeat,
+and without the path excuse.
 
-Each conversation is replayed (:mod:`benchmarks.replay`): one run per user message on one
-thread, a scripted model returning the recorded assistant messages (it ignores warnings: the
-worst case), tools returning the recorded results, limits out of the way. Systems:
+Definitions (per run; a *reply index* counts the run's assistant replies from 0; a call is its
+name + canonical JSON arguments; results compare byte for byte): a system *stops* a run at the
+reply whose calls it refused; the recorded calls from there on are *saved*; in solved runs every
+stop is a *false stop*, which *cuts a new call* when a saved call had not been made before. An
+**obvious loop**: a call made 5 times, or asked again after the same result 3 times in a row (its
+deadline: that request). A **stuck loop**: a call that returned the same result 4 times (anything
+may run in between); its deadline is its next request, else the request that returned the 4th.
+A loop is *stopped* when the run stopped at its deadline or earlier; *stopped or blocked* also
+counts a block of its call by then. A block *hides a changed result* when the blocked call's
+recorded result differs from its previous one.
 
-* ``no_detection``: ``create_loop_agent(..., loop_detection=None)``; every recorded call runs
-  (a check of the replay itself);
-* ``deerflow_style``: deer-flow's layer-1 rule (:class:`benchmarks.token_economy.DeerFlowGuard`:
-  identical tool-call sets in the last 20 responses, warn at 3, stop at 5), per run, over the
-  same recorded replies;
-* ``langgraph-loop``: ``create_loop_agent`` with its default ``LoopDetection`` (per-call
-  stagnation with the ladder: warn, block, stop);
-* ``langgraph-loop, block=()`` and ``langgraph-loop, block always`` (``--ladders``): without the
-  block rung (a stop at once), and blocking every stagnating repeat
-  (``block_only_interleaved=False``);
-* ``langgraph-loop+hints`` (``--hints``): the same, with the τ-bench tools that change nothing
-  (``think``, ``calculate``, the lookups) carrying MCP's ``readOnlyHint`` in their metadata;
-* ``proto`` and ``proto+ladder`` (``--proto``): the per-call stagnation prototype of
-  :mod:`benchmarks.detector_proto` (pure functions over the recorded replies and results, not
-  the library), at its defaults and with the ladder (a call is *blocked* at 3 identical results:
-  not run, answered with an error, the run goes on; asking for it again stops the run).
-
-Definitions (per run; *reply index* counts the run's assistant replies from 0; a call's
-identity is its name + canonical JSON arguments, ``benchmarks.replay.canonical_call``; results
-are compared as recorded, byte for byte):
-
-* a system *stops* a run at the reply whose calls it refused (the run ends there). The calls a
-  stop *saves* are the recorded calls from that reply on. In solved runs (reward 1) every stop
-  is a *false stop*; it *cuts a new call* when one of the saved calls was not made earlier in
-  the run.
-* an **obvious loop** is an identical call made 5 or more times in a run, or requested again
-  after it returned the same result 3 times in a row (its own results only); its *deadline* is
-  that 5th request, or that request after the 3 results.
-* a **stuck loop** is an identical call that returned the same result 4 or more times in a run
-  (not necessarily in a row: anything may run in between). Its deadline is the call's next
-  request after that 4th identical result; when the run never requests the call again, the
-  deadline is the request that returned the 4th identical result (a later stop saves nothing of
-  the loop). One stuck loop per call: the first result to reach 4.
-* a loop is *stopped* when the run was stopped at its deadline reply or earlier; *stopped or
-  blocked* also counts a block of the loop's call at its deadline or earlier. Blocked calls in
-  failed runs count as saved; a block *hides a changed result* when the recorded result of the
-  blocked call differs from that call's previous result.
-
-Usage: ``python -m benchmarks.real_traces [--data PATH ...] [--limit N] [--json PATH]
-[--details] [--hints] [--ladders] [--proto]``
+Usage: ``python -m benchmarks.real_traces [--data PATH ...] [--label L ...] [--limit N] [--json PATH]
+[--details] [--hints] [--variants]``; a ``--label`` or ``--limit`` sample writes JSON only to ``--json``
 """
 
 from __future__ import annotations
@@ -189,22 +163,14 @@ def deerflow_replay(conversation: Conversation) -> list[RunResult]:
     return out
 
 
-def proto_replay(ladder: bool = False) -> ReplayFn:
-    """The prototype of :mod:`benchmarks.detector_proto` over each run's recorded replies
-    (``ladder``: block a call at 3 identical results, stop when it is asked for again)."""
-    from benchmarks.detector_proto import ProtoConfig, replay_run
-
-    config = ProtoConfig(block_after=3, stop_after=99) if ladder else ProtoConfig()
-    return lambda conversation: [replay_run(run, config) for run in conversation.runs]
-
-
-LADDERS = {"langgraph-loop, block=()": LoopDetection(block=()),
-           "langgraph-loop, block always": LoopDetection(block_only_interleaved=False)}
-"""The ``--ladders`` variants: no block rung (stop at once), and a block for every repeat."""
+VARIANTS = {"langgraph-loop, block=()": LoopDetection(block=()),
+            "langgraph-loop, block always": LoopDetection(block_only_interleaved=False),
+            "langgraph-loop, no path excuse": LoopDetection(path_excuse=False)}
+"""The ``--variants``: no block rung (stop at once), a block for every repeat, no path excuse."""
 
 
 def systems(conversations: Sequence[Conversation], hints: bool = False,
-            proto: bool = False, ladders: bool = False) -> dict[str, ReplayFn]:
+            variants: bool = False) -> dict[str, ReplayFn]:
     """The compared systems, by name (each graph is built once per source)."""
     names = tool_names(c.runs for c in conversations)
     plain = Replayer(names, loop_detection=None)
@@ -217,13 +183,10 @@ def systems(conversations: Sequence[Conversation], hints: bool = False,
     if hints:
         hinted = Replayer(names, loop_detection=LoopDetection(), read_only_hints=READ_ONLY)
         out["langgraph-loop+hints"] = lambda c: hinted.replay(c.runs)
-    if ladders:
-        for name, detection in LADDERS.items():
+    if variants:
+        for name, detection in VARIANTS.items():
             variant = Replayer(names, loop_detection=detection)
             out[name] = lambda c, r=variant: r.replay(c.runs)  # type: ignore[misc]
-    if proto:
-        out["proto"] = proto_replay()
-        out["proto+ladder"] = proto_replay(ladder=True)
     return out
 
 
@@ -257,6 +220,8 @@ class Summary:
     seconds: float = 0.0
     stops: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    blocks: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
 
     def add(self, other: Summary) -> None:
         """Add another source's numbers to these (lists are not merged)."""
@@ -297,6 +262,8 @@ def _count_run(s: Summary, solved: bool, run: RecordedRun, res: RunResult, where
         s.stops.append(f"{where}: reply {stop}, {res.layer}")
     if res.first_warning is not None:
         s.warnings.append(f"{where}: reply {res.first_warning}")
+    s.blocks += [f"{where}: reply {reply}, call {position}" for reply, position in res.blocked]
+    s.notices += [f"{where}: reply {reply}: {text[:200]}" for reply, text in res.notices]
     s.blocked_changed += _blocked_changed(run, res.blocked)
     if solved:
         s.solved_runs += 1
@@ -406,8 +373,10 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def load_sources(paths: Iterable[Path], limit: int | None = None) -> list[Source]:
-    """Every ``*.json.gz`` of the given files and directories, each file once (by content)."""
+def load_sources(paths: Iterable[Path], limit: int | None = None,
+                 labels: Sequence[str] | None = None) -> list[Source]:
+    """Every ``*.json.gz`` of the given files and directories, each file once (by content);
+    only the conversations named in ``labels`` when given (a source left empty is dropped)."""
     vendored = {_digest(p) for p in VENDORED.glob("*.json.gz")}
     seen: set[str] = set()
     out = []
@@ -417,8 +386,10 @@ def load_sources(paths: Iterable[Path], limit: int | None = None) -> list[Source
             if digest in seen:
                 continue
             seen.add(digest)
-            out.append(Source(file.name.removesuffix(".json.gz"), file,
-                              load_conversations(file, limit), digest in vendored))
+            conversations = [c for c in load_conversations(file, limit) if not labels or c.label in labels]
+            if conversations:
+                out.append(Source(file.name.removesuffix(".json.gz"), file, conversations,
+                                  digest in vendored))
     return out
 
 
@@ -432,14 +403,13 @@ class Measured:
     results: dict[str, list[list[RunResult]]]
 
 
-def measure(source: Source, hints: bool = False, proto: bool = False,
-            ladders: bool = False) -> Measured:
+def measure(source: Source, hints: bool = False, variants: bool = False) -> Measured:
     """Replay one source under every system."""
     conversations = source.conversations
     loops = find_loops(conversations)
     results: dict[str, list[list[RunResult]]] = {}
     summaries = []
-    for name, replay in systems(conversations, hints, proto, ladders).items():
+    for name, replay in systems(conversations, hints, variants).items():
         started = time.perf_counter()
         results[name] = [replay(conv) for conv in conversations]
         summary = summarize(name, conversations, results[name], loops)
@@ -474,8 +444,14 @@ def _print_source(m: Measured, details: bool) -> None:
             print(f"\n{s.system} stops ({len(s.stops)}):\n" + "\n".join(f"- {x}" for x in s.stops))
             print(f"{s.system} first warnings ({len(s.warnings)}):\n"
                   + "\n".join(f"- {x}" for x in s.warnings))
+            if s.blocks:
+                print(f"{s.system} blocks ({len(s.blocks)}):\n" + "\n".join(f"- {x}" for x in s.blocks))
     base = m.summaries[0]
     print(f"\nreplay check: {base.system} executed {base.executed} of {base.calls} recorded calls")
+
+
+def _counts(s: Summary) -> dict[str, object]:
+    return {k: v for k, v in asdict(s).items() if not isinstance(v, list)}
 
 
 def _json(measured: Sequence[Measured], totals: Sequence[Summary]) -> str:
@@ -488,11 +464,9 @@ def _json(measured: Sequence[Measured], totals: Sequence[Summary]) -> str:
             entry["obvious_loops"] = [asdict(x) for x in m.loops if x.kind == "obvious"]
             entry["stuck_loops"] = [asdict(x) for x in m.loops if x.kind == "stuck"]
         else:
-            entry["summaries"] = [{k: v for k, v in asdict(s).items()
-                                   if k not in ("stops", "warnings")} for s in m.summaries]
+            entry["summaries"] = [_counts(s) for s in m.summaries]
         sources.append(entry)
-    summary = [{k: v for k, v in asdict(s).items() if k not in ("stops", "warnings")}
-               for s in totals]
+    summary = [_counts(s) for s in totals]
     return json.dumps({"sources": sources, "overall": summary}, indent=2) + "\n"
 
 
@@ -510,14 +484,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="list every stuck loop, warning and stop")
     parser.add_argument("--hints", action="store_true",
                         help="also run langgraph-loop with the τ-bench lookups marked read-only")
-    parser.add_argument("--ladders", action="store_true",
-                        help="also run langgraph-loop without the block rung and blocking always")
-    parser.add_argument("--proto", action="store_true",
-                        help="also run the per-call stagnation prototype (benchmarks/detector_proto.py)")
+    parser.add_argument("--variants", action="store_true", help="also run langgraph-loop without the"
+                        " block rung, blocking always, and without the path excuse")
+    parser.add_argument("--label", action="append",
+                        help="replay only the conversations with this label (repeatable)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    sources = load_sources(args.data or [DATA], args.limit)
-    measured = [measure(source, args.hints, args.proto, args.ladders) for source in sources]
+    sources = load_sources(args.data or [DATA], args.limit, args.label)
+    measured = [measure(source, args.hints, args.variants) for source in sources]
     print("# Loop detection on real trajectories")
     for m in measured:
         _print_source(m, args.details)
@@ -526,10 +500,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n## overall ({len(measured)} sources)\n")
         print(format_table(totals))
     print(f"\nbenchmark runtime: {time.perf_counter() - started:.1f} s")
-    path = args.json or (DEFAULT_JSON if all(s.vendored for s in sources) else ALL_JSON)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_json(measured, totals))
-    print(f"JSON: {path}")
+    path = args.json or (None if args.label or args.limit  # a sample does not replace the results
+                         else DEFAULT_JSON if all(s.vendored for s in sources) else ALL_JSON)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_json(measured, totals))
+        print(f"JSON: {path}")
     return 0
 
 
