@@ -1,25 +1,20 @@
-"""Deterministic scripted chat model and the ``echo`` tool shared by every benchmark.
+"""The deterministic scripted chat model and the ``echo`` tool of the benchmarks.
 
-The model is stateless: it decides its next reply from the messages it is given.
-The step number is read from the most recent ``ToolMessage`` (tool call ids are
-``call_<step>_<index>``), so one call only looks at the tail of the transcript.
-It formats tools like a real provider in :meth:`ScriptedChatModel.bind_tools`,
-reports deterministic ``usage_metadata`` on every ``AIMessage`` and records a
-timestamp per call into :class:`CallLog` (instrumentation only, never read back).
-
-Like a real provider it cannot call a tool it was not given: with no tools bound
-(or ``tool_choice="none"``) it answers with text.
+The model is stateless: it reads its step from the newest ``ToolMessage`` (call ids are
+``call_<step>_<index>``), so a call looks only at the tail of the transcript. It formats tools like
+a real provider in ``bind_tools``, answers with text when no tool is bound (or
+``tool_choice="none"``), reports ``usage_metadata`` (about 4 characters per token) and logs a
+timestamp and the kind of every reply (instrumentation only, never read back).
 
 Example:
-    >>> model = EchoModel(n_rounds=2)
-    >>> tool = make_echo()
+    >>> model, tool = EchoModel(n_rounds=2), make_echo()
     >>> bound = model.bind_tools([tool])
     >>> from langchain_core.messages import HumanMessage
     >>> msgs = [HumanMessage("go")]
     >>> while (ai := bound.invoke(msgs)).tool_calls:
     ...     msgs += [ai, *(tool.invoke(tc) for tc in ai.tool_calls)]
-    >>> ai.content, model.log.kinds
-    ('Done after 2 rounds.', ['tool_calls', 'tool_calls', 'answer'])
+    >>> ai.content, model.log.kinds, ai.usage_metadata["input_tokens"]
+    ('Done after 2 rounds.', ['tool_calls', 'tool_calls', 'answer'], 32)
 """
 
 from __future__ import annotations
@@ -27,11 +22,10 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -45,22 +39,19 @@ __all__ = ["CallLog", "EchoModel", "Reply", "ScriptedChatModel", "ToolCounter", 
 MODEL_NAME = "scripted"
 FORCED_ANSWER = "Final answer (no tools available): summarising what was collected so far."
 _CALL_ID = re.compile(r"^call_(\d+)_\d+$")
-
-ToolCallSpec = tuple[str, dict[str, Any]]
-Reply = str | list[ToolCallSpec]
+Reply = str | list[tuple[str, dict[str, Any]]]
 """A scripted reply: answer text, or a list of ``(tool_name, args)`` calls."""
 
 
 @dataclass
 class CallLog:
-    """What the model observed, one entry per model call (instrumentation only)."""
+    """Per model call: its time, tokens and kind (``tool_calls``, ``answer``, ``forced``: no tools
+    bound, ``gave_up``: ``max_steps`` reached)."""
 
     timestamps: list[float] = field(default_factory=list)
     input_tokens: list[int] = field(default_factory=list)
     output_tokens: list[int] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)
-    """Per call: ``tool_calls``, ``answer`` (the script's own answer), ``forced`` (no tools
-    bound, so it had to answer) or ``gave_up`` (``max_steps`` reached)."""
 
     @property
     def calls(self) -> int:
@@ -83,66 +74,43 @@ class ToolCounter:
 def message_tokens(message: BaseMessage) -> int:
     """Deterministic token estimate of one message (about 4 characters per token)."""
     content = message.content
-    text = content if isinstance(content, str) else json.dumps(content, default=str)
-    chars = len(text)
+    chars = len(content if isinstance(content, str) else json.dumps(content, default=str))
     if isinstance(message, AIMessage):
-        for call in message.tool_calls:
-            chars += len(call["name"]) + len(json.dumps(call["args"], sort_keys=True))
+        chars += sum(len(c["name"]) + len(json.dumps(c["args"], sort_keys=True)) for c in message.tool_calls)
     return 4 + chars // 4
 
 
-def _is_turn_start(messages: Sequence[BaseMessage], index: int) -> bool:
-    """True when ``messages[index]`` is a user turn, not an injected notice.
-
-    Notices (loop warnings) are tagged with a ``name`` or follow a ToolMessage.
-    """
-    message = messages[index]
-    if message.name:
-        return False
-    return index == 0 or not isinstance(messages[index - 1], ToolMessage)
-
-
 def read_tail(messages: Sequence[BaseMessage]) -> tuple[int, str | None]:
-    """Return ``(step, last tool result)`` of the current turn, reading only the tail."""
+    """``(step, last tool result)`` of the current turn, reading only the tail (a user turn is a
+    ``HumanMessage`` without a name that does not follow a tool result: not an injected notice)."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
-        if isinstance(message, ToolMessage):
-            match = _CALL_ID.match(message.tool_call_id)
-            if match:
-                return int(match.group(1)) + 1, str(message.content)
-        elif isinstance(message, HumanMessage) and _is_turn_start(messages, index):
+        if isinstance(message, ToolMessage) and (match := _CALL_ID.match(message.tool_call_id)):
+            return int(match.group(1)) + 1, str(message.content)
+        if isinstance(message, HumanMessage) and not message.name and (
+                index == 0 or not isinstance(messages[index - 1], ToolMessage)):
             return 0, None
     return 0, None
 
 
 def input_tokens(messages: Sequence[BaseMessage], *, exact: bool = False) -> int:
-    """Context size of a request.
-
-    By default it is computed incrementally from the previous reply's usage (O(tail)); that
-    over-counts a transient message that was in the previous request only. ``exact`` sums
-    every message (O(N)).
-    """
+    """Context size of a request: from the previous reply's usage plus what came after it (O(tail);
+    it over-counts a message that was in the previous request only), or, ``exact``, every message."""
     if exact:
         return sum(message_tokens(m) for m in messages)
     total = 0
     for message in reversed(messages):
         usage = getattr(message, "usage_metadata", None)
-        if (
-            isinstance(message, AIMessage)
-            and usage
-            and message.response_metadata.get("model_name") == MODEL_NAME
-        ):
+        ours = isinstance(message, AIMessage) and message.response_metadata.get("model_name") == MODEL_NAME
+        if ours and usage:
             return total + usage["input_tokens"] + usage["output_tokens"]
         total += message_tokens(message)
     return total
 
 
 class ScriptedChatModel(BaseChatModel):
-    """Base class: subclasses implement :meth:`script`.
-
-    ``max_steps`` is a safety net: from that step on the model gives up and answers.
-    ``exact_tokens`` counts input tokens over the whole request instead of incrementally.
-    """
+    """Base class: subclasses implement :meth:`script`. From ``max_steps`` on the model gives up
+    and answers; ``exact_tokens`` counts input tokens over the whole request."""
 
     max_steps: int = 1_000
     exact_tokens: bool = False
@@ -153,62 +121,36 @@ class ScriptedChatModel(BaseChatModel):
         return MODEL_NAME
 
     def script(self, step: int, last_result: str | None) -> Reply:
-        """Return the reply for ``step`` (0-based) given the latest tool result."""
+        """The reply for ``step`` (0-based) given the latest tool result."""
         raise NotImplementedError
 
-    def bind_tools(
-        self,
-        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
-        *,
-        tool_choice: str | None = None,
-        **kwargs: Any,
-    ) -> Runnable[LanguageModelInput, AIMessage]:
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: str | None = None,
+                   **kwargs: Any) -> Runnable[LanguageModelInput, AIMessage]:
         """Format tools as OpenAI tool schemas and bind them, like a real provider."""
-        formatted = [convert_to_openai_tool(t) for t in tools]
         if tool_choice is not None:
             kwargs["tool_choice"] = tool_choice
-        return self.bind(tools=formatted, **kwargs)
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
-    def _reply(self, messages: Sequence[BaseMessage], tools_bound: bool) -> tuple[Reply, str, int]:
-        """Return ``(reply, kind, step)`` for this request."""
-        step, last_result = read_tail(messages)
-        if not tools_bound:
-            return FORCED_ANSWER, "forced", step
-        if step >= self.max_steps:
-            return f"Giving up after {step} tool rounds.", "gave_up", step
-        reply = self.script(step, last_result)
-        return reply, ("answer" if isinstance(reply, str) else "tool_calls"), step
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: Any = None, **kwargs: Any) -> ChatResult:
         """Produce the scripted reply with usage metadata and log the call."""
         self.log.timestamps.append(time.perf_counter())
-        tools_bound = bool(kwargs.get("tools")) and kwargs.get("tool_choice") != "none"
-        reply, kind, step = self._reply(messages, tools_bound)
-        if isinstance(reply, str):
-            message = AIMessage(content=reply)
+        step, last_result = read_tail(messages)
+        reply: Reply
+        if not kwargs.get("tools") or kwargs.get("tool_choice") == "none":
+            reply, kind = FORCED_ANSWER, "forced"
+        elif step >= self.max_steps:
+            reply, kind = f"Giving up after {step} tool rounds.", "gave_up"
         else:
-            calls = [
-                {"name": name, "args": args, "id": f"call_{step}_{i}", "type": "tool_call"}
-                for i, (name, args) in enumerate(reply)
-            ]
-            message = AIMessage(content="", tool_calls=calls)
-        n_in = input_tokens(messages, exact=self.exact_tokens)
-        n_out = message_tokens(message)
-        message.usage_metadata = {
-            "input_tokens": n_in,
-            "output_tokens": n_out,
-            "total_tokens": n_in + n_out,
-        }
-        message.response_metadata = {
-            "model_name": MODEL_NAME,
-            "finish_reason": "stop" if isinstance(reply, str) else "tool_calls",
-        }
+            reply = self.script(step, last_result)
+            kind = "answer" if isinstance(reply, str) else "tool_calls"
+        message = AIMessage(content=reply) if isinstance(reply, str) else AIMessage(content="", tool_calls=[
+            {"name": name, "args": args, "id": f"call_{step}_{i}", "type": "tool_call"}
+            for i, (name, args) in enumerate(reply)])
+        n_in, n_out = input_tokens(messages, exact=self.exact_tokens), message_tokens(message)
+        message.usage_metadata = {"input_tokens": n_in, "output_tokens": n_out, "total_tokens": n_in + n_out}
+        message.response_metadata = {"model_name": MODEL_NAME,
+                                     "finish_reason": "stop" if isinstance(reply, str) else "tool_calls"}
         self.log.input_tokens.append(n_in)
         self.log.output_tokens.append(n_out)
         self.log.kinds.append(kind)
