@@ -33,12 +33,14 @@ import sys
 import time
 import tracemalloc
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Literal
 
+from benchmarks.profile_round import Profile, format_profiles, profiling, split
 from benchmarks.report import (
     BASELINE,
     FLOOR,
@@ -144,9 +146,11 @@ def _transcript(state: dict[str, Any]) -> list[tuple[str, Any, list[str]]]:
 
 
 def run_once(system: System, n: int, case: Case, savers: Savers, *, trace: bool = False, mode: Mode = "sync",
-             runner: asyncio.Runner | None = None, clock: str = "wall") -> Run:
+             runner: asyncio.Runner | None = None, clock: str = "wall",
+             around: Callable[[], AbstractContextManager[Any]] = nullcontext) -> Run:
     """Build a fresh system (not timed) and time one invocation of N rounds (``ainvoke`` on
-    ``runner``'s loop, one loop for the whole benchmark as in a server, with ``mode="async"``)."""
+    ``runner``'s loop, one loop for the whole benchmark as in a server, with ``mode="async"``;
+    sync runs only: inside ``around()``, e.g. a profiler)."""
     counter, model, now = ToolCounter(), EchoModel(n_rounds=n), CLOCKS[clock]
     tools = [make_echo(case.payload, counter)]
     stats = peak = None
@@ -159,9 +163,10 @@ def run_once(system: System, n: int, case: Case, savers: Savers, *, trace: bool 
             gc.collect()
             if trace:
                 tracemalloc.start()
-            start = now()
-            result = invoke(PROMPT)
-            seconds = now() - start
+            with around():
+                start = now()
+                result = invoke(PROMPT)
+                seconds = now() - start
             if trace:
                 peak = tracemalloc.get_traced_memory()[1]
                 tracemalloc.stop()
@@ -242,6 +247,31 @@ def run_benchmark(systems: Sequence[System], ns: Sequence[int], reps: int, cases
                                     runner=runner, clock=clock)
             print(f"  N={n:<4} {case.key:<12} {mode:<5} {time.perf_counter() - start:6.1f}s", file=sys.stderr)
     return results
+
+
+def profile(systems: Sequence[System], ns: Sequence[int], cases: Sequence[Case], reps: int, savers: Savers,
+            results: Sequence[Measurement], top: int) -> list[tuple[str, list[Profile]]]:
+    """``--profile``: ``reps`` more sync runs of every system per (N, timed case), profiled around
+    ``invoke`` (:mod:`benchmarks.profile_round`), scaled to the measured median."""
+    medians = {(m.system, m.n, m.case): m.ms_per_round for m in results if m.mode == "sync"}
+    out = []
+    for n, case in itertools.product(ns, [c for c in cases if c.timed]):
+        profiles = []
+        for system in _members(systems, case):
+            profilers: list[Any] = []
+
+            @contextmanager
+            def grab(into: list[Any] = profilers) -> Iterator[None]:
+                with profiling() as running:
+                    yield
+                into.extend(running)
+
+            seconds = sum(run_once(system, n, case, savers, around=grab).seconds for _ in range(reps))
+            # without a sync measurement, the profiled time stands for the plain one
+            plain = medians.get((system.name, n, case.key), seconds * 1e3 / n / reps)
+            profiles.append(split(system.name, profilers, reps, n, plain, seconds, top))
+        out.append((f"cProfile, N={n}, {case.key}, {reps} runs", profiles))
+    return out
 
 
 def _count_run(system: System, n: int, savers: Savers) -> tuple[int, Counter[str], int, int] | None:
@@ -347,6 +377,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="wall time or this process's CPU time")
     p.add_argument("--no-detector", action="store_true", help="skip the detector decision's cost")
     p.add_argument("--no-census", action="store_true", help="skip the graph-step census")
+    p.add_argument("--profile", action="store_true", help="also split a round's time by library (cProfile, "
+                   "sync runs; see benchmarks/profile_round.py)")
+    p.add_argument("--top", type=int, default=10, help="with --profile: top functions of ours to list")
     p.add_argument("--json", type=Path, help="where to write JSON (default results/overhead.json, "
                    "overhead-quick.json with --quick)")
     return p.parse_args(argv)
@@ -405,6 +438,7 @@ def main(argv: list[str] | None = None) -> int:
             cases = [c for c in cases if not savers.unavailable(c.saver)]
             steps = [] if args.quick or args.no_census else census(systems, savers)
             results = run_benchmark(systems, ns, reps, cases, savers, modes, runner, args.clock)
+            profiles = profile(systems, ns, cases, reps, savers, results, args.top) if args.profile else []
     finally:
         gc.unfreeze()
     detector, why_not = (None, "skipped (--no-detector)") if args.no_detector else _detector_rows(args.quick)
@@ -417,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
     print(format_tables(results))
     if steps:
         print("\n" + format_census(steps, *CENSUS))
+    for title, split_up in profiles:
+        print("\n" + format_profiles(split_up, title))
     print("\n### Loop-detector decision cost per reply vs thread length\n")
     if detector is None:
         print(f"not measured: {why_not}")
@@ -434,7 +470,9 @@ def main(argv: list[str] | None = None) -> int:
             "host": info, "total_seconds": round(seconds, 1), "load_average_at_start": load_start,
             "load_average_at_end": load_end, "baseline": BASELINE, "floor": FLOOR}
     out.write_text(json.dumps({"meta": meta, "results": [asdict(m) for m in results], "steps": steps,
-                               "detector": detector, "targets": [asdict(t) for t in issue14],
+                               "detector": detector, "profiles": [[title, [asdict(p) for p in split_up]]
+                                                                  for title, split_up in profiles],
+                               "targets": [asdict(t) for t in issue14],
                                "targets_issue24": [asdict(t) for t in issue24]}, indent=2) + "\n")
     return 0
 
