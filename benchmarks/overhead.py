@@ -1,22 +1,13 @@
-"""Per-round framework cost of langgraph-loop and its peers, checkpoint storage, graph steps, memory.
+"""Per-round cost of langgraph-loop and its peers (:mod:`benchmarks.systems`) on every saver,
+sync and async; storage, graph steps, peak memory, the detector's cost, the targets (see README.md).
 
-The scripted ``EchoModel`` calls ``echo`` N times, then answers, in every system of
-:mod:`benchmarks.systems`. Per (N, saver case, mode): a fresh graph and saver per run (built
-outside the clock), one warm-up, then ``--reps`` repetitions in which the systems take turns (the
-order rotates), so a ratio compares runs made at the same time; the median ms per round is
-reported (wall time, or process CPU time with ``--clock cpu``: a steadier A/B on a shared machine).
-A run is ``rounds ok`` when the tool ran N times and the final transcript is exactly the echo
-task's (user prompt, N call/result pairs, the model's own answer), so every system ends alike.
-Also: in-loop latency (model-call gaps, first vs last 10 rounds), what the saver stored (sync),
-peak memory (``tracemalloc``), graph steps (``stream_mode="debug"`` at N=10 and 50, full runs
-only), the loop detector's decision cost (:mod:`benchmarks.detector_cost`), the targets
-(:mod:`benchmarks.report`) and the machine with its load average.
+Per (N, case, mode) every system runs the scripted echo task on a fresh graph and saver (built
+outside the clock): one warm-up, then ``--reps`` repetitions in which the systems take turns in a
+rotating order; the median ms per round is reported (``--clock cpu``: process CPU time). A run is
+``rounds ok`` when the tool ran N times and the final transcript is exactly the echo task's.
 
-Usage::
-
-    python -m benchmarks                      # N = 10, 50, 200, 5 reps, every system, sync and async
-    python -m benchmarks --quick              # smoke run: N = 10, 2 reps, the compared systems
-    python -m benchmarks --only bare_toolnode,langgraph-loop --cases none --modes sync --reps 40 --clock cpu
+Usage: ``python -m benchmarks [--quick] [--ns 10,50,200] [--reps 5] [--only SYSTEMS] [--cases CASES]
+[--modes sync,async] [--clock wall|cpu] [--profile] [--no-census] [--no-detector] [--json PATH]``
 """
 
 from __future__ import annotations
@@ -36,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import asdict, dataclass
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import distributions
 from pathlib import Path
 from typing import Any, Literal
 
@@ -73,6 +64,8 @@ CENSUS = (10, 50)
 Mode = Literal["sync", "async"]
 Scope = Literal["all", "compared", "pair"]
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+PACKAGES = ("langgraph", "langgraph-prebuilt", "langchain", "langchain-core", "langgraph-checkpoint",
+            "langgraph-checkpoint-sqlite", "langgraph-checkpoint-postgres", "langgraph-loop")
 
 
 @dataclass(frozen=True)
@@ -106,10 +99,8 @@ class Run:
     seconds: float
     gaps_ms: list[float]
     rounds_ok: bool
-    stop_reason: str | None = None
-    bytes: int | None = None
-    checkpoints: int | None = None
-    file_bytes: int | None = None
+    stop_reason: str | None
+    stats: Any = None
     peak_bytes: int | None = None
 
 
@@ -172,11 +163,9 @@ def run_once(system: System, n: int, case: Case, savers: Savers, *, trace: bool 
                 tracemalloc.stop()
             stats = saver_stats(saver)
     reason = result.get("stop_reason")
-    return Run(seconds=seconds, gaps_ms=[(b - a) * 1e3 for a, b in itertools.pairwise(model.log.timestamps)],
-               rounds_ok=counter.count == n and _transcript(result) == echo_transcript(n, case.payload),
-               stop_reason=None if reason is None else str(getattr(reason, "value", reason)),
-               bytes=getattr(stats, "bytes", None), checkpoints=getattr(stats, "checkpoints", None),
-               file_bytes=getattr(stats, "file_bytes", None), peak_bytes=peak)
+    return Run(seconds, [(b - a) * 1e3 for a, b in itertools.pairwise(model.log.timestamps)],
+               counter.count == n and _transcript(result) == echo_transcript(n, case.payload),
+               None if reason is None else str(getattr(reason, "value", reason)), stats, peak)
 
 
 async def _atimed(system: System, model: EchoModel, tools: list[Any], n: int, case: Case, savers: Savers,
@@ -198,8 +187,8 @@ def _aggregate(system: str, n: int, case: Case, mode: Mode, runs: list[Run]) -> 
         ms_per_round=statistics.median(per_round), ms_per_round_samples=[round(v, 4) for v in per_round],
         first10_ms=statistics.median(statistics.median(r.gaps_ms[:10]) for r in runs),
         last10_ms=statistics.median(statistics.median(r.gaps_ms[-10:]) for r in runs),
-        rounds_ok=all(r.rounds_ok for r in runs), stop_reason=last.stop_reason, bytes=last.bytes,
-        checkpoints=last.checkpoints, file_bytes=last.file_bytes)
+        rounds_ok=all(r.rounds_ok for r in runs), stop_reason=last.stop_reason,
+        **{k: getattr(last.stats, k, None) for k in ("bytes", "checkpoints", "file_bytes")})
 
 
 def measure_case(systems: Sequence[System], n: int, case: Case, reps: int, savers: Savers, *,
@@ -330,36 +319,18 @@ def machine() -> dict[str, Any]:
         found = (ln.split(":", 1)[1].strip() for ln in lines if ln.lower().startswith(prefixes))
         return next(found, None)
 
-    def installed(package: str) -> str:
-        try:
-            return version(package)
-        except PackageNotFoundError:
-            return "not installed"
-
     memory = proc("/proc/meminfo", "memtotal")
-    packages = ["langgraph", "langgraph-prebuilt", "langchain", "langchain-core", "langgraph-checkpoint",
-                "langgraph-checkpoint-sqlite", "langgraph-checkpoint-postgres", "langgraph-loop"]
+    packages = {dist.metadata["Name"].lower(): dist.version for dist in distributions()}
     return {"cpu": proc("/proc/cpuinfo", "model name", "hardware", "cpu model") or platform.processor()
-            or platform.machine(), "cores": os.cpu_count(),
-            "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-            else os.cpu_count(),
+            or platform.machine(), "cores": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)),
             "memory_gib": round(int(memory.split()[0]) / 2**20, 1) if memory else None,
             "platform": platform.platform(),
             "python": f"{platform.python_implementation()} {platform.python_version()}",
-            "packages": {p: installed(p) for p in packages}}
+            "packages": {p: packages.get(p, "not installed") for p in PACKAGES}}
 
 
 def _load() -> list[float]:
     return [round(v, 2) for v in os.getloadavg()]
-
-
-def _load_note(start: list[float], end: list[float], cores: int | None) -> str:
-    """The load averages (1, 5, 15 min) at start and end, and whether the machine was loaded."""
-    text = f"load average at start {' / '.join(map(str, start))}, at end {' / '.join(map(str, end))}"
-    if cores and max(start[0], end[0]) > 0.5 * cores:
-        text += (f". The machine was loaded (1-min load {max(start[0], end[0]):.2f} on {cores} cores): treat "
-                 "these timings as a smoke run, not as final numbers")
-    return text
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -403,9 +374,7 @@ def _detector_rows(quick: bool) -> tuple[list[dict[str, Any]] | None, str | None
     try:
         from benchmarks import detector_cost
 
-        reps = 30 if quick else 300
-        detector_cost.measure(detector_cost.LENGTHS[0], reps)  # warm-up: imports, caches
-        return [detector_cost.measure(n, reps) for n in detector_cost.LENGTHS], None
+        return detector_cost.rows(30 if quick else 300), None
     except Exception as exc:  # noqa: BLE001 - a report, not a test
         return None, f"{type(exc).__name__}: {str(exc)[:300]}"
 
@@ -443,7 +412,11 @@ def main(argv: list[str] | None = None) -> int:
         gc.unfreeze()
     detector, why_not = (None, "skipped (--no-detector)") if args.no_detector else _detector_rows(args.quick)
     seconds, load_end = time.perf_counter() - start, _load()
-    load = _load_note(load_start, load_end, info["usable_cores"])
+    load = "load average at start {}, at end {}".format(*(" / ".join(map(str, v))
+                                                             for v in (load_start, load_end)))
+    if max(load_start[0], load_end[0]) > 0.5 * info["usable_cores"]:
+        load += (f". The machine was loaded (1-min load {max(load_start[0], load_end[0]):.2f} on"
+                 f" {info['usable_cores']} cores): treat these timings as a smoke run, not as final numbers")
     issue14, issue24 = evaluate(results, detector, ISSUE14), evaluate(results, detector, ISSUE24)
     print(f"### Machine\n\n{described}; {load}.\n\nN = {', '.join(map(str, ns))}; modes {', '.join(modes)};"
           f" {args.clock} clock; {reps} timed repetitions per cell after one warm-up (the systems take turns"

@@ -1,15 +1,10 @@
-"""Where the time of a clean tool round goes: our code vs LangGraph vs langchain-core vs the rest
-(``python -m benchmarks --profile``; :mod:`benchmarks.overhead` runs it).
+"""Where a clean round's time goes, by library (``python -m benchmarks --profile``).
 
-The runs are profiled with ``cProfile``, one profiler per thread (``threading.setprofile`` starts
-one in every thread the run creates, e.g. a tool thread pool), around ``invoke`` only (not the
-graph's build), merged. Every function's self time goes to a bucket by the module that defines it
-(``self``: stdlib, builtins, pydantic, drivers and the like are ``other``); ``charged``: ``other``
-time is charged up the call graph to the library that called it, in proportion to the caller
-edges' time, as gprof does (a ``deepcopy`` LangGraph makes counts as LangGraph's). Lock waits (one
-thread waiting for another) are a line of their own in both views. Percentages are of the profiled
-time; ms/round scales them to the unprofiled median (cProfile slows call-heavy code more: read
-them as a split, not exact costs).
+``cProfile`` around ``invoke`` only, one profiler per thread the run starts, merged. Self time goes
+to the bucket of the defining module (stdlib, pydantic, drivers: ``other``); *charged* moves
+``other`` time up the call graph to the library that called it, in proportion to the caller edges'
+time (as gprof does). Lock waits are a line of their own. Shares are of the profiled time, scaled to
+the unprofiled median: a split, not exact costs.
 
 Example:
     >>> bucket_of("/x/site-packages/langgraph/pregel/main.py", "langgraph.pregel.main")

@@ -1,29 +1,16 @@
 """Loop detection on real model trajectories, replayed through the compiled graph.
 
-Sources (``--data DIR_OR_FILE``, repeatable; default: the vendored τ-bench file): every
-``*.json.gz`` of a directory, or one file, τ-bench's format or the coding format of
-``../shared/data/`` (:func:`benchmarks.replay.load_conversations`); a file whose bytes equal one
-already read is skipped. Each conversation is replayed (:mod:`benchmarks.replay`: the recorded
-replies, the recorded results, a model that ignores warnings, limits out of the way) under:
-``no_detection`` (a check of the replay: every recorded call runs), ``deerflow_style`` (deer-flow's
-layer-1 rule, :class:`benchmarks.token_economy.DeerFlowGuard`, per run), ``langgraph-loop`` (the
-default ``LoopDetection``), with ``--hints`` the same with τ-bench's read-only tools carrying MCP's
-``readOnlyHint``, with ``--variants`` the library without the block rung, blocking every repeat,
-and without the path excuse.
-
-Definitions (per run; a *reply index* counts the run's assistant replies from 0; a call is its
-name + canonical JSON arguments; results compare byte for byte): a system *stops* a run at the
-reply whose calls it refused; the recorded calls from there on are *saved*; in solved runs every
-stop is a *false stop*, which *cuts a new call* when a saved call had not been made before. An
-**obvious loop**: a call made 5 times, or asked again after the same result 3 times in a row (its
-deadline: that request). A **stuck loop**: a call that returned the same result 4 times (anything
-may run in between); its deadline is its next request, else the request that returned the 4th.
-A loop is *stopped* when the run stopped at its deadline or earlier; *stopped or blocked* also
-counts a block of its call by then. A block *hides a changed result* when the blocked call's
-recorded result differs from its previous one.
-
-Usage: ``python -m benchmarks.real_traces [--data PATH ...] [--label L ...] [--limit N] [--json PATH]
-[--details] [--hints] [--variants]``; a ``--label`` or ``--limit`` sample writes JSON only to ``--json``
+``--data`` (repeatable; default the vendored τ-bench file): files or directories of ``*.json.gz`` in
+τ-bench's or ``../shared/data/``'s coding format, each file once. Systems: ``no_detection`` (checks
+the replay), ``deerflow_style`` (deer-flow's layer-1 rule), ``langgraph-loop`` (default
+``LoopDetection``); ``--hints``: τ-bench's lookups marked read-only; ``--variants``: no block
+rung, blocking always, no path excuse. A stop at a reply *saves* the recorded calls from there
+on; in a solved run it is a false stop, which *cuts a new call* when a saved call was not made
+before. An **obvious loop**: a call made 5 times, or asked again after the same result 3 times in a
+row; a **stuck loop**: a call that returned the same result 4 times, anything in between (its
+deadline: its next request, else the request of the 4th). A loop is *stopped* by a stop at its
+deadline or earlier (*or blocked*: its call blocked by then); a block *hides a changed result*
+when the blocked call's recorded result differs from its previous one.
 """
 
 from __future__ import annotations
@@ -43,23 +30,21 @@ from benchmarks.replay import (
     RunResult,
     canonical_call,
     load_conversations,
-    tool_names,
 )
 from benchmarks.token_economy import DeerFlowGuard
 from langgraph_loop import LoopDetection
 
-__all__ = ["DATA", "Loop", "Source", "Summary", "cuts_new_call", "find_loops", "load_sources",
-           "main", "obvious_loops", "stop_index", "stuck_loops", "summarize"]
+__all__ = ["DATA", "Loop", "Summary", "load_sources", "main", "obvious_loops", "stuck_loops", "summarize"]
 
 VENDORED = Path(__file__).parent / "data"
 DATA = VENDORED / "taubench_gpt-4o_airline.json.gz"
 RESULTS = Path(__file__).parent / "results"
-DEFAULT_JSON = RESULTS / "real_traces.json"
-ALL_JSON = RESULTS / "real_traces_all.json"
 READ_ONLY = frozenset({"think", "calculate", "get_user_details", "get_reservation_details",
                        "search_direct_flight", "search_onestop_flight", "list_all_airports"})
+VARIANTS = {"langgraph-loop, block=()": LoopDetection(block=()),
+            "langgraph-loop, block always": LoopDetection(block_only_interleaved=False),
+            "langgraph-loop, no path excuse": LoopDetection(path_excuse=False)}
 REPEATS, SAME_RESULTS, STUCK = 5, 3, 4
-
 ReplayFn = Callable[[Conversation], list[RunResult]]
 
 
@@ -81,8 +66,7 @@ def obvious_loops(run: RecordedRun) -> list[tuple[str, int, str]]:
 
     Example:
         >>> from langchain_core.messages import AIMessage
-        >>> ai = [AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": f"c{i}"}])
-        ...       for i in range(4)]
+        >>> ai = [AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": f"c{i}"}]) for i in range(4)]
         >>> obvious_loops(RecordedRun("u", ai, {(i, 0): "Error: no" for i in range(4)}))
         [('f({})', 3, 'requested again after the same result 3 times')]
     """
@@ -129,64 +113,40 @@ def stuck_loops(run: RecordedRun) -> list[tuple[str, int, str]]:
     return [(key, index, why) for key, (index, why) in found.items()]
 
 
-def find_loops(conversations: Sequence[Conversation]) -> list[Loop]:
-    """Every obvious and stuck loop of the conversations."""
-    out = []
-    for ci, conv in enumerate(conversations):
-        for ri, run in enumerate(conv.runs):
-            for kind, finder in (("obvious", obvious_loops), ("stuck", stuck_loops)):
-                out += [Loop(ci, ri, call, reply, why, kind, conv.solved)
-                        for call, reply, why in finder(run)]
-    return out
-
-
 def deerflow_replay(conversation: Conversation) -> list[RunResult]:
     """deer-flow's rule over each run's recorded replies (a fresh guard per run)."""
     out = []
     for run in conversation.runs:
-        guard, warned, served = DeerFlowGuard(), None, 0
-        stopped = False
+        guard, warned, served, stopped = DeerFlowGuard(), None, 0, False
         for index, ai in enumerate(run.replies):
             served = index + 1
-            if not ai.tool_calls:
+            verdict = guard.check(ai) if ai.tool_calls else "end"
+            warned = index if verdict == "warn" and warned is None else warned
+            if verdict in ("stop", "end"):
+                stopped = verdict == "stop"
                 break
-            verdict = guard.check(ai)
-            if verdict == "warn" and warned is None:
-                warned = index
-            if verdict == "stop":
-                stopped = True
-                break
-        executed = sum(len(ai.tool_calls) for ai in run.replies[: served - (1 if stopped else 0)])
-        out.append(RunResult(served=served, executed=executed,
-                             stop_reason="hard_stop" if stopped else None,
-                             layer="repeat" if stopped else None, first_warning=warned))
+        executed = sum(len(ai.tool_calls) for ai in run.replies[: served - stopped])
+        out.append(RunResult(served, executed, "hard_stop" if stopped else None,
+                             "repeat" if stopped else None, warned))
     return out
-
-
-VARIANTS = {"langgraph-loop, block=()": LoopDetection(block=()),
-            "langgraph-loop, block always": LoopDetection(block_only_interleaved=False),
-            "langgraph-loop, no path excuse": LoopDetection(path_excuse=False)}
-"""The ``--variants``: no block rung (stop at once), a block for every repeat, no path excuse."""
 
 
 def systems(conversations: Sequence[Conversation], hints: bool = False,
             variants: bool = False) -> dict[str, ReplayFn]:
     """The compared systems, by name (each graph is built once per source)."""
-    names = tool_names(c.runs for c in conversations)
-    plain = Replayer(names, loop_detection=None)
-    default = Replayer(names, loop_detection=LoopDetection())
-    out: dict[str, ReplayFn] = {
-        "no_detection": lambda c: plain.replay(c.runs),
-        "deerflow_style": deerflow_replay,
-        "langgraph-loop": lambda c: default.replay(c.runs),
-    }
+    names = {c["name"] for conv in conversations for run in conv.runs for _, c in run.calls()}
+    detections: dict[str, tuple[LoopDetection | None, frozenset[str]]] = {
+        "no_detection": (None, frozenset()), "langgraph-loop": (LoopDetection(), frozenset())}
     if hints:
-        hinted = Replayer(names, loop_detection=LoopDetection(), read_only_hints=READ_ONLY)
-        out["langgraph-loop+hints"] = lambda c: hinted.replay(c.runs)
+        detections["langgraph-loop+hints"] = (LoopDetection(), READ_ONLY)
     if variants:
-        for name, detection in VARIANTS.items():
-            variant = Replayer(names, loop_detection=detection)
-            out[name] = lambda c, r=variant: r.replay(c.runs)  # type: ignore[misc]
+        detections |= {name: (detection, frozenset()) for name, detection in VARIANTS.items()}
+    out: dict[str, ReplayFn] = {}
+    for name, (detection, read_only) in detections.items():
+        replayer = Replayer(names, loop_detection=detection, read_only_hints=read_only)
+        out[name] = lambda c, r=replayer: r.replay(c.runs)  # type: ignore[misc]
+        if name == "no_detection":
+            out["deerflow_style"] = deerflow_replay
     return out
 
 
@@ -247,21 +207,16 @@ def _blocked_changed(run: RecordedRun, blocked: Iterable[tuple[int, int]]) -> in
     for reply, position in blocked:
         call = run.replies[reply].tool_calls[position]
         key, result = canonical_call(call), run.result(reply, str(call["id"]))
-        earlier = [run.result(i, str(c["id"])) for i, c in run.calls() if i < reply
-                   and canonical_call(c) == key]
+        earlier = [run.result(i, str(c["id"])) for i, c in run.calls(0, reply) if canonical_call(c) == key]
         changed += bool(earlier) and earlier[-1] != result
     return changed
 
 
 def _count_run(s: Summary, solved: bool, run: RecordedRun, res: RunResult, where: str) -> None:
-    s.runs += 1
-    s.calls += len(run.calls())
-    s.executed += res.executed
     stop = stop_index(res)
-    if stop is not None:
-        s.stops.append(f"{where}: reply {stop}, {res.layer}")
-    if res.first_warning is not None:
-        s.warnings.append(f"{where}: reply {res.first_warning}")
+    s.runs, s.calls, s.executed = s.runs + 1, s.calls + len(run.calls()), s.executed + res.executed
+    s.stops += [] if stop is None else [f"{where}: reply {stop}, {res.layer}"]
+    s.warnings += [] if res.first_warning is None else [f"{where}: reply {res.first_warning}"]
     s.blocks += [f"{where}: reply {reply}, call {position}" for reply, position in res.blocked]
     s.notices += [f"{where}: reply {reply}: {text[:200]}" for reply, text in res.notices]
     s.blocked_changed += _blocked_changed(run, res.blocked)
@@ -275,16 +230,8 @@ def _count_run(s: Summary, solved: bool, run: RecordedRun, res: RunResult, where
     s.failed_calls += len(run.calls())
     s.failed_warned += res.first_warning is not None
     s.failed_saved += sum(1 for reply, _ in res.blocked if stop is None or reply < stop)
-    if stop is not None:
-        s.failed_stopped += 1
-        s.failed_saved += len(run.calls(stop))
-
-
-def _refused(loop: Loop, run: RecordedRun, res: RunResult) -> bool:
-    """Was the loop's call blocked at its deadline or earlier (without a stop)?"""
-    return any(reply <= loop.reply
-               and canonical_call(run.replies[reply].tool_calls[position]) == loop.call
-               for reply, position in res.blocked)
+    s.failed_stopped += stop is not None
+    s.failed_saved += 0 if stop is None else len(run.calls(stop))
 
 
 def summarize(system: str, conversations: Sequence[Conversation],
@@ -300,63 +247,42 @@ def summarize(system: str, conversations: Sequence[Conversation],
         stop = stop_index(res)
         stopped = stop is not None and stop <= loop.reply
         if loop.kind == "obvious":
-            s.loops += 1
-            s.loops_stopped += stopped
+            s.loops, s.loops_stopped = s.loops + 1, s.loops_stopped + stopped
         elif loop.solved:
-            s.stuck_solved += 1
-            s.stuck_solved_stopped += stopped
+            s.stuck_solved, s.stuck_solved_stopped = s.stuck_solved + 1, s.stuck_solved_stopped + stopped
         else:
-            s.stuck_failed += 1
-            s.stuck_failed_stopped += stopped
             run = conversations[loop.conversation].runs[loop.run]
-            s.stuck_failed_refused += stopped or _refused(loop, run, res)
+            refused = any(reply <= loop.reply  # the loop's call blocked by its deadline
+                          and canonical_call(run.replies[reply].tool_calls[pos]) == loop.call
+                          for reply, pos in res.blocked)
+            s.stuck_failed, s.stuck_failed_stopped = s.stuck_failed + 1, s.stuck_failed_stopped + stopped
+            s.stuck_failed_refused += stopped or refused
     return s
 
 
-def _pct(part: int | float, whole: int | float) -> str:
+def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.1f} %" if whole else "–"
 
 
 def format_table(summaries: Sequence[Summary]) -> str:
-    """One markdown table: a row per system."""
-    lines = [
-        "| system | runs (solved) | calls | solved: runs warned | solved: runs stopped"
-        " | solved: stops cutting a new call | failed: runs stopped | failed: calls saved"
-        " | obvious loops stopped | stuck loops stopped (failed runs) | stuck loops stopped"
-        " (solved runs) | seconds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for s in summaries:
-        lines.append(
-            f"| {s.system} | {s.runs} ({s.solved_runs}) | {s.calls} | {s.solved_warned}"
-            f" | {s.solved_stopped} ({_pct(s.solved_stopped, s.solved_runs)}) | {s.solved_cut_new}"
-            f" | {s.failed_stopped} | {s.failed_saved} ({_pct(s.failed_saved, s.failed_calls)})"
-            f" | {s.loops_stopped}/{s.loops} | {s.stuck_failed_stopped}/{s.stuck_failed}"
-            f" | {s.stuck_solved_stopped}/{s.stuck_solved} | {s.seconds} |")
+    """One markdown table, a row per system (and one for blocks, when any system blocked)."""
+    lines = ["| system | runs (solved) | calls | solved: runs warned | solved: runs stopped"
+             " | solved: stops cutting a new call | failed: runs stopped | failed: calls saved"
+             " | obvious loops stopped | stuck loops stopped (failed runs) | stuck loops stopped"
+             " (solved runs) | seconds |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {s.system} | {s.runs} ({s.solved_runs}) | {s.calls} | {s.solved_warned}"
+              f" | {s.solved_stopped} ({_pct(s.solved_stopped, s.solved_runs)}) | {s.solved_cut_new}"
+              f" | {s.failed_stopped} | {s.failed_saved} ({_pct(s.failed_saved, s.failed_calls)})"
+              f" | {s.loops_stopped}/{s.loops} | {s.stuck_failed_stopped}/{s.stuck_failed}"
+              f" | {s.stuck_solved_stopped}/{s.stuck_solved} | {s.seconds} |" for s in summaries]
     blocking = [s for s in summaries if s.solved_blocked or s.blocked_changed
                 or s.stuck_failed_refused > s.stuck_failed_stopped]
     if blocking:
         lines += ["", "| system | solved: calls blocked | blocks hiding a changed result"
                   " | stuck loops stopped or blocked (failed runs) |", "|---|---|---|---|"]
-        lines += [f"| {s.system} | {s.solved_blocked} | {s.blocked_changed}"
-                  f" | {s.stuck_failed_refused}/{s.stuck_failed} |" for s in blocking]
+        lines += [f"| {s.system} | {s.solved_blocked} | {s.blocked_changed} | {s.stuck_failed_refused}/"
+                  f"{s.stuck_failed} |" for s in blocking]
     return "\n".join(lines)
-
-
-def _loop_lines(conversations: Sequence[Conversation], loops: Sequence[Loop],
-                results: dict[str, list[list[RunResult]]]) -> list[str]:
-    lines = []
-    for loop in loops:
-        conv = conversations[loop.conversation]
-        verdicts = []
-        for name, per_conv in results.items():
-            stop = stop_index(per_conv[loop.conversation][loop.run])
-            ok = stop is not None and stop <= loop.reply
-            verdicts.append(f"{name}: {'stopped at reply ' + str(stop) if ok else 'not stopped'}")
-        lines.append(f"- {loop.kind}: {conv.label} ({'solved' if conv.solved else 'failed'}),"
-                     f" run {loop.run}: `{loop.call[:80]}` {loop.why} (reply {loop.reply}); "
-                     + "; ".join(verdicts))
-    return lines
 
 
 @dataclass
@@ -369,27 +295,21 @@ class Source:
     vendored: bool
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def load_sources(paths: Iterable[Path], limit: int | None = None,
                  labels: Sequence[str] | None = None) -> list[Source]:
-    """Every ``*.json.gz`` of the given files and directories, each file once (by content);
-    only the conversations named in ``labels`` when given (a source left empty is dropped)."""
-    vendored = {_digest(p) for p in VENDORED.glob("*.json.gz")}
-    seen: set[str] = set()
-    out = []
+    """Every ``*.json.gz`` of the given files and directories, each file once (by content); only
+    the conversations named in ``labels`` when given (a source left empty is dropped)."""
+    def digest(path: Path) -> str:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+    vendored, seen, out = {digest(p) for p in VENDORED.glob("*.json.gz")}, set(), []
     for path in paths:
         for file in sorted(path.glob("*.json.gz")) if path.is_dir() else [path]:
-            digest = _digest(file)
-            if digest in seen:
-                continue
-            seen.add(digest)
-            conversations = [c for c in load_conversations(file, limit) if not labels or c.label in labels]
-            if conversations:
-                out.append(Source(file.name.removesuffix(".json.gz"), file, conversations,
-                                  digest in vendored))
+            if (key := digest(file)) not in seen:
+                seen.add(key)
+                picked = [c for c in load_conversations(file, limit) if not labels or c.label in labels]
+                if picked:
+                    out.append(Source(file.name.removesuffix(".json.gz"), file, picked, key in vendored))
     return out
 
 
@@ -406,46 +326,40 @@ class Measured:
 def measure(source: Source, hints: bool = False, variants: bool = False) -> Measured:
     """Replay one source under every system."""
     conversations = source.conversations
-    loops = find_loops(conversations)
+    loops = [Loop(ci, ri, call, reply, why, kind, conv.solved)
+             for ci, conv in enumerate(conversations) for ri, run in enumerate(conv.runs)
+             for kind, finder in (("obvious", obvious_loops), ("stuck", stuck_loops))
+             for call, reply, why in finder(run)]
     results: dict[str, list[list[RunResult]]] = {}
     summaries = []
     for name, replay in systems(conversations, hints, variants).items():
         started = time.perf_counter()
         results[name] = [replay(conv) for conv in conversations]
         summary = summarize(name, conversations, results[name], loops)
-        summary.source = source.name
-        summary.seconds = round(time.perf_counter() - started, 1)
+        summary.source, summary.seconds = source.name, round(time.perf_counter() - started, 1)
         summaries.append(summary)
     return Measured(source, summaries, loops, results)
 
 
-def overall(measured: Sequence[Measured]) -> list[Summary]:
-    """Every system's numbers added up over the sources."""
-    totals: dict[str, Summary] = {}
-    for m in measured:
-        for s in m.summaries:
-            totals.setdefault(s.system, Summary(system=s.system, source="overall")).add(s)
-    return list(totals.values())
-
-
 def _print_source(m: Measured, details: bool) -> None:
     conversations = m.source.conversations
-    solved = sum(c.solved for c in conversations)
-    print(f"\n## {m.source.name} ({len(conversations)} trajectories, {solved} solved)\n")
-    print(format_table(m.summaries))
-    obvious = [x for x in m.loops if x.kind == "obvious"]
-    print(f"\nObvious loops ({len(obvious)}):")
-    print("\n".join(_loop_lines(conversations, obvious, m.results)) or "- none")
-    if details:
-        stuck = [x for x in m.loops if x.kind == "stuck"]
-        print(f"\nStuck loops ({len(stuck)}):")
-        print("\n".join(_loop_lines(conversations, stuck, m.results)) or "- none")
-        for s in m.summaries:
-            print(f"\n{s.system} stops ({len(s.stops)}):\n" + "\n".join(f"- {x}" for x in s.stops))
-            print(f"{s.system} first warnings ({len(s.warnings)}):\n"
-                  + "\n".join(f"- {x}" for x in s.warnings))
-            if s.blocks:
-                print(f"{s.system} blocks ({len(s.blocks)}):\n" + "\n".join(f"- {x}" for x in s.blocks))
+    print(f"\n## {m.source.name} ({len(conversations)} trajectories, {sum(c.solved for c in conversations)}"
+          f" solved)\n\n{format_table(m.summaries)}")
+    for kind in ("obvious", "stuck") if details else ("obvious",):
+        loops = [x for x in m.loops if x.kind == kind]
+        print(f"\n{kind.capitalize()} loops ({len(loops)}):")
+        for x in loops:
+            conv = conversations[x.conversation]
+            stops = {name: stop_index(r[x.conversation][x.run]) for name, r in m.results.items()}
+            verdicts = [f"{name}: " + (f"stopped at reply {stop}" if stop is not None and stop <= x.reply
+                                       else "not stopped") for name, stop in stops.items()]
+            print(f"- {kind}: {conv.label} ({'solved' if conv.solved else 'failed'}), run {x.run}:"
+                  f" `{x.call[:80]}` {x.why} (reply {x.reply}); " + "; ".join(verdicts))
+        if not loops:
+            print("- none")
+    for s in m.summaries if details else ():
+        for what, entries in (("stops", s.stops), ("first warnings", s.warnings), ("blocks", s.blocks)):
+            print(f"\n{s.system} {what} ({len(entries)}):" + "".join(f"\n- {x}" for x in entries))
     base = m.summaries[0]
     print(f"\nreplay check: {base.system} executed {base.executed} of {base.calls} recorded calls")
 
@@ -454,40 +368,23 @@ def _counts(s: Summary) -> dict[str, object]:
     return {k: v for k, v in asdict(s).items() if not isinstance(v, list)}
 
 
-def _json(measured: Sequence[Measured], totals: Sequence[Summary]) -> str:
-    """Aggregates for every source; runs, stops and loops by name for vendored sources only."""
-    sources = []
-    for m in measured:
-        entry: dict[str, object] = {"source": m.source.name, "vendored": m.source.vendored}
-        if m.source.vendored:
-            entry["summaries"] = [asdict(s) for s in m.summaries]
-            entry["obvious_loops"] = [asdict(x) for x in m.loops if x.kind == "obvious"]
-            entry["stuck_loops"] = [asdict(x) for x in m.loops if x.kind == "stuck"]
-        else:
-            entry["summaries"] = [_counts(s) for s in m.summaries]
-        sources.append(entry)
-    summary = [_counts(s) for s in totals]
-    return json.dumps({"sources": sources, "overall": summary}, indent=2) + "\n"
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Replay every source under every system; print the tables and loops; write JSON."""
+    """Replay every source under every system; print the tables and loops; write JSON (runs, stops
+    and loops by name for vendored sources only)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.real_traces",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, action="append",
-                        help="a trajectory file or a directory of them (repeatable; default"
-                             " benchmarks/data/taubench_gpt-4o_airline.json.gz)")
+    parser.add_argument("--data", type=Path, action="append", help="a trajectory file or a directory of them"
+                        " (repeatable; default benchmarks/data/taubench_gpt-4o_airline.json.gz)")
+    parser.add_argument("--label", action="append", help="replay only the conversations with this label")
     parser.add_argument("--limit", type=int, help="replay only the first N conversations of each")
-    parser.add_argument("--json", type=Path, help=f"where to write JSON (default {DEFAULT_JSON.name}"
-                        f" for vendored data only, else {ALL_JSON.name}, in {RESULTS})")
-    parser.add_argument("--details", action="store_true",
-                        help="list every stuck loop, warning and stop")
+    parser.add_argument("--json", type=Path, help="where to write JSON (default: real_traces.json for"
+                        " vendored data only, else real_traces_all.json, in benchmarks/results; none for a"
+                        " sample)")
+    parser.add_argument("--details", action="store_true", help="list every stuck loop, warning, stop, block")
     parser.add_argument("--hints", action="store_true",
-                        help="also run langgraph-loop with the τ-bench lookups marked read-only")
-    parser.add_argument("--variants", action="store_true", help="also run langgraph-loop without the"
-                        " block rung, blocking always, and without the path excuse")
-    parser.add_argument("--label", action="append",
-                        help="replay only the conversations with this label (repeatable)")
+                        help="also langgraph-loop with τ-bench's lookups marked read-only")
+    parser.add_argument("--variants", action="store_true", help="also langgraph-loop without the block rung,"
+                        " blocking always, and without the path excuse")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     sources = load_sources(args.data or [DATA], args.limit, args.label)
@@ -495,16 +392,22 @@ def main(argv: list[str] | None = None) -> int:
     print("# Loop detection on real trajectories")
     for m in measured:
         _print_source(m, args.details)
-    totals = overall(measured)
+    totals: dict[str, Summary] = {}
+    for s in (s for m in measured for s in m.summaries):
+        totals.setdefault(s.system, Summary(system=s.system, source="overall")).add(s)
     if len(measured) > 1:
-        print(f"\n## overall ({len(measured)} sources)\n")
-        print(format_table(totals))
+        print(f"\n## overall ({len(measured)} sources)\n\n{format_table(list(totals.values()))}")
     print(f"\nbenchmark runtime: {time.perf_counter() - started:.1f} s")
-    path = args.json or (None if args.label or args.limit  # a sample does not replace the results
-                         else DEFAULT_JSON if all(s.vendored for s in sources) else ALL_JSON)
+    path = args.json or (None if args.label or args.limit else RESULTS / (
+        "real_traces.json" if all(s.vendored for s in sources) else "real_traces_all.json"))
     if path is not None:
+        out = [{"source": m.source.name, "vendored": m.source.vendored,
+                "summaries": [asdict(s) if m.source.vendored else _counts(s) for s in m.summaries]}
+               | ({f"{kind}_loops": [asdict(x) for x in m.loops if x.kind == kind]
+                   for kind in ("obvious", "stuck")} if m.source.vendored else {}) for m in measured]
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(_json(measured, totals))
+        path.write_text(json.dumps({"sources": out, "overall": [_counts(s) for s in totals.values()]},
+                                   indent=2) + "\n")
         print(f"JSON: {path}")
     return 0
 

@@ -1,14 +1,10 @@
-"""Replay recorded OpenAI-format tool-calling conversations through a compiled loop graph.
+"""Replay recorded tool-calling conversations through a compiled loop graph.
 
-A recorded conversation is split into *runs*: one per user message, holding the assistant
-replies (and their tool results) up to the next user message. Replaying a run invokes the
-graph once on the conversation's thread with that user message; a scripted model returns the
-run's recorded assistant messages in order (it never reads loop warnings: the worst case), and
-one tool per recorded tool name returns the recorded result of each call id. A recorded result
-that starts with ``Error`` (or, in the coding format, is flagged ``error``) comes back as
-``ToolMessage(status="error")``, as it would from a
-LangChain tool that raised. A stop ends the run early: the rest of its recorded replies are
-skipped, and the next run starts with the next user message.
+A conversation is split into *runs* (one per user message); a run is one ``invoke`` on the
+conversation's thread: a scripted model returns the recorded replies in order (it never reads a
+warning: the worst case), one tool per recorded name returns each call's recorded result (an error
+result: τ-bench text starting with ``Error``, or the coding format's ``error`` flag, comes back as
+``status="error"``). A stop ends the run: the rest of its replies are skipped.
 
 Example:
     >>> traj = [{"role": "user", "content": "hi"},
@@ -18,7 +14,7 @@ Example:
     ...         {"role": "assistant", "content": "done"}]
     >>> [(r.user, len(r.replies), r.results) for r in split_runs(traj)]
     [('hi', 2, {(0, 0): 'ok'})]
-    >>> replay_conversation(split_runs(traj), loop_detection=None)[0].executed
+    >>> Replayer(["look"], loop_detection=None).replay(split_runs(traj))[0].executed
     1
 """
 
@@ -42,18 +38,8 @@ from langgraph_loop import Limits, LoopDetection, create_loop_agent
 from langgraph_loop.core.messages import is_blocked
 from langgraph_loop.scripted import ScriptedChatModel
 
-__all__ = [
-    "Conversation",
-    "RecordedRun",
-    "Replayer",
-    "RunResult",
-    "canonical_call",
-    "coding_run",
-    "load_conversations",
-    "replay_conversation",
-    "split_runs",
-    "tool_names",
-]
+__all__ = ["Conversation", "RecordedRun", "Replayer", "RunResult", "canonical_call", "coding_run",
+           "load_conversations", "split_runs"]
 
 END_OF_RECORDING = "(end of the recorded run)"
 FINAL_ANSWER = "(final answer without tools)"
@@ -71,21 +57,23 @@ class RecordedRun:
     """The results recorded as errors, by the same key; ``None``: a result is an error when
     its text starts with ``Error`` (τ-bench's tools return such strings)."""
 
-    def calls(self, start: int = 0) -> list[tuple[int, ToolCall]]:
-        """``(reply index, tool call)`` of every recorded call from reply ``start`` on."""
-        return [(i, c) for i, ai in enumerate(self.replies) if i >= start for c in ai.tool_calls]
+    def calls(self, start: int = 0, end: int | None = None) -> list[tuple[int, ToolCall]]:
+        """``(reply index, tool call)`` of every recorded call of replies ``start`` to ``end`` (excluded)."""
+        return [(i, c) for i, ai in enumerate(self.replies[:end]) if i >= start for c in ai.tool_calls]
+
+    def _key(self, reply: int, call_id: str) -> tuple[int, int]:
+        ids = [str(c["id"]) for c in self.replies[reply].tool_calls]
+        return reply, ids.index(call_id) if call_id in ids else 0
 
     def result(self, reply: int, call_id: str) -> str:
         """The recorded result of the call ``call_id`` of reply ``reply``."""
-        ids = [str(c["id"]) for c in self.replies[reply].tool_calls]
-        return self.results.get((reply, ids.index(call_id) if call_id in ids else 0), "")
+        return self.results.get(self._key(reply, call_id), "")
 
     def failed(self, reply: int, call_id: str) -> bool:
         """Was the result of the call ``call_id`` of reply ``reply`` recorded as an error?"""
         if self.errors is None:
             return self.result(reply, call_id).startswith("Error")
-        ids = [str(c["id"]) for c in self.replies[reply].tool_calls]
-        return (reply, ids.index(call_id) if call_id in ids else 0) in self.errors
+        return self._key(reply, call_id) in self.errors
 
 
 @dataclass
@@ -223,9 +211,7 @@ class _Recording:
     """The run being replayed: its replies (served in order) and results (by call id)."""
 
     def __init__(self) -> None:
-        self.run = RecordedRun(user="")
-        self.served = 0
-        self.executed = 0
+        self.begin(RecordedRun(user=""))
 
     def begin(self, run: RecordedRun) -> None:
         self.run, self.served, self.executed = run, 0, 0
@@ -233,9 +219,8 @@ class _Recording:
     def next_reply(self, _messages: Sequence[BaseMessage]) -> AIMessage:
         if self.served >= len(self.run.replies):
             return AIMessage(END_OF_RECORDING)
-        reply = self.run.replies[self.served]
         self.served += 1
-        return reply
+        return self.run.replies[self.served - 1]
 
 
 class ReplayTool(BaseTool):
@@ -246,55 +231,35 @@ class ReplayTool(BaseTool):
     recording: Any = None
 
     def _run(self, tool_call_id: str, **_kwargs: Any) -> ToolMessage:
-        self.recording.executed += 1
-        reply = self.recording.served - 1
-        text = self.recording.run.result(reply, tool_call_id)
-        failed = self.recording.run.failed(reply, tool_call_id)
-        return ToolMessage(text, tool_call_id=tool_call_id, name=self.name,
-                           status="error" if failed else "success")
+        rec, reply = self.recording, self.recording.served - 1
+        rec.executed += 1
+        return ToolMessage(rec.run.result(reply, tool_call_id), tool_call_id=tool_call_id, name=self.name,
+                           status="error" if rec.run.failed(reply, tool_call_id) else "success")
 
 
-def _blocked(messages: Sequence[BaseMessage]) -> tuple[tuple[int, int], ...]:
-    """(reply index, position) of every call the loop detector blocked (answered, not run)."""
-    out: list[tuple[int, int]] = []
-    reply, ids = -1, []
+def _seen(messages: Sequence[BaseMessage]) -> tuple[tuple[tuple[int, int], ...],
+                                                    tuple[tuple[int, str], ...]]:
+    """(reply index, position) of every call the loop detector blocked (answered, not run), and
+    (reply index, text) of every loop notice, in a run's messages."""
+    blocked, notices, reply, ids = [], [], -1, []
     for message in messages:
         if isinstance(message, AIMessage):
             reply, ids = reply + 1, [str(c["id"]) for c in message.tool_calls]
         elif isinstance(message, ToolMessage) and is_blocked(message) and message.tool_call_id in ids:
-            out.append((reply, ids.index(message.tool_call_id)))
-    return tuple(out)
-
-
-def _notices(messages: Sequence[BaseMessage]) -> tuple[tuple[int, str], ...]:
-    """(reply index, text) of every loop notice in a run's messages."""
-    out, replies = [], 0
-    for message in messages:
-        if isinstance(message, AIMessage):
-            replies += 1
+            blocked.append((reply, ids.index(message.tool_call_id)))
         elif isinstance(message, HumanMessage) and message.name == "loop_warning":
-            out.append((replies - 1, str(message.content)))
-    return tuple(out)
-
-
-def _warned_at(messages: Sequence[BaseMessage]) -> int | None:
-    """The reply index whose warning the model saw first (``None``: no warning)."""
-    notices = _notices(messages)
-    return notices[0][0] if notices else None
+            notices.append((reply, str(message.content)))
+    return tuple(blocked), tuple(notices)
 
 
 class Replayer:
-    """One compiled graph that replays conversations, each on a thread of its own.
-
-    ``tools``: the tool names the conversations use. ``read_only_hints``: tools whose
-    metadata carries MCP's ``readOnlyHint``, the way langchain-mcp-adapters exposes it.
-    """
+    """One compiled graph (limits out of the way unless given, an in-memory checkpointer) that
+    replays conversations, each on a thread of its own. ``tools``: the tool names used;
+    ``read_only_hints``: tools whose metadata carries MCP's ``readOnlyHint``, as
+    langchain-mcp-adapters exposes it."""
 
     def __init__(self, tools: Iterable[str], *, loop_detection: LoopDetection | None,
-                 read_only_hints: frozenset[str] = frozenset(),
-                 limits: Limits | None = None) -> None:
-        """Build the graph once (limits out of the way unless given, an in-memory
-        checkpointer)."""
+                 read_only_hints: frozenset[str] = frozenset(), limits: Limits | None = None) -> None:
         self.recording = _Recording()
         model = ScriptedChatModel(default=self.recording.next_reply, no_tools_reply=FINAL_ANSWER)
         replay_tools = [ReplayTool(name=n, recording=self.recording,
@@ -302,8 +267,7 @@ class Replayer:
                         for n in sorted(set(tools))]
         self.saver = InMemorySaver()
         self.graph = create_loop_agent(model, replay_tools, loop_detection=loop_detection,
-                                       max_iterations=None,
-                                       limits=limits or Limits(max_model_calls=None),
+                                       max_iterations=None, limits=limits or Limits(max_model_calls=None),
                                        checkpointer=self.saver)
         self.threads = itertools.count()
 
@@ -314,27 +278,13 @@ class Replayer:
         out, seen = [], 0
         for run in runs:
             self.recording.begin(run)
-            state = self.graph.invoke({"messages": [HumanMessage(run.user)]}, config,
-                                      durability="exit")
-            messages = state["messages"]
+            state = self.graph.invoke({"messages": [HumanMessage(run.user)]}, config, durability="exit")
             guard = (state.get("iterations") or [{}])[-1].get("guard") or {}
             reason = state.get("stop_reason")
-            out.append(RunResult(
-                served=self.recording.served, executed=self.recording.executed,
-                stop_reason=None if reason is None else str(getattr(reason, "value", reason)),
-                layer=guard.get("layer"), first_warning=_warned_at(messages[seen:]),
-                blocked=_blocked(messages[seen:]), notices=_notices(messages[seen:])))
-            seen = len(messages)
+            blocked, notices = _seen(state["messages"][seen:])
+            out.append(RunResult(self.recording.served, self.recording.executed,
+                                 None if reason is None else str(getattr(reason, "value", reason)),
+                                 guard.get("layer"), notices[0][0] if notices else None, blocked, notices))
+            seen = len(state["messages"])
         self.saver.delete_thread(thread)
         return out
-
-
-def tool_names(conversations: Iterable[Sequence[RecordedRun]]) -> set[str]:
-    """Every tool name called in the conversations."""
-    return {c["name"] for runs in conversations for run in runs for _, c in run.calls()}
-
-
-def replay_conversation(runs: Sequence[RecordedRun], *,
-                        loop_detection: LoopDetection | None) -> list[RunResult]:
-    """Replay one conversation on a graph of its own."""
-    return Replayer(tool_names([runs]), loop_detection=loop_detection).replay(runs)

@@ -1,16 +1,10 @@
-"""Checkpointers for the benchmarks, fresh per run, and how much they stored.
+"""Checkpointers for the benchmarks, fresh per run, and what they stored.
 
-* ``memory``: ``InMemorySaver``; bytes = every serialized byte in ``storage``, ``writes``, ``blobs``.
-* ``sqlite``: ``SqliteSaver`` on a file in a temp dir (tables created up front); after
-  ``wal_checkpoint(TRUNCATE)``: the file size, and the summed blob lengths of its tables.
-* ``postgres``: ``PostgresSaver`` on one database of the test suite's throwaway server
-  (``tests/support/postgres.py``: ``$LANGGRAPH_LOOP_TEST_PG_URI`` when set, else a local server on a
-  free port, removed at the end), its tables emptied before every run; bytes = ``checkpoint`` and
-  ``metadata`` as JSON text plus the ``blob`` lengths of ``checkpoint_blobs`` and
-  ``checkpoint_writes``; file bytes = ``pg_total_relation_size`` of the three tables.
-
-:meth:`Savers.aopen` yields the async counterparts (``AsyncSqliteSaver`` on the same file,
-``AsyncPostgresSaver`` on the same database); :func:`saver_stats` measures the sync ones.
+``memory`` (bytes: every serialized byte), ``sqlite`` (a temp file, tables created up front; after
+``wal_checkpoint(TRUNCATE)``: blob bytes and the file size), ``postgres`` (one database on the test
+suite's throwaway server or ``$LANGGRAPH_LOOP_TEST_PG_URI``, emptied before every run; checkpoints
+and metadata as JSON text plus blob bytes, and ``pg_total_relation_size`` of the three tables).
+:meth:`Savers.aopen` yields the async savers; :func:`saver_stats` measures the sync ones.
 
 Example:
     >>> import asyncio

@@ -1,15 +1,9 @@
-"""Throughput of ``langgraph.json``'s graph on Aegra: 1 vs 2 server processes.
+"""Throughput of ``langgraph.json``'s graph on Aegra, 1 vs 2 server processes (about 2 minutes).
 
-The Aegra deployment of ``docs/deployment.md``: a throwaway PostgreSQL and Redis
-and N ``aegra serve`` processes from the cached Python 3.12 virtualenv of the tests
-(``tests/support/aegra.py``), with no ``OPENAI_*`` variables, so the served graph uses its
-offline scripted demo model. 200 short runs (``get_weather for Paris``: model, tool,
-model), each on a new thread, ``--concurrency`` in flight at a time, sent round-robin to
-the processes' APIs and streamed (``runs.wait``/``join`` poll every 2 s in Aegra, a
-stream ends when the run does). Latency is one run's stream, from request to end.
-
-Run: ``.venv/bin/python -m benchmarks.server_throughput`` (about 2 minutes; not part of
-``make bench``).
+The Aegra deployment of ``docs/deployment.md`` (``tests/support/aegra.py``: a throwaway PostgreSQL
+and Redis, ``aegra serve`` from the tests' cached Python 3.12 virtualenv, no ``OPENAI_*``: the
+offline scripted demo model). 200 runs (model, tool, model), each on a new thread, ``--concurrency``
+in flight, round-robin over the processes, streamed (latency: request to end of stream).
 
 Example:
     >>> print(table([{"servers": 1, "runs": 200, "concurrency": 16, "ok": 200,

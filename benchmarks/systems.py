@@ -1,15 +1,11 @@
-"""The systems under test: ``build(model, tools, n, checkpointer)`` returns an invoker that runs one
-task on a fresh thread and returns the final state: called, with ``invoke``; ``.ainvoke``, with
-``ainvoke`` (given an async-capable checkpointer).
+"""The systems under test: ``build(model, tools, n, saver)`` gives an invoker that runs one task on
+a fresh thread (called: ``invoke``; ``.ainvoke``: ``ainvoke``) and returns the final state.
 
-``plain_loop`` is the langchain-core floor (no graph). The bare LangGraph loops are the floor for a
-loop that *is* a graph (issue 24): ``StateGraph(MessagesState)``, a ``model`` node and a ``tools``
-node, nothing else; ``bare_direct``'s tool node calls ``tool.invoke``, ``bare_toolnode`` uses
-``ToolNode`` and ``tools_condition``, ``bare_toolnode_loopstate`` is that loop over langgraph-loop's
-``LoopState`` (what our state's channels cost). Their nodes are compiled twice: sync for
-``invoke``, ``async def`` for ``ainvoke`` (what a user writes). The langgraph-loop adapter codes
-against ``from langgraph_loop import create_loop_agent, Limits`` and is left out (with
-``langgraph-loop: not available``) when that import fails.
+``plain_loop`` (no graph), the bare two-node LangGraph loops (``bare_direct``: the tool node calls
+``tool.invoke``; ``bare_toolnode``: ``ToolNode`` + ``tools_condition``; ``bare_toolnode_loopstate``:
+that loop over ``LoopState``), compiled with sync nodes for ``invoke`` and async ones for
+``ainvoke``; ``create_react_agent``, ``create_agent`` (``_limits``: both limit middlewares), and
+``langgraph-loop`` when ``from langgraph_loop import create_loop_agent`` works.
 
 Example:
     >>> import asyncio
