@@ -36,18 +36,10 @@ from benchmarks.systems import load_langgraph_loop, recursion_limit
 
 __all__ = ["PATTERNS", "DeerFlowGuard", "LoopingModel", "Outcome", "main", "run_pattern"]
 
-CAP = 60
-PROGRESS_POLLS = 12
-BATCH = 30
+CAP, PROGRESS_POLLS, BATCH = 60, 12, 30
 PROMPT = "Find out what you need with the tools, then answer."
-WARNING = (
-    "[LOOP DETECTED] You are repeating the same tool calls. Stop calling tools and produce your"
-    " final answer now. If you cannot complete the task, summarize what you accomplished so far."
-)
-FORCED_STOP = (
-    "[FORCED STOP] Repeated tool calls exceeded the safety limit. Producing final answer with"
-    " results collected so far."
-)
+WARNING = ("[LOOP DETECTED] You are repeating the same tool calls. Stop calling tools and produce your"
+           " final answer now. If you cannot complete the task, summarize what you accomplished so far.")
 DEFAULT_JSON = Path(__file__).parent / "results" / "token_economy.json"
 _FILLER = " ".join(f"item{i}" for i in range(60))
 BOOKING = {"flight": "HAT023", "paid": 1625}
@@ -161,16 +153,6 @@ class DeerFlowGuard:
 
 
 @dataclass
-class RunInfo:
-    """What a runner reports besides the model's and tools' own counts."""
-
-    stopped_by: str | None
-    warnings: int
-    reported_tokens: int | None = None
-    """Total tokens the system itself reports (langgraph-loop's ``usage``), for cross-checking."""
-
-
-@dataclass
 class Outcome:
     """One (pattern, system) run."""
 
@@ -186,30 +168,28 @@ class Outcome:
     reported_tokens: int | None = None
 
 
+RunInfo = tuple[str | None, int, int | None]
+"""What a runner reports: what stopped it, warnings seen, total tokens the system itself reports
+(langgraph-loop's ``usage``, for cross-checking)."""
+
+
 def guarded_loop(model: ScriptedChatModel, tools: list[BaseTool], guard: DeerFlowGuard | None) -> RunInfo:
-    """Plain loop capped at :data:`CAP` model calls, optionally guarded by deer-flow's rule."""
-    bound = model.bind_tools(tools)
-    by_name = {t.name: t for t in tools}
+    """Plain loop capped at :data:`CAP` model calls, optionally guarded by deer-flow's rule (a
+    warning goes into the next request only; a stop strips the calls and ends the run)."""
+    bound, by_name = model.bind_tools(tools), {t.name: t for t in tools}
     messages: list[BaseMessage] = [HumanMessage(PROMPT)]
-    warning: str | None = None
-    warnings = 0
+    warning, warnings = None, 0
     for _ in range(CAP):
-        request = messages if warning is None else [*messages, HumanMessage(warning, name="loop_warning")]
-        ai = bound.invoke(request)
-        warning = None
+        notice = [] if warning is None else [HumanMessage(warning, name="loop_warning")]
+        ai = bound.invoke([*messages, *notice])
         if not isinstance(ai, AIMessage) or not ai.tool_calls:
-            return RunInfo(None, warnings)
+            return None, warnings, None
         verdict = guard.check(ai) if guard else "ok"
         if verdict == "stop":
-            messages.append(
-                ai.model_copy(update={"tool_calls": [], "content": f"{ai.content}\n\n{FORCED_STOP}"})
-            )
-            return RunInfo("hard_stop", warnings)
-        if verdict == "warn":
-            warning, warnings = WARNING, warnings + 1
-        messages.append(ai)
-        messages.extend(by_name[c["name"]].invoke(c) for c in ai.tool_calls)
-    return RunInfo(f"cap ({CAP})", warnings)
+            return "hard_stop", warnings, None
+        warning, warnings = (WARNING, warnings + 1) if verdict == "warn" else (None, warnings)
+        messages += [ai, *(by_name[c["name"]].invoke(c) for c in ai.tool_calls)]
+    return f"cap ({CAP})", warnings, None
 
 
 def _run_langgraph_loop(model: ScriptedChatModel, tools: list[BaseTool], literal_defaults: bool) -> RunInfo:
@@ -220,9 +200,9 @@ def _run_langgraph_loop(model: ScriptedChatModel, tools: list[BaseTool], literal
     result = lg.create_loop_agent(model, tools, **kwargs).invoke(
         {"messages": [HumanMessage(PROMPT)]}, {"recursion_limit": recursion_limit(CAP)})
     reason = result.get("stop_reason")
-    return RunInfo(None if reason is None else str(getattr(reason, "value", reason)),
-                   sum(isinstance(m, HumanMessage) and m.name == "loop_warning" for m in result["messages"]),
-                   (result.get("usage") or {}).get("total_tokens"))
+    return (None if reason is None else str(getattr(reason, "value", reason)),
+            sum(isinstance(m, HumanMessage) and m.name == "loop_warning" for m in result["messages"]),
+            (result.get("usage") or {}).get("total_tokens"))
 
 
 Runner = Callable[[ScriptedChatModel, list[BaseTool]], RunInfo]
@@ -240,13 +220,12 @@ def runners(literal_defaults: bool) -> dict[str, Runner]:
 def run_pattern(pattern: str, system: str, runner: Runner) -> Outcome:
     """Run one pattern under one system (fresh model and tools) and classify the outcome."""
     counter, model = ToolCounter(), LoopingModel(pattern=pattern)
-    info = runner(model, make_tools(pattern, counter))
+    stopped_by, warnings, reported = runner(model, make_tools(pattern, counter))
     finished = "answer" in model.log.kinds
-    stopped_by = (None if finished and info.stopped_by in (None, "completed")
-                  else info.stopped_by or (model.log.kinds[-1] if model.log.kinds else "?"))
+    stopped_by = (None if finished and stopped_by in (None, "completed")
+                  else stopped_by or (model.log.kinds[-1] if model.log.kinds else "?"))
     return Outcome(pattern, system, "finished" if finished else "stopped", stopped_by, counter.count,
-                   model.log.calls, model.log.total_tokens, info.warnings, finished == PATTERNS[pattern],
-                   info.reported_tokens)
+                   model.log.calls, model.log.total_tokens, warnings, finished == PATTERNS[pattern], reported)
 
 
 def format_table(outcomes: list[Outcome]) -> str:
