@@ -31,19 +31,8 @@ from importlib.metadata import distributions
 from pathlib import Path
 from typing import Any, Literal
 
+from benchmarks import report
 from benchmarks.profile_round import Profile, format_profiles, profiling, split
-from benchmarks.report import (
-    BASELINE,
-    FLOOR,
-    ISSUE14,
-    ISSUE24,
-    MODES,
-    OURS,
-    evaluate,
-    format_census,
-    format_tables,
-    format_targets,
-)
 from benchmarks.savers import SaverKind, Savers, saver_stats
 from benchmarks.scripted import EchoModel, ToolCounter, echo_text, make_echo
 from benchmarks.systems import GraphInvoker, System, all_systems
@@ -53,31 +42,28 @@ __all__ = ["CASES", "COMPARED", "Case", "Measurement", "main", "measure_case", "
 PROMPT = "Call echo once per turn until you are done, then answer."
 PAYLOAD_2K = 2048
 RESULTS = Path(__file__).parent / "results"
-COMPARED = ("bare_direct", FLOOR, "create_react_agent", BASELINE, OURS)
-"""Issue 24's systems: every repetition of every timed saver case, both modes."""
-PAIR = (BASELINE, OURS)
-"""The 2 KB cases' systems (issue 14's targets; the other peers store up to 200 MB per run)."""
-PEER_SAVER_REPS = 2
-"""Timed runs with a checkpointer for the other peers (context only)."""
-QUICK_CASES = "none,memory,sqlite,postgres"
-CENSUS = (10, 50)
-Mode = Literal["sync", "async"]
-Scope = Literal["all", "compared", "pair"]
+COMPARED = ("bare_direct", report.FLOOR, "create_react_agent", report.BASELINE, report.OURS)
+"""Issue 24's systems: every repetition of every timed case, both modes. The other peers get
+``PEER_SAVER_REPS`` runs with a saver (context only); the 2 KB cases run ``PAIR`` only (the other
+peers store up to 200 MB per run)."""
+PAIR, PEER_SAVER_REPS = (report.BASELINE, report.OURS), 2
+QUICK_CASES, CENSUS = "none,memory,sqlite,postgres", (10, 50)
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 PACKAGES = ("langgraph", "langgraph-prebuilt", "langchain", "langchain-core", "langgraph-checkpoint",
             "langgraph-checkpoint-sqlite", "langgraph-checkpoint-postgres", "langgraph-loop")
+Mode = Literal["sync", "async"]
 
 
 @dataclass(frozen=True)
 class Case:
-    """One configuration: saver, tool payload, timed (repeated) or one run, which systems (``scope``)."""
+    """A saver, a tool payload, timed (repeated) or one run, peak memory (``traced``), which systems."""
 
     key: str
     saver: SaverKind
     payload: int = 0
     timed: bool = False
     traced: bool = False
-    scope: Scope = "all"
+    scope: Literal["all", "compared", "pair"] = "all"
     modes: tuple[Mode, ...] = ("sync", "async")
 
 
@@ -127,27 +113,30 @@ class Measurement:
 
 def echo_transcript(n: int, payload: int = 0) -> list[tuple[str, Any, list[str]]]:
     """(type, content, tool-call ids) of every message of a clean echo task of ``n`` rounds."""
-    rounds = [(("ai", "", [f"call_{i}_0"]), ("tool", echo_text(f"round {i}", payload), []))
-              for i in range(n)]
+    rounds = [(("ai", "", [f"call_{i}_0"]), ("tool", echo_text(f"round {i}", payload), [])) for i in range(n)]
     return [("human", PROMPT, []), *itertools.chain(*rounds), ("ai", f"Done after {n} rounds.", [])]
-
-
-def _transcript(state: dict[str, Any]) -> list[tuple[str, Any, list[str]]]:
-    return [(m.type, m.content, [c["id"] for c in getattr(m, "tool_calls", [])]) for m in state["messages"]]
 
 
 def run_once(system: System, n: int, case: Case, savers: Savers, *, trace: bool = False, mode: Mode = "sync",
              runner: asyncio.Runner | None = None, clock: str = "wall",
              around: Callable[[], AbstractContextManager[Any]] = nullcontext) -> Run:
-    """Build a fresh system (not timed) and time one invocation of N rounds (``ainvoke`` on
-    ``runner``'s loop, one loop for the whole benchmark as in a server, with ``mode="async"``;
-    sync runs only: inside ``around()``, e.g. a profiler)."""
+    """Build a fresh system and saver (not timed) and time one invocation of N rounds: ``ainvoke``
+    on ``runner``'s loop (one loop for the whole benchmark, as in a server) with the async saver,
+    or ``invoke`` inside ``around()`` (e.g. a profiler), with the peak memory when ``trace``."""
     counter, model, now = ToolCounter(), EchoModel(n_rounds=n), CLOCKS[clock]
-    tools = [make_echo(case.payload, counter)]
-    stats = peak = None
+    tools, stats, peak = [make_echo(case.payload, counter)], None, None
+
+    async def atimed() -> tuple[float, dict[str, Any]]:
+        async with savers.aopen(case.saver) as saver:
+            invoker = system.build(model, tools, n, saver)
+            gc.collect()
+            start = now()
+            result = await invoker.ainvoke(PROMPT)
+            return now() - start, result
+
     if mode == "async":
         assert runner is not None, "async runs need an event loop"
-        seconds, result = runner.run(_atimed(system, model, tools, n, case, savers, clock))
+        seconds, result = runner.run(atimed())
     else:
         with savers.open(case.saver) as saver:
             invoke = system.build(model, tools, n, saver)
@@ -163,64 +152,50 @@ def run_once(system: System, n: int, case: Case, savers: Savers, *, trace: bool 
                 tracemalloc.stop()
             stats = saver_stats(saver)
     reason = result.get("stop_reason")
+    transcript = [(m.type, m.content, [c["id"] for c in getattr(m, "tool_calls", [])])
+                  for m in result["messages"]]
     return Run(seconds, [(b - a) * 1e3 for a, b in itertools.pairwise(model.log.timestamps)],
-               counter.count == n and _transcript(result) == echo_transcript(n, case.payload),
+               counter.count == n and transcript == echo_transcript(n, case.payload),
                None if reason is None else str(getattr(reason, "value", reason)), stats, peak)
 
 
-async def _atimed(system: System, model: EchoModel, tools: list[Any], n: int, case: Case, savers: Savers,
-                  clock: str) -> tuple[float, dict[str, Any]]:
-    """Seconds of one ``ainvoke`` (saver opened and graph built before the clock starts)."""
-    async with savers.aopen(case.saver) as saver:
-        invoker = system.build(model, tools, n, saver)
-        gc.collect()
-        start = CLOCKS[clock]()
-        result = await invoker.ainvoke(PROMPT)
-        return CLOCKS[clock]() - start, result
-
-
-def _aggregate(system: str, n: int, case: Case, mode: Mode, runs: list[Run]) -> Measurement:
-    """Medians over the runs; storage numbers from the last run (they are deterministic)."""
-    per_round, last = [r.seconds * 1e3 / n for r in runs], runs[-1]
-    return Measurement(
-        system=system, n=n, case=case.key, mode=mode, runs=len(runs),
-        ms_per_round=statistics.median(per_round), ms_per_round_samples=[round(v, 4) for v in per_round],
-        first10_ms=statistics.median(statistics.median(r.gaps_ms[:10]) for r in runs),
-        last10_ms=statistics.median(statistics.median(r.gaps_ms[-10:]) for r in runs),
-        rounds_ok=all(r.rounds_ok for r in runs), stop_reason=last.stop_reason,
-        **{k: getattr(last.stats, k, None) for k in ("bytes", "checkpoints", "file_bytes")})
-
-
 def measure_case(systems: Sequence[System], n: int, case: Case, reps: int, savers: Savers, *,
-                 warm_up: bool = True, mode: Mode = "sync", runner: asyncio.Runner | None = None,
-                 clock: str = "wall") -> list[Measurement]:
-    """Measure one (N, case, mode) for every system, the systems taking turns within each repetition."""
+                 warm_up: bool = True, **how: Any) -> list[Measurement]:
+    """Measure one (N, case, mode) for every system, the systems taking turns within each
+    repetition; medians over the runs, storage from the last (it is deterministic)."""
     if case.timed and warm_up:
         for system in systems:
-            run_once(system, n, case, savers, mode=mode, runner=runner, clock=clock)
+            run_once(system, n, case, savers, **how)
     runs: dict[str, list[Run]] = {s.name: [] for s in systems}
     for rep in range(reps if case.timed else 1):
         shift = rep % len(systems)
         for system in [*systems[shift:], *systems[:shift]]:
             if case.saver == "none" or system.name in COMPARED or rep < PEER_SAVER_REPS:
-                runs[system.name].append(
-                    run_once(system, n, case, savers, mode=mode, runner=runner, clock=clock))
+                runs[system.name].append(run_once(system, n, case, savers, **how))
     results = []
-    for system in systems:
-        result = _aggregate(system.name, n, case, mode, runs[system.name])
+    for name, done in runs.items():
+        per_round, mode = [r.seconds * 1e3 / n for r in done], how.get("mode", "sync")
+        result = Measurement(
+            name, n, case.key, mode, len(done), statistics.median(per_round),
+            [round(v, 4) for v in per_round],
+            statistics.median(statistics.median(r.gaps_ms[:10]) for r in done),
+            statistics.median(statistics.median(r.gaps_ms[-10:]) for r in done),
+            all(r.rounds_ok for r in done), done[-1].stop_reason,
+            *(getattr(done[-1].stats, k, None) for k in ("bytes", "checkpoints", "file_bytes")))
         if case.traced and mode == "sync":
+            system = next(s for s in systems if s.name == name)
             result.peak_bytes = run_once(system, n, case, savers, trace=True).peak_bytes
         if not result.rounds_ok:
-            print(f"  WARNING: {system.name} N={n} {case.key} {mode}: did not run exactly {n} clean rounds")
+            print(f"  WARNING: {name} N={n} {case.key} {mode}: did not run exactly {n} clean rounds")
         results.append(result)
     return results
 
 
 def _members(systems: Sequence[System], case: Case) -> list[System]:
     """The systems that run ``case`` (see :attr:`Case.scope`)."""
-    able = [s for s in systems if case.saver == "none" or s.checkpoints]
     scope = {"compared": COMPARED, "pair": PAIR}.get(case.scope)
-    return [s for s in able if scope is None or s.name in scope]
+    return [s for s in systems
+            if (case.saver == "none" or s.checkpoints) and (scope is None or s.name in scope)]
 
 
 def run_benchmark(systems: Sequence[System], ns: Sequence[int], reps: int, cases: Sequence[Case],
@@ -263,22 +238,10 @@ def profile(systems: Sequence[System], ns: Sequence[int], cases: Sequence[Case],
     return out
 
 
-def _count_run(system: System, n: int, savers: Savers) -> tuple[int, Counter[str], int, int] | None:
-    """(supersteps, node runs, checkpoint events, stored checkpoints) of one debug-streamed run."""
-    with savers.open("memory") as saver:
-        invoker = system.build(EchoModel(n_rounds=n), [make_echo()], n, saver)
-        if not isinstance(invoker, GraphInvoker):
-            return None
-        events = invoker.debug_events(PROMPT)
-        stats = saver_stats(saver)
-    tasks = [e for e in events if e["type"] == "task"]
-    return (len({e["step"] for e in tasks}), Counter(e["payload"]["name"] for e in tasks),
-            sum(e["type"] == "checkpoint" for e in events), stats.checkpoints if stats else 0)
-
-
 def census(systems: Sequence[System], savers: Savers) -> list[dict[str, Any]]:
-    """Per system: (per round, fixed per run) of steps, checkpoints and node runs, from the counts at
-    N=10 and N=50 (per round = the slope; fixed = what is left at N=10).
+    """Per system: (per round, fixed per run) of supersteps, checkpoints and node runs, counted on
+    ``stream_mode="debug"`` runs at N=10 and N=50 with ``InMemorySaver`` (per round: the slope;
+    fixed: what is left at N=10), checkpoint events cross-checked against the saver.
 
     Example:
         >>> from benchmarks.systems import PEER_SYSTEMS
@@ -289,18 +252,28 @@ def census(systems: Sequence[System], savers: Savers) -> list[dict[str, Any]]:
     """
     (low, high), rows = CENSUS, []
     for system in systems:
-        a, b = _count_run(system, low, savers), _count_run(system, high, savers)
-        if a is None or b is None:
+        counts = []
+        for n in CENSUS:
+            with savers.open("memory") as saver:
+                invoker = system.build(EchoModel(n_rounds=n), [make_echo()], n, saver)
+                if not isinstance(invoker, GraphInvoker):
+                    break
+                events, stored = invoker.debug_events(PROMPT), getattr(saver_stats(saver), "checkpoints", 0)
+            tasks = [e for e in events if e["type"] == "task"]
+            counts.append((len({e["step"] for e in tasks}), Counter(e["payload"]["name"] for e in tasks),
+                           sum(e["type"] == "checkpoint" for e in events), stored))
+        if len(counts) < 2:
             rows.append({"system": system.name})
             continue
+        a, b = counts
 
-        def split(x: float, y: float) -> tuple[float, float]:
+        def split_up(x: float, y: float) -> tuple[float, float]:
             return (y - x) / (high - low), x - low * (y - x) / (high - low)
 
         names = sorted(set(a[1]) | set(b[1]), key=lambda k: (-b[1][k], k))
-        rows.append({"system": system.name, "steps": split(a[0], b[0]), "checkpoints": split(a[2], b[2]),
-                     "nodes": {k: split(a[1][k], b[1][k]) for k in names}, "at_low": (a[0], a[2]),
-                     "stored_mismatch": a[2] != a[3] or b[2] != b[3]})
+        rows.append({"system": system.name, "steps": split_up(a[0], b[0]),
+                     "checkpoints": split_up(a[2], b[2]), "nodes": {k: split_up(a[1][k], b[1][k]) for k in names},
+                     "at_low": (a[0], a[2]), "stored_mismatch": a[2] != a[3] or b[2] != b[3]})
     return rows
 
 
@@ -312,12 +285,8 @@ def machine() -> dict[str, Any]:
         ['cores', 'cpu', 'memory_gib', 'packages', 'platform', 'python', 'usable_cores']
     """
     def proc(path: str, *prefixes: str) -> str | None:
-        try:
-            lines = Path(path).read_text().splitlines()
-        except OSError:
-            return None
-        found = (ln.split(":", 1)[1].strip() for ln in lines if ln.lower().startswith(prefixes))
-        return next(found, None)
+        lines = Path(path).read_text().splitlines() if Path(path).exists() else []
+        return next((ln.split(":", 1)[1].strip() for ln in lines if ln.lower().startswith(prefixes)), None)
 
     memory = proc("/proc/meminfo", "memtotal")
     packages = {dist.metadata["Name"].lower(): dist.version for dist in distributions()}
@@ -329,39 +298,29 @@ def machine() -> dict[str, Any]:
             "packages": {p: packages.get(p, "not installed") for p in PACKAGES}}
 
 
-def _load() -> list[float]:
-    return [round(v, 2) for v in os.getloadavg()]
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options (see the module docstring)."""
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
     p.add_argument("--ns", help="comma-separated tool-round counts (10,50,200; 10 with --quick)")
     p.add_argument("--reps", type=int, help="timed repetitions, median reported (5; 2 with --quick)")
-    p.add_argument("--quick", action="store_true",
-                   help=f"smoke run: plain_loop and {','.join(COMPARED)}, N=10, "
-                   f"2 reps, cases {QUICK_CASES}, no step census, a short detector run, start-up heap frozen")
+    p.add_argument("--quick", action="store_true", help=f"smoke run: plain_loop and {','.join(COMPARED)}, "
+                   f"N=10, 2 reps, cases {QUICK_CASES}, no census, a short detector run, heap frozen")
     p.add_argument("--only", help="comma-separated system names to run")
     p.add_argument("--cases", help=f"comma-separated cases (all: {','.join(c.key for c in CASES)})")
     p.add_argument("--modes", default="sync,async", help="sync (invoke) and/or async (ainvoke)")
-    p.add_argument("--clock", default="wall", choices=list(CLOCKS),
-                   help="wall time or this process's CPU time")
-    p.add_argument("--no-detector", action="store_true", help="skip the detector decision's cost")
-    p.add_argument("--no-census", action="store_true", help="skip the graph-step census")
-    p.add_argument("--profile", action="store_true", help="also split a round's time by library (cProfile, "
-                   "sync runs; see benchmarks/profile_round.py)")
+    p.add_argument("--clock", default="wall", choices=list(CLOCKS), help="wall or this process's CPU time")
+    p.add_argument("--profile", action="store_true", help="also split a round's time by library (cProfile)")
     p.add_argument("--top", type=int, default=10, help="with --profile: top functions of ours to list")
-    p.add_argument("--json", type=Path, help="where to write JSON (default results/overhead.json, "
-                   "overhead-quick.json with --quick)")
+    p.add_argument("--no-census", action="store_true", help="skip the graph-step census")
+    p.add_argument("--no-detector", action="store_true", help="skip the detector decision's cost")
+    p.add_argument("--json", type=Path, help="JSON out (default results/overhead.json, overhead-quick.json)")
     return p.parse_args(argv)
 
 
 def _select(names: str | None, available: Sequence[Any], what: str) -> list[Any] | None:
     """The members of ``available`` named in ``names`` (all when None); None if one is unknown."""
-    if not names:
-        return list(available)
-    wanted = {v.strip() for v in names.split(",") if v.strip()}
     key = {getattr(a, "name", getattr(a, "key", None)): a for a in available}
+    wanted = {v.strip() for v in names.split(",") if v.strip()} if names else set(key)
     if wanted - set(key):
         print(f"unknown or unavailable {what}: {', '.join(sorted(wanted - set(key)))}", file=sys.stderr)
         return None
@@ -388,10 +347,10 @@ def main(argv: list[str] | None = None) -> int:
                       all_systems(), "system(s)")
     cases = _select(args.cases or (QUICK_CASES if args.quick else None), CASES, "case(s)")
     modes: list[Mode] = [m for m in ("sync", "async") if m in args.modes.split(",")]
-    if systems is None or cases is None or not modes or set(args.modes.split(",")) - set(MODES):
+    if systems is None or cases is None or not modes or set(args.modes.split(",")) - set(report.MODES):
         return 2
     out = args.json or RESULTS / ("overhead-quick.json" if args.quick else "overhead.json")
-    info, load_start = machine(), _load()
+    info, load_start = machine(), [round(v, 2) for v in os.getloadavg()]
     described = (f"{info['cpu']}, {info['cores']} cores ({info['usable_cores']} usable), "
                  f"{info['memory_gib']} GiB RAM; {info['platform']}; {info['python']}")
     print(f"Machine: {described}; load average at start {' / '.join(map(str, load_start))}", file=sys.stderr)
@@ -402,8 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with Savers() as savers, asyncio.Runner() as runner:
             for case in [c for c in cases if savers.unavailable(c.saver)]:
-                print(f"case {case.key} skipped: {case.saver} unavailable"
-                      f" ({savers.unavailable(case.saver)})")
+                print(f"case {case.key} skipped: {case.saver} unavailable ({savers.unavailable(case.saver)})")
             cases = [c for c in cases if not savers.unavailable(c.saver)]
             steps = [] if args.quick or args.no_census else census(systems, savers)
             results = run_benchmark(systems, ns, reps, cases, savers, modes, runner, args.clock)
@@ -411,19 +369,18 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         gc.unfreeze()
     detector, why_not = (None, "skipped (--no-detector)") if args.no_detector else _detector_rows(args.quick)
-    seconds, load_end = time.perf_counter() - start, _load()
+    seconds, load_end = time.perf_counter() - start, [round(v, 2) for v in os.getloadavg()]
     load = "load average at start {}, at end {}".format(*(" / ".join(map(str, v))
                                                              for v in (load_start, load_end)))
     if max(load_start[0], load_end[0]) > 0.5 * info["usable_cores"]:
         load += (f". The machine was loaded (1-min load {max(load_start[0], load_end[0]):.2f} on"
                  f" {info['usable_cores']} cores): treat these timings as a smoke run, not as final numbers")
-    issue14, issue24 = evaluate(results, detector, ISSUE14), evaluate(results, detector, ISSUE24)
+    issue14, issue24 = (report.evaluate(results, detector, t) for t in (report.ISSUE14, report.ISSUE24))
     print(f"### Machine\n\n{described}; {load}.\n\nN = {', '.join(map(str, ns))}; modes {', '.join(modes)};"
           f" {args.clock} clock; {reps} timed repetitions per cell after one warm-up (the systems take turns"
-          f" within each); total {seconds:.0f}s.\n")
-    print(format_tables(results))
+          f" within each); total {seconds:.0f}s.\n\n{report.format_tables(results)}")
     if steps:
-        print("\n" + format_census(steps, *CENSUS))
+        print("\n" + report.format_census(steps, *CENSUS))
     for title, split_up in profiles:
         print("\n" + format_profiles(split_up, title))
     print("\n### Loop-detector decision cost per reply vs thread length\n")
@@ -434,14 +391,14 @@ def main(argv: list[str] | None = None) -> int:
 
         print(table(detector))
     if not args.quick:
-        print("\n" + format_targets(issue14, f"issue 14; {OURS} vs {BASELINE}"))
-    print("\n" + format_targets(issue24, f"issue 24; {OURS} vs the bare ToolNode loop ({FLOOR}), {BASELINE}"
-                                " and create_react_agent"))
+        print("\n" + report.format_targets(issue14, f"issue 14; {report.OURS} vs {report.BASELINE}"))
+    print("\n" + report.format_targets(issue24, f"issue 24; {report.OURS} vs the bare ToolNode loop "
+                                       f"({report.FLOOR}), {report.BASELINE} and create_react_agent"))
     print(f"\n{load}; total {seconds:.0f}s; JSON: {out}")
     out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"ns": ns, "reps": reps, "cases": [asdict(c) for c in cases], "modes": modes, "clock": args.clock,
             "host": info, "total_seconds": round(seconds, 1), "load_average_at_start": load_start,
-            "load_average_at_end": load_end, "baseline": BASELINE, "floor": FLOOR}
+            "load_average_at_end": load_end, "baseline": report.BASELINE, "floor": report.FLOOR}
     out.write_text(json.dumps({"meta": meta, "results": [asdict(m) for m in results], "steps": steps,
                                "detector": detector, "profiles": [[title, [asdict(p) for p in split_up]]
                                                                   for title, split_up in profiles],
