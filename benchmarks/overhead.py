@@ -271,7 +271,8 @@ def census(systems: Sequence[System], savers: Savers) -> list[dict[str, Any]]:
             return (y - x) / (high - low), x - low * (y - x) / (high - low)
 
         names = sorted(set(a[1]) | set(b[1]), key=lambda k: (-b[1][k], k))
-        rows.append({"system": system.name, "steps": split_up(a[0], b[0]), "checkpoints": split_up(a[2], b[2]),
+        rows.append({"system": system.name, "steps": split_up(a[0], b[0]),
+                     "checkpoints": split_up(a[2], b[2]),
                      "nodes": {k: split_up(a[1][k], b[1][k]) for k in names}, "at_low": (a[0], a[2]),
                      "stored_mismatch": a[2] != a[3] or b[2] != b[3]})
     return rows
