@@ -41,21 +41,22 @@ from langgraph_loop.scripted import ScriptedChatModel
 __all__ = ["Conversation", "RecordedRun", "Replayer", "RunResult", "canonical_call", "coding_run",
            "load_conversations", "split_runs"]
 
-END_OF_RECORDING = "(end of the recorded run)"
-FINAL_ANSWER = "(final answer without tools)"
+END_OF_RECORDING, FINAL_ANSWER = "(end of the recorded run)", "(final answer without tools)"
+MALFORMED = "malformed"
+"""The argument key of a recorded call whose arguments are not an object (mini-swe-agent's reply
+with zero or several bash blocks): ``{"malformed": <the recorded text>}``."""
 
 
 @dataclass
 class RecordedRun:
-    """One user message and the agent's recorded replies until the next user message."""
+    """One user message and the recorded replies until the next one; ``results`` and ``errors`` by
+    (reply index, position of the call in the reply); ``errors=None``: a result starting with
+    ``Error`` is one (τ-bench's tools return such strings)."""
 
     user: str
     replies: list[AIMessage] = field(default_factory=list)
     results: dict[tuple[int, int], str] = field(default_factory=dict)
-    """Recorded result by (reply index, position of the call in the reply)."""
     errors: frozenset[tuple[int, int]] | None = None
-    """The results recorded as errors, by the same key; ``None``: a result is an error when
-    its text starts with ``Error`` (τ-bench's tools return such strings)."""
 
     def calls(self, start: int = 0, end: int | None = None) -> list[tuple[int, ToolCall]]:
         """``(reply index, tool call)`` of every recorded call of replies ``start`` to ``end`` (excluded)."""
@@ -78,7 +79,7 @@ class RecordedRun:
 
 @dataclass
 class Conversation:
-    """One recorded conversation: its runs, whether it solved its task, and where it came from."""
+    """One recorded conversation: its label, whether it solved its task, its runs."""
 
     label: str
     solved: bool
@@ -87,7 +88,9 @@ class Conversation:
 
 @dataclass
 class RunResult:
-    """What happened when one run was replayed."""
+    """What happened when one run was replayed: replies served, calls executed, the stop, the
+    first warning's reply, the blocked calls (reply, position: refused without stopping the run)
+    and the loop notices (reply, text) the model received."""
 
     served: int
     executed: int
@@ -95,10 +98,7 @@ class RunResult:
     layer: str | None = None
     first_warning: int | None = None
     blocked: tuple[tuple[int, int], ...] = ()
-    """(reply index, position) of every call a system refused to run without stopping the
-    run (a block: answered with an error result, the run goes on)."""
     notices: tuple[tuple[int, str], ...] = ()
-    """(reply index, text) of every loop notice the model received after that reply."""
 
 
 def canonical_call(call: Mapping[str, Any]) -> str:
@@ -112,11 +112,8 @@ def canonical_call(call: Mapping[str, Any]) -> str:
 
 
 def split_runs(trajectory: Iterable[dict[str, Any]]) -> list[RecordedRun]:
-    """Split OpenAI-format messages into runs (system messages are dropped).
-
-    Results are matched to calls by position: recorded call ids are not unique (gpt-4o
-    reuses ids within a conversation).
-    """
+    """Split OpenAI-format messages into runs (system messages dropped; results matched to calls
+    by position: gpt-4o reuses call ids within a conversation)."""
     runs: list[RecordedRun] = []
     pending: list[tuple[int, int, str]] = []
     for raw in trajectory:
@@ -126,9 +123,8 @@ def split_runs(trajectory: Iterable[dict[str, Any]]) -> list[RecordedRun]:
         elif runs and role == "assistant":
             (message,) = convert_to_messages([raw])
             assert isinstance(message, AIMessage)
-            reply = len(runs[-1].replies)
+            pending = [(len(runs[-1].replies), i, str(c["id"])) for i, c in enumerate(message.tool_calls)]
             runs[-1].replies.append(message)
-            pending = [(reply, i, str(c["id"])) for i, c in enumerate(message.tool_calls)]
         elif runs and role == "tool" and pending:
             match = next((p for p in pending if p[2] == raw.get("tool_call_id")), pending[0])
             pending.remove(match)
@@ -136,31 +132,19 @@ def split_runs(trajectory: Iterable[dict[str, Any]]) -> list[RecordedRun]:
     return runs
 
 
-MALFORMED = "malformed"
-"""The argument key of a recorded call whose arguments are not an object (mini-swe-agent's
-reply with zero or several bash blocks): ``{"malformed": <the recorded text>}``."""
-
-
 def coding_run(messages: Iterable[dict[str, Any]]) -> RecordedRun:
-    """One run of the normalized coding format (``role``, ``content``, ``tool_calls`` of
-    ``{"id", "name", "arguments"}``, ``tool_call_id``, ``error``): the replies after the first
-    user message, their results matched by call id, errors from the ``error`` flag only.
+    """One run of the coding format (``../shared/data/README.md``): the replies after the first user
+    message, results matched by call id, errors from the ``error`` flag only.
 
     Example:
         >>> run = coding_run([{"role": "user", "content": "fix it"},
-        ...     {"role": "assistant", "content": "look", "tool_calls": [
-        ...         {"id": "a", "name": "bash", "arguments": {"command": "ls"}}]},
-        ...     {"role": "tool", "tool_call_id": "a", "content": "x.py", "error": False},
         ...     {"role": "assistant", "content": "two", "tool_calls": [
         ...         {"id": "b", "name": "bash", "arguments": '["ls", "pwd"]'}]},
         ...     {"role": "tool", "tool_call_id": "b", "content": "one action!", "error": True}])
-        >>> run.replies[1].tool_calls[0]["args"], run.results, sorted(run.errors or ())
-        ({'malformed': '["ls", "pwd"]'}, {(0, 0): 'x.py', (1, 0): 'one action!'}, [(1, 0)])
+        >>> run.replies[0].tool_calls[0]["args"], run.results, run.errors
+        ({'malformed': '["ls", "pwd"]'}, {(0, 0): 'one action!'}, frozenset({(0, 0)}))
     """
-    run = RecordedRun(user="")
-    where: dict[str, tuple[int, int]] = {}
-    errors: set[tuple[int, int]] = set()
-    started = False
+    run, where, errors, started = RecordedRun(user=""), {}, set(), False
     for raw in messages:
         role = raw.get("role")
         if role == "user" and not started:
@@ -176,29 +160,22 @@ def coding_run(messages: Iterable[dict[str, Any]]) -> RecordedRun:
         elif role == "tool" and raw.get("tool_call_id") in where:
             key = where.pop(str(raw["tool_call_id"]))
             run.results[key] = str(raw.get("content") or "")
-            if raw.get("error"):
-                errors.add(key)
+            errors |= {key} if raw.get("error") else set()
     run.errors = frozenset(errors)
     return run
 
 
 def load_conversations(path: Path, limit: int | None = None) -> list[Conversation]:
-    """Read a gzipped trajectory file in either format (the label tells them apart).
-
-    τ-bench: a list of ``task_id``, ``trial``, ``reward``, ``traj`` (OpenAI-format messages,
-    one run per user message). Coding: ``{"source", "simulations": [...]}``, each simulation
-    one run (``id``, ``reward``, ``messages``; see ``coding_run``).
-    """
+    """Read a gzipped trajectory file: τ-bench's list (``task_id``, ``trial``, ``reward``, ``traj``:
+    one run per user message) or the coding format's ``{"source", "simulations"}`` (one run each)."""
     with gzip.open(path, "rt", encoding="utf-8") as handle:
         items = json.load(handle)
     if isinstance(items, dict):
-        out = [Conversation(label=str(sim["id"]), solved=float(sim["reward"]) >= 1.0,
-                            runs=[coding_run(sim["messages"])])
+        out = [Conversation(str(sim["id"]), float(sim["reward"]) >= 1.0, [coding_run(sim["messages"])])
                for sim in items["simulations"]]
     else:
-        out = [Conversation(label=f"task {it['task_id']} trial {it['trial']}",
-                            solved=float(it["reward"]) >= 1.0, runs=split_runs(it["traj"]))
-               for it in items]
+        out = [Conversation(f"task {it['task_id']} trial {it['trial']}", float(it["reward"]) >= 1.0,
+                            split_runs(it["traj"])) for it in items]
     return out[:limit] if limit is not None else out
 
 
