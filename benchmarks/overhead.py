@@ -34,8 +34,7 @@ from typing import Any, Literal
 from benchmarks import report
 from benchmarks.profile_round import Profile, format_profiles, profiling, split
 from benchmarks.savers import SaverKind, Savers, saver_stats
-from benchmarks.scripted import EchoModel, ToolCounter, echo_text, make_echo
-from benchmarks.systems import GraphInvoker, System, all_systems
+from benchmarks.systems import EchoModel, GraphInvoker, System, ToolCounter, all_systems, echo_text, make_echo
 
 __all__ = ["CASES", "COMPARED", "Case", "Measurement", "main", "measure_case", "run_benchmark"]
 

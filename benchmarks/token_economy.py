@@ -31,8 +31,7 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import BaseTool, StructuredTool, ToolException, tool
 
-from benchmarks.scripted import Reply, ScriptedChatModel, ToolCounter
-from benchmarks.systems import load_langgraph_loop, recursion_limit
+from benchmarks.systems import Reply, ScriptedChatModel, ToolCounter, load_langgraph_loop, recursion_limit
 
 __all__ = ["PATTERNS", "DeerFlowGuard", "LoopingModel", "Outcome", "main", "run_pattern"]
 

@@ -19,7 +19,7 @@ tool are not. Comprehensions, generator expressions, lambdas and module bodies a
 
 Example:
     >>> t = traced_path()
-    >>> 0 < len(t.files) <= len(t.functions) <= t.calls and 1 <= t.depth <= len(t.chain)
+    >>> 0 < len(t.files) <= len(t.functions) <= t.calls and t.depth == len(t.chain) > 1
     True
 """
 
@@ -56,26 +56,26 @@ def echo(text: str) -> str:
 
 @dataclass
 class Trace:
-    """What one traced run called in the library."""
+    """What one traced run called in the library: calls per ``file:qualname``, the deepest chain."""
 
     calls_by_function: Counter[str] = field(default_factory=Counter)
-    depth: int = 0
     chain: list[str] = field(default_factory=list)
 
     @property
     def functions(self) -> set[str]:
-        """Distinct ``file:qualname`` called."""
         return set(self.calls_by_function)
 
     @property
     def files(self) -> set[str]:
-        """Distinct files of the functions called."""
         return {name.split(":")[0] for name in self.calls_by_function}
 
     @property
     def calls(self) -> int:
-        """Every call of a library function."""
         return sum(self.calls_by_function.values())
+
+    @property
+    def depth(self) -> int:
+        return len(self.chain)
 
 
 def _ours(path: Path) -> str | None:
@@ -90,9 +90,8 @@ def _ours(path: Path) -> str | None:
 
 def _peer(path: Path) -> str | None:
     """``langchain/agents/``'s file as ``langchain/agents/x.py``, or None."""
-    parts = path.parts
-    hits = [i for i in range(len(parts) - 1) if parts[i:i + 2] == ("langchain", "agents")]
-    return "/".join(parts[hits[-1]:]) if hits else None
+    hits = [i for i in range(len(path.parts) - 1) if path.parts[i:i + 2] == ("langchain", "agents")]
+    return "/".join(path.parts[hits[-1]:]) if hits else None
 
 
 def _agent(peer: bool) -> Any:
@@ -132,7 +131,7 @@ def traced_path(peer: bool = False) -> Trace:
                 chain.append(found)
             current = current.f_back  # type: ignore[assignment]
         if len(chain) > trace.depth:
-            trace.depth, trace.chain = len(chain), chain[::-1]
+            trace.chain = chain[::-1]
 
     sys.setprofile(profile)
     threading.setprofile(profile)
