@@ -535,12 +535,15 @@ def format_table(summaries: Sequence[Summary]) -> str:
 
 @dataclass
 class Source:
-    """One trajectory file: its name, path, conversations, and whether it is vendored here."""
+    """One trajectory file (vendored here or not), its conversations and, once measured, every
+    system's summary and results, and its loops."""
 
     name: str
-    path: Path
     conversations: list[Conversation]
     vendored: bool
+    summaries: list[Summary] = field(default_factory=list)
+    results: dict[str, list[list[RunResult]]] = field(default_factory=dict)
+    loops: list[Loop] = field(default_factory=list)
 
 
 def load_sources(paths: Iterable[Path], limit: int | None = None,
@@ -557,41 +560,29 @@ def load_sources(paths: Iterable[Path], limit: int | None = None,
                 seen.add(key)
                 picked = [c for c in load_conversations(file, limit) if not labels or c.label in labels]
                 if picked:
-                    out.append(Source(file.name.removesuffix(".json.gz"), file, picked, key in vendored))
+                    out.append(Source(file.name.removesuffix(".json.gz"), picked, key in vendored))
     return out
 
 
-@dataclass
-class Measured:
-    """A source's summaries (one per system), loops and per-system results."""
-
-    source: Source
-    summaries: list[Summary]
-    loops: list[Loop]
-    results: dict[str, list[list[RunResult]]]
-
-
-def measure(source: Source, hints: bool = False, variants: bool = False) -> Measured:
+def measure(source: Source, hints: bool = False, variants: bool = False) -> Source:
     """Replay one source under every system."""
     conversations = source.conversations
-    loops = [Loop(ci, ri, call, reply, why, kind, conv.solved)
-             for ci, conv in enumerate(conversations) for ri, run in enumerate(conv.runs)
-             for kind, finder in (("obvious", obvious_loops), ("stuck", stuck_loops))
-             for call, reply, why in finder(run)]
-    results: dict[str, list[list[RunResult]]] = {}
-    summaries = []
+    source.loops = [Loop(ci, ri, call, reply, why, kind, conv.solved)
+                    for ci, conv in enumerate(conversations) for ri, run in enumerate(conv.runs)
+                    for kind, finder in (("obvious", obvious_loops), ("stuck", stuck_loops))
+                    for call, reply, why in finder(run)]
     for name, replay in systems(conversations, hints, variants).items():
         started = time.perf_counter()
-        results[name] = [replay(conv) for conv in conversations]
-        summary = summarize(name, conversations, results[name], loops)
+        source.results[name] = [replay(conv) for conv in conversations]
+        summary = summarize(name, conversations, source.results[name], source.loops)
         summary.source, summary.seconds = source.name, round(time.perf_counter() - started, 1)
-        summaries.append(summary)
-    return Measured(source, summaries, loops, results)
+        source.summaries.append(summary)
+    return source
 
 
-def _print_source(m: Measured, details: bool) -> None:
-    conversations = m.source.conversations
-    print(f"\n## {m.source.name} ({len(conversations)} trajectories, {sum(c.solved for c in conversations)}"
+def _print_source(m: Source, details: bool) -> None:
+    conversations = m.conversations
+    print(f"\n## {m.name} ({len(conversations)} trajectories, {sum(c.solved for c in conversations)}"
           f" solved)\n\n{format_table(m.summaries)}")
     for kind in ("obvious", "stuck") if details else ("obvious",):
         loops = [x for x in m.loops if x.kind == kind]
@@ -649,10 +640,10 @@ def main(argv: list[str] | None = None) -> int:
     path = args.json or (None if args.label or args.limit else RESULTS / (
         "real_traces.json" if all(s.vendored for s in sources) else "real_traces_all.json"))
     if path is not None:
-        out = [{"source": m.source.name, "vendored": m.source.vendored,
-                "summaries": [asdict(s) if m.source.vendored else _counts(s) for s in m.summaries]}
+        out = [{"source": m.name, "vendored": m.vendored,
+                "summaries": [asdict(s) if m.vendored else _counts(s) for s in m.summaries]}
                | ({f"{kind}_loops": [asdict(x) for x in m.loops if x.kind == kind]
-                   for kind in ("obvious", "stuck")} if m.source.vendored else {}) for m in measured]
+                   for kind in ("obvious", "stuck")} if m.vendored else {}) for m in measured]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"sources": out, "overall": [_counts(s) for s in totals.values()]},
                                    indent=2) + "\n")
