@@ -3,7 +3,7 @@
 One decision (limits, detection layers over the state derived from the run's replies, budget
 pressure) on threads of 25 to 10,000 tool rounds, the window full and the memo of the derived
 state warm, as in a running graph: µs per decision (minimum and median) and the ratio to the
-shortest thread.
+shortest thread, and issue 24's target: the longest thread's ≤ 1.1× the shortest's.
 
 Example:
     >>> row = measure(20, reps=50)
@@ -95,7 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=300)
     args = parser.parse_args(argv)
     measured = rows(args.reps)
-    print(f"### Loop-detector decision cost per reply vs thread length\n\n{table(measured)}")
+    ratio = measured[-1]["us_per_step"] / measured[0]["us_per_step"]
+    print(f"### Loop-detector decision cost per reply vs thread length\n\n{table(measured)}\n\n"
+          f"Target (issue 24: flat from 25 to 10,000 rounds): longest ÷ shortest {ratio:.3f} ≤ 1.1:"
+          f" {'PASS' if ratio <= 1.1 else 'FAIL'}")
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(measured, indent=2))
     return 0

@@ -1,5 +1,5 @@
 """Per-round cost of langgraph-loop and its peers (:mod:`benchmarks.systems`) on every saver,
-sync and async; storage, graph steps, peak memory, the detector's cost, the targets (see README.md).
+sync and async; storage, graph steps, peak memory, the targets (see README.md).
 
 Per (N, case, mode) every system runs the scripted echo task on a fresh graph and saver (built
 outside the clock): one warm-up, then ``--reps`` repetitions in which the systems take turns in a
@@ -13,7 +13,7 @@ called it, in proportion to the caller edges' time (as gprof does). Lock waits a
 own. Shares are of the profiled time, scaled to the unprofiled median: a split, not exact costs.
 
 Usage: ``python -m benchmarks [--quick] [--ns 10,50,200] [--reps 5] [--only SYSTEMS] [--cases CASES]
-[--modes sync,async] [--clock wall|cpu] [--profile] [--no-census] [--no-detector] [--json PATH]``
+[--modes sync,async] [--clock wall|cpu] [--profile] [--no-census] [--json PATH]``
 
 Example (the buckets of ``--profile``):
     >>> bucket_of("/x/site-packages/langgraph/pregel/main.py", "langgraph.pregel.main")
@@ -434,7 +434,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ns", help="comma-separated tool-round counts (10,50,200; 10 with --quick)")
     p.add_argument("--reps", type=int, help="timed repetitions, median reported (5; 2 with --quick)")
     p.add_argument("--quick", action="store_true", help=f"smoke run: plain_loop and {','.join(COMPARED)}, "
-                   f"N=10, 2 reps, cases {QUICK_CASES}, no census, a short detector run, heap frozen")
+                   f"N=10, 2 reps, cases {QUICK_CASES}, no census, the start-up heap frozen")
     p.add_argument("--only", help="comma-separated system names to run")
     p.add_argument("--cases", help=f"comma-separated cases (all: {','.join(c.key for c in CASES)})")
     p.add_argument("--modes", default="sync,async", help="sync (invoke) and/or async (ainvoke)")
@@ -442,7 +442,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profile", action="store_true", help="also split a round's time by library (cProfile)")
     p.add_argument("--top", type=int, default=10, help="with --profile: top functions of ours to list")
     p.add_argument("--no-census", action="store_true", help="skip the graph-step census")
-    p.add_argument("--no-detector", action="store_true", help="skip the detector decision's cost")
     p.add_argument("--json", type=Path, help="JSON out (default results/overhead.json, overhead-quick.json)")
     return p.parse_args(argv)
 
@@ -455,17 +454,6 @@ def _select(names: str | None, available: Sequence[Any], what: str) -> list[Any]
         print(f"unknown or unavailable {what}: {', '.join(sorted(wanted - set(key)))}", file=sys.stderr)
         return None
     return [a for k, a in key.items() if k in wanted]
-
-
-def _detector_rows(quick: bool) -> tuple[list[dict[str, Any]] | None, str | None]:
-    """The detector decision's cost per thread length, or why not (it reads library internals,
-    which may change: a failure is reported, not raised)."""
-    try:
-        from benchmarks import detector_cost
-
-        return detector_cost.rows(30 if quick else 300), None
-    except Exception as exc:  # noqa: BLE001 - a report, not a test
-        return None, f"{type(exc).__name__}: {str(exc)[:300]}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -498,14 +486,13 @@ def main(argv: list[str] | None = None) -> int:
             profiles = profile(systems, ns, cases, reps, savers, results, args.top) if args.profile else []
     finally:
         gc.unfreeze()
-    detector, why_not = (None, "skipped (--no-detector)") if args.no_detector else _detector_rows(args.quick)
     seconds, load_end = time.perf_counter() - start, [round(v, 2) for v in os.getloadavg()]
     load = "load average at start {}, at end {}".format(*(" / ".join(map(str, v))
                                                              for v in (load_start, load_end)))
     if max(load_start[0], load_end[0]) > 0.5 * info["usable_cores"]:
         load += (f". The machine was loaded (1-min load {max(load_start[0], load_end[0]):.2f} on"
                  f" {info['usable_cores']} cores): treat these timings as a smoke run, not as final numbers")
-    issue14, issue24 = (report.evaluate(results, detector, t) for t in (report.ISSUE14, report.ISSUE24))
+    issue14, issue24 = (report.evaluate(results, t) for t in (report.ISSUE14, report.ISSUE24))
     print(f"### Machine\n\n{described}; {load}.\n\nN = {', '.join(map(str, ns))}; modes {', '.join(modes)};"
           f" {args.clock} clock; {reps} timed repetitions per cell after one warm-up (the systems take turns"
           f" within each); total {seconds:.0f}s.\n\n{report.format_tables(results)}")
@@ -513,13 +500,6 @@ def main(argv: list[str] | None = None) -> int:
         print("\n" + report.format_census(steps, *CENSUS))
     for title, split_up in profiles:
         print("\n" + format_profiles(split_up, title))
-    print("\n### Loop-detector decision cost per reply vs thread length\n")
-    if detector is None:
-        print(f"not measured: {why_not}")
-    else:
-        from benchmarks.detector_cost import table
-
-        print(table(detector))
     if not args.quick:
         print("\n" + report.format_targets(issue14, f"issue 14; {report.OURS} vs {report.BASELINE}"))
     print("\n" + report.format_targets(issue24, f"issue 24; {report.OURS} vs the bare ToolNode loop "
@@ -530,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
             "host": info, "total_seconds": round(seconds, 1), "load_average_at_start": load_start,
             "load_average_at_end": load_end, "baseline": report.BASELINE, "floor": report.FLOOR}
     out.write_text(json.dumps({"meta": meta, "results": [asdict(m) for m in results], "steps": steps,
-                               "detector": detector, "profiles": [[title, [asdict(p) for p in split_up]]
+                               "profiles": [[title, [asdict(p) for p in split_up]]
                                                                   for title, split_up in profiles],
                                "targets": [asdict(t) for t in issue14],
                                "targets_issue24": [asdict(t) for t in issue24]}, indent=2) + "\n")

@@ -13,9 +13,6 @@ Example:
     >>> (r,) = evaluate(rows, targets=[at_3])
     >>> r.verdict, r.measured, (r.passed_cells, r.measured_cells, r.total_cells), r.paired
     ('PASS', 1.5, (1, 1, 2), [1.5])
-    >>> [r.verdict for r in evaluate(rows, [{"rounds": 25, "us_per_step": 40.0},
-    ...  {"rounds": 10_000, "us_per_step": 41.0}]) if r.metric == "detector"]
-    ['PASS']
 """
 
 from __future__ import annotations
@@ -139,7 +136,7 @@ def format_census(rows: Sequence[dict[str, Any]], low: int, high: int) -> str:
                    "node runs per round", "node runs per run (fixed)"], out)
 
 
-Metric = Literal["time", "bytes", "growth", "detector"]
+Metric = Literal["time", "bytes", "growth"]
 Cell = tuple[str, int, str]
 """(case, N, mode)."""
 
@@ -206,26 +203,20 @@ def _issue24() -> tuple[Target, ...]:
                    ((case, 200, "sync"),), BASELINE) for case in savers[1:]]
     out += [Target(f"{LABELS[case]}, N=200: in-loop last10/first10", "growth", 1.1, _cells([case], (200,)))
             for case in savers]
-    return (*out, Target("detector decision per reply: longest thread ÷ 25 rounds", "detector", 1.1))
+    return tuple(out)  # the detector's decision, flat over thread length: benchmarks.detector_cost
 
 
 ISSUE14, ISSUE24 = _issue14(), _issue24()
 
 
-def evaluate(results: Sequence[Any], detector_rows: Sequence[dict[str, Any]] | None = None,
-             targets: Sequence[Target] = ISSUE24) -> list[TargetResult]:
-    """Every target on ``results`` (the overhead measurements) and the detector's cost rows (the
-    longest thread's decision over the shortest's, minimum µs each)."""
+def evaluate(results: Sequence[Any], targets: Sequence[Target] = ISSUE24) -> list[TargetResult]:
+    """Every target on ``results`` (the overhead measurements)."""
     t, out = Lookup(results), []
     for target in targets:
         def passes(v: float, target: Target = target) -> bool:
             return v < target.limit if target.strict else v <= target.limit
 
         values: list[tuple[str, float]] = []
-        if target.metric == "detector" and detector_rows and len(detector_rows) > 1:
-            first, last = detector_rows[0], detector_rows[-1]
-            values = [(f"{last['rounds']:,} vs {first['rounds']:,} rounds",
-                       last["us_per_step"] / first["us_per_step"])]
         for case, n, mode in target.cells:
             name = "ms_per_round" if target.metric == "time" else "bytes"
             value = (t.growth(OURS, n, case, mode) if target.metric == "growth"
@@ -242,7 +233,7 @@ def evaluate(results: Sequence[Any], detector_rows: Sequence[dict[str, Any]] | N
                 paired = [round(a / b, 3) for a, b in zip(ours, base, strict=True)]
         out.append(TargetResult(target.label, target.metric, target.limit, target.strict, value,
                                 "not measured" if not values else "PASS" if passed == len(values) else "FAIL",
-                                worst, len(values), passed, max(1, len(target.cells)), paired))
+                                worst, len(values), passed, len(target.cells), paired))
     return out
 
 

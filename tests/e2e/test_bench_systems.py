@@ -25,7 +25,7 @@ def bench(tmp_path: Path, pg_server: str, *args: str) -> tuple[str, dict[str, An
     """Run ``python -m benchmarks`` on the session's PostgreSQL server; its printout and JSON."""
     out = tmp_path / "overhead.json"
     env = {**os.environ, "LANGGRAPH_LOOP_TEST_PG_URI": pg_server}
-    done = subprocess.run([sys.executable, "-m", "benchmarks", *args, "--no-detector", "--json", str(out)],
+    done = subprocess.run([sys.executable, "-m", "benchmarks", *args, "--json", str(out)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout, json.loads(out.read_text())
@@ -52,7 +52,7 @@ def test_every_system_ends_the_echo_task_alike_and_every_cell_is_reported(
     assert "### Targets (issue 24" in printed
     assert {"cpu", "cores", "python", "packages"} <= set(data["meta"]["host"])
     assert len(data["meta"]["load_average_at_start"]) == len(data["meta"]["load_average_at_end"]) == 3
-    assert len(data["targets_issue24"]) == 18 and len(data["targets"]) == 21
+    assert len(data["targets_issue24"]) == 17 and len(data["targets"]) == 21
     assert {t["verdict"] for t in data["targets_issue24"]} == {"not measured"}  # no cell at N=3
 
 
@@ -65,3 +65,16 @@ def test_cpu_clock_ab_interleaves_the_chosen_systems(tmp_path: Path, pg_server: 
         (s, c) for s in ("bare_toolnode", "langgraph-loop") for c in ("none", "sqlite")}
     assert all(r["rounds_ok"] and len(r["ms_per_round_samples"]) == 3 for r in data["results"])
     assert data["steps"] == []
+
+
+def test_detector_cost_reports_every_thread_length_and_its_target(tmp_path: Path) -> None:
+    out = tmp_path / "detector.json"
+    command = [sys.executable, "-m", "benchmarks.detector_cost", "--reps", "20", "--json", str(out)]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(out.read_text())
+    assert [r["rounds"] for r in rows] == [25, 250, 2500, 10000]
+    assert all(0 < r["us_per_step"] <= r["us_median"] for r in rows)
+    (target,) = [line for line in done.stdout.splitlines() if line.startswith("Target (issue 24")]
+    ratio = rows[-1]["us_per_step"] / rows[0]["us_per_step"]
+    assert target.endswith(": PASS" if ratio <= 1.1 else ": FAIL") and f"{ratio:.3f}" in target
