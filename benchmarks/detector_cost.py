@@ -27,8 +27,6 @@ from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.nodes.loop_detector import LoopDetector
 from langgraph_loop.scripted import ScriptedChatModel
 
-__all__ = ["history", "main", "measure", "rows", "table"]
-
 LENGTHS = (25, 250, 2500, 10000)  # from a full detection window (20) up
 RUN_ROUNDS = 30
 """Rounds of the current run (the rest of the thread is earlier runs)."""

@@ -48,8 +48,6 @@ from benchmarks import report
 from benchmarks.savers import SaverKind, Savers, saver_stats
 from benchmarks.systems import EchoModel, GraphInvoker, System, ToolCounter, all_systems, echo_text, make_echo
 
-__all__ = ["CASES", "COMPARED", "Case", "Measurement", "main", "measure_case", "run_benchmark"]
-
 PROMPT = "Call echo once per turn until you are done, then answer."
 PAYLOAD_2K = 2048
 RESULTS = Path(__file__).parent / "results"

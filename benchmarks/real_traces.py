@@ -54,10 +54,6 @@ from langgraph_loop import Limits, LoopDetection, create_loop_agent
 from langgraph_loop.core.messages import is_blocked
 from langgraph_loop.scripted import ScriptedChatModel
 
-__all__ = ["DATA", "Conversation", "Loop", "RecordedRun", "Replayer", "RunResult", "Summary",
-           "canonical_call", "load_conversations", "load_sources", "main", "obvious_loops", "split_runs",
-           "stuck_loops", "summarize"]
-
 END_OF_RECORDING, FINAL_ANSWER = "(end of the recorded run)", "(final answer without tools)"
 MALFORMED = "malformed"
 """The argument key of a recorded call whose arguments are not an object (mini-swe-agent's reply

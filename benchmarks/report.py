@@ -22,9 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["BASELINE", "FLOOR", "ISSUE14", "ISSUE24", "OURS", "Lookup", "Target", "cell_table",
-           "evaluate", "format_census", "format_tables", "format_targets"]
-
 BASELINE, FLOOR, OURS, REACT = "create_agent", "bare_toolnode", "langgraph-loop", "create_react_agent"
 MODES = ("sync", "async")
 LABELS = {"none": "no checkpointer", "memory": "InMemorySaver", "sqlite": "SqliteSaver",

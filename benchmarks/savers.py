@@ -46,8 +46,6 @@ except ImportError as exc:  # the `postgres` extra is not installed: the postgre
 else:
     PG_IMPORT_ERROR = None
 
-__all__ = ["SaverKind", "SaverStats", "Savers", "saver_stats"]
-
 SaverKind = Literal["none", "memory", "sqlite", "postgres"]
 PG_TABLES = "checkpoints, checkpoint_blobs, checkpoint_writes"
 

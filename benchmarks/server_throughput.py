@@ -28,8 +28,6 @@ from tests.support.aegra import server_env, server_venv, serving, write_config
 from tests.support.postgres import fresh_database, pg_uri
 from tests.support.redis_server import redis_url
 
-__all__ = ["main", "measure", "table"]
-
 REPO = Path(__file__).resolve().parents[1]
 PROMPT = {"messages": [{"role": "user", "content": "get_weather for Paris"}]}
 

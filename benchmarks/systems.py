@@ -49,9 +49,6 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from pydantic import Field
 
-__all__ = ["PEER_SYSTEMS", "CallLog", "EchoModel", "GraphInvoker", "Reply", "ScriptedChatModel", "System",
-           "ToolCounter", "all_systems", "echo_text", "load_langgraph_loop", "make_echo", "recursion_limit"]
-
 MODEL_NAME = "scripted"
 FORCED_ANSWER = "Final answer (no tools available): summarising what was collected so far."
 _CALL_ID = re.compile(r"^call_(\d+)_\d+$")

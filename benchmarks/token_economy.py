@@ -33,8 +33,6 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException, tool
 
 from benchmarks.systems import Reply, ScriptedChatModel, ToolCounter, load_langgraph_loop, recursion_limit
 
-__all__ = ["PATTERNS", "DeerFlowGuard", "LoopingModel", "Outcome", "main", "run_pattern"]
-
 CAP, PROGRESS_POLLS, BATCH = 60, 12, 30
 PROMPT = "Find out what you need with the tools, then answer."
 WARNING = ("[LOOP DETECTED] You are repeating the same tool calls. Stop calling tools and produce your"

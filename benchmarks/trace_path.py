@@ -41,8 +41,6 @@ import langgraph_loop
 from langgraph_loop import create_loop_agent
 from langgraph_loop.scripted import ScriptedChatModel
 
-__all__ = ["Trace", "main", "traced_path"]
-
 ROOT = Path(langgraph_loop.__file__).resolve().parent
 REPO = ROOT.parent if ROOT.name == "graph" else ROOT
 LEFT_OUT = {"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>", "<module>"}
