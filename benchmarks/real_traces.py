@@ -38,6 +38,7 @@ import hashlib
 import itertools
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -394,44 +395,31 @@ def systems(conversations: Sequence[Conversation], hints: bool = False,
     return out
 
 
+COUNTS = ("trajectories", "runs", "solved_runs", "calls", "failed_calls", "executed", "solved_warned",
+          "solved_stopped", "solved_cut_new", "solved_blocked", "blocked_changed", "failed_warned",
+          "failed_stopped", "failed_saved", "loops", "loops_stopped", "stuck_failed", "stuck_failed_stopped",
+          "stuck_failed_refused", "stuck_solved", "stuck_solved_stopped")
+
+
 @dataclass
 class Summary:
-    """One system's numbers over one source (or, added up, over all of them)."""
+    """One system's numbers (``n``: every name of :data:`COUNTS`) over one source, or all of them."""
 
     system: str
     source: str = ""
-    trajectories: int = 0
-    runs: int = 0
-    solved_runs: int = 0
-    calls: int = 0
-    failed_calls: int = 0
-    executed: int = 0
-    solved_warned: int = 0
-    solved_stopped: int = 0
-    solved_cut_new: int = 0
-    solved_blocked: int = 0
-    blocked_changed: int = 0
-    failed_warned: int = 0
-    failed_stopped: int = 0
-    failed_saved: int = 0
-    loops: int = 0
-    loops_stopped: int = 0
-    stuck_failed: int = 0
-    stuck_failed_stopped: int = 0
-    stuck_failed_refused: int = 0
-    stuck_solved: int = 0
-    stuck_solved_stopped: int = 0
+    n: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
     stops: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     blocks: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
 
-    def add(self, other: Summary) -> None:
-        """Add another source's numbers to these (lists are not merged)."""
-        for name, value in asdict(other).items():
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                setattr(self, name, round(getattr(self, name) + value, 1))
+    def as_dict(self, lists: bool = True) -> dict[str, Any]:
+        """Flat: system, source, every count, seconds (and the lists)."""
+        out = {"system": self.system, "source": self.source, **{k: self.n[k] for k in COUNTS},
+               "seconds": self.seconds}
+        return out | ({k: getattr(self, k) for k in ("stops", "warnings", "blocks", "notices")}
+                      if lists else {})
 
 
 def stop_index(result: RunResult) -> int | None:
@@ -457,50 +445,42 @@ def _blocked_changed(run: RecordedRun, blocked: Iterable[tuple[int, int]]) -> in
 
 
 def _count_run(s: Summary, solved: bool, run: RecordedRun, res: RunResult, where: str) -> None:
-    stop = stop_index(res)
-    s.runs, s.calls, s.executed = s.runs + 1, s.calls + len(run.calls()), s.executed + res.executed
+    stop, n = stop_index(res), s.n
+    n.update(runs=1, calls=len(run.calls()), executed=res.executed,
+             blocked_changed=_blocked_changed(run, res.blocked))
     s.stops += [] if stop is None else [f"{where}: reply {stop}, {res.layer}"]
     s.warnings += [] if res.first_warning is None else [f"{where}: reply {res.first_warning}"]
     s.blocks += [f"{where}: reply {reply}, call {position}" for reply, position in res.blocked]
     s.notices += [f"{where}: reply {reply}: {text[:200]}" for reply, text in res.notices]
-    s.blocked_changed += _blocked_changed(run, res.blocked)
     if solved:
-        s.solved_runs += 1
-        s.solved_warned += res.first_warning is not None
-        s.solved_stopped += stop is not None
-        s.solved_cut_new += stop is not None and cuts_new_call(run, stop)
-        s.solved_blocked += len(res.blocked)
-        return
-    s.failed_calls += len(run.calls())
-    s.failed_warned += res.first_warning is not None
-    s.failed_saved += sum(1 for reply, _ in res.blocked if stop is None or reply < stop)
-    s.failed_stopped += stop is not None
-    s.failed_saved += 0 if stop is None else len(run.calls(stop))
+        n.update(solved_runs=1, solved_warned=res.first_warning is not None,
+                 solved_stopped=stop is not None, solved_blocked=len(res.blocked),
+                 solved_cut_new=stop is not None and cuts_new_call(run, stop))
+    else:
+        n.update(failed_calls=len(run.calls()), failed_warned=res.first_warning is not None,
+                 failed_stopped=stop is not None, failed_saved=(0 if stop is None else len(run.calls(stop)))
+                 + sum(1 for reply, _ in res.blocked if stop is None or reply < stop))
 
 
 def summarize(system: str, conversations: Sequence[Conversation],
               results: Sequence[list[RunResult]], loops: Sequence[Loop]) -> Summary:
     """Count runs, calls, warnings, stops, blocks, saved calls and stopped loops for one system."""
-    s = Summary(system=system, trajectories=len(conversations))
+    s = Summary(system=system)
+    s.n["trajectories"] = len(conversations)
     for conv, runs in zip(conversations, results, strict=True):
         for ri, (run, res) in enumerate(zip(conv.runs, runs, strict=True)):
             where = f"{conv.label} run {ri} ({'solved' if conv.solved else 'failed'})"
             _count_run(s, conv.solved, run, res, where)
     for loop in loops:
         res = results[loop.conversation][loop.run]
-        stop = stop_index(res)
-        stopped = stop is not None and stop <= loop.reply
-        if loop.kind == "obvious":
-            s.loops, s.loops_stopped = s.loops + 1, s.loops_stopped + stopped
-        elif loop.solved:
-            s.stuck_solved, s.stuck_solved_stopped = s.stuck_solved + 1, s.stuck_solved_stopped + stopped
-        else:
+        stopped = (stop := stop_index(res)) is not None and stop <= loop.reply
+        kind = "loops" if loop.kind == "obvious" else "stuck_solved" if loop.solved else "stuck_failed"
+        s.n.update({kind: 1, f"{kind}_stopped": stopped})
+        if kind == "stuck_failed":
             run = conversations[loop.conversation].runs[loop.run]
-            refused = any(reply <= loop.reply  # the loop's call blocked by its deadline
-                          and canonical_call(run.replies[reply].tool_calls[pos]) == loop.call
-                          for reply, pos in res.blocked)
-            s.stuck_failed, s.stuck_failed_stopped = s.stuck_failed + 1, s.stuck_failed_stopped + stopped
-            s.stuck_failed_refused += stopped or refused
+            s.n["stuck_failed_refused"] += stopped or any(  # or the loop's call blocked by its deadline
+                reply <= loop.reply and canonical_call(run.replies[reply].tool_calls[pos]) == loop.call
+                for reply, pos in res.blocked)
     return s
 
 
@@ -514,18 +494,22 @@ def format_table(summaries: Sequence[Summary]) -> str:
              " | solved: stops cutting a new call | failed: runs stopped | failed: calls saved"
              " | obvious loops stopped | stuck loops stopped (failed runs) | stuck loops stopped"
              " (solved runs) | seconds |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {s.system} | {s.runs} ({s.solved_runs}) | {s.calls} | {s.solved_warned}"
-              f" | {s.solved_stopped} ({_pct(s.solved_stopped, s.solved_runs)}) | {s.solved_cut_new}"
-              f" | {s.failed_stopped} | {s.failed_saved} ({_pct(s.failed_saved, s.failed_calls)})"
-              f" | {s.loops_stopped}/{s.loops} | {s.stuck_failed_stopped}/{s.stuck_failed}"
-              f" | {s.stuck_solved_stopped}/{s.stuck_solved} | {s.seconds} |" for s in summaries]
-    blocking = [s for s in summaries if s.solved_blocked or s.blocked_changed
-                or s.stuck_failed_refused > s.stuck_failed_stopped]
+    for s in summaries:
+        n = s.n
+        lines.append(
+            f"| {s.system} | {n['runs']} ({n['solved_runs']}) | {n['calls']} | {n['solved_warned']}"
+            f" | {n['solved_stopped']} ({_pct(n['solved_stopped'], n['solved_runs'])})"
+            f" | {n['solved_cut_new']}"
+            f" | {n['failed_stopped']} | {n['failed_saved']} ({_pct(n['failed_saved'], n['failed_calls'])})"
+            f" | {n['loops_stopped']}/{n['loops']} | {n['stuck_failed_stopped']}/{n['stuck_failed']}"
+            f" | {n['stuck_solved_stopped']}/{n['stuck_solved']} | {s.seconds} |")
+    blocking = [s for s in summaries if s.n["solved_blocked"] or s.n["blocked_changed"]
+                or s.n["stuck_failed_refused"] > s.n["stuck_failed_stopped"]]
     if blocking:
         lines += ["", "| system | solved: calls blocked | blocks hiding a changed result"
                   " | stuck loops stopped or blocked (failed runs) |", "|---|---|---|---|"]
-        lines += [f"| {s.system} | {s.solved_blocked} | {s.blocked_changed} | {s.stuck_failed_refused}/"
-                  f"{s.stuck_failed} |" for s in blocking]
+        lines += [f"| {s.system} | {s.n['solved_blocked']} | {s.n['blocked_changed']} | "
+                  f"{s.n['stuck_failed_refused']}/{s.n['stuck_failed']} |" for s in blocking]
     return "\n".join(lines)
 
 
@@ -596,11 +580,7 @@ def _print_source(m: Source, details: bool) -> None:
         for what, entries in (("stops", s.stops), ("first warnings", s.warnings), ("blocks", s.blocks)):
             print(f"\n{s.system} {what} ({len(entries)}):" + "".join(f"\n- {x}" for x in entries))
     base = m.summaries[0]
-    print(f"\nreplay check: {base.system} executed {base.executed} of {base.calls} recorded calls")
-
-
-def _counts(s: Summary) -> dict[str, object]:
-    return {k: v for k, v in asdict(s).items() if not isinstance(v, list)}
+    print(f"\nreplay check: {base.system} executed {base.n['executed']} of {base.n['calls']} recorded calls")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -629,7 +609,9 @@ def main(argv: list[str] | None = None) -> int:
         _print_source(m, args.details)
     totals: dict[str, Summary] = {}
     for s in (s for m in measured for s in m.summaries):
-        totals.setdefault(s.system, Summary(system=s.system, source="overall")).add(s)
+        total = totals.setdefault(s.system, Summary(system=s.system, source="overall"))
+        total.n.update(s.n)
+        total.seconds = round(total.seconds + s.seconds, 1)
     if len(measured) > 1:
         print(f"\n## overall ({len(measured)} sources)\n\n{format_table(list(totals.values()))}")
     print(f"\nbenchmark runtime: {time.perf_counter() - started:.1f} s")
@@ -637,11 +619,11 @@ def main(argv: list[str] | None = None) -> int:
         "real_traces.json" if all(s.vendored for s in sources) else "real_traces_all.json"))
     if path is not None:
         out = [{"source": m.name, "vendored": m.vendored,
-                "summaries": [asdict(s) if m.vendored else _counts(s) for s in m.summaries]}
+                "summaries": [s.as_dict(lists=m.vendored) for s in m.summaries]}
                | ({f"{kind}_loops": [asdict(x) for x in m.loops if x.kind == kind]
                    for kind in ("obvious", "stuck")} if m.vendored else {}) for m in measured]
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"sources": out, "overall": [_counts(s) for s in totals.values()]},
+        path.write_text(json.dumps({"sources": out, "overall": [s.as_dict(False) for s in totals.values()]},
                                    indent=2) + "\n")
         print(f"JSON: {path}")
     return 0
