@@ -241,10 +241,9 @@ def bucket_of(filename: str, module: str | None) -> str:
 
 
 @contextmanager
-def profiling() -> Iterator[list[cProfile.Profile]]:
-    """Profile the current thread and every thread started inside the block."""
-    profilers = [cProfile.Profile()]
-    lock = threading.Lock()
+def profiling(profilers: list[cProfile.Profile]) -> Iterator[None]:
+    """Profile the current thread and every thread started inside the block, into ``profilers``."""
+    lock, main = threading.Lock(), cProfile.Profile()
 
     def start_in_thread(*_: Any) -> None:
         profiler = cProfile.Profile()
@@ -253,35 +252,22 @@ def profiling() -> Iterator[list[cProfile.Profile]]:
         profiler.enable()  # replaces this hook in the new thread
 
     threading.setprofile(start_in_thread)
-    profilers[0].enable()
+    main.enable()
     try:
-        yield profilers
+        yield
     finally:
-        profilers[0].disable()
+        main.disable()
         threading.setprofile(None)  # type: ignore[arg-type]
+        profilers.append(main)
 
 
-@dataclass
-class Profile:
-    """One system's split: seconds per run and bucket (self and charged), top functions of ours."""
-
-    system: str
-    ms_per_round: float
-    profiled_ms_per_round: float
-    self_s: dict[str, float]
-    charged_s: dict[str, float]
-    top: list[tuple[str, float, float]]
-
-
-def split(system: str, profilers: list[cProfile.Profile], runs: int, n: int, ms_per_round: float,
-          profiled_s: float, top: int = 10) -> Profile:
-    """Merge the profilers of ``runs`` runs of ``n`` rounds and split their time into buckets."""
-    merged: pstats.Stats | None = None
+def split(profilers: list[cProfile.Profile], runs: int) -> dict[str, Any]:
+    """Seconds per run and bucket, ``self`` and ``charged``, and the top functions of ours (self,
+    cumulative seconds per run), from the merged profilers of ``runs`` runs."""
+    merged = pstats.Stats()
     for profiler in profilers:
         profiler.create_stats()
-        if profiler.stats:  # type: ignore[attr-defined]
-            merged = pstats.Stats(profiler) if merged is None else merged.add(profiler)
-    assert merged is not None
+        merged.add(profiler)
     stats: dict[Func, Any] = merged.stats  # type: ignore[attr-defined]
     index = {}
     for name, module in list(sys.modules.items()):
@@ -295,73 +281,59 @@ def split(system: str, profilers: list[cProfile.Profile], runs: int, n: int, ms_
         """Fractions of ``func``'s time per owning bucket, up the caller graph (memoized)."""
         if buckets.get(func, OTHER) in OWNERS:
             return {buckets[func]: 1.0}
-        if func in memo:
-            return memo[func]
         callers = stats[func][4] if func in stats else {}
         total = sum(edge[2] for edge in callers.values())
-        if not callers or total <= 0 or func in active or len(active) > 50:
+        if func not in memo and (not callers or total <= 0 or func in active or len(active) > 50):
             return {OTHER: 1.0}
-        out: dict[str, float] = defaultdict(float)
-        for caller, edge in callers.items():
-            for owner, part in shares(caller, active | {func}).items():
-                out[owner] += part * edge[2] / total
-        memo[func] = dict(out)
+        if func not in memo:
+            out: dict[str, float] = defaultdict(float)
+            for caller, edge in callers.items():
+                for owner, part in shares(caller, active | {func}).items():
+                    out[owner] += part * edge[2] / total
+            memo[func] = dict(out)
         return memo[func]
 
-    self_s: dict[str, float] = defaultdict(float)
-    charged: dict[str, float] = defaultdict(float)
+    views: dict[str, dict[str, float]] = {"self": defaultdict(float), "charged": defaultdict(float)}
     for func, (_cc, _nc, tt, _ct, _callers) in stats.items():
-        self_s[buckets[func]] += tt / runs
+        views["self"][buckets[func]] += tt / runs
         for owner, part in ({WAIT: 1.0} if buckets[func] == WAIT else shares(func)).items():
-            charged[owner] += tt * part / runs
-    ours = sorted((f for f in stats if buckets[f] == MINE), key=lambda f: -stats[f][2])[:top]
-    return Profile(system, ms_per_round, profiled_s * 1e3 / n / runs, dict(self_s), dict(charged),
-                   [(f"{Path(f[0]).name}:{f[1]}({f[2]})", stats[f][2] / runs, stats[f][3] / runs)
-                    for f in ours])
-
-
-def format_profiles(profiles: list[Profile], title: str) -> str:
-    """Markdown: per bucket, ms/round and % for each system, self and charged; top functions of ours."""
-    head = ["bucket", *(f"{p.system} {view} ms/round (%)" for p in profiles for view in ("self", "charged"))]
-    lines = [f"### Where a clean round's time goes ({title})", "", "| " + " | ".join(head) + " |",
-             "|" + "---|" * len(head)]
-    for bucket in BUCKETS:
-        cells = [bucket]
-        for p in profiles:
-            for view in (p.self_s, p.charged_s):
-                share = view.get(bucket, 0.0) / (sum(view.values()) or 1.0)
-                cells.append(f"{share * p.ms_per_round:.3f} ({share:.0%})")
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", *(f"- {p.system}: {p.ms_per_round:.3f} ms/round unprofiled, {p.profiled_ms_per_round:.3f}"
-                    " ms/round under cProfile" for p in profiles)]
-    for p in profiles:
-        lines += ["", f"Top functions of langgraph_loop in {p.system} (ms per run: self, cumulative):",
-                  *(f"- {name}: {tt * 1e3:.2f}, {ct * 1e3:.2f}" for name, tt, ct in p.top)] if p.top else []
-    return "\n".join(lines)
+            views["charged"][owner] += tt * part / runs
+    ours = sorted((f for f in stats if buckets[f] == MINE), key=lambda f: -stats[f][2])
+    return views | {"top": [(f"{Path(f[0]).name}:{f[1]}({f[2]})", stats[f][2] / runs, stats[f][3] / runs)
+                            for f in ours]}
 
 
 def profile(systems: Sequence[System], ns: Sequence[int], cases: Sequence[Case], reps: int, savers: Savers,
-            results: Sequence[Measurement], top: int) -> list[tuple[str, list[Profile]]]:
+            results: Sequence[Measurement], top: int) -> list[dict[str, Any]]:
     """``--profile``: ``reps`` more sync runs of every system per (N, timed case), profiled around
-    ``invoke`` (:mod:`benchmarks.profile_round`), scaled to the measured median."""
+    ``invoke`` and split by library; a markdown table each (``text``)."""
     medians = {(m.system, m.n, m.case): m.ms_per_round for m in results if m.mode == "sync"}
     out = []
     for n, case in itertools.product(ns, [c for c in cases if c.timed]):
-        profiles = []
+        cell: dict[str, Any] = {"title": f"cProfile, N={n}, {case.key}, {reps} runs", "systems": {}}
         for system in _members(systems, case):
-            profilers: list[Any] = []
-
-            @contextmanager
-            def grab(into: list[Any] = profilers) -> Iterator[None]:
-                with profiling() as running:
-                    yield
-                into.extend(running)
-
-            seconds = sum(run_once(system, n, case, savers, around=grab).seconds for _ in range(reps))
+            profilers: list[cProfile.Profile] = []
+            seconds = sum(run_once(system, n, case, savers, around=lambda p=profilers: profiling(p)).seconds
+                          for _ in range(reps))
             # without a sync measurement, the profiled time stands for the plain one
             plain = medians.get((system.name, n, case.key), seconds * 1e3 / n / reps)
-            profiles.append(split(system.name, profilers, reps, n, plain, seconds, top))
-        out.append((f"cProfile, N={n}, {case.key}, {reps} runs", profiles))
+            cell["systems"][system.name] = split(profilers, reps) | {
+                "ms_per_round": plain, "profiled_ms_per_round": seconds * 1e3 / n / reps}
+        rows = [[bucket, *(f"{share * p['ms_per_round']:.3f} ({share:.0%})" for p in cell["systems"].values()
+                           for view in ("self", "charged")
+                           for share in [p[view].get(bucket, 0.0) / (sum(p[view].values()) or 1.0)])]
+                for bucket in BUCKETS]
+        notes = [f"- {name}: {p['ms_per_round']:.3f} ms/round unprofiled, {p['profiled_ms_per_round']:.3f}"
+                 " ms/round under cProfile" for name, p in cell["systems"].items()]
+        for name, p in cell["systems"].items():
+            p["top"] = p["top"][:top]
+            top_of = f"Top functions of langgraph_loop in {name} (ms per run: self, cumulative):"
+            notes += ["", top_of, *(f"- {f}: {tt * 1e3:.2f}, {ct * 1e3:.2f}" for f, tt, ct in p["top"])
+                      ] * bool(p["top"])
+        heads = [f"{name} {view} ms/round (%)" for name in cell["systems"] for view in ("self", "charged")]
+        title = f"### Where a clean round's time goes ({cell['title']})"
+        cell["text"] = report.table(title, ["bucket", *heads], rows) + "\n\n" + "\n".join(notes)
+        out.append(cell)
     return out
 
 
@@ -496,8 +468,8 @@ def main(argv: list[str] | None = None) -> int:
           f" within each); total {seconds:.0f}s.\n\n{report.format_tables(results)}")
     if steps:
         print("\n" + report.format_census(steps, *CENSUS))
-    for title, split_up in profiles:
-        print("\n" + format_profiles(split_up, title))
+    for cell in profiles:
+        print("\n" + cell["text"])
     if not args.quick:
         print("\n" + report.format_targets(issue14, f"issue 14; {report.OURS} vs {report.BASELINE}"))
     print("\n" + report.format_targets(issue24, f"issue 24; {report.OURS} vs the bare ToolNode loop "
@@ -508,8 +480,7 @@ def main(argv: list[str] | None = None) -> int:
             "host": info, "total_seconds": round(seconds, 1), "load_average_at_start": load_start,
             "load_average_at_end": load_end, "baseline": report.BASELINE, "floor": report.FLOOR}
     out.write_text(json.dumps({"meta": meta, "results": [asdict(m) for m in results], "steps": steps,
-                               "profiles": [[title, [asdict(p) for p in split_up]]
-                                                                  for title, split_up in profiles],
+                               "profiles": profiles,
                                "targets": [asdict(t) for t in issue14],
                                "targets_issue24": [asdict(t) for t in issue24]}, indent=2) + "\n")
     return 0

@@ -7,7 +7,7 @@ Example:
     >>> rows = [M(system=s, n=3, case="none", mode="sync", ms_per_round=v, ms_per_round_samples=[v],
     ...           rounds_ok=True) for s, v in (("bare_toolnode", 1.0), ("create_agent", 2.0),
     ...                                         ("langgraph-loop", 1.5))]
-    >>> print(cell_table(Lookup(rows)).splitlines()[-1])
+    >>> print(celltable(Lookup(rows)).splitlines()[-1])
     | no checkpointer | 3 | sync | 1.00 | 2.00 | 1.50 | 1.50× | 0.75× | yes |
     >>> at_3 = Target("every cell at N=3", "time", 1.6, (("none", 3, "sync"), ("none", 3, "async")), FLOOR)
     >>> (r,) = evaluate(rows, targets=[at_3])
@@ -65,12 +65,12 @@ def _x(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}×"
 
 
-def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join([title, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns),
                       *("| " + " | ".join(map(str, row)) + " |" for row in rows)])
 
 
-def cell_table(t: Lookup) -> str:
+def celltable(t: Lookup) -> str:
     """Per saver × N × mode: every system's ms per tool round and langgraph-loop's ratios."""
     systems = [s for s in t.systems if any(m.system == s and m.case in TIMED for m in t.results)]
     rows = []
@@ -80,7 +80,7 @@ def cell_table(t: Lookup) -> str:
             rows.append([LABELS[key], n, mode, *("–" if v is None else f"{v:.2f}" for v in times),
                          *(_x(t.ratio(OURS, n, key, "ms_per_round", mode, b)) for b in (FLOOR, BASELINE)),
                          "yes" if all(m.rounds_ok for m in cell) else "NO"])
-    return _table(f"### Time per tool round, every system (ms = wall or CPU time / N, median; {OURS}"
+    return table(f"### Time per tool round, every system (ms = wall or CPU time / N, median; {OURS}"
                   f" ÷ {FLOOR} and ÷ {BASELINE} in the same cell)",
                   ["saver", "N", "mode", *systems, f"÷ {FLOOR}", f"÷ {BASELINE}", "rounds ok"], rows)
 
@@ -93,7 +93,7 @@ def format_tables(results: Sequence[Any]) -> str:
                              f"{t.get(s, n, k, 'first10_ms', mode):.2f} → "
                              f"{t.get(s, n, k, 'last10_ms', mode):.2f} ({g:.2f})" for k in timed)]
               for n in t.ns for s in t.systems for mode in t.modes]
-    parts = [cell_table(t), _table("### In-loop latency between model calls: first 10 → last 10 rounds, ms "
+    parts = [celltable(t), table("### In-loop latency between model calls: first 10 → last 10 rounds, ms "
                                    "(last10/first10)", ["system", "N", "mode", *(LABELS[k] for k in timed)],
                                    [row for row in growth if any(c != "–" for c in row[3:])])]
     storage = [[s, n, counts[0], *(f"{_mb(b)} ({_x(t.ratio(s, n, k, 'bytes'))})"
@@ -102,13 +102,13 @@ def format_tables(results: Sequence[Any]) -> str:
                for n in t.ns for s in t.systems
                if (counts := [c for k in stored if (c := t.get(s, n, k, "checkpoints")) is not None])]
     if storage:
-        parts.append(_table("### Checkpoint storage after N rounds (MB (×create_agent); files: SQLite after "
+        parts.append(table("### Checkpoint storage after N rounds (MB (×create_agent); files: SQLite after "
                             "wal_checkpoint(TRUNCATE), PostgreSQL tables with TOAST and indexes)",
                             ["system", "N", "checkpoints", *(LABELS[k] for k in stored), "SQLite file",
                              "PostgreSQL tables"], storage))
     if any(getattr(m, "peak_bytes", None) is not None for m in results):
         memory = ("none", "memory", "memory_2k")
-        parts.append(_table("### Peak memory during one run (tracemalloc, MB)",
+        parts.append(table("### Peak memory during one run (tracemalloc, MB)",
                             ["system", "N", *(LABELS[k] for k in memory)],
                             [[s, n, *(_mb(t.get(s, n, k, "peak_bytes")) for k in memory)]
                              for n in t.ns for s in t.systems]))
@@ -126,7 +126,7 @@ def format_census(rows: Sequence[dict[str, Any]], low: int, high: int) -> str:
         out.append([r["system"] + (" (WARNING: checkpoint events ≠ stored)" if r["stored_mismatch"] else ""),
                     f"{r['steps'][0]:g}", f"{r['checkpoints'][0]:g}", f"{r['steps'][1]:g}",
                     f"{r['checkpoints'][1]:g}", *r["at_low"], *nodes])
-    return _table(f'### Graph steps and checkpoints (counted with stream_mode="debug" at N={low} and '
+    return table(f'### Graph steps and checkpoints (counted with stream_mode="debug" at N={low} and '
                   f"N={high})",
                   ["system", "steps/round", "checkpoints/round", "steps per run (fixed)",
                    "checkpoints per run (fixed)", f"steps at N={low}", f"checkpoints at N={low}",
@@ -245,7 +245,7 @@ def format_targets(results: Sequence[TargetResult], title: str) -> str:
     partial = sum(0 < r.measured_cells < r.total_cells for r in results)
     columns = ["target", "limit", "measured (worst cell)", "result", "worst cell",
                "cells passing / measured / total", "worst cell, paired per rep: min / median / max"]
-    return (_table(f"### Targets ({title}, this run)", columns, rows)
+    return (table(f"### Targets ({title}, this run)", columns, rows)
             + f"\n\n{sum(r.verdict == 'PASS' for r in results)} of {len(results)} targets met"
             + (f"; {missing} not measured" if missing else "")
             + (f"; {partial} measured on part of their cells only" if partial else ""))
