@@ -198,31 +198,15 @@ class _AnyArgs(BaseModel):
     tool_call_id: Annotated[str, InjectedToolCallId]
 
 
-class _Recording:
-    """The run being replayed: its replies (served in order) and results (by call id)."""
-
-    def __init__(self) -> None:
-        self.begin(RecordedRun(user=""))
-
-    def begin(self, run: RecordedRun) -> None:
-        self.run, self.served, self.executed = run, 0, 0
-
-    def next_reply(self, _messages: Sequence[BaseMessage]) -> AIMessage:
-        if self.served >= len(self.run.replies):
-            return AIMessage(END_OF_RECORDING)
-        self.served += 1
-        return self.run.replies[self.served - 1]
-
-
 class ReplayTool(BaseTool):
     """Returns the recorded result of each call id (``status="error"`` for recorded errors)."""
 
     description: str = "Replays recorded results."
     args_schema: type[BaseModel] = _AnyArgs
-    recording: Any = None
+    replayer: Any = None
 
     def _run(self, tool_call_id: str, **_kwargs: Any) -> ToolMessage:
-        rec, reply = self.recording, self.recording.served - 1
+        rec, reply = self.replayer, self.replayer.served - 1
         rec.executed += 1
         return ToolMessage(rec.run.result(reply, tool_call_id), tool_call_id=tool_call_id, name=self.name,
                            status="error" if rec.run.failed(reply, tool_call_id) else "success")
@@ -245,15 +229,14 @@ def _seen(messages: Sequence[BaseMessage]) -> tuple[tuple[tuple[int, int], ...],
 
 class Replayer:
     """One compiled graph (limits out of the way unless given, an in-memory checkpointer) that
-    replays conversations, each on a thread of its own. ``tools``: the tool names used;
-    ``read_only_hints``: tools whose metadata carries MCP's ``readOnlyHint``, as
-    langchain-mcp-adapters exposes it."""
+    replays conversations, each on a thread of its own, serving the run being replayed. ``tools``:
+    the tool names used; ``read_only_hints``: tools whose metadata carries MCP's ``readOnlyHint``."""
 
     def __init__(self, tools: Iterable[str], *, loop_detection: LoopDetection | None,
                  read_only_hints: frozenset[str] = frozenset(), limits: Limits | None = None) -> None:
-        self.recording = _Recording()
-        model = ScriptedChatModel(default=self.recording.next_reply, no_tools_reply=FINAL_ANSWER)
-        replay_tools = [ReplayTool(name=n, recording=self.recording,
+        self.run, self.served, self.executed = RecordedRun(user=""), 0, 0
+        model = ScriptedChatModel(default=self._next_reply, no_tools_reply=FINAL_ANSWER)
+        replay_tools = [ReplayTool(name=n, replayer=self,
                                    metadata={"readOnlyHint": True} if n in read_only_hints else None)
                         for n in sorted(set(tools))]
         self.saver = InMemorySaver()
@@ -262,18 +245,24 @@ class Replayer:
                                        checkpointer=self.saver)
         self.threads = itertools.count()
 
+    def _next_reply(self, _messages: Sequence[BaseMessage]) -> AIMessage:
+        if self.served >= len(self.run.replies):
+            return AIMessage(END_OF_RECORDING)
+        self.served += 1
+        return self.run.replies[self.served - 1]
+
     def replay(self, runs: Sequence[RecordedRun]) -> list[RunResult]:
         """Replay every run of one conversation on a new thread (deleted afterwards)."""
         thread = f"replay-{next(self.threads)}"
         config: Any = {"configurable": {"thread_id": thread}}
         out, seen = [], 0
         for run in runs:
-            self.recording.begin(run)
+            self.run, self.served, self.executed = run, 0, 0
             state = self.graph.invoke({"messages": [HumanMessage(run.user)]}, config, durability="exit")
             guard = (state.get("iterations") or [{}])[-1].get("guard") or {}
             reason = state.get("stop_reason")
             blocked, notices = _seen(state["messages"][seen:])
-            out.append(RunResult(self.recording.served, self.recording.executed,
+            out.append(RunResult(self.served, self.executed,
                                  None if reason is None else str(getattr(reason, "value", reason)),
                                  guard.get("layer"), notices[0][0] if notices else None, blocked, notices))
             seen = len(state["messages"])
