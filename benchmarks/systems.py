@@ -67,13 +67,7 @@ class CallLog:
     kinds: list[str] = field(default_factory=list)
 
     @property
-    def calls(self) -> int:
-        """Number of model calls made."""
-        return len(self.kinds)
-
-    @property
     def total_tokens(self) -> int:
-        """Input plus output tokens over every call."""
         return sum(self.input_tokens) + sum(self.output_tokens)
 
 
@@ -225,14 +219,12 @@ class PlainInvoker:
         self.bound, self.tools = model.bind_tools(tools), {t.name: t for t in tools}
 
     def __call__(self, prompt: str) -> dict[str, Any]:
-        """Run the sync loop."""
         messages: list[BaseMessage] = [HumanMessage(prompt)]
         while (ai := self.bound.invoke(messages)).tool_calls:
             messages += [ai, *(self.tools[tc["name"]].invoke(tc) for tc in ai.tool_calls)]
         return {"messages": [*messages, ai]}
 
     async def ainvoke(self, prompt: str) -> dict[str, Any]:
-        """Run the async loop."""
         messages: list[BaseMessage] = [HumanMessage(prompt)]
         while (ai := await self.bound.ainvoke(messages)).tool_calls:
             messages += [ai, *[await self.tools[tc["name"]].ainvoke(tc) for tc in ai.tool_calls]]
@@ -252,13 +244,11 @@ class GraphInvoker:
         return {"messages": [HumanMessage(prompt)]}, {"recursion_limit": recursion_limit(self.n),
                                                       "configurable": thread}
 
-    def __call__(self, prompt: str) -> dict[str, Any]:
-        """Run one task with ``invoke``; the final state."""
-        return dict(self.graph.invoke(*self._args(prompt)))
+    def __call__(self, prompt: str) -> Any:
+        return self.graph.invoke(*self._args(prompt))
 
-    async def ainvoke(self, prompt: str) -> dict[str, Any]:
-        """Run one task with ``ainvoke``; the final state."""
-        return dict(await self.agraph.ainvoke(*self._args(prompt)))
+    async def ainvoke(self, prompt: str) -> Any:
+        return await self.agraph.ainvoke(*self._args(prompt))
 
     def debug_events(self, prompt: str) -> list[dict[str, Any]]:
         """Run one task; its ``stream_mode="debug"`` events (for counting steps and checkpoints)."""

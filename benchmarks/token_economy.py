@@ -222,7 +222,8 @@ def run_pattern(pattern: str, system: str, runner: Runner) -> Outcome:
     stopped_by = (None if finished and stopped_by in (None, "completed")
                   else stopped_by or (model.log.kinds[-1] if model.log.kinds else "?"))
     return Outcome(pattern, system, "finished" if finished else "stopped", stopped_by, counter.count,
-                   model.log.calls, model.log.total_tokens, warnings, finished == PATTERNS[pattern], reported)
+                   len(model.log.kinds), model.log.total_tokens, warnings, finished == PATTERNS[pattern],
+                   reported)
 
 
 def format_table(outcomes: list[Outcome]) -> str:
