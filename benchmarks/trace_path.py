@@ -18,8 +18,8 @@ tool are not. Comprehensions, generator expressions, lambdas and module bodies a
   deepest is reported, with its chain under ``--list``.
 
 Example:
-    >>> t = traced_path()
-    >>> 0 < len(t.files) <= len(t.functions) <= t.calls and t.depth == len(t.chain) > 1
+    >>> calls, chain = traced_path()
+    >>> 0 < len({f.split(":")[0] for f in calls}) <= len(calls) <= calls.total() and len(chain) > 1
     True
 """
 
@@ -29,7 +29,6 @@ import argparse
 import sys
 import threading
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -50,30 +49,6 @@ LEFT_OUT = {"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>", "<
 def echo(text: str) -> str:
     """Echo the text."""
     return text
-
-
-@dataclass
-class Trace:
-    """What one traced run called in the library: calls per ``file:qualname``, the deepest chain."""
-
-    calls_by_function: Counter[str] = field(default_factory=Counter)
-    chain: list[str] = field(default_factory=list)
-
-    @property
-    def functions(self) -> set[str]:
-        return set(self.calls_by_function)
-
-    @property
-    def files(self) -> set[str]:
-        return {name.split(":")[0] for name in self.calls_by_function}
-
-    @property
-    def calls(self) -> int:
-        return sum(self.calls_by_function.values())
-
-    @property
-    def depth(self) -> int:
-        return len(self.chain)
 
 
 def _ours(path: Path) -> str | None:
@@ -103,12 +78,13 @@ def _agent(peer: bool) -> Any:
                                                    ToolCallLimitMiddleware(run_limit=100)])
 
 
-def traced_path(peer: bool = False) -> Trace:
-    """Trace the second of two identical runs (see the module docstring)."""
+def traced_path(peer: bool = False) -> tuple[Counter[str], list[str]]:
+    """Calls per library function (``file:qualname``) and the deepest chain, on the second of two
+    identical runs (see the module docstring)."""
     library, names = _peer if peer else _ours, {}
     request = {"messages": [HumanMessage("say hi")]}
     _agent(peer).invoke(request)  # warm-up: imports, caches
-    agent, trace = _agent(peer), Trace()
+    agent, calls, deepest = _agent(peer), Counter[str](), []
 
     def name(frame: FrameType) -> str | None:
         code = frame.f_code
@@ -122,14 +98,14 @@ def traced_path(peer: bool = False) -> Trace:
     def profile(frame: FrameType, event: str, _arg: Any) -> None:
         if event != "call" or (called := name(frame)) is None:
             return
-        trace.calls_by_function[called] += 1
+        calls[called] += 1
         chain, current = [], frame
         while current is not None:
             if (found := name(current)) is not None:
                 chain.append(found)
             current = current.f_back  # type: ignore[assignment]
-        if len(chain) > trace.depth:
-            trace.chain = chain[::-1]
+        if len(chain) > len(deepest):
+            deepest[:] = chain[::-1]
 
     sys.setprofile(profile)
     threading.setprofile(profile)
@@ -138,7 +114,7 @@ def traced_path(peer: bool = False) -> Trace:
     finally:
         sys.setprofile(None)
         threading.setprofile(None)  # type: ignore[arg-type]
-    return trace
+    return calls, deepest
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -147,13 +123,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--peer", action="store_true", help="create_agent with the two limit middlewares")
     parser.add_argument("--list", action="store_true", help="print every function and the deepest chain")
     args = parser.parse_args(argv)
-    t = traced_path(args.peer)
+    calls, chain = traced_path(args.peer)
     what = "create_agent + 2 limit middlewares (langchain/agents/)" if args.peer else "langgraph-loop"
-    print(f"one tool round, {what}: {len(t.files)} files, {len(t.functions)} functions, {t.calls} calls,"
-          f" deepest library chain {t.depth}")
+    print(f"one tool round, {what}: {len({f.split(':')[0] for f in calls})} files, {len(calls)} functions,"
+          f" {calls.total()} calls, deepest library chain {len(chain)}")
     if args.list:
-        print(*(f"  {n:3d} {f}" for f, n in sorted(t.calls_by_function.items())), sep="\n")
-        print("deepest chain:", *(f"  {f}" for f in t.chain), sep="\n")
+        print(*(f"  {n:3d} {f}" for f, n in sorted(calls.items())), sep="\n")
+        print("deepest chain:", *(f"  {f}" for f in chain), sep="\n")
 
 
 if __name__ == "__main__":
