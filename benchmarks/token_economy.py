@@ -229,19 +229,12 @@ def run_pattern(pattern: str, system: str, runner: Runner) -> Outcome:
 def format_table(outcomes: list[Outcome]) -> str:
     """Markdown table; token ratio is to ``no_detection`` on the same pattern."""
     base = {o.pattern: o.tokens for o in outcomes if o.system == "no_detection"}
-    lines = [
-        "| pattern | legit? | system | outcome | stopped by | tool calls | model calls | tokens"
-        " | ×no_detection tokens | warnings seen | right call? |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for o in outcomes:
-        ratio = f"{o.tokens / base[o.pattern]:.2f}×" if base.get(o.pattern) else "–"
-        lines.append(
-            f"| {o.pattern} | {'yes' if PATTERNS[o.pattern] else 'no'} | {o.system} | {o.outcome}"
-            f" | {o.stopped_by or '–'} | {o.tool_calls} | {o.model_calls} | {o.tokens:,}"
-            f" | {ratio} | {o.warnings} | {'yes' if o.correct else 'NO'} |"
-        )
-    return "\n".join(lines)
+    return "\n".join(["| pattern | legit? | system | outcome | stopped by | tool calls | model calls | tokens"
+                      " | ×no_detection tokens | warnings seen | right call? |", "|" + "---|" * 11, *(
+        f"| {o.pattern} | {'yes' if PATTERNS[o.pattern] else 'no'} | {o.system} | {o.outcome}"
+        f" | {o.stopped_by or '–'} | {o.tool_calls} | {o.model_calls} | {o.tokens:,}"
+        f" | {f'{o.tokens / base[o.pattern]:.2f}×' if base.get(o.pattern) else '–'} | {o.warnings}"
+        f" | {'yes' if o.correct else 'NO'} |" for o in outcomes)])
 
 
 def main(argv: list[str] | None = None) -> int:
