@@ -1,9 +1,6 @@
-"""The loop detector's decision cost per reply against thread length (it must be O(window)).
-
-One decision (limits, detection layers over the state derived from the run's replies, budget
-pressure) on threads of 25 to 10,000 tool rounds, the window full and the memo of the derived
-state warm, as in a running graph: µs per decision (minimum and median) and the ratio to the
-shortest thread, and issue 24's target: the longest thread's ≤ 1.1× the shortest's.
+"""The loop detector's decision cost per reply against thread length (it must be O(window)): one
+decision on threads of 25 to 10,000 rounds, the window full and the derived state's memo warm, as
+in a running graph; µs (min and median), the ratio to the shortest, and issue 24's target.
 
 Example:
     >>> row = measure(20, reps=50)
@@ -28,8 +25,7 @@ from langgraph_loop.nodes.loop_detector import LoopDetector
 from langgraph_loop.scripted import ScriptedChatModel
 
 LENGTHS = (25, 250, 2500, 10000)  # from a full detection window (20) up
-RUN_ROUNDS = 30
-"""Rounds of the current run (the rest of the thread is earlier runs)."""
+RUN_ROUNDS = 30  # rounds of the current run (the rest of the thread is earlier runs)
 
 
 def history(rounds: int) -> list[BaseMessage]:

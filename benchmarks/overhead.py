@@ -1,19 +1,9 @@
-"""Per-round cost of langgraph-loop and its peers (:mod:`benchmarks.systems`) on every saver,
-sync and async; storage, graph steps, peak memory, the targets (see README.md).
-
-Per (N, case, mode) every system runs the scripted echo task on a fresh graph and saver (built
-outside the clock): one warm-up, then ``--reps`` repetitions in which the systems take turns in a
-rotating order; the median ms per round is reported (``--clock cpu``: process CPU time). A run is
-``rounds ok`` when the tool ran N times and the final transcript is exactly the echo task's.
-
-``--profile`` splits a round's time by library: ``cProfile`` around ``invoke`` only, one profiler
-per thread the run starts, merged. Self time goes to the bucket of the defining module (stdlib,
-pydantic, drivers: ``other``); *charged* moves ``other`` time up the call graph to the library that
-called it, in proportion to the caller edges' time (as gprof does). Lock waits are a line of their
-own. Shares are of the profiled time, scaled to the unprofiled median: a split, not exact costs.
-
-Usage: ``python -m benchmarks [--quick] [--ns 10,50,200] [--reps 5] [--only SYSTEMS] [--cases CASES]
-[--modes sync,async] [--clock wall|cpu] [--profile] [--no-census] [--json PATH]``
+"""Per-round cost of langgraph-loop and its peers on every saver, sync and async, with storage, graph
+steps, peak memory and the targets; ``--clock cpu`` for a CPU-time A/B, ``--profile`` for where a
+round's time goes, by library (cProfile around ``invoke``: *self* time by defining module, *charged*
+moves stdlib/pydantic/driver time up the call graph to the library that called it, as gprof does).
+Every run builds a fresh graph and saver outside the clock; the systems take turns within every
+repetition; medians are reported. See benchmarks/README.md.
 
 Example (the buckets of ``--profile``):
     >>> bucket_of("/x/site-packages/langgraph/pregel/main.py", "langgraph.pregel.main")

@@ -1,22 +1,8 @@
-"""Loop detection on real model trajectories, replayed through the compiled graph.
-
-``--data`` (repeatable; default the vendored τ-bench file): files or directories of ``*.json.gz`` in
-τ-bench's or ``../shared/data/``'s coding format, each file once. Systems: ``no_detection`` (checks
-the replay), ``deerflow_style`` (deer-flow's layer-1 rule), ``langgraph-loop`` (default
-``LoopDetection``); ``--hints``: τ-bench's lookups marked read-only; ``--variants``: no block
-rung, blocking always, no path excuse. A stop at a reply *saves* the recorded calls from there
-on; in a solved run it is a false stop, which *cuts a new call* when a saved call was not made
-before. An **obvious loop**: a call made 5 times, or asked again after the same result 3 times in a
-row; a **stuck loop**: a call that returned the same result 4 times, anything in between (its
-deadline: its next request, else the request of the 4th). A loop is *stopped* by a stop at its
-deadline or earlier (*or blocked*: its call blocked by then); a block *hides a changed result*
-when the blocked call's recorded result differs from its previous one.
-
-The replay: a conversation is split into *runs* (one per user message); a run is one ``invoke`` on
-the conversation's thread: a scripted model returns the recorded replies in order (it never reads a
-warning: the worst case), one tool per recorded name returns each call's recorded result (an error
-result: τ-bench text starting with ``Error``, or the coding format's ``error`` flag, comes back as
-``status="error"``). A stop ends the run: the rest of its replies are skipped.
+"""Loop detection on real model trajectories (``--data``: τ-bench's or ``../shared/data/``'s coding
+format), replayed through the compiled graph: a scripted model returns the recorded replies in
+order (it never reads a warning: the worst case), one tool per recorded name returns each call's
+recorded result (errors as ``status="error"``), one run per user message, a stop ends the run.
+Systems, definitions (stops, saved calls, obvious and stuck loops, blocks): benchmarks/README.md.
 
 Example:
     >>> traj = [{"role": "user", "content": "hi"},
@@ -56,9 +42,7 @@ from langgraph_loop.core.messages import is_blocked
 from langgraph_loop.scripted import ScriptedChatModel
 
 END_OF_RECORDING, FINAL_ANSWER = "(end of the recorded run)", "(final answer without tools)"
-MALFORMED = "malformed"
-"""The argument key of a recorded call whose arguments are not an object (mini-swe-agent's reply
-with zero or several bash blocks): ``{"malformed": <the recorded text>}``."""
+MALFORMED = "malformed"  # the args of a call that are not an object: mini-swe-agent's 0 or 2+ bash blocks
 
 
 @dataclass
@@ -504,8 +488,7 @@ def format_table(summaries: Sequence[Summary]) -> str:
 
 @dataclass
 class Source:
-    """One trajectory file (vendored here or not), its conversations and, once measured, every
-    system's summary and results, and its loops."""
+    """One trajectory file, its conversations and, once measured, results, summaries and loops."""
 
     name: str
     conversations: list[Conversation]
@@ -573,8 +556,7 @@ def _print_source(m: Source, details: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Replay every source under every system; print the tables and loops; write JSON (runs, stops
-    and loops by name for vendored sources only)."""
+    """Replay every source under every system; print the tables and loops; write JSON."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.real_traces",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, action="append", help="a trajectory file or a directory of them"

@@ -1,10 +1,6 @@
-"""Checkpointers for the benchmarks, fresh per run, and what they stored.
-
-``memory`` (bytes: every serialized byte), ``sqlite`` (a temp file, tables created up front; after
-``wal_checkpoint(TRUNCATE)``: blob bytes and the file size), ``postgres`` (one database on the test
-suite's throwaway server or ``$LANGGRAPH_LOOP_TEST_PG_URI``, emptied before every run; checkpoints
-and metadata as JSON text plus blob bytes, and ``pg_total_relation_size`` of the three tables).
-:meth:`Savers.aopen` yields the async savers; :func:`saver_stats` measures the sync ones.
+"""Checkpointers, fresh per run, and what they stored (bytes, checkpoints, file size): ``memory``,
+``sqlite`` (a temp file), ``postgres`` (a database on the tests' throwaway server or
+``$LANGGRAPH_LOOP_TEST_PG_URI``, emptied before every run); :meth:`Savers.aopen` gives the async ones.
 
 Example:
     >>> import asyncio
@@ -60,8 +56,7 @@ class SaverStats:
 
 
 class Savers:
-    """Opens a fresh checkpointer per run; owns a temp dir and, lazily, one PostgreSQL database
-    (leaving the context stops a throwaway server and deletes the temp dir)."""
+    """Opens a fresh checkpointer per run; owns a temp dir and, lazily, one PostgreSQL database."""
 
     def __init__(self) -> None:
         self._stack = ExitStack()
@@ -151,27 +146,6 @@ def _typed_len(value: Any) -> int:
     return len(value[1]) if isinstance(value, tuple) and len(value) == 2 else 0
 
 
-def _memory_stats(saver: InMemorySaver) -> SaverStats:
-    entries = [e for namespaces in saver.storage.values() for inner in namespaces.values()
-               for e in inner.values()]
-    total = sum(_typed_len(checkpoint) + _typed_len(metadata) for checkpoint, metadata, _ in entries)
-    total += sum(_typed_len(value) for inner in saver.writes.values() for _, _, value, _ in inner.values())
-    total += sum(_typed_len(blob) for blob in saver.blobs.values())
-    return SaverStats(bytes=total, checkpoints=len(entries))
-
-
-def _sqlite_stats(saver: SqliteSaver) -> SaverStats:
-    with saver.lock:
-        saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        count, stored = saver.conn.execute(
-            "SELECT COUNT(*), COALESCE(SUM(LENGTH(checkpoint)), 0) + COALESCE(SUM(LENGTH(metadata)), 0)"
-            " FROM checkpoints").fetchone()
-        (writes,) = saver.conn.execute("SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes").fetchone()
-        path = saver.conn.execute("PRAGMA database_list").fetchone()[2]
-    file_bytes = sum(os.path.getsize(p) for p in (path, f"{path}-wal") if os.path.exists(p))
-    return SaverStats(bytes=int(stored) + int(writes), checkpoints=int(count), file_bytes=file_bytes)
-
-
 PG_STATS = """
 SELECT
   (SELECT COUNT(*) FROM checkpoints) AS checkpoints,
@@ -193,13 +167,23 @@ def _pg_conn(saver: PostgresSaver) -> psycopg.Connection[dict[str, Any]]:
 def saver_stats(saver: BaseCheckpointSaver[Any] | None) -> SaverStats | None:
     """Bytes and checkpoint count held by ``saver`` (None when there is no saver)."""
     if isinstance(saver, InMemorySaver):
-        return _memory_stats(saver)
+        entries = [e for ns in saver.storage.values() for inner in ns.values() for e in inner.values()]
+        total = sum(_typed_len(checkpoint) + _typed_len(metadata) for checkpoint, metadata, _ in entries)
+        total += sum(_typed_len(v) for inner in saver.writes.values() for _, _, v, _ in inner.values())
+        return SaverStats(total + sum(_typed_len(blob) for blob in saver.blobs.values()), len(entries))
     if isinstance(saver, SqliteSaver):
-        return _sqlite_stats(saver)
+        with saver.lock:
+            saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            count, stored = saver.conn.execute(
+                "SELECT COUNT(*), COALESCE(SUM(LENGTH(checkpoint)), 0) + COALESCE(SUM(LENGTH(metadata)), 0)"
+                " FROM checkpoints").fetchone()
+            (writes,) = saver.conn.execute("SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes").fetchone()
+            path = saver.conn.execute("PRAGMA database_list").fetchone()[2]
+        return SaverStats(int(stored) + int(writes), int(count),
+                          sum(os.path.getsize(p) for p in (path, f"{path}-wal") if os.path.exists(p)))
     if PG_IMPORT_ERROR is None and isinstance(saver, PostgresSaver):
         with saver.lock:
             row = _pg_conn(saver).execute(PG_STATS).fetchone()
         assert row is not None
-        return SaverStats(bytes=int(row["bytes"]), checkpoints=int(row["checkpoints"]),
-                          file_bytes=int(row["file_bytes"]))
+        return SaverStats(int(row["bytes"]), int(row["checkpoints"]), int(row["file_bytes"]))
     return None

@@ -1,9 +1,6 @@
-"""Throughput of ``langgraph.json``'s graph on Aegra, 1 vs 2 server processes (about 2 minutes).
-
-The Aegra deployment of ``docs/deployment.md`` (``tests/support/aegra.py``: a throwaway PostgreSQL
-and Redis, ``aegra serve`` from the tests' cached Python 3.12 virtualenv, no ``OPENAI_*``: the
-offline scripted demo model). 200 runs (model, tool, model), each on a new thread, ``--concurrency``
-in flight, round-robin over the processes, streamed (latency: request to end of stream).
+"""Throughput of ``langgraph.json``'s graph on Aegra, 1 vs 2 server processes (about 2 minutes):
+``tests/support/aegra.py``'s deployment with the offline scripted model, 200 runs on new threads,
+``--concurrency`` in flight, round-robin, streamed (latency: request to end of stream).
 
 Example:
     >>> print(table([{"servers": 1, "runs": 200, "concurrency": 16, "ok": 200,

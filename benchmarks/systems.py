@@ -1,18 +1,10 @@
 """The scripted chat model, the ``echo`` tool and the systems under test.
 
-The model is stateless: it reads its step from the newest ``ToolMessage`` (call ids are
-``call_<step>_<index>``), so a call looks only at the tail of the transcript. It formats tools like
-a real provider in ``bind_tools``, answers with text when no tool is bound (or
-``tool_choice="none"``), reports ``usage_metadata`` (about 4 characters per token) and logs a
-timestamp and the kind of every reply (instrumentation only, never read back).
-
+The model reads its step from the newest ``ToolMessage`` (call ids ``call_<step>_<index>``), so a
+call looks only at the tail; it formats tools like a provider, answers with text when no tool is
+bound, reports ``usage_metadata`` (about 4 characters per token) and logs each reply's time and kind.
 A system's ``build(model, tools, n, saver)`` gives an invoker that runs one task on a fresh thread
-(called: ``invoke``; ``.ainvoke``: ``ainvoke``) and returns the final state: ``plain_loop`` (no
-graph), the bare two-node LangGraph loops (``bare_direct``: the tool node calls ``tool.invoke``;
-``bare_toolnode``: ``ToolNode`` + ``tools_condition``; ``bare_toolnode_loopstate``: that loop over
-``LoopState``), compiled with sync nodes for ``invoke`` and async ones for ``ainvoke``;
-``create_react_agent``, ``create_agent`` (``_limits``: both limit middlewares), and
-``langgraph-loop`` when ``from langgraph_loop import create_loop_agent`` works.
+(called: ``invoke``; ``.ainvoke``: ``ainvoke``, the bare loops then with ``async def`` nodes).
 
 Example:
     >>> import asyncio
@@ -232,8 +224,7 @@ class PlainInvoker:
 
 
 class GraphInvoker:
-    """Runs a compiled graph (``agraph``, a graph of async nodes, for :meth:`ainvoke` when given):
-    a fresh thread id per call, a recursion limit for ``n`` rounds."""
+    """Runs a compiled graph (``agraph``, of async nodes, for ``ainvoke``) on a fresh thread each time."""
 
     def __init__(self, graph: Any, n: int, agraph: Any = None) -> None:
         self.graph, self.agraph, self.n = graph, graph if agraph is None else agraph, n
@@ -296,8 +287,7 @@ def bare_graph(model: BaseChatModel, tools: list[BaseTool], kind: Literal["direc
 
 def _bare(kind: Literal["direct", "toolnode"],
           schema: Callable[[], type[Any]] = lambda: MessagesState) -> Builder:
-    """The bare loop of ``kind`` over ``schema()``: a sync graph for ``invoke``, an async one for
-    ``ainvoke``."""
+    """The bare loop of ``kind`` over ``schema()``: sync nodes for ``invoke``, async for ``ainvoke``."""
     return lambda model, tools, n, saver: GraphInvoker(
         bare_graph(model, tools, kind, checkpointer=saver, state_schema=schema()), n,
         bare_graph(model, tools, kind, asynchronous=True, checkpointer=saver, state_schema=schema()))

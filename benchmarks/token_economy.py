@@ -1,19 +1,9 @@
 """Token economy: what a runaway tool loop costs before it is stopped.
 
-Scripted models loop the way real agents do and ignore every warning (the worst case), and give up
-on their own after 60 tool rounds: ``exact_repeat`` (the same call forever), ``ab_cycle`` (A, B,
-A, B), ``poll_same`` (a job whose status never changes), ``retry_think`` (the same failing
-booking, a ``think`` call between tries, as GPT-4o does on τ-bench), ``retry_lookup`` (the same
-with a read-only lookup carrying MCP's ``readOnlyHint`` between tries); legitimate:
-``poll_progress`` (a job done after 12 polls) and ``batch_30`` (30 distinct fetches). Systems:
-``no_detection`` (a ``bind_tools`` loop capped at 60 model calls), ``deerflow_style`` (deer-flow's
-layer-1 rule as a loop wrapper: MD5 of the sorted ``name:args`` of each response, a window of 20,
-a warning for the next request at 3 identical, a hard stop at 5) and ``langgraph-loop``
-(``create_loop_agent``, default ``LoopDetection``, ``Limits`` at the same cap so only detection
-differs; ``--langgraph-loop-defaults``: no arguments at all). Per run: outcome, what stopped it,
-tool calls, model calls, tokens (input + output as the model reported them), warnings seen.
-
-Usage: ``python -m benchmarks.token_economy [--only SYSTEM] [--json PATH] [--langgraph-loop-defaults]``
+Scripted models loop as real agents do and ignore every warning (the worst case); two patterns are
+legitimate and must finish. Systems: a plain loop capped at 60 model calls, deer-flow's layer-1
+rule as a loop wrapper, and ``create_loop_agent`` with the same cap (``--langgraph-loop-defaults``:
+no arguments). The patterns and the rule: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -165,9 +155,7 @@ class Outcome:
     reported_tokens: int | None = None
 
 
-RunInfo = tuple[str | None, int, int | None]
-"""What a runner reports: what stopped it, warnings seen, total tokens the system itself reports
-(langgraph-loop's ``usage``, for cross-checking)."""
+RunInfo = tuple[str | None, int, int | None]  # what stopped it, warnings seen, tokens it reports itself
 
 
 def guarded_loop(model: ScriptedChatModel, tools: list[BaseTool], guard: DeerFlowGuard | None) -> RunInfo:
