@@ -2,6 +2,5 @@
 
 ``python -m benchmarks`` (:mod:`benchmarks.overhead`: per-round cost, CPU A/B, profile, storage,
 steps), :mod:`benchmarks.token_economy`, :mod:`benchmarks.detector_cost`,
-:mod:`benchmarks.real_traces` (over :mod:`benchmarks.replay`), :mod:`benchmarks.server_throughput`,
-:mod:`benchmarks.trace_path`.
+:mod:`benchmarks.real_traces`, :mod:`benchmarks.server_throughput`, :mod:`benchmarks.trace_path`.
 """
