@@ -1,13 +1,6 @@
-"""Loop-detector cost per reply against thread length.
-
-The loop detector's decision (``decide``) runs as the edge after every model reply.
-Its work must be O(window), never a scan of the transcript: this measures one
-decision (limits, detection layers over the state derived from the run's replies,
-budget pressure) on threads of 25 to 10,000 tool rounds, with the detection window
-full and the per-process memo of the derived state warm (as in a running graph),
-and prints µs per decision and the ratio to the shortest thread.
-
-Run: ``python -m benchmarks.detector_cost`` (part of ``make bench``).
+"""The loop detector's decision cost per reply against thread length (it must be O(window)): one
+decision on threads of 25 to 10,000 rounds, the window full and the derived state's memo warm, as
+in a running graph; µs (min and median), the ratio to the shortest, and issue 24's target.
 
 Example:
     >>> row = measure(20, reps=50)
@@ -31,11 +24,8 @@ from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.nodes.loop_detector import LoopDetector
 from langgraph_loop.scripted import ScriptedChatModel
 
-__all__ = ["history", "main", "measure"]
-
 LENGTHS = (25, 250, 2500, 10000)  # from a full detection window (20) up
-RUN_ROUNDS = 30
-"""Rounds of the current run (the rest of the thread is earlier runs)."""
+RUN_ROUNDS = 30  # rounds of the current run (the rest of the thread is earlier runs)
 
 
 def history(rounds: int) -> list[BaseMessage]:
@@ -53,41 +43,33 @@ def history(rounds: int) -> list[BaseMessage]:
     return messages
 
 
-def _state(messages: list[BaseMessage], settings: LoopSettings, decide: Any) -> dict[str, Any]:
-    """State as the edge sees it: a run that started 30 rounds ago (its window full).
-
-    Deciding once on the reply before the newest warms the memo of the derived state,
-    as the graph's own decision on that reply did.
-    """
-    config = settings.loop_detection
-    assert config is not None
+def measure(rounds: int, reps: int = 300) -> dict[str, Any]:
+    """µs of one decision on a thread of ``rounds`` rounds (min: its own cost; median: with noise),
+    in a run that started 30 rounds ago; deciding once on the reply before warms the memo, as the
+    graph's own decision on that reply did."""
+    settings = LoopSettings.build(ScriptedChatModel())
+    decide, messages = LoopDetector(settings).decide, history(rounds)
     request = next(m for m in reversed(messages) if isinstance(m, HumanMessage))
     run = {"id": uuid.uuid4().hex, "started_at": time.time(), "tool_calls": RUN_ROUNDS,
            "request_id": request.id}
-    state: dict[str, Any] = {
-        "messages": messages, "pending_notices": [], "run": run,
-        "iteration_info": {"model_calls": 1}, "usage": {"total_tokens": 100}, "iteration": 1,
-    }
-    decision = decide({**state, "messages": messages[:-2]}, settings)
-    assert decision is not None and decision.detector is not None
-    assert len(decision.detector["window"]) == min(config.window, len(messages) // 2 - 1)
-    return state
-
-
-def measure(rounds: int, reps: int = 300) -> dict[str, Any]:
-    """µs of one decision on a thread of ``rounds`` rounds (min and median)."""
-    settings = LoopSettings.build(ScriptedChatModel())
-    decide = LoopDetector(settings).decide
-    state = _state(history(rounds), settings, decide)
+    state: Any = {"messages": messages, "pending_notices": [], "run": run, "iteration": 1,
+                  "iteration_info": {"model_calls": 1}, "usage": {"total_tokens": 100}}
+    warm = decide({**state, "messages": messages[:-2]}, settings)
+    assert settings.loop_detection is not None and warm is not None and warm.detector is not None
+    assert len(warm.detector["window"]) == min(settings.loop_detection.window, len(messages) // 2 - 1)
     samples = []
     for _ in range(reps):
         start = time.perf_counter()
-        decide(state, settings)  # type: ignore[arg-type]
+        decide(state, settings)
         samples.append((time.perf_counter() - start) * 1e6)
-    # the minimum is the decision's own cost; the median also carries the machine's noise
-    return {"rounds": rounds, "messages": len(state["messages"]),
-            "us_per_step": round(min(samples), 2),
+    return {"rounds": rounds, "messages": len(messages), "us_per_step": round(min(samples), 2),
             "us_median": round(statistics.median(samples), 2)}
+
+
+def rows(reps: int = 300) -> list[dict[str, Any]]:
+    """:func:`measure` for every length of :data:`LENGTHS`, after a warm-up (imports, caches)."""
+    measure(LENGTHS[0], reps)
+    return [measure(n, reps) for n in LENGTHS]
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -106,12 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default="benchmarks/results/detector_cost.json")
     parser.add_argument("--reps", type=int, default=300)
     args = parser.parse_args(argv)
-    measure(LENGTHS[0], args.reps)  # warm-up: imports, caches
-    rows = [measure(n, args.reps) for n in LENGTHS]
-    print("### Loop-detector decision cost per reply vs thread length\n")
-    print(table(rows))
+    measured = rows(args.reps)
+    ratio = measured[-1]["us_per_step"] / measured[0]["us_per_step"]
+    print(f"### Loop-detector decision cost per reply vs thread length\n\n{table(measured)}\n\n"
+          f"Target (issue 24: flat from 25 to 10,000 rounds): longest ÷ shortest {ratio:.3f} ≤ 1.1:"
+          f" {'PASS' if ratio <= 1.1 else 'FAIL'}")
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(rows, indent=2))
+    Path(args.json).write_text(json.dumps(measured, indent=2))
     return 0
 
 

@@ -1,100 +1,76 @@
-"""Per-round framework overhead, checkpoint storage, graph steps and peak memory.
+"""Per-round cost of langgraph-loop and its peers on every saver, sync and async, with storage, graph
+steps, peak memory and the targets; ``--clock cpu`` for a CPU-time A/B, ``--profile`` for where a
+round's time goes, by library (cProfile around ``invoke``: *self* time by defining module, *charged*
+moves stdlib/pydantic/driver time up the call graph to the library that called it, as gprof does).
+Every run builds a fresh graph and saver outside the clock; the systems take turns within every
+repetition; medians are reported. See benchmarks/README.md.
 
-For every system and every N (tool rounds) the scripted :class:`~benchmarks.scripted.EchoModel`
-calls ``echo`` N times and then answers. Systems (:mod:`benchmarks.systems`): ``plain_loop``
-(no graph), the bare two-node LangGraph loops ``bare_direct`` (the tool node calls
-``tool.invoke``) and ``bare_toolnode`` (``ToolNode`` + ``tools_condition``),
-``create_react_agent``, ``create_agent``, ``create_agent_limits`` and ``langgraph-loop``.
-Measured:
-
-* timed cases, each with sync ``invoke`` and async ``ainvoke`` (median ms/round over ``--reps``
-  runs after one warm-up per system, case and mode): ``none`` (no checkpointer), ``memory``
-  (``InMemorySaver``), ``sqlite`` (``SqliteSaver`` / ``AsyncSqliteSaver``), ``postgres``
-  (``PostgresSaver`` / ``AsyncPostgresSaver`` on a throwaway local server); sync only:
-  ``sqlite_2k`` / ``postgres_2k`` with 2 KB tool outputs. The systems take turns within every
-  repetition (rotating the order), so a ratio compares runs made at the same time on the same
-  machine. The compared systems (:data:`COMPARED`: the bare loops, ``create_react_agent``,
-  ``create_agent``, ``langgraph-loop``) run every repetition of ``none``, ``memory``, ``sqlite``
-  and ``postgres``; ``create_agent_limits`` gets 2 runs with a checkpointer (context only) and
-  skips ``postgres``; the 2 KB cases run ``create_agent`` and ``langgraph-loop`` only;
-* per case: the in-loop latency between consecutive model calls (model timestamps; the median
-  gap of the first 10 vs the last 10 rounds, median over the runs), and (sync runs) what the
-  checkpointer stored (bytes, checkpoints);
-* ``memory_2k``: one run with 2 KB tool outputs (storage only);
-* peak memory: one extra ``tracemalloc`` run for ``none``, ``memory`` and ``memory_2k`` (sync);
-* graph steps, node runs and checkpoints per round and per run (:mod:`benchmarks.census`);
-* the loop detector's decision per reply on threads of 25 to 10,000 rounds
-  (:mod:`benchmarks.detector_cost`);
-* the targets of issue 24 (:mod:`benchmarks.targets_bare`) and of issue 14
-  (:mod:`benchmarks.targets`), evaluated on this run;
-* the machine (CPU model, cores, Python) and its load average at the start and the end.
-
-Usage::
-
-    python -m benchmarks                      # N = 10, 50, 200, 5 reps, every system, sync and async
-    python -m benchmarks --quick              # smoke run: N = 10, 2 reps, the compared systems
-    python -m benchmarks --only create_agent,langgraph-loop --cases none,sqlite --ns 10 --reps 9
-    python -m benchmarks --modes sync --cases none,sqlite --ns 10,200 --reps 9
+Example (the buckets of ``--profile``):
+    >>> bucket_of("/x/site-packages/langgraph/pregel/main.py", "langgraph.pregel.main")
+    'langgraph'
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import gc
 import itertools
 import json
 import os
 import platform
+import pstats
 import statistics
 import sys
+import threading
 import time
 import tracemalloc
-from collections.abc import Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import asdict, dataclass
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import distributions
 from pathlib import Path
 from typing import Any, Literal
 
-from benchmarks import targets_bare
-from benchmarks.census import census, format_census
-from benchmarks.report import BASELINE, FLOOR, MODES, OURS, format_tables
+from benchmarks import report
 from benchmarks.savers import SaverKind, Savers, saver_stats
-from benchmarks.scripted import EchoModel, ToolCounter, make_echo
-from benchmarks.systems import Invoker, System, all_systems
-from benchmarks.targets import evaluate, format_targets
-
-__all__ = ["CASES", "COMPARED", "Case", "Measurement", "machine", "main", "measure_case", "run_benchmark"]
+from benchmarks.systems import EchoModel, GraphInvoker, System, ToolCounter, all_systems, echo_text, make_echo
 
 PROMPT = "Call echo once per turn until you are done, then answer."
 PAYLOAD_2K = 2048
 RESULTS = Path(__file__).parent / "results"
-COMPARED = ("bare_direct", FLOOR, "create_react_agent", BASELINE, OURS)
-"""Issue 24's systems: every repetition of every timed saver case, both modes."""
-PAIR = (BASELINE, OURS)
-"""The 2 KB cases' systems (issue 14's targets)."""
-PEER_SAVER_REPS = 2
-"""Timed runs with a checkpointer for the other peers (context only; the compared systems get ``--reps``)."""
-QUICK_CASES = "none,memory,sqlite,postgres"
+COMPARED = ("bare_direct", report.FLOOR, "create_react_agent", report.BASELINE, report.OURS)
+"""Issue 24's systems: every repetition of every timed case, both modes. The other peers get
+``PEER_SAVER_REPS`` runs with a saver (context only); the 2 KB cases run ``PAIR`` only (the other
+peers store up to 200 MB per run)."""
+PAIR, PEER_SAVER_REPS = (report.BASELINE, report.OURS), 2
+QUICK_CASES, CENSUS = "none,memory,sqlite,postgres", (10, 50)
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+PACKAGES = ("langgraph", "langgraph-prebuilt", "langchain", "langchain-core", "langgraph-checkpoint",
+            "langgraph-checkpoint-sqlite", "langgraph-checkpoint-postgres", "langgraph-loop")
 Mode = Literal["sync", "async"]
-Scope = Literal["all", "compared", "pair"]
+MINE, LANGGRAPH, CHECKPOINT = "langgraph_loop (ours)", "langgraph", "langgraph checkpoint+serde"
+CORE, LANGCHAIN, HARNESS = "langchain-core", "langchain (agents)", "harness (scripted model, echo)"
+OTHER, WAIT = "other", "lock waits"
+BUCKETS = (MINE, LANGGRAPH, CHECKPOINT, CORE, LANGCHAIN, HARNESS, OTHER, WAIT)
+OWNERS = {MINE, LANGGRAPH, CHECKPOINT, CORE, LANGCHAIN, HARNESS}
+PREFIXES = (("langgraph_loop", MINE), ("langgraph.checkpoint", CHECKPOINT), ("langgraph", LANGGRAPH),
+            ("langchain_core", CORE), ("langchain", LANGCHAIN), ("benchmarks", HARNESS))
+Func = tuple[str, int, str]
 
 
 @dataclass(frozen=True)
 class Case:
-    """One configuration: checkpointer kind, tool payload, repeated timing or a single run.
-
-    ``scope``: which systems run it: ``all``, ``compared`` (:data:`COMPARED`) or ``pair``
-    (:data:`PAIR`; the other peers store up to 200 MB per run with 2 KB outputs). ``modes``:
-    sync ``invoke`` and/or async ``ainvoke``.
-    """
+    """A saver, a tool payload, timed (repeated) or one run, peak memory (``traced``), which systems."""
 
     key: str
     saver: SaverKind
     payload: int = 0
     timed: bool = False
     traced: bool = False
-    scope: Scope = "all"
+    scope: Literal["all", "compared", "pair"] = "all"
     modes: tuple[Mode, ...] = ("sync", "async")
 
 
@@ -116,16 +92,14 @@ class Run:
     seconds: float
     gaps_ms: list[float]
     rounds_ok: bool
-    stop_reason: str | None = None
-    bytes: int | None = None
-    checkpoints: int | None = None
-    file_bytes: int | None = None
+    stop_reason: str | None
+    stats: Any = None
     peak_bytes: int | None = None
 
 
 @dataclass
 class Measurement:
-    """Aggregated result for one (system, N, case)."""
+    """Aggregated result for one (system, N, case, mode)."""
 
     system: str
     n: int
@@ -144,350 +118,302 @@ class Measurement:
     peak_bytes: int | None = None
 
 
-def run_once(
-    system: System,
-    n: int,
-    case: Case,
-    savers: Savers,
-    *,
-    trace: bool = False,
-    mode: Mode = "sync",
-    runner: asyncio.Runner | None = None,
-) -> Run:
-    """Build a fresh system (not timed) and time one invocation of N rounds.
+def echo_transcript(n: int, payload: int = 0) -> list[tuple[str, Any, list[str]]]:
+    """(type, content, tool-call ids) of every message of a clean echo task of ``n`` rounds."""
+    rounds = [(("ai", "", [f"call_{i}_0"]), ("tool", echo_text(f"round {i}", payload), [])) for i in range(n)]
+    return [("human", PROMPT, []), *itertools.chain(*rounds), ("ai", f"Done after {n} rounds.", [])]
 
-    ``mode="async"`` times ``ainvoke`` on ``runner``'s event loop (one loop for the whole
-    benchmark, as in a server) with the async checkpointer of the case; it records no storage.
-    """
-    counter = ToolCounter()
-    model = EchoModel(n_rounds=n)
-    tools = [make_echo(case.payload, counter)]
+
+def run_once(system: System, n: int, case: Case, savers: Savers, *, trace: bool = False, mode: Mode = "sync",
+             runner: asyncio.Runner | None = None, clock: str = "wall",
+             around: Callable[[], AbstractContextManager[Any]] = nullcontext) -> Run:
+    """Build a fresh system and saver (not timed) and time one invocation of N rounds: ``ainvoke``
+    on ``runner``'s loop (one loop for the whole benchmark, as in a server) with the async saver,
+    or ``invoke`` inside ``around()`` (e.g. a profiler), with the peak memory when ``trace``."""
+    counter, model, now = ToolCounter(), EchoModel(n_rounds=n), CLOCKS[clock]
+    tools, stats, peak = [make_echo(case.payload, counter)], None, None
+
+    async def atimed() -> tuple[float, dict[str, Any]]:
+        async with savers.aopen(case.saver) as saver:
+            invoker = system.build(model, tools, n, saver)
+            gc.collect()
+            start = now()
+            result = await invoker.ainvoke(PROMPT)
+            return now() - start, result
+
     if mode == "async":
         assert runner is not None, "async runs need an event loop"
-        seconds, result = runner.run(_atimed(system, model, tools, n, case, savers))
-        peak, stats = None, None
+        seconds, result = runner.run(atimed())
     else:
         with savers.open(case.saver) as saver:
             invoke = system.build(model, tools, n, saver)
             gc.collect()
             if trace:
                 tracemalloc.start()
-            start = time.perf_counter()
-            result = invoke(PROMPT)
-            seconds = time.perf_counter() - start
-            peak = tracemalloc.get_traced_memory()[1] if trace else None
+            with around():
+                start = now()
+                result = invoke(PROMPT)
+                seconds = now() - start
             if trace:
+                peak = tracemalloc.get_traced_memory()[1]
                 tracemalloc.stop()
             stats = saver_stats(saver)
-    kinds = model.log.kinds
-    return Run(
-        seconds=seconds,
-        gaps_ms=[(b - a) * 1e3 for a, b in itertools.pairwise(model.log.timestamps)],
-        rounds_ok=counter.count == n and kinds.count("tool_calls") == n and kinds[-1] == "answer",
-        stop_reason=_stop_reason(result),
-        bytes=stats.bytes if stats else None,
-        checkpoints=stats.checkpoints if stats else None,
-        file_bytes=stats.file_bytes if stats else None,
-        peak_bytes=peak,
-    )
-
-
-async def _atimed(
-    system: System, model: EchoModel, tools: list[Any], n: int, case: Case, savers: Savers
-) -> tuple[float, dict[str, Any]]:
-    """Seconds of one ``ainvoke`` (saver opened and graph built before the clock starts)."""
-    async with savers.aopen(case.saver) as saver:
-        invoker: Invoker = system.build(model, tools, n, saver)
-        gc.collect()
-        start = time.perf_counter()
-        result = await invoker.ainvoke(PROMPT)
-        return time.perf_counter() - start, result
-
-
-def _stop_reason(result: dict[str, Any]) -> str | None:
     reason = result.get("stop_reason")
-    return None if reason is None else str(getattr(reason, "value", reason))
+    transcript = [(m.type, m.content, [c["id"] for c in getattr(m, "tool_calls", [])])
+                  for m in result["messages"]]
+    return Run(seconds, [(b - a) * 1e3 for a, b in itertools.pairwise(model.log.timestamps)],
+               counter.count == n and transcript == echo_transcript(n, case.payload),
+               None if reason is None else str(getattr(reason, "value", reason)), stats, peak)
 
 
-def _aggregate(system: str, n: int, case: Case, mode: Mode, runs: list[Run]) -> Measurement:
-    """Median over runs; storage numbers come from the last run (they are deterministic)."""
-    per_round = [r.seconds * 1e3 / n for r in runs]
-    last = runs[-1]
-    return Measurement(
-        system=system,
-        n=n,
-        case=case.key,
-        mode=mode,
-        runs=len(runs),
-        ms_per_round=statistics.median(per_round),
-        ms_per_round_samples=[round(v, 4) for v in per_round],
-        first10_ms=statistics.median(statistics.median(r.gaps_ms[:10]) for r in runs),
-        last10_ms=statistics.median(statistics.median(r.gaps_ms[-10:]) for r in runs),
-        rounds_ok=all(r.rounds_ok for r in runs),
-        stop_reason=last.stop_reason,
-        bytes=last.bytes,
-        checkpoints=last.checkpoints,
-        file_bytes=last.file_bytes,
-    )
-
-
-def measure_case(
-    systems: Sequence[System],
-    n: int,
-    case: Case,
-    reps: int,
-    savers: Savers,
-    *,
-    warm_up: bool = True,
-    mode: Mode = "sync",
-    runner: asyncio.Runner | None = None,
-) -> list[Measurement]:
-    """Measure one (N, case, mode) for every system, the systems taking turns within each repetition."""
+def measure_case(systems: Sequence[System], n: int, case: Case, reps: int, savers: Savers, *,
+                 warm_up: bool = True, **how: Any) -> list[Measurement]:
+    """Measure one (N, case, mode) for every system, the systems taking turns within each
+    repetition; medians over the runs, storage from the last (it is deterministic)."""
     if case.timed and warm_up:
         for system in systems:
-            run_once(system, n, case, savers, mode=mode, runner=runner)
+            run_once(system, n, case, savers, **how)
     runs: dict[str, list[Run]] = {s.name: [] for s in systems}
     for rep in range(reps if case.timed else 1):
         shift = rep % len(systems)
         for system in [*systems[shift:], *systems[:shift]]:
-            if _takes_part(system, case, rep):
-                runs[system.name].append(run_once(system, n, case, savers, mode=mode, runner=runner))
+            if case.saver == "none" or system.name in COMPARED or rep < PEER_SAVER_REPS:
+                runs[system.name].append(run_once(system, n, case, savers, **how))
     results = []
-    for system in systems:
-        result = _aggregate(system.name, n, case, mode, runs[system.name])
+    for name, done in runs.items():
+        per_round, mode = [r.seconds * 1e3 / n for r in done], how.get("mode", "sync")
+        result = Measurement(
+            name, n, case.key, mode, len(done), statistics.median(per_round),
+            [round(v, 4) for v in per_round],
+            statistics.median(statistics.median(r.gaps_ms[:10]) for r in done),
+            statistics.median(statistics.median(r.gaps_ms[-10:]) for r in done),
+            all(r.rounds_ok for r in done), done[-1].stop_reason,
+            *(getattr(done[-1].stats, k, None) for k in ("bytes", "checkpoints", "file_bytes")))
         if case.traced and mode == "sync":
+            system = next(s for s in systems if s.name == name)
             result.peak_bytes = run_once(system, n, case, savers, trace=True).peak_bytes
         if not result.rounds_ok:
-            print(f"  WARNING: {system.name} N={n} {case.key} {mode}: did not run exactly {n} rounds")
+            print(f"  WARNING: {name} N={n} {case.key} {mode}: did not run exactly {n} clean rounds")
         results.append(result)
     return results
 
 
-def _takes_part(system: System, case: Case, rep: int) -> bool:
-    """Whether ``system`` runs repetition ``rep`` of ``case`` (see :data:`PEER_SAVER_REPS`)."""
-    return case.saver == "none" or system.name in COMPARED or rep < PEER_SAVER_REPS
-
-
 def _members(systems: Sequence[System], case: Case) -> list[System]:
     """The systems that run ``case`` (see :attr:`Case.scope`)."""
-    able = [s for s in systems if case.saver == "none" or s.checkpoints]
-    if case.scope == "compared":
-        return [s for s in able if s.name in COMPARED]
-    if case.scope == "pair":
-        return [s for s in able if s.name in PAIR]
-    return able
+    scope = {"compared": COMPARED, "pair": PAIR}.get(case.scope)
+    return [s for s in systems
+            if (case.saver == "none" or s.checkpoints) and (scope is None or s.name in scope)]
 
 
-def run_benchmark(
-    systems: Sequence[System],
-    ns: Sequence[int],
-    reps: int,
-    cases: Sequence[Case],
-    savers: Savers,
-    modes: Sequence[Mode] = ("sync",),
-    runner: asyncio.Runner | None = None,
-) -> list[Measurement]:
+def run_benchmark(systems: Sequence[System], ns: Sequence[int], reps: int, cases: Sequence[Case],
+                  savers: Savers, modes: Sequence[Mode] = ("sync",), runner: asyncio.Runner | None = None,
+                  clock: str = "wall") -> list[Measurement]:
     """Measure every (N, case, mode, system); progress goes to stderr."""
     results: list[Measurement] = []
-    for n in ns:
-        for case in cases:
-            members = _members(systems, case)
-            for mode in [m for m in modes if m in case.modes]:
-                if not members:
-                    continue
-                start = time.perf_counter()
-                results += measure_case(members, n, case, reps, savers, warm_up=n == ns[0],
-                                        mode=mode, runner=runner)
-                print(f"  N={n:<4} {case.key:<12} {mode:<5} {time.perf_counter() - start:6.1f}s",
-                      file=sys.stderr)
+    for n, case in itertools.product(ns, cases):
+        members = _members(systems, case)
+        for mode in [m for m in modes if m in case.modes and members]:
+            start = time.perf_counter()
+            results += measure_case(members, n, case, reps, savers, warm_up=n == ns[0], mode=mode,
+                                    runner=runner, clock=clock)
+            print(f"  N={n:<4} {case.key:<12} {mode:<5} {time.perf_counter() - start:6.1f}s", file=sys.stderr)
     return results
 
 
-def _versions() -> dict[str, str]:
-    packages = ["langgraph", "langgraph-prebuilt", "langchain", "langchain-core",
-                "langgraph-checkpoint", "langgraph-checkpoint-sqlite", "langgraph-checkpoint-postgres",
-                "langgraph-loop"]
-    found = {}
-    for package in packages:
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            found[package] = "not installed"
-    return found
+def bucket_of(filename: str, module: str | None) -> str:
+    """The bucket of code in ``filename`` (defining ``module``, when known)."""
+    parts = Path(filename).with_suffix("").parts
+    names = [module] if module else []
+    if "site-packages" in parts:
+        names.append(".".join(parts[parts.index("site-packages") + 1:]))
+    return next((bucket for name in names for prefix, bucket in PREFIXES
+                 if filename != "~" and (name == prefix or name.startswith(prefix + "."))), OTHER)
 
 
-def _cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo`` on Linux, else what ``platform`` says)."""
+@contextmanager
+def profiling(profilers: list[cProfile.Profile]) -> Iterator[None]:
+    """Profile the current thread and every thread started inside the block, into ``profilers``."""
+    lock, main = threading.Lock(), cProfile.Profile()
+
+    def start_in_thread(*_: Any) -> None:
+        profiler = cProfile.Profile()
+        with lock:
+            profilers.append(profiler)
+        profiler.enable()  # replaces this hook in the new thread
+
+    threading.setprofile(start_in_thread)
+    main.enable()
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith(("model name", "hardware", "cpu model")):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
+        yield
+    finally:
+        main.disable()
+        threading.setprofile(None)  # type: ignore[arg-type]
+        profilers.append(main)
 
 
-def _memory_gib() -> float | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return round(int(line.split()[1]) / 2**20, 1)
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+def split(profilers: list[cProfile.Profile], runs: int) -> dict[str, Any]:
+    """Seconds per run and bucket, ``self`` and ``charged``, and the top functions of ours (self,
+    cumulative seconds per run), from the merged profilers of ``runs`` runs."""
+    merged = pstats.Stats()
+    for profiler in profilers:
+        profiler.create_stats()
+        merged.add(profiler)
+    stats: dict[Func, Any] = merged.stats  # type: ignore[attr-defined]
+    index = {}
+    for name, module in list(sys.modules.items()):
+        if file := getattr(module, "__file__", None):
+            index[file] = index[str(Path(file).resolve())] = name
+    buckets = {f: WAIT if f[0] == "~" and "acquire' of '_thread" in f[2]
+               else bucket_of(f[0], index.get(f[0])) for f in stats}
+    memo: dict[Func, dict[str, float]] = {}
+
+    def shares(func: Func, active: frozenset[Func] = frozenset()) -> dict[str, float]:
+        """Fractions of ``func``'s time per owning bucket, up the caller graph (memoized)."""
+        if buckets.get(func, OTHER) in OWNERS:
+            return {buckets[func]: 1.0}
+        callers = stats[func][4] if func in stats else {}
+        total = sum(edge[2] for edge in callers.values())
+        if func not in memo and (not callers or total <= 0 or func in active or len(active) > 50):
+            return {OTHER: 1.0}
+        if func not in memo:
+            out: dict[str, float] = defaultdict(float)
+            for caller, edge in callers.items():
+                for owner, part in shares(caller, active | {func}).items():
+                    out[owner] += part * edge[2] / total
+            memo[func] = dict(out)
+        return memo[func]
+
+    views: dict[str, dict[str, float]] = {"self": defaultdict(float), "charged": defaultdict(float)}
+    for func, (_cc, _nc, tt, _ct, _callers) in stats.items():
+        views["self"][buckets[func]] += tt / runs
+        for owner, part in ({WAIT: 1.0} if buckets[func] == WAIT else shares(func)).items():
+            views["charged"][owner] += tt * part / runs
+    ours = sorted((f for f in stats if buckets[f] == MINE), key=lambda f: -stats[f][2])
+    return views | {"top": [(f"{Path(f[0]).name}:{f[1]}({f[2]})", stats[f][2] / runs, stats[f][3] / runs)
+                            for f in ours]}
 
 
-def _load() -> list[float]:
-    return [round(v, 2) for v in os.getloadavg()]
+def profile(systems: Sequence[System], ns: Sequence[int], cases: Sequence[Case], reps: int, savers: Savers,
+            results: Sequence[Measurement], top: int) -> list[dict[str, Any]]:
+    """``--profile``: ``reps`` more sync runs of every system per (N, timed case), profiled around
+    ``invoke`` and split by library; a markdown table each (``text``)."""
+    medians = {(m.system, m.n, m.case): m.ms_per_round for m in results if m.mode == "sync"}
+    out = []
+    for n, case in itertools.product(ns, [c for c in cases if c.timed]):
+        cell: dict[str, Any] = {"title": f"cProfile, N={n}, {case.key}, {reps} runs", "systems": {}}
+        for system in _members(systems, case):
+            profilers: list[cProfile.Profile] = []
+            seconds = sum(run_once(system, n, case, savers, around=lambda p=profilers: profiling(p)).seconds
+                          for _ in range(reps))
+            # without a sync measurement, the profiled time stands for the plain one
+            plain = medians.get((system.name, n, case.key), seconds * 1e3 / n / reps)
+            cell["systems"][system.name] = split(profilers, reps) | {
+                "ms_per_round": plain, "profiled_ms_per_round": seconds * 1e3 / n / reps}
+        rows = [[bucket, *(f"{share * p['ms_per_round']:.3f} ({share:.0%})" for p in cell["systems"].values()
+                           for view in ("self", "charged")
+                           for share in [p[view].get(bucket, 0.0) / (sum(p[view].values()) or 1.0)])]
+                for bucket in BUCKETS]
+        notes = [f"- {name}: {p['ms_per_round']:.3f} ms/round unprofiled, {p['profiled_ms_per_round']:.3f}"
+                 " ms/round under cProfile" for name, p in cell["systems"].items()]
+        for name, p in cell["systems"].items():
+            p["top"] = p["top"][:top]
+            top_of = f"Top functions of langgraph_loop in {name} (ms per run: self, cumulative):"
+            notes += ["", top_of, *(f"- {f}: {tt * 1e3:.2f}, {ct * 1e3:.2f}" for f, tt, ct in p["top"])
+                      ] * bool(p["top"])
+        heads = [f"{name} {view} ms/round (%)" for name in cell["systems"] for view in ("self", "charged")]
+        title = f"### Where a clean round's time goes ({cell['title']})"
+        cell["text"] = report.table(title, ["bucket", *heads], rows) + "\n\n" + "\n".join(notes)
+        out.append(cell)
+    return out
+
+
+def census(systems: Sequence[System], savers: Savers) -> list[dict[str, Any]]:
+    """Per system: (per round, fixed per run) of supersteps, checkpoints and node runs, counted on
+    ``stream_mode="debug"`` runs at N=10 and N=50 with ``InMemorySaver`` (per round: the slope;
+    fixed: what is left at N=10), checkpoint events cross-checked against the saver.
+
+    Example:
+        >>> from benchmarks.systems import PEER_SYSTEMS
+        >>> with Savers() as savers:
+        ...     row = census([s for s in PEER_SYSTEMS if s.name == "create_agent"], savers)[0]
+        >>> row["steps"], row["checkpoints"], row["nodes"]
+        ((2.0, 1.0), (2.0, 3.0), {'model': (1.0, 1.0), 'tools': (1.0, 0.0)})
+    """
+    (low, high), rows = CENSUS, []
+    for system in systems:
+        counts = []
+        for n in CENSUS:
+            with savers.open("memory") as saver:
+                invoker = system.build(EchoModel(n_rounds=n), [make_echo()], n, saver)
+                if not isinstance(invoker, GraphInvoker):
+                    break
+                events, stored = invoker.debug_events(PROMPT), getattr(saver_stats(saver), "checkpoints", 0)
+            tasks = [e for e in events if e["type"] == "task"]
+            counts.append((len({e["step"] for e in tasks}), Counter(e["payload"]["name"] for e in tasks),
+                           sum(e["type"] == "checkpoint" for e in events), stored))
+        if len(counts) < 2:
+            rows.append({"system": system.name})
+            continue
+        a, b = counts
+
+        def split_up(x: float, y: float) -> tuple[float, float]:
+            return (y - x) / (high - low), x - low * (y - x) / (high - low)
+
+        names = sorted(set(a[1]) | set(b[1]), key=lambda k: (-b[1][k], k))
+        rows.append({"system": system.name, "steps": split_up(a[0], b[0]),
+                     "checkpoints": split_up(a[2], b[2]),
+                     "nodes": {k: split_up(a[1][k], b[1][k]) for k in names}, "at_low": (a[0], a[2]),
+                     "stored_mismatch": a[2] != a[3] or b[2] != b[3]})
+    return rows
 
 
 def machine() -> dict[str, Any]:
-    """What the run ran on: CPU model, cores (and how many this process may use), memory, OS, Python.
+    """CPU model, cores (and how many this process may use), memory, OS, Python, package versions.
 
     Example:
         >>> sorted(machine())
-        ['cores', 'cpu', 'memory_gib', 'platform', 'python', 'usable_cores']
+        ['cores', 'cpu', 'memory_gib', 'packages', 'platform', 'python', 'usable_cores']
     """
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {
-        "cpu": _cpu_model(),
-        "cores": os.cpu_count(),
-        "usable_cores": usable,
-        "memory_gib": _memory_gib(),
-        "platform": platform.platform(),
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
-    }
+    def proc(path: str, *prefixes: str) -> str | None:
+        lines = Path(path).read_text().splitlines() if Path(path).exists() else []
+        return next((ln.split(":", 1)[1].strip() for ln in lines if ln.lower().startswith(prefixes)), None)
 
-
-def _describe_machine(info: dict[str, Any]) -> str:
-    memory = "" if info["memory_gib"] is None else f", {info['memory_gib']} GiB RAM"
-    return (f"{info['cpu']}, {info['cores']} cores ({info['usable_cores']} usable){memory}; "
-            f"{info['platform']}; {info['python']}")
-
-
-def _load_note(start: list[float], end: list[float], cores: int | None) -> str:
-    """The load averages (1, 5, 15 min) at start and end, and whether the machine was loaded."""
-    text = (f"load average at start {' / '.join(f'{v:.2f}' for v in start)}, "
-            f"at end {' / '.join(f'{v:.2f}' for v in end)}")
-    busiest = max(start[0], end[0])
-    if cores and busiest > 0.5 * cores:
-        text += (f". The machine was loaded (1-min load {busiest:.2f} on {cores} cores): "
-                 "treat these timings as a smoke run, not as final numbers")
-    return text
-
-
-def _meta(
-    ns: Sequence[int], reps: int, cases: Sequence[Case], modes: Sequence[Mode], seconds: float,
-    info: dict[str, Any], load_start: list[float], load_end: list[float],
-) -> dict[str, Any]:
-    return {
-        "ns": list(ns),
-        "reps": reps,
-        "cases": [asdict(c) for c in cases],
-        "modes": list(modes),
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "host": info,
-        "packages": _versions(),
-        "total_seconds": round(seconds, 1),
-        "cpus": os.cpu_count(),
-        "load_average_at_start": load_start,
-        "load_average_at_end": load_end,
-        "baseline": BASELINE,
-        "floor": FLOOR,
-    }
+    memory = proc("/proc/meminfo", "memtotal")
+    packages = {dist.metadata["Name"].lower(): dist.version for dist in distributions()}
+    return {"cpu": proc("/proc/cpuinfo", "model name", "hardware", "cpu model") or platform.processor()
+            or platform.machine(), "cores": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)),
+            "memory_gib": round(int(memory.split()[0]) / 2**20, 1) if memory else None,
+            "platform": platform.platform(),
+            "python": f"{platform.python_implementation()} {platform.python_version()}",
+            "packages": {p: packages.get(p, "not installed") for p in PACKAGES}}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
-    parser.add_argument("--ns", help="comma-separated tool-round counts (10,50,200; 10 with --quick)")
-    parser.add_argument("--reps", type=int, help="timed repetitions, median reported (5; 2 with --quick)")
-    parser.add_argument("--quick", action="store_true",
-                        help=f"smoke run in seconds: {','.join(COMPARED)} and plain_loop, N=10, 2 reps, "
-                        f"cases {QUICK_CASES}, both modes, no step census, a short detector run, "
-                        "the start-up heap frozen (gc.freeze)")
-    parser.add_argument("--only", help="comma-separated system names to run")
-    parser.add_argument("--cases", help=f"comma-separated cases (all: {','.join(c.key for c in CASES)})")
-    parser.add_argument("--modes", default="sync,async", help="sync (invoke) and/or async (ainvoke)")
-    parser.add_argument("--no-detector", action="store_true", help="skip the detector decision's cost")
-    parser.add_argument("--json", type=Path, help="where to write the JSON results "
-                        "(default benchmarks/results/overhead.json, overhead-quick.json with --quick)")
-    return parser.parse_args(argv)
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
+    p.add_argument("--ns", help="comma-separated tool-round counts (10,50,200; 10 with --quick)")
+    p.add_argument("--reps", type=int, help="timed repetitions, median reported (5; 2 with --quick)")
+    p.add_argument("--quick", action="store_true", help=f"smoke run: plain_loop and {','.join(COMPARED)}, "
+                   f"N=10, 2 reps, cases {QUICK_CASES}, no census, the start-up heap frozen")
+    p.add_argument("--only", help="comma-separated system names to run")
+    p.add_argument("--cases", help=f"comma-separated cases (all: {','.join(c.key for c in CASES)})")
+    p.add_argument("--modes", default="sync,async", help="sync (invoke) and/or async (ainvoke)")
+    p.add_argument("--clock", default="wall", choices=list(CLOCKS), help="wall or this process's CPU time")
+    p.add_argument("--profile", action="store_true", help="also split a round's time by library (cProfile)")
+    p.add_argument("--top", type=int, default=10, help="with --profile: top functions of ours to list")
+    p.add_argument("--no-census", action="store_true", help="skip the graph-step census")
+    p.add_argument("--json", type=Path, help="JSON out (default results/overhead.json, overhead-quick.json)")
+    return p.parse_args(argv)
 
 
 def _select(names: str | None, available: Sequence[Any], what: str) -> list[Any] | None:
     """The members of ``available`` named in ``names`` (all when None); None if one is unknown."""
-    if not names:
-        return list(available)
-    wanted = {v.strip() for v in names.split(",") if v.strip()}
-    unknown = wanted - {getattr(a, "name", getattr(a, "key", None)) for a in available}
-    if unknown:
-        print(f"unknown or unavailable {what}: {', '.join(sorted(unknown))}", file=sys.stderr)
+    key = {getattr(a, "name", getattr(a, "key", None)): a for a in available}
+    wanted = {v.strip() for v in names.split(",") if v.strip()} if names else set(key)
+    if wanted - set(key):
+        print(f"unknown or unavailable {what}: {', '.join(sorted(wanted - set(key)))}", file=sys.stderr)
         return None
-    return [a for a in available if getattr(a, "name", getattr(a, "key", None)) in wanted]
-
-
-def _usable_cases(cases: list[Case], savers: Savers) -> list[Case]:
-    usable = []
-    for case in cases:
-        reason = savers.unavailable(case.saver)
-        if reason is None:
-            usable.append(case)
-        else:
-            print(f"case {case.key} skipped: {case.saver} unavailable ({reason})")
-    return usable
-
-
-def _detector_rows(quick: bool) -> tuple[list[dict[str, Any]] | None, str | None]:
-    """The detector decision's cost per thread length (:mod:`benchmarks.detector_cost`), or why not.
-
-    It imports the library's internals, which may change: any failure is reported, not raised.
-    """
-    try:
-        from benchmarks import detector_cost
-
-        reps = 30 if quick else 300
-        detector_cost.measure(detector_cost.LENGTHS[0], reps)  # warm-up: imports, caches
-        return [detector_cost.measure(n, reps) for n in detector_cost.LENGTHS], None
-    except Exception as exc:  # noqa: BLE001 - a report, not a test
-        return None, f"{type(exc).__name__}: {str(exc)[:300]}"
-
-
-def _modes(text: str) -> list[Mode] | None:
-    wanted = [v.strip() for v in text.split(",") if v.strip()]
-    if not wanted or any(v not in MODES for v in wanted):
-        print(f"unknown mode(s) in {text!r}: use sync and/or async", file=sys.stderr)
-        return None
-    return [m for m in ("sync", "async") if m in wanted]
-
-
-def _report(
-    results: list[Measurement], steps: list[Any], detector: list[dict[str, Any]] | None, why_not: str | None,
-    header: str, footer: str, *, issue14: bool = True,
-) -> tuple[list[Any], list[Any]]:
-    """Print every table and the targets tables; return the evaluated targets (issue 14, issue 24).
-
-    ``issue14=False`` leaves issue 14's table out of the printout (still evaluated, for the JSON).
-    """
-    targets = evaluate(results)
-    bare = targets_bare.evaluate(results, detector)
-    print(header)
-    print(format_tables(results))
-    if steps:
-        print("\n" + format_census(steps))
-    print("\n### Loop-detector decision cost per reply vs thread length\n")
-    if detector is None:
-        print(f"not measured: {why_not}")
-    else:
-        from benchmarks.detector_cost import table
-
-        print(table(detector))
-    if issue14:
-        print("\n" + format_targets(targets))
-    print("\n" + targets_bare.format_targets(bare))
-    print(footer)
-    return targets, bare
+    return [a for k, a in key.items() if k in wanted]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -495,48 +421,58 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     ns = [int(v) for v in (args.ns or ("10" if args.quick else "10,50,200")).split(",") if v.strip()]
     reps = max(1, args.reps or (2 if args.quick else 5))
-    only = args.only or (",".join(["plain_loop", *COMPARED]) if args.quick else None)
-    systems = _select(only, all_systems(), "system(s)")
+    systems = _select(args.only or (",".join(["plain_loop", *COMPARED]) if args.quick else None),
+                      all_systems(), "system(s)")
     cases = _select(args.cases or (QUICK_CASES if args.quick else None), CASES, "case(s)")
-    modes = _modes(args.modes)
-    if systems is None or cases is None or modes is None:
+    modes: list[Mode] = [m for m in ("sync", "async") if m in args.modes.split(",")]
+    if systems is None or cases is None or not modes or set(args.modes.split(",")) - set(report.MODES):
         return 2
     out = args.json or RESULTS / ("overhead-quick.json" if args.quick else "overhead.json")
-    info, load_start = machine(), _load()
-    print(f"Machine: {_describe_machine(info)}; load average at start {' / '.join(map(str, load_start))}",
-          file=sys.stderr)
-    if args.quick:
-        # The full collection before every run (not timed) then scans only what the run made:
-        # ~0.2 ms instead of ~100 ms. Quick runs only; the full run keeps the whole heap live.
+    info, load_start = machine(), [round(v, 2) for v in os.getloadavg()]
+    described = (f"{info['cpu']}, {info['cores']} cores ({info['usable_cores']} usable), "
+                 f"{info['memory_gib']} GiB RAM; {info['platform']}; {info['python']}")
+    print(f"Machine: {described}; load average at start {' / '.join(map(str, load_start))}", file=sys.stderr)
+    if args.quick:  # the collection before every run then scans only what the run made (~0.2 ms, not ~100)
         gc.collect()
         gc.freeze()
     start = time.perf_counter()
     try:
         with Savers() as savers, asyncio.Runner() as runner:
-            cases = _usable_cases(cases, savers)
-            steps = [] if args.quick else census(systems, savers)
-            results = run_benchmark(systems, ns, reps, cases, savers, modes, runner)
+            for case in [c for c in cases if savers.unavailable(c.saver)]:
+                print(f"case {case.key} skipped: {case.saver} unavailable ({savers.unavailable(case.saver)})")
+            cases = [c for c in cases if not savers.unavailable(c.saver)]
+            steps = [] if args.quick or args.no_census else census(systems, savers)
+            results = run_benchmark(systems, ns, reps, cases, savers, modes, runner, args.clock)
+            profiles = profile(systems, ns, cases, reps, savers, results, args.top) if args.profile else []
     finally:
         gc.unfreeze()
-    detector, why_not = (None, "skipped (--no-detector)") if args.no_detector else _detector_rows(args.quick)
-    seconds = time.perf_counter() - start
-    load_end = _load()
-    load = _load_note(load_start, load_end, info["usable_cores"])
-    header = (f"### Machine\n\n{_describe_machine(info)}; {load}.\n\n"
-              f"N = {', '.join(map(str, ns))}; modes {', '.join(modes)}; {reps} timed repetitions per cell "
-              f"after one warm-up (the systems take turns within each); total {seconds:.0f}s.\n")
-    footer = f"\n{load}; total {seconds:.0f}s; JSON: {out}"
-    targets, bare = _report(results, steps, detector, why_not, header, footer, issue14=not args.quick)
+    seconds, load_end = time.perf_counter() - start, [round(v, 2) for v in os.getloadavg()]
+    load = "load average at start {}, at end {}".format(*(" / ".join(map(str, v))
+                                                             for v in (load_start, load_end)))
+    if max(load_start[0], load_end[0]) > 0.5 * info["usable_cores"]:
+        load += (f". The machine was loaded (1-min load {max(load_start[0], load_end[0]):.2f} on"
+                 f" {info['usable_cores']} cores): treat these timings as a smoke run, not as final numbers")
+    issue14, issue24 = (report.evaluate(results, t) for t in (report.ISSUE14, report.ISSUE24))
+    print(f"### Machine\n\n{described}; {load}.\n\nN = {', '.join(map(str, ns))}; modes {', '.join(modes)};"
+          f" {args.clock} clock; {reps} timed repetitions per cell after one warm-up (the systems take turns"
+          f" within each); total {seconds:.0f}s.\n\n{report.format_tables(results)}")
+    if steps:
+        print("\n" + report.format_census(steps, *CENSUS))
+    for cell in profiles:
+        print("\n" + cell["text"])
+    if not args.quick:
+        print("\n" + report.format_targets(issue14, f"issue 14; {report.OURS} vs {report.BASELINE}"))
+    print("\n" + report.format_targets(issue24, f"issue 24; {report.OURS} vs the bare ToolNode loop "
+                                       f"({report.FLOOR}), {report.BASELINE} and create_react_agent"))
+    print(f"\n{load}; total {seconds:.0f}s; JSON: {out}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    payload = {
-        "meta": _meta(ns, reps, cases, modes, seconds, info, load_start, load_end),
-        "results": [asdict(m) for m in results],
-        "steps": [asdict(s) for s in steps],
-        "detector": detector,
-        "targets": [asdict(t) for t in targets],
-        "targets_issue24": [asdict(t) for t in bare],
-    }
-    out.write_text(json.dumps(payload, indent=2) + "\n")
+    meta = {"ns": ns, "reps": reps, "cases": [asdict(c) for c in cases], "modes": modes, "clock": args.clock,
+            "host": info, "total_seconds": round(seconds, 1), "load_average_at_start": load_start,
+            "load_average_at_end": load_end, "baseline": report.BASELINE, "floor": report.FLOOR}
+    out.write_text(json.dumps({"meta": meta, "results": [asdict(m) for m in results], "steps": steps,
+                               "profiles": profiles,
+                               "targets": [asdict(t) for t in issue14],
+                               "targets_issue24": [asdict(t) for t in issue24]}, indent=2) + "\n")
     return 0
 
 

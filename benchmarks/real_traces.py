@@ -1,91 +1,268 @@
-"""Loop detection on real model trajectories, replayed through the compiled graph.
+"""Loop detection on real model trajectories (``--data``: τ-bench's or ``../shared/data/``'s coding
+format), replayed through the compiled graph: a scripted model returns the recorded replies in
+order (it never reads a warning: the worst case), one tool per recorded name returns each call's
+recorded result (errors as ``status="error"``), one run per user message, a stop ends the run.
+Systems, definitions (stops, saved calls, obvious and stuck loops, blocks): benchmarks/README.md.
 
-Sources (``--data DIR_OR_FILE``, repeatable; default: the vendored τ-bench file in
-``benchmarks/data/``): every ``*.json.gz`` of a directory, or one file, in either format of
-``benchmarks.replay.load_conversations`` (τ-bench's list of conversations, or the normalized
-coding format ``{"source", "simulations"}`` of ``../shared/data/``; see its README for which
-files may be vendored). A file whose bytes equal one already read is skipped.
-
-Each conversation is replayed (:mod:`benchmarks.replay`): one run per user message on one
-thread, a scripted model returning the recorded assistant messages (it ignores warnings: the
-worst case), tools returning the recorded results, limits out of the way. Systems:
-
-* ``no_detection``: ``create_loop_agent(..., loop_detection=None)``; every recorded call runs
-  (a check of the replay itself);
-* ``deerflow_style``: deer-flow's layer-1 rule (:class:`benchmarks.token_economy.DeerFlowGuard`:
-  identical tool-call sets in the last 20 responses, warn at 3, stop at 5), per run, over the
-  same recorded replies;
-* ``langgraph-loop``: ``create_loop_agent`` with its default ``LoopDetection`` (per-call
-  stagnation with the ladder: warn, block, stop);
-* ``langgraph-loop, block=()`` and ``langgraph-loop, block always`` (``--ladders``): without the
-  block rung (a stop at once), and blocking every stagnating repeat
-  (``block_only_interleaved=False``);
-* ``langgraph-loop+hints`` (``--hints``): the same, with the τ-bench tools that change nothing
-  (``think``, ``calculate``, the lookups) carrying MCP's ``readOnlyHint`` in their metadata;
-* ``proto`` and ``proto+ladder`` (``--proto``): the per-call stagnation prototype of
-  :mod:`benchmarks.detector_proto` (pure functions over the recorded replies and results, not
-  the library), at its defaults and with the ladder (a call is *blocked* at 3 identical results:
-  not run, answered with an error, the run goes on; asking for it again stops the run).
-
-Definitions (per run; *reply index* counts the run's assistant replies from 0; a call's
-identity is its name + canonical JSON arguments, ``benchmarks.replay.canonical_call``; results
-are compared as recorded, byte for byte):
-
-* a system *stops* a run at the reply whose calls it refused (the run ends there). The calls a
-  stop *saves* are the recorded calls from that reply on. In solved runs (reward 1) every stop
-  is a *false stop*; it *cuts a new call* when one of the saved calls was not made earlier in
-  the run.
-* an **obvious loop** is an identical call made 5 or more times in a run, or requested again
-  after it returned the same result 3 times in a row (its own results only); its *deadline* is
-  that 5th request, or that request after the 3 results.
-* a **stuck loop** is an identical call that returned the same result 4 or more times in a run
-  (not necessarily in a row: anything may run in between). Its deadline is the call's next
-  request after that 4th identical result; when the run never requests the call again, the
-  deadline is the request that returned the 4th identical result (a later stop saves nothing of
-  the loop). One stuck loop per call: the first result to reach 4.
-* a loop is *stopped* when the run was stopped at its deadline reply or earlier; *stopped or
-  blocked* also counts a block of the loop's call at its deadline or earlier. Blocked calls in
-  failed runs count as saved; a block *hides a changed result* when the recorded result of the
-  blocked call differs from that call's previous result.
-
-Usage: ``python -m benchmarks.real_traces [--data PATH ...] [--limit N] [--json PATH]
-[--details] [--hints] [--ladders] [--proto]``
+Example:
+    >>> traj = [{"role": "user", "content": "hi"},
+    ...         {"role": "assistant", "content": None, "tool_calls": [{"id": "c1",
+    ...          "type": "function", "function": {"name": "look", "arguments": "{}"}}]},
+    ...         {"role": "tool", "tool_call_id": "c1", "name": "look", "content": "ok"},
+    ...         {"role": "assistant", "content": "done"}]
+    >>> [(r.user, len(r.replies), r.results) for r in split_runs(traj)]
+    [('hi', 2, {(0, 0): 'ok'})]
+    >>> Replayer(["look"], loop_detection=None).replay(split_runs(traj))[0].executed
+    1
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
+import itertools
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Annotated, Any
 
-from benchmarks.replay import (
-    Conversation,
-    RecordedRun,
-    Replayer,
-    RunResult,
-    canonical_call,
-    load_conversations,
-    tool_names,
-)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage, convert_to_messages
+from langchain_core.messages.tool import ToolCall
+from langchain_core.tools import BaseTool, InjectedToolCallId
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import BaseModel, ConfigDict
+
 from benchmarks.token_economy import DeerFlowGuard
-from langgraph_loop import LoopDetection
+from langgraph_loop import Limits, LoopDetection, create_loop_agent
+from langgraph_loop.core.messages import is_blocked
+from langgraph_loop.scripted import ScriptedChatModel
 
-__all__ = ["DATA", "Loop", "Source", "Summary", "cuts_new_call", "find_loops", "load_sources",
-           "main", "obvious_loops", "stop_index", "stuck_loops", "summarize"]
+END_OF_RECORDING, FINAL_ANSWER = "(end of the recorded run)", "(final answer without tools)"
+MALFORMED = "malformed"  # the args of a call that are not an object: mini-swe-agent's 0 or 2+ bash blocks
+
+
+@dataclass
+class RecordedRun:
+    """One user message and the recorded replies until the next one; ``results`` and ``errors`` by
+    (reply index, position of the call in the reply); ``errors=None``: a result starting with
+    ``Error`` is one (τ-bench's tools return such strings)."""
+
+    user: str
+    replies: list[AIMessage] = field(default_factory=list)
+    results: dict[tuple[int, int], str] = field(default_factory=dict)
+    errors: frozenset[tuple[int, int]] | None = None
+
+    def calls(self, start: int = 0, end: int | None = None) -> list[tuple[int, ToolCall]]:
+        """``(reply index, tool call)`` of every recorded call of replies ``start`` to ``end`` (excluded)."""
+        return [(i, c) for i, ai in enumerate(self.replies[:end]) if i >= start for c in ai.tool_calls]
+
+    def _key(self, reply: int, call_id: str) -> tuple[int, int]:
+        ids = [str(c["id"]) for c in self.replies[reply].tool_calls]
+        return reply, ids.index(call_id) if call_id in ids else 0
+
+    def result(self, reply: int, call_id: str) -> str:
+        """The recorded result of the call ``call_id`` of reply ``reply``."""
+        return self.results.get(self._key(reply, call_id), "")
+
+    def failed(self, reply: int, call_id: str) -> bool:
+        """Was the result of the call ``call_id`` of reply ``reply`` recorded as an error?"""
+        if self.errors is None:
+            return self.result(reply, call_id).startswith("Error")
+        return self._key(reply, call_id) in self.errors
+
+
+@dataclass
+class Conversation:
+    """One recorded conversation: its label, whether it solved its task, its runs."""
+
+    label: str
+    solved: bool
+    runs: list[RecordedRun]
+
+
+@dataclass
+class RunResult:
+    """What happened when one run was replayed: replies served, calls executed, the stop, the
+    first warning's reply, the blocked calls (reply, position: refused without stopping the run)
+    and the loop notices (reply, text) the model received."""
+
+    served: int
+    executed: int
+    stop_reason: str | None
+    layer: str | None = None
+    first_warning: int | None = None
+    blocked: tuple[tuple[int, int], ...] = ()
+    notices: tuple[tuple[int, str], ...] = ()
+
+
+def canonical_call(call: Mapping[str, Any]) -> str:
+    """``name(canonical JSON arguments)``: the identity of a call for counting repeats.
+
+    Example:
+        >>> canonical_call({"name": "f", "args": {"b": 1, "a": 2}})
+        'f({"a": 2, "b": 1})'
+    """
+    return f"{call['name']}({json.dumps(call['args'], sort_keys=True)})"
+
+
+def split_runs(trajectory: Iterable[dict[str, Any]]) -> list[RecordedRun]:
+    """Split OpenAI-format messages into runs (system messages dropped; results matched to calls
+    by position: gpt-4o reuses call ids within a conversation)."""
+    runs: list[RecordedRun] = []
+    pending: list[tuple[int, int, str]] = []
+    for raw in trajectory:
+        role = raw.get("role")
+        if role == "user":
+            runs.append(RecordedRun(user=str(raw.get("content") or "")))
+        elif runs and role == "assistant":
+            (message,) = convert_to_messages([raw])
+            assert isinstance(message, AIMessage)
+            pending = [(len(runs[-1].replies), i, str(c["id"])) for i, c in enumerate(message.tool_calls)]
+            runs[-1].replies.append(message)
+        elif runs and role == "tool" and pending:
+            match = next((p for p in pending if p[2] == raw.get("tool_call_id")), pending[0])
+            pending.remove(match)
+            runs[-1].results[(match[0], match[1])] = str(raw.get("content") or "")
+    return runs
+
+
+def coding_run(messages: Iterable[dict[str, Any]]) -> RecordedRun:
+    """One run of the coding format (``../shared/data/README.md``): the replies after the first user
+    message, results matched by call id, errors from the ``error`` flag only.
+
+    Example:
+        >>> run = coding_run([{"role": "user", "content": "fix it"},
+        ...     {"role": "assistant", "content": "two", "tool_calls": [
+        ...         {"id": "b", "name": "bash", "arguments": '["ls", "pwd"]'}]},
+        ...     {"role": "tool", "tool_call_id": "b", "content": "one action!", "error": True}])
+        >>> run.replies[0].tool_calls[0]["args"], run.results, run.errors
+        ({'malformed': '["ls", "pwd"]'}, {(0, 0): 'one action!'}, frozenset({(0, 0)}))
+    """
+    run, where, errors, started = RecordedRun(user=""), {}, set(), False
+    for raw in messages:
+        role = raw.get("role")
+        if role == "user" and not started:
+            run.user, started = str(raw.get("content") or ""), True
+        elif role == "assistant":
+            calls = []
+            for position, call in enumerate(raw.get("tool_calls") or []):
+                args = call.get("arguments")
+                calls.append({"name": str(call["name"]), "id": str(call["id"]),
+                              "args": args if isinstance(args, dict) else {MALFORMED: str(args)}})
+                where[str(call["id"])] = (len(run.replies), position)
+            run.replies.append(AIMessage(str(raw.get("content") or ""), tool_calls=calls))
+        elif role == "tool" and raw.get("tool_call_id") in where:
+            key = where.pop(str(raw["tool_call_id"]))
+            run.results[key] = str(raw.get("content") or "")
+            errors |= {key} if raw.get("error") else set()
+    run.errors = frozenset(errors)
+    return run
+
+
+def load_conversations(path: Path, limit: int | None = None) -> list[Conversation]:
+    """Read a gzipped trajectory file: τ-bench's list (``task_id``, ``trial``, ``reward``, ``traj``:
+    one run per user message) or the coding format's ``{"source", "simulations"}`` (one run each)."""
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        items = json.load(handle)
+    if isinstance(items, dict):
+        out = [Conversation(str(sim["id"]), float(sim["reward"]) >= 1.0, [coding_run(sim["messages"])])
+               for sim in items["simulations"]]
+    else:
+        out = [Conversation(f"task {it['task_id']} trial {it['trial']}", float(it["reward"]) >= 1.0,
+                            split_runs(it["traj"])) for it in items]
+    return out[:limit] if limit is not None else out
+
+
+class _AnyArgs(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    tool_call_id: Annotated[str, InjectedToolCallId]
+
+
+class ReplayTool(BaseTool):
+    """Returns the recorded result of each call id (``status="error"`` for recorded errors)."""
+
+    description: str = "Replays recorded results."
+    args_schema: type[BaseModel] = _AnyArgs
+    replayer: Any = None
+
+    def _run(self, tool_call_id: str, **_kwargs: Any) -> ToolMessage:
+        rec, reply = self.replayer, self.replayer.served - 1
+        rec.executed += 1
+        return ToolMessage(rec.run.result(reply, tool_call_id), tool_call_id=tool_call_id, name=self.name,
+                           status="error" if rec.run.failed(reply, tool_call_id) else "success")
+
+
+def _seen(messages: Sequence[BaseMessage]) -> tuple[tuple[tuple[int, int], ...],
+                                                    tuple[tuple[int, str], ...]]:
+    """(reply index, position) of every call the loop detector blocked (answered, not run), and
+    (reply index, text) of every loop notice, in a run's messages."""
+    blocked, notices, reply, ids = [], [], -1, []
+    for message in messages:
+        if isinstance(message, AIMessage):
+            reply, ids = reply + 1, [str(c["id"]) for c in message.tool_calls]
+        elif isinstance(message, ToolMessage) and is_blocked(message) and message.tool_call_id in ids:
+            blocked.append((reply, ids.index(message.tool_call_id)))
+        elif isinstance(message, HumanMessage) and message.name == "loop_warning":
+            notices.append((reply, str(message.content)))
+    return tuple(blocked), tuple(notices)
+
+
+class Replayer:
+    """One compiled graph (limits out of the way unless given, an in-memory checkpointer) that
+    replays conversations, each on a thread of its own, serving the run being replayed. ``tools``:
+    the tool names used; ``read_only_hints``: tools whose metadata carries MCP's ``readOnlyHint``."""
+
+    def __init__(self, tools: Iterable[str], *, loop_detection: LoopDetection | None,
+                 read_only_hints: frozenset[str] = frozenset(), limits: Limits | None = None) -> None:
+        self.run, self.served, self.executed = RecordedRun(user=""), 0, 0
+        model = ScriptedChatModel(default=self._next_reply, no_tools_reply=FINAL_ANSWER)
+        replay_tools = [ReplayTool(name=n, replayer=self,
+                                   metadata={"readOnlyHint": True} if n in read_only_hints else None)
+                        for n in sorted(set(tools))]
+        self.saver = InMemorySaver()
+        self.graph = create_loop_agent(model, replay_tools, loop_detection=loop_detection,
+                                       max_iterations=None, limits=limits or Limits(max_model_calls=None),
+                                       checkpointer=self.saver)
+        self.threads = itertools.count()
+
+    def _next_reply(self, _messages: Sequence[BaseMessage]) -> AIMessage:
+        if self.served >= len(self.run.replies):
+            return AIMessage(END_OF_RECORDING)
+        self.served += 1
+        return self.run.replies[self.served - 1]
+
+    def replay(self, runs: Sequence[RecordedRun]) -> list[RunResult]:
+        """Replay every run of one conversation on a new thread (deleted afterwards)."""
+        thread = f"replay-{next(self.threads)}"
+        config: Any = {"configurable": {"thread_id": thread}}
+        out, seen = [], 0
+        for run in runs:
+            self.run, self.served, self.executed = run, 0, 0
+            state = self.graph.invoke({"messages": [HumanMessage(run.user)]}, config, durability="exit")
+            guard = (state.get("iterations") or [{}])[-1].get("guard") or {}
+            reason = state.get("stop_reason")
+            blocked, notices = _seen(state["messages"][seen:])
+            out.append(RunResult(self.served, self.executed,
+                                 None if reason is None else str(getattr(reason, "value", reason)),
+                                 guard.get("layer"), notices[0][0] if notices else None, blocked, notices))
+            seen = len(state["messages"])
+        self.saver.delete_thread(thread)
+        return out
+
 
 VENDORED = Path(__file__).parent / "data"
 DATA = VENDORED / "taubench_gpt-4o_airline.json.gz"
 RESULTS = Path(__file__).parent / "results"
-DEFAULT_JSON = RESULTS / "real_traces.json"
-ALL_JSON = RESULTS / "real_traces_all.json"
 READ_ONLY = frozenset({"think", "calculate", "get_user_details", "get_reservation_details",
                        "search_direct_flight", "search_onestop_flight", "list_all_airports"})
+VARIANTS = {"langgraph-loop, block=()": LoopDetection(block=()),
+            "langgraph-loop, block always": LoopDetection(block_only_interleaved=False),
+            "langgraph-loop, no path excuse": LoopDetection(path_excuse=False)}
 REPEATS, SAME_RESULTS, STUCK = 5, 3, 4
-
 ReplayFn = Callable[[Conversation], list[RunResult]]
 
 
@@ -107,8 +284,7 @@ def obvious_loops(run: RecordedRun) -> list[tuple[str, int, str]]:
 
     Example:
         >>> from langchain_core.messages import AIMessage
-        >>> ai = [AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": f"c{i}"}])
-        ...       for i in range(4)]
+        >>> ai = [AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": f"c{i}"}]) for i in range(4)]
         >>> obvious_loops(RecordedRun("u", ai, {(i, 0): "Error: no" for i in range(4)}))
         [('f({})', 3, 'requested again after the same result 3 times')]
     """
@@ -155,114 +331,68 @@ def stuck_loops(run: RecordedRun) -> list[tuple[str, int, str]]:
     return [(key, index, why) for key, (index, why) in found.items()]
 
 
-def find_loops(conversations: Sequence[Conversation]) -> list[Loop]:
-    """Every obvious and stuck loop of the conversations."""
-    out = []
-    for ci, conv in enumerate(conversations):
-        for ri, run in enumerate(conv.runs):
-            for kind, finder in (("obvious", obvious_loops), ("stuck", stuck_loops)):
-                out += [Loop(ci, ri, call, reply, why, kind, conv.solved)
-                        for call, reply, why in finder(run)]
-    return out
-
-
 def deerflow_replay(conversation: Conversation) -> list[RunResult]:
     """deer-flow's rule over each run's recorded replies (a fresh guard per run)."""
     out = []
     for run in conversation.runs:
-        guard, warned, served = DeerFlowGuard(), None, 0
-        stopped = False
+        guard, warned, served, stopped = DeerFlowGuard(), None, 0, False
         for index, ai in enumerate(run.replies):
             served = index + 1
-            if not ai.tool_calls:
+            verdict = guard.check(ai) if ai.tool_calls else "end"
+            warned = index if verdict == "warn" and warned is None else warned
+            if verdict in ("stop", "end"):
+                stopped = verdict == "stop"
                 break
-            verdict = guard.check(ai)
-            if verdict == "warn" and warned is None:
-                warned = index
-            if verdict == "stop":
-                stopped = True
-                break
-        executed = sum(len(ai.tool_calls) for ai in run.replies[: served - (1 if stopped else 0)])
-        out.append(RunResult(served=served, executed=executed,
-                             stop_reason="hard_stop" if stopped else None,
-                             layer="repeat" if stopped else None, first_warning=warned))
+        executed = sum(len(ai.tool_calls) for ai in run.replies[: served - stopped])
+        out.append(RunResult(served, executed, "hard_stop" if stopped else None,
+                             "repeat" if stopped else None, warned))
     return out
-
-
-def proto_replay(ladder: bool = False) -> ReplayFn:
-    """The prototype of :mod:`benchmarks.detector_proto` over each run's recorded replies
-    (``ladder``: block a call at 3 identical results, stop when it is asked for again)."""
-    from benchmarks.detector_proto import ProtoConfig, replay_run
-
-    config = ProtoConfig(block_after=3, stop_after=99) if ladder else ProtoConfig()
-    return lambda conversation: [replay_run(run, config) for run in conversation.runs]
-
-
-LADDERS = {"langgraph-loop, block=()": LoopDetection(block=()),
-           "langgraph-loop, block always": LoopDetection(block_only_interleaved=False)}
-"""The ``--ladders`` variants: no block rung (stop at once), and a block for every repeat."""
 
 
 def systems(conversations: Sequence[Conversation], hints: bool = False,
-            proto: bool = False, ladders: bool = False) -> dict[str, ReplayFn]:
+            variants: bool = False) -> dict[str, ReplayFn]:
     """The compared systems, by name (each graph is built once per source)."""
-    names = tool_names(c.runs for c in conversations)
-    plain = Replayer(names, loop_detection=None)
-    default = Replayer(names, loop_detection=LoopDetection())
-    out: dict[str, ReplayFn] = {
-        "no_detection": lambda c: plain.replay(c.runs),
-        "deerflow_style": deerflow_replay,
-        "langgraph-loop": lambda c: default.replay(c.runs),
-    }
+    names = {c["name"] for conv in conversations for run in conv.runs for _, c in run.calls()}
+    detections: dict[str, tuple[LoopDetection | None, frozenset[str]]] = {
+        "no_detection": (None, frozenset()), "langgraph-loop": (LoopDetection(), frozenset())}
     if hints:
-        hinted = Replayer(names, loop_detection=LoopDetection(), read_only_hints=READ_ONLY)
-        out["langgraph-loop+hints"] = lambda c: hinted.replay(c.runs)
-    if ladders:
-        for name, detection in LADDERS.items():
-            variant = Replayer(names, loop_detection=detection)
-            out[name] = lambda c, r=variant: r.replay(c.runs)  # type: ignore[misc]
-    if proto:
-        out["proto"] = proto_replay()
-        out["proto+ladder"] = proto_replay(ladder=True)
+        detections["langgraph-loop+hints"] = (LoopDetection(), READ_ONLY)
+    if variants:
+        detections |= {name: (detection, frozenset()) for name, detection in VARIANTS.items()}
+    out: dict[str, ReplayFn] = {}
+    for name, (detection, read_only) in detections.items():
+        replayer = Replayer(names, loop_detection=detection, read_only_hints=read_only)
+        out[name] = lambda c, r=replayer: r.replay(c.runs)  # type: ignore[misc]
+        if name == "no_detection":
+            out["deerflow_style"] = deerflow_replay
     return out
+
+
+COUNTS = ("trajectories", "runs", "solved_runs", "calls", "failed_calls", "executed", "solved_warned",
+          "solved_stopped", "solved_cut_new", "solved_blocked", "blocked_changed", "failed_warned",
+          "failed_stopped", "failed_saved", "loops", "loops_stopped", "stuck_failed", "stuck_failed_stopped",
+          "stuck_failed_refused", "stuck_solved", "stuck_solved_stopped")
 
 
 @dataclass
 class Summary:
-    """One system's numbers over one source (or, added up, over all of them)."""
+    """One system's numbers (``n``: every name of :data:`COUNTS`) over one source, or all of them."""
 
     system: str
     source: str = ""
-    trajectories: int = 0
-    runs: int = 0
-    solved_runs: int = 0
-    calls: int = 0
-    failed_calls: int = 0
-    executed: int = 0
-    solved_warned: int = 0
-    solved_stopped: int = 0
-    solved_cut_new: int = 0
-    solved_blocked: int = 0
-    blocked_changed: int = 0
-    failed_warned: int = 0
-    failed_stopped: int = 0
-    failed_saved: int = 0
-    loops: int = 0
-    loops_stopped: int = 0
-    stuck_failed: int = 0
-    stuck_failed_stopped: int = 0
-    stuck_failed_refused: int = 0
-    stuck_solved: int = 0
-    stuck_solved_stopped: int = 0
+    n: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
     stops: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    blocks: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
 
-    def add(self, other: Summary) -> None:
-        """Add another source's numbers to these (lists are not merged)."""
-        for name, value in asdict(other).items():
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                setattr(self, name, round(getattr(self, name) + value, 1))
+    def as_dict(self, lists: bool = True) -> dict[str, Any]:
+        """Flat: system, source, every count, seconds (and the lists)."""
+        out = {"system": self.system, "source": self.source, **{k: self.n[k] for k in COUNTS},
+               "seconds": self.seconds}
+        return out | ({k: getattr(self, k) for k in ("stops", "warnings", "blocks", "notices")}
+                      if lists else {})
 
 
 def stop_index(result: RunResult) -> int | None:
@@ -282,254 +412,191 @@ def _blocked_changed(run: RecordedRun, blocked: Iterable[tuple[int, int]]) -> in
     for reply, position in blocked:
         call = run.replies[reply].tool_calls[position]
         key, result = canonical_call(call), run.result(reply, str(call["id"]))
-        earlier = [run.result(i, str(c["id"])) for i, c in run.calls() if i < reply
-                   and canonical_call(c) == key]
+        earlier = [run.result(i, str(c["id"])) for i, c in run.calls(0, reply) if canonical_call(c) == key]
         changed += bool(earlier) and earlier[-1] != result
     return changed
 
 
 def _count_run(s: Summary, solved: bool, run: RecordedRun, res: RunResult, where: str) -> None:
-    s.runs += 1
-    s.calls += len(run.calls())
-    s.executed += res.executed
-    stop = stop_index(res)
-    if stop is not None:
-        s.stops.append(f"{where}: reply {stop}, {res.layer}")
-    if res.first_warning is not None:
-        s.warnings.append(f"{where}: reply {res.first_warning}")
-    s.blocked_changed += _blocked_changed(run, res.blocked)
+    stop, n = stop_index(res), s.n
+    n.update(runs=1, calls=len(run.calls()), executed=res.executed,
+             blocked_changed=_blocked_changed(run, res.blocked))
+    s.stops += [] if stop is None else [f"{where}: reply {stop}, {res.layer}"]
+    s.warnings += [] if res.first_warning is None else [f"{where}: reply {res.first_warning}"]
+    s.blocks += [f"{where}: reply {reply}, call {position}" for reply, position in res.blocked]
+    s.notices += [f"{where}: reply {reply}: {text[:200]}" for reply, text in res.notices]
     if solved:
-        s.solved_runs += 1
-        s.solved_warned += res.first_warning is not None
-        s.solved_stopped += stop is not None
-        s.solved_cut_new += stop is not None and cuts_new_call(run, stop)
-        s.solved_blocked += len(res.blocked)
-        return
-    s.failed_calls += len(run.calls())
-    s.failed_warned += res.first_warning is not None
-    s.failed_saved += sum(1 for reply, _ in res.blocked if stop is None or reply < stop)
-    if stop is not None:
-        s.failed_stopped += 1
-        s.failed_saved += len(run.calls(stop))
-
-
-def _refused(loop: Loop, run: RecordedRun, res: RunResult) -> bool:
-    """Was the loop's call blocked at its deadline or earlier (without a stop)?"""
-    return any(reply <= loop.reply
-               and canonical_call(run.replies[reply].tool_calls[position]) == loop.call
-               for reply, position in res.blocked)
+        n.update(solved_runs=1, solved_warned=res.first_warning is not None,
+                 solved_stopped=stop is not None, solved_blocked=len(res.blocked),
+                 solved_cut_new=stop is not None and cuts_new_call(run, stop))
+    else:
+        n.update(failed_calls=len(run.calls()), failed_warned=res.first_warning is not None,
+                 failed_stopped=stop is not None, failed_saved=(0 if stop is None else len(run.calls(stop)))
+                 + sum(1 for reply, _ in res.blocked if stop is None or reply < stop))
 
 
 def summarize(system: str, conversations: Sequence[Conversation],
               results: Sequence[list[RunResult]], loops: Sequence[Loop]) -> Summary:
     """Count runs, calls, warnings, stops, blocks, saved calls and stopped loops for one system."""
-    s = Summary(system=system, trajectories=len(conversations))
+    s = Summary(system=system)
+    s.n["trajectories"] = len(conversations)
     for conv, runs in zip(conversations, results, strict=True):
         for ri, (run, res) in enumerate(zip(conv.runs, runs, strict=True)):
             where = f"{conv.label} run {ri} ({'solved' if conv.solved else 'failed'})"
             _count_run(s, conv.solved, run, res, where)
     for loop in loops:
         res = results[loop.conversation][loop.run]
-        stop = stop_index(res)
-        stopped = stop is not None and stop <= loop.reply
-        if loop.kind == "obvious":
-            s.loops += 1
-            s.loops_stopped += stopped
-        elif loop.solved:
-            s.stuck_solved += 1
-            s.stuck_solved_stopped += stopped
-        else:
-            s.stuck_failed += 1
-            s.stuck_failed_stopped += stopped
+        stopped = (stop := stop_index(res)) is not None and stop <= loop.reply
+        kind = "loops" if loop.kind == "obvious" else "stuck_solved" if loop.solved else "stuck_failed"
+        s.n.update({kind: 1, f"{kind}_stopped": stopped})
+        if kind == "stuck_failed":
             run = conversations[loop.conversation].runs[loop.run]
-            s.stuck_failed_refused += stopped or _refused(loop, run, res)
+            s.n["stuck_failed_refused"] += stopped or any(  # or the loop's call blocked by its deadline
+                reply <= loop.reply and canonical_call(run.replies[reply].tool_calls[pos]) == loop.call
+                for reply, pos in res.blocked)
     return s
 
 
-def _pct(part: int | float, whole: int | float) -> str:
+def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.1f} %" if whole else "–"
 
 
 def format_table(summaries: Sequence[Summary]) -> str:
-    """One markdown table: a row per system."""
-    lines = [
-        "| system | runs (solved) | calls | solved: runs warned | solved: runs stopped"
-        " | solved: stops cutting a new call | failed: runs stopped | failed: calls saved"
-        " | obvious loops stopped | stuck loops stopped (failed runs) | stuck loops stopped"
-        " (solved runs) | seconds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    """One markdown table, a row per system (and one for blocks, when any system blocked)."""
+    lines = ["| system | runs (solved) | calls | solved: runs warned | solved: runs stopped"
+             " | solved: stops cutting a new call | failed: runs stopped | failed: calls saved"
+             " | obvious loops stopped | stuck loops stopped (failed runs) | stuck loops stopped"
+             " (solved runs) | seconds |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summaries:
+        n = s.n
         lines.append(
-            f"| {s.system} | {s.runs} ({s.solved_runs}) | {s.calls} | {s.solved_warned}"
-            f" | {s.solved_stopped} ({_pct(s.solved_stopped, s.solved_runs)}) | {s.solved_cut_new}"
-            f" | {s.failed_stopped} | {s.failed_saved} ({_pct(s.failed_saved, s.failed_calls)})"
-            f" | {s.loops_stopped}/{s.loops} | {s.stuck_failed_stopped}/{s.stuck_failed}"
-            f" | {s.stuck_solved_stopped}/{s.stuck_solved} | {s.seconds} |")
-    blocking = [s for s in summaries if s.solved_blocked or s.blocked_changed
-                or s.stuck_failed_refused > s.stuck_failed_stopped]
+            f"| {s.system} | {n['runs']} ({n['solved_runs']}) | {n['calls']} | {n['solved_warned']}"
+            f" | {n['solved_stopped']} ({_pct(n['solved_stopped'], n['solved_runs'])})"
+            f" | {n['solved_cut_new']}"
+            f" | {n['failed_stopped']} | {n['failed_saved']} ({_pct(n['failed_saved'], n['failed_calls'])})"
+            f" | {n['loops_stopped']}/{n['loops']} | {n['stuck_failed_stopped']}/{n['stuck_failed']}"
+            f" | {n['stuck_solved_stopped']}/{n['stuck_solved']} | {s.seconds} |")
+    blocking = [s for s in summaries if s.n["solved_blocked"] or s.n["blocked_changed"]
+                or s.n["stuck_failed_refused"] > s.n["stuck_failed_stopped"]]
     if blocking:
         lines += ["", "| system | solved: calls blocked | blocks hiding a changed result"
                   " | stuck loops stopped or blocked (failed runs) |", "|---|---|---|---|"]
-        lines += [f"| {s.system} | {s.solved_blocked} | {s.blocked_changed}"
-                  f" | {s.stuck_failed_refused}/{s.stuck_failed} |" for s in blocking]
+        lines += [f"| {s.system} | {s.n['solved_blocked']} | {s.n['blocked_changed']} | "
+                  f"{s.n['stuck_failed_refused']}/{s.n['stuck_failed']} |" for s in blocking]
     return "\n".join(lines)
-
-
-def _loop_lines(conversations: Sequence[Conversation], loops: Sequence[Loop],
-                results: dict[str, list[list[RunResult]]]) -> list[str]:
-    lines = []
-    for loop in loops:
-        conv = conversations[loop.conversation]
-        verdicts = []
-        for name, per_conv in results.items():
-            stop = stop_index(per_conv[loop.conversation][loop.run])
-            ok = stop is not None and stop <= loop.reply
-            verdicts.append(f"{name}: {'stopped at reply ' + str(stop) if ok else 'not stopped'}")
-        lines.append(f"- {loop.kind}: {conv.label} ({'solved' if conv.solved else 'failed'}),"
-                     f" run {loop.run}: `{loop.call[:80]}` {loop.why} (reply {loop.reply}); "
-                     + "; ".join(verdicts))
-    return lines
 
 
 @dataclass
 class Source:
-    """One trajectory file: its name, path, conversations, and whether it is vendored here."""
+    """One trajectory file, its conversations and, once measured, results, summaries and loops."""
 
     name: str
-    path: Path
     conversations: list[Conversation]
     vendored: bool
+    summaries: list[Summary] = field(default_factory=list)
+    results: dict[str, list[list[RunResult]]] = field(default_factory=dict)
+    loops: list[Loop] = field(default_factory=list)
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def load_sources(paths: Iterable[Path], limit: int | None = None,
+                 labels: Sequence[str] | None = None) -> list[Source]:
+    """Every ``*.json.gz`` of the given files and directories, each file once (by content); only
+    the conversations named in ``labels`` when given (a source left empty is dropped)."""
+    def digest(path: Path) -> str:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
 
-
-def load_sources(paths: Iterable[Path], limit: int | None = None) -> list[Source]:
-    """Every ``*.json.gz`` of the given files and directories, each file once (by content)."""
-    vendored = {_digest(p) for p in VENDORED.glob("*.json.gz")}
-    seen: set[str] = set()
-    out = []
+    vendored, seen, out = {digest(p) for p in VENDORED.glob("*.json.gz")}, set(), []
     for path in paths:
         for file in sorted(path.glob("*.json.gz")) if path.is_dir() else [path]:
-            digest = _digest(file)
-            if digest in seen:
-                continue
-            seen.add(digest)
-            out.append(Source(file.name.removesuffix(".json.gz"), file,
-                              load_conversations(file, limit), digest in vendored))
+            if (key := digest(file)) not in seen:
+                seen.add(key)
+                picked = [c for c in load_conversations(file, limit) if not labels or c.label in labels]
+                if picked:
+                    out.append(Source(file.name.removesuffix(".json.gz"), picked, key in vendored))
     return out
 
 
-@dataclass
-class Measured:
-    """A source's summaries (one per system), loops and per-system results."""
-
-    source: Source
-    summaries: list[Summary]
-    loops: list[Loop]
-    results: dict[str, list[list[RunResult]]]
-
-
-def measure(source: Source, hints: bool = False, proto: bool = False,
-            ladders: bool = False) -> Measured:
+def measure(source: Source, hints: bool = False, variants: bool = False) -> Source:
     """Replay one source under every system."""
     conversations = source.conversations
-    loops = find_loops(conversations)
-    results: dict[str, list[list[RunResult]]] = {}
-    summaries = []
-    for name, replay in systems(conversations, hints, proto, ladders).items():
+    source.loops = [Loop(ci, ri, call, reply, why, kind, conv.solved)
+                    for ci, conv in enumerate(conversations) for ri, run in enumerate(conv.runs)
+                    for kind, finder in (("obvious", obvious_loops), ("stuck", stuck_loops))
+                    for call, reply, why in finder(run)]
+    for name, replay in systems(conversations, hints, variants).items():
         started = time.perf_counter()
-        results[name] = [replay(conv) for conv in conversations]
-        summary = summarize(name, conversations, results[name], loops)
-        summary.source = source.name
-        summary.seconds = round(time.perf_counter() - started, 1)
-        summaries.append(summary)
-    return Measured(source, summaries, loops, results)
+        source.results[name] = [replay(conv) for conv in conversations]
+        summary = summarize(name, conversations, source.results[name], source.loops)
+        summary.source, summary.seconds = source.name, round(time.perf_counter() - started, 1)
+        source.summaries.append(summary)
+    return source
 
 
-def overall(measured: Sequence[Measured]) -> list[Summary]:
-    """Every system's numbers added up over the sources."""
-    totals: dict[str, Summary] = {}
-    for m in measured:
-        for s in m.summaries:
-            totals.setdefault(s.system, Summary(system=s.system, source="overall")).add(s)
-    return list(totals.values())
-
-
-def _print_source(m: Measured, details: bool) -> None:
-    conversations = m.source.conversations
-    solved = sum(c.solved for c in conversations)
-    print(f"\n## {m.source.name} ({len(conversations)} trajectories, {solved} solved)\n")
-    print(format_table(m.summaries))
-    obvious = [x for x in m.loops if x.kind == "obvious"]
-    print(f"\nObvious loops ({len(obvious)}):")
-    print("\n".join(_loop_lines(conversations, obvious, m.results)) or "- none")
-    if details:
-        stuck = [x for x in m.loops if x.kind == "stuck"]
-        print(f"\nStuck loops ({len(stuck)}):")
-        print("\n".join(_loop_lines(conversations, stuck, m.results)) or "- none")
-        for s in m.summaries:
-            print(f"\n{s.system} stops ({len(s.stops)}):\n" + "\n".join(f"- {x}" for x in s.stops))
-            print(f"{s.system} first warnings ({len(s.warnings)}):\n"
-                  + "\n".join(f"- {x}" for x in s.warnings))
+def _print_source(m: Source, details: bool) -> None:
+    conversations = m.conversations
+    print(f"\n## {m.name} ({len(conversations)} trajectories, {sum(c.solved for c in conversations)}"
+          f" solved)\n\n{format_table(m.summaries)}")
+    for kind in ("obvious", "stuck") if details else ("obvious",):
+        loops = [x for x in m.loops if x.kind == kind]
+        print(f"\n{kind.capitalize()} loops ({len(loops)}):")
+        for x in loops:
+            conv = conversations[x.conversation]
+            stops = {name: stop_index(r[x.conversation][x.run]) for name, r in m.results.items()}
+            verdicts = [f"{name}: " + (f"stopped at reply {stop}" if stop is not None and stop <= x.reply
+                                       else "not stopped") for name, stop in stops.items()]
+            print(f"- {kind}: {conv.label} ({'solved' if conv.solved else 'failed'}), run {x.run}:"
+                  f" `{x.call[:80]}` {x.why} (reply {x.reply}); " + "; ".join(verdicts))
+        if not loops:
+            print("- none")
+    for s in m.summaries if details else ():
+        for what, entries in (("stops", s.stops), ("first warnings", s.warnings), ("blocks", s.blocks)):
+            print(f"\n{s.system} {what} ({len(entries)}):" + "".join(f"\n- {x}" for x in entries))
     base = m.summaries[0]
-    print(f"\nreplay check: {base.system} executed {base.executed} of {base.calls} recorded calls")
-
-
-def _json(measured: Sequence[Measured], totals: Sequence[Summary]) -> str:
-    """Aggregates for every source; runs, stops and loops by name for vendored sources only."""
-    sources = []
-    for m in measured:
-        entry: dict[str, object] = {"source": m.source.name, "vendored": m.source.vendored}
-        if m.source.vendored:
-            entry["summaries"] = [asdict(s) for s in m.summaries]
-            entry["obvious_loops"] = [asdict(x) for x in m.loops if x.kind == "obvious"]
-            entry["stuck_loops"] = [asdict(x) for x in m.loops if x.kind == "stuck"]
-        else:
-            entry["summaries"] = [{k: v for k, v in asdict(s).items()
-                                   if k not in ("stops", "warnings")} for s in m.summaries]
-        sources.append(entry)
-    summary = [{k: v for k, v in asdict(s).items() if k not in ("stops", "warnings")}
-               for s in totals]
-    return json.dumps({"sources": sources, "overall": summary}, indent=2) + "\n"
+    print(f"\nreplay check: {base.system} executed {base.n['executed']} of {base.n['calls']} recorded calls")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Replay every source under every system; print the tables and loops; write JSON."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.real_traces",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, action="append",
-                        help="a trajectory file or a directory of them (repeatable; default"
-                             " benchmarks/data/taubench_gpt-4o_airline.json.gz)")
+    parser.add_argument("--data", type=Path, action="append", help="a trajectory file or a directory of them"
+                        " (repeatable; default benchmarks/data/taubench_gpt-4o_airline.json.gz)")
+    parser.add_argument("--label", action="append", help="replay only the conversations with this label")
     parser.add_argument("--limit", type=int, help="replay only the first N conversations of each")
-    parser.add_argument("--json", type=Path, help=f"where to write JSON (default {DEFAULT_JSON.name}"
-                        f" for vendored data only, else {ALL_JSON.name}, in {RESULTS})")
-    parser.add_argument("--details", action="store_true",
-                        help="list every stuck loop, warning and stop")
+    parser.add_argument("--json", type=Path, help="where to write JSON (default: real_traces.json for"
+                        " vendored data only, else real_traces_all.json, in benchmarks/results; none for a"
+                        " sample)")
+    parser.add_argument("--details", action="store_true", help="list every stuck loop, warning, stop, block")
     parser.add_argument("--hints", action="store_true",
-                        help="also run langgraph-loop with the τ-bench lookups marked read-only")
-    parser.add_argument("--ladders", action="store_true",
-                        help="also run langgraph-loop without the block rung and blocking always")
-    parser.add_argument("--proto", action="store_true",
-                        help="also run the per-call stagnation prototype (benchmarks/detector_proto.py)")
+                        help="also langgraph-loop with τ-bench's lookups marked read-only")
+    parser.add_argument("--variants", action="store_true", help="also langgraph-loop without the block rung,"
+                        " blocking always, and without the path excuse")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    sources = load_sources(args.data or [DATA], args.limit)
-    measured = [measure(source, args.hints, args.proto, args.ladders) for source in sources]
+    sources = load_sources(args.data or [DATA], args.limit, args.label)
+    measured = [measure(source, args.hints, args.variants) for source in sources]
     print("# Loop detection on real trajectories")
     for m in measured:
         _print_source(m, args.details)
-    totals = overall(measured)
+    totals: dict[str, Summary] = {}
+    for s in (s for m in measured for s in m.summaries):
+        total = totals.setdefault(s.system, Summary(system=s.system, source="overall"))
+        total.n.update(s.n)
+        total.seconds = round(total.seconds + s.seconds, 1)
     if len(measured) > 1:
-        print(f"\n## overall ({len(measured)} sources)\n")
-        print(format_table(totals))
+        print(f"\n## overall ({len(measured)} sources)\n\n{format_table(list(totals.values()))}")
     print(f"\nbenchmark runtime: {time.perf_counter() - started:.1f} s")
-    path = args.json or (DEFAULT_JSON if all(s.vendored for s in sources) else ALL_JSON)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_json(measured, totals))
-    print(f"JSON: {path}")
+    path = args.json or (None if args.label or args.limit else RESULTS / (
+        "real_traces.json" if all(s.vendored for s in sources) else "real_traces_all.json"))
+    if path is not None:
+        out = [{"source": m.name, "vendored": m.vendored,
+                "summaries": [s.as_dict(lists=m.vendored) for s in m.summaries]}
+               | ({f"{kind}_loops": [asdict(x) for x in m.loops if x.kind == kind]
+                   for kind in ("obvious", "stuck")} if m.vendored else {}) for m in measured]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"sources": out, "overall": [s.as_dict(False) for s in totals.values()]},
+                                   indent=2) + "\n")
+        print(f"JSON: {path}")
     return 0
 
 

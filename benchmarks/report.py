@@ -1,75 +1,59 @@
-"""Markdown tables for the overhead benchmark; every ratio compares runs of the same run.
-
-The first table has one row per saver × N × mode (sync ``invoke`` / async ``ainvoke``): every
-system's ms per tool round and langgraph-loop's ratios to the bare ``ToolNode`` loop and to
-``create_agent`` (issue 24). The others are by system, with ratios to ``create_agent``:
-time and storage for sync runs, the in-loop latency growth for both modes, peak memory.
+"""Markdown tables and the targets (issues 14 and 24) of one overhead run; every ratio compares
+runs of the same run. A target covers cells (case, N, mode): its value is the worst measured cell,
+it passes when every measured cell does; cells not run are counted, not guessed.
 
 Example:
     >>> from types import SimpleNamespace as M
-    >>> rows = [M(system=s, n=10, case="none", mode="sync", ms_per_round=v, rounds_ok=True)
-    ...         for s, v in (("bare_toolnode", 1.0), ("create_agent", 2.0), ("langgraph-loop", 1.5))]
-    >>> Lookup(rows).ratio("langgraph-loop", 10, "none", "ms_per_round", against="bare_toolnode")
-    1.5
-    >>> print(cell_table(Lookup(rows)).splitlines()[-1])
-    | no checkpointer | 10 | sync | 1.00 | 2.00 | 1.50 | 1.50× | 0.75× | yes |
+    >>> rows = [M(system=s, n=3, case="none", mode="sync", ms_per_round=v, ms_per_round_samples=[v],
+    ...           rounds_ok=True) for s, v in (("bare_toolnode", 1.0), ("create_agent", 2.0),
+    ...                                         ("langgraph-loop", 1.5))]
+    >>> print(celltable(Lookup(rows)).splitlines()[-1])
+    | no checkpointer | 3 | sync | 1.00 | 2.00 | 1.50 | 1.50× | 0.75× | yes |
+    >>> at_3 = Target("every cell at N=3", "time", 1.6, (("none", 3, "sync"), ("none", 3, "async")), FLOOR)
+    >>> (r,) = evaluate(rows, targets=[at_3])
+    >>> r.verdict, r.measured, (r.passed_cells, r.measured_cells, r.total_cells), r.paired
+    ('PASS', 1.5, (1, 1, 2), [1.5])
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-__all__ = ["BASELINE", "FLOOR", "OURS", "Lookup", "cell_table", "format_tables"]
-
-BASELINE = "create_agent"
-FLOOR = "bare_toolnode"
-"""The bare two-node loop with LangGraph's ``ToolNode``: issue 24's yardstick."""
-OURS = "langgraph-loop"
+BASELINE, FLOOR, OURS, REACT = "create_agent", "bare_toolnode", "langgraph-loop", "create_react_agent"
 MODES = ("sync", "async")
-TIMED = (("none", "no checkpointer"), ("memory", "InMemorySaver"), ("sqlite", "SqliteSaver"),
-         ("sqlite_2k", "SqliteSaver, 2 KB out"), ("postgres", "PostgresSaver"),
-         ("postgres_2k", "PostgresSaver, 2 KB out"))
-STORED = (("memory", "InMemorySaver"), ("sqlite", "SQLite blobs"), ("postgres", "PostgreSQL"),
-          ("memory_2k", "2 KB out: InMemorySaver"), ("sqlite_2k", "2 KB out: SQLite blobs"),
-          ("postgres_2k", "2 KB out: PostgreSQL"))
-
-
-def _mode(m: Any) -> str:
-    return str(getattr(m, "mode", "sync"))
+LABELS = {"none": "no checkpointer", "memory": "InMemorySaver", "sqlite": "SqliteSaver",
+          "sqlite_2k": "SqliteSaver, 2 KB out", "postgres": "PostgresSaver",
+          "postgres_2k": "PostgresSaver, 2 KB out", "memory_2k": "InMemorySaver, 2 KB out"}
+TIMED = ("none", "memory", "sqlite", "sqlite_2k", "postgres", "postgres_2k")
+STORED = ("memory", "sqlite", "postgres", "memory_2k", "sqlite_2k", "postgres_2k")
 
 
 class Lookup:
     """Index of the measurements by (system, N, case, mode), with ratios between systems."""
 
     def __init__(self, results: Sequence[Any]) -> None:
-        self.by = {(m.system, m.n, m.case, _mode(m)): m for m in results}
-        order: dict[str, int] = {}
-        for m in results:
-            order.setdefault(m.system, len(order))
-        self.systems = list(order)
-        self.rows = sorted({(m.system, m.n) for m in results}, key=lambda k: (k[1], order[k[0]]))
-        self.ns = sorted({m.n for m in results})
-        self.cases = {m.case for m in results}
-        self.modes = [mode for mode in MODES if any(_mode(m) == mode for m in results)]
+        self.by = {(m.system, m.n, m.case, m.mode): m for m in results}
+        self.systems = list(dict.fromkeys(m.system for m in results))
+        self.ns, self.cases = sorted({m.n for m in results}), {m.case for m in results}
+        self.modes = [mode for mode in MODES if any(m.mode == mode for m in results)]
         self.results = results
 
     def get(self, system: str, n: int, case: str, name: str, mode: str = "sync") -> Any:
         """Attribute ``name`` of one measurement, or None when it was not measured."""
-        m = self.by.get((system, n, case, mode))
-        return None if m is None else getattr(m, name, None)
+        return getattr(self.by.get((system, n, case, mode)), name, None)
 
-    def ratio(
-        self, system: str, n: int, case: str, name: str, mode: str = "sync", against: str = BASELINE
-    ) -> float | None:
-        """``system``'s value divided by ``against``'s for the same N, case and mode."""
+    def ratio(self, system: str, n: int, case: str, name: str, mode: str = "sync",
+              against: str = BASELINE) -> float | None:
+        """``system``'s value divided by ``against``'s in the same cell."""
         value, base = self.get(system, n, case, name, mode), self.get(against, n, case, name, mode)
         return None if value is None or not base else float(value) / float(base)
 
     def growth(self, system: str, n: int, case: str, mode: str = "sync") -> float | None:
         """In-loop latency of the last 10 rounds over the first 10 (model-call gaps)."""
-        first = self.get(system, n, case, "first10_ms", mode)
-        last = self.get(system, n, case, "last10_ms", mode)
+        first, last = (self.get(system, n, case, k, mode) for k in ("first10_ms", "last10_ms"))
         return None if first is None or last is None or not first else float(last) / float(first)
 
 
@@ -77,120 +61,191 @@ def _mb(value: int | None) -> str:
     return "–" if value is None else f"{value / 1e6:.3f}" if value < 1e6 else f"{value / 1e6:.2f}"
 
 
-def _with_ratio(value: str, ratio: float | None) -> str:
-    if value == "–":
-        return value
-    return value if ratio is None else f"{value} ({ratio:.2f}×)"
-
-
-def _header(title: str, columns: Sequence[str]) -> list[str]:
-    return [title, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-
-
-def _times(value: float | None) -> str:
+def _x(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}×"
 
 
-def cell_table(t: Lookup) -> str:
+def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    return "\n".join([title, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns),
+                      *("| " + " | ".join(map(str, row)) + " |" for row in rows)])
+
+
+def celltable(t: Lookup) -> str:
     """Per saver × N × mode: every system's ms per tool round and langgraph-loop's ratios."""
-    systems = [s for s in t.systems if any(m.system == s for m in t.results if m.case in dict(TIMED))]
-    lines = _header(
-        f"### Time per tool round, every system (ms = wall time / N, median; {OURS} ÷ {FLOOR} "
-        f"and ÷ {BASELINE} in the same cell)",
-        ["saver", "N", "mode", *systems, f"÷ {FLOOR}", f"÷ {BASELINE}", "rounds ok"],
-    )
-    for key, label in TIMED:
-        for n in t.ns:
-            for mode in t.modes:
-                cell = [m for m in t.results if m.case == key and m.n == n and _mode(m) == mode]
-                if not cell:
-                    continue
-                times = [t.get(s, n, key, "ms_per_round", mode) for s in systems]
-                ratios = [t.ratio(OURS, n, key, "ms_per_round", mode, base) for base in (FLOOR, BASELINE)]
-                ok = "yes" if all(m.rounds_ok for m in cell) else "NO"
-                lines.append(
-                    f"| {label} | {n} | {mode} | "
-                    + " | ".join("–" if v is None else f"{v:.2f}" for v in times)
-                    + f" | {' | '.join(_times(r) for r in ratios)} | {ok} |"
-                )
-    return "\n".join(lines)
-
-
-def _time_table(t: Lookup) -> list[str]:
-    cases = [(key, label) for key, label in TIMED if key in t.cases]
-    lines = _header(
-        "### Time per tool round by system (sync invoke; ms = wall time / N, median; (×create_agent))",
-        ["system", "N", *(label for _, label in cases), "rounds ok"],
-    )
-    for s, n in t.rows:
-        cells = []
-        for key, _ in cases:
-            ms = t.get(s, n, key, "ms_per_round")
-            cells.append(_with_ratio("–" if ms is None else f"{ms:.2f}", t.ratio(s, n, key, "ms_per_round")))
-        ok = all(m.rounds_ok for m in t.results if m.system == s and m.n == n)
-        lines.append(f"| {s} | {n} | {' | '.join(cells)} | {'yes' if ok else 'NO'} |")
-    return lines
-
-
-def _growth_table(t: Lookup) -> list[str]:
-    cases = [(key, label) for key, label in TIMED if key in t.cases]
-    lines = _header(
-        "### In-loop latency between model calls: first 10 → last 10 rounds, ms (last10/first10)",
-        ["system", "N", "mode", *(label for _, label in cases)],
-    )
-    for s, n in t.rows:
-        for mode in t.modes:
-            cells = []
-            for key, _ in cases:
-                first, last = t.get(s, n, key, "first10_ms", mode), t.get(s, n, key, "last10_ms", mode)
-                growth = t.growth(s, n, key, mode)
-                missing = first is None or growth is None
-                cells.append("–" if missing else f"{first:.2f} → {last:.2f} ({growth:.2f})")
-            if any(c != "–" for c in cells):
-                lines.append(f"| {s} | {n} | {mode} | {' | '.join(cells)} |")
-    return lines
-
-
-def _storage_table(t: Lookup) -> list[str]:
-    cases = [(key, label) for key, label in STORED if key in t.cases]
-    lines = _header(
-        "### Checkpoint storage after N rounds (MB (×create_agent); files: SQLite after "
-        "wal_checkpoint(TRUNCATE), PostgreSQL tables with TOAST and indexes)",
-        ["system", "N", "checkpoints", *(label for _, label in cases), "SQLite file", "PostgreSQL tables"],
-    )
-    for s, n in t.rows:
-        if all(t.get(s, n, key, "bytes") is None for key, _ in cases):
-            continue
-        count = next((t.get(s, n, key, "checkpoints") for key, _ in cases
-                      if t.get(s, n, key, "checkpoints") is not None), None)
-        cells = [_with_ratio(_mb(t.get(s, n, key, "bytes")), t.ratio(s, n, key, "bytes")) for key, _ in cases]
-        lines.append(
-            f"| {s} | {n} | {'–' if count is None else count} | {' | '.join(cells)}"
-            f" | {_mb(t.get(s, n, 'sqlite', 'file_bytes'))} | {_mb(t.get(s, n, 'postgres', 'file_bytes'))} |"
-        )
-    return lines
-
-
-def _memory_table(t: Lookup) -> list[str]:
-    lines = _header(
-        "### Peak memory during one run (tracemalloc, MB)",
-        ["system", "N", "no checkpointer", "InMemorySaver", "InMemorySaver, 2 KB out"],
-    )
-    for s, n in t.rows:
-        lines.append(
-            f"| {s} | {n} | {_mb(t.get(s, n, 'none', 'peak_bytes'))}"
-            f" | {_mb(t.get(s, n, 'memory', 'peak_bytes'))}"
-            f" | {_mb(t.get(s, n, 'memory_2k', 'peak_bytes'))} |"
-        )
-    return lines
+    systems = [s for s in t.systems if any(m.system == s and m.case in TIMED for m in t.results)]
+    rows = []
+    for key, n, mode in ((k, n, mode) for k in TIMED for n in t.ns for mode in t.modes):
+        if cell := [m for m in t.results if (m.case, m.n, m.mode) == (key, n, mode)]:
+            times = [t.get(s, n, key, "ms_per_round", mode) for s in systems]
+            rows.append([LABELS[key], n, mode, *("–" if v is None else f"{v:.2f}" for v in times),
+                         *(_x(t.ratio(OURS, n, key, "ms_per_round", mode, b)) for b in (FLOOR, BASELINE)),
+                         "yes" if all(m.rounds_ok for m in cell) else "NO"])
+    return table(f"### Time per tool round, every system (ms = wall or CPU time / N, median; {OURS}"
+                  f" ÷ {FLOOR} and ÷ {BASELINE} in the same cell)",
+                  ["saver", "N", "mode", *systems, f"÷ {FLOOR}", f"÷ {BASELINE}", "rounds ok"], rows)
 
 
 def format_tables(results: Sequence[Any]) -> str:
-    """Markdown tables: every system per cell, time by system, latency growth, storage, memory."""
-    table = Lookup(results)
-    parts = [_growth_table(table)]
-    if "sync" in table.modes:
-        parts = [_time_table(table), *parts, _storage_table(table)]
+    """Markdown tables: every system per cell, latency growth, storage, peak memory."""
+    t = Lookup(results)
+    timed, stored = [k for k in TIMED if k in t.cases], [k for k in STORED if k in t.cases]
+    growth = [[s, n, mode, *("–" if (g := t.growth(s, n, k, mode)) is None else
+                             f"{t.get(s, n, k, 'first10_ms', mode):.2f} → "
+                             f"{t.get(s, n, k, 'last10_ms', mode):.2f} ({g:.2f})" for k in timed)]
+              for n in t.ns for s in t.systems for mode in t.modes]
+    parts = [celltable(t), table("### In-loop latency between model calls: first 10 → last 10 rounds, ms "
+                                   "(last10/first10)", ["system", "N", "mode", *(LABELS[k] for k in timed)],
+                                   [row for row in growth if any(c != "–" for c in row[3:])])]
+    storage = [[s, n, counts[0], *(f"{_mb(b)} ({_x(t.ratio(s, n, k, 'bytes'))})"
+                                   if (b := t.get(s, n, k, "bytes")) is not None else "–" for k in stored),
+                _mb(t.get(s, n, "sqlite", "file_bytes")), _mb(t.get(s, n, "postgres", "file_bytes"))]
+               for n in t.ns for s in t.systems
+               if (counts := [c for k in stored if (c := t.get(s, n, k, "checkpoints")) is not None])]
+    if storage:
+        parts.append(table("### Checkpoint storage after N rounds (MB (×create_agent); files: SQLite after "
+                            "wal_checkpoint(TRUNCATE), PostgreSQL tables with TOAST and indexes)",
+                            ["system", "N", "checkpoints", *(LABELS[k] for k in stored), "SQLite file",
+                             "PostgreSQL tables"], storage))
     if any(getattr(m, "peak_bytes", None) is not None for m in results):
-        parts.append(_memory_table(table))
-    return "\n\n".join([cell_table(table), *("\n".join(p) for p in parts)])
+        memory = ("none", "memory", "memory_2k")
+        parts.append(table("### Peak memory during one run (tracemalloc, MB)",
+                            ["system", "N", *(LABELS[k] for k in memory)],
+                            [[s, n, *(_mb(t.get(s, n, k, "peak_bytes")) for k in memory)]
+                             for n in t.ns for s in t.systems]))
+    return "\n\n".join(parts)
+
+
+def format_census(rows: Sequence[dict[str, Any]], low: int, high: int) -> str:
+    """Graph steps, checkpoints and node runs per round (slope from N=low to N=high) and per run."""
+    out = []
+    for r in rows:
+        if "steps" not in r:
+            out.append([r["system"], "not a graph", *["–"] * 7])
+            continue
+        nodes = [", ".join(f"{k} {v[i]:g}" for k, v in r["nodes"].items() if v[i]) or "–" for i in (0, 1)]
+        out.append([r["system"] + (" (WARNING: checkpoint events ≠ stored)" if r["stored_mismatch"] else ""),
+                    f"{r['steps'][0]:g}", f"{r['checkpoints'][0]:g}", f"{r['steps'][1]:g}",
+                    f"{r['checkpoints'][1]:g}", *r["at_low"], *nodes])
+    return table(f'### Graph steps and checkpoints (counted with stream_mode="debug" at N={low} and '
+                  f"N={high})",
+                  ["system", "steps/round", "checkpoints/round", "steps per run (fixed)",
+                   "checkpoints per run (fixed)", f"steps at N={low}", f"checkpoints at N={low}",
+                   "node runs per round", "node runs per run (fixed)"], out)
+
+
+Metric = Literal["time", "bytes", "growth"]
+Cell = tuple[str, int, str]
+"""(case, N, mode)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Every cell's ``metric`` (a ratio to ``against``, or our growth) must be ≤ ``limit`` (< if strict)."""
+
+    label: str
+    metric: Metric
+    limit: float
+    cells: tuple[Cell, ...] = ()
+    against: str | None = None
+    strict: bool = False
+
+
+@dataclass
+class TargetResult:
+    """A target with this run's worst measured cell (time: its ratio in every repetition)."""
+
+    label: str
+    metric: Metric
+    limit: float
+    strict: bool
+    measured: float | None
+    verdict: Literal["PASS", "FAIL", "not measured"]
+    worst: str | None
+    measured_cells: int
+    passed_cells: int
+    total_cells: int
+    paired: list[float] | None = None
+
+
+def _cells(cases: Sequence[str], ns: Sequence[int], modes: Sequence[str] = MODES) -> tuple[Cell, ...]:
+    return tuple((case, n, mode) for case in cases for n in ns for mode in modes)
+
+
+def _issue14() -> tuple[Target, ...]:
+    """Issue 14: langgraph-loop against create_agent (sync runs); PostgreSQL mirrors SQLite."""
+    def sync(label: str, metric: Metric, limit: float, key: str, n: int) -> Target:
+        return Target(label, metric, limit, ((key, n, "sync"),), None if metric == "growth" else BASELINE)
+
+    speed, stored = f"ms/round ×{BASELINE}", f"stored bytes after 200 rounds ×{BASELINE}"
+    out = [sync(f"no checkpointer, N={n}: {speed}", "time", 0.6, "none", n) for n in (10, 50, 200)]
+    out += [sync(f"{LABELS[key]}, N={n}: {speed}", "time", limit, key, n) for saver in ("sqlite", "postgres")
+            for n, limit in ((10, 0.85), (200, 0.5)) for key in (saver, f"{saver}_2k")]
+    out.append(sync(f"InMemorySaver, N=200: {speed}", "time", 0.4, "memory", 200))
+    out += [sync(f"{LABELS[key]}: {stored}", "bytes", 0.05, key, 200) for key in STORED]
+    out += [sync(f"{LABELS[key]}, N=200: in-loop last10/first10", "growth", 1.2, key, 200)
+            for key in ("memory", "sqlite", "postgres")]
+    return tuple(out)
+
+
+def _issue24() -> tuple[Target, ...]:
+    """Issue 24: against the bare ToolNode loop, create_agent and create_react_agent, both modes."""
+    speed, savers = f"ms/round ×{FLOOR}", ("none", "memory", "sqlite", "postgres")
+    out = [Target(f"{LABELS[case]}, N=10, {mode}: {speed}", "time", 1.05, ((case, 10, mode),), FLOOR)
+           for case in ("none", "sqlite") for mode in MODES]
+    out += [Target(f"{LABELS[case]}, N ≥ 50: {speed}", "time", 1.0, _cells([case], (50, 200)), FLOOR)
+            for case in savers]
+    out += [Target(f"every cell: ms/round ×{peer} (faster)", "time", 1.0, _cells(savers, (10, 50, 200)),
+                   peer, strict=True) for peer in (BASELINE, REACT)]
+    out += [Target(f"{LABELS[case]}: stored bytes after 200 rounds ×{BASELINE}", "bytes", 0.05,
+                   ((case, 200, "sync"),), BASELINE) for case in savers[1:]]
+    out += [Target(f"{LABELS[case]}, N=200: in-loop last10/first10", "growth", 1.1, _cells([case], (200,)))
+            for case in savers]
+    return tuple(out)  # the detector's decision, flat over thread length: benchmarks.detector_cost
+
+
+ISSUE14, ISSUE24 = _issue14(), _issue24()
+
+
+def evaluate(results: Sequence[Any], targets: Sequence[Target] = ISSUE24) -> list[TargetResult]:
+    """Every target on ``results`` (the overhead measurements)."""
+    t, out = Lookup(results), []
+    for target in targets:
+        def passes(v: float, target: Target = target) -> bool:
+            return v < target.limit if target.strict else v <= target.limit
+
+        values: list[tuple[str, float]] = []
+        for case, n, mode in target.cells:
+            name = "ms_per_round" if target.metric == "time" else "bytes"
+            value = (t.growth(OURS, n, case, mode) if target.metric == "growth"
+                     else t.ratio(OURS, n, case, name, mode, target.against or BASELINE))
+            values += [] if value is None else [(f"{LABELS.get(case, case)}, N={n}, {mode}", value)]
+        worst, value = max(values, key=lambda cv: cv[1]) if values else (None, None)
+        passed = sum(passes(v) for _, v in values)
+        paired = None
+        if target.metric == "time" and values:
+            case, n, mode = next(c for c in target.cells
+                                 if f"{LABELS.get(c[0], c[0])}, N={c[1]}, {c[2]}" == worst)
+            ours, base = (t.get(s, n, case, "ms_per_round_samples", mode) for s in (OURS, target.against))
+            if ours and base and len(ours) == len(base):
+                paired = [round(a / b, 3) for a, b in zip(ours, base, strict=True)]
+        out.append(TargetResult(target.label, target.metric, target.limit, target.strict, value,
+                                "not measured" if not values else "PASS" if passed == len(values) else "FAIL",
+                                worst, len(values), passed, len(target.cells), paired))
+    return out
+
+
+def format_targets(results: Sequence[TargetResult], title: str) -> str:
+    """Markdown table: target, limit, worst measured cell, PASS/FAIL, cells passing, paired spread."""
+    rows = [[r.label, f"{'<' if r.strict else '≤'} {r.limit:g}",
+             "–" if r.measured is None else f"{r.measured:.3f}",
+             r.verdict, r.worst or "–", f"{r.passed_cells} / {r.measured_cells} / {r.total_cells}",
+             "–" if not r.paired else f"{min(r.paired):.2f} / {statistics.median(r.paired):.2f} / "
+             f"{max(r.paired):.2f}"] for r in results]
+    missing = sum(r.verdict == "not measured" for r in results)
+    partial = sum(0 < r.measured_cells < r.total_cells for r in results)
+    columns = ["target", "limit", "measured (worst cell)", "result", "worst cell",
+               "cells passing / measured / total", "worst cell, paired per rep: min / median / max"]
+    return (table(f"### Targets ({title}, this run)", columns, rows)
+            + f"\n\n{sum(r.verdict == 'PASS' for r in results)} of {len(results)} targets met"
+            + (f"; {missing} not measured" if missing else "")
+            + (f"; {partial} measured on part of their cells only" if partial else ""))

@@ -1,15 +1,6 @@
-"""Throughput of ``langgraph.json``'s graph on Aegra: 1 vs 2 server processes.
-
-The Aegra deployment of ``docs/deployment.md``: a throwaway PostgreSQL and Redis
-and N ``aegra serve`` processes from the cached Python 3.12 virtualenv of the tests
-(``tests/support/aegra.py``), with no ``OPENAI_*`` variables, so the served graph uses its
-offline scripted demo model. 200 short runs (``get_weather for Paris``: model, tool,
-model), each on a new thread, ``--concurrency`` in flight at a time, sent round-robin to
-the processes' APIs and streamed (``runs.wait``/``join`` poll every 2 s in Aegra, a
-stream ends when the run does). Latency is one run's stream, from request to end.
-
-Run: ``.venv/bin/python -m benchmarks.server_throughput`` (about 2 minutes; not part of
-``make bench``).
+"""Throughput of ``langgraph.json``'s graph on Aegra, 1 vs 2 server processes (about 2 minutes):
+``tests/support/aegra.py``'s deployment with the offline scripted model, 200 runs on new threads,
+``--concurrency`` in flight, round-robin, streamed (latency: request to end of stream).
 
 Example:
     >>> print(table([{"servers": 1, "runs": 200, "concurrency": 16, "ok": 200,
@@ -33,8 +24,6 @@ from langgraph_sdk import get_client
 from tests.support.aegra import server_env, server_venv, serving, write_config
 from tests.support.postgres import fresh_database, pg_uri
 from tests.support.redis_server import redis_url
-
-__all__ = ["main", "measure", "table"]
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPT = {"messages": [{"role": "user", "content": "get_weather for Paris"}]}

@@ -1,77 +1,193 @@
-"""The systems under test, built from one scripted model and its tools.
+"""The scripted chat model, the ``echo`` tool and the systems under test.
 
-Every system is exposed as a :class:`System`: ``build(model, tools, n, checkpointer)``
-returns an :class:`Invoker` that runs one task to the end and returns the final state
-(a dict with at least ``messages``): called, with sync ``invoke``; :meth:`Invoker.ainvoke`,
-with async ``ainvoke`` (given an async-capable checkpointer).
+The model reads its step from the newest ``ToolMessage`` (call ids ``call_<step>_<index>``), so a
+call looks only at the tail; it formats tools like a provider, answers with text when no tool is
+bound, reports ``usage_metadata`` (about 4 characters per token) and logs each reply's time and kind.
+A system's ``build(model, tools, n, saver)`` gives an invoker that runs one task on a fresh thread
+(called: ``invoke``; ``.ainvoke``: ``ainvoke``, the bare loops then with ``async def`` nodes).
 
-The two bare LangGraph loops are the floor for a loop that *is* a LangGraph graph (issue 24):
-``StateGraph(MessagesState)`` with a ``model`` node and a ``tools`` node, nothing else.
-``bare_direct``'s tool node calls ``tool.invoke`` itself; ``bare_toolnode`` uses LangGraph's
-``ToolNode`` and ``tools_condition``. Their nodes are plain functions, so each is compiled
-twice: sync functions for ``invoke``, ``async def`` ones for ``ainvoke`` (what a user writes;
-a sync node under ``ainvoke`` would run in a thread).
-
-Example (the echo task, sync and async):
+Example:
     >>> import asyncio
-    >>> from benchmarks.scripted import EchoModel, make_echo
+    >>> model, tool = EchoModel(n_rounds=2), make_echo()
     >>> bare = next(s for s in PEER_SYSTEMS if s.name == "bare_toolnode")
-    >>> invoker = bare.build(EchoModel(n_rounds=2), [make_echo()], 2, None)
-    >>> invoker("go")["messages"][-1].content
-    'Done after 2 rounds.'
-    >>> asyncio.run(invoker.ainvoke("go"))["messages"][-1].content
-    'Done after 2 rounds.'
-
-The langgraph-loop adapter codes against the public contract
-``from langgraph_loop import create_loop_agent, Limits`` and is skipped (with
-``langgraph-loop: not available``) when that import fails.
+    >>> invoker = bare.build(model, [tool], 2, None)
+    >>> invoker("go")["messages"][-1].content, asyncio.run(invoker.ainvoke("go"))["messages"][-1].content
+    ('Done after 2 rounds.', 'Done after 2 rounds.')
+    >>> model.log.kinds[:3], model.log.input_tokens[:3]
+    (['tool_calls', 'tool_calls', 'answer'], [4, 18, 32])
 """
 
 from __future__ import annotations
 
 import importlib
 import itertools
+import json
+import re
+import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.tools import BaseTool
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool, tool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from pydantic import Field
 
-__all__ = [
-    "PEER_SYSTEMS",
-    "GraphInvoker",
-    "Invoker",
-    "PlainInvoker",
-    "System",
-    "all_systems",
-    "aplain_loop",
-    "bare_graph",
-    "load_langgraph_loop",
-    "plain_loop",
-    "recursion_limit",
-]
+MODEL_NAME = "scripted"
+FORCED_ANSWER = "Final answer (no tools available): summarising what was collected so far."
+_CALL_ID = re.compile(r"^call_(\d+)_\d+$")
+Reply = str | list[tuple[str, dict[str, Any]]]
+"""A scripted reply: answer text, or a list of ``(tool_name, args)`` calls."""
 
 
-class Invoker(Protocol):
-    """Runs one task to the end on a fresh thread and returns the final state."""
+@dataclass
+class CallLog:
+    """Per model call: its time, tokens and kind (``tool_calls``, ``answer``, ``forced``: no tools
+    bound, ``gave_up``: ``max_steps`` reached)."""
 
-    def __call__(self, prompt: str) -> dict[str, Any]:
-        """Sync: ``invoke``."""
-        ...
+    timestamps: list[float] = field(default_factory=list)
+    input_tokens: list[int] = field(default_factory=list)
+    output_tokens: list[int] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
 
-    async def ainvoke(self, prompt: str) -> dict[str, Any]:
-        """Async: ``ainvoke``."""
-        ...
+    @property
+    def total_tokens(self) -> int:
+        return sum(self.input_tokens) + sum(self.output_tokens)
 
 
-Builder = Callable[[BaseChatModel, list[BaseTool], int, "BaseCheckpointSaver[Any] | None"], Invoker]
+@dataclass
+class ToolCounter:
+    """Counts tool executions (shared by the tools of one run)."""
+
+    count: int = 0
+
+
+def message_tokens(message: BaseMessage) -> int:
+    """Deterministic token estimate of one message (about 4 characters per token)."""
+    content = message.content
+    chars = len(content if isinstance(content, str) else json.dumps(content, default=str))
+    if isinstance(message, AIMessage):
+        chars += sum(len(c["name"]) + len(json.dumps(c["args"], sort_keys=True)) for c in message.tool_calls)
+    return 4 + chars // 4
+
+
+def read_tail(messages: Sequence[BaseMessage]) -> tuple[int, str | None]:
+    """``(step, last tool result)`` of the current turn, reading only the tail (a user turn is a
+    ``HumanMessage`` without a name that does not follow a tool result: not an injected notice)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, ToolMessage) and (match := _CALL_ID.match(message.tool_call_id)):
+            return int(match.group(1)) + 1, str(message.content)
+        if isinstance(message, HumanMessage) and not message.name and (
+                index == 0 or not isinstance(messages[index - 1], ToolMessage)):
+            return 0, None
+    return 0, None
+
+
+def input_tokens(messages: Sequence[BaseMessage], *, exact: bool = False) -> int:
+    """Context size of a request: from the previous reply's usage plus what came after it (O(tail);
+    it over-counts a message that was in the previous request only), or, ``exact``, every message."""
+    if exact:
+        return sum(message_tokens(m) for m in messages)
+    total = 0
+    for message in reversed(messages):
+        usage = getattr(message, "usage_metadata", None)
+        ours = isinstance(message, AIMessage) and message.response_metadata.get("model_name") == MODEL_NAME
+        if ours and usage:
+            return total + usage["input_tokens"] + usage["output_tokens"]
+        total += message_tokens(message)
+    return total
+
+
+class ScriptedChatModel(BaseChatModel):
+    """Base class: subclasses implement :meth:`script`. From ``max_steps`` on the model gives up
+    and answers; ``exact_tokens`` counts input tokens over the whole request."""
+
+    max_steps: int = 1_000
+    exact_tokens: bool = False
+    log: CallLog = Field(default_factory=CallLog)
+
+    @property
+    def _llm_type(self) -> str:
+        return MODEL_NAME
+
+    def script(self, step: int, last_result: str | None) -> Reply:
+        """The reply for ``step`` (0-based) given the latest tool result."""
+        raise NotImplementedError
+
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: str | None = None,
+                   **kwargs: Any) -> Runnable[LanguageModelInput, AIMessage]:
+        """Format tools as OpenAI tool schemas and bind them, like a real provider."""
+        if tool_choice is not None:
+            kwargs["tool_choice"] = tool_choice
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        """Produce the scripted reply with usage metadata and log the call."""
+        self.log.timestamps.append(time.perf_counter())
+        step, last_result = read_tail(messages)
+        reply: Reply
+        if not kwargs.get("tools") or kwargs.get("tool_choice") == "none":
+            reply, kind = FORCED_ANSWER, "forced"
+        elif step >= self.max_steps:
+            reply, kind = f"Giving up after {step} tool rounds.", "gave_up"
+        else:
+            reply = self.script(step, last_result)
+            kind = "answer" if isinstance(reply, str) else "tool_calls"
+        message = AIMessage(content=reply) if isinstance(reply, str) else AIMessage(content="", tool_calls=[
+            {"name": name, "args": args, "id": f"call_{step}_{i}", "type": "tool_call"}
+            for i, (name, args) in enumerate(reply)])
+        n_in, n_out = input_tokens(messages, exact=self.exact_tokens), message_tokens(message)
+        message.usage_metadata = {"input_tokens": n_in, "output_tokens": n_out, "total_tokens": n_in + n_out}
+        message.response_metadata = {"model_name": MODEL_NAME,
+                                     "finish_reason": "stop" if isinstance(reply, str) else "tool_calls"}
+        self.log.input_tokens.append(n_in)
+        self.log.output_tokens.append(n_out)
+        self.log.kinds.append(kind)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+class EchoModel(ScriptedChatModel):
+    """Calls ``echo(x)`` once per model call for ``n_rounds`` rounds, then answers."""
+
+    n_rounds: int
+
+    def script(self, step: int, last_result: str | None) -> Reply:
+        """Echo ``round <step>`` until ``n_rounds`` results are in."""
+        if step < self.n_rounds:
+            return [("echo", {"x": f"round {step}"})]
+        return f"Done after {self.n_rounds} rounds."
+
+
+def echo_text(x: str, payload_bytes: int = 0) -> str:
+    """What ``echo(x)`` returns: ``x``, padded to ``payload_bytes``."""
+    return x if payload_bytes <= len(x) else x + " " + "x" * (payload_bytes - len(x) - 1)
+
+
+def make_echo(payload_bytes: int = 0, counter: ToolCounter | None = None) -> BaseTool:
+    """Build the ``echo`` tool; with ``payload_bytes`` its output is padded to that size."""
+    tally = counter if counter is not None else ToolCounter()
+
+    @tool("echo")
+    def echo(x: str) -> str:
+        """Echo the text ``x`` back."""
+        tally.count += 1
+        return echo_text(x, payload_bytes)
+
+    return echo
+
+
+Saver = BaseCheckpointSaver[Any] | None
+Builder = Callable[[BaseChatModel, list[BaseTool], int, Saver], Any]
 
 
 @dataclass(frozen=True)
@@ -88,132 +204,53 @@ def recursion_limit(n: int) -> int:
     return max(1_000, 10 * n + 100)
 
 
-def plain_loop(
-    model: BaseChatModel,
-    tools: Sequence[BaseTool],
-    prompt: str,
-    *,
-    max_model_calls: int | None = None,
-) -> list[BaseMessage]:
-    """The floor: ``bound.invoke`` + ``tool.invoke`` in a while loop; returns the transcript."""
-    bound = model.bind_tools(list(tools))
-    by_name = {t.name: t for t in tools}
-    messages: list[BaseMessage] = [HumanMessage(prompt)]
-    calls = 0
-    while max_model_calls is None or calls < max_model_calls:
-        ai = bound.invoke(messages)
-        calls += 1
-        messages.append(ai)
-        if not getattr(ai, "tool_calls", None):
-            break
-        messages.extend(by_name[tc["name"]].invoke(tc) for tc in ai.tool_calls)
-    return messages
-
-
-async def aplain_loop(model: BaseChatModel, tools: Sequence[BaseTool], prompt: str) -> list[BaseMessage]:
-    """:func:`plain_loop` with ``bound.ainvoke`` + ``tool.ainvoke``."""
-    bound = model.bind_tools(list(tools))
-    by_name = {t.name: t for t in tools}
-    messages: list[BaseMessage] = [HumanMessage(prompt)]
-    while True:
-        ai = await bound.ainvoke(messages)
-        messages.append(ai)
-        if not getattr(ai, "tool_calls", None):
-            return messages
-        messages.extend([await by_name[tc["name"]].ainvoke(tc) for tc in ai.tool_calls])
-
-
 class PlainInvoker:
-    """:func:`plain_loop` / :func:`aplain_loop` as an :class:`Invoker` (no graph, no checkpointer)."""
+    """``bound.invoke`` + ``tool.invoke`` in a while loop (``ainvoke`` for :meth:`ainvoke`)."""
 
     def __init__(self, model: BaseChatModel, tools: list[BaseTool]) -> None:
-        self.model = model
-        self.tools = tools
+        self.bound, self.tools = model.bind_tools(tools), {t.name: t for t in tools}
 
     def __call__(self, prompt: str) -> dict[str, Any]:
-        """Run the sync loop."""
-        return {"messages": plain_loop(self.model, self.tools, prompt)}
+        messages: list[BaseMessage] = [HumanMessage(prompt)]
+        while (ai := self.bound.invoke(messages)).tool_calls:
+            messages += [ai, *(self.tools[tc["name"]].invoke(tc) for tc in ai.tool_calls)]
+        return {"messages": [*messages, ai]}
 
     async def ainvoke(self, prompt: str) -> dict[str, Any]:
-        """Run the async loop."""
-        return {"messages": await aplain_loop(self.model, self.tools, prompt)}
+        messages: list[BaseMessage] = [HumanMessage(prompt)]
+        while (ai := await self.bound.ainvoke(messages)).tool_calls:
+            messages += [ai, *[await self.tools[tc["name"]].ainvoke(tc) for tc in ai.tool_calls]]
+        return {"messages": [*messages, ai]}
 
 
 class GraphInvoker:
-    """Run a compiled graph: a fresh thread id per call, a recursion limit for ``n`` rounds.
-
-    Calling it runs one task with ``invoke``, :meth:`ainvoke` with ``ainvoke`` (on ``agraph``
-    when given: a graph of async nodes); :meth:`debug_events` runs one task with
-    ``stream_mode="debug"`` (for counting steps and checkpoints).
-    """
+    """Runs a compiled graph (``agraph``, of async nodes, for ``ainvoke``) on a fresh thread each time."""
 
     def __init__(self, graph: Any, n: int, agraph: Any = None) -> None:
-        self.graph = graph
-        self.agraph = graph if agraph is None else agraph
-        self.n = n
+        self.graph, self.agraph, self.n = graph, graph if agraph is None else agraph, n
         self._threads = itertools.count()
 
-    def _config(self) -> dict[str, Any]:
-        return {
-            "recursion_limit": recursion_limit(self.n),
-            "configurable": {"thread_id": f"bench-{next(self._threads)}"},
-        }
+    def _args(self, prompt: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        thread = {"thread_id": f"bench-{next(self._threads)}"}
+        return {"messages": [HumanMessage(prompt)]}, {"recursion_limit": recursion_limit(self.n),
+                                                      "configurable": thread}
 
-    def __call__(self, prompt: str) -> dict[str, Any]:
-        """Run one task on a new thread and return the final state."""
-        result: dict[str, Any] = self.graph.invoke({"messages": [HumanMessage(prompt)]}, self._config())
-        return result
+    def __call__(self, prompt: str) -> Any:
+        return self.graph.invoke(*self._args(prompt))
 
-    async def ainvoke(self, prompt: str) -> dict[str, Any]:
-        """Run one task on a new thread with ``ainvoke`` and return the final state."""
-        result: dict[str, Any] = await self.agraph.ainvoke(
-            {"messages": [HumanMessage(prompt)]}, self._config()
-        )
-        return result
+    async def ainvoke(self, prompt: str) -> Any:
+        return await self.agraph.ainvoke(*self._args(prompt))
 
     def debug_events(self, prompt: str) -> list[dict[str, Any]]:
-        """Run one task on a new thread and return its ``stream_mode="debug"`` events."""
-        stream = self.graph.stream({"messages": [HumanMessage(prompt)]}, self._config(), stream_mode="debug")
-        return list(stream)
+        """Run one task; its ``stream_mode="debug"`` events (for counting steps and checkpoints)."""
+        return list(self.graph.stream(*self._args(prompt), stream_mode="debug"))
 
 
-def _graph_invoker(graph: Any, n: int) -> Invoker:
-    return GraphInvoker(graph, n)
-
-
-def _build_plain(
-    model: BaseChatModel, tools: list[BaseTool], n: int, saver: BaseCheckpointSaver[Any] | None
-) -> Invoker:
-    return PlainInvoker(model, tools)
-
-
-ToolsKind = Literal["direct", "toolnode"]
-
-
-def _route(state: MessagesState) -> Literal["tools", "__end__"]:
-    """``bare_direct``'s edge: to the tools when the last reply asks for any."""
-    last = state["messages"][-1]
-    return "tools" if isinstance(last, AIMessage) and last.tool_calls else "__end__"
-
-
-def bare_graph(
-    model: BaseChatModel,
-    tools: list[BaseTool],
-    kind: ToolsKind,
-    *,
-    asynchronous: bool = False,
-    checkpointer: BaseCheckpointSaver[Any] | None = None,
-    state_schema: type[Any] = MessagesState,
-) -> Any:
-    """The bare two-node loop, compiled: ``model`` ⇄ ``tools``, nothing else.
-
-    ``kind="direct"``: the tool node calls ``tool.invoke`` (``ainvoke``) per tool call, and a
-    plain edge function routes; ``"toolnode"``: ``ToolNode(tools)`` and ``tools_condition``.
-    ``asynchronous`` makes the nodes ``async def`` (for ``ainvoke``). ``state_schema``: the
-    graph's state (the nodes read and write ``messages`` only).
-    """
-    bound = model.bind_tools(tools)
-    by_name = {t.name: t for t in tools}
+def bare_graph(model: BaseChatModel, tools: list[BaseTool], kind: Literal["direct", "toolnode"], *,
+               asynchronous: bool = False, checkpointer: Saver = None,
+               state_schema: type[Any] = MessagesState) -> Any:
+    """The bare two-node loop, compiled: ``model`` ⇄ ``tools``, nothing else."""
+    bound, by_name = model.bind_tools(tools), {t.name: t for t in tools}
 
     def call_model(state: MessagesState) -> dict[str, list[BaseMessage]]:
         return {"messages": [bound.invoke(state["messages"])]}
@@ -221,15 +258,19 @@ def bare_graph(
     async def acall_model(state: MessagesState) -> dict[str, list[BaseMessage]]:
         return {"messages": [await bound.ainvoke(state["messages"])]}
 
-    def call_tools(state: MessagesState) -> dict[str, list[ToolMessage]]:
+    def call_tools(state: MessagesState) -> dict[str, list[Any]]:
         last = state["messages"][-1]
         assert isinstance(last, AIMessage)
         return {"messages": [by_name[tc["name"]].invoke(tc) for tc in last.tool_calls]}
 
-    async def acall_tools(state: MessagesState) -> dict[str, list[ToolMessage]]:
+    async def acall_tools(state: MessagesState) -> dict[str, list[Any]]:
         last = state["messages"][-1]
         assert isinstance(last, AIMessage)
         return {"messages": [await by_name[tc["name"]].ainvoke(tc) for tc in last.tool_calls]}
+
+    def route(state: MessagesState) -> Literal["tools", "__end__"]:
+        last = state["messages"][-1]
+        return "tools" if isinstance(last, AIMessage) and last.tool_calls else "__end__"
 
     builder = StateGraph(state_schema)
     builder.add_node("model", acall_model if asynchronous else call_model, input_schema=state_schema)
@@ -238,62 +279,39 @@ def bare_graph(
         builder.add_conditional_edges("model", tools_condition)
     else:
         builder.add_node("tools", acall_tools if asynchronous else call_tools, input_schema=state_schema)
-        builder.add_conditional_edges("model", _route)
+        builder.add_conditional_edges("model", route)
     builder.add_edge(START, "model")
     builder.add_edge("tools", "model")
     return builder.compile(checkpointer=checkpointer)
 
 
-def _bare_builder(kind: ToolsKind, state_schema: Callable[[], type[Any]] = lambda: MessagesState) -> Builder:
-    """A builder of the bare loop of ``kind``: a sync graph for ``invoke``, an async one for
-    ``ainvoke`` (over ``state_schema()``)."""
-
-    def build(
-        model: BaseChatModel, tools: list[BaseTool], n: int, saver: BaseCheckpointSaver[Any] | None
-    ) -> Invoker:
-        schema = state_schema()
-        graph = bare_graph(model, tools, kind, checkpointer=saver, state_schema=schema)
-        agraph = bare_graph(model, tools, kind, asynchronous=True, checkpointer=saver, state_schema=schema)
-        return GraphInvoker(graph, n, agraph)
-
-    return build
+def _bare(kind: Literal["direct", "toolnode"],
+          schema: Callable[[], type[Any]] = lambda: MessagesState) -> Builder:
+    """The bare loop of ``kind`` over ``schema()``: sync nodes for ``invoke``, async for ``ainvoke``."""
+    return lambda model, tools, n, saver: GraphInvoker(
+        bare_graph(model, tools, kind, checkpointer=saver, state_schema=schema()), n,
+        bare_graph(model, tools, kind, asynchronous=True, checkpointer=saver, state_schema=schema()))
 
 
-def _build_react(
-    model: BaseChatModel, tools: list[BaseTool], n: int, saver: BaseCheckpointSaver[Any] | None
-) -> Invoker:
-    with warnings.catch_warnings():
+def _react(model: BaseChatModel, tools: list[BaseTool], n: int, saver: Saver) -> GraphInvoker:
+    with warnings.catch_warnings():  # deprecated in favour of create_agent
         warnings.simplefilter("ignore")
         from langgraph.prebuilt import create_react_agent
 
-        graph = create_react_agent(model, tools, checkpointer=saver)
-    return _graph_invoker(graph, n)
+        return GraphInvoker(create_react_agent(model, tools, checkpointer=saver), n)
 
 
-def _build_create_agent(
-    model: BaseChatModel, tools: list[BaseTool], n: int, saver: BaseCheckpointSaver[Any] | None
-) -> Invoker:
-    from langchain.agents import create_agent
+def _create_agent(limits: bool) -> Builder:
+    """``create_agent``; with ``limits``, plus both limit middlewares at ``run_limit=N+10``."""
+    def build(model: BaseChatModel, tools: list[BaseTool], n: int, saver: Saver) -> GraphInvoker:
+        from langchain.agents import create_agent
+        from langchain.agents.middleware import ModelCallLimitMiddleware, ToolCallLimitMiddleware
 
-    return _graph_invoker(create_agent(model, tools, checkpointer=saver), n)
+        middleware = [ModelCallLimitMiddleware(run_limit=n + 10, exit_behavior="end"),
+                      ToolCallLimitMiddleware(run_limit=n + 10, exit_behavior="end")] if limits else []
+        return GraphInvoker(create_agent(model, tools, middleware=middleware, checkpointer=saver), n)
 
-
-def _build_create_agent_limits(
-    model: BaseChatModel, tools: list[BaseTool], n: int, saver: BaseCheckpointSaver[Any] | None
-) -> Invoker:
-    from langchain.agents import create_agent
-    from langchain.agents.middleware import (
-        AgentMiddleware,
-        ModelCallLimitMiddleware,
-        ToolCallLimitMiddleware,
-    )
-
-    middleware: list[AgentMiddleware[Any, Any, Any]] = [
-        ModelCallLimitMiddleware(run_limit=n + 10, exit_behavior="end"),
-        ToolCallLimitMiddleware(run_limit=n + 10, exit_behavior="end"),
-    ]
-    graph = create_agent(model, tools, middleware=middleware, checkpointer=saver)
-    return _graph_invoker(graph, n)
+    return build
 
 
 _LOOPGRAPH: list[ModuleType | None] = []
@@ -303,8 +321,8 @@ def load_langgraph_loop() -> ModuleType | None:
     """Import the langgraph-loop package once; print why and return None when unavailable."""
     if not _LOOPGRAPH:
         try:
-            module = importlib.import_module("langgraph_loop")
-            for name in ("create_loop_agent", "Limits", "LoopDetection"):
+            module: ModuleType | None = importlib.import_module("langgraph_loop")
+            for name in ("create_loop_agent", "Limits", "LoopDetection", "LoopState"):
                 getattr(module, name)
         except Exception as exc:  # noqa: BLE001 - any import failure means "skip it"
             print(f"langgraph-loop: not available ({type(exc).__name__}: {exc})")
@@ -313,44 +331,28 @@ def load_langgraph_loop() -> ModuleType | None:
     return _LOOPGRAPH[0]
 
 
-def _build_langgraph_loop(
-    model: BaseChatModel, tools: list[BaseTool], n: int, saver: BaseCheckpointSaver[Any] | None
-) -> Invoker:
+def _langgraph_loop(model: BaseChatModel, tools: list[BaseTool], n: int, saver: Saver) -> GraphInvoker:
     """``create_loop_agent`` with default loop detection; the model-call limit cannot fire."""
     lg = load_langgraph_loop()
     assert lg is not None, "langgraph-loop is not importable"
-    graph = lg.create_loop_agent(
-        model,
-        tools,
-        limits=lg.Limits(max_model_calls=n + 10),
-        checkpointer=saver,
-    )
-    return _graph_invoker(graph, n)
+    return GraphInvoker(lg.create_loop_agent(model, tools, limits=lg.Limits(max_model_calls=n + 10),
+                                             checkpointer=saver), n)
 
 
 PEER_SYSTEMS: tuple[System, ...] = (
-    System("plain_loop", _build_plain, checkpoints=False),
-    System("bare_direct", _bare_builder("direct")),
-    System("bare_toolnode", _bare_builder("toolnode")),
-    System("create_react_agent", _build_react),
-    System("create_agent", _build_create_agent),
-    System("create_agent_limits", _build_create_agent_limits),
+    System("plain_loop", lambda model, tools, n, saver: PlainInvoker(model, tools), checkpoints=False),
+    System("bare_direct", _bare("direct")),
+    System("bare_toolnode", _bare("toolnode")),
+    System("create_react_agent", _react),
+    System("create_agent", _create_agent(limits=False)),
+    System("create_agent_limits", _create_agent(limits=True)),
 )
 
 
-def _loop_state() -> type[Any]:
-    """langgraph-loop's public ``LoopState`` (every key the contract promises, and the nodes' own)."""
-    lg = load_langgraph_loop()
-    assert lg is not None, "langgraph-loop is not importable"
-    return lg.LoopState  # type: ignore[no-any-return]
-
-
 def all_systems() -> list[System]:
-    """The peers, plus ``langgraph-loop`` and ``bare_toolnode_loopstate`` (the bare ``ToolNode``
-    loop over ``LoopState``: what our state's channels cost a loop that does nothing else) when
-    it can be imported."""
-    systems = list(PEER_SYSTEMS)
-    if load_langgraph_loop() is not None:
-        systems.append(System("bare_toolnode_loopstate", _bare_builder("toolnode", _loop_state)))
-        systems.append(System("langgraph-loop", _build_langgraph_loop))
-    return systems
+    """The peers, plus ``bare_toolnode_loopstate`` and ``langgraph-loop`` when it can be imported."""
+    lg = load_langgraph_loop()
+    if lg is None:
+        return list(PEER_SYSTEMS)
+    return [*PEER_SYSTEMS, System("bare_toolnode_loopstate", _bare("toolnode", lambda: lg.LoopState)),
+            System("langgraph-loop", _langgraph_loop)]

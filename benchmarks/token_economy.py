@@ -1,32 +1,9 @@
 """Token economy: what a runaway tool loop costs before it is stopped.
 
-Scripted models loop the way real agents do and ignore every warning (the worst case):
-
-* ``exact_repeat``: the same call with the same arguments, forever;
-* ``ab_cycle``: two calls alternating, A, B, A, B, ...;
-* ``poll_same``: polls a job whose status never changes (stagnation);
-* ``poll_progress``: polls a job whose status advances; done after 12 polls (legitimate);
-* ``batch_30``: 30 distinct fetches, then the answer (legitimate);
-* ``retry_think``: the same failing booking again and again, a ``think`` call (new text, empty
-  result) between the tries, the way GPT-4o does on τ-bench (``benchmarks/real_traces.py``);
-* ``retry_lookup``: the same, with a read-only lookup (new arguments and result each time; its
-  metadata carries MCP's ``readOnlyHint``) between the tries.
-
-A model gives up on its own after 60 tool rounds. Systems:
-
-* ``no_detection``: plain ``bind_tools`` loop capped at 60 model calls;
-* ``deerflow_style``: deer-flow's documented layer-1 rule rebuilt as a loop wrapper: MD5 of the
-  sorted ``name:args`` list of each response, window of 20 tool-calling responses, warn at 3
-  identical (a ``HumanMessage(name="loop_warning")`` appended to the next request only), hard
-  stop at 5 (tool calls stripped, ``[FORCED STOP]`` appended, run ends);
-* ``langgraph-loop``: ``create_loop_agent`` with its default ``LoopDetection``; ``Limits`` set to the
-  same 60-call cap so only detection differs (``--langgraph-loop-defaults``: no arguments at all).
-
-Reported per run: outcome (``finished`` = the script completed its task; ``stopped`` = something
-ended it first), what stopped it, tool calls executed, model calls, tokens (input + output over
-every model call, as reported by the model) and loop warnings the model received.
-
-Usage: ``python -m benchmarks.token_economy [--only SYSTEM] [--json PATH] [--langgraph-loop-defaults]``
+Scripted models loop as real agents do and ignore every warning (the worst case); two patterns are
+legitimate and must finish. Systems: a plain loop capped at 60 model calls, deer-flow's layer-1
+rule as a loop wrapper, and ``create_loop_agent`` with the same cap (``--langgraph-loop-defaults``:
+no arguments). The patterns and the rule: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -44,36 +21,19 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import BaseTool, StructuredTool, ToolException, tool
 
-from benchmarks.scripted import Reply, ScriptedChatModel, ToolCounter
-from benchmarks.systems import load_langgraph_loop, recursion_limit
+from benchmarks.systems import Reply, ScriptedChatModel, ToolCounter, load_langgraph_loop, recursion_limit
 
-__all__ = ["PATTERNS", "DeerFlowGuard", "LoopingModel", "Outcome", "main", "run_pattern"]
-
-CAP = 60
-PROGRESS_POLLS = 12
-BATCH = 30
+CAP, PROGRESS_POLLS, BATCH = 60, 12, 30
 PROMPT = "Find out what you need with the tools, then answer."
-WARNING = (
-    "[LOOP DETECTED] You are repeating the same tool calls. Stop calling tools and produce your"
-    " final answer now. If you cannot complete the task, summarize what you accomplished so far."
-)
-FORCED_STOP = (
-    "[FORCED STOP] Repeated tool calls exceeded the safety limit. Producing final answer with"
-    " results collected so far."
-)
+WARNING = ("[LOOP DETECTED] You are repeating the same tool calls. Stop calling tools and produce your"
+           " final answer now. If you cannot complete the task, summarize what you accomplished so far.")
 DEFAULT_JSON = Path(__file__).parent / "results" / "token_economy.json"
 _FILLER = " ".join(f"item{i}" for i in range(60))
 BOOKING = {"flight": "HAT023", "paid": 1625}
 
-PATTERNS: dict[str, bool] = {
-    "exact_repeat": False,
-    "ab_cycle": False,
-    "poll_same": False,
-    "poll_progress": True,
-    "batch_30": True,
-    "retry_think": False,
-    "retry_lookup": False,
-}
+PATTERNS: dict[str, bool] = {"exact_repeat": False, "ab_cycle": False, "poll_same": False,
+                             "poll_progress": True, "batch_30": True, "retry_think": False,
+                             "retry_lookup": False}
 """Pattern name -> whether its repetition is legitimate (the run should finish)."""
 
 
@@ -89,9 +49,8 @@ class LoopingModel(ScriptedChatModel):
         if self.pattern == "exact_repeat":
             return [("search", {"query": "latest release of project X"})]
         if self.pattern == "ab_cycle":
-            if step % 2 == 0:
-                return [("search", {"query": "project X release date"})]
-            return [("fetch", {"url": "https://example.com/x/releases"})]
+            return [("search", {"query": "project X release date"}) if step % 2 == 0
+                    else ("fetch", {"url": "https://example.com/x/releases"})]
         if self.pattern in ("poll_same", "poll_progress"):
             if last_result is not None and "done" in last_result:
                 return "The job finished; its output is ready."
@@ -131,9 +90,8 @@ def make_tools(pattern: str, counter: ToolCounter) -> list[BaseTool]:
         if pattern != "poll_progress":
             return f"job {job_id}: running (0/{PROGRESS_POLLS} chunks processed)"
         polls[0] += 1
-        if polls[0] >= PROGRESS_POLLS:
-            return f"job {job_id}: done ({PROGRESS_POLLS}/{PROGRESS_POLLS} chunks)"
-        return f"job {job_id}: running ({polls[0]}/{PROGRESS_POLLS} chunks processed)"
+        return (f"job {job_id}: done ({PROGRESS_POLLS}/{PROGRESS_POLLS} chunks)" if polls[0] >= PROGRESS_POLLS
+                else f"job {job_id}: running ({polls[0]}/{PROGRESS_POLLS} chunks processed)")
 
     def book_flight(flight: str, paid: int) -> str:
         """Book a flight and pay for it."""
@@ -162,20 +120,14 @@ class DeerFlowGuard:
 
     def __init__(self, warn_threshold: int = 3, hard_limit: int = 5, window_size: int = 20) -> None:
         """Thresholds as in deer-flow's ``LoopDetectionConfig`` defaults."""
-        self.warn_threshold = warn_threshold
-        self.hard_limit = hard_limit
+        self.warn_threshold, self.hard_limit = warn_threshold, hard_limit
         self.history: deque[str] = deque(maxlen=window_size)
         self.warned: set[str] = set()
 
-    @staticmethod
-    def signature(message: AIMessage) -> str:
-        """MD5 (12 hex) of the sorted ``name:args`` strings of the response's calls."""
-        keys = sorted(f"{c['name']}:{json.dumps(c['args'], sort_keys=True)}" for c in message.tool_calls)
-        return hashlib.md5(json.dumps(keys).encode()).hexdigest()[:12]
-
     def check(self, message: AIMessage) -> Literal["ok", "warn", "stop"]:
-        """Record one tool-calling response and decide."""
-        digest = self.signature(message)
+        """Record one tool-calling response (MD5 of its calls' sorted ``name:args``) and decide."""
+        keys = sorted(f"{c['name']}:{json.dumps(c['args'], sort_keys=True)}" for c in message.tool_calls)
+        digest = hashlib.md5(json.dumps(keys).encode()).hexdigest()[:12]
         self.history.append(digest)
         self.warned &= set(self.history)
         count = self.history.count(digest)
@@ -185,16 +137,6 @@ class DeerFlowGuard:
             self.warned.add(digest)
             return "warn"
         return "ok"
-
-
-@dataclass
-class RunInfo:
-    """What a runner reports besides the model's and tools' own counts."""
-
-    stopped_by: str | None
-    warnings: int
-    reported_tokens: int | None = None
-    """Total tokens the system itself reports (langgraph-loop's ``usage``), for cross-checking."""
 
 
 @dataclass
@@ -213,30 +155,26 @@ class Outcome:
     reported_tokens: int | None = None
 
 
+RunInfo = tuple[str | None, int, int | None]  # what stopped it, warnings seen, tokens it reports itself
+
+
 def guarded_loop(model: ScriptedChatModel, tools: list[BaseTool], guard: DeerFlowGuard | None) -> RunInfo:
-    """Plain loop capped at :data:`CAP` model calls, optionally guarded by deer-flow's rule."""
-    bound = model.bind_tools(tools)
-    by_name = {t.name: t for t in tools}
+    """Plain loop capped at :data:`CAP` model calls, optionally guarded by deer-flow's rule (a
+    warning goes into the next request only; a stop strips the calls and ends the run)."""
+    bound, by_name = model.bind_tools(tools), {t.name: t for t in tools}
     messages: list[BaseMessage] = [HumanMessage(PROMPT)]
-    warning: str | None = None
-    warnings = 0
+    warning, warnings = None, 0
     for _ in range(CAP):
-        request = messages if warning is None else [*messages, HumanMessage(warning, name="loop_warning")]
-        ai = bound.invoke(request)
-        warning = None
+        notice = [] if warning is None else [HumanMessage(warning, name="loop_warning")]
+        ai = bound.invoke([*messages, *notice])
         if not isinstance(ai, AIMessage) or not ai.tool_calls:
-            return RunInfo(None, warnings)
+            return None, warnings, None
         verdict = guard.check(ai) if guard else "ok"
         if verdict == "stop":
-            messages.append(
-                ai.model_copy(update={"tool_calls": [], "content": f"{ai.content}\n\n{FORCED_STOP}"})
-            )
-            return RunInfo("hard_stop", warnings)
-        if verdict == "warn":
-            warning, warnings = WARNING, warnings + 1
-        messages.append(ai)
-        messages.extend(by_name[c["name"]].invoke(c) for c in ai.tool_calls)
-    return RunInfo(f"cap ({CAP})", warnings)
+            return "hard_stop", warnings, None
+        warning, warnings = (WARNING, warnings + 1) if verdict == "warn" else (None, warnings)
+        messages += [ai, *(by_name[c["name"]].invoke(c) for c in ai.tool_calls)]
+    return f"cap ({CAP})", warnings, None
 
 
 def _run_langgraph_loop(model: ScriptedChatModel, tools: list[BaseTool], literal_defaults: bool) -> RunInfo:
@@ -244,17 +182,12 @@ def _run_langgraph_loop(model: ScriptedChatModel, tools: list[BaseTool], literal
     lg = load_langgraph_loop()
     assert lg is not None
     kwargs: dict[str, Any] = {} if literal_defaults else {"limits": lg.Limits(max_model_calls=CAP)}
-    graph = lg.create_loop_agent(model, tools, **kwargs)
-    config = {"recursion_limit": recursion_limit(CAP)}
-    result = graph.invoke({"messages": [HumanMessage(PROMPT)]}, config)
+    result = lg.create_loop_agent(model, tools, **kwargs).invoke(
+        {"messages": [HumanMessage(PROMPT)]}, {"recursion_limit": recursion_limit(CAP)})
     reason = result.get("stop_reason")
-    warnings = sum(1 for m in result["messages"] if isinstance(m, HumanMessage) and m.name == "loop_warning")
-    usage = result.get("usage") or {}
-    return RunInfo(
-        stopped_by=None if reason is None else str(getattr(reason, "value", reason)),
-        warnings=warnings,
-        reported_tokens=usage.get("total_tokens"),
-    )
+    return (None if reason is None else str(getattr(reason, "value", reason)),
+            sum(isinstance(m, HumanMessage) and m.name == "loop_warning" for m in result["messages"]),
+            (result.get("usage") or {}).get("total_tokens"))
 
 
 Runner = Callable[[ScriptedChatModel, list[BaseTool]], RunInfo]
@@ -262,93 +195,59 @@ Runner = Callable[[ScriptedChatModel, list[BaseTool]], RunInfo]
 
 def runners(literal_defaults: bool) -> dict[str, Runner]:
     """The systems; ``langgraph-loop`` only when it can be imported."""
-    table: dict[str, Runner] = {
-        "no_detection": lambda m, t: guarded_loop(m, t, None),
-        "deerflow_style": lambda m, t: guarded_loop(m, t, DeerFlowGuard()),
-    }
+    table: dict[str, Runner] = {"no_detection": lambda m, t: guarded_loop(m, t, None),
+                                "deerflow_style": lambda m, t: guarded_loop(m, t, DeerFlowGuard())}
     if load_langgraph_loop() is not None:
         table["langgraph-loop"] = lambda m, t: _run_langgraph_loop(m, t, literal_defaults)
     return table
 
 
 def run_pattern(pattern: str, system: str, runner: Runner) -> Outcome:
-    """Run one pattern under one system and classify the outcome."""
-    counter = ToolCounter()
-    model = LoopingModel(pattern=pattern)
-    info = runner(model, make_tools(pattern, counter))
-    stopped_by = info.stopped_by
+    """Run one pattern under one system (fresh model and tools) and classify the outcome."""
+    counter, model = ToolCounter(), LoopingModel(pattern=pattern)
+    stopped_by, warnings, reported = runner(model, make_tools(pattern, counter))
     finished = "answer" in model.log.kinds
-    if finished and stopped_by in (None, "completed"):
-        stopped_by = None
-    elif stopped_by is None:
-        stopped_by = model.log.kinds[-1] if model.log.kinds else "?"
-    return Outcome(
-        pattern=pattern,
-        system=system,
-        outcome="finished" if finished else "stopped",
-        stopped_by=stopped_by,
-        tool_calls=counter.count,
-        model_calls=model.log.calls,
-        tokens=model.log.total_tokens,
-        warnings=info.warnings,
-        correct=finished == PATTERNS[pattern],
-        reported_tokens=info.reported_tokens,
-    )
+    stopped_by = (None if finished and stopped_by in (None, "completed")
+                  else stopped_by or (model.log.kinds[-1] if model.log.kinds else "?"))
+    return Outcome(pattern, system, "finished" if finished else "stopped", stopped_by, counter.count,
+                   len(model.log.kinds), model.log.total_tokens, warnings, finished == PATTERNS[pattern],
+                   reported)
 
 
 def format_table(outcomes: list[Outcome]) -> str:
     """Markdown table; token ratio is to ``no_detection`` on the same pattern."""
     base = {o.pattern: o.tokens for o in outcomes if o.system == "no_detection"}
-    lines = [
-        "| pattern | legit? | system | outcome | stopped by | tool calls | model calls | tokens"
-        " | ×no_detection tokens | warnings seen | right call? |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for o in outcomes:
-        ratio = f"{o.tokens / base[o.pattern]:.2f}×" if base.get(o.pattern) else "–"
-        lines.append(
-            f"| {o.pattern} | {'yes' if PATTERNS[o.pattern] else 'no'} | {o.system} | {o.outcome}"
-            f" | {o.stopped_by or '–'} | {o.tool_calls} | {o.model_calls} | {o.tokens:,}"
-            f" | {ratio} | {o.warnings} | {'yes' if o.correct else 'NO'} |"
-        )
-    return "\n".join(lines)
+    return "\n".join(["| pattern | legit? | system | outcome | stopped by | tool calls | model calls | tokens"
+                      " | ×no_detection tokens | warnings seen | right call? |", "|" + "---|" * 11, *(
+        f"| {o.pattern} | {'yes' if PATTERNS[o.pattern] else 'no'} | {o.system} | {o.outcome}"
+        f" | {o.stopped_by or '–'} | {o.tool_calls} | {o.model_calls} | {o.tokens:,}"
+        f" | {f'{o.tokens / base[o.pattern]:.2f}×' if base.get(o.pattern) else '–'} | {o.warnings}"
+        f" | {'yes' if o.correct else 'NO'} |" for o in outcomes)])
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run every pattern under every system, print a markdown table and write JSON."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.token_economy", description=__doc__.split("\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.token_economy",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--only", help="comma-separated system names")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write the JSON results")
-    parser.add_argument(
-        "--langgraph-loop-defaults",
-        action="store_true",
-        help="call create_loop_agent(model, tools) with no limits",
-    )
+    parser.add_argument("--langgraph-loop-defaults", action="store_true",
+                        help="call create_loop_agent(model, tools) with no limits")
     args = parser.parse_args(argv)
     systems = runners(args.langgraph_loop_defaults)
-    if args.only:
-        wanted = {v.strip() for v in args.only.split(",")}
-        if wanted - set(systems):
-            print(
-                f"unknown or unavailable system(s): {', '.join(sorted(wanted - set(systems)))}",
-                file=sys.stderr,
-            )
-            return 2
-        systems = {k: v for k, v in systems.items() if k in wanted}
-    outcomes = [run_pattern(p, name, runner) for p in PATTERNS for name, runner in systems.items()]
+    wanted = {v.strip() for v in (args.only or ",".join(systems)).split(",")}
+    if wanted - set(systems):
+        print(f"unknown or unavailable system(s): {', '.join(sorted(wanted - set(systems)))}",
+              file=sys.stderr)
+        return 2
+    outcomes = [run_pattern(p, name, runner) for p in PATTERNS for name, runner in systems.items()
+                if name in wanted]
     print(format_table(outcomes))
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    meta = {
-        "cap": CAP,
-        "progress_polls": PROGRESS_POLLS,
-        "batch": BATCH,
-        "langgraph_loop_defaults": args.langgraph_loop_defaults,
-    }
-    args.json.write_text(
-        json.dumps({"meta": meta, "results": [asdict(o) for o in outcomes]}, indent=2) + "\n"
-    )
+    meta = {"cap": CAP, "progress_polls": PROGRESS_POLLS, "batch": BATCH,
+            "langgraph_loop_defaults": args.langgraph_loop_defaults}
+    payload = {"meta": meta, "results": [asdict(o) for o in outcomes]}
+    args.json.write_text(json.dumps(payload, indent=2) + "\n")
     print(f"\nJSON: {args.json}")
     return 0
 

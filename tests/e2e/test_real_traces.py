@@ -1,37 +1,29 @@
-"""Real trajectories vendored in benchmarks/data/ replayed through the compiled graph (the replay
-machinery of ``benchmarks/real_traces.py``) and through the prototype of
-``benchmarks/detector_proto.py``: five τ-bench GPT-4o conversations and four excerpts of
-gemini-3-pro coding runs in mini-swe-agent. Each layer and rung of the loop detector (per-call
-stagnation: warn, block, stop; the path excuse; text loops; the same reply in a row;
-consecutive tool errors) is checked on them."""
+"""Real trajectories vendored in benchmarks/data/, replayed the way a user runs the benchmark
+(``python -m benchmarks.real_traces``, its JSON read back): five τ-bench GPT-4o conversations and
+four excerpts of gemini-3-pro coding runs in mini-swe-agent. Each rung of the loop detector (warn,
+block, stop; the path excuse; text loops) is checked on them; the same reply in a row and
+consecutive tool errors on scripted runs of the library itself."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
 import pytest
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tools import tool
 
-from benchmarks.detector_proto import ProtoConfig, normalize, replay_run, text_loop
-from benchmarks.real_traces import (
-    DATA,
-    VENDORED,
-    cuts_new_call,
-    deerflow_replay,
-    load_sources,
-    obvious_loops,
-    stop_index,
-    stuck_loops,
-)
-from benchmarks.replay import (
-    Conversation,
-    RecordedRun,
-    Replayer,
-    RunResult,
-    canonical_call,
-    load_conversations,
-    tool_names,
-)
-from langgraph_loop import Limits, LoopDetection
+from langgraph_loop import Limits, LoopDetection, create_loop_agent
+from langgraph_loop.nodes.fingerprint import normalize
+from langgraph_loop.scripted import ScriptedChatModel
 
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "benchmarks" / "data"
+TAU = DATA / "taubench_gpt-4o_airline.json.gz"
+EXCERPTS = DATA / "minisweagent_gemini-3-pro_excerpts.json.gz"
 PICKED = {
     "task 9 trial 2": "failed: book_reservation fails 4 times alike, a think call between tries",
     "task 8 trial 1": "failed: 3 identical failures with think between, then a transfer",
@@ -41,176 +33,138 @@ PICKED = {
 }
 
 
+def real_traces(tmp_path: Path, *args: str) -> tuple[str, dict[str, Any]]:
+    """Run the benchmark in a subprocess; its printout and its JSON."""
+    out = tmp_path / "real_traces.json"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.real_traces", *args, "--json", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout, json.loads(out.read_text())
+
+
+def by_system(source: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {s["system"]: s for s in source["summaries"]}
+
+
 @pytest.fixture(scope="module")
-def conversations() -> dict[str, Conversation]:
-    picked = {c.label: c for c in load_conversations(DATA) if c.label in PICKED}
-    assert sorted(picked) == sorted(PICKED)
-    return picked
+def tau(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    labels = [arg for label in PICKED for arg in ("--label", label)]
+    _, data = real_traces(tmp_path_factory.mktemp("tau"), "--data", str(TAU), *labels)
+    (source,) = data["sources"]
+    assert source["vendored"] and by_system(source)["no_detection"]["trajectories"] == len(PICKED)
+    return source
 
 
-def replay_all(conversations: dict[str, Conversation],
-               detection: LoopDetection | None) -> dict[str, list[RunResult]]:
-    replayer = Replayer(tool_names(c.runs for c in conversations.values()),
-                        loop_detection=detection)
-    return {label: replayer.replay(c.runs) for label, c in conversations.items()}
+def test_without_detection_every_recorded_call_runs_once(tau: dict[str, Any]) -> None:
+    plain = by_system(tau)["no_detection"]
+    assert plain["executed"] == plain["calls"] > 0
+    assert plain["stops"] == plain["warnings"] == plain["blocks"] == []
 
 
-def stops(results: dict[str, list[RunResult]]) -> list[tuple[str, int, int, str | None]]:
-    return [(label, run, r.served - 1, r.layer) for label, runs in results.items()
-            for run, r in enumerate(runs) if r.stop_reason == "loop_detected"]
+def test_the_think_loop_is_stopped_and_nothing_else_is_touched(tau: dict[str, Any]) -> None:
+    ours, plain = by_system(tau)["langgraph-loop"], by_system(tau)["no_detection"]
+    assert ours["stops"] == ["task 9 trial 2 run 7 (failed): reply 8, no_progress"]
+    assert ours["failed_saved"] == 1 and ours["executed"] == plain["executed"] - 1  # the ninth call
+    assert len(ours["warnings"]) == 2 and ours["warnings"][1] == "task 9 trial 2 run 7 (failed): reply 6"
+    assert ours["warnings"][0].startswith("task 8 trial 1 run 5 (failed): reply ")
+    assert ours["solved_warned"] == ours["solved_stopped"] == 0 and ours["blocks"] == []
 
 
-def test_without_detection_every_recorded_call_runs_once(
-    conversations: dict[str, Conversation],
-) -> None:
-    results = replay_all(conversations, None)
-    for label, conv in conversations.items():
-        assert [r.executed for r in results[label]] == [len(run.calls()) for run in conv.runs]
-        assert [r.served for r in results[label]] == [len(run.replies) for run in conv.runs]
-        assert all(r.stop_reason == "completed" for r in results[label])
-
-
-def test_the_think_loop_is_stopped_and_nothing_else_is_touched(
-    conversations: dict[str, Conversation],
-) -> None:
-    results = replay_all(conversations, LoopDetection())
-    assert stops(results) == [("task 9 trial 2", 7, 8, "no_progress")]
-    loop = results["task 9 trial 2"][7]
-    assert (loop.first_warning, loop.executed) == (6, 8)  # the ninth recorded call is saved
-    warned = {(label, run) for label, runs in results.items()
-              for run, r in enumerate(runs) if r.first_warning is not None}
-    assert warned == {("task 9 trial 2", 7), ("task 8 trial 1", 5)}
-    solved = [label for label, c in conversations.items() if c.solved]
-    assert all(r.first_warning is None for label in solved for r in results[label])
-
-
-def test_the_think_loop_is_an_obvious_loop_that_deerflow_style_misses(
-    conversations: dict[str, Conversation],
-) -> None:
-    run = conversations["task 9 trial 2"].runs[7]
-    ((call, reply, why),) = obvious_loops(run)
-    assert call.startswith("book_reservation(") and reply == 8
-    assert why == "requested again after the same result 3 times"
-    deerflow = deerflow_replay(conversations["task 9 trial 2"])
-    assert deerflow[7].stop_reason is None and deerflow[7].first_warning == 6
-    assert all(not obvious_loops(r) for c in conversations.values() for r in c.runs
-               if r is not run)
+def test_the_think_loop_is_an_obvious_loop_that_deerflow_style_misses(tau: dict[str, Any]) -> None:
+    ((loop,),) = [tau["obvious_loops"]]
+    assert (loop["run"], loop["reply"], loop["solved"]) == (7, 8, False)
+    assert loop["call"].startswith("book_reservation(")
+    assert loop["why"] == "requested again after the same result 3 times"
+    deerflow = by_system(tau)["deerflow_style"]
+    assert not any(s.startswith("task 9 trial 2 run 7 ") for s in deerflow["stops"])
+    assert "task 9 trial 2 run 7 (failed): reply 6" in deerflow["warnings"]
 
 
 # Coding runs: excerpts of gemini-3-pro runs in mini-swe-agent (MIT, benchmarks/data/README.md),
-# in the normalized coding format; reply indices below count from the excerpt's first reply.
-
-EXCERPTS = VENDORED / "minisweagent_gemini-3-pro_excerpts.json.gz"
-LADDER = ProtoConfig(block_after=3, stop_after=99)
+# in the normalized coding format; reply indices count from the excerpt's first reply.
 
 
 @pytest.fixture(scope="module")
-def excerpts() -> dict[str, Conversation]:
-    return {c.label.split()[0]: c for c in load_conversations(EXCERPTS)}
+def excerpts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Every system's summary (``--variants``), its stops, warnings, blocks and notices by excerpt."""
+    printed, data = real_traces(tmp_path_factory.mktemp("ex"), "--data", str(EXCERPTS), "--variants")
+    (source,) = data["sources"]
+    assert "replay check: no_detection executed 64 of 64 recorded calls" in printed
+    out = by_system(source)
+    out["stuck_loops"] = {"loops": source["stuck_loops"]}
+    return out
 
 
-@pytest.fixture(scope="module")
-def ours(excerpts: dict[str, Conversation]) -> dict[str, RunResult]:
-    """The library (default LoopDetection) replayed through the compiled graph."""
-    replayer = Replayer(tool_names(c.runs for c in excerpts.values()), loop_detection=LoopDetection())
-    return {name: replayer.replay(c.runs)[0] for name, c in excerpts.items()}
+def at(lines: list[str], name: str) -> list[str]:
+    """The entries of one excerpt (by its instance name), without the label."""
+    return [line.split(": ", 1)[1] for line in lines if line.startswith(name + " ")]
 
 
-def proto(conversation: Conversation, config: ProtoConfig | None = None) -> RunResult:
-    return replay_run(conversation.runs[0], config)
-
-
-def test_the_coding_format_replays_every_recorded_call(excerpts: dict[str, Conversation]) -> None:
-    results = replay_all(excerpts, None)
-    for name, conv in excerpts.items():
-        (run,) = conv.runs
-        assert results[name][0].executed == len(run.calls()) == len(run.replies)
-        assert results[name][0].stop_reason == "completed"
-    assert {n for n, c in excerpts.items() if c.solved} == {
-        "django__django-13568", "django__django-16100", "sympy__sympy-15976"}
+def test_the_coding_format_replays_every_recorded_call(excerpts: dict[str, dict[str, Any]]) -> None:
+    plain = excerpts["no_detection"]
+    assert plain["executed"] == plain["calls"] == 64 and plain["stops"] == plain["blocks"] == []
+    assert (plain["runs"], plain["solved_runs"]) == (4, 3)
+    solved = {line.split()[0] for line in excerpts["langgraph-loop"]["notices"] if "(solved)" in line}
+    assert solved == {"django__django-13568", "sympy__sympy-15976"}  # django-16100 is never warned
 
 
 def test_a_script_stagnating_between_edits_is_blocked_then_stopped_on_time(
-    excerpts: dict[str, Conversation], ours: dict[str, RunResult],
+    excerpts: dict[str, dict[str, Any]],
 ) -> None:
     """The ladder: a warning after 2 identical outputs, a block at the 4th request (edits ran in
     between: the edit might have mattered, so the call is refused, not the run), a stop when the
-    model asks for it again. Before issue 22 the edits reset the streak and nothing fired."""
-    conv = excerpts["astropy__astropy-13398"]
-    run = conv.runs[0]
-    script = 'bash({"command": "python reproduce_issue.py"})'
-    asks = [i for i, c in run.calls() if canonical_call(c) == script]
-    assert asks == [2, 4, 6, 10, 13]  # byte-identical output at 2, 4 and 6, edits in between
-    mine = ours["astropy__astropy-13398"]
-    assert (mine.first_warning, mine.blocked, stop_index(mine)) == (6, ((10, 0),), 13)
-    assert mine.layer == "no_progress" and mine.executed == 12  # the blocked run never ran
-    assert stop_index(proto(conv)) == 10  # the prototype's plain stop at the 4th request
-    assert stop_index(deerflow_replay(conv)[0]) == 13  # the fifth request
-    ladder = proto(conv, LADDER)
-    assert ladder.blocked == mine.blocked and stop_index(ladder) == stop_index(mine)
-    plain = Replayer(tool_names([conv.runs]), loop_detection=LoopDetection(block=())).replay(
-        conv.runs)[0]
-    assert stop_index(plain) == 10 and not plain.blocked  # block=(): the prototype's stop
+    model asks for it again. ``block=()`` stops at the 4th request instead."""
+    name, ours = "astropy__astropy-13398", excerpts["langgraph-loop"]
+    assert at(ours["warnings"], name) == ["reply 6"]
+    assert at(ours["blocks"], name) == ["reply 10, call 0"]
+    assert at(ours["stops"], name) == ["reply 13, no_progress"]
+    assert ours["failed_saved"] == 2  # the blocked request and the one at the stop
+    assert at(excerpts["deerflow_style"]["stops"], name) == ["reply 13, repeat"]  # the fifth request
+    plain = excerpts["langgraph-loop, block=()"]
+    assert at(plain["stops"], name) == ["reply 10, no_progress"] and at(plain["blocks"], name) == []
 
 
-def test_edit_and_rerun_whose_output_changes_is_left_running(
-    excerpts: dict[str, Conversation], ours: dict[str, RunResult],
-) -> None:
-    conv = excerpts["django__django-16100"]
-    assert stop_index(deerflow_replay(conv)[0]) == 11  # a false stop in a solved run
-    assert cuts_new_call(conv.runs[0], 11)
-    assert stop_index(proto(conv)) is None and proto(conv).first_warning is None
-    assert stop_index(ours["django__django-16100"]) is None
+def test_edit_and_rerun_whose_output_changes_is_left_running(excerpts: dict[str, dict[str, Any]]) -> None:
+    name = "django__django-16100"
+    assert at(excerpts["deerflow_style"]["stops"], name) == ["reply 11, repeat"]  # a false stop
+    assert excerpts["deerflow_style"]["solved_cut_new"] == 1  # it cuts a new call
+    ours = excerpts["langgraph-loop"]
+    assert at(ours["stops"], name) == at(ours["warnings"], name) == at(ours["blocks"], name) == []
 
 
 def test_rereading_a_file_after_a_write_that_names_it_is_not_stagnation(
-    excerpts: dict[str, Conversation], ours: dict[str, RunResult],
+    excerpts: dict[str, dict[str, Any]],
 ) -> None:
-    conv = excerpts["django__django-13568"]
-    run = conv.runs[0]
-    read = 'bash({"command": "cat django/contrib/auth/checks.py"})'
-    reads = [(i, run.result(i, str(c["id"]))) for i, c in run.calls() if canonical_call(c) == read]
-    assert [i for i, _ in reads] == [2, 9, 11, 15]
-    assert len({r for _, r in reads[:3]}) == 1 and reads[3][1] != reads[0][1]
-    assert "django/contrib/auth/checks.py" in str(run.replies[12].tool_calls[0]["args"])  # sed -i
-    assert stop_index(proto(conv)) is None
-    assert stop_index(proto(conv, ProtoConfig(touch=False))) == 15  # would cut the fresh read
-    mine = ours["django__django-13568"]
-    assert stop_index(mine) is None and not mine.blocked  # the sed excuses the fourth read
-    assert [i for i, _ in mine.notices] == [11]  # warned at the third (nothing named it yet)
-    unexcused = Replayer(tool_names([conv.runs]), loop_detection=LoopDetection(
-        path_excuse=False)).replay(conv.runs)[0]
-    assert unexcused.blocked == ((15, 0),)  # without the excuse the fresh read is refused
+    name, ours = "django__django-13568", excerpts["langgraph-loop"]
+    assert at(ours["stops"], name) == at(ours["blocks"], name) == []  # the sed excuses the 4th read
+    assert [n.split(":")[0] for n in at(ours["notices"], name)] == ["reply 11"]  # warned at the 3rd
+    unexcused = excerpts["langgraph-loop, no path excuse"]
+    assert at(unexcused["blocks"], name) == ["reply 15, call 0"]  # the fresh read is refused
 
 
-def test_the_solved_run_with_a_real_loop_the_model_escaped(
-    excerpts: dict[str, Conversation], ours: dict[str, RunResult],
-) -> None:
-    """sympy-15976 (solved): the same failing test 3 times across no-op edits, then the real
-    fix. Nothing tells it apart from a stuck loop: ours blocks the fourth run instead of
-    stopping the run (the prototype's plain stop cuts the solved run; ours before issue 22 cut
-    it at the no-op sed, reply 6). The text loop at reply 17 is warned about."""
-    conv = excerpts["sympy__sympy-15976"]
-    run = conv.runs[0]
-    assert stuck_loops(run) == [(
-        'bash({"command": "sed -i \'s/return mmsubsup/return mmsubsup/\' sympy/printing/mathml.py"})',
-        6, "the same result 4 times (not requested again)")]
-    assert [i for i, ai in enumerate(run.replies) if text_loop(str(ai.content))] == [17]
-    mine = ours["sympy__sympy-15976"]
-    assert stop_index(mine) is None and mine.blocked == ((19, 0),)
-    assert any(i == 17 and "repeats the same text" in text for i, text in mine.notices)
-    # the malformed reply at 5 names the same file: the sed's fourth try is excused
-    assert stop_index(proto(conv)) == 19  # the test failed alike 3 times; the fourth run passes
-    ladder = proto(conv, LADDER)
-    assert ladder.blocked == ((19, 0),) and stop_index(ladder) is None
-    assert stop_index(deerflow_replay(conv)[0]) is None
+def test_the_solved_run_with_a_real_loop_the_model_escaped(excerpts: dict[str, dict[str, Any]]) -> None:
+    """sympy-15976 (solved): the same failing test 3 times across no-op edits, then the real fix.
+    Ours blocks the fourth run instead of stopping the run (``block=()`` cuts the solved run);
+    the text loop at reply 17 is warned about."""
+    name, ours = "sympy__sympy-15976", excerpts["langgraph-loop"]
+    ((stuck,),) = [excerpts["stuck_loops"]["loops"]]
+    assert stuck["call"] == ('bash({"command": "sed -i \'s/return mmsubsup/return mmsubsup/\' '
+                             'sympy/printing/mathml.py"})')
+    assert (stuck["reply"], stuck["why"]) == (6, "the same result 4 times (not requested again)")
+    assert at(ours["stops"], name) == [] and at(ours["blocks"], name) == ["reply 19, call 0"]
+    assert any(n.startswith("reply 17: ") and "repeats the same text" in n for n in at(ours["notices"], name))
+    assert at(excerpts["langgraph-loop, block=()"]["stops"], name) == ["reply 19, no_progress"]
+    assert at(excerpts["deerflow_style"]["stops"], name) == []
 
 
-def test_sources_are_read_once_each_from_files_and_directories() -> None:
-    sources = load_sources([DATA, VENDORED, EXCERPTS])
-    assert [(s.name, s.vendored) for s in sources] == [
-        ("taubench_gpt-4o_airline", True), ("minisweagent_gemini-3-pro_excerpts", True)]
-    assert [len(s.conversations) for s in sources] == [200, 4]
+def test_sources_are_read_once_each_from_files_and_directories(tmp_path: Path) -> None:
+    printed, data = real_traces(tmp_path, "--data", str(DATA), "--data", str(TAU), "--data",
+                                str(EXCERPTS), "--limit", "3")
+    assert [(s["source"], s["vendored"]) for s in data["sources"]] == [
+        ("minisweagent_gemini-3-pro_excerpts", True), ("taubench_gpt-4o_airline", True)]
+    assert [line for line in printed.splitlines() if line.startswith("## ")] == [
+        "## minisweagent_gemini-3-pro_excerpts (3 trajectories, 2 solved)",
+        "## taubench_gpt-4o_airline (3 trajectories, 0 solved)", "## overall (2 sources)"]
 
 
 def test_volatile_parts_of_results_are_normalized() -> None:
@@ -222,37 +176,49 @@ def test_volatile_parts_of_results_are_normalized() -> None:
     assert normalize("line 12 of x.py") != normalize("line 13 of x.py")
 
 
-def _scripted_run(results: list[str], errors: bool = False) -> RecordedRun:
-    """One call ``poll({})`` per reply, returning the given results."""
+# Scripted runs of the library: ``poll({})`` once per reply, returning the given results.
+
+
+def poll_run(results: list[str], *, errors: bool = False,
+             **kwargs: Any) -> tuple[int | None, str, str | None, int]:
+    """(reply index of the stop or None, stop reason, layer, tool executions)."""
+    served = iter(results)
+    executed = [0]
+
+    @tool
+    def poll() -> str:
+        """Poll the job."""
+        executed[0] += 1
+        text = next(served)
+        if errors:
+            raise ValueError(text)
+        return text
+
     replies = [AIMessage("", tool_calls=[{"name": "poll", "args": {}, "id": f"c{i}"}])
                for i in range(len(results))]
-    return RecordedRun("go", replies, {(i, 0): r for i, r in enumerate(results)},
-                       frozenset((i, 0) for i in range(len(results))) if errors else frozenset())
-
-
-def _replay(run: RecordedRun, **kwargs: object) -> RunResult:
-    return Replayer(tool_names([[run]]), **kwargs).replay([run])[0]  # type: ignore[arg-type]
+    model = ScriptedChatModel(script=[*replies, "done"], no_tools_reply="final")
+    graph = create_loop_agent(model, [poll], max_iterations=None,
+                              limits=kwargs.pop("limits", Limits(max_model_calls=None)), **kwargs)
+    state = graph.invoke({"messages": [HumanMessage("go")]}, {"recursion_limit": 500})
+    reason = str(getattr(state.get("stop_reason"), "value", state.get("stop_reason")))
+    guard = (state.get("iterations") or [{}])[-1].get("guard") or {}
+    calling = [m for m in state["messages"] if isinstance(m, AIMessage) and m.tool_calls]
+    stopped = reason in ("loop_detected", "tool_errors")
+    return (len(calling) - 1 if stopped else None), reason, guard.get("layer"), executed[0]
 
 
 def test_polling_that_advances_finishes_and_a_runaway_repeat_stops_at_15() -> None:
-    advancing = _scripted_run([f"job 7: {10 * i} % done" for i in range(12)])
-    assert replay_run(advancing).stop_reason == "completed"
-    growing = _scripted_run([f"[File: A.java ({33 * (i + 1)} lines total)]" for i in range(20)])
-    stopped = replay_run(growing)
-    assert (stop_index(stopped), stopped.layer) == (14, "consecutive")
-    assert _replay(advancing, loop_detection=LoopDetection()).stop_reason == "completed"
+    advancing = [f"job 7: {10 * i} % done" for i in range(12)]
+    assert poll_run(advancing, loop_detection=LoopDetection())[:2] == (None, "completed")
+    growing = [f"[File: A.java ({33 * (i + 1)} lines total)]" for i in range(20)]
     same_reply = LoopDetection(layers=("no_progress", "same_reply"))
-    mine = _replay(growing, loop_detection=same_reply)
-    assert (stop_index(mine), mine.layer) == (14, "same_reply")
-    default = _replay(growing, loop_detection=LoopDetection())  # the repeat layer, relaxed
-    assert (stop_index(default), default.layer) == (14, "repeat")
+    assert poll_run(growing, loop_detection=same_reply)[:3] == (14, "loop_detected", "same_reply")
+    assert poll_run(growing, loop_detection=LoopDetection())[:3] == (14, "loop_detected", "repeat")
 
 
 def test_consecutive_errors_stop_only_when_asked_for() -> None:
-    failures = _scripted_run([f"Error: flight HAT{i:03d} is full" for i in range(8)], errors=True)
-    assert replay_run(failures).stop_reason == "completed"  # each error differs: no stagnation
-    stopped = replay_run(failures, ProtoConfig(errors_stop_after=3))
-    assert (stop_index(stopped), stopped.layer) == (3, "errors")
-    assert _replay(failures, loop_detection=LoopDetection()).stop_reason == "completed"
-    mine = _replay(failures, loop_detection=LoopDetection(), limits=Limits(max_tool_errors=3))
-    assert (mine.served - 1, mine.stop_reason, mine.executed) == (3, "tool_errors", 3)
+    failures = [f"Error: flight HAT{i:03d} is full" for i in range(8)]
+    assert poll_run(failures, errors=True, loop_detection=LoopDetection())[:2] == (None, "completed")
+    stopped = poll_run(failures, errors=True, loop_detection=LoopDetection(),
+                       limits=Limits(max_tool_errors=3))
+    assert (stopped[0], stopped[1], stopped[3]) == (3, "tool_errors", 3)
