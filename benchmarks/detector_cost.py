@@ -21,7 +21,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.nodes.loop_detector import LoopDetector
+from langgraph_loop.nodes.loop_detection import DetectorMemo, decide
 from langgraph_loop.scripted import ScriptedChatModel
 
 LENGTHS = (25, 250, 2500, 10000)  # from a full detection window (20) up
@@ -48,19 +48,27 @@ def measure(rounds: int, reps: int = 300) -> dict[str, Any]:
     in a run that started 30 rounds ago; deciding once on the reply before warms the memo, as the
     graph's own decision on that reply did."""
     settings = LoopSettings.build(ScriptedChatModel())
-    decide, messages = LoopDetector(settings).decide, history(rounds)
+    memo, messages = DetectorMemo(), history(rounds)
     request = next(m for m in reversed(messages) if isinstance(m, HumanMessage))
     run = {"id": uuid.uuid4().hex, "started_at": time.time(), "tool_calls": RUN_ROUNDS,
            "request_id": request.id}
-    state: Any = {"messages": messages, "pending_notices": [], "run": run, "iteration": 1,
+    state: Any = {"pending_notices": [], "run": run, "iteration": 1,
                   "iteration_info": {"model_calls": 1}, "usage": {"total_tokens": 100}}
-    warm = decide({**state, "messages": messages[:-2]}, settings)
-    assert settings.loop_detection is not None and warm is not None and warm.detector is not None
-    assert len(warm.detector["window"]) == min(settings.loop_detection.window, len(messages) // 2 - 1)
+    reply, end = messages[-1], len(messages) - 1  # the newest reply comes at ``end``
+
+    def once() -> None:
+        decide(reply, messages, end, state, memo, detection=settings.loop_detection,  # type: ignore[arg-type]
+               settings=settings)
+
+    decide(messages[-3], messages, end - 2, state, memo,  # type: ignore[arg-type]
+           detection=settings.loop_detection, settings=settings)  # warms the memo, as the graph did
+    detector = memo.state_before(messages, end, run, settings.loop_detection)  # type: ignore[arg-type]
+    assert settings.loop_detection is not None
+    assert len(detector["window"]) == min(settings.loop_detection.window, len(messages) // 2 - 1)
     samples = []
     for _ in range(reps):
         start = time.perf_counter()
-        decide(state, settings)
+        once()
         samples.append((time.perf_counter() - start) * 1e6)
     return {"rounds": rounds, "messages": len(messages), "us_per_step": round(min(samples), 2),
             "us_median": round(statistics.median(samples), 2)}
