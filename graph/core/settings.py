@@ -14,8 +14,8 @@ Example:
     >>> try:
     ...     s.for_run({"limits": {"final_answr": False}})
     ... except ValueError as exc:
-    ...     print(str(exc)[:59])
-    invalid run context: limits.final_answr: unknown field (fields of Limits
+    ...     print(str(exc)[:73])
+    invalid run context: limits.final_answr: unknown field (fields of Limits:
 """
 
 from __future__ import annotations

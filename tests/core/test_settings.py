@@ -182,7 +182,7 @@ def test_budget_and_pressure_overrides(scripted: list[ScriptedChatModel]) -> Non
     state = agent.invoke({"messages": [HumanMessage("go")]},
                          context={"limits": {"token_budget": 3000, "budget_pressure": {"threshold": 0.1}}})
     assert state["stop_reason"] == StopReason.BUDGET_PRESSURE
-    assert model.calls == 2 and model.requests[1][-1].name == "loop_warning"
+    assert model.calls == 2 and model.requests[1][-1].name == "budget_notice"
 
 
 def test_stall_and_loop_detection_overrides(scripted: list[ScriptedChatModel]) -> None:

@@ -68,7 +68,7 @@ def test_runaway_model_stopped_by_model_call_limit_with_final_answer(scripted: l
     assert model.calls == 4
     assert model.request_tools[:3] == [["add"]] * 3 and model.request_tools[3] == []
     last = model.requests[3]
-    assert types(last[-3:]) == ["ai+calls", "tool:error", "human:loop_warning"]
+    assert types(last[-3:]) == ["ai+calls", "tool:error", "human:stop_notice"]
     assert "model-call limit" in last[-2].content and "final answer" in last[-1].content
     assert result["messages"][-1].content == "Final: 2"
     assert result["iterations"][-1]["guard"]["reason"] == "max_model_calls"

@@ -23,7 +23,7 @@ from pydantic import SecretStr
 
 from langgraph_loop import Judge, Limits, LoopDetection, create_loop_agent
 from langgraph_loop.core.callbacks import CallbackError
-from langgraph_loop.core.messages import NOTICE_NAME, check_pairing
+from langgraph_loop.core.messages import LOOP_NOTICE, check_pairing
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.helpers import add
 from tests.support.openai_server import OpenAIServer, error, text, tool_calls
@@ -87,7 +87,7 @@ def test_provider_failure_is_retried_then_raised_and_the_thread_resumes(
     assert [n["source"] for n in stored.values["pending_notices"]] == ["loop"]
     result = agent.invoke(None, _cfg("down"))
     assert result["stop_reason"] == "completed" and result["messages"][-1].content == "Paris: 21C."
-    warnings = [m for m in result["messages"] if m.type == "human" and m.name == NOTICE_NAME]
+    warnings = [m for m in result["messages"] if m.type == "human" and m.name == LOOP_NOTICE]
     assert len(warnings) == 1 and result["pending_notices"] == []
     assert len(server.requests) == 6 and result["iterations"][0]["model_calls"] == 3
 

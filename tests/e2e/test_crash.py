@@ -96,7 +96,7 @@ def run_story(backend: str, target: str, mode: str, workdir: Path, fast: int) ->
     assert sorted(x for x in after if x.startswith("done")) == [f"done {i}" for i in range(fast, N)]
     assert result["stop_reason"] == "completed" and result["problems"] == []
     assert result["messages"] == (["human", "ai"] + ["tool:work"] * N + ["ai"] + ["tool:work"] * N
-                                  + ["human:loop_warning", "ai"])
+                                  + ["human:loop_notice", "ai"])
     assert result["tool_results"] == [f"result {i}" for i in range(N)] * 2
     (warning,) = result["warnings"]  # the warning queued before the crash, delivered once
     assert "same arguments" in warning or "repeat" in warning.lower()

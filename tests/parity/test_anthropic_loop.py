@@ -105,7 +105,7 @@ def test_loop_warning_sits_after_the_tool_results(anthropic_server: AnthropicSer
     anthropic_server.script += [tool_use([same_search()])] * 3 + [text("I will stop repeating.")]
     agent = create_loop_agent(claude(anthropic_server), [search], loop_detection=LoopDetection(warn_after=2))
     result = agent.invoke(ASK)
-    warnings = [m for m in result["messages"] if m.type == "human" and m.name == "loop_warning"]
+    warnings = [m for m in result["messages"] if m.type == "human" and m.name == "loop_notice"]
     assert warnings, "no loop warning was given"
     warned = [body for body in anthropic_server.requests
               if any(b.get("type") == "text" and str(warnings[0].content)[:30] in b.get("text", "")

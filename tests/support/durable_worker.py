@@ -28,6 +28,7 @@ from langchain_core.tools import tool
 from langgraph.types import Command
 
 from langgraph_loop import Approval, LoopDetection, create_loop_agent
+from langgraph_loop.core.messages import is_notice
 from langgraph_loop.core.records import executed_calls
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.savers import sync_saver as saver
@@ -121,7 +122,7 @@ def outcome(result: dict[str, Any]) -> dict[str, Any]:
         "messages": [m.type + (f":{m.name}" if m.name else "") for m in result["messages"]],
         "last": result["messages"][-1].content,
         "warning_before_answer": [m.content for m in result["messages"]
-                                  if isinstance(m, HumanMessage) and m.name == "loop_warning"],
+                                  if is_notice(m)],
     }
 
 
