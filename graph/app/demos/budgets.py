@@ -27,7 +27,7 @@ from rich.console import Console
 
 from langgraph_loop.app.demos.base import Expect, Scenario, print_run
 from langgraph_loop.builder import create_loop_agent
-from langgraph_loop.core.config import BudgetPressure, Limits
+from langgraph_loop.core.config import BudgetPressure, Iterations, Limits
 from langgraph_loop.core.messages import is_notice
 from langgraph_loop.scripted import ScriptedChatModel
 
@@ -64,13 +64,13 @@ def budget_pressure(console: Console, checkpointer: Any) -> dict[str, Any]:
     """A loop that would research forever, wrapped up by budget pressure."""
     model = ScriptedChatModel(default=_researcher)
     agent = create_loop_agent(
-        model, [search_papers], should_continue=lambda _state: True, max_iterations=10,
-        limits=Limits(token_budget=2000), budget_pressure=BudgetPressure(threshold=0.5),
+        model, [search_papers], iterations=Iterations(should_continue=lambda _state: True, max=10),
+        limits=Limits(token_budget=2000, budget_pressure=BudgetPressure(threshold=0.5)),
         checkpointer=checkpointer)
     config: Any = {"configurable": {"thread_id": "demo-budget-pressure"}}
     state = agent.invoke({"messages": [HumanMessage("Research how owls hunt.")]}, config)
-    print_run(console, "Budget pressure: Limits(token_budget=2000), BudgetPressure(threshold=0.5)",
-              state)
+    print_run(console, "Budget pressure: Limits(token_budget=2000, "
+                       "budget_pressure=BudgetPressure(threshold=0.5))", state)
     return state
 
 
