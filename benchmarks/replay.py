@@ -39,7 +39,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel, ConfigDict
 
 from langgraph_loop import Limits, LoopDetection, create_loop_agent
-from langgraph_loop.core.messages import is_blocked
+from langgraph_loop.core.messages import is_blocked, is_notice
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = [
@@ -272,7 +272,7 @@ def _notices(messages: Sequence[BaseMessage]) -> tuple[tuple[int, str], ...]:
     for message in messages:
         if isinstance(message, AIMessage):
             replies += 1
-        elif isinstance(message, HumanMessage) and message.name == "loop_warning":
+        elif is_notice(message):
             out.append((replies - 1, str(message.content)))
     return tuple(out)
 

@@ -248,7 +248,8 @@ def _run_langgraph_loop(model: ScriptedChatModel, tools: list[BaseTool], literal
     config = {"recursion_limit": recursion_limit(CAP)}
     result = graph.invoke({"messages": [HumanMessage(PROMPT)]}, config)
     reason = result.get("stop_reason")
-    warnings = sum(1 for m in result["messages"] if isinstance(m, HumanMessage) and m.name == "loop_warning")
+    warnings = sum(1 for m in result["messages"] if isinstance(m, HumanMessage)
+                   and m.name in ("loop_warning", "loop_notice", "budget_notice", "stop_notice"))
     usage = result.get("usage") or {}
     return RunInfo(
         stopped_by=None if reason is None else str(getattr(reason, "value", reason)),

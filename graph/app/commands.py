@@ -138,7 +138,7 @@ def provider_errors(model: Any, thread: str) -> Iterator[None]:
 
 
 RUN_MAX_ITERATIONS = 3
-"""Passes per ``run --judge`` unless ``--max-iterations`` says otherwise."""
+"""Iterations per ``run --judge`` unless ``--max-iterations`` says otherwise."""
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
