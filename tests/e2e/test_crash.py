@@ -27,7 +27,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 
-from langgraph_loop import Hooks, Limits, create_loop_agent
+from langgraph_loop import Hooks, Iterations, create_loop_agent
 from langgraph_loop.core.callbacks import CallbackError
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.helpers import EXECUTED, add, remember
@@ -241,7 +241,7 @@ def test_saved_writes_hold_no_unregistered_types(scripted: list[ScriptedChatMode
     (its strict msgpack mode would refuse it, and the thread could not be resumed)."""
     model = ScriptedChatModel(default=lambda _m: [("add", {"a": 1, "b": 1})])
     scripted.append(model)
-    agent = create_loop_agent(model, [add], limits=Limits(max_model_calls=2),
+    agent = create_loop_agent(model, [add], iterations=Iterations(max_model_calls=2),
                               checkpointer=InMemorySaver())
     config: RunnableConfig = {"configurable": {"thread_id": "plain"}}
     assert agent.invoke({"messages": [HumanMessage("go")]}, config)["stop_reason"] == (

@@ -22,7 +22,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import SecretStr
 
-from langgraph_loop import Judge, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import Iterations, Judge, LoopDetection, StopReason, create_loop_agent
 from tests.support.openai_server import (
     JSON,
     OpenAIServer,
@@ -276,7 +276,8 @@ def test_judge_over_http(openai_server: OpenAIServer) -> None:
         judge_server.script += [verdict_reply(False, "the date is missing"),
                                 verdict_reply(True, "city and date are given")]
         openai_server.script += [text("Paris is cloudy."), text("Paris is cloudy on 1 May.")]
-        agent = create_loop_agent(chat(openai_server), judge=Judge(model=chat(judge_server)))
+        agent = create_loop_agent(chat(openai_server),
+                                  iterations=Iterations(judge=Judge(model=chat(judge_server))))
         state = agent.invoke({"messages": [HumanMessage("Weather in Paris on 1 May?")]})
 
     assert state["stop_reason"] == StopReason.COMPLETED

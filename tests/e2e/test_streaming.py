@@ -14,7 +14,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import SecretStr
 
-from langgraph_loop import Limits, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import Iterations, LoopDetection, StopReason, create_loop_agent
 from langgraph_loop.core.config import DEFAULT_LAYERS
 from langgraph_loop.core.prompts import CUT_REPLY
 from langgraph_loop.nodes.findings import text_cut_text
@@ -59,7 +59,7 @@ def test_stream_messages_yields_model_tokens(scripted: list) -> None:
 def test_stream_custom_reports_tool_calls_and_the_stop(scripted: list) -> None:
     model = ScriptedChatModel(default=repeat([("add", {"a": 1, "b": 1})]), no_tools_reply="ok")
     scripted.append(model)
-    agent = _agent(model, loop_detection=None, limits=Limits(max_model_calls=2))
+    agent = _agent(model, loop_detection=None, iterations=Iterations(max_model_calls=2))
     events = list(agent.stream({"messages": [HumanMessage("x")]}, stream_mode="custom"))
     kinds = [e["event"] for e in events]
     assert kinds.count("tool_call") == 1

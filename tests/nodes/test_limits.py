@@ -8,7 +8,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import tool
 
-from langgraph_loop import BudgetPressure, Limits, StopReason, create_loop_agent
+from langgraph_loop import BudgetPressure, Iterations, Limits, StopReason, create_loop_agent
 from langgraph_loop.core import records as nodes_records
 from langgraph_loop.core.messages import is_notice
 from langgraph_loop.core.prompts import BUDGET_PRESSURE as DEFAULT_PRESSURE_INSTRUCTION
@@ -131,9 +131,8 @@ async def test_pressure_within_a_pass_is_the_last_message_then_stop(
         ai("wrapping up: here is what I found", total=90),
     ])
     scripted.append(model)
-    agent = create_loop_agent(model, [search], should_continue=keep_going,
-                              limits=Limits(token_budget=4000),
-                              budget_pressure=BudgetPressure(threshold=0.2))
+    agent = create_loop_agent(model, [search], iterations=Iterations(should_continue=keep_going),
+                              limits=Limits(token_budget=4000, budget_pressure=BudgetPressure(threshold=0.2)))
     state = await agent.ainvoke(go()) if use_async else agent.invoke(go())
     assert state["stop_reason"] == StopReason.BUDGET_PRESSURE
     assert model.calls == 3
@@ -160,10 +159,9 @@ def test_pressure_at_the_last_call_of_a_pass_makes_the_next_pass_the_final_one(
     ])
     scripted.append(model)
     instruction = "Budget nearly spent: finish now."
-    agent = create_loop_agent(model, [search], should_continue=keep_going,
-                              limits=Limits(token_budget=4000),
-                              budget_pressure=BudgetPressure(threshold=0.175,
-                                                             instruction=instruction))
+    agent = create_loop_agent(model, [search], iterations=Iterations(should_continue=keep_going),
+                              limits=Limits(token_budget=4000, budget_pressure=BudgetPressure(threshold=0.175,
+                                                             instruction=instruction)))
     state = agent.invoke(go())
     assert state["stop_reason"] == StopReason.BUDGET_PRESSURE
     assert model.calls == 3
@@ -181,8 +179,8 @@ def test_pressure_pass_that_completes_reports_completed(scripted: list[ScriptedC
         ai("done, all answered", total=50),
     ])
     scripted.append(model)
-    agent = create_loop_agent(model, [search], limits=Limits(token_budget=4000),
-                              budget_pressure=BudgetPressure(threshold=0.2))
+    agent = create_loop_agent(model, [search],
+                              limits=Limits(token_budget=4000, budget_pressure=BudgetPressure(threshold=0.2)))
     state = agent.invoke(go())
     assert state["stop_reason"] == StopReason.COMPLETED
     assert model.requests[1][-1].name == "budget_notice"
@@ -199,9 +197,8 @@ def test_pressure_then_budget_exceeded_in_the_final_pass_is_token_budget(
         ai(calls=[("search", {"q": "more"})], total=3300),   # ignores the notice: 4150 > 4000
     ], no_tools_reply=ai("stopping here", total=30))
     scripted.append(model)
-    agent = create_loop_agent(model, [search], should_continue=keep_going,
-                              limits=Limits(token_budget=4000),
-                              budget_pressure=BudgetPressure(threshold=0.2))
+    agent = create_loop_agent(model, [search], iterations=Iterations(should_continue=keep_going),
+                              limits=Limits(token_budget=4000, budget_pressure=BudgetPressure(threshold=0.2)))
     state = agent.invoke(go())
     assert state["stop_reason"] == StopReason.TOKEN_BUDGET
     assert model.request_tools == [["search"], ["search"]]
@@ -220,9 +217,9 @@ def test_pressure_is_queued_once_and_dropped_for_the_next_run(
     model = ScriptedChatModel(script=[ai("a", total=900), ai("b", total=50),
                                       ai("second run", total=10), ai("2nd pass", total=10)])
     scripted.append(model)
-    agent = create_loop_agent(model, should_continue=lambda s: s["iteration"] < 2,
-                              limits=Limits(token_budget=5000),
-                              budget_pressure=BudgetPressure(threshold=0.18),
+    agent = create_loop_agent(model, iterations=Iterations(should_continue=lambda s: s["iteration"] < 2),
+                              limits=Limits(token_budget=5000,
+                                            budget_pressure=BudgetPressure(threshold=0.18)),
                               checkpointer=InMemorySaver())
     cfg: Any = {"configurable": {"thread_id": "t"}}
     first = agent.invoke(go(), cfg)
@@ -291,7 +288,7 @@ def test_timeout_at_a_pass_end_stops_without_another_call(
 
     model = ScriptedChatModel(script=["first pass", "second pass", "never"])
     scripted.append(model)
-    agent = create_loop_agent(model, should_continue=slow_predicate,
+    agent = create_loop_agent(model, iterations=Iterations(should_continue=slow_predicate),
                               limits=Limits(max_duration_s=30))
     state = agent.invoke(go())
     assert state["stop_reason"] == StopReason.TIMEOUT
@@ -349,12 +346,12 @@ STOP_PATHS: dict[str, tuple[Any, dict[str, Any], int]] = {
     # name: (model default, create_loop_agent options, token budget)
     "token_budget": (_numbered_calls, {"loop_detection": None}, 600),
     "loop_detected": (_same_call, {"loop_detection": {"warn_after": 2, "stop_after": 3}}, 800),
-    "max_model_calls": (_numbered_calls, {"limits": {"max_model_calls": 3}}, 400),
+    "max_model_calls": (_numbered_calls, {"iterations": {"max_model_calls": 3}}, 400),
     "max_tool_calls": (_numbered_calls, {"limits": {"max_tool_calls": 2}}, 400),
-    "budget_pressure": (_wrap_up_on_notice, {"budget_pressure": {"threshold": 0.1},
-                                             "should_continue": keep_going}, 800),
-    "stalled": (_stall_text, {"stall_detection": {"consecutive": 2},
-                              "should_continue": keep_going}, 600),
+    "budget_pressure": (_wrap_up_on_notice, {"limits": {"budget_pressure": {"threshold": 0.1}},
+                                             "iterations": {"should_continue": keep_going}}, 800),
+    "stalled": (_stall_text, {"iterations": {"stall": {"consecutive": 2},
+                                             "should_continue": keep_going}}, 600),
     "step_limit": (_numbered_calls, {"loop_detection": None}, 600),
 }
 

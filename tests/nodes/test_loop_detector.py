@@ -336,7 +336,7 @@ def test_per_run_override_of_thresholds(scripted: list[ScriptedChatModel]) -> No
     scripted.append(model)
     agent = create_loop_agent(model, [search_tool()[0]],
                               loop_detection=LoopDetection(per_tool={"search": 10}))
-    result = agent.invoke(ask(), context={"warn_after": 2, "stop_after": 4})
+    result = agent.invoke(ask(), context={"loop_detection": {"warn_after": 2, "stop_after": 4}})
     assert len(warnings_in(result["messages"])) == 1
 
 

@@ -16,7 +16,15 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from langgraph_loop import Approval, Compaction, Limits, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import (
+    Approval,
+    Compaction,
+    Iterations,
+    Limits,
+    LoopDetection,
+    StopReason,
+    create_loop_agent,
+)
 from tests.support.anthropic_server import JSON, AnthropicServer, Reply, text, tool_use
 
 ASK = {"messages": [HumanMessage("Find out about the weather.")]}
@@ -122,7 +130,7 @@ def test_loop_warning_sits_after_the_tool_results(anthropic_server: AnthropicSer
 STOPS: dict[str, tuple[Callable[[], tuple[str, dict[str, Any]]] | None, dict[str, Any], dict[str, Any]]] = {
     # stop reason: (call maker (None = a fresh search each time), builder kwargs, run config)
     StopReason.LOOP_DETECTED: (same_search, {}, {}),
-    StopReason.MAX_MODEL_CALLS: (None, {"limits": Limits(max_model_calls=3)}, {}),
+    StopReason.MAX_MODEL_CALLS: (None, {"iterations": Iterations(max_model_calls=3)}, {}),
     StopReason.MAX_TOOL_CALLS: (None, {"limits": Limits(max_tool_calls=2)}, {}),
     StopReason.TOKEN_BUDGET: (None, {"limits": Limits(token_budget=400)}, {}),
     StopReason.TIMEOUT: (None, {"limits": Limits(max_duration_s=0.2)}, {}),
