@@ -52,6 +52,18 @@ __all__ = [
 class _Config(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        """A misspelled field names the model's real ones (``Limits(final_answr=...)``)."""
+        if isinstance(data, Mapping):
+            unknown = [str(k) for k in data if k not in cls.model_fields]
+            if unknown:
+                fields = ", ".join(n for n, f in cls.model_fields.items() if not f.exclude)
+                raise ValueError(f"{', '.join(unknown)}: unknown field (fields of {cls.__name__}: "
+                                 f"{fields})")
+        return data
+
 
 LAYERS: tuple[str, ...] = ("no_progress", "cycle", "repeat", "same_reply", "per_tool", "text")
 """Every detection layer, in the order their findings are ranked."""

@@ -613,7 +613,8 @@ def _as_model(name: str, value: Any, model: type[BaseModel]) -> BaseModel | None
     if value is None or isinstance(value, model):
         return value
     if not isinstance(value, Mapping):
-        raise ValueError(f"{name}: expected a {model.__name__} (or a dict of its fields), "
+        article = "an" if model.__name__[0] in "AEIOU" else "a"
+        raise ValueError(f"{name}: expected {article} {model.__name__} (or a dict of its fields), "
                          f"got {type(value).__name__}")
     try:
         return model(**value)
@@ -665,28 +666,11 @@ def _explain(exc: ValidationError) -> str:
     for error in exc.errors():
         loc = tuple(error.get("loc", ()))
         field_name = ".".join(str(x) for x in loc) or "value"
-        if error.get("type") == "extra_forbidden":
-            model = _model_at(exc.title, loc[:-1])
-            known = f" (fields of {model.__name__}: {', '.join(fields_of(model))})" if model else ""
-            parts.append(f"{field_name}: unknown field{known}")
+        msg = str(error.get("msg", "")).removeprefix("Value error, ")
+        if ": unknown field (fields of " in msg:  # the config models' own check (``_Config``)
+            parts.append(f"{field_name}.{msg}" if loc else msg)
         else:
-            msg = str(error.get("msg", "")).removeprefix("Value error, ")
-            parts.append(f"{field_name}: {msg} (got {error.get('input')!r})" if field_name != "value"
-                         else msg)
+            parts.append(f"{field_name}: {msg} (got {error.get('input')!r})"
+                         if field_name != "value" else msg)
     return "; ".join(parts)
 
-
-_BY_NAME: dict[str, type[BaseModel]] = {m.__name__: m for m in (
-    Iterations, Limits, LoopDetection, StallDetection, BudgetPressure, Approval, Compaction, Hooks,
-    Judge)}
-
-
-def _model_at(title: str, loc: Sequence[Any]) -> type[BaseModel] | None:
-    """The configuration model at ``loc`` inside the model named ``title`` (None: not one)."""
-    model = _BY_NAME.get(title)
-    for part in loc:
-        if model is None or part not in model.model_fields:
-            return None
-        args = getattr(model.model_fields[part].annotation, "__args__", ())
-        model = next((a for a in args if isinstance(a, type) and issubclass(a, BaseModel)), None)
-    return model
