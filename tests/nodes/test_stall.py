@@ -40,11 +40,11 @@ def test_flat_tokens(totals: list[int], flat: bool) -> None:
     assert flat_tokens(totals, tolerance=0.10) is flat
 
 
-def test_token_stall_needs_consecutive_passes() -> None:
+def test_token_stall_needs_consecutive_iterations() -> None:
     assert stall_guard([rec(1, 1000), rec(2, 1010)], CFG, new_work={}) is None
     guard = stall_guard([rec(1, 5000), rec(2, 1000), rec(3, 1010), rec(4, 990)], CFG, new_work={})
     assert guard == {"guard": "stall_detection", "reason": "stalled", "layer": "tokens",
-                     "passes": [2, 3, 4], "totals": [1000, 1010, 990],
+                     "iterations": [2, 3, 4], "totals": [1000, 1010, 990],
                      "detail": "the last 3 iterations used nearly the same tokens ([1000, 1010, 990], "
                                "tolerance 10%) without new work"}
 
@@ -125,7 +125,7 @@ async def test_repeated_answer_stops_with_stalled(
     assert [m.name for m in model.requests[2] if m.type == "human"] == [
         None, "loop_continue", "loop_continue"]
     guard = state["iterations"][-1]["guard"]
-    assert (guard["layer"], guard["passes"]) == ("answer", [1, 2, 3])
+    assert (guard["layer"], guard["iterations"]) == ("answer", [1, 2, 3])
     assert [r["guard"] for r in state["iterations"][:2]] == [None, None]
 
 
