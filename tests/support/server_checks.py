@@ -12,10 +12,12 @@ process, the other process for a deployment. The model behind the server is the 
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from langgraph_sdk import get_client, get_sync_client
 
 GRAPH_ID = "langgraph-loop"
@@ -125,6 +127,15 @@ def check_per_run_context_overrides_limits(url: str) -> None:
     assert notice["name"] == "stop_notice"
     assert "model-call limit" in notice["content"]
     assert result["iterations"][0]["guard"]["limit"] == 1
+
+
+def check_a_misspelled_override_is_the_in_process_error(url: str) -> None:
+    """The server applies the graph's own check of ``context=``: the same error text."""
+    client = get_sync_client(url=url)
+    text = "invalid run context: limits.final_answr: unknown field (fields of Limits: max_tool_calls,"
+    with pytest.raises(Exception, match=re.escape(text)):
+        client.runs.wait(None, GRAPH_ID, input=user("get_weather for Paris"),
+                         context={"limits": {"final_answr": False}})
 
 
 def check_messages_tuple_tells_model_tokens_from_notices(url: str) -> None:
