@@ -37,8 +37,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel, ConfigDict
 
 from benchmarks.token_economy import DeerFlowGuard
-from langgraph_loop import Limits, LoopDetection, create_loop_agent
-from langgraph_loop.core.messages import is_blocked
+from langgraph_loop import Iterations, Limits, LoopDetection, create_loop_agent
+from langgraph_loop.core.messages import is_blocked, is_notice
 from langgraph_loop.scripted import ScriptedChatModel
 
 END_OF_RECORDING, FINAL_ANSWER = "(end of the recorded run)", "(final answer without tools)"
@@ -206,7 +206,7 @@ def _seen(messages: Sequence[BaseMessage]) -> tuple[tuple[tuple[int, int], ...],
             reply, ids = reply + 1, [str(c["id"]) for c in message.tool_calls]
         elif isinstance(message, ToolMessage) and is_blocked(message) and message.tool_call_id in ids:
             blocked.append((reply, ids.index(message.tool_call_id)))
-        elif isinstance(message, HumanMessage) and message.name == "loop_warning":
+        elif is_notice(message):
             notices.append((reply, str(message.content)))
     return tuple(blocked), tuple(notices)
 
@@ -225,8 +225,8 @@ class Replayer:
                         for n in sorted(set(tools))]
         self.saver = InMemorySaver()
         self.graph = create_loop_agent(model, replay_tools, loop_detection=loop_detection,
-                                       max_iterations=None, limits=limits or Limits(max_model_calls=None),
-                                       checkpointer=self.saver)
+                                       iterations=Iterations(max=None, max_model_calls=None),
+                                       limits=limits, checkpointer=self.saver)
         self.threads = itertools.count()
 
     def _next_reply(self, _messages: Sequence[BaseMessage]) -> AIMessage:

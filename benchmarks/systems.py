@@ -335,8 +335,8 @@ def _langgraph_loop(model: BaseChatModel, tools: list[BaseTool], n: int, saver: 
     """``create_loop_agent`` with default loop detection; the model-call limit cannot fire."""
     lg = load_langgraph_loop()
     assert lg is not None, "langgraph-loop is not importable"
-    return GraphInvoker(lg.create_loop_agent(model, tools, limits=lg.Limits(max_model_calls=n + 10),
-                                             checkpointer=saver), n)
+    return GraphInvoker(lg.create_loop_agent(model, tools, checkpointer=saver,
+                                             iterations=lg.Iterations(max_model_calls=n + 10)), n)
 
 
 PEER_SYSTEMS: tuple[System, ...] = (

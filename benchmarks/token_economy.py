@@ -181,12 +181,12 @@ def _run_langgraph_loop(model: ScriptedChatModel, tools: list[BaseTool], literal
     """Invoke ``create_loop_agent``; read ``stop_reason``, ``usage`` and the persisted warnings."""
     lg = load_langgraph_loop()
     assert lg is not None
-    kwargs: dict[str, Any] = {} if literal_defaults else {"limits": lg.Limits(max_model_calls=CAP)}
+    kwargs: dict[str, Any] = {} if literal_defaults else {"iterations": lg.Iterations(max_model_calls=CAP)}
     result = lg.create_loop_agent(model, tools, **kwargs).invoke(
         {"messages": [HumanMessage(PROMPT)]}, {"recursion_limit": recursion_limit(CAP)})
     reason = result.get("stop_reason")
     return (None if reason is None else str(getattr(reason, "value", reason)),
-            sum(isinstance(m, HumanMessage) and m.name == "loop_warning" for m in result["messages"]),
+            sum(lg.is_notice(m) for m in result["messages"]),
             (result.get("usage") or {}).get("total_tokens"))
 
 

@@ -18,12 +18,14 @@ from langgraph_loop.core.config import (
     BudgetPressure,
     Compaction,
     Hooks,
+    Iterations,
     Judge,
     JudgeVerdict,
     Limits,
     LoopDetection,
     StallDetection,
 )
+from langgraph_loop.core.messages import is_notice
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import StopReason
 from langgraph_loop.todos import set_mode, todos_remaining, todos_remaining_message, write_todos
@@ -36,6 +38,7 @@ __all__ = [
     "BudgetPressure",
     "Compaction",
     "Hooks",
+    "Iterations",
     "Judge",
     "JudgeVerdict",
     "Limits",
@@ -45,6 +48,7 @@ __all__ = [
     "StopReason",
     "__version__",
     "create_loop_agent",
+    "is_notice",
     "set_mode",
     "todos_remaining",
     "todos_remaining_message",

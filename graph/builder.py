@@ -17,7 +17,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Never, TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from langchain_core.messages import SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -26,10 +26,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer, RetryPolicy
+from typing_extensions import TypedDict, Unpack
 
 from langgraph_loop.core.callbacks import (
+    Continuation,
     FeedbackHook,
-    NextMessage,
     PromptFactory,
     ShouldContinue,
     ToolFilter,
@@ -39,6 +40,7 @@ from langgraph_loop.core.config import (
     BudgetPressure,
     Compaction,
     Hooks,
+    Iterations,
     Judge,
     Limits,
     LoopDetection,
@@ -47,7 +49,7 @@ from langgraph_loop.core.config import (
 from langgraph_loop.core.history import LoopGraph
 from langgraph_loop.core.messages import is_blocked, is_cut, unanswered_tail
 from langgraph_loop.core.models import ChatRunnable
-from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.settings import MOVED, LoopSettings, regroup
 from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState, with_user_keys
 from langgraph_loop.nodes.approval import ApprovalNode, needs_approval
 from langgraph_loop.nodes.compaction import CompactionNode
@@ -59,7 +61,7 @@ from langgraph_loop.nodes.respond import RespondNode, structured_due
 from langgraph_loop.nodes.router import RouterNode
 from langgraph_loop.nodes.tools import ToolsNode
 
-__all__ = ["Edge", "Routes", "create_loop_agent", "retryable"]
+__all__ = ["Deprecated", "Edge", "Routes", "create_loop_agent", "retryable"]
 
 _LANGGRAPH_RETRY_ON = RetryPolicy().retry_on
 
@@ -92,7 +94,24 @@ C = TypeVar("C")
 Configured: TypeAlias = C | Mapping[str, Any] | None
 """A configuration model, or a dict of its fields, or None."""
 
-_NOT_SETTINGS = frozenset({"model", "tools", "checkpointer", "store", "unknown"})
+_NOT_SETTINGS = frozenset({"model", "tools", "checkpointer", "store", "deprecated"})
+
+class Deprecated(TypedDict, total=False):
+    """``create_loop_agent``'s keywords of 0.2, accepted with a ``DeprecationWarning`` until
+    0.4 (``MOVED`` in ``core/settings.py`` says where each went)."""
+
+    max_iterations: int | None
+    should_continue: ShouldContinue | None
+    judge: Configured[Judge]
+    next_message: Continuation | None
+    record_feedback: FeedbackHook | None
+    inject_progress: bool
+    fresh_context: bool
+    prompt_factory: PromptFactory | None
+    stall_detection: Configured[StallDetection]
+    budget_pressure: Configured[BudgetPressure]
+    tool_filter: ToolFilter | None
+
 
 DEFAULT_LOOP_DETECTION = LoopDetection()
 """``create_loop_agent``'s default loop detection (pass None to turn it off)."""
@@ -102,19 +121,21 @@ def create_loop_agent(
     model: ChatRunnable | str,
     tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | BaseTool | Callable[..., Any] = (),
     *,
-    system_prompt: str | SystemMessage | None = None, max_iterations: int | None = 10,
-    should_continue: ShouldContinue | None = None, judge: Configured[Judge] = None,
-    next_message: NextMessage | None = None, record_feedback: FeedbackHook | None = None,
-    inject_progress: bool = True, fresh_context: bool = False,
-    prompt_factory: PromptFactory | None = None, limits: Configured[Limits] = None,
+    system_prompt: str | SystemMessage | None = None,
+    iterations: Configured[Iterations] = None,
+    limits: Configured[Limits] = None,
     loop_detection: Configured[LoopDetection] = DEFAULT_LOOP_DETECTION,
-    stall_detection: Configured[StallDetection] = None, budget_pressure: Configured[BudgetPressure] = None,
-    tool_filter: ToolFilter | None = None, approval: Configured[Approval] = None,
-    compaction: Configured[Compaction] = None, hooks: Configured[Hooks] = None,
-    response_format: Any = None, state_schema: type[Any] | None = None,
-    context_schema: type[Any] | None = None, handle_tool_errors: Any = None,
-    checkpointer: Checkpointer = None, store: BaseStore | None = None, name: str | None = None,
-    **unknown: Never,
+    approval: Configured[Approval] = None,
+    compaction: Configured[Compaction] = None,
+    hooks: Configured[Hooks] = None,
+    response_format: Any = None,
+    state_schema: type[Any] | None = None,
+    context_schema: type[Any] | None = None,
+    handle_tool_errors: Any = None,
+    checkpointer: Checkpointer = None,
+    store: BaseStore | None = None,
+    name: str | None = None,
+    **deprecated: Unpack[Deprecated],
 ) -> CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput]:
     """Build the loop agent as a compiled graph (callbacks may be sync or async).
 
@@ -122,39 +143,52 @@ def create_loop_agent(
         model: a chat model, ``"provider:model"`` or a Runnable wrapping chat models.
         tools: tools, functions, provider-side tool dicts (bound, never run here); one alone is a list.
         system_prompt: the system prompt of every model call (a ``SystemMessage`` is kept).
-        max_iterations: iterations per run; None = unbounded, < 1 is a ValueError.
-        should_continue: ``(state) -> bool | (bool, feedback)``, asked when an iteration ends.
-        judge: a second model that decides whether the request is answered.
-        next_message, record_feedback: ``(state, feedback) -> str | None``: the next
-            iteration's input; an iteration's progress entry.
-        inject_progress, fresh_context: progress log in continuations; later iterations see
-            only the request, the progress and the new iteration.
-        prompt_factory: ``(state) -> str``, builds each iteration's prompt.
-        limits: model calls per iteration, tool calls, token budget, time, final answer.
+        iterations: the outer loop (``Iterations``): how many iterations and model calls per
+            iteration, ``should_continue``, ``judge``, the ``continuation`` text, the
+            progress log, fresh context, stall detection.
+        limits: per-run limits (``Limits``): tool calls, token budget and budget pressure,
+            time, tool output size, the final answer after a stop.
         loop_detection: ``LoopDetection()`` by default; None turns detection off.
-        stall_detection: stop iterations that repeat themselves without new work.
-        budget_pressure: a finalize-now notice near ``Limits.token_budget``.
-        tool_filter: ``(state, tools) -> tools`` offered to a call, enforced at execution.
         approval, compaction: decisions before gated tools run; summaries of old messages.
-        hooks, response_format: ``Hooks``; a schema, ``ToolStrategy`` or ``ProviderStrategy``.
+        hooks: the user's callbacks at points of the loop (``Hooks``), the tool filter included.
+        response_format: a schema, ``ToolStrategy`` or ``ProviderStrategy``.
         state_schema: a TypedDict extending ``LoopState`` (tools' ``Command``s update it).
-        context_schema: the user's runtime context type (overrides may sit beside it).
+        context_schema: the user's runtime context type (override groups may sit beside it).
         handle_tool_errors: ``ToolNode``'s switch (default: errors become error results).
         checkpointer, store: any LangGraph checkpointer and store, passed through.
         name: the graph's name (default ``"langgraph-loop"``); if given, every reply's name.
-        **unknown: none (a misspelled keyword is a ``ValueError``). A configuration model
-            may also be given as a dict of its fields.
+        **deprecated: the keywords of 0.2 that moved into a group (``max_iterations``,
+            ``should_continue``, ``judge``, ``next_message``, ``record_feedback``,
+            ``inject_progress``, ``fresh_context``, ``prompt_factory``, ``stall_detection``,
+            ``budget_pressure``, ``tool_filter``), each with a ``DeprecationWarning`` until
+            0.4; any other keyword is a ``ValueError``. A configuration model may also be
+            given as a dict of its fields.
 
     Returns:
         The compiled graph; its recursion limit fits the configured limits.
 
     Raises:
-        ValueError: an argument is invalid (the message names it); runs raise it for an
-            input they cannot work on (``LoopGraph`` in ``core/state.py``).
+        ValueError: an argument is invalid (the message names it), or one field is given
+            both as a deprecated keyword and in its group; runs raise it for an input
+            they cannot work on (``LoopGraph`` in ``core/state.py``).
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> from langgraph_loop import Iterations, Limits
+        >>> from langgraph_loop.scripted import ScriptedChatModel
+        >>> agent = create_loop_agent(
+        ...     ScriptedChatModel(script=["draft", "final"]),
+        ...     iterations=Iterations(max=3, should_continue=lambda s: s["iteration"] < 2),
+        ...     limits=Limits(token_budget=50_000))
+        >>> result = agent.invoke({"messages": [HumanMessage("Write it.")]})
+        >>> result["stop_reason"], result["iteration"]
+        ('completed', 2)
     """
     options = {k: v for k, v in locals().items() if k not in _NOT_SETTINGS}  # the loop's keywords
+    unknown = sorted(set(deprecated) - set(MOVED))
     if unknown:
-        raise ValueError(f"create_loop_agent: unknown arguments {sorted(unknown)}")
+        raise ValueError(f"create_loop_agent: unknown arguments {unknown}")
+    options = regroup({**options, **deprecated}, warn=True, stacklevel=2)
     settings = LoopSettings.build(model, tools, **options)
     graph = _assemble(settings).compile(checkpointer=checkpointer, store=store, name=name or "langgraph-loop")
     return LoopGraph.of(graph, settings.overrides).with_config(recursion_limit=settings.recursion_limit)

@@ -6,7 +6,7 @@
 - ``todos_remaining(modes=None)`` builds a ``should_continue`` predicate: true while a
   todo is not completed; with ``modes``, only while ``state["mode"]`` is one of them
   (case-insensitive).
-- ``todos_remaining_message`` is a ``next_message`` that lists the open items.
+- ``todos_remaining_message`` is an ``Iterations.continuation`` that lists the open items.
 
 ``todos`` and ``mode`` are thread state: they survive runs on the same thread.
 
@@ -129,7 +129,7 @@ def todos_remaining(modes: Sequence[str] | None = None) -> Callable[[Mapping[str
 
 
 def todos_remaining_message(state: Mapping[str, Any], feedback: str | None = None) -> str:
-    """A ``next_message`` listing the open todos (the default text when none is open)."""
+    """A ``continuation`` listing the open todos (the default text when none is open)."""
     items = open_todos(state.get("todos"))
     if not items:
         return default_message(feedback)

@@ -14,9 +14,10 @@ order: the **time cap** (``timeout``), **budget pressure** once the model has se
 notice (``budget_pressure``), a **stall** over the run's records (``stalled``).
 
 The next iteration starts with a *continuation message* (``name="loop_continue"``): the
-default text (with the feedback from the predicate or the judge), ``next_message``'s or
-``prompt_factory``'s text. With ``inject_progress`` and a kept transcript only the latest
-progress entry is added: the transcript already holds the earlier iterations.
+default text (with the feedback from the predicate or the judge), or the text of
+``Iterations.continuation`` (None from it re-sends the previous iteration's input). With
+``inject_progress`` and a kept transcript only the latest progress entry is added: the
+transcript already holds the earlier iterations.
 
 Example:
     >>> decide(iteration=1, max_iterations=10, has_condition=False, predicate=None, verdict=None)
@@ -42,7 +43,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import get_runtime
 
 from langgraph_loop.core import prompts
-from langgraph_loop.core.callbacks import call_async, call_sync
+from langgraph_loop.core.callbacks import LegacyContinuation, call_async, call_sync
 from langgraph_loop.core.messages import CONTINUE_NAME, iteration_messages, loop_message, shorten
 from langgraph_loop.core.records import (
     IterationRecord,
@@ -125,7 +126,7 @@ def explain_stop(state: LoopState, settings: LoopSettings, stop: StopReason | No
 
     Example:
         >>> from langgraph_loop.scripted import ScriptedChatModel
-        >>> s = LoopSettings.build(ScriptedChatModel(), max_iterations=2)
+        >>> s = LoopSettings.build(ScriptedChatModel(), iterations={"max": 2})
         >>> explain_stop({"iteration": 2}, s, StopReason.MAX_ITERATIONS)
         {'guard': 'max_iterations', 'reason': 'max_iterations', 'limit': 2, 'value': 2}
     """
@@ -183,7 +184,7 @@ def resend_message(
     fresh_context: bool,
     feedback: str | None,
 ) -> HumanMessage:
-    """``next_message`` returned None: re-send the previous iteration's input.
+    """The continuation returned None: re-send the previous iteration's input.
 
     Its content is kept as it was (multimodal included). With fresh context the
     run's original request is already in every request, so re-sending it would
@@ -287,7 +288,7 @@ class _End:
         """The next iteration's input (``text``: the callback's answer, when ``asked``)."""
         if not asked:
             return continuation_message(continuation_text(self.feedback, self.progress, self.inject))
-        if text is None and self.settings.prompt_factory is None:
+        if text is None:
             start = iteration_info(self.state).get("start_id")
             previous = iteration_messages(self.state.get("messages") or [], start)[:1] if start else []
             return resend_message(previous, request_id=(self.state.get("run") or {}).get("request_id"),
@@ -315,13 +316,12 @@ class RouterNode(Runnable[LoopState, dict[str, Any]]):
         self.settings = settings
 
     def _continuation_call(self, end: _End) -> tuple[Any, tuple[Any, ...], str] | None:
-        """The callback that writes the next input: ``prompt_factory`` or ``next_message``."""
-        settings = end.settings
-        if settings.prompt_factory is not None:
-            return settings.prompt_factory, (end.view,), "prompt_factory"
-        if settings.next_message is not None:
-            return settings.next_message, (end.view, end.feedback), "next_message"
-        return None
+        """The callback that writes the next input (named as the user gave it)."""
+        continuation = end.settings.continuation
+        if continuation is None:
+            return None
+        name = continuation.name if isinstance(continuation, LegacyContinuation) else "continuation"
+        return continuation, (end.view, end.feedback), name
 
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:

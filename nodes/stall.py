@@ -109,4 +109,4 @@ def stall_guard(
     else:
         return None
     return guard("stall_detection", StopReason.STALLED, layer=layer,
-                 passes=[r.get("iteration") for r in window], totals=totals, detail=detail)
+                 iterations=[r.get("iteration") for r in window], totals=totals, detail=detail)

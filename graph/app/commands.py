@@ -33,7 +33,7 @@ from langgraph_loop.app.picture import example_agent, mermaid, render_png
 from langgraph_loop.app.progress import Progress, run_with_progress
 from langgraph_loop.app.review import decisions_for
 from langgraph_loop.builder import create_loop_agent
-from langgraph_loop.core.config import Approval, Limits
+from langgraph_loop.core.config import Approval, Iterations, Limits
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = ["RUN_MAX_ITERATIONS", "UsageError", "demo", "demo_tools", "graph", "live_demo",
@@ -77,7 +77,8 @@ def live_demo(args: argparse.Namespace, console: Console) -> int:
     thread = f"demo-{uuid.uuid4().hex[:8]}"
     with sqlite_saver(args.db or DEFAULT_DB) as saver:
         agent = create_loop_agent(model, [get_weather], checkpointer=saver,
-                                  limits=Limits(max_model_calls=8, max_tool_calls=6))
+                                  iterations=Iterations(max_model_calls=8),
+                                  limits=Limits(max_tool_calls=6))
         config: RunnableConfig = {"configurable": {"thread_id": thread}}
         state = run_with_progress(agent, {"messages": [HumanMessage(LIVE_TASK)]}, config, console)
     print_run(console, f"live demo with {getattr(model, 'model_name', 'the model')}", state)
@@ -137,7 +138,7 @@ def provider_errors(model: Any, thread: str) -> Iterator[None]:
 
 
 RUN_MAX_ITERATIONS = 3
-"""Passes per ``run --judge`` unless ``--max-iterations`` says otherwise."""
+"""Iterations per ``run --judge`` unless ``--max-iterations`` says otherwise."""
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
@@ -160,10 +161,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     gated = Approval(tools=GATED_TOOLS) if tools else None  # send_email asks a human
     with sqlite_saver(args.db) as saver, provider_errors(model, thread):
         agent = create_loop_agent(model, tools, checkpointer=saver, approval=gated,
-                                  judge=Judge(model=model) if judged else None,
                                   # without a judge a run has one iteration (as before --judge)
-                                  max_iterations=(max_iterations or RUN_MAX_ITERATIONS)
-                                  if judged else 1)
+                                  iterations=Iterations(
+                                      judge=Judge(model=model) if judged else None,
+                                      max=(max_iterations or RUN_MAX_ITERATIONS) if judged else 1))
         config: RunnableConfig = {"configurable": {"thread_id": thread}}
         inputs: Any = {"messages": [HumanMessage(args.task)]}
         progress = Progress()  # one count for the run, across its approval pauses

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from langgraph_loop.app.agent import GATED_TOOLS, TOOLS
 from langgraph_loop.app.env import UsageError
 from langgraph_loop.builder import create_loop_agent
-from langgraph_loop.core.config import Approval, Compaction, Judge
+from langgraph_loop.core.config import Approval, Compaction, Iterations, Judge
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = ["PICTURE", "Report", "example_agent", "mermaid", "png_bytes", "render_png", "write_picture"]
@@ -32,7 +32,8 @@ class Report(BaseModel):
 def example_agent() -> Any:
     """A loop agent with every optional node (judge, approval, compaction, respond), for
     pictures."""
-    return create_loop_agent(ScriptedChatModel(), TOOLS, judge=Judge(model=ScriptedChatModel()),
+    return create_loop_agent(ScriptedChatModel(), TOOLS,
+                             iterations=Iterations(judge=Judge(model=ScriptedChatModel())),
                              approval=Approval(tools=GATED_TOOLS),
                              compaction=Compaction(max_tokens=8000), response_format=Report)
 

@@ -6,7 +6,7 @@ checkpointer: LangGraph Server persists threads itself (in memory under
 environment, demo tools, ``send_email`` gated) is defined in ``graph/app/agent.py``.
 
 Per-run limits come from the run's context, e.g. with ``langgraph-sdk``:
-``client.runs.wait(thread_id, "langgraph-loop", input=..., context={"max_iterations": 2})``.
+``client.runs.wait(thread_id, "langgraph-loop", input=..., context={"iterations": {"max": 2}})``.
 """
 
 from __future__ import annotations

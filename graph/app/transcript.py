@@ -3,7 +3,7 @@
 A run is shown as a table (one row per message: who, what), then the stop reason and
 usage, then one line per iteration. Roles are labelled the way the model saw them: the
 user, the assistant and its tool calls, each tool result (✓ or ✗), and the loop's
-own messages, tagged with their name (``[loop_warning]`` notices, ``[loop_continue]``
+own messages, tagged with their name (``[loop_notice]`` notices, ``[loop_continue]``
 continuations, ...).
 
 Example:
@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from langgraph_loop.core.messages import as_text, shorten
+from langgraph_loop.core.messages import as_text, is_notice, shorten
 
 __all__ = ["iteration_lines", "render_run", "row", "summary", "transcript_table"]
 
@@ -54,7 +54,7 @@ def row(message: BaseMessage) -> tuple[str, str, str]:
         who = f"tool {'✗' if failed else '✓'} {message.name or ''}".rstrip()
         return who, _text(message.content), "red" if failed else "green"
     if isinstance(message, HumanMessage) and message.name:
-        style = "yellow" if message.name == "loop_warning" else "magenta"
+        style = "yellow" if is_notice(message) else "magenta"
         return "loop", f"[{message.name}] {_text(message.content)}", style
     if isinstance(message, SystemMessage):
         return "system", _text(message.content), "dim"

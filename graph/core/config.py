@@ -4,8 +4,10 @@ Every model raises ``ValueError`` (pydantic's ``ValidationError`` is one) naming
 the offending field when a value or a combination is invalid.
 
 Example:
-    >>> from langgraph_loop import Limits, LoopDetection
-    >>> Limits(max_model_calls=5, max_tool_calls=20).max_tool_calls
+    >>> from langgraph_loop import Iterations, Limits, LoopDetection
+    >>> Iterations(max=3, max_model_calls=5).max_model_calls
+    5
+    >>> Limits(max_tool_calls=20).max_tool_calls
     20
     >>> LoopDetection(warn_after=2, stop_after=4).window
     20
@@ -18,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -35,6 +38,7 @@ __all__ = [
     "BudgetPressure",
     "Compaction",
     "Hooks",
+    "Iterations",
     "Judge",
     "JudgeVerdict",
     "Limits",
@@ -47,6 +51,18 @@ __all__ = [
 
 class _Config(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        """A misspelled field names the model's real ones (``Limits(final_answr=...)``)."""
+        if isinstance(data, Mapping):
+            unknown = [str(k) for k in data if k not in cls.model_fields]
+            if unknown:
+                fields = ", ".join(n for n, f in cls.model_fields.items() if not f.exclude)
+                raise ValueError(f"{', '.join(unknown)}: unknown field (fields of {cls.__name__}: "
+                                 f"{fields})")
+        return data
 
 
 LAYERS: tuple[str, ...] = ("no_progress", "cycle", "repeat", "same_reply", "per_tool", "text")
@@ -243,35 +259,6 @@ def tool_policy(metadata: Mapping[str, Any]) -> ArgPolicy | None:
     return ArgPolicy(**fields) if fields else None
 
 
-class Limits(_Config):
-    """Hard limits of one run.
-
-    Attributes:
-        max_model_calls: model calls per iteration (None = unbounded).
-        max_tool_calls: tool executions per run (None = unbounded).
-        token_budget: agent tokens (input + output) per run, the final answer included:
-            the loop stops while the final answer still fits (None = unbounded).
-        max_duration_s: wall-clock seconds per run, checked between steps.
-        final_answer: after a stop that left tool calls unanswered, answer them with
-            error ToolMessages and make one last model call with no tools bound.
-        max_tool_output_chars: longer tool outputs are cut to this size, with a note.
-        max_tool_errors: tool-calling rounds in a row whose every result was an error
-            after which the run stops (``tool_errors``; None = off).
-
-    Example:
-        >>> Limits(token_budget=10_000).final_answer
-        True
-    """
-
-    max_model_calls: int | None = Field(default=25, ge=1)
-    max_tool_calls: int | None = Field(default=None, ge=1)
-    token_budget: int | None = Field(default=None, ge=1)
-    max_duration_s: float | None = Field(default=None, gt=0)
-    final_answer: bool = True
-    max_tool_output_chars: int | None = Field(default=100_000, ge=100)
-    max_tool_errors: int | None = Field(default=None, ge=1)
-
-
 class StallDetection(_Config):
     """Stop with ``stalled`` when iterations stop making progress.
 
@@ -308,6 +295,48 @@ class BudgetPressure(_Config):
     instruction: str = Field(default=prompts.BUDGET_PRESSURE, min_length=1)
 
 
+class Limits(_Config):
+    """Hard limits of one run (the per-iteration limit is ``Iterations.max_model_calls``).
+
+    Attributes:
+        max_tool_calls: tool executions per run (None = unbounded).
+        token_budget: agent tokens (input + output) per run, the final answer included:
+            the loop stops while the final answer still fits (None = unbounded).
+        max_duration_s: wall-clock seconds per run, checked between steps.
+        final_answer: after a stop that left tool calls unanswered, answer them with
+            error ToolMessages and make one last model call with no tools bound.
+        max_tool_output_chars: longer tool outputs are cut to this size, with a note.
+        max_tool_errors: tool-calling rounds in a row whose every result was an error
+            after which the run stops (``tool_errors``; None = off).
+        budget_pressure: a finalize-now notice near ``token_budget`` (None = off).
+        max_model_calls: deprecated (moved to ``Iterations.max_model_calls``; accepted
+            with a ``DeprecationWarning`` until 0.4). The graph fills it in from
+            ``Iterations`` for the limit checks.
+
+    Example:
+        >>> Limits(token_budget=10_000, budget_pressure={"threshold": 0.7}).budget_pressure.threshold
+        0.7
+    """
+
+    max_tool_calls: int | None = Field(default=None, ge=1)
+    token_budget: int | None = Field(default=None, ge=1)
+    max_duration_s: float | None = Field(default=None, gt=0)
+    final_answer: bool = True
+    max_tool_output_chars: int | None = Field(default=100_000, ge=100)
+    max_tool_errors: int | None = Field(default=None, ge=1)
+    budget_pressure: BudgetPressure | None = None
+    max_model_calls: int | None = Field(default=None, ge=1, exclude=True, repr=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_max_model_calls(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "max_model_calls" in data:
+            warnings.warn("Limits(max_model_calls=...) is deprecated: it is a per-iteration "
+                          "limit, use Iterations(max_model_calls=...)", DeprecationWarning,
+                          stacklevel=6)
+        return data
+
+
 class Approval(_Config):
     """Human approval of gated tools through ``interrupt()``.
 
@@ -336,7 +365,7 @@ class Compaction(_Config):
 
 
 class Hooks(_Config):
-    """Callbacks around iterations and tool calls; sync or async.
+    """The user's callbacks at points of the loop; sync or async.
 
     Order per iteration: ``on_iteration_start(state)``, then ``on_tool_call(record)`` for
     each executed or refused call (``{name, args, status, duration_s, iteration}``),
@@ -347,6 +376,8 @@ class Hooks(_Config):
     resumes the thread at the failed step. The same events, plus ``loop_warning``,
     ``budget_pressure`` and one ``stop`` per run, are emitted on
     ``stream_mode="custom"`` as JSON-friendly dicts ``{"event": ..., ...}``.
+    ``tool_filter(state, tools) -> tools`` chooses the tools offered to each model call
+    (names or tools); a call of a tool not offered is refused at execution.
 
     Example:
         >>> Hooks(on_tool_call=print).on_iteration_start is None
@@ -356,6 +387,7 @@ class Hooks(_Config):
     on_iteration_start: Callable[..., Any] | None = None
     on_iteration_end: Callable[..., Any] | None = None
     on_tool_call: Callable[..., Any] | None = None
+    tool_filter: Callable[..., Any] | None = None
 
 
 class JudgeVerdict(BaseModel):
@@ -391,3 +423,48 @@ class Judge(_Config):
         if isinstance(data, dict) and isinstance(data.get("criteria"), Sequence):
             data = {**data, "criteria": tuple(data["criteria"])}
         return data
+
+
+class Iterations(_Config):
+    """The outer loop: how many iterations, when to go on, and what starts the next one.
+
+    An iteration ends when the model answers without tool calls. With neither
+    ``should_continue`` nor ``judge`` the first such answer ends the run (``completed``);
+    with one of them it decides (the predicate first; when it says stop, the judge).
+
+    Attributes:
+        max: iterations per run (None = unbounded; ``max_iterations`` stops the run).
+        max_model_calls: model calls per iteration (None = unbounded).
+        should_continue: ``(state) -> bool | (bool, feedback)``, asked when an iteration ends.
+        judge: a second model that decides whether the original request is answered.
+        continuation: ``(state, feedback) -> str | None``: the text that starts the next
+            iteration (None: send the previous iteration's input again). Without it the
+            default text, with the feedback, is sent. It replaces ``next_message``
+            (the same callback) and ``prompt_factory(state)``, which is
+            ``lambda state, feedback: str(prompt_factory(state))``.
+        record_feedback: ``(state, feedback) -> str | None``: an iteration's progress entry
+            (default: the start of its answer).
+        inject_progress: put the latest progress entry before the continuation text.
+        fresh_context: later iterations see only the request, the progress log and the new
+            iteration, not the earlier iterations' messages.
+        stall: stop (``stalled``) when iterations repeat themselves without new work.
+
+    Example:
+        >>> from langgraph_loop.scripted import ScriptedChatModel
+        >>> loop = Iterations(max=3, should_continue=lambda state: state["iteration"] < 2,
+        ...                   continuation=lambda state, feedback: "Check your answer once more.")
+        >>> loop.max, loop.max_model_calls, loop.stall
+        (3, 25, None)
+        >>> Iterations(judge={"model": ScriptedChatModel(script=[])}).judge.criteria
+        ()
+    """
+
+    max: int | None = Field(default=10, ge=1, strict=True)
+    max_model_calls: int | None = Field(default=25, ge=1, strict=True)
+    should_continue: Callable[..., Any] | None = None
+    judge: Judge | None = None
+    continuation: Callable[..., Any] | None = None
+    record_feedback: Callable[..., Any] | None = None
+    inject_progress: bool = Field(default=True, strict=True)
+    fresh_context: bool = Field(default=False, strict=True)
+    stall: StallDetection | None = None

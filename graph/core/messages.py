@@ -6,8 +6,14 @@ appear nowhere else; a system message may only come first.
 
 **Deferred notices.** What the loop tells the model is queued in graph state
 (``pending_notices``), tagged with the run that queued it, and drained by the model node
-right before its next call into ONE ``HumanMessage(name="loop_warning")`` placed after the
-ToolMessages, never between an AIMessage with tool calls and its ToolMessages.
+right before its next call into ONE ``HumanMessage`` placed after the ToolMessages, never
+between an AIMessage with tool calls and its ToolMessages. It is named by what it says
+(``notice_name``): ``stop_notice`` (the run was stopped), ``budget_notice`` (budget
+pressure), ``loop_notice`` (a loop warning, or a person's hint about a loop); when several
+sources merge into one message, the first of that order names it and
+``additional_kwargs["lc_data"]["sources"]`` lists them all. Every notice carries
+langchain-core's notification metadata (``lc_source="langgraph_loop"``), so one rule finds
+them all: ``is_notice`` (which also knows 0.2's ``name="loop_warning"``).
 
 **Text.** One helper each for a message's text: a digest, clipping, shortening, and the
 ``name(args)`` label of a tool call.
@@ -27,8 +33,8 @@ Example:
     >>> q = queue_notice([], run="r1", key="sig:abc", text="Stop repeating search.", source="loop")
     >>> q = queue_notice(q, run="r1", key="sig:abc", text="Stop repeating search.", source="loop")
     >>> message = drain(q, run="r1")
-    >>> len(q), message.name, message.content
-    (1, 'loop_warning', 'Stop repeating search.')
+    >>> len(q), message.name, message.content, is_notice(message)
+    (1, 'loop_notice', 'Stop repeating search.', True)
     >>> drain(queue_notice([], run="old", key="k", text="t", source="s"), run="r2") is None
     True
     >>> shorten("a   lot\\n of   space", 10), clip("abcdef", 4), len(digest("x"))
@@ -59,15 +65,26 @@ from langgraph_loop.core import prompts
 
 MessageT = TypeVar("MessageT", bound=BaseMessage)
 
-__all__ = ["BLOCKED_KIND", "CONTINUE_NAME", "CUT_KEY", "NOTICE_NAME", "PROGRESS_NAME", "RESPOND_NAME",
-           "SUMMARY_NAME", "TAGS", "Notice", "Problem", "as_message", "as_text", "call_ids",
-           "call_label", "cap_output", "check_pairing", "clip", "describe", "digest", "drain",
-           "encodable", "encodable_text", "is_blocked", "is_cut", "iteration_messages", "loop_message",
-           "notice_message", "pairing_problems", "queue_notice", "shorten", "unanswered_tail",
-           "with_unique_call_ids", "work_call_ids"]
+__all__ = ["BLOCKED_KIND", "BUDGET_NOTICE", "CONTINUE_NAME", "CUT_KEY", "LEGACY_NOTICE_NAME",
+           "LOOP_NOTICE", "NOTICE_NAMES", "NOTICE_SOURCE", "PROGRESS_NAME", "RESPOND_NAME",
+           "STOP_NOTICE", "SUMMARY_NAME", "TAGS", "Notice", "Problem", "as_message", "as_text",
+           "call_ids", "call_label", "cap_output", "check_pairing", "clip", "describe", "digest",
+           "drain", "encodable", "encodable_text", "is_blocked", "is_cut", "is_notice",
+           "iteration_messages", "loop_message", "notice_message", "notice_name", "pairing_problems",
+           "queue_notice", "shorten", "unanswered_tail", "with_unique_call_ids", "work_call_ids"]
 
-NOTICE_NAME = "loop_warning"
-"""Deferred notices delivered to the model (loop warnings, budget pressure, the stop notice)."""
+STOP_NOTICE = "stop_notice"
+"""The notice that the run was stopped (the tools-free final answer call reads it)."""
+BUDGET_NOTICE = "budget_notice"
+"""Budget pressure: finalize now (``BudgetPressure.instruction``)."""
+LOOP_NOTICE = "loop_notice"
+"""A loop warning from the loop detector, or a person's hint about a loop."""
+NOTICE_NAMES = (STOP_NOTICE, BUDGET_NOTICE, LOOP_NOTICE)
+"""The notices' names, in the order that names a merged one."""
+LEGACY_NOTICE_NAME = "loop_warning"
+"""0.2's one name for every notice (threads it stored still hold it; ``is_notice`` knows it)."""
+NOTICE_SOURCE = "langgraph_loop"
+"""The notices' ``additional_kwargs["lc_source"]`` (langchain-core's notification metadata)."""
 CONTINUE_NAME = "loop_continue"
 """The message that starts the next iteration."""
 PROGRESS_NAME = "loop_progress"
@@ -76,7 +93,7 @@ SUMMARY_NAME = "loop_summary"
 """The summary that replaced compacted messages."""
 RESPOND_NAME = "loop_respond"
 """The instruction of the structured final turn (never stored)."""
-TAGS = (NOTICE_NAME, CONTINUE_NAME, PROGRESS_NAME, SUMMARY_NAME, RESPOND_NAME)
+TAGS = (*NOTICE_NAMES, CONTINUE_NAME, PROGRESS_NAME, SUMMARY_NAME, RESPOND_NAME)
 """Every ``name`` the loop gives the user-role messages it writes."""
 
 
@@ -250,8 +267,48 @@ def queue_notice(
     return current
 
 
+_NAME_OF_SOURCE = {"stop": STOP_NOTICE, "budget_pressure": BUDGET_NOTICE}
+"""The notice name of each queue source that is not about a loop (``loop``, ``human``)."""
+
+
+def notice_name(sources: Collection[str]) -> str:
+    """The name of a notice merged from ``sources``: the first of ``NOTICE_NAMES`` any
+    of them maps to (a stop outranks budget pressure, which outranks a loop warning).
+
+    Example:
+        >>> notice_name(["loop"]), notice_name(["human"]), notice_name(["loop", "budget_pressure"])
+        ('loop_notice', 'loop_notice', 'budget_notice')
+        >>> notice_name(["budget_pressure", "stop", "loop"])
+        'stop_notice'
+    """
+    names = {_NAME_OF_SOURCE.get(source, LOOP_NOTICE) for source in sources}
+    return next((name for name in NOTICE_NAMES if name in names), LOOP_NOTICE)
+
+
+def is_notice(message: BaseMessage) -> bool:
+    """Is this a notice the loop delivered to the model (any kind, 0.2's included)?
+
+    The one rule to filter notices out of a transcript (a UI, an evaluation).
+
+    Example:
+        >>> is_notice(HumanMessage("Stop repeating.", name="loop_warning"))  # stored by 0.2
+        True
+        >>> is_notice(HumanMessage("hi")), is_notice(HumanMessage("go on", name="loop_continue"))
+        (False, False)
+    """
+    if not isinstance(message, HumanMessage):
+        return False
+    if message.additional_kwargs.get("lc_source") == NOTICE_SOURCE:
+        return True
+    tag = message.additional_kwargs.get("langgraph_loop")
+    return (isinstance(tag, dict) and tag.get("kind") == "notice") or message.name in (
+        *NOTICE_NAMES, LEGACY_NOTICE_NAME)
+
+
 def notice_message(notices: Sequence[Notice]) -> HumanMessage | None:
-    """Merge notices (de-duplicated by text, in order) into one tagged message."""
+    """Merge notices (de-duplicated by text, in order) into one message, named by
+    ``notice_name`` and marked with langchain-core's notification metadata
+    (``lc_source``/``lc_data``, the keys ``add_notification_metadata`` sets)."""
     texts: list[str] = []
     for notice in notices:
         if notice["text"] not in texts:
@@ -259,8 +316,10 @@ def notice_message(notices: Sequence[Notice]) -> HumanMessage | None:
     if not texts:
         return None
     sources = sorted({n["source"] for n in notices})
-    return loop_message("\n\n".join(texts), name=NOTICE_NAME,
-                        additional_kwargs={"langgraph_loop": {"kind": "notice", "sources": sources}})
+    name = notice_name(sources)
+    return loop_message("\n\n".join(texts), name=name, additional_kwargs={
+        "lc_source": NOTICE_SOURCE, "lc_data": {"kind": name, "sources": sources},
+        "langgraph_loop": {"kind": "notice", "sources": sources}})
 
 
 def drain(pending: Sequence[Notice] | None, *, run: str) -> HumanMessage | None:

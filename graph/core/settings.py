@@ -1,22 +1,27 @@
 """Everything the builder was given, validated once, plus per-run overrides.
 
 Nodes read a ``LoopSettings``; ``settings.for_run(runtime.context)`` applies the
-numeric overrides a caller passed as LangGraph runtime context.
+overrides a caller passed as LangGraph runtime context, nested by group
+(``LoopContext``): each group is merged over the graph's own configuration model and
+validated by it, the same way in-process and on LangGraph Server.
 
 Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel
     >>> s = LoopSettings.build(ScriptedChatModel(script=[]))
-    >>> s.for_run({"max_iterations": 3, "max_tool_calls": 7}).limits.max_tool_calls
-    7
+    >>> run = s.for_run({"iterations": {"max": 3}, "limits": {"max_tool_calls": 7}})
+    >>> run.max_iterations, run.limits.max_tool_calls
+    (3, 7)
     >>> try:
-    ...     s.for_run({"max_tool_calls": 0})
+    ...     s.for_run({"limits": {"final_answr": False}})
     ... except ValueError as exc:
-    ...     print("max_tool_calls" in str(exc))
-    True
+    ...     print(str(exc)[:73])
+    invalid run context: limits.final_answr: unknown field (fields of Limits:
 """
 
 from __future__ import annotations
 
+import json
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -27,13 +32,16 @@ from langchain_core.messages import SystemMessage
 from langchain_core.tools import BaseTool
 from langchain_core.tools import tool as as_tool
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from typing_extensions import is_typeddict
 
+from langgraph_loop.core.callbacks import LegacyContinuation
 from langgraph_loop.core.config import (
     Approval,
     BudgetPressure,
     Compaction,
     Hooks,
+    Iterations,
     Judge,
     Limits,
     LoopDetection,
@@ -41,32 +49,61 @@ from langgraph_loop.core.config import (
 )
 from langgraph_loop.core.models import ChatRunnable, primary_chat_model, resolve_model
 from langgraph_loop.core.shape import Shape
-from langgraph_loop.core.state import LoopContext, LoopState
+from langgraph_loop.core.state import (
+    IterationsOverrides,
+    LimitsOverrides,
+    LoopContext,
+    LoopDetectionOverrides,
+    LoopState,
+)
 from langgraph_loop.core.structured import StructuredOutput, resolve_response_format
 
-__all__ = ["LOOP_KEYS", "OVERRIDES", "LoopSettings", "RunOverrides", "run_overrides",
-           "split_provider_tools"]
+__all__ = ["GROUPS", "LOOP_KEYS", "MOVED", "OVERRIDES", "LoopSettings", "fields_of", "regroup",
+           "run_overrides", "split_provider_tools"]
 
 Callback = Callable[..., Any]
 
 
 OVERRIDES: tuple[str, ...] = tuple(LoopContext.__annotations__)
-"""The names a run may override through ``context=`` (declared once, in ``LoopContext``)."""
+"""The keys a run's ``context=`` may hold (declared once, in ``LoopContext``): the groups,
+and the deprecated flat names of 0.2."""
 
-_CONTEXT_HINTS = get_type_hints(LoopContext, include_extras=True)
-_FIELDS: dict[str, Any] = {name: (_CONTEXT_HINTS[name] | None, None) for name in OVERRIDES}
+GROUPS: dict[str, tuple[type[BaseModel], Any]] = {
+    "iterations": (Iterations, IterationsOverrides),
+    "limits": (Limits, LimitsOverrides),
+    "loop_detection": (LoopDetection, LoopDetectionOverrides),
+}
+"""Each per-run override group: the configuration model it is merged over, and the
+``LoopContext`` declaration of its overridable fields."""
 
-RunOverrides = create_model(
-    "RunOverrides",
-    __config__=ConfigDict(extra="forbid", frozen=True, strict=True),
-    __doc__="""The validated ``context=`` of a run (fields and bounds from ``LoopContext``).
+FLAT: dict[str, tuple[str, ...]] = {
+    "max_iterations": ("iterations", "max"),
+    "max_model_calls": ("iterations", "max_model_calls"),
+    "consecutive": ("iterations", "stall", "consecutive"),
+    "tolerance": ("iterations", "stall", "tolerance"),
+    "max_tool_calls": ("limits", "max_tool_calls"),
+    "token_budget": ("limits", "token_budget"),
+    "max_duration_s": ("limits", "max_duration_s"),
+    "max_tool_output_chars": ("limits", "max_tool_output_chars"),
+    "threshold": ("limits", "budget_pressure", "threshold"),
+    **{name: ("loop_detection", name) for name in LoopDetectionOverrides.__annotations__},
+}
+"""The deprecated flat override names of 0.2 and where each now sits."""
 
-    Strict: ``True`` is not a count and ``"3"`` is not a number (a deployed graph gets
-    JSON numbers). Each group is then re-validated with its config model, so the
-    combination rules (e.g. ``stop_after > warn_after``) hold per run too.
-    """,
-    **_FIELDS,
-)
+MOVED: dict[str, tuple[str, str]] = {
+    "max_iterations": ("iterations", "max"),
+    "should_continue": ("iterations", "should_continue"),
+    "judge": ("iterations", "judge"),
+    "next_message": ("iterations", "continuation"),
+    "prompt_factory": ("iterations", "continuation"),
+    "record_feedback": ("iterations", "record_feedback"),
+    "inject_progress": ("iterations", "inject_progress"),
+    "fresh_context": ("iterations", "fresh_context"),
+    "stall_detection": ("iterations", "stall"),
+    "budget_pressure": ("limits", "budget_pressure"),
+    "tool_filter": ("hooks", "tool_filter"),
+}
+"""``create_loop_agent``'s keywords of 0.2 that moved into a group: (group, field)."""
 
 LOOP_KEYS = frozenset(LoopState.__annotations__) - {"messages", "todos", "mode"}
 """State keys the loop owns: a tool's ``Command`` cannot write them."""
@@ -181,26 +218,23 @@ def _coerce_tools(tools: Sequence[Any] | BaseTool | Callable[..., Any]) -> tuple
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """The validated configuration of one compiled loop graph."""
+    """The validated configuration of one compiled loop graph.
+
+    The groups are stored as given (``iterations``, ``limits``, ``hooks``, ...); the
+    nodes read the names of 0.2 as properties (``max_iterations`` is
+    ``iterations.max``, ``budget_pressure`` is ``limits.budget_pressure``, ...).
+    ``limits`` is the engine's view: the run's ``Limits`` with ``max_model_calls``
+    filled in from ``iterations.max_model_calls``, so the limit checks read one object.
+    """
 
     model: ChatRunnable
     tools: tuple[BaseTool, ...] = ()
     provider_tools: tuple[dict[str, Any], ...] = ()
     """Provider-side tool dicts: bound with the tools, never run by the graph."""
     system_prompt: str | SystemMessage | None = None
-    max_iterations: int | None = 10
-    should_continue: Callback | None = None
-    judge: Judge | None = None
-    next_message: Callback | None = None
-    record_feedback: Callback | None = None
-    inject_progress: bool = True
-    fresh_context: bool = False
-    prompt_factory: Callback | None = None
+    iterations: Iterations = field(default_factory=Iterations)
     limits: Limits = field(default_factory=Limits)
     loop_detection: LoopDetection | None = field(default_factory=LoopDetection)
-    stall_detection: StallDetection | None = None
-    budget_pressure: BudgetPressure | None = None
-    tool_filter: Callback | None = None
     approval: Approval | None = None
     compaction: Compaction | None = None
     hooks: Hooks = field(default_factory=Hooks)
@@ -215,29 +249,23 @@ class LoopSettings:
     """``response_format`` resolved (``core/structured.py``)."""
     name: str | None = None
     """The agent's name, set on every reply of its model (as ``create_agent`` does)."""
-    _cache: dict[tuple[Any, ...], LoopSettings] = field(
-        default_factory=dict, compare=False, repr=False
-    )
+    _cache: dict[str, LoopSettings] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def build(cls, model: ChatRunnable | str, tools: Sequence[Any] | BaseTool | Callback = (),
               **kwargs: Any) -> LoopSettings:
-        """Validate the builder's arguments (``ValueError`` naming the argument)."""
+        """Validate the builder's arguments (``ValueError`` naming the argument).
+
+        Takes ``create_loop_agent``'s keywords; the keywords of 0.2 that moved into a
+        group (``MOVED``) are taken too, without a warning (``create_loop_agent`` warns).
+        """
         model = resolve_model(model)
         tools, kwargs["provider_tools"] = split_provider_tools(tools)
-        max_iterations = kwargs.get("max_iterations", 10)
-        if max_iterations is not None and (
-            not isinstance(max_iterations, int) or isinstance(max_iterations, bool)
-            or max_iterations < 1
-        ):
-            raise ValueError(f"max_iterations must be an int >= 1 or None, got {max_iterations!r}")
-        kwargs["limits"] = kwargs.get("limits") or Limits()
-        kwargs["hooks"] = kwargs.get("hooks") or Hooks()
+        kwargs = regroup(kwargs)
         kwargs.update(_check_types(kwargs))
-        for name in ("should_continue", "next_message", "record_feedback", "prompt_factory",
-                     "tool_filter"):
-            if kwargs.get(name) is not None and not callable(kwargs[name]):
-                raise ValueError(f"{name} must be callable")
+        kwargs["iterations"], kwargs["limits"] = _synced(kwargs.get("iterations") or Iterations(),
+                                                         kwargs.get("limits") or Limits())
+        kwargs["hooks"] = kwargs.get("hooks") or Hooks()
         coerced = _coerce_tools(tools)
         kwargs["structured"] = resolve_response_format(kwargs.get("response_format"), model,
                                                        [*coerced, *kwargs["provider_tools"]])
@@ -255,6 +283,60 @@ class LoopSettings:
         unknown = sorted(set(self.approval.tools) - known)
         if unknown:
             raise ValueError(f"approval.tools: unknown tools {unknown}; known: {sorted(known)}")
+
+    # --- the names the nodes read (0.2's flat keywords) -------------------------------------
+
+    @property
+    def max_iterations(self) -> int | None:
+        """``iterations.max``."""
+        return self.iterations.max
+
+    @property
+    def should_continue(self) -> Callback | None:
+        """``iterations.should_continue``."""
+        return self.iterations.should_continue
+
+    @property
+    def judge(self) -> Judge | None:
+        """``iterations.judge``."""
+        return self.iterations.judge
+
+    @property
+    def continuation(self) -> Callback | None:
+        """``iterations.continuation`` (0.2's ``next_message``/``prompt_factory``)."""
+        return self.iterations.continuation
+
+    @property
+    def record_feedback(self) -> Callback | None:
+        """``iterations.record_feedback``."""
+        return self.iterations.record_feedback
+
+    @property
+    def inject_progress(self) -> bool:
+        """``iterations.inject_progress``."""
+        return self.iterations.inject_progress
+
+    @property
+    def fresh_context(self) -> bool:
+        """``iterations.fresh_context``."""
+        return self.iterations.fresh_context
+
+    @property
+    def stall_detection(self) -> StallDetection | None:
+        """``iterations.stall``."""
+        return self.iterations.stall
+
+    @property
+    def budget_pressure(self) -> BudgetPressure | None:
+        """``limits.budget_pressure``."""
+        return self.limits.budget_pressure
+
+    @property
+    def tool_filter(self) -> Callback | None:
+        """``hooks.tool_filter``."""
+        return self.hooks.tool_filter
+
+    # --- derived -----------------------------------------------------------------------------
 
     @cached_property
     def shape(self) -> Shape:
@@ -280,6 +362,8 @@ class LoopSettings:
         return self.shape.recursion_limit(max_model_calls=self.limits.max_model_calls,
                                           max_iterations=self.max_iterations)
 
+    # --- per-run overrides -------------------------------------------------------------------
+
     def for_runtime(self, runtime: Runtime[Any] | None) -> LoopSettings:
         """These settings with the running graph's overrides (its runtime context) applied.
 
@@ -290,8 +374,12 @@ class LoopSettings:
         return self.for_run(run_overrides(context, self.context_schema))
 
     def overrides(self, context: Any) -> dict[str, Any]:
-        """A run's overrides, validated (``ValueError`` otherwise): what the run stores."""
+        """A run's overrides, validated (``ValueError`` otherwise): what the run stores.
+
+        The flat names of 0.2 get a ``DeprecationWarning`` here (once per run start).
+        """
         given = dict(run_overrides(context, self.context_schema) or {})
+        nested(given, warn=True)
         self.for_run(given)
         return given
 
@@ -300,54 +388,249 @@ class LoopSettings:
         if not context:
             return self
         try:
-            key: tuple[Any, ...] | None = tuple(sorted(context.items()))
+            key: str | None = json.dumps(context, sort_keys=True)
             cached = self._cache.get(key)  # type: ignore[arg-type]
-        except TypeError:  # unhashable or unsortable values: validate without caching
+        except (TypeError, ValueError):  # values JSON cannot hold: validate without caching
             key, cached = None, None
         if cached is not None:
             return cached
-        resolved = self._apply(dict(context))
+        resolved = self._apply(nested(context))
         if key is not None and len(self._cache) < 64:
             self._cache[key] = resolved
         return resolved
 
     def _apply(self, context: dict[str, Any]) -> LoopSettings:
-        try:
-            overrides = RunOverrides(**context)
-        except ValidationError as exc:
-            raise ValueError(f"invalid run context: {_explain(exc)}") from exc
-        given = overrides.model_dump(exclude_unset=True)
         changes: dict[str, Any] = {}
-        if "max_iterations" in given:
-            changes["max_iterations"] = given.pop("max_iterations")
-        for group, names in _GROUPS.items():
-            update = {n: given[n] for n in names if n in given}
-            if not update:
-                continue
+        for group, update in context.items():
+            model, declared = GROUPS[group]
+            checked = _checked(group, update, model, declared)
             current = getattr(self, group)
-            if current is None and group != "budget_pressure":
-                raise ValueError(f"{sorted(update)}: {group} is disabled for this graph")
-            base = current.model_dump() if current is not None else {}
-            model_cls = type(current) if current is not None else BudgetPressure
-            try:
-                changes[group] = model_cls(**{**base, **update})
-            except ValidationError as exc:
-                given_text = ", ".join(f"{k}={v!r}" for k, v in sorted(update.items()))
-                raise ValueError(f"invalid run context ({given_text}) for {group}: "
-                                 f"{_explain(exc)}") from exc
+            if current is None:
+                raise ValueError(f"invalid run context: {group} is disabled for this graph "
+                                 f"(given: {_given(checked)})")
+            changes[group] = _merged(group, current, checked)
+        iterations, limits = changes.get("iterations", self.iterations), changes.get("limits", self.limits)
+        changes["iterations"], changes["limits"] = _synced(iterations, limits, moved=False)
         return replace(self, **changes, _cache={})
 
 
+# --- per-run overrides: nesting, checking, merging ------------------------------------------
+
+def nested(context: Mapping[str, Any], *, warn: bool = False) -> dict[str, Any]:
+    """A run's overrides nested by group: the deprecated flat names moved into their groups.
+
+    ``ValueError`` for a key that is neither a group nor a flat name (listing the groups),
+    a group that is not a mapping, or a field given both flat and nested.
+
+    Example:
+        >>> nested({"max_tool_calls": 2, "threshold": 0.5, "iterations": {"max": 3}})
+        {'iterations': {'max': 3}, 'limits': {'max_tool_calls': 2, 'budget_pressure': {'threshold': 0.5}}}
+    """
+    out: dict[str, Any] = {}
+    for group, value in context.items():
+        if group in GROUPS:
+            if not isinstance(value, Mapping):
+                model = GROUPS[group][0]
+                raise ValueError(f"invalid run context: {group}: expected a mapping of "
+                                 f"{model.__name__} fields, got {type(value).__name__} {value!r:.60}")
+            out[group] = {k: dict(v) if isinstance(v, Mapping) else v for k, v in value.items()}
+        elif group not in FLAT:
+            raise ValueError(f"invalid run context: unknown key {group!r} (per-run override "
+                             f"groups: {', '.join(GROUPS)})")
+    flat = [name for name in context if name in FLAT]
+    for name in flat:
+        *where, leaf = FLAT[name]
+        target = out
+        for part in where:
+            target = target.setdefault(part, {})
+            if not isinstance(target, dict):
+                raise ValueError(f"invalid run context: {'.'.join(where)}: expected a mapping")
+        if leaf in target:
+            raise ValueError(f"invalid run context: {'.'.join(FLAT[name])} given twice (as the "
+                             f"deprecated flat {name!r} too)")
+        target[leaf] = context[name]
+    if flat and warn:
+        moved = ", ".join(f"{n} -> {'.'.join(FLAT[n])}" for n in flat)
+        warnings.warn(f"flat per-run override names are deprecated; nest them by group, "
+                      f"e.g. context={{'limits': {{'max_tool_calls': 2}}}} ({moved})",
+                      DeprecationWarning, stacklevel=3)
+    return out
+
+
+def fields_of(model: type[BaseModel]) -> tuple[str, ...]:
+    """A configuration model's fields as users write them (deprecated ones left out)."""
+    return tuple(name for name, info in model.model_fields.items() if not info.exclude)
+
+
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+
+
+def _checked(path: str, given: Any, model: type[BaseModel], declared: Any) -> dict[str, Any]:
+    """One group of overrides checked against its ``LoopContext`` declaration (strictly:
+    ``True`` is not a count and ``"3"`` not a number; a deployed graph gets JSON numbers)."""
+    if not isinstance(given, Mapping):
+        raise ValueError(f"invalid run context: {path}: expected a mapping of {model.__name__} "
+                         f"fields, got {type(given).__name__} {given!r:.60}")
+    hints = get_type_hints(declared, include_extras=True)
+    out: dict[str, Any] = {}
+    for name, value in given.items():
+        where = f"{path}.{name}"
+        if name not in fields_of(model):
+            raise ValueError(f"invalid run context: {where}: unknown field (fields of "
+                             f"{model.__name__}: {', '.join(fields_of(model))})")
+        if name not in hints:
+            raise ValueError(f"invalid run context: {where}: not overridable per run (per-run "
+                             f"fields of {path}: {', '.join(hints)})")
+        hint = hints[name]
+        if is_typeddict(hint):
+            sub = _model_of(model, name)
+            out[name] = _checked(where, value, sub, hint)
+            continue
+        adapter = _ADAPTERS.get(hint) or _ADAPTERS.setdefault(hint, TypeAdapter(hint))
+        try:
+            out[name] = adapter.validate_python(value, strict=True)
+        except ValidationError as exc:
+            why = "; ".join(str(e.get("msg", "")) for e in exc.errors())
+            raise ValueError(f"invalid run context: {where}: {why} (got {value!r})") from exc
+    return out
+
+
+def _model_of(model: type[BaseModel], name: str) -> type[BaseModel]:
+    """The configuration model a field of ``model`` holds (``stall``: ``StallDetection``)."""
+    for candidate in (StallDetection, BudgetPressure):
+        if candidate in getattr(model.model_fields[name].annotation, "__args__", ()):
+            return candidate
+    raise TypeError(f"{model.__name__}.{name} holds no configuration model")
+
+
+def _merged(path: str, current: BaseModel, update: Mapping[str, Any]) -> BaseModel:
+    """``current`` with ``update`` applied, validated by its own model (nested groups too)."""
+    fields = {k: getattr(current, k) for k in fields_of(type(current))}
+    for name, value in update.items():
+        inner = getattr(current, name)
+        if not isinstance(value, dict):
+            fields[name] = value
+        elif inner is None and name == "stall":
+            raise ValueError(f"invalid run context: {path}.stall is disabled for this graph "
+                             f"(given: {_given(value)})")
+        else:
+            fields[name] = _merged(f"{path}.{name}", inner if inner is not None else BudgetPressure(),
+                                   value)
+    try:
+        return type(current)(**fields)
+    except ValidationError as exc:
+        raise ValueError(f"invalid run context ({_given(update)}) for {path}: {_explain(exc)}") from exc
+
+
+def _given(update: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in sorted(update.items()))
+
+
+def _synced(iterations: Iterations, limits: Limits, *, moved: bool = True) -> tuple[Iterations, Limits]:
+    """``iterations`` with a deprecated ``Limits(max_model_calls=...)`` moved into it (when
+    ``moved``), and ``limits`` with ``max_model_calls`` set from ``iterations`` (the engine's
+    view). ``ValueError`` when both say it."""
+    if moved and "max_model_calls" in limits.model_fields_set:
+        if "max_model_calls" in iterations.model_fields_set:
+            raise ValueError("max_model_calls given twice: as iterations.max_model_calls and as "
+                             "the deprecated limits.max_model_calls")
+        iterations = iterations.model_copy(update={"max_model_calls": limits.max_model_calls})
+        iterations.model_fields_set.add("max_model_calls")
+    if limits.max_model_calls != iterations.max_model_calls or moved:
+        limits = limits.model_copy(update={"max_model_calls": iterations.max_model_calls})
+    return iterations, limits
+
+
+# --- the builder's keywords ------------------------------------------------------------------
+
+def regroup(options: Mapping[str, Any], *, warn: bool = False, stacklevel: int = 2) -> dict[str, Any]:
+    """The builder's keywords with those of 0.2 (``MOVED``) moved into their groups.
+
+    Each old keyword is checked as 0.2 checked it (the same error texts), then set on its
+    group (a model is copied, a dict extended). ``warn`` issues one ``DeprecationWarning``
+    per old keyword, naming the new spelling. ``ValueError`` when a field is given both
+    ways. ``prompt_factory`` wins over ``next_message`` when both are given, as in 0.2.
+
+    Example:
+        >>> regroup({"max_iterations": 3, "limits": {"token_budget": 9}})
+        {'limits': {'token_budget': 9}, 'iterations': {'max': 3}}
+    """
+    out = {k: v for k, v in options.items() if k not in MOVED}
+    old = {k: options[k] for k in MOVED if k in options}
+    if "prompt_factory" in old and "next_message" in old:
+        old.pop("next_message")
+    for name, given in _check_old(old).items():
+        group, field_name = MOVED[name]
+        if warn:
+            model = GROUPS.get(group, (Hooks,))[0].__name__
+            warnings.warn(f"create_loop_agent({name}=...) is deprecated: use "
+                          f"{group}={model}({field_name}=...)", DeprecationWarning,
+                          stacklevel=stacklevel + 1)
+        legacy = name in ("next_message", "prompt_factory") and given is not None
+        value = LegacyContinuation(given, name) if legacy else given
+        current = out.get(group)
+        if isinstance(current, BaseModel):
+            if field_name in current.model_fields_set:
+                raise ValueError(f"{name} given twice: as {group}.{field_name} and as the "
+                                 f"deprecated {name}=")
+            out[group] = current.model_copy(update={field_name: value})
+            out[group].model_fields_set.add(field_name)
+        elif isinstance(current, Mapping):
+            if field_name in current:
+                raise ValueError(f"{name} given twice: as {group}.{field_name} and as the "
+                                 f"deprecated {name}=")
+            out[group] = {**current, field_name: value}
+        else:
+            out[group] = {field_name: value}
+    return out
+
+
+def _check_old(old: Mapping[str, Any]) -> dict[str, Any]:
+    """0.2's checks of its keywords, with its error texts; dicts made models."""
+    max_iterations = old.get("max_iterations")
+    if max_iterations is not None and (
+        not isinstance(max_iterations, int) or isinstance(max_iterations, bool) or max_iterations < 1
+    ):
+        raise ValueError(f"max_iterations must be an int >= 1 or None, got {max_iterations!r}")
+    for name in ("should_continue", "next_message", "record_feedback", "prompt_factory",
+                 "tool_filter"):
+        if old.get(name) is not None and not callable(old[name]):
+            raise ValueError(f"{name} must be callable")
+    for flag in ("inject_progress", "fresh_context"):
+        if flag in old and not isinstance(old[flag], bool):
+            raise ValueError(f"{flag} must be True or False, got {old[flag]!r}")
+    checked = dict(old)
+    for name, model in (("judge", Judge), ("stall_detection", StallDetection),
+                        ("budget_pressure", BudgetPressure)):
+        if name in old:
+            checked[name] = _as_model(name, old[name], model)
+    return checked
+
+
+def _as_model(name: str, value: Any, model: type[BaseModel]) -> BaseModel | None:
+    """``value`` as a ``model`` (a dict of its fields is validated into one); ``ValueError``
+    naming ``name`` otherwise."""
+    if value is None or isinstance(value, model):
+        return value
+    if not isinstance(value, Mapping):
+        article = "an" if model.__name__[0] in "AEIOU" else "a"
+        raise ValueError(f"{name}: expected {article} {model.__name__} (or a dict of its fields), "
+                         f"got {type(value).__name__}")
+    try:
+        return model(**value)
+    except ValidationError as exc:
+        raise ValueError(f"{name}: {_explain(exc)}") from exc
+
+
 _MODELS: dict[str, type[BaseModel]] = {
-    "limits": Limits, "loop_detection": LoopDetection, "stall_detection": StallDetection,
-    "budget_pressure": BudgetPressure, "approval": Approval, "compaction": Compaction,
-    "hooks": Hooks, "judge": Judge,
+    "iterations": Iterations, "limits": Limits, "loop_detection": LoopDetection,
+    "approval": Approval, "compaction": Compaction, "hooks": Hooks,
 }
 
 
 def _check_types(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """Configuration objects of the right type (a dict of fields is validated into one),
-    ``bool`` flags and a ``str`` system prompt; a ``ValueError`` names the argument.
+    """Configuration objects of the right type (a dict of fields is validated into one)
+    and a ``str`` system prompt; a ``ValueError`` names the argument.
 
     Example:
         >>> _check_types({"limits": {"max_tool_calls": 3}})["limits"].max_tool_calls
@@ -357,22 +640,17 @@ def _check_types(kwargs: Mapping[str, Any]) -> dict[str, Any]:
         ... except ValueError as exc:
         ...     print(str(exc).splitlines()[0])
         limits: max_tool_calls: Input should be greater than or equal to 1 (got 0)
+        >>> try:
+        ...     _check_types({"limits": {"final_answr": False}})
+        ... except ValueError as exc:
+        ...     print(str(exc)[:53])
+        limits: final_answr: unknown field (fields of Limits:
     """
     out: dict[str, Any] = {}
     for name, model in _MODELS.items():
-        value = kwargs.get(name)
-        if value is None or isinstance(value, model):
-            continue
-        if not isinstance(value, Mapping):
-            raise ValueError(f"{name}: expected a {model.__name__} (or a dict of its fields), "
-                             f"got {type(value).__name__}")
-        try:
-            out[name] = model(**value)
-        except ValidationError as exc:
-            raise ValueError(f"{name}: {_explain(exc)}") from exc
-    for flag in ("inject_progress", "fresh_context"):
-        if flag in kwargs and not isinstance(kwargs[flag], bool):
-            raise ValueError(f"{flag} must be True or False, got {kwargs[flag]!r}")
+        value = _as_model(name, kwargs.get(name), model)
+        if value is not None:
+            out[name] = value
     prompt = kwargs.get("system_prompt")
     if prompt is not None and not isinstance(prompt, str | SystemMessage):
         raise ValueError(f"system_prompt must be a str, a SystemMessage or None, got {type(prompt).__name__}")
@@ -383,15 +661,16 @@ def _check_types(kwargs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _explain(exc: ValidationError) -> str:
-    """One line per problem, naming the field (``unknown`` keys list the allowed ones)."""
+    """One line per problem, naming the field (an unknown field lists the model's fields)."""
     parts: list[str] = []
     for error in exc.errors():
-        field = ".".join(str(x) for x in error.get("loc", ())) or "value"
-        if error.get("type") == "extra_forbidden":
-            allowed = ", ".join(OVERRIDES)
-            parts.append(f"{field}: unknown per-run override (allowed: {allowed})")
+        loc = tuple(error.get("loc", ()))
+        field_name = ".".join(str(x) for x in loc) or "value"
+        msg = str(error.get("msg", "")).removeprefix("Value error, ")
+        if ": unknown field (fields of " in msg:  # the config models' own check (``_Config``)
+            parts.append(f"{field_name}.{msg}" if loc else msg)
         else:
-            msg = str(error.get("msg", "")).removeprefix("Value error, ")
-            parts.append(f"{field}: {msg} (got {error.get('input')!r})" if field != "value"
-                         else msg)
+            parts.append(f"{field_name}: {msg} (got {error.get('input')!r})"
+                         if field_name != "value" else msg)
     return "; ".join(parts)
+

@@ -42,7 +42,10 @@ __all__ = [
     "CallRecord",
     "IterationInfo",
     "IterationRecord",
+    "IterationsOverrides",
+    "LimitsOverrides",
     "LoopContext",
+    "LoopDetectionOverrides",
     "LoopInput",
     "LoopOutput",
     "LoopState",
@@ -155,19 +158,71 @@ def with_user_keys(schema: type[Any], state_schema: type[Any] | None) -> type[An
                      fields, total=False)
 
 
-class LoopContext(TypedDict, total=False):
-    """Per-run overrides through LangGraph's runtime context (all optional).
+class StallOverrides(TypedDict, total=False):
+    """``iterations.stall`` fields a run may override (``StallDetection``)."""
 
-    The one declaration of the override names and their bounds: per-run validation
-    (``graph/core/settings.py``) is derived from it. Each name overrides the field of
-    the same name in ``Limits``, ``LoopDetection``, ``StallDetection`` or
-    ``BudgetPressure`` (``max_iterations``: the builder's argument).
+    consecutive: int
+    tolerance: float
+
+
+class IterationsOverrides(TypedDict, total=False):
+    """``iterations`` fields a run may override (``Iterations``)."""
+
+    max: Annotated[int | None, Field(ge=1)]
+    max_model_calls: Annotated[int | None, Field(ge=1)]
+    stall: StallOverrides
+
+
+class BudgetPressureOverrides(TypedDict, total=False):
+    """``limits.budget_pressure`` fields a run may override (``BudgetPressure``)."""
+
+    threshold: float
+
+
+class LimitsOverrides(TypedDict, total=False):
+    """``limits`` fields a run may override (``Limits``)."""
+
+    max_tool_calls: Annotated[int | None, Field(ge=1)]
+    token_budget: Annotated[int | None, Field(ge=1)]
+    max_duration_s: Annotated[float | None, Field(gt=0)]
+    max_tool_output_chars: Annotated[int | None, Field(ge=100)]
+    budget_pressure: BudgetPressureOverrides
+
+
+class LoopDetectionOverrides(TypedDict, total=False):
+    """``loop_detection`` fields a run may override (``LoopDetection``)."""
+
+    warn_after: int
+    stop_after: int
+    window: int
+    no_progress_warn_after: int
+    no_progress_stop_after: int
+
+
+class LoopContext(TypedDict, total=False):
+    """Per-run overrides through LangGraph's runtime context, nested by group (all optional).
+
+    The one declaration of what a run may override: per-run validation
+    (``graph/core/settings.py``) is derived from it, in-process and on LangGraph Server
+    (this is the graph's context schema). Each group is merged over the graph's own
+    configuration model of the same name and validated by it. Only numbers are
+    overridable: nothing that would need another graph (a judge, approval).
+
+    The flat names of 0.2 (``max_iterations``, ``max_tool_calls``, ``threshold``, ...)
+    still work until 0.4, with a ``DeprecationWarning``.
 
     Example:
+        >>> from langgraph_loop.core.state import LoopContext
+        >>> context: LoopContext = {"iterations": {"max": 3},
+        ...                         "limits": {"budget_pressure": {"threshold": 0.5}}}
         >>> sorted(LoopContext.__annotations__)[:3]
-        ['consecutive', 'max_duration_s', 'max_iterations']
+        ['consecutive', 'iterations', 'limits']
     """
 
+    iterations: IterationsOverrides
+    limits: LimitsOverrides
+    loop_detection: LoopDetectionOverrides
+    # deprecated flat names (0.2), mapped into the groups until 0.4
     max_iterations: Annotated[int | None, Field(ge=1)]
     max_model_calls: Annotated[int | None, Field(ge=1)]
     max_tool_calls: Annotated[int | None, Field(ge=1)]

@@ -59,7 +59,7 @@ class Guard(TypedDict, total=False):
     ``guard`` names the guard, ``reason`` is the ``StopReason`` value; the other
     keys depend on the guard (``limit``/``value`` for limits, ``layer``/``tool``/
     ``count``/``rung``/``began``/``checkpoint_id``/... for the loop detector,
-    ``passes``/``totals`` for stalls).
+    ``iterations``/``totals`` for stalls; 0.2 wrote ``passes``).
     """
 
     guard: Required[GuardName]
@@ -77,7 +77,7 @@ class Guard(TypedDict, total=False):
     threshold: float
     turns: int
     progressing: bool
-    passes: list[Any]
+    iterations: list[Any]
     totals: list[int]
     rung: str
     began: dict[str, Any]
@@ -113,7 +113,7 @@ def stop_update(run: Mapping[str, Any], why: Guard, *, finalized: bool | None = 
 
 
 EXPLAIN: dict[str, str] = {
-    "max_model_calls": "the model-call limit of this pass was reached",
+    "max_model_calls": "the model-call limit of this iteration was reached",
     "max_tool_calls": "the tool-call limit of this run was reached",
     "token_budget": "the token budget of this run is spent or has no room for another round",
     "timeout": "the time limit of this run is spent",

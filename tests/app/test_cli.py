@@ -36,7 +36,7 @@ def test_demo_runs_every_scenario_offline(capsys: pytest.CaptureFixture[str],
     assert "tool ✗ lookup_order" in out
     assert "stop_reason=completed  iterations=1" in out
     assert "stop_reason=max_model_calls" in out
-    assert "[loop_warning]" in out
+    assert "[loop_notice]" in out
     assert out.rstrip().endswith("scenarios ran offline with the scripted demo model.")
 
 
@@ -155,7 +155,7 @@ def test_run_against_an_openai_compatible_server_then_show(
     code, out = run_cli(capsys, "show", "t1", "--db", db)
     assert code == 0
     assert "tool ✓ get_weather" in out
-    assert "[loop_warning]" in out
+    assert "[loop_notice]" in out
     assert "You are welcome." in out
     assert "stop_reason=completed  iterations=1  tokens=15 (in 10, out 5)" in out
 

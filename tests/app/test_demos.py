@@ -20,6 +20,7 @@ from rich.console import Console
 from langgraph_loop import LoopDetection
 from langgraph_loop.app.demos import all_scenarios
 from langgraph_loop.app.demos.base import Scenario, check, loop_warnings
+from langgraph_loop.core.messages import is_notice
 
 SCENARIOS = {s.key: s for s in all_scenarios()}
 
@@ -66,7 +67,7 @@ def test_poll_progress_repeats_more_than_a_loop_may_and_is_never_flagged() -> No
     polls = [c for c in state["iterations"][0]["tool_calls"] if c["name"] == "job_status"]
     assert len(polls) == 7 > LoopDetection().stop_after
     assert loop_warnings(state["messages"]) == 0
-    assert not any(m.type == "human" and m.name == "loop_warning" for m in state["messages"])
+    assert not any(is_notice(m) for m in state["messages"])
 
 
 def test_approval_prints_its_title_before_the_pause() -> None:

@@ -8,7 +8,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 
-from langgraph_loop import Limits, StopReason, create_loop_agent
+from langgraph_loop import Iterations, Limits, StopReason, create_loop_agent
 from langgraph_loop.core.records import build_record
 from langgraph_loop.core.records import new_iteration as new_pass
 from langgraph_loop.core.state import add_usage, usage_of
@@ -69,9 +69,9 @@ async def test_records_of_a_two_pass_run(scripted: list[ScriptedChatModel], use_
         ai("owls hunt at night", inp=200, out=40, reasoning=8),
     ])
     scripted.append(model)
-    agent = create_loop_agent(model, [search], should_continue=lambda s: (s["iteration"] < 2,
-                                                                            "say more"),
-                              max_iterations=2)
+    agent = create_loop_agent(model, [search],
+                              iterations=Iterations(should_continue=lambda s: (s["iteration"] < 2,
+                                                                            "say more"), max=2))
     inp = {"messages": [HumanMessage("tell me about owls")]}
     state = await agent.ainvoke(inp) if use_async else agent.invoke(inp)
     assert state["stop_reason"] == StopReason.MAX_ITERATIONS

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, TypeAdapter
 
-from langgraph_loop import Approval, Compaction, Judge, create_loop_agent
+from langgraph_loop import Approval, Compaction, Iterations, Judge, create_loop_agent
 from langgraph_loop.scripted import ScriptedChatModel
 
 
@@ -32,7 +32,8 @@ class Answer(BaseModel):
 def agent(request: pytest.FixtureRequest) -> Any:
     if request.param == "plain":
         return create_loop_agent(ScriptedChatModel())
-    return create_loop_agent(ScriptedChatModel(), [echo], judge=Judge(model=ScriptedChatModel()),
+    return create_loop_agent(ScriptedChatModel(), [echo],
+                             iterations=Iterations(judge=Judge(model=ScriptedChatModel())),
                              approval=Approval(tools=["echo"]), compaction=Compaction(max_tokens=100),
                              response_format=Answer)
 

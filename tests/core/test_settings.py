@@ -10,90 +10,120 @@ from langchain_core.tools import tool
 
 from langgraph_loop import (
     BudgetPressure,
+    Iterations,
     Limits,
     LoopDetection,
     StallDetection,
     StopReason,
     create_loop_agent,
 )
-from langgraph_loop.core.settings import LoopSettings, RunOverrides
+from langgraph_loop.core.settings import FLAT, GROUPS, LoopSettings
+from langgraph_loop.core.state import LoopContext
 from langgraph_loop.scripted import ScriptedChatModel
 
-SETTINGS = LoopSettings.build(ScriptedChatModel(), stall_detection=StallDetection(),
-                              budget_pressure=BudgetPressure())
+SETTINGS = LoopSettings.build(ScriptedChatModel(), iterations=Iterations(stall=StallDetection()),
+                              limits=Limits(budget_pressure=BudgetPressure()))
 
-GOOD: dict[str, tuple[str | None, Any]] = {
-    "max_iterations": (None, 3),
-    "max_model_calls": ("limits", 4),
-    "max_tool_calls": ("limits", 2),
-    "token_budget": ("limits", 5000),
-    "max_duration_s": ("limits", 1.5),
-    "max_tool_output_chars": ("limits", 500),
-    "warn_after": ("loop_detection", 2),
-    "stop_after": ("loop_detection", 6),
-    "window": ("loop_detection", 30),
-    "no_progress_warn_after": ("loop_detection", 1),
-    "no_progress_stop_after": ("loop_detection", 4),
-    "consecutive": ("stall_detection", 4),
-    "tolerance": ("stall_detection", 0.2),
-    "threshold": ("budget_pressure", 0.5),
+GOOD: dict[tuple[str, ...], Any] = {
+    ("iterations", "max"): 3,
+    ("iterations", "max_model_calls"): 4,
+    ("iterations", "stall", "consecutive"): 4,
+    ("iterations", "stall", "tolerance"): 0.2,
+    ("limits", "max_tool_calls"): 2,
+    ("limits", "token_budget"): 5000,
+    ("limits", "max_duration_s"): 1.5,
+    ("limits", "max_tool_output_chars"): 500,
+    ("limits", "budget_pressure", "threshold"): 0.5,
+    ("loop_detection", "warn_after"): 2,
+    ("loop_detection", "stop_after"): 6,
+    ("loop_detection", "window"): 30,
+    ("loop_detection", "no_progress_warn_after"): 1,
+    ("loop_detection", "no_progress_stop_after"): 4,
 }
 
 
-def test_every_override_name_is_covered() -> None:
-    assert set(GOOD) == set(RunOverrides.model_fields)
+def _nest(path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    for part in reversed(path):
+        value = {part: value}
+    return value
 
 
-@pytest.mark.parametrize("name", sorted(GOOD))
-def test_each_override_reaches_the_settings(name: str) -> None:
-    group, value = GOOD[name]
-    resolved = SETTINGS.for_run({name: value})
-    target = resolved if group is None else getattr(resolved, group)
-    assert getattr(target, name) == value
+def test_every_override_is_covered_and_has_a_flat_name_of_0_2() -> None:
+    assert set(GROUPS) | set(FLAT) == set(LoopContext.__annotations__)
+    assert set(GOOD) == set(FLAT.values())
+
+
+@pytest.mark.parametrize("path", sorted(GOOD), ids=".".join)
+def test_each_override_reaches_the_settings(path: tuple[str, ...]) -> None:
+    value = GOOD[path]
+    resolved = SETTINGS.for_run(_nest(path, value))
+    target: Any = resolved
+    for part in path:
+        target = getattr(target, part)
+    assert target == value
     assert SETTINGS.for_run(None) is SETTINGS  # the graph's own settings are untouched
 
 
+def test_max_model_calls_override_reaches_the_limit_checks() -> None:
+    assert SETTINGS.limits.max_model_calls == 25
+    assert SETTINGS.for_run({"iterations": {"max_model_calls": 4}}).limits.max_model_calls == 4
+
+
 BAD: list[tuple[dict[str, Any], str]] = [
-    ({"max_iterations": 0}, "max_iterations"),
-    ({"max_model_calls": -1}, "max_model_calls"),
-    ({"max_tool_calls": 0}, "max_tool_calls"),
-    ({"token_budget": 0}, "token_budget"),
-    ({"max_duration_s": 0}, "max_duration_s"),
-    ({"max_tool_output_chars": 10}, "max_tool_output_chars"),
-    ({"warn_after": 0}, "warn_after"),
-    ({"stop_after": 2, "warn_after": 3}, "stop_after"),
-    ({"window": 1}, "window"),
-    ({"no_progress_stop_after": 1}, "no_progress_stop_after"),
-    ({"consecutive": 1}, "consecutive"),
-    ({"tolerance": 1.5}, "tolerance"),
-    ({"threshold": 1.0}, "threshold"),
-    ({"max_iterations": True}, "max_iterations"),
-    ({"max_tool_calls": "2"}, "max_tool_calls"),
-    ({"max_model_calls": 2.5}, "max_model_calls"),
-    ({"max_itterations": 3}, "max_itterations"),
-    ({"tolerance": [0.1]}, "tolerance"),
+    ({"iterations": {"max": 0}}, "iterations.max"),
+    ({"iterations": {"max_model_calls": -1}}, "iterations.max_model_calls"),
+    ({"limits": {"max_tool_calls": 0}}, "limits.max_tool_calls"),
+    ({"limits": {"token_budget": 0}}, "limits.token_budget"),
+    ({"limits": {"max_duration_s": 0}}, "limits.max_duration_s"),
+    ({"limits": {"max_tool_output_chars": 10}}, "limits.max_tool_output_chars"),
+    ({"loop_detection": {"warn_after": 0}}, "warn_after"),
+    ({"loop_detection": {"stop_after": 2, "warn_after": 3}}, "stop_after"),
+    ({"loop_detection": {"window": 1}}, "window"),
+    ({"loop_detection": {"no_progress_stop_after": 1}}, "no_progress_stop_after"),
+    ({"iterations": {"stall": {"consecutive": 1}}}, "consecutive"),
+    ({"iterations": {"stall": {"tolerance": 1.5}}}, "tolerance"),
+    ({"limits": {"budget_pressure": {"threshold": 1.0}}}, "threshold"),
+    ({"iterations": {"max": True}}, "iterations.max: Input should be a valid integer (got True)"),
+    ({"limits": {"max_tool_calls": "2"}}, "limits.max_tool_calls"),
+    ({"iterations": {"max_model_calls": 2.5}}, "iterations.max_model_calls"),
+    ({"iterations": {"stall": {"tolerance": [0.1]}}}, "iterations.stall.tolerance"),
+    ({"limits": {"final_answr": False}},
+     "limits.final_answr: unknown field (fields of Limits: max_tool_calls, token_budget, "
+     "max_duration_s, final_answer, max_tool_output_chars, max_tool_errors, budget_pressure)"),
+    ({"iterations": {"maxx": 3}}, "iterations.maxx: unknown field (fields of Iterations: max, "),
+    ({"iterations": {"stall": {"consecutiv": 3}}},
+     "iterations.stall.consecutiv: unknown field (fields of StallDetection: consecutive, tolerance)"),
+    ({"limits": {"final_answer": False}},
+     "limits.final_answer: not overridable per run (per-run fields of limits: max_tool_calls, "),
+    ({"iterations": {"judge": None}}, "iterations.judge: not overridable per run"),
+    ({"limit": {"max_tool_calls": 2}},
+     "unknown key 'limit' (per-run override groups: iterations, limits, loop_detection)"),
+    ({"limits": 3}, "limits: expected a mapping of Limits fields, got int 3"),
+    ({"max_itterations": 3}, "unknown key 'max_itterations'"),
 ]
 
 
-@pytest.mark.parametrize(("context", "field"), BAD)
+@pytest.mark.parametrize(("context", "text"), BAD)
 def test_bad_override_raises_at_run_start_naming_the_field(
-    scripted: list[ScriptedChatModel], context: dict[str, Any], field: str
+    scripted: list[ScriptedChatModel], context: dict[str, Any], text: str
 ) -> None:
     model = ScriptedChatModel(script=["never"])
     scripted.append(model)
-    agent = create_loop_agent(model, stall_detection=StallDetection(),
-                              budget_pressure=BudgetPressure())
-    with pytest.raises(ValueError, match=field):
+    agent = create_loop_agent(model, iterations=Iterations(stall=StallDetection()),
+                              limits=Limits(budget_pressure=BudgetPressure()))
+    with pytest.raises(ValueError, match="invalid run context") as info:
         agent.invoke({"messages": [HumanMessage("hi")]}, context=context)
+    assert text in str(info.value)
     assert model.calls == 0
 
 
 def test_override_of_a_disabled_guard_is_an_error() -> None:
     agent = create_loop_agent(ScriptedChatModel(script=["x"]), loop_detection=None)
     with pytest.raises(ValueError, match="loop_detection is disabled"):
-        agent.invoke({"messages": [HumanMessage("hi")]}, context={"warn_after": 2})
-    with pytest.raises(ValueError, match="stall_detection is disabled"):
-        agent.invoke({"messages": [HumanMessage("hi")]}, context={"consecutive": 2})
+        agent.invoke({"messages": [HumanMessage("hi")]}, context={"loop_detection": {"warn_after": 2}})
+    with pytest.raises(ValueError, match=r"iterations\.stall is disabled"):
+        agent.invoke({"messages": [HumanMessage("hi")]},
+                     context={"iterations": {"stall": {"consecutive": 2}}})
 
 
 @tool
@@ -116,7 +146,7 @@ async def test_max_tool_calls_override_changes_the_run(
     scripted.append(model)
     agent = create_loop_agent(model, [fetch], limits=Limits(max_tool_calls=10))
     inp = {"messages": [HumanMessage("read everything")]}
-    ctx = {"max_tool_calls": 2}
+    ctx = {"limits": {"max_tool_calls": 2}}
     state = await agent.ainvoke(inp, context=ctx) if use_async else agent.invoke(inp, context=ctx)
     assert state["stop_reason"] == StopReason.MAX_TOOL_CALLS
     assert [len(c["tool_calls"]) for c in state["iterations"]] == [2]
@@ -130,13 +160,13 @@ async def test_max_tool_calls_override_changes_the_run(
 def test_max_iterations_and_max_model_calls_overrides(scripted: list[ScriptedChatModel]) -> None:
     model = ScriptedChatModel(default="more")
     scripted.append(model)
-    agent = create_loop_agent(model, should_continue=lambda s: True, max_iterations=10)
-    state = agent.invoke({"messages": [HumanMessage("go")]}, context={"max_iterations": 3})
+    agent = create_loop_agent(model, iterations=Iterations(should_continue=lambda s: True, max=10))
+    state = agent.invoke({"messages": [HumanMessage("go")]}, context={"iterations": {"max": 3}})
     assert state["stop_reason"] == StopReason.MAX_ITERATIONS and model.calls == 3
     runaway = pages()
     scripted.append(runaway)
     limited = create_loop_agent(runaway, [fetch])
-    state = limited.invoke({"messages": [HumanMessage("go")]}, context={"max_model_calls": 2})
+    state = limited.invoke({"messages": [HumanMessage("go")]}, context={"iterations": {"max_model_calls": 2}})
     assert state["stop_reason"] == StopReason.MAX_MODEL_CALLS
     assert runaway.request_tools == [["fetch"], ["fetch"], []]
 
@@ -148,26 +178,27 @@ def test_budget_and_pressure_overrides(scripted: list[ScriptedChatModel]) -> Non
 
     model = ScriptedChatModel(script=[ai("one", 300), ai("two", 50), ai("three", 50)])
     scripted.append(model)
-    agent = create_loop_agent(model, should_continue=lambda s: True, max_iterations=3)
+    agent = create_loop_agent(model, iterations=Iterations(should_continue=lambda s: True, max=3))
     state = agent.invoke({"messages": [HumanMessage("go")]},
-                         context={"token_budget": 3000, "threshold": 0.1})
+                         context={"limits": {"token_budget": 3000, "budget_pressure": {"threshold": 0.1}}})
     assert state["stop_reason"] == StopReason.BUDGET_PRESSURE
-    assert model.calls == 2 and model.requests[1][-1].name == "loop_warning"
+    assert model.calls == 2 and model.requests[1][-1].name == "budget_notice"
 
 
 def test_stall_and_loop_detection_overrides(scripted: list[ScriptedChatModel]) -> None:
     model = ScriptedChatModel(default="same answer")
     scripted.append(model)
-    agent = create_loop_agent(model, should_continue=lambda s: True,
-                              stall_detection=StallDetection(consecutive=5))
-    state = agent.invoke({"messages": [HumanMessage("go")]}, context={"consecutive": 2})
+    agent = create_loop_agent(model, iterations=Iterations(should_continue=lambda s: True,
+                                                           stall=StallDetection(consecutive=5)))
+    state = agent.invoke({"messages": [HumanMessage("go")]},
+                         context={"iterations": {"stall": {"consecutive": 2}}})
     assert state["stop_reason"] == StopReason.STALLED and model.calls == 2
     looping = ScriptedChatModel(default=lambda _m: [("fetch", {"url": "same"})],
                                 no_tools_reply="stopped")
     scripted.append(looping)
     detector = create_loop_agent(looping, [fetch], loop_detection=LoopDetection())
     state = detector.invoke({"messages": [HumanMessage("go")]},
-                            context={"warn_after": 1, "stop_after": 2,
-                                     "no_progress_stop_after": 10})
+                            context={"loop_detection": {"warn_after": 1, "stop_after": 2,
+                                                        "no_progress_stop_after": 10}})
     assert state["stop_reason"] == StopReason.LOOP_DETECTED
     assert looping.request_tools == [["fetch"], ["fetch"], []]

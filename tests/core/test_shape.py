@@ -12,7 +12,15 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel
 
-from langgraph_loop import Approval, Compaction, Judge, Limits, StopReason, create_loop_agent
+from langgraph_loop import (
+    Approval,
+    Compaction,
+    Iterations,
+    Judge,
+    Limits,
+    StopReason,
+    create_loop_agent,
+)
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.helpers import add, assert_valid_thread
 
@@ -42,10 +50,10 @@ def _structured(messages: list[BaseMessage]) -> Any:
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "plain": {},
-    "no_final_answer": {"limits": Limits(max_model_calls=None, final_answer=False)},
+    "no_final_answer": {"limits": Limits(final_answer=False)},
     "judge": {"judge": "judge"},
     "judge_no_final_answer": {"judge": "judge",
-                              "limits": Limits(max_model_calls=None, final_answer=False)},
+                              "limits": Limits(final_answer=False)},
     "respond": {"response_format": Verdict},
     "judge_respond_compaction": {"judge": "judge", "response_format": Verdict,
                                  "compaction": Compaction(max_tokens=100_000)},
@@ -56,15 +64,16 @@ CONFIGS: dict[str, dict[str, Any]] = {
 
 def _build(name: str) -> tuple[Any, ScriptedChatModel]:
     options = dict(CONFIGS[name])
-    options.setdefault("limits", Limits(max_model_calls=None))
     structured = "response_format" in options
     model = ScriptedChatModel(default=_structured if structured else _alternating,
                               no_tools_reply=None if structured else AIMessage("final answer"))
-    if options.get("judge") == "judge":
-        options["judge"] = Judge(model=ScriptedChatModel(default="VERDICT: MORE"))
+    loop: dict[str, Any] = {"max": None, "max_model_calls": None}
+    if options.pop("judge", None) == "judge":
+        loop["judge"] = Judge(model=ScriptedChatModel(default="VERDICT: MORE"))
     else:
-        options.setdefault("should_continue", lambda _s: True)
-    agent = create_loop_agent(model, [add], max_iterations=None, loop_detection=None, **options)
+        loop["should_continue"] = lambda _s: True
+    agent = create_loop_agent(model, [add], iterations=Iterations(**loop), loop_detection=None,
+                              **options)
     return agent, model
 
 

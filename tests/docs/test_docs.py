@@ -4,7 +4,7 @@ Checked: every relative link points at a file in the repository (and a ``#anchor
 of that file); nothing outside the repository is cited; every ```python block runs as it is,
 and prints what the ```text block right after it shows, unless the line before it says why it
 cannot run (``<!-- not run: reason -->``, e.g. it needs a server or an API key). The README lists
-exactly the per-run override names ``LoopContext`` declares.
+exactly the per-run override groups and fields ``LoopContext`` declares.
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, get_type_hints
 
 import pytest
+from typing_extensions import is_typeddict
 
-from langgraph_loop.core.state import LoopContext
+from langgraph_loop.core.settings import GROUPS
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -153,8 +155,11 @@ def test_every_python_block_runs_and_prints_what_the_page_shows(block: Block,
 def test_the_readme_lists_exactly_the_per_run_overrides_loop_context_declares() -> None:
     text = README.read_text()
     section = text.split("### Per-run overrides", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
-    paragraphs = [" ".join(p.split()) for p in section.split("\n\n")]
-    name_list = re.compile(r"`[a-z_]+`(, `[a-z_]+`)*\.?")
-    listed = [p for p in paragraphs if name_list.fullmatch(p)]
-    assert len(listed) == 1, "the section needs one paragraph listing the names"
-    assert re.findall(r"`([a-z_]+)`", listed[0]) == list(LoopContext.__annotations__)
+    rows = {m[1]: m[2] for m in re.finditer(r"^\| `([a-z_]+)` \| (.+) \|$", section, re.M)}
+
+    def declared(schema: Any) -> str:
+        hints = get_type_hints(schema)
+        return ", ".join(f"`{n}` ({declared(h)})" if is_typeddict(h) else f"`{n}`"
+                         for n, h in hints.items())
+
+    assert rows == {group: declared(schema) for group, (_model, schema) in GROUPS.items()}

@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langgraph_loop import Limits, StopReason, create_loop_agent
+from langgraph_loop import Iterations, Limits, StopReason, create_loop_agent
 from langgraph_loop.scripted import ScriptedChatModel, repeat
 from tests import helpers
 from tests.helpers import add, assert_valid_thread, boom, remember, thread, types
@@ -62,13 +62,13 @@ def test_runaway_model_stopped_by_model_call_limit_with_final_answer(scripted: l
     model = ScriptedChatModel(default=repeat([("add", {"a": 1, "b": 1})]),
                               no_tools_reply="Final: 2")
     scripted.append(model)
-    agent = create_loop_agent(model, [add], loop_detection=None, limits=Limits(max_model_calls=3))
+    agent = create_loop_agent(model, [add], loop_detection=None, iterations=Iterations(max_model_calls=3))
     result = agent.invoke({"messages": [HumanMessage("loop")]})
     assert result["stop_reason"] == StopReason.MAX_MODEL_CALLS
     assert model.calls == 4
     assert model.request_tools[:3] == [["add"]] * 3 and model.request_tools[3] == []
     last = model.requests[3]
-    assert types(last[-3:]) == ["ai+calls", "tool:error", "human:loop_warning"]
+    assert types(last[-3:]) == ["ai+calls", "tool:error", "human:stop_notice"]
     assert "model-call limit" in last[-2].content and "final answer" in last[-1].content
     assert result["messages"][-1].content == "Final: 2"
     assert result["iterations"][-1]["guard"]["reason"] == "max_model_calls"
@@ -79,7 +79,7 @@ def test_final_answer_that_still_calls_tools_is_not_executed(scripted: list) -> 
     helpers.EXECUTED.clear()
     model = ScriptedChatModel(default=repeat([("add", {"a": 1, "b": 1})]))
     scripted.append(model)
-    agent = create_loop_agent(model, [add], loop_detection=None, limits=Limits(max_model_calls=2))
+    agent = create_loop_agent(model, [add], loop_detection=None, iterations=Iterations(max_model_calls=2))
     result = agent.invoke({"messages": [HumanMessage("loop")]})
     assert helpers.EXECUTED == ["add(1,1)"]
     final = result["messages"][-1]
@@ -92,7 +92,7 @@ def test_final_answer_off_ends_without_another_model_call(scripted: list) -> Non
     model = ScriptedChatModel(default=repeat([("add", {"a": 1, "b": 1})]))
     scripted.append(model)
     agent = create_loop_agent(model, [add], loop_detection=None,
-                              limits=Limits(max_model_calls=2, final_answer=False))
+                              iterations=Iterations(max_model_calls=2), limits=Limits(final_answer=False))
     result = agent.invoke({"messages": [HumanMessage("loop")]})
     assert model.calls == 2
     assert types(result["messages"])[-2:] == ["ai+calls", "tool:error"]
@@ -152,8 +152,8 @@ def test_time_cap_stops_between_steps(scripted: list) -> None:
 def test_recursion_limit_never_raises(limit: int, scripted: list) -> None:
     model = ScriptedChatModel(default=repeat([("add", {"a": 1, "b": 1})]), no_tools_reply="ok")
     scripted.append(model)
-    agent = create_loop_agent(model, [add], loop_detection=None, max_iterations=None,
-                              limits=Limits(max_model_calls=None))
+    agent = create_loop_agent(model, [add], loop_detection=None,
+                              iterations=Iterations(max_model_calls=None, max=None))
     result = agent.invoke({"messages": [HumanMessage("go")]}, {"recursion_limit": limit})
     assert result["stop_reason"] == StopReason.STEP_LIMIT
     assert_valid_thread(result["messages"])
@@ -206,8 +206,8 @@ def test_several_runs_on_one_thread_reset_per_run_counters(scripted: list) -> No
 
 def test_invalid_configuration_is_a_clear_error() -> None:
     model = ScriptedChatModel()
-    with pytest.raises(ValueError, match="max_iterations"):
-        create_loop_agent(model, max_iterations=0)
+    with pytest.raises(ValueError, match="iterations: max"):
+        create_loop_agent(model, iterations={"max": 0})
     with pytest.raises(ValueError, match="unknown arguments"):
         create_loop_agent(model, max_iteration=3)
     with pytest.raises(ValueError, match="max_tool_calls"):

@@ -9,6 +9,8 @@ note saying so).
 
 from __future__ import annotations
 
+import re
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,9 +23,9 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import SecretStr
 
-from langgraph_loop import Judge, Limits, LoopDetection, create_loop_agent
+from langgraph_loop import Iterations, Judge, Limits, LoopDetection, create_loop_agent
 from langgraph_loop.core.callbacks import CallbackError
-from langgraph_loop.core.messages import NOTICE_NAME, check_pairing
+from langgraph_loop.core.messages import LOOP_NOTICE, check_pairing
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.helpers import add
 from tests.support.openai_server import OpenAIServer, error, text, tool_calls
@@ -87,7 +89,7 @@ def test_provider_failure_is_retried_then_raised_and_the_thread_resumes(
     assert [n["source"] for n in stored.values["pending_notices"]] == ["loop"]
     result = agent.invoke(None, _cfg("down"))
     assert result["stop_reason"] == "completed" and result["messages"][-1].content == "Paris: 21C."
-    warnings = [m for m in result["messages"] if m.type == "human" and m.name == NOTICE_NAME]
+    warnings = [m for m in result["messages"] if m.type == "human" and m.name == LOOP_NOTICE]
     assert len(warnings) == 1 and result["pending_notices"] == []
     assert len(server.requests) == 6 and result["iterations"][0]["model_calls"] == 3
 
@@ -143,11 +145,37 @@ def test_callback_that_raises_names_itself_and_the_thread_resumes(
     ({"system_prompt": 42}, "system_prompt"),
     ({"tool_filter": "add"}, "tool_filter must be callable"),
     ({"max_iteration": 3}, "unknown arguments ['max_iteration']"),
+    ({"iterations": {"max": 0}}, "iterations: max: Input should be greater than or equal to 1"),
+    ({"iterations": {"max": True}}, "iterations: max: Input should be a valid integer"),
+    ({"iterations": {"judge": "gpt-4o"}}, "iterations: judge: Input should be a valid dictionary"),
+    ({"iterations": {"fresh_context": "no"}}, "iterations: fresh_context: Input should be a valid boolean"),
+    ({"iterations": {"stall": {"consecutive": 1}}}, "iterations: stall.consecutive"),
+    ({"iterations": "fast"}, "iterations: expected an Iterations"),
+    ({"hooks": {"tool_filter": "add"}}, "hooks: tool_filter: Input should be callable"),
+    ({"limits": {"final_answr": False}}, "limits: final_answr: unknown field (fields of Limits: "
+     "max_tool_calls, token_budget, max_duration_s, final_answer, max_tool_output_chars, "
+     "max_tool_errors, budget_pressure)"),
+    ({"iterations": {"stall": {"consecutiv": 3}}},
+     "iterations: stall.consecutiv: unknown field (fields of StallDetection: consecutive, tolerance)"),
+    ({"limits": {"budget_pressure": {"treshold": 0.5}}},
+     "limits: budget_pressure.treshold: unknown field (fields of BudgetPressure: threshold, instruction)"),
 ])
 def test_invalid_configuration_names_the_field(options: dict[str, Any], field: str) -> None:
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(ValueError) as info, warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the 0.2 keywords above
         create_loop_agent(ScriptedChatModel(script=[]), [add], **options)
     assert field in str(info.value)
+
+
+@pytest.mark.parametrize(("build", "text"), [
+    (lambda: Limits(final_answr=False), "final_answr: unknown field (fields of Limits: max_tool_calls,"),
+    (lambda: Iterations(maxx=3), "maxx: unknown field (fields of Iterations: max, max_model_calls,"),
+    (lambda: Iterations(stall={"consecutiv": 3}),
+     "consecutiv: unknown field (fields of StallDetection: consecutive, tolerance)"),
+])
+def test_a_misspelled_field_of_a_model_names_the_real_ones(build: Any, text: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(text)):
+        build()
 
 
 def test_configuration_may_be_given_as_dicts(scripted: list[ScriptedChatModel]) -> None:

@@ -115,7 +115,7 @@ def check_runs(first: dict[str, Any], second: dict[str, Any], third: dict[str, A
     assert [m.type for m in model.requests[2]] == ["human", "ai", "tool", "ai", "human"]
     warned = model.requests[5]
     assert [(m.type, m.name) for m in warned[-2:]] == [("tool", "get_weather"),
-                                                      ("human", "loop_warning")]
+                                                      ("human", "loop_notice")]
     assert str(warned[-1].content).startswith('Loop warning: get_weather({"city":"Rome"})')
     # per-run keys start again; the transcript is kept
     assert second["iteration"] == 1

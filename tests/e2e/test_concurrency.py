@@ -26,7 +26,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_loop import LoopDetection, create_loop_agent
-from langgraph_loop.core.messages import NOTICE_NAME
+from langgraph_loop.core.messages import LOOP_NOTICE
 from langgraph_loop.core.records import executed_calls
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.postgres import fresh_database
@@ -88,13 +88,13 @@ def check_thread(i: int, result: dict[str, Any], stored: dict[str, Any]) -> None
         messages = values["messages"]
         assert values["stop_reason"] == "completed"
         assert [m.type + (f":{m.name}" if m.name else "") for m in messages] == [
-            "human", "ai", "tool:mark", "ai", "tool:mark", f"human:{NOTICE_NAME}", "ai", "tool:mark",
+            "human", "ai", "tool:mark", "ai", "tool:mark", f"human:{LOOP_NOTICE}", "ai", "tool:mark",
             "tool:mark", "ai"]
         others = {int(t) for m in messages for t in re.findall(r"T(\d+)", str(m.content))}
         assert others == {i}
         tool_results = [m.content for m in messages if isinstance(m, ToolMessage)]
         assert tool_results == [f"T{i} step 0 done"] * 2 + [f"T{i} step 1 done", f"T{i} step 2 done"]
-        (warning,) = [m for m in messages if m.type == "human" and m.name == NOTICE_NAME]
+        (warning,) = [m for m in messages if m.type == "human" and m.name == LOOP_NOTICE]
         assert f'"thread":{i}' in str(warning.content).replace(" ", "")
         assert values["pending_notices"] == []
         (record,) = values["iterations"]

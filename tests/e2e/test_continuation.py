@@ -1,5 +1,5 @@
-"""Continuation end to end: predicate, next_message, progress, fresh context,
-prompt_factory, todos, runs on a thread (``response_format``: ``tests/nodes/test_respond.py``)."""
+"""Continuation end to end: predicate, the continuation callback, progress, fresh context,
+todos, runs on a thread (``response_format``: ``tests/nodes/test_respond.py``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_loop import (
+    Iterations,
     StopReason,
     create_loop_agent,
     set_mode,
@@ -47,8 +48,8 @@ async def test_predicate_until_done_sync_and_async_callbacks(scripted: list, mod
         return "DONE" not in state["messages"][-1].content
 
     pred = async_pred if mode == "async" else sync_pred
-    agent, model = _agent(scripted, ["step 1", "step 2", "DONE"], should_continue=pred,
-                          inject_progress=False)
+    agent, model = _agent(scripted, ["step 1", "step 2", "DONE"],
+                          iterations=Iterations(should_continue=pred, inject_progress=False))
     out = await _run(agent, {"messages": [HumanMessage("go")]}, mode)
     assert out["stop_reason"] == StopReason.COMPLETED and out["iteration"] == 3
     assert seen == [1, 2, 3]
@@ -67,15 +68,15 @@ def test_cap_short_circuits_the_predicate(scripted: list) -> None:
         calls.append(state["iteration"])
         return True
 
-    agent, model = _agent(scripted, ["a", "b"], should_continue=always, max_iterations=2)
+    agent, model = _agent(scripted, ["a", "b"], iterations=Iterations(should_continue=always, max=2))
     out = agent.invoke({"messages": [HumanMessage("go")]})
     assert out["stop_reason"] == StopReason.MAX_ITERATIONS and out["iteration"] == 2
     assert calls == [1] and model.calls == 2
 
 
 def test_predicate_feedback_reaches_the_next_pass(scripted: list) -> None:
-    agent, model = _agent(scripted, ["draft", "final"],
-                          should_continue=lambda s: (s["iteration"] < 2, "add a title"))
+    agent, model = _agent(scripted, ["draft", "final"], iterations=Iterations(
+        should_continue=lambda s: (s["iteration"] < 2, "add a title")))
     out = agent.invoke({"messages": [HumanMessage("write")]})
     assert out["stop_reason"] == StopReason.COMPLETED
     assert model.requests[1][-1].content == (
@@ -84,23 +85,26 @@ def test_predicate_feedback_reaches_the_next_pass(scripted: list) -> None:
 
 
 def test_max_iterations_validation() -> None:
-    with pytest.raises(ValueError, match="max_iterations"):
-        create_loop_agent(ScriptedChatModel(), max_iterations=0)
+    with pytest.raises(ValueError, match="max"):
+        Iterations(max=0)
+    with pytest.raises(ValueError, match="iterations: max: Input should be greater than or equal to 1"):
+        create_loop_agent(ScriptedChatModel(), iterations={"max": 0})
+    with pytest.raises(ValueError, match="iterations: max: Input should be a valid integer"):
+        create_loop_agent(ScriptedChatModel(), iterations={"max": True})
 
 
-# --- next_message, progress ------------------------------------------------------------
+# --- the continuation, progress ------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-async def test_next_message_and_record_feedback(scripted: list, mode: str) -> None:
+async def test_continuation_and_record_feedback(scripted: list, mode: str) -> None:
     async def nxt(state: dict, feedback: str | None) -> str:
         return f"Now part {state['iteration'] + 1} ({feedback})"
 
     def rec(state: dict, feedback: str | None) -> str:
         return f"pass {state['iteration']}: {state['messages'][-1].content}"
 
-    agent, model = _agent(scripted, ["p1", "p2"], max_iterations=2,
-                          should_continue=lambda s: (True, "more"), next_message=nxt,
-                          record_feedback=rec)
+    agent, model = _agent(scripted, ["p1", "p2"], iterations=Iterations(
+        max=2, should_continue=lambda s: (True, "more"), continuation=nxt, record_feedback=rec))
     out = await _run(agent, {"messages": [HumanMessage("go")]}, mode)
     assert out["stop_reason"] == StopReason.MAX_ITERATIONS
     assert out["progress"] == ["pass 1: p1", "pass 2: p2"]  # also on the stopping pass
@@ -111,31 +115,32 @@ async def test_next_message_and_record_feedback(scripted: list, mode: str) -> No
 
 def test_default_progress_entry_is_the_shortened_answer(scripted: list) -> None:
     long = "word " * 200
-    agent, _ = _agent(scripted, [long, "ok"], should_continue=lambda s: s["iteration"] < 2)
+    agent, _ = _agent(scripted, [long, "ok"],
+                      iterations=Iterations(should_continue=lambda s: s["iteration"] < 2))
     out = agent.invoke({"messages": [HumanMessage("go")]})
     assert out["progress"][1] == "ok"
     assert len(out["progress"][0]) == 300 and out["progress"][0].endswith("…")
 
 
-def test_next_message_none_resends_the_previous_input(scripted: list) -> None:
+def test_continuation_none_resends_the_previous_input(scripted: list) -> None:
     content = [{"type": "text", "text": "Describe"},
                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
-    agent, model = _agent(scripted, ["a", "b", "c"], max_iterations=3,
-                          should_continue=lambda s: True, next_message=lambda s, f: None)
+    agent, model = _agent(scripted, ["a", "b", "c"], iterations=Iterations(
+        max=3, should_continue=lambda s: True, continuation=lambda s, f: None))
     agent.invoke({"messages": [HumanMessage(content)]})  # type: ignore[arg-type]
     assert model.requests[1][-1].content == content and model.requests[1][-1].name == CONTINUE_NAME
     assert model.requests[2][-1].content == content
 
 
 def test_inject_progress_off(scripted: list) -> None:
-    agent, model = _agent(scripted, ["a", "b"], max_iterations=2, should_continue=lambda s: True,
-                          inject_progress=False)
+    agent, model = _agent(scripted, ["a", "b"], iterations=Iterations(
+        max=2, should_continue=lambda s: True, inject_progress=False))
     out = agent.invoke({"messages": [HumanMessage("go")]})
     assert model.requests[1][-1].content == DEFAULT_CONTINUE
     assert out["progress"] == ["a", "b"]
 
 
-# --- fresh context, prompt_factory ----------------------------------------------------
+# --- fresh context, a continuation that ignores the feedback -------------------------
 
 def _echo(x: str) -> str:
     """Echo x."""
@@ -144,8 +149,8 @@ def _echo(x: str) -> str:
 
 def test_fresh_context_exact_requests(scripted: list) -> None:
     agent, model = _agent(scripted, ["one", [("_echo", {"x": "y"})], "two", "three"], [_echo],
-                          system_prompt="SYS", fresh_context=True, max_iterations=3,
-                          should_continue=lambda s: True)
+                          system_prompt="SYS", iterations=Iterations(
+                              fresh_context=True, max=3, should_continue=lambda s: True))
     out = agent.invoke({"messages": [HumanMessage("task", id="req")]})
     assert out["stop_reason"] == StopReason.MAX_ITERATIONS
     second, third, fourth = model.requests[1], model.requests[2], model.requests[3]
@@ -161,8 +166,8 @@ def test_fresh_context_exact_requests(scripted: list) -> None:
         "human", "ai", "human", "ai", "tool", "ai", "human", "ai"]
 
 
-def test_prompt_factory_builds_each_later_pass(scripted: list) -> None:
-    def prompt(state: dict) -> str:
+def test_a_continuation_builds_each_later_pass(scripted: list) -> None:
+    def prompt(state: dict, feedback: str | None) -> str:
         todo = next(t["content"] for t in state["todos"] if t["status"] != "completed")
         return f"Next item: {todo}"
 
@@ -170,8 +175,9 @@ def test_prompt_factory_builds_each_later_pass(scripted: list) -> None:
         {"content": "a", "status": "completed"}, {"content": "b", "status": "pending"}]})],
         "did a", [("write_todos", {"todos": [{"content": "a", "status": "completed"},
                                             {"content": "b", "status": "completed"}]})],
-        "did b"], [write_todos], fresh_context=True, prompt_factory=prompt,
-        should_continue=todos_remaining(), inject_progress=False)
+        "did b"], [write_todos], iterations=Iterations(
+            fresh_context=True, continuation=prompt, should_continue=todos_remaining(),
+            inject_progress=False))
     out = agent.invoke({"messages": [HumanMessage("Do the list.", id="req")]})
     assert out["stop_reason"] == StopReason.COMPLETED and out["iteration"] == 2
     third = model.requests[2]
@@ -193,9 +199,9 @@ async def test_todo_loop(scripted: list, mode: str) -> None:
         "Research done.",
         [("write_todos", {"todos": [{"content": "research", "status": "completed"},
                                     {"content": "write", "status": "completed"}]})],
-        "All written."], [write_todos],
-        should_continue=todos_remaining(), next_message=todos_remaining_message,
-        inject_progress=False)
+        "All written."], [write_todos], iterations=Iterations(
+            should_continue=todos_remaining(), continuation=todos_remaining_message,
+            inject_progress=False))
     out = await _run(agent, {"messages": [HumanMessage("Report")]}, mode)
     assert out["stop_reason"] == StopReason.COMPLETED and out["iteration"] == 3
     assert out["todos"] == [{"content": "research", "status": "completed"},
@@ -246,12 +252,14 @@ def test_mode_from_input_and_set_mode_tool(scripted: list) -> None:
         [("write_todos", {"todos": [{"content": "a", "status": "pending"}]})], "planned",
         [("set_mode", {"mode": "execute"})], "executing",
         [("write_todos", {"todos": [{"content": "a", "status": "completed"}]})], "done"],
-        [write_todos, set_mode], should_continue=todos_remaining(modes=["plan", "execute"]))
+        [write_todos, set_mode],
+        iterations=Iterations(should_continue=todos_remaining(modes=["plan", "execute"])))
     out = agent.invoke({"messages": [HumanMessage("go")], "mode": "plan"})
     assert out["stop_reason"] == StopReason.COMPLETED and out["iteration"] == 3
     assert out["mode"] == "execute"
     # in a mode that does not loop, a pending todo does not keep the run going
-    agent2, _ = _agent(scripted, ["hi"], [write_todos], should_continue=todos_remaining(["execute"]))
+    agent2, _ = _agent(scripted, ["hi"], [write_todos],
+                       iterations=Iterations(should_continue=todos_remaining(["execute"])))
     out2 = agent2.invoke({"messages": [HumanMessage("go")], "mode": "plan",
                           "todos": [{"content": "a", "status": "pending"}]})
     assert out2["stop_reason"] == StopReason.COMPLETED and out2["iteration"] == 1
@@ -260,9 +268,8 @@ def test_mode_from_input_and_set_mode_tool(scripted: list) -> None:
 # --- runs on a thread ---------------------------------------------------------------------
 
 def test_second_run_on_a_thread_starts_fresh(scripted: list) -> None:
-    agent, model = _agent(scripted, ["r1 p1", "r1 p2", "r2 p1", "r2 p2"], fresh_context=True,
-                          max_iterations=2, should_continue=lambda s: True,
-                          checkpointer=InMemorySaver())
+    agent, model = _agent(scripted, ["r1 p1", "r1 p2", "r2 p1", "r2 p2"], iterations=Iterations(
+        fresh_context=True, max=2, should_continue=lambda s: True), checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "t"}}
     agent.invoke({"messages": [HumanMessage("first task", id="q1")]}, config)
     out = agent.invoke({"messages": [HumanMessage("second task", id="q2")]}, config)

@@ -27,7 +27,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 
-from langgraph_loop import Hooks, Limits, create_loop_agent
+from langgraph_loop import Hooks, Iterations, create_loop_agent
 from langgraph_loop.core.callbacks import CallbackError
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.helpers import EXECUTED, add, remember
@@ -96,7 +96,7 @@ def run_story(backend: str, target: str, mode: str, workdir: Path, fast: int) ->
     assert sorted(x for x in after if x.startswith("done")) == [f"done {i}" for i in range(fast, N)]
     assert result["stop_reason"] == "completed" and result["problems"] == []
     assert result["messages"] == (["human", "ai"] + ["tool:work"] * N + ["ai"] + ["tool:work"] * N
-                                  + ["human:loop_warning", "ai"])
+                                  + ["human:loop_notice", "ai"])
     assert result["tool_results"] == [f"result {i}" for i in range(N)] * 2
     (warning,) = result["warnings"]  # the warning queued before the crash, delivered once
     assert "same arguments" in warning or "repeat" in warning.lower()
@@ -241,7 +241,7 @@ def test_saved_writes_hold_no_unregistered_types(scripted: list[ScriptedChatMode
     (its strict msgpack mode would refuse it, and the thread could not be resumed)."""
     model = ScriptedChatModel(default=lambda _m: [("add", {"a": 1, "b": 1})])
     scripted.append(model)
-    agent = create_loop_agent(model, [add], limits=Limits(max_model_calls=2),
+    agent = create_loop_agent(model, [add], iterations=Iterations(max_model_calls=2),
                               checkpointer=InMemorySaver())
     config: RunnableConfig = {"configurable": {"thread_id": "plain"}}
     assert agent.invoke({"messages": [HumanMessage("go")]}, config)["stop_reason"] == (

@@ -60,7 +60,7 @@ def assert_completed(report: dict[str, Any], before_usage: int) -> None:
     assert result["stop_reason"] == "completed" and not result["paused"]
     assert result["last"] == "Deployed to staging."
     assert result["records"] == [["search"], ["deploy", "deploy"]]
-    assert result["messages"][-3:] == ["tool:deploy", "human:loop_warning", "ai"]
+    assert result["messages"][-3:] == ["tool:deploy", "human:loop_notice", "ai"]
     assert 'deploy({"env":"staging"}) with the same arguments' in result["warning_before_answer"][0]
     assert after["pending_notices"] == [] and after["tool_calls"] == 3
     assert after["progress"] == ["Pass 1: the service is green.", "Deployed to staging."]

@@ -10,7 +10,15 @@ from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langgraph_loop import BudgetPressure, Hooks, Limits, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import (
+    BudgetPressure,
+    Hooks,
+    Iterations,
+    Limits,
+    LoopDetection,
+    StopReason,
+    create_loop_agent,
+)
 from langgraph_loop.core.callbacks import CallbackError
 from langgraph_loop.scripted import ScriptedChatModel, repeat
 
@@ -68,7 +76,8 @@ async def test_hook_order_sync_and_async(
     model = two_passes()
     scripted.append(model)
     log: list[Any] = []
-    agent = create_loop_agent(model, [search], should_continue=lambda s: s["iteration"] < 2,
+    agent = create_loop_agent(model, [search],
+                              iterations=Iterations(should_continue=lambda s: s["iteration"] < 2),
                               hooks=recording_hooks(log, asynchronous=async_hooks))
     state = await agent.ainvoke(go()) if use_async else agent.invoke(go())
     assert state["stop_reason"] == StopReason.COMPLETED
@@ -85,7 +94,7 @@ def test_on_iteration_end_true_terminates(scripted: list[ScriptedChatModel]) -> 
         seen.append(record)
         return record["iteration"] == 2
 
-    agent = create_loop_agent(model, should_continue=lambda s: True,
+    agent = create_loop_agent(model, iterations=Iterations(should_continue=lambda s: True),
                               hooks=Hooks(on_iteration_end=end))
     state = agent.invoke(go())
     assert state["stop_reason"] == StopReason.TERMINATED
@@ -126,7 +135,8 @@ async def test_raising_hook_propagates_and_thread_resumes(
         if broken["on"] and (which != "on_iteration_start" or args[0]["iteration"] == 2):
             raise KeyError("boom")
 
-    agent = create_loop_agent(model, [search], should_continue=lambda s: s["iteration"] < 2,
+    agent = create_loop_agent(model, [search],
+                              iterations=Iterations(should_continue=lambda s: s["iteration"] < 2),
                               hooks=Hooks(**{which: hook}), checkpointer=InMemorySaver())
     cfg: Any = {"configurable": {"thread_id": f"t-{which}"}}
     with pytest.raises(CallbackError, match=f"hooks.{which} raised KeyError") as info:
@@ -151,7 +161,8 @@ def events_of(agent: Any, inp: Any, **kwargs: Any) -> list[dict[str, Any]]:
 def test_custom_stream_events_mirror_the_hooks(scripted: list[ScriptedChatModel]) -> None:
     model = two_passes()
     scripted.append(model)
-    agent = create_loop_agent(model, [search], should_continue=lambda s: s["iteration"] < 2)
+    agent = create_loop_agent(model, [search],
+                              iterations=Iterations(should_continue=lambda s: s["iteration"] < 2))
     events = events_of(agent, go())
     assert [e["event"] for e in events] == [
         "iteration_start", "tool_call", "tool_call", "iteration_end",
@@ -168,8 +179,9 @@ def test_loop_warning_budget_pressure_and_stop_events(scripted: list[ScriptedCha
     model = ScriptedChatModel(default=repeat([("search", {"q": "same"})]),
                               no_tools_reply="giving up")
     scripted.append(model)
-    agent = create_loop_agent(model, [search], limits=Limits(token_budget=10**6),
-                              budget_pressure=BudgetPressure(threshold=0.00001),
+    agent = create_loop_agent(model, [search],
+                              limits=Limits(token_budget=10**6,
+                                            budget_pressure=BudgetPressure(threshold=0.00001)),
                               loop_detection=LoopDetection(warn_after=2, stop_after=3))
     events = events_of(agent, go())
     names = [e["event"] for e in events]

@@ -22,7 +22,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import SecretStr
 
-from langgraph_loop import Judge, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import Iterations, Judge, LoopDetection, StopReason, create_loop_agent
 from tests.support.openai_server import (
     JSON,
     OpenAIServer,
@@ -134,7 +134,7 @@ def test_loop_warning_is_sent_after_the_tool_results(openai_server: OpenAIServer
 
     assert state["stop_reason"] == StopReason.COMPLETED
     fourth = openai_server.requests[3]
-    assert roles(fourth) == ["user"] + ["assistant", "tool"] * 3 + ["user:loop_warning"]
+    assert roles(fourth) == ["user"] + ["assistant", "tool"] * 3 + ["user:loop_notice"]
     warning = fourth["messages"][-1]["content"]
     assert warning.startswith('Loop warning: search({"query":"langgraph-loop"})')
     assert [roles(b)[-1] for b in openai_server.requests[:3]] == ["user", "tool", "tool"]
@@ -156,9 +156,9 @@ def test_loop_hard_stop_ends_with_an_answer_that_may_not_use_tools(openai_server
     assert [t["function"]["name"] for t in final["tools"]] == ["search"]
     assert final["tool_choice"] == "none"
     assert [roles(b) for b in openai_server.requests[2:]] == [
-        ["user", "assistant", "tool", "assistant", "tool", "user:loop_warning"],
-        ["user", "assistant", "tool", "assistant", "tool", "user:loop_warning",
-         "assistant", "tool", "user:loop_warning"],
+        ["user", "assistant", "tool", "assistant", "tool", "user:loop_notice"],
+        ["user", "assistant", "tool", "assistant", "tool", "user:loop_notice",
+         "assistant", "tool", "user:stop_notice"],
     ]
     stopped_call, stop_notice = final["messages"][-2:]
     assert stopped_call["tool_call_id"] == "call_3_0"
@@ -276,7 +276,8 @@ def test_judge_over_http(openai_server: OpenAIServer) -> None:
         judge_server.script += [verdict_reply(False, "the date is missing"),
                                 verdict_reply(True, "city and date are given")]
         openai_server.script += [text("Paris is cloudy."), text("Paris is cloudy on 1 May.")]
-        agent = create_loop_agent(chat(openai_server), judge=Judge(model=chat(judge_server)))
+        agent = create_loop_agent(chat(openai_server),
+                                  iterations=Iterations(judge=Judge(model=chat(judge_server))))
         state = agent.invoke({"messages": [HumanMessage("Weather in Paris on 1 May?")]})
 
     assert state["stop_reason"] == StopReason.COMPLETED
@@ -337,7 +338,7 @@ def test_the_readme_token_recipe_prints_only_what_the_model_said(
     assert "".join(printed) == "Searching." * 3 + "Nothing new today."
     notices = [c for c, meta in parts if meta["langgraph_node"] == "model"
                and not isinstance(c, AIMessage)]
-    assert [n.name for n in notices] == ["loop_warning", "loop_warning"]  # warning, stop notice
+    assert [n.name for n in notices] == ["loop_notice", "stop_notice"]  # warning, stop notice
     assert all(n.additional_kwargs["langgraph_loop"]["kind"] == "notice" for n in notices)
     assert "Tools are no longer available" in str(notices[-1].content)
 

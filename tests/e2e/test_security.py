@@ -29,7 +29,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 from pydantic import SecretStr
 
-from langgraph_loop import Approval, LoopDetection, create_loop_agent
+from langgraph_loop import Approval, Hooks, LoopDetection, create_loop_agent
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.openai_server import OpenAIServer, text, tool_calls
 
@@ -70,7 +70,7 @@ def test_edit_into_a_filtered_out_tool_does_not_run_it(scripted: list[ScriptedCh
     RAN.clear()
     model = ScriptedChatModel(script=[[("deploy", {"env": "prod"})], "done"])
     scripted.append(model)
-    agent = create_loop_agent(model, [deploy, shell, status], tool_filter=_no_shell,
+    agent = create_loop_agent(model, [deploy, shell, status], hooks=Hooks(tool_filter=_no_shell),
                               approval=Approval(tools=["deploy"]), checkpointer=InMemorySaver())
     agent.invoke({"messages": [HumanMessage("ship it")]}, _cfg("edit-filtered"))
     edit = {"type": "edit", "edited_action": {"name": "shell", "args": {"cmd": "rm -rf /"}}}
@@ -88,7 +88,8 @@ def test_filtered_out_gated_tool_does_not_run_even_when_approved(
     model = ScriptedChatModel(script=[[("deploy", {"env": "prod"}), ("status", {})], "done"])
     scripted.append(model)
     agent = create_loop_agent(model, [deploy, status], approval=Approval(tools=["deploy"]),
-                              tool_filter=lambda s, tools: [t for t in tools if t.name == "status"],
+                              hooks=Hooks(tool_filter=lambda s, tools: [t for t in tools
+                                                                        if t.name == "status"]),
                               checkpointer=InMemorySaver())
     agent.invoke({"messages": [HumanMessage("ship it")]}, _cfg("gated-filtered"))
     result = agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}),

@@ -14,7 +14,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import SecretStr
 
-from langgraph_loop import Limits, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import Iterations, LoopDetection, StopReason, create_loop_agent
 from langgraph_loop.core.config import DEFAULT_LAYERS
 from langgraph_loop.core.prompts import CUT_REPLY
 from langgraph_loop.nodes.loop_detection import text_cut_text
@@ -59,7 +59,7 @@ def test_stream_messages_yields_model_tokens(scripted: list) -> None:
 def test_stream_custom_reports_tool_calls_and_the_stop(scripted: list) -> None:
     model = ScriptedChatModel(default=repeat([("add", {"a": 1, "b": 1})]), no_tools_reply="ok")
     scripted.append(model)
-    agent = _agent(model, loop_detection=None, limits=Limits(max_model_calls=2))
+    agent = _agent(model, loop_detection=None, iterations=Iterations(max_model_calls=2))
     events = list(agent.stream({"messages": [HumanMessage("x")]}, stream_mode="custom"))
     kinds = [e["event"] for e in events]
     assert kinds.count("tool_call") == 1
@@ -131,7 +131,7 @@ def test_a_runaway_reply_is_cut_and_the_model_asked_again(openai_server: OpenAIS
     assert openai_server.requests[1]["messages"] == [
         {"role": "user", "content": "Fix the typo."},
         {"role": "assistant", "content": cut.content},
-        {"role": "user", "name": "loop_warning", "content": text_cut_text()},
+        {"role": "user", "name": "loop_notice", "content": text_cut_text()},
     ]
     assert result["stop_reason"] == StopReason.COMPLETED
     assert result["messages"][-1].content == "The typo is fixed."
@@ -222,7 +222,7 @@ def test_a_second_cut_stops_the_run_and_the_thread_stays_valid(openai_server: Op
     assert ran == []
     final = openai_server.requests[2]
     assert [m["role"] + (":" + m["name"] if "name" in m else "") for m in final["messages"]] == [
-        "user", "assistant", "user:loop_warning", "assistant", "user:loop_warning"]
+        "user", "assistant", "user:loop_notice", "assistant", "user:stop_notice"]
     assert final["messages"][-1]["content"].startswith(
         "The run has been stopped because your replies kept repeating the same text.")
     assert final["tool_choice"] == "none"
@@ -273,7 +273,7 @@ def test_a_run_that_does_not_stream_is_not_cut_and_warned_after_the_reply(
     assert result["messages"][1].content == looping
     assert "langgraph_loop_cut" not in result["messages"][1].response_metadata
     warning = openai_server.requests[1]["messages"][-1]
-    assert warning["name"] == "loop_warning" and "repeats the same text" in warning["content"]
+    assert warning["name"] == "loop_notice" and "repeats the same text" in warning["content"]
 
 
 def test_without_the_text_layer_a_runaway_streams_to_its_end(openai_server: OpenAIServer) -> None:

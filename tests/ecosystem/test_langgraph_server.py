@@ -114,6 +114,10 @@ def test_per_run_context_overrides_limits(server_url: str) -> None:
     checks.check_per_run_context_overrides_limits(server_url)
 
 
+def test_a_misspelled_override_is_the_in_process_error(server_url: str) -> None:
+    checks.check_a_misspelled_override_is_the_in_process_error(server_url)
+
+
 def test_messages_tuple_tells_model_tokens_from_notices(server_url: str) -> None:
     checks.check_messages_tuple_tells_model_tokens_from_notices(server_url)
 

@@ -68,14 +68,14 @@ def test_an_invalid_context_is_rejected_before_the_input_is_written(
     go = {"messages": [HumanMessage("read the site")]}
     text = assert_rejected(agent, model, thread("ctx"),
                            lambda: agent.invoke(go, thread("ctx"),
-                                                context={"max_tool_calls": 0}))
+                                                context={"limits": {"max_tool_calls": 0}}))
     assert "max_tool_calls" in text
-    agent.invoke(go, thread("ctx"), context={"max_tool_calls": 2})
+    agent.invoke(go, thread("ctx"), context={"limits": {"max_tool_calls": 2}})
     assert texts(model.requests[0]) == ["read the site"]
 
 
-@pytest.mark.parametrize("context", [MappingProxyType({"max_tool_calls": 2}),
-                                     Overrides(max_tool_calls=2)],
+@pytest.mark.parametrize("context", [MappingProxyType({"limits": {"max_tool_calls": 2}}),
+                                     Overrides(limits={"max_tool_calls": 2})],
                          ids=["mappingproxy", "custom-mapping"])
 def test_a_context_given_as_any_mapping_is_applied(scripted: list[ScriptedChatModel],
                                                    context: Mapping[str, Any]) -> None:
@@ -127,7 +127,7 @@ def test_a_context_cap_holds_after_an_approval_resume(scripted: list[ScriptedCha
     agent = create_loop_agent(model, [fetch, publish], approval=Approval(tools=("publish",)),
                               checkpointer=InMemorySaver())
     paused = agent.invoke({"messages": [HumanMessage("publish, then read")]}, thread("ap"),
-                          context={"max_tool_calls": 2})
+                          context={"limits": {"max_tool_calls": 2}})
     assert "__interrupt__" in paused and RAN == []
     result = agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), thread("ap"))
     assert RAN == ["publish home", "u1"]
@@ -152,7 +152,7 @@ def test_a_context_cap_holds_after_a_resume_from_a_provider_error(
                               checkpointer=InMemorySaver())
     with pytest.raises(RuntimeError, match="provider down"):
         agent.invoke({"messages": [HumanMessage("read the site")]}, thread("down"),
-                     context={"max_tool_calls": 1})
+                     context={"limits": {"max_tool_calls": 1}})
     result = agent.invoke(None, thread("down"))
     assert RAN == ["u1"]
     assert result["stop_reason"] == "max_tool_calls"
@@ -169,6 +169,6 @@ def test_a_resume_context_cannot_loosen_the_run_cap(scripted: list[ScriptedChatM
     agent = create_loop_agent(model, [fetch], checkpointer=InMemorySaver())
     with pytest.raises(RuntimeError, match="provider down"):
         agent.invoke({"messages": [HumanMessage("read the site")]}, thread("loosen"),
-                     context={"max_tool_calls": 1})
-    result = agent.invoke(None, thread("loosen"), context={"max_tool_calls": 9})
+                     context={"limits": {"max_tool_calls": 1}})
+    result = agent.invoke(None, thread("loosen"), context={"limits": {"max_tool_calls": 9}})
     assert RAN == ["u1"] and result["stop_reason"] == "max_tool_calls"

@@ -63,7 +63,7 @@ from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 
-from langgraph_loop import Approval, Limits, LoopDetection, create_loop_agent
+from langgraph_loop import Approval, Iterations, Limits, LoopDetection, create_loop_agent
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.faults.support import as_stored, check_pairing, priced, stored, text_of
 
@@ -303,16 +303,25 @@ valid_overrides = st.fixed_dictionaries({}, optional={
     "max_tool_output_chars": st.integers(100, 2000),
 })
 
+def nest(flat: dict[str, Any]) -> dict[str, Any]:
+    """Overrides nested by group (``max_model_calls`` is per iteration, the rest per run)."""
+    out: dict[str, Any] = {}
+    for name, value in flat.items():
+        out.setdefault("iterations" if name == "max_model_calls" else "limits", {})[name] = value
+    return out
+
+
 contexts = st.one_of(
     st.none(),
-    st.tuples(st.just("dict"), valid_overrides),
-    st.tuples(st.just("proxy"), valid_overrides),
-    st.tuples(st.just("invalid"), st.sampled_from([{"max_tool_calls": 0},
-                                                   {"max_tool_calls": "2"},
-                                                   {"token_budget": True},
+    st.tuples(st.just("dict"), valid_overrides.map(nest)),
+    st.tuples(st.just("proxy"), valid_overrides.map(nest)),
+    st.tuples(st.just("invalid"), st.sampled_from([{"limits": {"max_tool_calls": 0}},
+                                                   {"limits": {"max_tool_calls": "2"}},
+                                                   {"limits": {"token_budget": True}},
+                                                   {"limits": {"max_itterations": 3}},
                                                    {"max_itterations": 3}])),
     st.tuples(st.just("string"), st.just("max_tool_calls=2")),
-    st.tuples(st.just("pairs"), valid_overrides.map(lambda d: list(d.items()))),
+    st.tuples(st.just("pairs"), valid_overrides.map(lambda d: list(nest(d).items()))),
 )
 
 
@@ -350,7 +359,8 @@ class Caps:
 
 
 def caps_for(c: dict[str, Any], context: Any) -> Caps:
-    given = dict(context) if isinstance(context, Mapping) else {}
+    given = {name: value for group in (context.values() if isinstance(context, Mapping) else ())
+             for name, value in group.items()}
     return Caps(**{name: given.get(name, c[name]) for name in OVERRIDDEN})
 
 
@@ -477,9 +487,9 @@ def run_example(c: dict[str, Any], segments: list[str], script: list[tuple[Any, 
     holder.append(model)
     agent = create_loop_agent(
         model, make_tools(world), checkpointer=InMemorySaver(),
-        limits=Limits(max_tool_calls=c["max_tool_calls"], max_model_calls=c["max_model_calls"],
-                      token_budget=c["token_budget"], final_answer=c["final_answer"],
-                      max_tool_output_chars=c["max_tool_output_chars"]),
+        iterations=Iterations(max_model_calls=c["max_model_calls"]),
+        limits=Limits(max_tool_calls=c["max_tool_calls"], token_budget=c["token_budget"],
+                      final_answer=c["final_answer"], max_tool_output_chars=c["max_tool_output_chars"]),
         approval=Approval(tools=("danger",)) if c["approval"] else None,
         loop_detection=LoopDetection(warn_after=2, stop_after=3) if c["detection"] else None,
     )

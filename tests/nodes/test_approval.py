@@ -11,7 +11,7 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from langgraph_loop import Approval, StopReason, create_loop_agent
+from langgraph_loop import Approval, Iterations, StopReason, create_loop_agent
 from langgraph_loop.core.callbacks import CallbackError
 from langgraph_loop.nodes.approval import (
     apply_review,
@@ -340,8 +340,8 @@ def test_outer_loop_never_continues_past_a_pending_approval(
     model = ScriptedChatModel(script=["Pass one.", [("wipe_disk", {})], "Pass two."])
     scripted.append(model)
     disk = Disk()
-    agent = create_loop_agent(model, disk.tools, checkpointer=InMemorySaver(), max_iterations=5,
-                              should_continue=should_continue,
+    agent = create_loop_agent(model, disk.tools, checkpointer=InMemorySaver(),
+                              iterations=Iterations(max=5, should_continue=should_continue),
                               approval=Approval(tools=["wipe_disk"]))
     paused = agent.invoke({"messages": [HumanMessage("work")]}, _cfg())
     assert paused["stop_reason"] is None and paused["iteration"] == 2
@@ -401,7 +401,7 @@ def test_demo_shows_an_auto_resolved_round_then_a_pause() -> None:
 def test_auto_approved_runaway_stops_cleanly_at_the_step_limit(
     scripted: list[ScriptedChatModel], with_compaction: bool,
 ) -> None:
-    from langgraph_loop import Compaction, Limits
+    from langgraph_loop import Compaction
 
     counter = iter(range(1, 1000))
     model = ScriptedChatModel(default=lambda _m: [("delete_file", {"path": f"/f{next(counter)}"})],
@@ -410,7 +410,7 @@ def test_auto_approved_runaway_stops_cleanly_at_the_step_limit(
     disk = Disk()
     extra = {"compaction": Compaction(max_tokens=100_000)} if with_compaction else {}
     agent = create_loop_agent(model, disk.tools, loop_detection=None,
-                              limits=Limits(max_model_calls=None),
+                              iterations=Iterations(max_model_calls=None),
                               approval=Approval(tools=["delete_file"], max_auto_rounds=1000,
                                                 resolver=lambda r: {"decisions": [{"type": "approve"}]}),
                               **extra)

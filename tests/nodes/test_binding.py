@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import pytest
 from langchain.agents.structured_output import ProviderStrategy, ToolStrategy
 from langchain.chat_models import init_chat_model
 from langchain_anthropic import ChatAnthropic
@@ -15,7 +14,7 @@ from langchain_core.runnables import Runnable
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
-from langgraph_loop import Limits, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import Iterations, LoopDetection, StopReason, create_loop_agent
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.nodes.binding import call_model, final_model, forbid_tools, none_choice
 from langgraph_loop.nodes.model import without_tool_calls
@@ -119,11 +118,10 @@ def test_provider_side_tools_are_bound_and_never_run(scripted: list) -> None:
     assert [m.name for m in out["messages"] if m.type == "tool"] == ["add"]
 
 
-@pytest.mark.parametrize("limits", [Limits(max_model_calls=1)])
-def test_the_name_is_on_every_reply_the_final_answer_too(scripted: list, limits: Limits) -> None:
+def test_the_name_is_on_every_reply_the_final_answer_too(scripted: list) -> None:
     model = ScriptedChatModel(script=[[("add", {"a": 1, "b": 2})]], no_tools_reply="stopped here")
     scripted.append(model)
-    agent = create_loop_agent(model, [add], limits=limits, name="adder")
+    agent = create_loop_agent(model, [add], iterations=Iterations(max_model_calls=1), name="adder")
     out = agent.invoke({"messages": [HumanMessage("go")]})
     assert out["stop_reason"] == StopReason.MAX_MODEL_CALLS
     assert [m.name for m in out["messages"] if m.type == "ai"] == ["adder", "adder"]

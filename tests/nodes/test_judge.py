@@ -8,7 +8,7 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from langgraph_loop import Judge, JudgeVerdict, StopReason, create_loop_agent
+from langgraph_loop import Iterations, Judge, JudgeVerdict, StopReason, create_loop_agent
 from langgraph_loop.core.messages import CONTINUE_NAME
 from langgraph_loop.core.prompts import CONTINUE as DEFAULT_CONTINUE
 from langgraph_loop.core.prompts import JUDGE_INSTRUCTIONS as DEFAULT_JUDGE_INSTRUCTIONS
@@ -97,7 +97,11 @@ def _judge_loop(scripted: list, agent_script: list, judge_script: list, **kw: An
     judge_model = ScriptedChatModel(script=judge_script)
     scripted.extend([agent_model, judge_model])
     judge = Judge(model=judge_model, criteria=kw.pop("criteria", ("state the year",)))
-    agent = create_loop_agent(agent_model, judge=judge, system_prompt="You answer questions.", **kw)
+    loop = {"max": kw.pop("max_iterations")} if "max_iterations" in kw else {}
+    if "should_continue" in kw:
+        loop["should_continue"] = kw.pop("should_continue")
+    agent = create_loop_agent(agent_model, iterations=Iterations(judge=judge, **loop),
+                              system_prompt="You answer questions.", **kw)
     return agent, agent_model, judge_model
 
 
@@ -182,7 +186,7 @@ def test_judge_without_structured_output_uses_text(scripted: list) -> None:
     agent_model = ScriptedChatModel(script=["done"])
     judge_model = NoStructured(script=["VERDICT: DONE"])
     scripted.extend([agent_model, judge_model])
-    out = create_loop_agent(agent_model, judge=Judge(model=judge_model)).invoke(
+    out = create_loop_agent(agent_model, iterations=Iterations(judge=Judge(model=judge_model))).invoke(
         {"messages": [HumanMessage("q")]})
     assert out["stop_reason"] == StopReason.COMPLETED
     assert judge_model.request_tools == [[]]

@@ -8,8 +8,9 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import tool
 
-from langgraph_loop import BudgetPressure, Limits, StopReason, create_loop_agent
+from langgraph_loop import BudgetPressure, Iterations, Limits, StopReason, create_loop_agent
 from langgraph_loop.core import records as nodes_records
+from langgraph_loop.core.messages import is_notice
 from langgraph_loop.core.prompts import BUDGET_PRESSURE as DEFAULT_PRESSURE_INSTRUCTION
 from langgraph_loop.nodes import limits as nodes_limits
 from langgraph_loop.nodes import prepare as nodes_prepare
@@ -130,17 +131,16 @@ async def test_pressure_within_a_pass_is_the_last_message_then_stop(
         ai("wrapping up: here is what I found", total=90),
     ])
     scripted.append(model)
-    agent = create_loop_agent(model, [search], should_continue=keep_going,
-                              limits=Limits(token_budget=4000),
-                              budget_pressure=BudgetPressure(threshold=0.2))
+    agent = create_loop_agent(model, [search], iterations=Iterations(should_continue=keep_going),
+                              limits=Limits(token_budget=4000, budget_pressure=BudgetPressure(threshold=0.2)))
     state = await agent.ainvoke(go()) if use_async else agent.invoke(go())
     assert state["stop_reason"] == StopReason.BUDGET_PRESSURE
     assert model.calls == 3
-    assert shape(model.requests[2])[-3:] == [("ai", None), ("tool", None), ("human", "loop_warning")]
+    assert shape(model.requests[2])[-3:] == [("ai", None), ("tool", None), ("human", "budget_notice")]
     assert model.requests[2][-1].content == DEFAULT_PRESSURE_INSTRUCTION
-    assert "loop_warning" not in [m.name for m in model.requests[1]]
+    assert "budget_notice" not in [m.name for m in model.requests[1]]
     # the notice is persisted in the transcript, exactly where the model saw it
-    assert [m.name for m in state["messages"] if m.type == "human"] == [None, "loop_warning"]
+    assert [m.name for m in state["messages"] if m.type == "human"] == [None, "budget_notice"]
     assert state["pending_notices"] == []
     assert len(state["iterations"]) == 1
     assert state["iterations"][0]["guard"] == {
@@ -159,15 +159,14 @@ def test_pressure_at_the_last_call_of_a_pass_makes_the_next_pass_the_final_one(
     ])
     scripted.append(model)
     instruction = "Budget nearly spent: finish now."
-    agent = create_loop_agent(model, [search], should_continue=keep_going,
-                              limits=Limits(token_budget=4000),
-                              budget_pressure=BudgetPressure(threshold=0.175,
-                                                             instruction=instruction))
+    agent = create_loop_agent(model, [search], iterations=Iterations(should_continue=keep_going),
+                              limits=Limits(token_budget=4000, budget_pressure=BudgetPressure(threshold=0.175,
+                                                             instruction=instruction)))
     state = agent.invoke(go())
     assert state["stop_reason"] == StopReason.BUDGET_PRESSURE
     assert model.calls == 3
     assert shape(model.requests[2])[-3:] == [("ai", None), ("human", "loop_continue"),
-                                              ("human", "loop_warning")]
+                                              ("human", "budget_notice")]
     assert model.requests[2][-1].content == instruction
     assert state["iterations"][0]["guard"] is None
     assert state["iterations"][1]["guard"]["reason"] == "budget_pressure"
@@ -180,11 +179,11 @@ def test_pressure_pass_that_completes_reports_completed(scripted: list[ScriptedC
         ai("done, all answered", total=50),
     ])
     scripted.append(model)
-    agent = create_loop_agent(model, [search], limits=Limits(token_budget=4000),
-                              budget_pressure=BudgetPressure(threshold=0.2))
+    agent = create_loop_agent(model, [search],
+                              limits=Limits(token_budget=4000, budget_pressure=BudgetPressure(threshold=0.2)))
     state = agent.invoke(go())
     assert state["stop_reason"] == StopReason.COMPLETED
-    assert model.requests[1][-1].name == "loop_warning"
+    assert model.requests[1][-1].name == "budget_notice"
     assert state["iterations"][0]["guard"] is None
 
 
@@ -198,15 +197,14 @@ def test_pressure_then_budget_exceeded_in_the_final_pass_is_token_budget(
         ai(calls=[("search", {"q": "more"})], total=3300),   # ignores the notice: 4150 > 4000
     ], no_tools_reply=ai("stopping here", total=30))
     scripted.append(model)
-    agent = create_loop_agent(model, [search], should_continue=keep_going,
-                              limits=Limits(token_budget=4000),
-                              budget_pressure=BudgetPressure(threshold=0.2))
+    agent = create_loop_agent(model, [search], iterations=Iterations(should_continue=keep_going),
+                              limits=Limits(token_budget=4000, budget_pressure=BudgetPressure(threshold=0.2)))
     state = agent.invoke(go())
     assert state["stop_reason"] == StopReason.TOKEN_BUDGET
     assert model.request_tools == [["search"], ["search"]]
-    assert model.requests[1][-1].name == "loop_warning"
+    assert model.requests[1][-1].name == "budget_notice"
     assert [(m.type, m.name if m.type == "human" else None) for m in state["messages"][-3:]] == [
-        ("human", "loop_warning"), ("ai", None), ("tool", None)]
+        ("human", "budget_notice"), ("ai", None), ("tool", None)]
     assert state["messages"][-1].status == "error"
     assert state["iterations"][-1]["guard"]["final_answer"].startswith("skipped")
 
@@ -219,19 +217,19 @@ def test_pressure_is_queued_once_and_dropped_for_the_next_run(
     model = ScriptedChatModel(script=[ai("a", total=900), ai("b", total=50),
                                       ai("second run", total=10), ai("2nd pass", total=10)])
     scripted.append(model)
-    agent = create_loop_agent(model, should_continue=lambda s: s["iteration"] < 2,
-                              limits=Limits(token_budget=5000),
-                              budget_pressure=BudgetPressure(threshold=0.18),
+    agent = create_loop_agent(model, iterations=Iterations(should_continue=lambda s: s["iteration"] < 2),
+                              limits=Limits(token_budget=5000,
+                                            budget_pressure=BudgetPressure(threshold=0.18)),
                               checkpointer=InMemorySaver())
     cfg: Any = {"configurable": {"thread_id": "t"}}
     first = agent.invoke(go(), cfg)
     assert first["stop_reason"] == StopReason.COMPLETED  # the predicate stopped pass 2
-    assert [m.name for m in model.requests[1]].count("loop_warning") == 1
+    assert [m.name for m in model.requests[1]].count("budget_notice") == 1
     second = agent.invoke(go("next question"), cfg)
     assert second["stop_reason"] == StopReason.COMPLETED
     assert model.requests[2][-1].content == "next question"
     # the thread keeps run 1's delivered notice; run 2 gets no new one
-    assert [m.name for m in model.requests[3]].count("loop_warning") == 1
+    assert [m.name for m in model.requests[3]].count("budget_notice") == 1
     assert second["pending_notices"] == []
 
 
@@ -275,7 +273,7 @@ def test_timeout_between_tool_round_and_model_call(
     assert state["stop_reason"] == StopReason.TIMEOUT
     # call 1 -> slow (t=10) -> call 2 -> slow (t=20) -> cap spent: final answer without tools
     assert model.request_tools == [["slow"], ["slow"], []]
-    assert model.requests[2][-1].name == "loop_warning"
+    assert model.requests[2][-1].name == "stop_notice"
     assert "time limit" in str(model.requests[2][-1].content)
     assert state["messages"][-1].content == "out of time, partial answer"
     assert state["iterations"][-1]["guard"]["reason"] == "timeout"
@@ -290,7 +288,7 @@ def test_timeout_at_a_pass_end_stops_without_another_call(
 
     model = ScriptedChatModel(script=["first pass", "second pass", "never"])
     scripted.append(model)
-    agent = create_loop_agent(model, should_continue=slow_predicate,
+    agent = create_loop_agent(model, iterations=Iterations(should_continue=slow_predicate),
                               limits=Limits(max_duration_s=30))
     state = agent.invoke(go())
     assert state["stop_reason"] == StopReason.TIMEOUT
@@ -315,7 +313,7 @@ def test_budget_pressure_demo_wraps_up() -> None:
     assert state["usage"]["total_tokens"] < 2000
     final_request_tail = [(m.type, m.name if m.type == "human" else None)
                           for m in state["messages"][-3:]]
-    assert final_request_tail == [("tool", None), ("human", "loop_warning"), ("ai", None)]
+    assert final_request_tail == [("tool", None), ("human", "budget_notice"), ("ai", None)]
     assert state["messages"][-1].content.startswith("Final report")
     assert "stop_reason=budget_pressure" in out.getvalue()
 
@@ -335,7 +333,7 @@ def _same_call(_messages: list[BaseMessage]) -> Any:
 
 
 def _wrap_up_on_notice(messages: list[BaseMessage]) -> Any:
-    if messages[-1].type == "human" and messages[-1].name == "loop_warning":
+    if is_notice(messages[-1]):
         return "Wrapping up with what I found."
     return _numbered_calls(messages)
 
@@ -348,12 +346,12 @@ STOP_PATHS: dict[str, tuple[Any, dict[str, Any], int]] = {
     # name: (model default, create_loop_agent options, token budget)
     "token_budget": (_numbered_calls, {"loop_detection": None}, 600),
     "loop_detected": (_same_call, {"loop_detection": {"warn_after": 2, "stop_after": 3}}, 800),
-    "max_model_calls": (_numbered_calls, {"limits": {"max_model_calls": 3}}, 400),
+    "max_model_calls": (_numbered_calls, {"iterations": {"max_model_calls": 3}}, 400),
     "max_tool_calls": (_numbered_calls, {"limits": {"max_tool_calls": 2}}, 400),
-    "budget_pressure": (_wrap_up_on_notice, {"budget_pressure": {"threshold": 0.1},
-                                             "should_continue": keep_going}, 800),
-    "stalled": (_stall_text, {"stall_detection": {"consecutive": 2},
-                              "should_continue": keep_going}, 600),
+    "budget_pressure": (_wrap_up_on_notice, {"limits": {"budget_pressure": {"threshold": 0.1}},
+                                             "iterations": {"should_continue": keep_going}}, 800),
+    "stalled": (_stall_text, {"iterations": {"stall": {"consecutive": 2},
+                                             "should_continue": keep_going}}, 600),
     "step_limit": (_numbered_calls, {"loop_detection": None}, 600),
 }
 
@@ -406,7 +404,7 @@ async def test_the_loop_stops_before_a_round_that_leaves_no_room_for_the_final_a
     # the stop came before a call, not after an overshoot: every round was answered by
     # the tool, and the final request ends with the stop notice after the last result
     final = model.requests[-1]
-    assert shape(final)[-2:] == [("tool", None), ("human", "loop_warning")]
+    assert shape(final)[-2:] == [("tool", None), ("human", "stop_notice")]
     assert final[-2].status == "success"  # type: ignore[attr-defined]
     assert "token budget" in str(final[-1].content)
     assert state["messages"][-1].content == "Best answer so far."

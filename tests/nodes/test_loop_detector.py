@@ -34,7 +34,7 @@ def search_tool(results: Callable[[str], str] | None = None) -> tuple[BaseTool, 
 
 
 def warnings_in(messages: list[BaseMessage]) -> list[BaseMessage]:
-    return [m for m in messages if isinstance(m, HumanMessage) and m.name == "loop_warning"]
+    return [m for m in messages if isinstance(m, HumanMessage) and m.name == "loop_notice"]
 
 
 def types(request: list[BaseMessage]) -> list[str]:
@@ -68,7 +68,7 @@ async def test_three_identical_calls_warn_in_the_fourth_request_once(
     assert types(fourth)[-3:] == ["ai", "tool", "human"]
     assert fourth[-3].tool_calls and fourth[-2].tool_call_id == fourth[-3].tool_calls[0]["id"]
     warning = fourth[-1]
-    assert warning.name == "loop_warning" and 'search({"q":"x"})' in warning.content
+    assert warning.name == "loop_notice" and 'search({"q":"x"})' in warning.content
     assert all(not warnings_in(r) for r in model.requests[:3])
     stored = agent.get_state(cfg("t")).values["messages"]
     assert len(warnings_in(stored)) == 1 and len(warnings_in(result["messages"])) == 1
@@ -144,7 +144,7 @@ def test_ignored_warning_hard_stops_with_error_answers_and_a_summary(
     assert len(ran) == 3  # the 4th call (same call, same result 3 times) was not executed
     *_, stopped_ai, refusal, notice, final = result["messages"]
     assert stopped_ai.tool_calls and isinstance(refusal, ToolMessage)
-    assert notice.name == "loop_warning" and "Summarize" in notice.content
+    assert notice.name == "stop_notice" and "Summarize" in notice.content
     assert refusal.status == "error" and "no-progress layer" in refusal.content
     assert final.content == "I found nothing new about x."
     assert model.request_tools[-1] == [] and "stopped" in model.requests[-1][-1].content
@@ -235,7 +235,7 @@ def test_a_lookup_between_identical_failing_calls_does_not_excuse_them(
     assert result["iterations"][-1]["guard"]["layer"] == "no_progress"
     warned = next(r for r in model.requests if warnings_in(r))
     assert sum(1 for m in warned if isinstance(m, ToolMessage) and m.name == "book") == 3
-    assert warned[-1].name == "loop_warning"  # warned right after the third failure
+    assert warned[-1].name == "loop_notice"  # warned right after the third failure
     assert result["messages"][-1].content == "I could not book it."
 
 
@@ -261,7 +261,7 @@ def test_warning_queued_before_an_interrupt_is_delivered_after_resume_in_a_new_p
     again = create_loop_agent(second, [search_tool()[0]], checkpointer=saver)
     result = again.invoke(None, cfg("i"))
     assert types(second.requests[0])[-3:] == ["ai", "tool", "human"]
-    assert second.requests[0][-1].name == "loop_warning"
+    assert second.requests[0][-1].name == "loop_notice"
     assert len(warnings_in(result["messages"])) == 1
     assert result["stop_reason"] == StopReason.COMPLETED
 
@@ -278,7 +278,7 @@ async def test_failed_and_retried_model_call_keeps_the_warning(
     else:
         result = await agent.ainvoke(ask(), cfg("r"))
     failed, retried = model.requests[3], model.requests[4]
-    assert failed[-1].name == retried[-1].name == "loop_warning"
+    assert failed[-1].name == retried[-1].name == "loop_notice"
     assert failed[-1].content == retried[-1].content
     assert len(warnings_in(result["messages"])) == 1
     assert result["messages"][-1].content == "done"
@@ -336,7 +336,7 @@ def test_per_run_override_of_thresholds(scripted: list[ScriptedChatModel]) -> No
     scripted.append(model)
     agent = create_loop_agent(model, [search_tool()[0]],
                               loop_detection=LoopDetection(per_tool={"search": 10}))
-    result = agent.invoke(ask(), context={"warn_after": 2, "stop_after": 4})
+    result = agent.invoke(ask(), context={"loop_detection": {"warn_after": 2, "stop_after": 4}})
     assert len(warnings_in(result["messages"])) == 1
 
 

@@ -68,7 +68,7 @@ def test_a_warning_runs_the_detector_node_exactly_once(scripted: list[ScriptedCh
     assert runs == {"prepare": 1, "model": 9, "tools": 8, "router": 1, "loop_detector": 1}
     # the warning (third identical call) reaches the model right before its next call
     warned = [i for i, request in enumerate(model.requests)
-              if isinstance(request[-1], HumanMessage) and request[-1].name == "loop_warning"]
+              if isinstance(request[-1], HumanMessage) and request[-1].name == "loop_notice"]
     assert warned == [5]
     assert [m.type for m in model.requests[5][-3:]] == ["ai", "tool", "human"]
 

@@ -204,7 +204,7 @@ def test_a_human_decides_instead_of_a_stop(scripted: list[ScriptedChatModel], an
         return
     assert result["stop_reason"] == StopReason.COMPLETED and len(ran) == 4
     notices = [m.content for m in result["messages"]
-               if isinstance(m, HumanMessage) and m.name == "loop_warning"]
+               if isinstance(m, HumanMessage) and m.name == "loop_notice"]
     assert any("run make first" in str(n) for n in notices) == (answer == "hint")
 
 
@@ -259,5 +259,5 @@ def test_a_reply_repeating_its_own_text_is_warned_about(scripted: list[ScriptedC
     scripted.append(model)
     result = create_loop_agent(model, tools()[0]).invoke(ask())
     notice = model.requests[1][-1]
-    assert notice.name == "loop_warning" and "repeats the same text" in str(notice.content)
+    assert notice.name == "loop_notice" and "repeats the same text" in str(notice.content)
     assert result["stop_reason"] == StopReason.COMPLETED

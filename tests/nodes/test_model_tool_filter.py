@@ -8,7 +8,7 @@ import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 
-from langgraph_loop import Limits, StopReason, create_loop_agent
+from langgraph_loop import Hooks, Iterations, Limits, StopReason, create_loop_agent
 from langgraph_loop.core.callbacks import CallbackError
 from langgraph_loop.nodes.tools import plan_calls
 from langgraph_loop.scripted import ScriptedChatModel
@@ -50,8 +50,9 @@ async def test_phase_gating_by_pass(scripted: list[ScriptedChatModel], use_async
     model = ScriptedChatModel(script=[[("research", {"q": "owls"})], "researched",
                                       [("write", {"text": "owls"})], "report written"])
     scripted.append(model)
-    agent = create_loop_agent(model, [research, write], tool_filter=by_pass,
-                              should_continue=lambda s: s["iteration"] < 2)
+    agent = create_loop_agent(model, [research, write],
+                              iterations=Iterations(should_continue=lambda s: s["iteration"] < 2),
+                              hooks=Hooks(tool_filter=by_pass))
     state = await agent.ainvoke(go()) if use_async else agent.invoke(go())
     assert state["stop_reason"] == StopReason.COMPLETED
     assert model.request_tools == [["research"], ["research"], ["write"], ["write"]]
@@ -69,7 +70,7 @@ def test_filter_is_evaluated_per_model_call(scripted: list[ScriptedChatModel]) -
     model = ScriptedChatModel(script=[[("research", {"q": "owls"})],
                                       [("write", {"text": "owls"})], "done"])
     scripted.append(model)
-    agent = create_loop_agent(model, [research, write], tool_filter=after_research)
+    agent = create_loop_agent(model, [research, write], hooks=Hooks(tool_filter=after_research))
     agent.invoke(go())
     assert model.request_tools == [["research"], ["write"], ["write"]]
     assert seen == [0, 1, 2]
@@ -79,7 +80,7 @@ def test_hidden_tool_called_anyway_is_refused_not_run(scripted: list[ScriptedCha
     model = ScriptedChatModel(script=[[("write", {"text": "early"}), ("research", {"q": "owls"})],
                                       "ok"])
     scripted.append(model)
-    agent = create_loop_agent(model, [research, write], tool_filter=by_pass)
+    agent = create_loop_agent(model, [research, write], hooks=Hooks(tool_filter=by_pass))
     state = agent.invoke(go())
     assert RAN == ["research:owls"]
     refused, ran = model.requests[1][-2:]
@@ -93,7 +94,7 @@ def test_hidden_tool_called_anyway_is_refused_not_run(scripted: list[ScriptedCha
 def test_refused_calls_do_not_count_against_max_tool_calls(scripted: list[ScriptedChatModel]) -> None:
     model = ScriptedChatModel(script=[[("write", {"text": "x"})], [("research", {"q": "a"})], "ok"])
     scripted.append(model)
-    agent = create_loop_agent(model, [research, write], tool_filter=by_pass,
+    agent = create_loop_agent(model, [research, write], hooks=Hooks(tool_filter=by_pass),
                               limits=Limits(max_tool_calls=1), loop_detection=None)
     state = agent.invoke(go())
     assert RAN == ["research:a"]
@@ -104,8 +105,9 @@ def test_final_answer_call_binds_no_tools(scripted: list[ScriptedChatModel]) -> 
     model = ScriptedChatModel(default=lambda _m: [("research", {"q": "again"})],
                               no_tools_reply="final")
     scripted.append(model)
-    agent = create_loop_agent(model, [research, write], tool_filter=by_pass,
-                              limits=Limits(max_model_calls=2), loop_detection=None)
+    agent = create_loop_agent(model, [research, write], iterations=Iterations(max_model_calls=2),
+                              hooks=Hooks(tool_filter=by_pass),
+                              loop_detection=None)
     state = agent.invoke(go())
     assert state["stop_reason"] == StopReason.MAX_MODEL_CALLS
     assert model.request_tools == [["research"], ["research"], []]
@@ -114,11 +116,11 @@ def test_final_answer_call_binds_no_tools(scripted: list[ScriptedChatModel]) -> 
 def test_empty_filter_binds_no_tools_and_unknown_names_fail(scripted: list[ScriptedChatModel]) -> None:
     model = ScriptedChatModel(script=["no tools needed"])
     scripted.append(model)
-    agent = create_loop_agent(model, [research], tool_filter=lambda s, t: [])
+    agent = create_loop_agent(model, [research], hooks=Hooks(tool_filter=lambda s, t: []))
     agent.invoke(go())
     assert model.request_tools == [[]]
     bad = create_loop_agent(ScriptedChatModel(script=["x"]), [research],
-                            tool_filter=lambda s, t: ["missing"])
+                            hooks=Hooks(tool_filter=lambda s, t: ["missing"]))
     with pytest.raises(ValueError, match="tool_filter returned an unknown tool: 'missing'"):
         bad.invoke(go())
 
@@ -127,7 +129,7 @@ def test_raising_filter_names_itself() -> None:
     def broken(state: Any, tools: Any) -> Any:
         raise RuntimeError("no phase")
 
-    agent = create_loop_agent(ScriptedChatModel(script=["x"]), [research], tool_filter=broken)
+    agent = create_loop_agent(ScriptedChatModel(script=["x"]), [research], hooks=Hooks(tool_filter=broken))
     with pytest.raises(CallbackError, match="tool_filter raised RuntimeError"):
         agent.invoke(go())
 
@@ -144,7 +146,8 @@ def test_plan_calls_refuses_hidden_before_counting_allowance() -> None:
 def test_a_filter_returning_no_list_names_the_filter(returned: Any) -> None:
     """Not "unknown tool: 'w'" and not every tool silently hidden: a clear error, no call."""
     model = ScriptedChatModel(script=["never"])
-    agent = create_loop_agent(model, [research, write], tool_filter=lambda state, tools: returned)
+    agent = create_loop_agent(model, [research, write],
+                              hooks=Hooks(tool_filter=lambda state, tools: returned))
     with pytest.raises(ValueError, match="tool_filter must return a list of tools") as err:
         agent.invoke(go())
     assert type(returned).__name__ in str(err.value) and model.calls == 0

@@ -16,7 +16,7 @@ from langchain.agents.structured_output import (
 from langchain_core.messages import AIMessage, HumanMessage
 from pydantic import BaseModel
 
-from langgraph_loop import Approval, Judge, Limits, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import Approval, Iterations, Judge, LoopDetection, StopReason, create_loop_agent
 from langgraph_loop.core import prompts
 from langgraph_loop.core.shape import Shape
 from langgraph_loop.scripted import ScriptedChatModel
@@ -60,7 +60,7 @@ async def test_the_structured_answer_ends_the_iteration(scripted: list, mode: st
 
 def test_each_iteration_answers_and_the_last_answer_stays(scripted: list) -> None:
     agent, _ = _agent(scripted, [answer(year=2023), answer(year=2024)], response_format=Answer,
-                      should_continue=lambda s: s["structured_response"].year < 2024)
+                      iterations=Iterations(should_continue=lambda s: s["structured_response"].year < 2024))
     out = agent.invoke(ASK)
     assert out["stop_reason"] == StopReason.COMPLETED and out["iteration"] == 2
     assert out["structured_response"].year == 2024
@@ -69,7 +69,7 @@ def test_each_iteration_answers_and_the_last_answer_stays(scripted: list) -> Non
 def test_the_judge_decides_on_structured_answers(scripted: list) -> None:
     judge = ScriptedChatModel(script=["VERDICT: MORE", "VERDICT: DONE"])
     agent, _ = _agent(scripted, [answer(year=1), answer(year=2)], response_format=Answer,
-                      judge=Judge(model=judge))
+                      iterations=Iterations(judge=Judge(model=judge)))
     out = agent.invoke(ASK)
     assert out["stop_reason"] == StopReason.COMPLETED and out["structured_response"].year == 2
     assert '"year":1' in judge.requests[0][-1].content  # the judge reads the structured answer
@@ -78,7 +78,7 @@ def test_the_judge_decides_on_structured_answers(scripted: list) -> None:
 
 def test_after_the_cap_the_last_iterations_answer_stays(scripted: list) -> None:
     agent, model = _agent(scripted, [answer("Rome", 1960)], response_format=Answer,
-                          max_iterations=1, should_continue=lambda s: True)
+                          iterations=Iterations(max=1, should_continue=lambda s: True))
     out = agent.invoke(ASK)
     assert out["stop_reason"] == StopReason.MAX_ITERATIONS
     assert out["structured_response"] == Answer(city="Rome", year=1960)
@@ -100,7 +100,7 @@ def test_a_stop_ends_on_a_forced_structured_answer(scripted: list) -> None:
 def test_a_limit_does_not_discard_the_answer_it_arrives_with(scripted: list) -> None:
     """A reply that only answers is text to the limits: no final-answer call is added."""
     agent, model = _agent(scripted, [[("add", {"a": 1, "b": 1})], answer()], response_format=Answer,
-                          limits=Limits(max_model_calls=2))
+                          iterations=Iterations(max_model_calls=2))
     out = agent.invoke(ASK)
     assert out["stop_reason"] == StopReason.COMPLETED and model.calls == 2
     assert out["structured_response"] == Answer(city="Paris", year=2024)

@@ -8,7 +8,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 
-from langgraph_loop import StallDetection, StopReason, create_loop_agent
+from langgraph_loop import Iterations, StallDetection, StopReason, create_loop_agent
 from langgraph_loop.nodes.stall import flat_tokens, stall_guard
 from langgraph_loop.nodes.stall import new_work_by_iteration as new_work_by_pass
 from langgraph_loop.scripted import ScriptedChatModel
@@ -40,11 +40,11 @@ def test_flat_tokens(totals: list[int], flat: bool) -> None:
     assert flat_tokens(totals, tolerance=0.10) is flat
 
 
-def test_token_stall_needs_consecutive_passes() -> None:
+def test_token_stall_needs_consecutive_iterations() -> None:
     assert stall_guard([rec(1, 1000), rec(2, 1010)], CFG, new_work={}) is None
     guard = stall_guard([rec(1, 5000), rec(2, 1000), rec(3, 1010), rec(4, 990)], CFG, new_work={})
     assert guard == {"guard": "stall_detection", "reason": "stalled", "layer": "tokens",
-                     "passes": [2, 3, 4], "totals": [1000, 1010, 990],
+                     "iterations": [2, 3, 4], "totals": [1000, 1010, 990],
                      "detail": "the last 3 iterations used nearly the same tokens ([1000, 1010, 990], "
                                "tolerance 10%) without new work"}
 
@@ -117,14 +117,15 @@ async def test_repeated_answer_stops_with_stalled(
     model = ScriptedChatModel(script=["I am not sure yet.", "I am  not sure yet.",
                                       "i am not sure YET.", "never sent"])
     scripted.append(model)
-    agent = create_loop_agent(model, should_continue=keep_going, stall_detection=StallDetection())
+    agent = create_loop_agent(model,
+                              iterations=Iterations(should_continue=keep_going, stall=StallDetection()))
     state = await agent.ainvoke(go()) if use_async else agent.invoke(go())
     assert state["stop_reason"] == StopReason.STALLED
     assert model.calls == 3
     assert [m.name for m in model.requests[2] if m.type == "human"] == [
         None, "loop_continue", "loop_continue"]
     guard = state["iterations"][-1]["guard"]
-    assert (guard["layer"], guard["passes"]) == ("answer", [1, 2, 3])
+    assert (guard["layer"], guard["iterations"]) == ("answer", [1, 2, 3])
     assert [r["guard"] for r in state["iterations"][:2]] == [None, None]
 
 
@@ -134,8 +135,9 @@ def test_same_work_with_new_wording_stops_with_stalled(scripted: list[ScriptedCh
         script += [ai(calls=[("lookup", {"key": "k"})], total=1000 + 400 * i), ai(text)]
     model = ScriptedChatModel(script=[*script, "never sent"])
     scripted.append(model)
-    agent = create_loop_agent(model, [lookup], should_continue=keep_going,
-                              stall_detection=StallDetection(), loop_detection=None)
+    agent = create_loop_agent(model, [lookup],
+                              iterations=Iterations(should_continue=keep_going, stall=StallDetection()),
+                              loop_detection=None)
     state = agent.invoke(go())
     assert state["stop_reason"] == StopReason.STALLED
     assert model.calls == 6
@@ -146,7 +148,8 @@ def test_flat_tokens_without_new_work_stop(scripted: list[ScriptedChatModel]) ->
     model = ScriptedChatModel(script=[ai("draft one", total=1000), ai("draft two", total=1050),
                                       ai("draft three", total=980), ai("never sent")])
     scripted.append(model)
-    agent = create_loop_agent(model, should_continue=keep_going, stall_detection=StallDetection())
+    agent = create_loop_agent(model,
+                              iterations=Iterations(should_continue=keep_going, stall=StallDetection()))
     state = agent.invoke(go())
     assert state["stop_reason"] == StopReason.STALLED
     assert state["iterations"][-1]["guard"]["totals"] == [1000, 1050, 980]
@@ -159,8 +162,8 @@ def test_growing_work_with_flat_tokens_runs_on(scripted: list[ScriptedChatModel]
         script += [ai(calls=[("lookup", {"key": f"k{i}"})], total=500), ai("noted", total=500)]
     model = ScriptedChatModel(script=script)
     scripted.append(model)
-    agent = create_loop_agent(model, [lookup], should_continue=keep_going, max_iterations=4,
-                              stall_detection=StallDetection())
+    agent = create_loop_agent(model, [lookup], iterations=Iterations(
+        should_continue=keep_going, max=4, stall=StallDetection()))
     state = agent.invoke(go())
     assert state["stop_reason"] == StopReason.MAX_ITERATIONS
     assert model.calls == 8
@@ -172,10 +175,10 @@ def test_stall_is_off_by_default_and_never_overrides_completed(
 ) -> None:
     model = ScriptedChatModel(script=["same"] * 4)
     scripted.append(model)
-    off = create_loop_agent(model, should_continue=keep_going, max_iterations=4)
+    off = create_loop_agent(model, iterations=Iterations(should_continue=keep_going, max=4))
     assert off.invoke(go())["stop_reason"] == StopReason.MAX_ITERATIONS
     judge_like = ScriptedChatModel(script=["same"] * 3)
     scripted.append(judge_like)
-    agent = create_loop_agent(judge_like, should_continue=lambda s: s["iteration"] < 3,
-                              stall_detection=StallDetection())
+    agent = create_loop_agent(judge_like, iterations=Iterations(
+        should_continue=lambda s: s["iteration"] < 3, stall=StallDetection()))
     assert agent.invoke(go())["stop_reason"] == StopReason.COMPLETED

@@ -7,7 +7,7 @@ and one thread; a list of inputs is run in order on that thread (a later input m
 
 Normalised away, because they differ legitimately: message ids, response/usage metadata, the
 loop's own state keys (``stop_reason``, ``iteration``, ...: only the reference's keys are
-compared) and the loop's notices (``HumanMessage(name="loop_warning")``). Compared: every
+compared) and the loop's notices (``is_notice``). Compared: every
 state key the reference has (messages with their content, names, tool calls and call ids, tool
 results with status and artifact; custom keys; ``structured_response``), the messages each
 model call received, the interrupts raised, and the exception a run raised (type and text).
@@ -28,9 +28,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel
 
 from langgraph_loop import create_loop_agent
+from langgraph_loop.core.messages import is_notice
 from langgraph_loop.scripted import ScriptedChatModel
 
-NOTICE_NAME = "loop_warning"
 THREAD = {"configurable": {"thread_id": "parity"}}
 
 Seen = Callable[[], list[Any]]
@@ -96,7 +96,7 @@ def normalise_message(message: BaseMessage) -> dict[str, Any]:
 
 def normalise_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     """The messages without the loop's notices, each normalised."""
-    return [normalise_message(m) for m in messages if not (m.type == "human" and m.name == NOTICE_NAME)]
+    return [normalise_message(m) for m in messages if not is_notice(m)]
 
 
 def normalise_state(state: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:

@@ -16,7 +16,15 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from langgraph_loop import Approval, Compaction, Limits, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import (
+    Approval,
+    Compaction,
+    Iterations,
+    Limits,
+    LoopDetection,
+    StopReason,
+    create_loop_agent,
+)
 from tests.support.anthropic_server import JSON, AnthropicServer, Reply, text, tool_use
 
 ASK = {"messages": [HumanMessage("Find out about the weather.")]}
@@ -105,7 +113,7 @@ def test_loop_warning_sits_after_the_tool_results(anthropic_server: AnthropicSer
     anthropic_server.script += [tool_use([same_search()])] * 3 + [text("I will stop repeating.")]
     agent = create_loop_agent(claude(anthropic_server), [search], loop_detection=LoopDetection(warn_after=2))
     result = agent.invoke(ASK)
-    warnings = [m for m in result["messages"] if m.type == "human" and m.name == "loop_warning"]
+    warnings = [m for m in result["messages"] if m.type == "human" and m.name == "loop_notice"]
     assert warnings, "no loop warning was given"
     warned = [body for body in anthropic_server.requests
               if any(b.get("type") == "text" and str(warnings[0].content)[:30] in b.get("text", "")
@@ -122,7 +130,7 @@ def test_loop_warning_sits_after_the_tool_results(anthropic_server: AnthropicSer
 STOPS: dict[str, tuple[Callable[[], tuple[str, dict[str, Any]]] | None, dict[str, Any], dict[str, Any]]] = {
     # stop reason: (call maker (None = a fresh search each time), builder kwargs, run config)
     StopReason.LOOP_DETECTED: (same_search, {}, {}),
-    StopReason.MAX_MODEL_CALLS: (None, {"limits": Limits(max_model_calls=3)}, {}),
+    StopReason.MAX_MODEL_CALLS: (None, {"iterations": Iterations(max_model_calls=3)}, {}),
     StopReason.MAX_TOOL_CALLS: (None, {"limits": Limits(max_tool_calls=2)}, {}),
     StopReason.TOKEN_BUDGET: (None, {"limits": Limits(token_budget=400)}, {}),
     StopReason.TIMEOUT: (None, {"limits": Limits(max_duration_s=0.2)}, {}),

@@ -10,7 +10,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 
-from langgraph_loop import Limits, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import Iterations, Limits, LoopDetection, StopReason, create_loop_agent
 from langgraph_loop.scripted import ScriptedChatModel, repeat
 from tests.conftest import MCPTools
 from tests.parity.compare import call, calls, normalise_messages, same
@@ -62,7 +62,7 @@ async def _calls_until_stop(tools: list[BaseTool]) -> tuple[int, dict[str, Any]]
     """A model that repeats ``search_blocks("weather")`` for ever: how many calls ran before the
     loop detector stopped it."""
     model = ScriptedChatModel(default=repeat([("search_blocks", {"query": "weather"})]), no_tools_reply=FINAL)
-    result = await create_loop_agent(model, tools, limits=Limits(max_model_calls=40)).ainvoke(ASK)
+    result = await create_loop_agent(model, tools, iterations=Iterations(max_model_calls=40)).ainvoke(ASK)
     executed = [m for m in tool_results(result) if m.status != "error"]
     return len(executed), result
 
@@ -107,7 +107,7 @@ async def _retries_before_stop(tools: list[BaseTool], detection: LoopDetection) 
 
     model = ScriptedChatModel(default=turn, no_tools_reply=FINAL)
     agent = create_loop_agent(model, [flaky_job, *tools], loop_detection=detection,
-                              limits=Limits(max_model_calls=30))
+                              iterations=Iterations(max_model_calls=30))
     result = await agent.ainvoke(ASK)
     assert result["stop_reason"] == StopReason.LOOP_DETECTED
     return sum(1 for m in tool_results(result) if m.name == "flaky_job")

@@ -39,6 +39,7 @@ from langgraph_loop import (
     BudgetPressure,
     Compaction,
     Hooks,
+    Iterations,
     Judge,
     Limits,
     LoopDetection,
@@ -148,7 +149,7 @@ def _flaky(fn: Any, failures: int = 1) -> Any:
     return wrapper
 
 
-def _callbacks(c: dict[str, Any]) -> dict[str, Any]:
+def _callbacks(c: dict[str, Any]) -> tuple[dict[str, Any], Hooks | None]:
     predicates = {
         "odd": lambda s: s["iteration"] % 2 == 1,
         "feedback": lambda s: (s["iteration"] < 2, "keep going"),
@@ -164,12 +165,11 @@ def _callbacks(c: dict[str, Any]) -> dict[str, Any]:
         "flaky_tool_hook": Hooks(on_tool_call=_flaky(lambda record: None)),
     }
     messages = {"text": lambda s, feedback: "Continue, please.", "none": lambda s, f: None}
-    return {
-        "should_continue": predicates.get(c["predicate"] or ""),
-        "tool_filter": filters.get(c["tool_filter"] or ""),
-        "hooks": hooks.get(c["hooks"] or ""),
-        "next_message": messages.get(c["next_message"] or ""),
-    }
+    hook, tool_filter = hooks.get(c["hooks"] or ""), filters.get(c["tool_filter"] or "")
+    if tool_filter is not None:
+        hook = (hook or Hooks()).model_copy(update={"tool_filter": tool_filter})
+    return {"should_continue": predicates.get(c["predicate"] or ""),
+            "continuation": messages.get(c["next_message"] or "")}, hook
 
 
 def build(c: dict[str, Any], script: list[tuple[Any, ...]], world: World,
@@ -200,19 +200,21 @@ def build(c: dict[str, Any], script: list[tuple[Any, ...]], world: World,
     if c["detection"] is not None:
         warn, extra = c["detection"]
         detection = LoopDetection(warn_after=warn, stop_after=warn + extra, window=10)
+    loop, hooks = _callbacks(c)
     with _fast_retries():
         agent = create_loop_agent(
             model, make_tools(world), checkpointer=InMemorySaver(),
-            max_iterations=c["max_iterations"],
-            limits=Limits(max_model_calls=c["max_model_calls"], max_tool_calls=c["max_tool_calls"],
+            iterations=Iterations(
+                max=c["max_iterations"], max_model_calls=c["max_model_calls"], judge=judge,
+                stall=StallDetection(consecutive=2) if c["stall"] else None,
+                fresh_context=c["fresh_context"], inject_progress=c["inject_progress"], **loop),
+            limits=Limits(max_tool_calls=c["max_tool_calls"],
                           token_budget=c["token_budget"], final_answer=c["final_answer"],
-                          max_tool_output_chars=c["max_tool_output_chars"]),
-            loop_detection=detection,
-            stall_detection=StallDetection(consecutive=2) if c["stall"] else None,
-            budget_pressure=(BudgetPressure(threshold=c["pressure"], instruction=PRESSURE)
-                             if c["pressure"] is not None else None),
-            judge=judge, fresh_context=c["fresh_context"], inject_progress=c["inject_progress"],
-            approval=approval, compaction=compaction, **_callbacks(c),
+                          max_tool_output_chars=c["max_tool_output_chars"],
+                          budget_pressure=(BudgetPressure(threshold=c["pressure"], instruction=PRESSURE)
+                                           if c["pressure"] is not None else None)),
+            loop_detection=detection, hooks=hooks,
+            approval=approval, compaction=compaction,
         )
     return agent, models, gated
 

@@ -28,7 +28,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 
 from langgraph_loop import LoopDetection, create_loop_agent
-from langgraph_loop.core.messages import check_pairing, unanswered_tail
+from langgraph_loop.core.messages import check_pairing, is_notice, unanswered_tail
 from langgraph_loop.core.records import executed_calls
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.savers import async_saver, sync_saver
@@ -112,7 +112,7 @@ def report(result: dict[str, Any]) -> dict[str, Any]:
         "messages": [m.type + (f":{m.name}" if m.name else "") for m in messages],
         "tool_results": [m.content for m in messages if isinstance(m, ToolMessage)],
         "warnings": [m.content for m in messages
-                     if isinstance(m, HumanMessage) and m.name == "loop_warning"],
+                     if is_notice(m)],
         "records": [len(r["tool_calls"]) for r in result.get("iterations") or []],
         "pending_notices": result.get("pending_notices"),
         "usage": result["usage"]["total_tokens"],

@@ -27,7 +27,8 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.types import Command
 
-from langgraph_loop import Approval, LoopDetection, create_loop_agent
+from langgraph_loop import Approval, Iterations, LoopDetection, create_loop_agent
+from langgraph_loop.core.messages import is_notice
 from langgraph_loop.core.records import executed_calls
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.savers import sync_saver as saver
@@ -81,8 +82,8 @@ def reply(messages: list[BaseMessage]) -> Any:
 def build(checkpointer: Any) -> Any:
     model = ScriptedChatModel(default=reply)
     return create_loop_agent(
-        model, [search, deploy], checkpointer=checkpointer, max_iterations=5,
-        should_continue=lambda state: state["iteration"] < 2,
+        model, [search, deploy], checkpointer=checkpointer,
+        iterations=Iterations(max=5, should_continue=lambda state: state["iteration"] < 2),
         loop_detection=LoopDetection(warn_after=2, stop_after=4),
         approval=Approval(tools=["deploy"], resolver=lambda _r: {"decisions": [{"type": "approve"}]},
                           max_auto_rounds=1),
@@ -121,7 +122,7 @@ def outcome(result: dict[str, Any]) -> dict[str, Any]:
         "messages": [m.type + (f":{m.name}" if m.name else "") for m in result["messages"]],
         "last": result["messages"][-1].content,
         "warning_before_answer": [m.content for m in result["messages"]
-                                  if isinstance(m, HumanMessage) and m.name == "loop_warning"],
+                                  if is_notice(m)],
     }
 
 

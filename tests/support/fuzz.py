@@ -15,11 +15,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.types import interrupt
 
-from langgraph_loop.core.messages import NOTICE_NAME
+from langgraph_loop.core.messages import is_notice
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = ["CALLS", "GATED", "FuzzModel", "ModelDown", "SummarizerModel", "World", "make_tools",
@@ -74,7 +74,7 @@ class World:
         """A successful model call: its usage, the notice it delivered, what it offered."""
         self.replies[self.run].append((reply.usage_metadata or {}).get("total_tokens", 0))
         for m in messages:  # a notice delivered by this call is not stored yet: no id
-            if isinstance(m, HumanMessage) and m.name == NOTICE_NAME and m.id is None:
+            if is_notice(m) and m.id is None:
                 self.delivered.append((self.run, str(m.content)))
         for call in reply.tool_calls:
             self.offered[str(call["id"])] = list(tools)

@@ -12,10 +12,12 @@ process, the other process for a deployment. The model behind the server is the 
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from langgraph_sdk import get_client, get_sync_client
 
 GRAPH_ID = "langgraph-loop"
@@ -106,23 +108,34 @@ def check_schemas_answer(url: str) -> None:
         schemas = json.loads(resp.read())
     assert "messages" in schemas["input_schema"]["properties"]
     assert "stop_reason" in schemas["output_schema"]["properties"]
-    assert "max_iterations" in schemas["context_schema"]["properties"]
+    context = schemas["context_schema"]["properties"]
+    assert {"iterations", "limits", "loop_detection"} <= set(context)
+    assert "max_iterations" in context  # the flat names of 0.2, deprecated until 0.4
 
 
 def check_per_run_context_overrides_limits(url: str) -> None:
     """``context=`` sets a run's limits (a stateless run)."""
     client = get_sync_client(url=url)
     result = client.runs.wait(None, GRAPH_ID, input=user("get_weather for Paris"),
-                              context={"max_model_calls": 1})
+                              context={"iterations": {"max_model_calls": 1}})
     assert isinstance(result, dict)
     assert result["stop_reason"] == "max_model_calls"
     assert types(result["messages"]) == ["human", "ai", "tool", "human", "ai"]
     unanswered, notice = result["messages"][2:4]
     assert unanswered["status"] == "error"
     assert unanswered["content"].startswith("Error: not executed")
-    assert notice["name"] == "loop_warning"
+    assert notice["name"] == "stop_notice"
     assert "model-call limit" in notice["content"]
     assert result["iterations"][0]["guard"]["limit"] == 1
+
+
+def check_a_misspelled_override_is_the_in_process_error(url: str) -> None:
+    """The server applies the graph's own check of ``context=``: the same error text."""
+    client = get_sync_client(url=url)
+    text = "invalid run context: limits.final_answr: unknown field (fields of Limits: max_tool_calls,"
+    with pytest.raises(Exception, match=re.escape(text)):
+        client.runs.wait(None, GRAPH_ID, input=user("get_weather for Paris"),
+                         context={"limits": {"final_answr": False}})
 
 
 def check_messages_tuple_tells_model_tokens_from_notices(url: str) -> None:
@@ -130,7 +143,7 @@ def check_messages_tuple_tells_model_tokens_from_notices(url: str) -> None:
     the stop notice it delivers comes as a tagged human message, not as tokens."""
     client = get_sync_client(url=url)
     parts = [p for p in client.runs.stream(None, GRAPH_ID, input=user("get_weather for Paris"),
-                                           context={"max_model_calls": 1},
+                                           context={"iterations": {"max_model_calls": 1}},
                                            stream_mode="messages-tuple")
              if p.event == "messages"]
     from_model = [m for m, meta in (p.data for p in parts) if meta["langgraph_node"] == "model"]
@@ -138,8 +151,9 @@ def check_messages_tuple_tells_model_tokens_from_notices(url: str) -> None:
                    if m["type"] in ("AIMessageChunk", "ai"))
     assert said == "Done."
     notices = [m for m in from_model if m["type"] not in ("AIMessageChunk", "ai")]
-    assert [(m["type"], m["name"]) for m in notices] == [("human", "loop_warning")]
+    assert [(m["type"], m["name"]) for m in notices] == [("human", "stop_notice")]
     assert notices[0]["additional_kwargs"]["langgraph_loop"]["kind"] == "notice"
+    assert notices[0]["additional_kwargs"]["lc_source"] == "langgraph_loop"
     assert "model-call limit" in notices[0]["content"]
 
 

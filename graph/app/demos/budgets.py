@@ -27,8 +27,8 @@ from rich.console import Console
 
 from langgraph_loop.app.demos.base import Expect, Scenario, print_run
 from langgraph_loop.builder import create_loop_agent
-from langgraph_loop.core.config import BudgetPressure, Limits
-from langgraph_loop.core.messages import NOTICE_NAME
+from langgraph_loop.core.config import BudgetPressure, Iterations, Limits
+from langgraph_loop.core.messages import is_notice
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = ["SCENARIOS", "budget_pressure", "search_papers"]
@@ -53,7 +53,7 @@ def _researcher(messages: list[BaseMessage]) -> Any:
     """The scripted model: research in two-search iterations until told to wrap up."""
     last = messages[-1]
     found = [str(m.content) for m in messages if m.type == "tool"]
-    if isinstance(last, HumanMessage) and last.name == NOTICE_NAME:
+    if is_notice(last):
         return ("Final report (budget nearly spent, wrapping up): " + "; ".join(found) + ".")
     if last.type == "tool" and len(found) % 2 == 0:
         return f"Notes so far: {len(found)} findings. More to research."
@@ -64,13 +64,13 @@ def budget_pressure(console: Console, checkpointer: Any) -> dict[str, Any]:
     """A loop that would research forever, wrapped up by budget pressure."""
     model = ScriptedChatModel(default=_researcher)
     agent = create_loop_agent(
-        model, [search_papers], should_continue=lambda _state: True, max_iterations=10,
-        limits=Limits(token_budget=2000), budget_pressure=BudgetPressure(threshold=0.5),
+        model, [search_papers], iterations=Iterations(should_continue=lambda _state: True, max=10),
+        limits=Limits(token_budget=2000, budget_pressure=BudgetPressure(threshold=0.5)),
         checkpointer=checkpointer)
     config: Any = {"configurable": {"thread_id": "demo-budget-pressure"}}
     state = agent.invoke({"messages": [HumanMessage("Research how owls hunt.")]}, config)
-    print_run(console, "Budget pressure: Limits(token_budget=2000), BudgetPressure(threshold=0.5)",
-              state)
+    print_run(console, "Budget pressure: Limits(token_budget=2000, "
+                       "budget_pressure=BudgetPressure(threshold=0.5))", state)
     return state
 
 

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from langgraph_loop.app.demos.base import Expect, Scenario, print_run
 from langgraph_loop.builder import create_loop_agent
-from langgraph_loop.core.config import Judge
+from langgraph_loop.core.config import Iterations, Judge
 from langgraph_loop.scripted import ScriptedChatModel
 from langgraph_loop.todos import todos_remaining, todos_remaining_message, write_todos
 
@@ -38,7 +38,7 @@ def judge_loop(console: Console, checkpointer: Any) -> dict[str, Any]:
         [("JudgeVerdict", {"answered": True, "reasoning": "Names the city and the years."})],
     ])
     judge = Judge(model=judge_model, criteria=("state the year",))
-    agent = create_loop_agent(model, judge=judge, max_iterations=5, checkpointer=checkpointer)
+    agent = create_loop_agent(model, iterations=Iterations(judge=judge, max=5), checkpointer=checkpointer)
     state = agent.invoke({"messages": [HumanMessage("When did Paris host the Olympics?")]},
                          _config("demo-judge"))
     print_run(console, "Judge loop: rejected once, accepted on iteration 2", state)
@@ -64,9 +64,9 @@ def todo_loop(console: Console, checkpointer: Any) -> dict[str, Any]:
         _todos("completed", "in_progress", "pending"), "Summary written.",
         _todos("completed", "completed", "completed"), "Sources listed. The report is complete.",
     ])
-    agent = create_loop_agent(model, [write_todos], should_continue=todos_remaining(),
-                              next_message=todos_remaining_message, inject_progress=False,
-                              checkpointer=checkpointer)
+    agent = create_loop_agent(model, [write_todos], iterations=Iterations(
+        should_continue=todos_remaining(), continuation=todos_remaining_message,
+        inject_progress=False), checkpointer=checkpointer)
     state = agent.invoke({"messages": [HumanMessage("Write a short report on solar power.")]},
                          _config("demo-todos"))
     print_run(console, "Todo loop: continue while todos are open", state)

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from langgraph_loop.app.demos.base import Expect, Scenario, print_run
 from langgraph_loop.builder import create_loop_agent
-from langgraph_loop.core.config import Limits
+from langgraph_loop.core.config import Iterations
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = ["SCENARIOS", "checks_summary", "get_weather", "lookup_order"]
@@ -72,11 +72,11 @@ def runaway(console: Console, checkpointer: Any) -> dict[str, Any]:
         default=lambda _m: [("get_weather", {"city": f"Paris-{next(counter)}"})],
         no_tools_reply=checks_summary,
     )
-    agent = create_loop_agent(model, [get_weather], limits=Limits(max_model_calls=4),
+    agent = create_loop_agent(model, [get_weather], iterations=Iterations(max_model_calls=4),
                               checkpointer=checkpointer)
     state = agent.invoke({"messages": [HumanMessage("Keep an eye on the weather in Paris.")]},
                          _config("demo-runaway"))
-    print_run(console, "Runaway model stopped by Limits(max_model_calls=4), then a tools-free "
+    print_run(console, "Runaway model stopped by Iterations(max_model_calls=4), then a tools-free "
                        "final answer", state)
     console.print("  model_calls=5: the 4 calls max_model_calls allows in an iteration (the 4th one's "
                   "tool call was not run), plus the tools-free final-answer call after the stop",

@@ -19,6 +19,7 @@ from rich.console import Console
 from langgraph_loop.app.demos.base import Expect, Scenario, print_run
 from langgraph_loop.app.demos.core import get_weather
 from langgraph_loop.builder import create_loop_agent
+from langgraph_loop.core.messages import is_notice
 from langgraph_loop.scripted import ScriptedChatModel, repeat
 
 __all__ = ["SCENARIOS", "job_status_tool"]
@@ -45,7 +46,7 @@ def _config(thread: str) -> RunnableConfig:
 
 def _warned(messages: list[BaseMessage]) -> bool:
     last = messages[-1]
-    return isinstance(last, HumanMessage) and last.name == "loop_warning"
+    return is_notice(last)
 
 
 def _print_guard(console: Console, state: dict[str, Any]) -> None:
