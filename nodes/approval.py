@@ -55,9 +55,8 @@ from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.compat import resuming
 from langgraph_loop.core.config import Approval
 from langgraph_loop.core.messages import call_label, unanswered_tail
-from langgraph_loop.core.records import emit
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import LoopState
+from langgraph_loop.core.state import LoopState, emit
 
 __all__ = [
     "DECISION_TYPES",

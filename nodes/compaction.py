@@ -45,9 +45,8 @@ from langgraph.runtime import get_runtime
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.messages import SUMMARY_NAME, as_message, call_label, drain, loop_message
-from langgraph_loop.core.records import add_usage, answer_text, emit, usage_of
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import LoopState, iteration_info
+from langgraph_loop.core.state import LoopState, add_usage, answer_text, emit, iteration_info, usage_of
 from langgraph_loop.nodes.limits import MIN_FINAL_OUTPUT, count_tokens, max_tokens_of, summary_room
 from langgraph_loop.nodes.model import build_request, estimate_usage
 

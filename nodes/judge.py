@@ -57,9 +57,17 @@ from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.config import Judge, JudgeVerdict
 from langgraph_loop.core.messages import as_message, clip
-from langgraph_loop.core.records import Usage, add_usage, answer_text, latest_answer, new_usage, usage_of
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import LoopState, iteration_info
+from langgraph_loop.core.state import (
+    LoopState,
+    Usage,
+    add_usage,
+    answer_text,
+    iteration_info,
+    latest_answer,
+    new_usage,
+    usage_of,
+)
 from langgraph_loop.core.structured import StructuredReply, as_structured
 from langgraph_loop.nodes.router import normalize_predicate
 

@@ -51,9 +51,8 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import BaseTool
 
 from langgraph_loop.core.messages import is_blocked
-from langgraph_loop.core.records import executed_calls
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import LoopState, iteration_info
+from langgraph_loop.core.state import LoopState, executed_calls, iteration_info
 from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, stop_instruction
 
 __all__ = ["MIN_FINAL_OUTPUT", "PRESSURE_SOURCE", "budget_guard", "budget_pressure_guard",

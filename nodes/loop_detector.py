@@ -33,9 +33,8 @@ from langgraph_loop.core import prompts
 from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
 from langgraph_loop.core.messages import BLOCKED_KIND, Notice, call_ids, is_cut, queue_notice, work_call_ids
-from langgraph_loop.core.records import emit
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import LoopState
+from langgraph_loop.core.state import LoopState, emit
 from langgraph_loop.core.stop import Guard, stop_answer_text, stop_update
 from langgraph_loop.nodes.limits import PRESSURE_SOURCE
 from langgraph_loop.nodes.loop_detection import Decision

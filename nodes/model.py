@@ -57,9 +57,8 @@ from langgraph_loop.core.messages import (
     queue_notice,
     with_unique_call_ids,
 )
-from langgraph_loop.core.records import RunInfo, Usage, add_usage, usage_of
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import LoopState, iteration_info
+from langgraph_loop.core.state import LoopState, RunInfo, Usage, add_usage, iteration_info, usage_of
 from langgraph_loop.core.stop import Guard, guard, stop_instruction, stop_update
 from langgraph_loop.nodes.binding import call_model, final_model
 from langgraph_loop.nodes.limits import (

@@ -30,9 +30,8 @@ from langgraph.runtime import get_runtime
 from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.history import not_executed
 from langgraph_loop.core.messages import unanswered_tail
-from langgraph_loop.core.records import RunInfo, emit, new_iteration, new_usage
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import RESET, LoopState
+from langgraph_loop.core.state import RESET, LoopState, RunInfo, emit, new_iteration, new_usage
 from langgraph_loop.core.stop import StopReason, limit_guard, stop_update
 
 __all__ = ["PrepareNode", "repair_dangling", "start_run"]

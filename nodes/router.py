@@ -45,16 +45,17 @@ from langgraph.runtime import get_runtime
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import LegacyContinuation, call_async, call_sync
 from langgraph_loop.core.messages import CONTINUE_NAME, iteration_messages, loop_message, shorten
-from langgraph_loop.core.records import (
+from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.state import (
     IterationRecord,
+    LoopState,
     build_record,
     calls_of_iteration,
     emit,
+    iteration_info,
     latest_answer,
     new_iteration,
 )
-from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import LoopState, iteration_info
 from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, stop_update
 from langgraph_loop.nodes.limits import budget_pressure_guard, timeout_guard
 from langgraph_loop.nodes.stall import new_work_by_iteration, stall_guard

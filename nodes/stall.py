@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langgraph_loop.core.config import StallDetection
-from langgraph_loop.core.records import IterationRecord, LoggedCall
+from langgraph_loop.core.state import IterationRecord, LoggedCall
 from langgraph_loop.core.stop import Guard, StopReason, guard
 
 __all__ = ["flat_tokens", "new_work_by_iteration", "stall_guard"]

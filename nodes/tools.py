@@ -52,9 +52,8 @@ from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.compat import durable
 from langgraph_loop.core.history import resolve_removals
 from langgraph_loop.core.messages import cap_output, unanswered_tail
-from langgraph_loop.core.records import CallRecord, emit, executed_calls
 from langgraph_loop.core.settings import LOOP_KEYS, LoopSettings
-from langgraph_loop.core.state import LoopState, iteration_info
+from langgraph_loop.core.state import CallRecord, LoopState, emit, executed_calls, iteration_info
 from langgraph_loop.core.stop import StopReason, guard, limit_guard, stop_update
 from langgraph_loop.nodes.approval import Reviewed, apply_review, mark_edited
 from langgraph_loop.nodes.loop_detection import content_hash

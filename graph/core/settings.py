@@ -221,8 +221,9 @@ class LoopSettings:
     """The validated configuration of one compiled loop graph.
 
     The groups are stored as given (``iterations``, ``limits``, ``hooks``, ...); the
-    nodes read the names of 0.2 as properties (``max_iterations`` is
-    ``iterations.max``, ``budget_pressure`` is ``limits.budget_pressure``, ...).
+    nodes read the names of 0.2, filled in from the groups when the settings are made
+    (``max_iterations`` is ``iterations.max``, ``budget_pressure`` is
+    ``limits.budget_pressure``, ...).
     ``limits`` is the engine's view: the run's ``Limits`` with ``max_model_calls``
     filled in from ``iterations.max_model_calls``, so the limit checks read one object.
     """
@@ -250,6 +251,43 @@ class LoopSettings:
     name: str | None = None
     """The agent's name, set on every reply of its model (as ``create_agent`` does)."""
     _cache: dict[str, LoopSettings] = field(default_factory=dict, compare=False, repr=False)
+
+    # --- read from the groups once, when made (the nodes read them on every step) ----------
+    max_iterations: int | None = field(init=False, compare=False, repr=False)
+    """``iterations.max``."""
+    should_continue: Callback | None = field(init=False, compare=False, repr=False)
+    """``iterations.should_continue``."""
+    judge: Judge | None = field(init=False, compare=False, repr=False)
+    """``iterations.judge``."""
+    continuation: Callback | None = field(init=False, compare=False, repr=False)
+    """``iterations.continuation`` (0.2's ``next_message``/``prompt_factory``)."""
+    record_feedback: Callback | None = field(init=False, compare=False, repr=False)
+    """``iterations.record_feedback``."""
+    inject_progress: bool = field(init=False, compare=False, repr=False)
+    """``iterations.inject_progress``."""
+    fresh_context: bool = field(init=False, compare=False, repr=False)
+    """``iterations.fresh_context``."""
+    stall_detection: StallDetection | None = field(init=False, compare=False, repr=False)
+    """``iterations.stall``."""
+    budget_pressure: BudgetPressure | None = field(init=False, compare=False, repr=False)
+    """``limits.budget_pressure``."""
+    tool_filter: Callback | None = field(init=False, compare=False, repr=False)
+    """``hooks.tool_filter``."""
+    output_tools: frozenset[str] = field(init=False, compare=False, repr=False)
+    """The structured-output tools' names (their calls are answers, not work)."""
+
+    def __post_init__(self) -> None:
+        it = self.iterations
+        derived = {
+            "max_iterations": it.max, "should_continue": it.should_continue, "judge": it.judge,
+            "continuation": it.continuation, "record_feedback": it.record_feedback,
+            "inject_progress": it.inject_progress, "fresh_context": it.fresh_context,
+            "stall_detection": it.stall, "budget_pressure": self.limits.budget_pressure,
+            "tool_filter": self.hooks.tool_filter,
+            "output_tools": self.structured.tool_names if self.structured is not None else frozenset(),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
 
     @classmethod
     def build(cls, model: ChatRunnable | str, tools: Sequence[Any] | BaseTool | Callback = (),
@@ -286,56 +324,6 @@ class LoopSettings:
 
     # --- the names the nodes read (0.2's flat keywords) -------------------------------------
 
-    @property
-    def max_iterations(self) -> int | None:
-        """``iterations.max``."""
-        return self.iterations.max
-
-    @property
-    def should_continue(self) -> Callback | None:
-        """``iterations.should_continue``."""
-        return self.iterations.should_continue
-
-    @property
-    def judge(self) -> Judge | None:
-        """``iterations.judge``."""
-        return self.iterations.judge
-
-    @property
-    def continuation(self) -> Callback | None:
-        """``iterations.continuation`` (0.2's ``next_message``/``prompt_factory``)."""
-        return self.iterations.continuation
-
-    @property
-    def record_feedback(self) -> Callback | None:
-        """``iterations.record_feedback``."""
-        return self.iterations.record_feedback
-
-    @property
-    def inject_progress(self) -> bool:
-        """``iterations.inject_progress``."""
-        return self.iterations.inject_progress
-
-    @property
-    def fresh_context(self) -> bool:
-        """``iterations.fresh_context``."""
-        return self.iterations.fresh_context
-
-    @property
-    def stall_detection(self) -> StallDetection | None:
-        """``iterations.stall``."""
-        return self.iterations.stall
-
-    @property
-    def budget_pressure(self) -> BudgetPressure | None:
-        """``limits.budget_pressure``."""
-        return self.limits.budget_pressure
-
-    @property
-    def tool_filter(self) -> Callback | None:
-        """``hooks.tool_filter``."""
-        return self.hooks.tool_filter
-
     # --- derived -----------------------------------------------------------------------------
 
     @cached_property
@@ -352,11 +340,6 @@ class LoopSettings:
         return primary_chat_model(self.model)
 
     @property
-    def output_tools(self) -> frozenset[str]:
-        """The structured-output tools' names (their calls are answers, not work)."""
-        return self.structured.tool_names if self.structured is not None else frozenset()
-
-    @property
     def recursion_limit(self) -> int:
         """The compiled graph's recursion limit: room for every configured iteration."""
         return self.shape.recursion_limit(max_model_calls=self.limits.max_model_calls,
@@ -371,6 +354,8 @@ class LoopSettings:
         them in ``run["overrides"]`` and ``LoopGraph`` passes them again.
         """
         context = runtime.context if runtime is not None else None
+        if context is None:  # no context, no overrides: the common case, every step
+            return self
         return self.for_run(run_overrides(context, self.context_schema))
 
     def overrides(self, context: Any) -> dict[str, Any]:
@@ -378,6 +363,8 @@ class LoopSettings:
 
         The flat names of 0.2 get a ``DeprecationWarning`` here (once per run start).
         """
+        if context is None:
+            return {}
         given = dict(run_overrides(context, self.context_schema) or {})
         nested(given, warn=True)
         self.for_run(given)

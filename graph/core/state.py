@@ -1,64 +1,412 @@
-"""The graph state: public keys users read, private keys the nodes own.
+"""The graph state and the records kept in it: public keys users read, private keys the nodes
+own; usage, todos, per-run and per-iteration bookkeeping, tool-call and iteration records,
+the stream events, and the pure helpers that build them.
 
 Messages live in a ``DeltaChannel``: a checkpoint stores only the new messages of a
 step, so storage grows linearly with the thread instead of quadratically. The
 per-run log of tool-call records uses one too. Everything else is small.
 
 Example:
-    >>> from langgraph_loop.core.state import new_usage, add_usage
     >>> add_usage(new_usage(), {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5})
     {'input_tokens': 3, 'output_tokens': 2, 'total_tokens': 5}
+    >>> info = new_iteration("m1", now=100.0)
+    >>> info["model_calls"], info["start_id"]
+    (0, 'm1')
+    >>> build_record(iteration=1, info=info, calls=[], now=101.5)["duration_s"]
+    1.5
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Annotated, Any, get_type_hints
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal, NotRequired, get_type_hints
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
 from langgraph.channels.delta import DeltaChannel
 from langgraph.managed import RemainingSteps
+from langgraph.runtime import Runtime
 from pydantic import Field
 from typing_extensions import TypedDict
 
 from langgraph_loop.core.compat import messages_delta_reducer
-from langgraph_loop.core.messages import Notice
-from langgraph_loop.core.records import (
-    CallRecord,
-    IterationInfo,
-    IterationRecord,
-    LoggedCall,
-    Review,
-    RunInfo,
-    Todo,
-    Usage,
-    add_usage,
-    new_usage,
-    usage_of,
-)
-from langgraph_loop.core.stop import StopReason
+from langgraph_loop.core.messages import Notice, digest
+from langgraph_loop.core.stop import Guard, StopReason
 
 __all__ = [
+    "ApprovalAutoEvent",
+    "BudgetPressureEvent",
     "CallRecord",
+    "CompactionEvent",
+    "Event",
+    "EventName",
+    "IterationEndEvent",
     "IterationInfo",
     "IterationRecord",
+    "IterationStartEvent",
     "IterationsOverrides",
     "LimitsOverrides",
+    "LoggedCall",
+    "LoopBlockEvent",
     "LoopContext",
     "LoopDetectionOverrides",
     "LoopInput",
     "LoopOutput",
     "LoopState",
+    "LoopWarningEvent",
     "Notice",
+    "Review",
     "RunInfo",
+    "StopEvent",
     "Todo",
+    "ToolCallEvent",
     "Usage",
     "add_usage",
+    "answer_text",
+    "build_record",
+    "calls_of_iteration",
+    "emit",
+    "executed_calls",
     "iteration_info",
+    "latest_answer",
+    "new_iteration",
     "new_usage",
     "usage_of",
     "with_user_keys",
 ]
+
+EventName = Literal["iteration_start", "tool_call", "loop_warning", "loop_block",
+                    "budget_pressure", "approval_auto", "compaction", "iteration_end", "stop"]
+"""The ``event`` of a ``custom`` stream event."""
+
+
+class Usage(TypedDict, total=False):
+    """Token usage; ``cached_tokens``/``reasoning_tokens`` only when reported."""
+
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cached_tokens: int
+    reasoning_tokens: int
+
+
+class Todo(TypedDict):
+    """One todo item: ``status`` is pending, in_progress or completed."""
+
+    content: str
+    status: Literal["pending", "in_progress", "completed"]
+
+
+class RunInfo(TypedDict, total=False):
+    """Per-run bookkeeping (``state["run"]``), reset by ``prepare``."""
+
+    id: str
+    started_at: float
+    request_id: str | None
+    tool_calls: int
+    """Written by earlier versions only (the count is in the call log: ``executed_calls``)."""
+    auto_rounds: int
+    finalized: bool
+    """No final-answer call follows the stop (made, skipped, or not needed)."""
+    pressure_queued: bool
+    guard: Guard | None
+    overrides: dict[str, Any]
+    """The run's per-run overrides (its ``context=``), so every resume enforces them."""
+    loop_allowed: dict[str, int]
+    """Loops a human let go on (``LoopDetection.ask_human``): finding key → its count then."""
+    decision: dict[str, Any]
+    """The engine's decision on the newest reply when it acts (``nodes/loop_detection.py``:
+    ``DecisionRecord``), kept from the model node until the ``loop_detector`` node applies it."""
+
+
+class IterationInfo(TypedDict, total=False):
+    """Bookkeeping of the current iteration (``state["iteration_info"]``)."""
+
+    model_calls: int
+    started_at: float
+    usage: Usage
+    start_id: str | None
+    compacted: int
+    offered: list[str] | None
+    predicate: dict[str, Any] | None
+
+
+class Review(TypedDict):
+    """The approval decisions for one reply (``state["review"]``), by call id."""
+
+    message_id: str | None
+    decisions: dict[str, dict[str, Any]]
+
+
+class CallRecord(TypedDict):
+    """One tool execution (or refusal), as in ``iterations[i]["tool_calls"]``."""
+
+    name: str
+    args: dict[str, Any]
+    status: str
+    duration_s: float
+    iteration: NotRequired[int]
+
+
+class LoggedCall(CallRecord):
+    """A call record in the run's call log: its iteration and a digest of its result."""
+
+    result_hash: NotRequired[str]
+    executed: NotRequired[int]
+    """Tool executions of the run so far, this call's batch included."""
+
+
+class IterationRecord(TypedDict, total=False):
+    """One iteration of the agent."""
+
+    iteration: int
+    model_calls: int
+    tool_calls: list[CallRecord]
+    usage: Usage
+    duration_s: float
+    feedback: str | None
+    verdict: dict[str, Any] | None
+    guard: Guard | None
+    compacted: int
+    answer_hash: str | None
+    work_hash: str | None
+
+
+class IterationStartEvent(TypedDict):
+    """An iteration starts."""
+
+    event: Literal["iteration_start"]
+    iteration: int
+
+
+class IterationEndEvent(TypedDict):
+    """An iteration ended; its record."""
+
+    event: Literal["iteration_end"]
+    record: IterationRecord
+
+
+class StopEvent(TypedDict):
+    """The run stops (sent once per run)."""
+
+    event: Literal["stop"]
+    reason: str
+    iteration: int
+    guard: Guard | None
+
+
+class ToolCallEvent(CallRecord):
+    """A tool call ran (or was refused); the call record."""
+
+    event: Literal["tool_call"]
+
+
+class LoopWarningEvent(TypedDict):
+    """The loop detector queued a warning."""
+
+    event: Literal["loop_warning"]
+    layer: str
+    key: str
+    calls: list[str]
+    count: int
+    text: str
+
+
+class LoopBlockEvent(TypedDict):
+    """The loop detector answered repeated calls with an error instead of running them."""
+
+    event: Literal["loop_block"]
+    call_ids: list[str]
+    texts: list[str]
+
+
+class BudgetPressureEvent(TypedDict):
+    """The budget-pressure notice was queued."""
+
+    event: Literal["budget_pressure"]
+    usage: Usage | None
+    threshold: float
+    limit: int | None
+
+
+class ApprovalAutoEvent(TypedDict):
+    """The approval resolver decided the gated calls."""
+
+    event: Literal["approval_auto"]
+    decisions: list[dict[str, Any]]
+    auto_rounds: int
+
+
+class CompactionEvent(TypedDict):
+    """Old messages were replaced by a summary."""
+
+    event: Literal["compaction"]
+    replaced: int
+    tokens: int
+    max_tokens: int
+
+
+Event = (IterationStartEvent | IterationEndEvent | StopEvent | ToolCallEvent | LoopWarningEvent
+         | LoopBlockEvent | BudgetPressureEvent | ApprovalAutoEvent | CompactionEvent)
+"""A ``custom`` stream event: ``{"event": <EventName>, ...}``."""
+
+
+_USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
+
+
+def new_usage() -> Usage:
+    """Zero usage."""
+    return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+
+
+def add_usage(total: Mapping[str, Any] | None, extra: Mapping[str, Any] | None) -> Usage:
+    """Sum two usage dicts (missing keys count as 0; optional keys kept when present)."""
+    out: dict[str, int] = dict(total or new_usage())  # type: ignore[arg-type]
+    for key, value in (extra or {}).items():
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[key] = out.get(key, 0) + value
+    for key in _USAGE_KEYS:
+        out.setdefault(key, 0)
+    return out  # type: ignore[return-value]
+
+
+def usage_of(message: Any) -> Usage | None:
+    """The usage a model reported on its AIMessage, flattened (None when unreported).
+
+    Example:
+        >>> from langchain_core.messages import AIMessage
+        >>> m = AIMessage("hi", usage_metadata={"input_tokens": 4, "output_tokens": 1,
+        ...     "total_tokens": 5, "input_token_details": {"cache_read": 2}})
+        >>> usage_of(m)["cached_tokens"]
+        2
+    """
+    meta = getattr(message, "usage_metadata", None)
+    if not meta:
+        return None
+    out: Usage = {
+        "input_tokens": int(meta.get("input_tokens", 0) or 0),
+        "output_tokens": int(meta.get("output_tokens", 0) or 0),
+        "total_tokens": int(meta.get("total_tokens", 0) or 0),
+    }
+    cached = (meta.get("input_token_details") or {}).get("cache_read")
+    reasoning = (meta.get("output_token_details") or {}).get("reasoning")
+    if cached is not None:
+        out["cached_tokens"] = int(cached)
+    if reasoning is not None:
+        out["reasoning_tokens"] = int(reasoning)
+    return out
+
+
+# --- building records ------------------------------------------------------------------------
+
+def new_iteration(start_id: str | None, *, now: float | None = None) -> IterationInfo:
+    """Fresh counters for an iteration starting at message ``start_id``."""
+    return {
+        "model_calls": 0,
+        "started_at": time.time() if now is None else now,
+        "usage": new_usage(),
+        "start_id": start_id,
+        "compacted": 0,
+    }
+
+
+def latest_answer(state: Mapping[str, Any]) -> str:
+    """The text of the iteration's answer: the last reply's text, else the structured answer
+    (``response_format``: the reply called an output tool) as JSON.
+
+    Example:
+        >>> latest_answer({"messages": [AIMessage("")], "structured_response": {"city": "Oslo"}})
+        '{"city": "Oslo"}'
+    """
+    last = next((m for m in reversed(state.get("messages") or []) if isinstance(m, AIMessage)), None)
+    text = answer_text(last)
+    response = state.get("structured_response")
+    if text or response is None:
+        return text
+    if hasattr(response, "model_dump_json"):
+        return str(response.model_dump_json())
+    return json.dumps(response, default=str)
+
+
+def answer_text(message: BaseMessage | None) -> str:
+    """The text of a model answer (text blocks joined for multimodal content)."""
+    if message is None:
+        return ""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = [b.get("text", "") if isinstance(b, dict) else str(b) for b in content]
+    return "".join(p for p in parts if isinstance(p, str))
+
+
+def executed_calls(state: Mapping[str, Any]) -> int:
+    """Tool executions of the run so far: the newest call-log entry holds the count (a run an
+    earlier version started kept it in ``run``).
+
+    Example:
+        >>> executed_calls({"call_log": [{"executed": 3}]}), executed_calls({"run": {"tool_calls": 2}})
+        (3, 2)
+    """
+    log = state.get("call_log") or []
+    if log and "executed" in log[-1]:
+        return int(log[-1]["executed"])
+    return int((state.get("run") or {}).get("tool_calls", 0))
+
+
+def calls_of_iteration(log: Sequence[CallRecord], iteration: int) -> list[CallRecord]:
+    """The call records of one iteration (scans back from the end of the run's log)."""
+    out: list[CallRecord] = []
+    for record in reversed(log):
+        if record.get("iteration") != iteration:
+            break
+        out.append({k: v for k, v in record.items() if k != "iteration"})  # type: ignore[arg-type,misc]
+    out.reverse()
+    return out
+
+
+def build_record(
+    *,
+    iteration: int,
+    info: IterationInfo,
+    calls: list[CallRecord],
+    now: float | None = None,
+    answer: str = "",
+    feedback: str | None = None,
+    verdict: dict[str, Any] | None = None,
+    guard: Guard | None = None,
+) -> IterationRecord:
+    """The record of a finished iteration (``iterations[i]``)."""
+    end = time.time() if now is None else now
+    work = sorted(repr((c["name"], c["args"], c.get("result_hash"))) for c in calls)
+    return {
+        "iteration": iteration,
+        "model_calls": info.get("model_calls", 0),
+        "tool_calls": [{k: v for k, v in c.items() if k not in ("result_hash", "executed")}  # type: ignore[misc]
+                       for c in calls],
+        "usage": dict(info.get("usage") or new_usage()),  # type: ignore[typeddict-item]
+        "duration_s": round(end - info.get("started_at", end), 6),
+        "feedback": feedback,
+        "verdict": verdict,
+        "guard": guard,
+        "compacted": info.get("compacted", 0),
+        "answer_hash": digest(repr(" ".join(answer.split()).lower())) if answer else None,
+        "work_hash": digest(repr(work)) if work else None,
+    }
+
+
+def emit(runtime: Runtime[Any] | None, event: Event) -> None:
+    """Send a typed ``custom`` stream event, made JSON-friendly (no-op when nobody streams).
+
+    Example:
+        >>> emit(None, {"event": "iteration_start", "iteration": 1}) is None
+        True
+    """
+    if runtime is not None and runtime.stream_writer is not None:
+        runtime.stream_writer(json.loads(json.dumps(event, default=str)))
+
+
+# --- the graph state ----------------------------------------------------------------------
 
 RESET = "__reset__"
 

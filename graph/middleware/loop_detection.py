@@ -70,7 +70,7 @@ from langgraph_loop.core import prompts
 from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
 from langgraph_loop.core.messages import Notice, drain, is_notice, notice_message, queue_notice
-from langgraph_loop.core.records import emit
+from langgraph_loop.core.state import emit
 from langgraph_loop.core.stop import Guard, StopReason, stop_instruction
 from langgraph_loop.nodes.binding import none_choice
 from langgraph_loop.nodes.loop_detection import Decision, DecisionRecord, DetectorMemo, decide

@@ -9,9 +9,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 
 from langgraph_loop import Iterations, Limits, StopReason, create_loop_agent
-from langgraph_loop.core.records import build_record
-from langgraph_loop.core.records import new_iteration as new_pass
-from langgraph_loop.core.state import add_usage, usage_of
+from langgraph_loop.core.state import add_usage, build_record, usage_of
+from langgraph_loop.core.state import new_iteration as new_pass
 from langgraph_loop.scripted import ScriptedChatModel
 
 

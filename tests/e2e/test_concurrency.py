@@ -27,7 +27,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_loop import LoopDetection, create_loop_agent
 from langgraph_loop.core.messages import LOOP_NOTICE
-from langgraph_loop.core.records import executed_calls
+from langgraph_loop.core.state import executed_calls
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.postgres import fresh_database
 

@@ -29,7 +29,7 @@ from langchain_core.tools import tool
 
 from langgraph_loop import LoopDetection, create_loop_agent
 from langgraph_loop.core.messages import check_pairing, is_notice, unanswered_tail
-from langgraph_loop.core.records import executed_calls
+from langgraph_loop.core.state import executed_calls
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.savers import async_saver, sync_saver
 

@@ -29,7 +29,7 @@ from langgraph.types import Command
 
 from langgraph_loop import Approval, Iterations, LoopDetection, create_loop_agent
 from langgraph_loop.core.messages import is_notice
-from langgraph_loop.core.records import executed_calls
+from langgraph_loop.core.state import executed_calls
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.savers import sync_saver as saver
 

@@ -21,7 +21,7 @@ from langgraph.types import Command
 
 from langgraph_loop.core.callbacks import CallbackError
 from langgraph_loop.core.messages import check_pairing, unanswered_tail
-from langgraph_loop.core.records import executed_calls
+from langgraph_loop.core.state import executed_calls
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.fuzz import ModelDown, World
 
