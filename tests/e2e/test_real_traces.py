@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 
 from langgraph_loop import Limits, LoopDetection, create_loop_agent
-from langgraph_loop.nodes.fingerprint import normalize
+from langgraph_loop.nodes.loop_detection import normalize
 from langgraph_loop.scripted import ScriptedChatModel
 
 REPO = Path(__file__).resolve().parents[2]
