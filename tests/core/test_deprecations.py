@@ -159,8 +159,9 @@ def test_limits_max_model_calls_warns_and_is_the_per_iteration_limit(
         scripted: list[ScriptedChatModel]) -> None:
     model = ScriptedChatModel(default=lambda m: [("search", {"q": f"q{len(m)}"})], no_tools_reply="done")
     scripted.append(model)
-    with pytest.warns(DeprecationWarning, match=r"Iterations\(max_model_calls="):
+    with pytest.warns(DeprecationWarning, match=r"Iterations\(max_model_calls=") as caught:
         limits = Limits(max_model_calls=2)
+    assert caught[0].filename == __file__
     state = create_loop_agent(model, [search], limits=limits).invoke(
         {"messages": [HumanMessage("go")]})
     assert state["stop_reason"] == StopReason.MAX_MODEL_CALLS and model.calls == 3
