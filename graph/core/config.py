@@ -333,7 +333,7 @@ class Limits(_Config):
         if isinstance(data, Mapping) and "max_model_calls" in data:
             warnings.warn("Limits(max_model_calls=...) is deprecated: it is a per-iteration "
                           "limit, use Iterations(max_model_calls=...)", DeprecationWarning,
-                          stacklevel=6)
+                          stacklevel=3)
         return data
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from typing import Any
 
@@ -159,8 +160,9 @@ def test_limits_max_model_calls_warns_and_is_the_per_iteration_limit(
         scripted: list[ScriptedChatModel]) -> None:
     model = ScriptedChatModel(default=lambda m: [("search", {"q": f"q{len(m)}"})], no_tools_reply="done")
     scripted.append(model)
-    with pytest.warns(DeprecationWarning, match=r"Iterations\(max_model_calls="):
+    with pytest.warns(DeprecationWarning, match=r"Iterations\(max_model_calls=") as caught:
         limits = Limits(max_model_calls=2)
+    assert caught[0].filename == __file__
     state = create_loop_agent(model, [search], limits=limits).invoke(
         {"messages": [HumanMessage("go")]})
     assert state["stop_reason"] == StopReason.MAX_MODEL_CALLS and model.calls == 3
@@ -239,3 +241,13 @@ def test_a_notice_stored_by_0_2_is_still_a_notice() -> None:
                           additional_kwargs={"langgraph_loop": {"kind": "notice", "sources": ["loop"]}})
     assert is_notice(stored) and is_notice(HumanMessage("x", name="loop_warning"))
     assert not is_notice(HumanMessage("loop_warning"))
+
+
+def test_create_loop_agent_takes_16_parameters_and_the_old_keywords_apart() -> None:
+    params = inspect.signature(create_loop_agent).parameters
+    named = [p for p in params.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    assert [p.name for p in named] == [
+        "model", "tools", "system_prompt", "iterations", "limits", "loop_detection", "approval",
+        "compaction", "hooks", "response_format", "state_schema", "context_schema",
+        "handle_tool_errors", "checkpointer", "store", "name"]
+    assert [p.name for p in params.values() if p.kind is inspect.Parameter.VAR_KEYWORD] == ["deprecated"]
