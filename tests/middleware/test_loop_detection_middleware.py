@@ -4,6 +4,7 @@ resume in a new agent object), no extra graph step, and the same decisions as th
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -46,13 +47,15 @@ def polling(messages: list[BaseMessage]) -> Any:
 
 
 def shape(messages: list[BaseMessage]) -> list[tuple[str, str]]:
-    """A request as (type, text) pairs; tool calls as their names and arguments."""
+    """A request as (type, text) pairs; tool calls as their names and arguments; a note's
+    running number left out (it counts across agents)."""
     out = []
     for m in messages:
         if isinstance(m, AIMessage) and m.tool_calls:
             out.append(("ai", repr([(c["name"], c["args"]) for c in m.tool_calls])))
         else:
-            out.append((m.type if not is_notice(m) else "notice", str(m.content)))
+            text = re.sub(r" #\d+$", "", str(m.content)) if isinstance(m, ToolMessage) else str(m.content)
+            out.append((m.type if not is_notice(m) else "notice", text))
     return out
 
 
@@ -135,6 +138,7 @@ def test_a_clean_run_costs_no_extra_graph_step(scripted: list[ScriptedChatModel]
     steps = []
     for agent in (create_agent(plain_model, [note]),
                   create_agent(loop_model, [note], middleware=[LoopDetectionMiddleware()])):
+        RUNS.clear()  # the same tool results in both runs
         chunks = list(agent.stream({"messages": [HumanMessage("go")]}, stream_mode="updates"))
         steps.append([next(iter(c)) for c in chunks])
     assert steps[0] == steps[1] == ["model", "tools"] * 5 + ["model"]
@@ -193,12 +197,12 @@ def test_a_run_resumed_by_a_new_agent_stops_after_the_same_calls(
 
 async def test_a_queued_warning_survives_a_pause_and_an_async_resume(
         scripted: list[ScriptedChatModel], tmp_path: Path) -> None:
-    # the warning is queued by the third status reply; the note after it pauses the run
+    # the third status reply is warned about, and its note waits for a person
     def script(messages: list[BaseMessage]) -> Any:
         calls = sum(isinstance(m, AIMessage) and bool(m.tool_calls) for m in messages)
-        if calls == 3:
-            return [("note", {"text": "checking"})]
-        return "stopping here" if calls > 3 else [("status", {"job": "build"})]
+        if calls == 2:
+            return [("status", {"job": "build"}), ("note", {"text": "checking"})]
+        return "stopping here" if calls > 2 else [("status", {"job": "build"})]
 
     first, second = ScriptedChatModel(default=script), ScriptedChatModel(default=script)
     scripted += [first, second]
@@ -211,7 +215,7 @@ async def test_a_queued_warning_survives_a_pause_and_an_async_resume(
     assert len(notices) == 1 and "status" in str(notices[0].content)
     # delivered once, after the note's result, to the first model call after the resume
     assert is_notice(second.requests[0][-1])
-    assert result["stop_reason"] is None
+    assert result.get("stop_reason") is None
 
 
 def test_a_reply_whose_text_loops_gets_a_notice(scripted: list[ScriptedChatModel]) -> None:
@@ -254,9 +258,54 @@ def test_the_middleware_decides_as_the_graph(scripted: list[ScriptedChatModel],
 
 
 def test_a_bad_configuration_is_refused() -> None:
-    with pytest.raises(ValueError, match="ask_human"):
-        LoopDetectionMiddleware(LoopDetection(ask_human=True))
     with pytest.raises(ValueError, match="must be a LoopDetection"):
         LoopDetectionMiddleware("strict")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="stop_after"):
         LoopDetectionMiddleware({"warn_after": 5, "stop_after": 3})
+
+
+def _asking(model: ScriptedChatModel, saver: Any) -> Any:
+    return create_agent(model, [status, note], checkpointer=saver, middleware=[
+        LoopDetectionMiddleware(LoopDetection(ask_human=True))])
+
+
+def test_ask_human_pauses_before_the_calls_run_and_a_stop_ends_with_an_answer(
+        scripted: list[ScriptedChatModel], tmp_path: Path) -> None:
+    model = ScriptedChatModel(default=polling, no_tools_reply="Still pending; I stopped.")
+    scripted.append(model)
+    with SqliteSaver.from_conn_string(str(tmp_path / "h.db")) as saver:
+        config = {"configurable": {"thread_id": "h"}}
+        paused = _asking(model, saver).invoke({"messages": [HumanMessage("done?")]}, config)
+        (asked,) = paused["__interrupt__"]
+        assert asked.value["type"] == "loop_detected" and asked.value["rung"] == "stop"
+        assert asked.value["calls"] == ['status({"job":"build"})']
+        assert asked.value["results"] == ["build: pending"] * 3
+        assert RUNS["status"] == 3 and len(model.requests) == 4  # the 4th call has not run
+        # resumed by a new agent object: the model is not asked again for the stopped reply
+        done = _asking(model, saver).invoke(Command(resume={"action": "stop"}), config)
+    assert done["stop_reason"] == StopReason.LOOP_DETECTED
+    assert done["loop_guard"]["human"] == {"action": "stop"}
+    assert RUNS["status"] == 3 and len(model.requests) == 5 and model.request_tools[-1] == []
+    assert done["messages"][-1].content == "Still pending; I stopped."
+    kinds = [("notice" if is_notice(m) else m.type) for m in done["messages"]]
+    assert kinds[-5:] == ["notice", "ai", "tool", "notice", "ai"]
+
+
+async def test_ask_human_continue_runs_the_calls_and_a_hint_reaches_the_model(
+        scripted: list[ScriptedChatModel], tmp_path: Path) -> None:
+    model = ScriptedChatModel(default=polling, no_tools_reply="pending")
+    scripted.append(model)
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "c.db")) as saver:
+        config = {"configurable": {"thread_id": "c"}}
+        agent = _asking(model, saver)
+        await agent.ainvoke({"messages": [HumanMessage("done?")]}, config)
+        again = await agent.ainvoke(Command(resume={"action": "hint", "hint": "Check the logs."}),
+                                    config)
+        # the stopped call ran after all; the loop was let go on until it repeated as often
+        # again, then the person is asked once more
+        assert RUNS["status"] == 4 + 2
+        assert "__interrupt__" in again
+        hinted = [r for r in model.requests if is_notice(r[-1]) and "Check the logs." in str(r[-1].content)]
+        assert len(hinted) == 1
+        done = await agent.ainvoke(Command(resume="stop"), config)
+    assert done["stop_reason"] == StopReason.LOOP_DETECTED

@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import tool
 
 from langgraph_loop import BudgetPressure, Iterations, Limits, StopReason, create_loop_agent
-from langgraph_loop.core import records as nodes_records
+from langgraph_loop.core import state as nodes_records
 from langgraph_loop.core.messages import is_notice
 from langgraph_loop.core.prompts import BUDGET_PRESSURE as DEFAULT_PRESSURE_INSTRUCTION
 from langgraph_loop.nodes import limits as nodes_limits
