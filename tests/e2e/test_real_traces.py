@@ -16,7 +16,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 
-from langgraph_loop import Limits, LoopDetection, create_loop_agent
+from langgraph_loop import Iterations, Limits, LoopDetection, create_loop_agent
 from langgraph_loop.nodes.loop_detection import normalize
 from langgraph_loop.scripted import ScriptedChatModel
 
@@ -197,8 +197,8 @@ def poll_run(results: list[str], *, errors: bool = False,
     replies = [AIMessage("", tool_calls=[{"name": "poll", "args": {}, "id": f"c{i}"}])
                for i in range(len(results))]
     model = ScriptedChatModel(script=[*replies, "done"], no_tools_reply="final")
-    graph = create_loop_agent(model, [poll], max_iterations=None,
-                              limits=kwargs.pop("limits", Limits(max_model_calls=None)), **kwargs)
+    graph = create_loop_agent(model, [poll], iterations=Iterations(max=None, max_model_calls=None),
+                              **kwargs)
     state = graph.invoke({"messages": [HumanMessage("go")]}, {"recursion_limit": 500})
     reason = str(getattr(state.get("stop_reason"), "value", state.get("stop_reason")))
     guard = (state.get("iterations") or [{}])[-1].get("guard") or {}
