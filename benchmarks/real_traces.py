@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
+from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage, convert_to_messages
 from langchain_core.messages.tool import ToolCall
 from langchain_core.tools import BaseTool, InjectedToolCallId
@@ -39,6 +40,7 @@ from pydantic import BaseModel, ConfigDict
 from benchmarks.token_economy import DeerFlowGuard
 from langgraph_loop import Iterations, Limits, LoopDetection, create_loop_agent
 from langgraph_loop.core.messages import is_blocked, is_notice
+from langgraph_loop.middleware import LoopDetectionMiddleware
 from langgraph_loop.scripted import ScriptedChatModel
 
 END_OF_RECORDING, FINAL_ANSWER = "(end of the recorded run)", "(final answer without tools)"
@@ -214,19 +216,23 @@ def _seen(messages: Sequence[BaseMessage]) -> tuple[tuple[tuple[int, int], ...],
 class Replayer:
     """One compiled graph (limits out of the way unless given, an in-memory checkpointer) that
     replays conversations, each on a thread of its own, serving the run being replayed. ``tools``:
-    the tool names used; ``read_only_hints``: tools whose metadata carries MCP's ``readOnlyHint``."""
+    the tool names used; ``read_only_hints``: tools whose metadata carries MCP's ``readOnlyHint``;
+    ``middleware``: LangChain's ``create_agent`` with ``LoopDetectionMiddleware`` instead."""
 
     def __init__(self, tools: Iterable[str], *, loop_detection: LoopDetection | None,
-                 read_only_hints: frozenset[str] = frozenset(), limits: Limits | None = None) -> None:
+                 read_only_hints: frozenset[str] = frozenset(), limits: Limits | None = None,
+                 middleware: bool = False) -> None:
         self.run, self.served, self.executed = RecordedRun(user=""), 0, 0
         model = ScriptedChatModel(default=self._next_reply, no_tools_reply=FINAL_ANSWER)
         replay_tools = [ReplayTool(name=n, replayer=self,
                                    metadata={"readOnlyHint": True} if n in read_only_hints else None)
                         for n in sorted(set(tools))]
         self.saver = InMemorySaver()
-        self.graph = create_loop_agent(model, replay_tools, loop_detection=loop_detection,
-                                       iterations=Iterations(max=None, max_model_calls=None),
-                                       limits=limits, checkpointer=self.saver)
+        self.graph = (create_agent(model, replay_tools, checkpointer=self.saver,
+                                   middleware=[LoopDetectionMiddleware(loop_detection)]) if middleware
+                      else create_loop_agent(model, replay_tools, loop_detection=loop_detection,
+                                             iterations=Iterations(max=None, max_model_calls=None),
+                                             limits=limits, checkpointer=self.saver))
         self.threads = itertools.count()
 
     def _next_reply(self, _messages: Sequence[BaseMessage]) -> AIMessage:
@@ -238,12 +244,12 @@ class Replayer:
     def replay(self, runs: Sequence[RecordedRun]) -> list[RunResult]:
         """Replay every run of one conversation on a new thread (deleted afterwards)."""
         thread = f"replay-{next(self.threads)}"
-        config: Any = {"configurable": {"thread_id": thread}}
+        config: Any = {"configurable": {"thread_id": thread}, "recursion_limit": 100_000}
         out, seen = [], 0
         for run in runs:
             self.run, self.served, self.executed = run, 0, 0
             state = self.graph.invoke({"messages": [HumanMessage(run.user)]}, config, durability="exit")
-            guard = (state.get("iterations") or [{}])[-1].get("guard") or {}
+            guard = state.get("loop_guard") or (state.get("iterations") or [{}])[-1].get("guard") or {}
             reason = state.get("stop_reason")
             blocked, notices = _seen(state["messages"][seen:])
             out.append(RunResult(self.served, self.executed,
@@ -350,7 +356,7 @@ def deerflow_replay(conversation: Conversation) -> list[RunResult]:
 
 
 def systems(conversations: Sequence[Conversation], hints: bool = False,
-            variants: bool = False) -> dict[str, ReplayFn]:
+            variants: bool = False, middleware: bool = False) -> dict[str, ReplayFn]:
     """The compared systems, by name (each graph is built once per source)."""
     names = {c["name"] for conv in conversations for run in conv.runs for _, c in run.calls()}
     detections: dict[str, tuple[LoopDetection | None, frozenset[str]]] = {
@@ -365,7 +371,25 @@ def systems(conversations: Sequence[Conversation], hints: bool = False,
         out[name] = lambda c, r=replayer: r.replay(c.runs)  # type: ignore[misc]
         if name == "no_detection":
             out["deerflow_style"] = deerflow_replay
+    if middleware:  # the same engine through create_agent + LoopDetectionMiddleware
+        replayer = Replayer(names, loop_detection=LoopDetection(), middleware=True)
+        out[MIDDLEWARE] = lambda c, r=replayer: r.replay(c.runs)  # type: ignore[misc]
     return out
+
+
+MIDDLEWARE = "create_agent + LoopDetectionMiddleware"
+
+
+def front_doors(m: Source) -> tuple[int, int]:
+    """(runs, runs where the middleware warned, blocked and stopped where the graph did; the
+    graph's ``completed`` is the middleware's no stop)."""
+    def seen(r: RunResult) -> tuple[Any, ...]:
+        reason = r.stop_reason if r.stop_reason != "completed" else None
+        return reason, r.layer, r.served, r.blocked, r.notices
+
+    pairs = [(g, w) for gc, wc in zip(m.results["langgraph-loop"], m.results[MIDDLEWARE], strict=True)
+             for g, w in zip(gc, wc, strict=True)]
+    return len(pairs), sum(seen(g) == seen(w) for g, w in pairs)
 
 
 COUNTS = ("trajectories", "runs", "solved_runs", "calls", "failed_calls", "executed", "solved_warned",
@@ -516,14 +540,15 @@ def load_sources(paths: Iterable[Path], limit: int | None = None,
     return out
 
 
-def measure(source: Source, hints: bool = False, variants: bool = False) -> Source:
+def measure(source: Source, hints: bool = False, variants: bool = False,
+            middleware: bool = False) -> Source:
     """Replay one source under every system."""
     conversations = source.conversations
     source.loops = [Loop(ci, ri, call, reply, why, kind, conv.solved)
                     for ci, conv in enumerate(conversations) for ri, run in enumerate(conv.runs)
                     for kind, finder in (("obvious", obvious_loops), ("stuck", stuck_loops))
                     for call, reply, why in finder(run)]
-    for name, replay in systems(conversations, hints, variants).items():
+    for name, replay in systems(conversations, hints, variants, middleware).items():
         started = time.perf_counter()
         source.results[name] = [replay(conv) for conv in conversations]
         summary = summarize(name, conversations, source.results[name], source.loops)
@@ -553,6 +578,9 @@ def _print_source(m: Source, details: bool) -> None:
             print(f"\n{s.system} {what} ({len(entries)}):" + "".join(f"\n- {x}" for x in entries))
     base = m.summaries[0]
     print(f"\nreplay check: {base.system} executed {base.n['executed']} of {base.n['calls']} recorded calls")
+    if MIDDLEWARE in m.results:
+        runs, same = front_doors(m)
+        print(f"front doors: {MIDDLEWARE} warned, blocked and stopped as the graph on {same} of {runs} runs")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -571,10 +599,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="also langgraph-loop with τ-bench's lookups marked read-only")
     parser.add_argument("--variants", action="store_true", help="also langgraph-loop without the block rung,"
                         " blocking always, and without the path excuse")
+    parser.add_argument("--middleware", action="store_true", help=f"also {MIDDLEWARE}")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     sources = load_sources(args.data or [DATA], args.limit, args.label)
-    measured = [measure(source, args.hints, args.variants) for source in sources]
+    measured = [measure(source, args.hints, args.variants, args.middleware) for source in sources]
     print("# Loop detection on real trajectories")
     for m in measured:
         _print_source(m, args.details)

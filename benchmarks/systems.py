@@ -19,17 +19,20 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import itertools
 import json
 import re
 import time
 import warnings
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Literal
 
+from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -301,14 +304,70 @@ def _react(model: BaseChatModel, tools: list[BaseTool], n: int, saver: Saver) ->
         return GraphInvoker(create_react_agent(model, tools, checkpointer=saver), n)
 
 
-def _create_agent(limits: bool) -> Builder:
-    """``create_agent``; with ``limits``, plus both limit middlewares at ``run_limit=N+10``."""
+class DeerFlowGuard:
+    """deer-flow's layer-1 rule: identical tool-call sets within a window of responses."""
+
+    def __init__(self, warn_threshold: int = 3, hard_limit: int = 5, window_size: int = 20) -> None:
+        """Thresholds as in deer-flow's ``LoopDetectionConfig`` defaults."""
+        self.warn_threshold, self.hard_limit = warn_threshold, hard_limit
+        self.history: deque[str] = deque(maxlen=window_size)
+        self.warned: set[str] = set()
+
+    def check(self, message: AIMessage) -> Literal["ok", "warn", "stop"]:
+        """Record one tool-calling response (MD5 of its calls' sorted ``name:args``) and decide."""
+        keys = sorted(f"{c['name']}:{json.dumps(c['args'], sort_keys=True)}" for c in message.tool_calls)
+        digest = hashlib.md5(json.dumps(keys).encode()).hexdigest()[:12]
+        self.history.append(digest)
+        self.warned &= set(self.history)
+        count = self.history.count(digest)
+        if count >= self.hard_limit:
+            return "stop"
+        if count >= self.warn_threshold and digest not in self.warned:
+            self.warned.add(digest)
+            return "warn"
+        return "ok"
+
+
+
+class DeerFlowMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+    """deer-flow's middleware form: ``after_model`` checks each reply against a guard kept in process
+    memory per thread (a graph step every round); a warning is appended to the next request only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.guards: dict[Any, DeerFlowGuard] = {}
+        self.pending: dict[Any, str] = {}
+
+    def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        thread = (runtime.context or {}).get("thread_id") if isinstance(runtime.context, dict) else None
+        ai = state["messages"][-1]
+        verdict = self.guards.setdefault(thread, DeerFlowGuard()).check(ai) if ai.tool_calls else "ok"
+        if verdict == "warn":
+            self.pending[thread] = "[LOOP DETECTED] You are repeating the same tool calls."
+        return {"messages": [ai.model_copy(update={"tool_calls": []})]} if verdict == "stop" else None
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        warning = self.pending.pop(None, None)
+        extra = [HumanMessage(warning, name="loop_warning")] if warning else []
+        return handler(request.override(messages=[*request.messages, *extra]) if extra else request)
+
+
+def _create_agent(kind: Literal["plain", "limits", "loop_mw", "deerflow"]) -> Builder:
+    """``create_agent``, with both limit middlewares at ``run_limit=N+10``, our
+    ``LoopDetectionMiddleware``, or deer-flow's kind of loop middleware."""
     def build(model: BaseChatModel, tools: list[BaseTool], n: int, saver: Saver) -> GraphInvoker:
         from langchain.agents import create_agent
         from langchain.agents.middleware import ModelCallLimitMiddleware, ToolCallLimitMiddleware
 
-        middleware = [ModelCallLimitMiddleware(run_limit=n + 10, exit_behavior="end"),
-                      ToolCallLimitMiddleware(run_limit=n + 10, exit_behavior="end")] if limits else []
+        middleware: list[Any] = []
+        if kind == "limits":
+            middleware = [ModelCallLimitMiddleware(run_limit=n + 10, exit_behavior="end"),
+                          ToolCallLimitMiddleware(run_limit=n + 10, exit_behavior="end")]
+        elif kind == "deerflow":
+            middleware = [DeerFlowMiddleware()]
+        elif kind == "loop_mw":
+            from langgraph_loop.middleware import LoopDetectionMiddleware
+            middleware = [LoopDetectionMiddleware()]
         return GraphInvoker(create_agent(model, tools, middleware=middleware, checkpointer=saver), n)
 
     return build
@@ -344,8 +403,9 @@ PEER_SYSTEMS: tuple[System, ...] = (
     System("bare_direct", _bare("direct")),
     System("bare_toolnode", _bare("toolnode")),
     System("create_react_agent", _react),
-    System("create_agent", _create_agent(limits=False)),
-    System("create_agent_limits", _create_agent(limits=True)),
+    System("create_agent", _create_agent("plain")),
+    System("create_agent_limits", _create_agent("limits")),
+    System("create_agent_deerflow", _create_agent("deerflow")),
 )
 
 
@@ -355,4 +415,5 @@ def all_systems() -> list[System]:
     if lg is None:
         return list(PEER_SYSTEMS)
     return [*PEER_SYSTEMS, System("bare_toolnode_loopstate", _bare("toolnode", lambda: lg.LoopState)),
+            System("create_agent_loop_mw", _create_agent("loop_mw")),
             System("langgraph-loop", _langgraph_loop)]

@@ -9,19 +9,24 @@ no arguments). The patterns and the rule: benchmarks/README.md.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
-from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import BaseTool, StructuredTool, ToolException, tool
 
-from benchmarks.systems import Reply, ScriptedChatModel, ToolCounter, load_langgraph_loop, recursion_limit
+from benchmarks.systems import (
+    DeerFlowGuard,
+    Reply,
+    ScriptedChatModel,
+    ToolCounter,
+    load_langgraph_loop,
+    recursion_limit,
+)
 
 CAP, PROGRESS_POLLS, BATCH = 60, 12, 30
 PROMPT = "Find out what you need with the tools, then answer."
@@ -113,30 +118,6 @@ def make_tools(pattern: str, counter: ToolCounter) -> list[BaseTool]:
     booking = StructuredTool.from_function(book_flight, handle_tool_error=True)
     lookup = StructuredTool.from_function(get_flight_status, metadata={"readOnlyHint": True})
     return [search, fetch, check_status, booking, think, lookup]
-
-
-class DeerFlowGuard:
-    """deer-flow's layer-1 rule: identical tool-call sets within a window of responses."""
-
-    def __init__(self, warn_threshold: int = 3, hard_limit: int = 5, window_size: int = 20) -> None:
-        """Thresholds as in deer-flow's ``LoopDetectionConfig`` defaults."""
-        self.warn_threshold, self.hard_limit = warn_threshold, hard_limit
-        self.history: deque[str] = deque(maxlen=window_size)
-        self.warned: set[str] = set()
-
-    def check(self, message: AIMessage) -> Literal["ok", "warn", "stop"]:
-        """Record one tool-calling response (MD5 of its calls' sorted ``name:args``) and decide."""
-        keys = sorted(f"{c['name']}:{json.dumps(c['args'], sort_keys=True)}" for c in message.tool_calls)
-        digest = hashlib.md5(json.dumps(keys).encode()).hexdigest()[:12]
-        self.history.append(digest)
-        self.warned &= set(self.history)
-        count = self.history.count(digest)
-        if count >= self.hard_limit:
-            return "stop"
-        if count >= self.warn_threshold and digest not in self.warned:
-            self.warned.add(digest)
-            return "warn"
-        return "ok"
 
 
 @dataclass

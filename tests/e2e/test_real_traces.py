@@ -222,3 +222,19 @@ def test_consecutive_errors_stop_only_when_asked_for() -> None:
     stopped = poll_run(failures, errors=True, loop_detection=LoopDetection(),
                        limits=Limits(max_tool_errors=3))
     assert (stopped[0], stopped[1], stopped[3]) == (3, "tool_errors", 3)
+
+
+def test_the_middleware_decides_as_the_graph_on_real_runs(tmp_path: Path) -> None:
+    """create_agent + LoopDetectionMiddleware replays the picked τ-bench conversations and the
+    coding excerpts with the same warnings (and their texts), blocks and stops as the graph."""
+    labels = [arg for label in PICKED for arg in ("--label", label)]
+    for args in (["--data", str(TAU), *labels], ["--data", str(EXCERPTS)]):
+        printed, data = real_traces(tmp_path, *args, "--middleware")
+        (source,) = data["sources"]
+        runs = by_system(source)["no_detection"]["runs"]
+        assert f"warned, blocked and stopped as the graph on {runs} of {runs} runs" in printed
+        graph = by_system(source)["langgraph-loop"]
+        middleware = by_system(source)["create_agent + LoopDetectionMiddleware"]
+        assert middleware["stops"] == graph["stops"] and graph["stops"]
+        assert middleware["blocks"] == graph["blocks"]
+        assert middleware["notices"] == graph["notices"] and graph["notices"]
