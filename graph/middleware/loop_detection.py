@@ -63,6 +63,7 @@ from langchain.agents.middleware.types import (
 )
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.types import Command, interrupt
 
@@ -160,6 +161,19 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         self.config = config
         self.memo = DetectorMemo()
         """Detector states of earlier replies (a cache: the state is derived from the thread)."""
+        self._hinted: dict[tuple[int, ...], LoopDetection] = {}
+
+    def _detection(self, tools: Sequence[Any]) -> LoopDetection:
+        """The configuration plus what the call's tools declare (MCP's ``readOnlyHint``, a
+        ``loop_key``), as the graph reads them; worked out once per set of tools."""
+        key = tuple(id(t) for t in tools)
+        found = self._hinted.get(key)
+        if found is None:
+            if len(self._hinted) >= 64:
+                self._hinted.clear()
+            found = self._hinted[key] = self.config.with_tool_hints(
+                [t for t in tools if isinstance(t, BaseTool)])
+        return found
 
     # --- before the call --------------------------------------------------------------------
     def _turn(self, request: ModelRequest[Any]) -> _Turn:
@@ -184,7 +198,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         if turn.notice is not None:
             messages.append(turn.notice)
         decision = decide(ai, messages, len(messages), {"run": turn.run},  # type: ignore[typeddict-item]
-                          self.memo, detection=self.config)
+                          self.memo, detection=self._detection(turn.request.tools))
         if decision is not None and decision.guard is not None:
             decision = locate(decision, [*messages, ai], turn.run["request_id"])
         return decision
@@ -257,7 +271,8 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         decision = Decision.of(ai, record)  # type: ignore[arg-type]
         finding, why = decision.finding, decision.guard
         assert finding is not None and why is not None
-        results = evidence(messages, turn.run["request_id"], finding, self.config)
+        results = evidence(messages, turn.run["request_id"], finding,
+                           self._detection(turn.request.tools))
         action, hint = parse_answer(interrupt(question(why, finding, results)))
         if action == "stop":
             return Decision(ai, guard={**why, "human": {"action": "stop"}}), None  # type: ignore[typeddict-item]

@@ -309,3 +309,26 @@ async def test_ask_human_continue_runs_the_calls_and_a_hint_reaches_the_model(
         assert len(hinted) == 1
         done = await agent.ainvoke(Command(resume="stop"), config)
     assert done["stop_reason"] == StopReason.LOOP_DETECTED
+
+
+def test_a_tool_s_own_loop_key_is_read_as_the_graph_reads_it(scripted: list[ScriptedChatModel]) -> None:
+    """A tool declaring ``metadata={"loop_key": ["job"]}`` is judged by its job alone: calls that
+    differ only in a nonce are the same call (without the key they are all different)."""
+    from langchain_core.tools import StructuredTool
+
+    def poll(job: str, nonce: int) -> str:
+        return f"{job}: pending"
+
+    keyed = StructuredTool.from_function(poll, name="poll", description="Poll a job.",
+                                         metadata={"loop_key": ["job"]})
+    plain = StructuredTool.from_function(poll, name="poll", description="Poll a job.")
+    outcomes = []
+    for tool_ in (keyed, plain):
+        nonces = iter(range(1000))
+        model = ScriptedChatModel(default=lambda m, n=nonces: [("poll", {"job": "b", "nonce": next(n)})]
+                                  if sum(isinstance(x, ToolMessage) for x in m) < 8 else "gave up",
+                                  no_tools_reply="pending")
+        scripted.append(model)
+        agent = create_agent(model, [tool_], middleware=[LoopDetectionMiddleware()])
+        outcomes.append(agent.invoke({"messages": [HumanMessage("poll")]}).get("stop_reason"))
+    assert outcomes == [StopReason.LOOP_DETECTED, None]
