@@ -19,10 +19,12 @@ Example:
 from __future__ import annotations
 
 import argparse
+import copy
 import gzip
 import hashlib
 import itertools
 import json
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -37,10 +39,11 @@ from langchain_core.tools import BaseTool, InjectedToolCallId
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel, ConfigDict
 
-from benchmarks.token_economy import DeerFlowGuard
+from benchmarks.systems import DeerFlowGuard
 from langgraph_loop import Iterations, Limits, LoopDetection, create_loop_agent
-from langgraph_loop.core.messages import is_blocked, is_notice
+from langgraph_loop.core.messages import BLOCKED_KIND, is_blocked, is_notice
 from langgraph_loop.middleware import LoopDetectionMiddleware
+from langgraph_loop.nodes.loop_detection import observe
 from langgraph_loop.scripted import ScriptedChatModel
 
 END_OF_RECORDING, FINAL_ANSWER = "(end of the recorded run)", "(final answer without tools)"
@@ -337,11 +340,12 @@ def stuck_loops(run: RecordedRun) -> list[tuple[str, int, str]]:
     return [(key, index, why) for key, (index, why) in found.items()]
 
 
-def deerflow_replay(conversation: Conversation) -> list[RunResult]:
-    """deer-flow's rule over each run's recorded replies (a fresh guard per run)."""
+def deerflow_replay(conversation: Conversation, setting: DeerFlowGuard | None = None) -> list[RunResult]:
+    """deer-flow's rule over each run's recorded replies (a fresh guard per run, set as ``setting``)."""
     out = []
     for run in conversation.runs:
-        guard, warned, served, stopped = DeerFlowGuard(), None, 0, False
+        guard = copy.deepcopy(setting) if setting is not None else DeerFlowGuard()
+        warned, served, stopped = None, 0, False
         for index, ai in enumerate(run.replies):
             served = index + 1
             verdict = guard.check(ai) if ai.tool_calls else "end"
@@ -392,7 +396,8 @@ def front_doors(m: Source) -> tuple[int, int]:
     return len(pairs), sum(seen(g) == seen(w) for g, w in pairs)
 
 
-COUNTS = ("trajectories", "runs", "solved_runs", "calls", "failed_calls", "executed", "solved_warned",
+COUNTS = ("trajectories", "runs", "solved_runs", "calls", "failed_calls", "failed_tokens", "executed",
+          "solved_warned",
           "solved_stopped", "solved_cut_new", "solved_blocked", "blocked_changed", "failed_warned",
           "failed_stopped", "failed_saved", "loops", "loops_stopped", "stuck_failed", "stuck_failed_stopped",
           "stuck_failed_refused", "stuck_solved", "stuck_solved_stopped")
@@ -417,6 +422,116 @@ class Summary:
                "seconds": self.seconds}
         return out | ({k: getattr(self, k) for k in ("stops", "warnings", "blocks", "notices")}
                       if lists else {})
+
+
+_CUT = re.compile(r"\[\.\.\. \d+ of (\d+) characters cut; sha256")
+
+
+def _chars(text: str) -> int:
+    """A recorded text's length; the full length where the data records a cut output."""
+    found = _CUT.search(text)
+    return int(found.group(1)) if found else len(text)
+
+
+def tokens_saved(run: RecordedRun, stop: int, final_answer: bool) -> int:
+    """Input tokens (characters / 4) of the requests a stop at reply ``stop`` spares: every
+    request after it, less the tools-free final answer's (ours makes one; deer-flow does not).
+    A request is the run's user message and every earlier reply and result (earlier runs of a
+    conversation are left out: the same for every system)."""
+    sizes = [_chars(run.user)]
+    for i, ai in enumerate(run.replies):
+        sent = len(str(ai.content)) + sum(len(json.dumps(c["args"])) for c in ai.tool_calls)
+        sizes.append(sizes[-1] + sent + sum(_chars(run.result(i, str(c["id"]))) for c in ai.tool_calls))
+    spared = sizes[stop + 1:len(run.replies)]  # the prompts of replies stop+1 .. the last
+    return (sum(spared) - (spared[0] if spared and final_answer else 0)) // 4
+
+
+def engine_replay(detection: LoopDetection) -> ReplayFn:
+    """The engine's decisions over each run's recorded replies, without a graph (as the graph's
+    model node decides: the layers over the results the previous round returned, blocked calls
+    answered by the detector): the fast path for sweeps, checked against the graph's replay."""
+    def replay(conversation: Conversation) -> list[RunResult]:
+        out = []
+        for run in conversation.runs:
+            det: Any = {}
+            results: list[ToolMessage] = []
+            served, executed, stop, layer, warned, blocked = 0, 0, None, None, None, []
+            for index, ai in enumerate(run.replies):
+                served = index + 1
+                obs = observe(det, ai, results, detection)
+                det, results = obs.state, []
+                if obs.stop is not None:
+                    stop, layer = "loop_detected", obs.stop.get("layer")
+                    break
+                warned = index if obs.warnings and warned is None else warned
+                for position, call in enumerate(ai.tool_calls):
+                    i = str(call["id"])
+                    if i in obs.blocks:
+                        blocked.append((index, position))
+                        tag = {"langgraph_loop": {"kind": BLOCKED_KIND}}
+                        results.append(ToolMessage(obs.blocks[i], tool_call_id=i, status="error",
+                                                   additional_kwargs=tag))
+                    else:
+                        executed += 1
+                        results.append(ToolMessage(run.result(index, i), tool_call_id=i, name=call["name"],
+                                                   status="error" if run.failed(index, i) else "success"))
+                if not ai.tool_calls:
+                    break
+            out.append(RunResult(served, executed, stop or "completed", layer, warned, tuple(blocked)))
+        return out
+
+    return replay
+
+
+def deerflow(hard_limit: int, window: int) -> ReplayFn:
+    """deer-flow's rule at one setting (warnings do not change the recorded replies)."""
+    return lambda c: deerflow_replay(c, DeerFlowGuard(min(3, hard_limit - 1), hard_limit, window))
+
+
+SWEEP = {"defaults": LoopDetection(), "no_progress_stop_after=4": LoopDetection(no_progress_stop_after=4),
+         "progress_factor=2": LoopDetection(progress_factor=2),
+         "progress_factor=1, stop_after=8": LoopDetection(progress_factor=1, stop_after=8, window=20),
+         "stop_after=8": LoopDetection(stop_after=8), "block=()": LoopDetection(block=())}
+BUDGETS = (0, 1, 2, 5, 10)
+
+
+def curve(sources: Sequence[Source]) -> list[dict[str, Any]]:
+    """Every point of the trade-off curve, over all sources: ours (:data:`SWEEP`) and deer-flow's
+    rule swept over its stop count and window."""
+    points: dict[str, ReplayFn] = {f"langgraph-loop {k}": engine_replay(v) for k, v in SWEEP.items()}
+    points |= {f"deer-flow stop {h}/window {w}": deerflow(h, w)
+               for h in range(3, 16) for w in (10, 20, 30, 50)}
+    rows = []
+    for name, replay in points.items():
+        total = Counter[str]()
+        for source in sources:
+            conversations = source.conversations
+            total.update(summarize(name, conversations, [replay(c) for c in conversations], source.loops).n)
+        rows.append({"point": name, "ours": name.startswith("langgraph-loop"),
+                     **{k: total[k] for k in COUNTS}})
+    return rows
+
+
+def budget_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Per false-stop budget (stops cutting new work in solved runs; all false stops ≤ 0.5 % of
+    solved runs): each side's best point by calls saved in failed runs, and the ratios."""
+    lines = ["| cutting stops ≤ | ours: best point | calls | tokens | stuck stopped | deer-flow: best point"
+             " | calls | tokens | calls ÷ | tokens ÷ |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for budget in BUDGETS:
+        fits = [r for r in rows
+                if r["solved_cut_new"] <= budget and r["solved_stopped"] <= 0.005 * r["solved_runs"]]
+        best = [max((r for r in fits if r["ours"] is side), default=None,
+                    key=lambda r: (r["failed_saved"], r["failed_tokens"])) for side in (True, False)]
+        us, them = best
+        if us is None or them is None:
+            lines.append(f"| {budget} | – | | | | – | | | | |")
+            continue
+        ratios = [us[k] / max(them[k], 1) for k in ("failed_saved", "failed_tokens")]
+        lines.append(f"| {budget} | {us['point']} | {us['failed_saved']} | {us['failed_tokens']} | "
+                     f"{us['stuck_failed_stopped']}/{us['stuck_failed']} | {them['point']} | "
+                     f"{them['failed_saved']} | {them['failed_tokens']} | {ratios[0]:.2f}× |"
+                     f" {ratios[1]:.2f}× |")
+    return "\n".join(lines)
 
 
 def stop_index(result: RunResult) -> int | None:
@@ -456,7 +571,8 @@ def _count_run(s: Summary, solved: bool, run: RecordedRun, res: RunResult, where
     else:
         n.update(failed_calls=len(run.calls()), failed_warned=res.first_warning is not None,
                  failed_stopped=stop is not None, failed_saved=(0 if stop is None else len(run.calls(stop)))
-                 + sum(1 for reply, _ in res.blocked if stop is None or reply < stop))
+                 + sum(1 for reply, _ in res.blocked if stop is None or reply < stop),
+                 failed_tokens=0 if stop is None else tokens_saved(run, stop, res.stop_reason != "hard_stop"))
 
 
 def summarize(system: str, conversations: Sequence[Conversation],
@@ -600,6 +716,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", action="store_true", help="also langgraph-loop without the block rung,"
                         " blocking always, and without the path excuse")
     parser.add_argument("--middleware", action="store_true", help=f"also {MIDDLEWARE}")
+    parser.add_argument("--curve", action="store_true", help="the trade-off curve: our main knobs and"
+                        " deer-flow's rule swept, the best point of each per false-stop budget")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     sources = load_sources(args.data or [DATA], args.limit, args.label)
@@ -614,6 +732,19 @@ def main(argv: list[str] | None = None) -> int:
         total.seconds = round(total.seconds + s.seconds, 1)
     if len(measured) > 1:
         print(f"\n## overall ({len(measured)} sources)\n\n{format_table(list(totals.values()))}")
+    if args.curve:
+        rows = curve(measured)
+        check = next(r for r in rows if r["point"] == "langgraph-loop defaults")
+        graph = totals["langgraph-loop"].n
+        print("\n## The trade-off curve (failed runs: calls and input tokens saved; solved runs: false"
+              " stops, stops cutting new work)\n\n| point | calls saved | tokens saved | false stops |"
+              " cutting stops | stuck loops stopped |\n|---|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['point']} | {r['failed_saved']} | {r['failed_tokens']} | {r['solved_stopped']} |"
+                  f" {r['solved_cut_new']} | {r['stuck_failed_stopped']}/{r['stuck_failed']} |")
+        same = all(check[k] == graph[k] for k in ("failed_saved", "solved_stopped", "stuck_failed_stopped"))
+        print(f"\nengine replay check: the defaults' point {'equals' if same else 'DIFFERS FROM'} the graph's"
+              f" replay\n\n## Per false-stop budget\n\n{budget_table(rows)}")
     print(f"\nbenchmark runtime: {time.perf_counter() - started:.1f} s")
     path = args.json or (None if args.label or args.limit else RESULTS / (
         "real_traces.json" if all(s.vendored for s in sources) else "real_traces_all.json"))
