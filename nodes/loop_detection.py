@@ -824,6 +824,9 @@ def _repeat(det: DetectorState, asked: Mapping[str, tuple[str, ...]],
         where = [i for i, e in enumerate(win) if sig in e["calls"]]
         rec = det["calls"][sig]
         progressing = bool(rec.get("moved"))
+        policy = config.policy(rec["tool"]) if config.arg_policies else None
+        if progressing and policy is not None and policy.polls:
+            continue  # a poll whose result moves is waiting, not looping
         warn, stop = (_repeat_thresholds(rec, config) if config.arg_policies
                       else (config.warn_after, config.stop_after))
         if progressing:
@@ -854,8 +857,10 @@ def _repeat_thresholds(rec: CallRecord, config: LoopDetection) -> tuple[int, int
 def _same_reply(det: DetectorState, calls: Sequence[SignedCall],
                 config: LoopDetection) -> list[Finding]:
     limit, count = config.same_reply_stop_after, det.get("same_reply", 0)
-    if limit is None or count < limit:
-        return []
+    if limit is None or count < limit or (config.arg_policies and all(
+            (p := config.policy(c.name)) is not None and p.polls and det["calls"][c.sig].get("moved")
+            for c in calls)):
+        return []  # (a reply of polls whose results move is waiting, not a runaway)
     return [Finding(layer="same_reply", rung="stop", key=f"reply:{det.get('reply')}", count=count,
                     threshold=limit, sigs=tuple(c.sig for c in calls),
                     tool=", ".join(sorted({c.name for c in calls})),

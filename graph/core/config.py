@@ -81,8 +81,11 @@ class ArgPolicy(_Config):
     ``ignore`` drops fields (e.g. a ``timestamp``); ``keep`` keeps only the listed ones;
     ``key`` maps the arguments to what identifies the call. ``warn_after``/``stop_after``
     replace ``LoopDetection.no_progress_warn_after``/``no_progress_stop_after`` for this
-    tool. A tool can declare the same in its metadata: ``loop_key`` (a list of argument
-    names, or a function), ``loop_warn_after``, ``loop_stop_after``.
+    tool. ``polls``: the tool polls (a job's status, a queue), so asking for it again while
+    its result changes is waiting, not looping: the repeat layer never counts it then (the
+    same result again still counts as no progress). A tool can declare the same in its
+    metadata: ``loop_key`` (a list of argument names, or a function), ``loop_warn_after``,
+    ``loop_stop_after``, ``loop_polls``.
 
     Example:
         >>> ArgPolicy(ignore=("timestamp",)).ignore
@@ -96,6 +99,7 @@ class ArgPolicy(_Config):
     key: Callable[[dict[str, Any]], Any] | None = None
     warn_after: int | None = Field(default=None, ge=1)
     stop_after: int | None = Field(default=None, ge=2)
+    polls: bool = False
 
     @model_validator(mode="after")
     def _one_of(self) -> ArgPolicy:
@@ -239,11 +243,11 @@ def read_only_hint(tool: Any) -> bool:
 
 def tool_policy(metadata: Mapping[str, Any]) -> ArgPolicy | None:
     """The policy a tool's metadata declares (``loop_key``, ``loop_warn_after``,
-    ``loop_stop_after``), or None.
+    ``loop_stop_after``, ``loop_polls``), or None.
 
     Example:
         >>> tool_policy({"loop_key": ["path"], "loop_stop_after": 5})
-        ArgPolicy(ignore=(), keep=('path',), key=None, warn_after=None, stop_after=5)
+        ArgPolicy(ignore=(), keep=('path',), key=None, warn_after=None, stop_after=5, polls=False)
         >>> tool_policy({"title": "Read"}) is None
         True
     """
@@ -253,7 +257,7 @@ def tool_policy(metadata: Mapping[str, Any]) -> ArgPolicy | None:
         fields["key"] = key
     elif key is not None:
         fields["keep"] = (key,) if isinstance(key, str) else tuple(key)
-    for name in ("warn_after", "stop_after"):
+    for name in ("warn_after", "stop_after", "polls"):
         if metadata.get(f"loop_{name}") is not None:
             fields[name] = metadata[f"loop_{name}"]
     return ArgPolicy(**fields) if fields else None
