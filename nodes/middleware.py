@@ -317,7 +317,9 @@ class ModelCalls:
                 return chat.bind_tools(tools, tool_choice=choice, **extra)  # type: ignore[no-any-return]
             return chat.bind(**extra) if extra else chat  # type: ignore[no-any-return]
 
-        return map_chat_models(request.model, bind)
+        # the agent's own model keeps its wrappers (fallbacks, retries, configurable fields)
+        model = self.settings.model if request.model is base.model else request.model
+        return map_chat_models(model, bind)
 
     def invoke(self, state: LoopState, messages: Sequence[BaseMessage], runnable: Runnable[Any, Any],
                offered: Sequence[BaseTool] | None, final: bool, config: RunnableConfig) -> Reply:

@@ -24,7 +24,15 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from langgraph_loop import Approval, Iterations, Limits, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import (
+    Approval,
+    Iterations,
+    Judge,
+    Limits,
+    LoopDetection,
+    StopReason,
+    create_loop_agent,
+)
 from langgraph_loop.core.messages import unanswered_tail
 from langgraph_loop.core.settings import DuplicateMiddlewareError
 from langgraph_loop.scripted import ScriptedChatModel
@@ -256,3 +264,22 @@ def test_the_step_budget_holds_with_hooks_on_every_round() -> None:
     assert result["stop_reason"] == StopReason.STEP_LIMIT
     assert not unanswered_tail(result["messages"])[1]
     assert isinstance(result["messages"][-1], AIMessage)
+
+
+def test_the_judge_decides_beside_every_hook_and_its_model_is_not_wrapped() -> None:
+    judge_model = ScriptedChatModel(script=[
+        [("JudgeVerdict", {"answered": False, "reasoning": "no year"})],
+        [("JudgeVerdict", {"answered": True, "reasoning": "fine"})]])
+    agent_model = ScriptedChatModel(script=["It happened.", "It happened in 1969."])
+    calls: list[int] = []
+
+    class Count(AgentMiddleware[Any, Any]):
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            calls.append(1)
+            return handler(request)
+
+    result = create_loop_agent(agent_model, middleware=[Count(), *EVERY_HOOK[1:]],
+                               iterations=Iterations(max=3, judge=Judge(model=judge_model))).invoke(
+        {"messages": [HumanMessage("When was the moon landing?")]})
+    assert result["stop_reason"] == StopReason.COMPLETED and result["iteration"] == 2
+    assert len(calls) == agent_model.calls == 2 and judge_model.calls == 2

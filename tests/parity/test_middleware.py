@@ -22,6 +22,7 @@ from langchain.agents.middleware import (
     AgentState,
     ClearToolUsesEdit,
     ContextEditingMiddleware,
+    ExtendedModelResponse,
     LLMToolSelectorMiddleware,
     ModelFallbackMiddleware,
     ModelRetryMiddleware,
@@ -31,9 +32,10 @@ from langchain.agents.middleware import (
     dynamic_prompt,
     hook_config,
 )
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 
 from langgraph_loop import StopReason, create_loop_agent
 from langgraph_loop.scripted import ScriptedChatModel
@@ -174,6 +176,29 @@ class Shout(AgentMiddleware[Any, Any]):
         return result
 
 
+class Noted(AgentState[Any]):
+    note: NotRequired[str]
+
+
+class Note(AgentMiddleware[Noted, Any]):
+    """A custom wrap_model_call: a system prompt of its own, and a command with the reply."""
+
+    state_schema = Noted
+
+    def _request(self, request: Any) -> Any:
+        return request.override(system_message=SystemMessage("Answer tersely."))
+
+    def _extended(self, request: Any, response: Any) -> ExtendedModelResponse[Any]:
+        return ExtendedModelResponse(model_response=response,
+                                     command=Command(update={"note": f"{len(request.messages)}"}))
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        return self._extended(request, handler(self._request(request)))
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        return self._extended(request, await handler(self._request(request)))
+
+
 @dynamic_prompt
 def turn_prompt(request: Any) -> str:
     return f"You see {len(request.messages)} message(s)."
@@ -236,6 +261,8 @@ def _custom_hooks() -> Setup:
 
 CASES: dict[str, tuple[Callable[[], Setup], Any]] = {
     "dynamic_prompt": (_dynamic_prompt, ASK),
+    "custom wrap_model_call with a command": (lambda: Setup(scripted(*ROUND), [lookup], [Note()]),
+                                              ASK),
     "ModelFallbackMiddleware": (_fallback, ASK),
     "ModelRetryMiddleware": (_retry, ASK),
     "LLMToolSelectorMiddleware": (_selector, ASK),
