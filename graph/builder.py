@@ -50,7 +50,7 @@ from langgraph_loop.core.config import (
 from langgraph_loop.core.history import LoopGraph
 from langgraph_loop.core.messages import is_blocked, is_cut, unanswered_tail
 from langgraph_loop.core.models import ChatRunnable
-from langgraph_loop.core.settings import HOOKS, MOVED, LoopSettings, regroup
+from langgraph_loop.core.settings import MOVED, NODE_HOOKS, LoopSettings, regroup
 from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState, with_user_keys
 from langgraph_loop.nodes.approval import ApprovalNode, needs_approval
 from langgraph_loop.nodes.compaction import CompactionNode
@@ -347,7 +347,7 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
         state, context_schema=settings.context_schema or LoopContext,
         input_schema=given, output_schema=output,
     )
-    hooks = {f"{m.name}.{hook}": HookNode(m, hook) for hook in HOOKS[:4]
+    hooks = {f"{m.name}.{hook}": HookNode(m, hook) for hook in NODE_HOOKS
              for m in settings.hooked(hook)}
     for name in shape.nodes:
         if name in ("loop_detector", "respond"):  # plain functions over state

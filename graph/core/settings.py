@@ -59,9 +59,22 @@ from langgraph_loop.core.state import (
 )
 from langgraph_loop.core.structured import StructuredOutput, resolve_response_format
 
-__all__ = ["GROUPS", "HOOKS", "LOOP_KEYS", "MOVED", "OVERRIDES", "DuplicateMiddlewareError",
-           "LoopSettings", "can_jump_to", "check_middleware", "fields_of", "overrides_hook",
-           "regroup", "run_overrides", "split_provider_tools"]
+__all__ = [
+    "GROUPS",
+    "LOOP_KEYS",
+    "MOVED",
+    "NODE_HOOKS",
+    "OVERRIDES",
+    "DuplicateMiddlewareError",
+    "LoopSettings",
+    "can_jump_to",
+    "check_middleware",
+    "fields_of",
+    "overrides_hook",
+    "regroup",
+    "run_overrides",
+    "split_provider_tools",
+]
 
 Callback = Callable[..., Any]
 
@@ -220,9 +233,8 @@ def _coerce_tools(tools: Sequence[Any] | BaseTool | Callable[..., Any]) -> tuple
 
 # --- the user's middleware (``create_agent``'s checks and hook lists) ----------------------
 
-HOOKS = ("before_agent", "before_model", "after_model", "after_agent",
-         "wrap_model_call", "wrap_tool_call")
-"""The ``AgentMiddleware`` hooks the graph hosts (each with its async twin ``a<hook>``)."""
+NODE_HOOKS = ("before_agent", "before_model", "after_model", "after_agent")
+"""The ``AgentMiddleware`` hooks that are graph nodes (each with its async twin ``a<hook>``)."""
 
 
 class DuplicateMiddlewareError(ValueError, AssertionError):
@@ -280,7 +292,7 @@ def check_middleware(middleware: Any) -> tuple[AgentMiddleware[Any, Any], ...]:
         raise DuplicateMiddlewareError(f"middleware: please remove duplicate middleware "
                                        f"instances (names: {dupes})")
     for m in items:
-        for hook in ("before_agent", "before_model", "after_model", "after_agent"):
+        for hook in NODE_HOOKS:
             unknown = sorted(set(can_jump_to(m, hook)) - {"model", "tools", "end"})
             if unknown:
                 raise ValueError(f"middleware {m.name}.{hook}: can_jump_to {unknown} (known: "
@@ -421,7 +433,7 @@ class LoopSettings:
             found = [f"{m.name}.{hook}" for m in self.hooked(hook)]
             return tuple(reversed(found) if reverse else found)
 
-        jumps = tuple((f"{m.name}.{hook}", targets) for hook in HOOKS[:4] for m in self.hooked(hook)
+        jumps = tuple((f"{m.name}.{hook}", targets) for hook in NODE_HOOKS for m in self.hooked(hook)
                       if (targets := can_jump_to(m, hook)))
         return Shape(judge=self.judge is not None, approval=self.approval is not None,
                      compaction=self.compaction is not None,
