@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
 
+from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.messages import SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
@@ -49,12 +50,13 @@ from langgraph_loop.core.config import (
 from langgraph_loop.core.history import LoopGraph
 from langgraph_loop.core.messages import is_blocked, is_cut, unanswered_tail
 from langgraph_loop.core.models import ChatRunnable
-from langgraph_loop.core.settings import MOVED, LoopSettings, regroup
+from langgraph_loop.core.settings import MOVED, NODE_HOOKS, LoopSettings, regroup
 from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState, with_user_keys
 from langgraph_loop.nodes.approval import ApprovalNode, needs_approval
 from langgraph_loop.nodes.compaction import CompactionNode
 from langgraph_loop.nodes.judge import JudgeNode
 from langgraph_loop.nodes.loop_detector import LoopDetector
+from langgraph_loop.nodes.middleware import HookNode, merged_schemas, middleware_end
 from langgraph_loop.nodes.model import ModelNode
 from langgraph_loop.nodes.prepare import PrepareNode
 from langgraph_loop.nodes.respond import RespondNode, structured_due
@@ -128,6 +130,7 @@ def create_loop_agent(
     approval: Configured[Approval] = None,
     compaction: Configured[Compaction] = None,
     hooks: Configured[Hooks] = None,
+    middleware: Sequence[AgentMiddleware[Any, Any]] = (),
     response_format: Any = None,
     state_schema: type[Any] | None = None,
     context_schema: type[Any] | None = None,
@@ -151,6 +154,8 @@ def create_loop_agent(
         loop_detection: ``LoopDetection()`` by default; None turns detection off.
         approval, compaction: decisions before gated tools run; summaries of old messages.
         hooks: the user's callbacks at points of the loop (``Hooks``), the tool filter included.
+        middleware: LangChain ``AgentMiddleware`` run with ``create_agent``'s semantics (every
+            hook, ``state_schema``s, tools; ``nodes/middleware.py``); names must be distinct.
         response_format: a schema, ``ToolStrategy`` or ``ProviderStrategy``.
         state_schema: a TypedDict extending ``LoopState`` (tools' ``Command``s update it).
         context_schema: the user's runtime context type (override groups may sit beside it).
@@ -221,7 +226,7 @@ class Routes:
 
     def after_prepare(self, state: LoopState) -> str:
         """Into the loop, unless the recursion limit is too small for even one call."""
-        return self.shape.entry if state.get("stop_reason") is None else END
+        return self.shape.start if state.get("stop_reason") is None else END
 
     def after_model(self, state: LoopState) -> str:
         """The ``loop_detector`` node when the model node kept a decision that acts, else on
@@ -275,8 +280,33 @@ class Routes:
         return target
 
     def after_router(self, state: LoopState) -> str:
-        """End the run, or start the next iteration."""
-        return self.shape.entry if state.get("stop_reason") is None else END
+        """End the run (through the ``after_agent`` hooks), or start the next iteration."""
+        return self.shape.entry if state.get("stop_reason") is None else self.shape.exit
+
+    def jumped(self, node: str, state: LoopState) -> str | None:
+        """Where a middleware hook node's ``jump_to`` leads (None: no jump), as
+        ``core/shape.py`` maps it; a jump to the tools passes approval for gated calls."""
+        jump = state.get("jump_to")  # type: ignore[typeddict-item]
+        if not jump or jump not in dict(self.shape.jumps).get(node, ()):
+            return None
+        target = self.shape.jump_target(node, jump)
+        if target == "tools":
+            messages = state.get("messages") or []
+            index, pending = unanswered_tail(messages)
+            if pending and self.shape.approval and needs_approval(messages[index], self.settings.approval):
+                return "approval"
+        return target
+
+    def after_hook(self, node: str, default: str) -> Callable[[LoopState], str]:
+        """The edge after a middleware hook node: its jump, else ``default``."""
+        def after(state: LoopState) -> str:
+            return self.jumped(node, state) or default
+        after.__name__ = f"after_{node}"
+        return after
+
+    def after_reply(self, state: LoopState) -> str:
+        """After the last ``after_model`` hook: its jump, else ``after_model``."""
+        return self.jumped(self.shape.reply_node, state) or self.after_model(state)
 
 
 class Edge(Runnable[LoopState, str]):
@@ -311,22 +341,29 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
     """The graph's nodes and edges, as ``settings.shape`` lists them."""
     shape = settings.shape
     routes = Routes(settings)
+    state, given, output = merged_schemas(settings, with_user_keys(LoopInput, settings.state_schema),
+                                          with_user_keys(LoopOutput, settings.state_schema))
     builder: StateGraph[LoopState, LoopContext, LoopInput, LoopOutput] = StateGraph(
-        settings.state_schema or LoopState, context_schema=settings.context_schema or LoopContext,
-        input_schema=with_user_keys(LoopInput, settings.state_schema),
-        output_schema=with_user_keys(LoopOutput, settings.state_schema),
+        state, context_schema=settings.context_schema or LoopContext,
+        input_schema=given, output_schema=output,
     )
+    hooks = {f"{m.name}.{hook}": HookNode(m, hook) for hook in NODE_HOOKS
+             for m in settings.hooked(hook)}
     for name in shape.nodes:
         if name in ("loop_detector", "respond"):  # plain functions over state
             builder.add_node(name, LoopDetector(settings) if name == "loop_detector"
                              else RespondNode(settings))
+            continue
+        if name in hooks or name == "middleware_end":  # the user's middleware hooks
+            builder.add_node(name, hooks.get(name) or middleware_end)
             continue
         node = _NODES[name](settings)
         retry = RETRY if name in ("model", "compaction") else None
         builder.add_node(name, node, retry_policy=retry)
     builder.add_edge(START, "prepare")
     builder.add_conditional_edges("prepare", Edge(routes.after_prepare), shape.prepare_targets)
-    builder.add_conditional_edges("model", Edge(routes.after_model), shape.model_targets)
+    after_reply = routes.after_reply if shape.reply_node != "model" else routes.after_model
+    builder.add_conditional_edges(shape.reply_node, Edge(after_reply), shape.model_targets)
     builder.add_conditional_edges("loop_detector", Edge(routes.after_detector),
                                   shape.detector_targets)
     builder.add_conditional_edges("router", Edge(routes.after_router), shape.router_targets)
@@ -334,4 +371,9 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
         builder.add_conditional_edges("respond", Edge(routes.after_respond), shape.respond_targets)
     for source, target in shape.fixed_edges:
         builder.add_edge(source, target)
+    for node, default, targets in shape.hook_edges:
+        if targets == [default]:
+            builder.add_edge(node, default)
+        else:
+            builder.add_conditional_edges(node, Edge(routes.after_hook(node, default)), targets)
     return builder

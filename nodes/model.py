@@ -69,6 +69,7 @@ from langgraph_loop.nodes.limits import (
     timeout_guard,
 )
 from langgraph_loop.nodes.loop_detection import DetectorMemo, decide
+from langgraph_loop.nodes.middleware import ModelCalls
 from langgraph_loop.nodes.stream_cut import astream_reply, stream_reply
 
 __all__ = ["ModelNode", "build_request", "criteria_instruction", "estimate_usage",
@@ -253,6 +254,8 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         self._final: Runnable[LanguageModelInput, BaseMessage] = final_model(settings)
         self.memo = DetectorMemo()
         """The detector states of earlier replies (one memo per compiled graph)."""
+        self.wrapped = ModelCalls(settings) if settings.hooked("wrap_model_call") else None
+        """The user's ``wrap_model_call`` middleware around the call (``nodes/middleware.py``)."""
 
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:
@@ -267,6 +270,9 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         runnable = self._runnable(state, call, offered)
         if isinstance(runnable, dict):
             return runnable
+        if self.wrapped is not None:  # through the user's middleware (not streamed: no cut)
+            hosted = self.wrapped.invoke(state, call.request, runnable, offered, call.final, config)
+            return hosted.output(self.record(state, call, hosted.reply, offered))
         if call.watch and streams(runnable, config, async_api=False):
             result = stream_reply(runnable, call.request, config)
         else:
@@ -287,6 +293,10 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         runnable = self._runnable(state, call, offered)
         if isinstance(runnable, dict):
             return runnable
+        if self.wrapped is not None:  # through the user's middleware (not streamed: no cut)
+            hosted = await self.wrapped.ainvoke(state, call.request, runnable, offered, call.final,
+                                                config)
+            return hosted.output(self.record(state, call, hosted.reply, offered))
         if call.watch and streams(runnable, config, async_api=True):
             result = await astream_reply(runnable, call.request, config)
         else:

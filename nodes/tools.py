@@ -57,6 +57,7 @@ from langgraph_loop.core.state import CallRecord, LoopState, emit, executed_call
 from langgraph_loop.core.stop import StopReason, guard, limit_guard, stop_update
 from langgraph_loop.nodes.approval import Reviewed, apply_review, mark_edited
 from langgraph_loop.nodes.loop_detection import content_hash
+from langgraph_loop.nodes.middleware import tool_call_wrappers
 
 __all__ = ["Outcome", "ToolsNode", "outcome_of", "plan_calls", "tool_error_text"]
 
@@ -299,12 +300,13 @@ class ToolsNode(Runnable[LoopState, Any]):
         self.settings = settings
         self.by_name = {t.name: t for t in settings.tools}
         self.known = set(self.by_name)
-        errors = settings.handle_tool_errors
-        self.node = ToolNode(list(settings.tools),
-                             handle_tool_errors=tool_error_text if errors is None else errors,
-                             wrap_tool_call=self._per_call, awrap_tool_call=self._aper_call)
+        wrap, awrap, errors = tool_call_wrappers(settings, self._per_call, self._aper_call,
+                                                 tool_error_text)
+        self.node = ToolNode(list(settings.tools), handle_tool_errors=errors,
+                             wrap_tool_call=wrap, awrap_tool_call=awrap)
 
-    # ToolNode runs each call through ``wrap_tool_call``: the per-call work is done there.
+    # ToolNode runs each call through ``wrap_tool_call``: the per-call work is done there
+    # (innermost, inside the user's wrap_tool_call middleware: ``nodes/middleware.py``).
 
     def _per_call(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
         """``wrap_tool_call``: the tool runs on its own copy of its args; its answer is capped

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, get_type_hints
 
+from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
 from langchain_core.tools import BaseTool
@@ -58,8 +59,22 @@ from langgraph_loop.core.state import (
 )
 from langgraph_loop.core.structured import StructuredOutput, resolve_response_format
 
-__all__ = ["GROUPS", "LOOP_KEYS", "MOVED", "OVERRIDES", "LoopSettings", "fields_of", "regroup",
-           "run_overrides", "split_provider_tools"]
+__all__ = [
+    "GROUPS",
+    "LOOP_KEYS",
+    "MOVED",
+    "NODE_HOOKS",
+    "OVERRIDES",
+    "DuplicateMiddlewareError",
+    "LoopSettings",
+    "can_jump_to",
+    "check_middleware",
+    "fields_of",
+    "overrides_hook",
+    "regroup",
+    "run_overrides",
+    "split_provider_tools",
+]
 
 Callback = Callable[..., Any]
 
@@ -216,6 +231,78 @@ def _coerce_tools(tools: Sequence[Any] | BaseTool | Callable[..., Any]) -> tuple
     return tuple(out)
 
 
+# --- the user's middleware (``create_agent``'s checks and hook lists) ----------------------
+
+NODE_HOOKS = ("before_agent", "before_model", "after_model", "after_agent")
+"""The ``AgentMiddleware`` hooks that are graph nodes (each with its async twin ``a<hook>``)."""
+
+
+class DuplicateMiddlewareError(ValueError, AssertionError):
+    """Two middleware share a name. ``create_agent`` raises ``AssertionError`` for it; the
+    builder's errors are ``ValueError``s: this is both, so either ``except`` catches it."""
+
+
+def overrides_hook(middleware: AgentMiddleware[Any, Any], hook: str) -> bool:
+    """Does ``middleware`` implement ``hook`` (sync or async), as ``create_agent`` asks?
+
+    Example:
+        >>> from langchain.agents.middleware import ModelRetryMiddleware
+        >>> m = ModelRetryMiddleware()
+        >>> overrides_hook(m, "wrap_model_call"), overrides_hook(m, "before_model")
+        (True, False)
+    """
+    cls = type(middleware)
+    return any(getattr(cls, name) is not getattr(AgentMiddleware, name) for name in (hook, f"a{hook}"))
+
+
+def can_jump_to(middleware: AgentMiddleware[Any, Any], hook: str) -> tuple[str, ...]:
+    """Where a node hook may jump (``@hook_config(can_jump_to=[...])`` on its sync method,
+    else its async one), as ``create_agent`` reads it."""
+    cls = type(middleware)
+    for name in (hook, f"a{hook}"):
+        method = getattr(cls, name, None)
+        targets = getattr(method, "__can_jump_to__", None)
+        if method is not getattr(AgentMiddleware, name, None) and targets is not None:
+            return tuple(targets)
+    return ()
+
+
+def check_middleware(middleware: Any) -> tuple[AgentMiddleware[Any, Any], ...]:
+    """The ``middleware`` list checked: ``AgentMiddleware`` instances with distinct names
+    (``DuplicateMiddlewareError`` otherwise, as ``create_agent``), jumps the loop maps.
+
+    Example:
+        >>> from langchain.agents.middleware import ModelRetryMiddleware
+        >>> try:
+        ...     check_middleware([ModelRetryMiddleware(), ModelRetryMiddleware()])
+        ... except ValueError as exc:
+        ...     print(exc)
+        middleware: please remove duplicate middleware instances (names: ['ModelRetryMiddleware'])
+    """
+    if isinstance(middleware, AgentMiddleware) or not isinstance(middleware, Iterable):
+        raise ValueError(f"middleware must be a list of AgentMiddleware, got "
+                         f"{type(middleware).__name__}")
+    items = tuple(middleware)
+    for item in items:
+        if not isinstance(item, AgentMiddleware):
+            raise ValueError(f"middleware: {item!r:.80} is not an AgentMiddleware")
+    names = [m.name for m in items]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise DuplicateMiddlewareError(f"middleware: please remove duplicate middleware "
+                                       f"instances (names: {dupes})")
+    for m in items:
+        for hook in NODE_HOOKS:
+            unknown = sorted(set(can_jump_to(m, hook)) - {"model", "tools", "end"})
+            if unknown:
+                raise ValueError(f"middleware {m.name}.{hook}: can_jump_to {unknown} (known: "
+                                 f"'model', 'tools', 'end')")
+        if set(can_jump_to(m, "after_agent")) - {"end"}:
+            raise ValueError(f"middleware {m.name}.after_agent: only a jump to 'end' has a "
+                             f"meaning after the loop ended")
+    return items
+
+
 @dataclass(frozen=True)
 class LoopSettings:
     """The validated configuration of one compiled loop graph.
@@ -250,6 +337,9 @@ class LoopSettings:
     """``response_format`` resolved (``core/structured.py``)."""
     name: str | None = None
     """The agent's name, set on every reply of its model (as ``create_agent`` does)."""
+    middleware: tuple[AgentMiddleware[Any, Any], ...] = ()
+    """The user's LangChain middleware (``nodes/middleware.py`` hosts it); its tools are in
+    ``tools``, first, as ``create_agent`` orders them."""
     _cache: dict[str, LoopSettings] = field(default_factory=dict, compare=False, repr=False)
 
     # --- read from the groups once, when made (the nodes read them on every step) ----------
@@ -304,7 +394,11 @@ class LoopSettings:
         kwargs["iterations"], kwargs["limits"] = _synced(kwargs.get("iterations") or Iterations(),
                                                          kwargs.get("limits") or Limits())
         kwargs["hooks"] = kwargs.get("hooks") or Hooks()
+        kwargs["middleware"] = check_middleware(kwargs.get("middleware") or ())
         coerced = _coerce_tools(tools)
+        extra = [t for m in kwargs["middleware"] for t in getattr(m, "tools", ())]
+        if extra:  # the middleware's tools, first (as create_agent orders them)
+            coerced = _coerce_tools([*extra, *coerced])
         kwargs["structured"] = resolve_response_format(kwargs.get("response_format"), model,
                                                        [*coerced, *kwargs["provider_tools"]])
         if kwargs.get("loop_detection") is not None:  # MCP read-only hints in tool metadata
@@ -326,13 +420,28 @@ class LoopSettings:
 
     # --- derived -----------------------------------------------------------------------------
 
+    def hooked(self, hook: str) -> tuple[AgentMiddleware[Any, Any], ...]:
+        """The user's middleware that implement ``hook``, in the order given."""
+        return tuple(m for m in self.middleware if overrides_hook(m, hook))
+
     @cached_property
     def shape(self) -> Shape:
-        """The graph's shape for these settings (``core/shape.py``)."""
+        """The graph's shape for these settings (``core/shape.py``): a node per middleware
+        node hook, named as ``create_agent`` names it (``"<name>.before_model"``); the
+        ``after_*`` hooks run in reverse order, as there."""
+        def names(hook: str, reverse: bool = False) -> tuple[str, ...]:
+            found = [f"{m.name}.{hook}" for m in self.hooked(hook)]
+            return tuple(reversed(found) if reverse else found)
+
+        jumps = tuple((f"{m.name}.{hook}", targets) for hook in NODE_HOOKS for m in self.hooked(hook)
+                      if (targets := can_jump_to(m, hook)))
         return Shape(judge=self.judge is not None, approval=self.approval is not None,
                      compaction=self.compaction is not None,
                      respond=self.structured is not None,
-                     final_answer=self.limits.final_answer)
+                     final_answer=self.limits.final_answer,
+                     before_agent=names("before_agent"), before_model=names("before_model"),
+                     after_model=names("after_model", reverse=True),
+                     after_agent=names("after_agent", reverse=True), jumps=jumps)
 
     @property
     def chat_model(self) -> BaseChatModel | None:

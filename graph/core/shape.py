@@ -4,7 +4,9 @@ from the same configuration flags (the one place they are written down).
 The flags: ``judge`` (a judge node before the router), ``approval`` (before gated tools),
 ``compaction`` (before every model call), ``respond`` (reads the structured answer of a reply
 when ``response_format`` is set),
-``final_answer`` (a tools-free last call after a stop). ``graph/builder.py`` wires the
+``final_answer`` (a tools-free last call after a stop), and the user's middleware node hooks
+(``before_agent``, ``before_model``, ``after_model``, ``after_agent``: a node each, named and
+chained as ``create_agent`` does; ``jumps``: where each may jump). ``graph/builder.py`` wires the
 graph from a ``Shape``; the routes return its node names; the nodes ask it whether the
 steps to finish cleanly still fit.
 
@@ -25,6 +27,12 @@ Example:
     793
     >>> Shape(judge=True, approval=True).model_targets
     ['approval', 'judge', 'loop_detector', 'router', 'tools']
+    >>> hooked = Shape(before_model=("pii.before_model",), after_model=("pii.after_model",),
+    ...                jumps=(("pii.after_model", ("end",)),))
+    >>> hooked.entry, hooked.reply_node, hooked.model_steps, hooked.finish_steps
+    ('pii.before_model', 'pii.after_model', 3, 5)
+    >>> hooked.model_targets
+    ['loop_detector', 'middleware_end', 'router', 'tools']
 """
 
 from __future__ import annotations
@@ -51,9 +59,25 @@ class Shape:
     compaction: bool = False
     respond: bool = False
     final_answer: bool = True
+    before_agent: tuple[str, ...] = ()
+    """The user's ``before_agent`` hook nodes, in the order they run (once per run)."""
+    before_model: tuple[str, ...] = ()
+    """``before_model`` hook nodes, in the order they run (before every model call)."""
+    after_model: tuple[str, ...] = ()
+    """``after_model`` hook nodes, in the order they run (reverse registration order)."""
+    after_agent: tuple[str, ...] = ()
+    """``after_agent`` hook nodes, in the order they run (once, after the router stops)."""
+    jumps: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """``(hook node, can_jump_to)`` for the hooks that may jump."""
 
     entry: str = field(init=False)
     """The node every model call goes through first."""
+    start: str = field(init=False)
+    """The node a run goes to after ``prepare``: the first ``before_agent`` hook, or ``entry``."""
+    reply_node: str = field(init=False)
+    """The node whose edge routes a reply: the last ``after_model`` hook, or ``model``."""
+    exit: str = field(init=False)
+    """Where a stopped run goes after the router: the ``after_agent`` hooks, or the end."""
     iteration_end: str = field(init=False)
     """Where a text reply goes: the judge, or straight to the router."""
     model_steps: int = field(init=False)
@@ -77,36 +101,91 @@ class Shape:
     """Steps a tool round and the finish after it need: (not gated, gated)."""
 
     def __post_init__(self) -> None:
-        model_steps = 1 + int(self.compaction)
-        end_steps = 1 + int(self.judge)
+        # a model call: its before_model hooks, [compaction], model, its after_model hooks
+        model_steps = len(self.before_model) + 1 + int(self.compaction) + len(self.after_model)
+        router_steps = 1 + len(self.after_agent)  # the router, then the after_agent hooks
+        end_steps = int(self.judge) + router_steps
         respond_steps = int(self.respond)
-        stop_path = 1 + (model_steps + 1 if self.final_answer else 1)
+        stop_path = 1 + (model_steps if self.final_answer else 0) + router_steps
         finish = max(stop_path, 1 + end_steps) + respond_steps
+        entry = "compaction" if self.compaction else "model"
+        entry = self.before_model[0] if self.before_model else entry
         derived = {
-            "entry": "compaction" if self.compaction else "model",
+            "entry": entry,
+            "start": self.before_agent[0] if self.before_agent else entry,
+            "reply_node": self.after_model[-1] if self.after_model else "model",
+            "exit": self.after_agent[0] if self.after_agent else END,
             "iteration_end": "judge" if self.judge else "router",
             "model_steps": model_steps, "end_steps": end_steps, "respond_steps": respond_steps,
-            "answer_steps": model_steps + 1 + respond_steps, "finish_steps": finish,
-            "start_steps": model_steps + 1 + end_steps,
+            "answer_steps": model_steps + respond_steps + router_steps, "finish_steps": finish,
+            "start_steps": len(self.before_agent) + model_steps + 1 + end_steps,
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)
-        object.__setattr__(self, "_round_needs", (self.round_steps(gated=False) + finish,
-                                                  self.round_steps(gated=True) + finish))
+        after = len(self.after_model)  # the current call's after_model hooks, before its edge
+        object.__setattr__(self, "_round_needs", (after + self.round_steps(gated=False) + finish,
+                                                  after + self.round_steps(gated=True) + finish))
 
     # --- nodes and edge targets --------------------------------------------------------------
     @property
     def nodes(self) -> list[str]:
         """Every node of the graph, in the order the builder adds them."""
         optional = [("judge", self.judge), ("respond", self.respond),
-                    ("approval", self.approval), ("compaction", self.compaction)]
+                    ("approval", self.approval), ("compaction", self.compaction),
+                    ("middleware_end", self.middleware_end)]
         return ["prepare", "model", "loop_detector", "tools", "router",
-                *(name for name, present in optional if present)]
+                *(name for name, present in optional if present), *self.hook_nodes]
+
+    @property
+    def hook_nodes(self) -> list[str]:
+        """The user's middleware hook nodes."""
+        return [*self.before_agent, *self.before_model, *self.after_model, *self.after_agent]
+
+    @property
+    def middleware_end(self) -> bool:
+        """Is there a ``middleware_end`` node: a hook (not ``after_agent``) may jump to
+        ``"end"``, which stops the run (``terminated``) through the router."""
+        return any("end" in targets for node, targets in self.jumps
+                   if node not in self.after_agent)
+
+    def jump_target(self, node: str, jump: str) -> str:
+        """Where a hook node's ``jump_to`` leads: ``"model"`` to ``entry`` (the
+        ``before_model`` hooks first, as in ``create_agent``), ``"tools"`` to the tools,
+        ``"end"`` to ``middleware_end`` (the end itself after ``after_agent``)."""
+        if jump == "model":
+            return self.entry
+        if jump == "tools":
+            return "tools"
+        return END if node in self.after_agent else "middleware_end"
+
+    def _jump_targets(self, node: str) -> set[str]:
+        targets = dict(self.jumps).get(node, ())
+        found = {self.jump_target(node, jump) for jump in targets}
+        if "tools" in targets and self.approval:
+            found.add("approval")  # a jump to the tools passes the approval of gated calls
+        return found
+
+    @property
+    def hook_edges(self) -> list[tuple[str, str, list[str]]]:
+        """``(hook node, where it goes on, every target)`` for the hook nodes (the
+        ``reply_node`` excepted: its edge is the model's). One target: a fixed edge."""
+        chains = [(self.before_agent, self.entry),
+                  (self.before_model, "compaction" if self.compaction else "model"),
+                  (self.after_model[:-1] if self.after_model else (), None),
+                  (self.after_agent, END)]
+        edges: list[tuple[str, str, list[str]]] = []
+        for chain, last in chains:
+            for i, node in enumerate(chain):
+                default = chain[i + 1] if i + 1 < len(chain) else last
+                if default is None:  # inside the after_model chain: the next hook
+                    default = self.after_model[i + 1]
+                edges.append((node, default, sorted({default} | self._jump_targets(node))))
+        return edges
 
     @property
     def prepare_targets(self) -> list[str]:
         """After ``prepare``: into the loop, or the end when not even one call fits."""
-        return [self.entry, END]
+        return [self.start, END]
 
     def _optional(self, targets: set[str]) -> list[str]:
         """``targets`` plus approval and respond where the graph has them, sorted."""
@@ -118,7 +197,8 @@ class Shape:
     def model_targets(self) -> list[str]:
         """After ``model``: the loop detector's node when it acts, else tools (or approval),
         the structured answer, or the iteration's end."""
-        return self._optional({"loop_detector", "tools", "router", self.iteration_end})
+        return self._optional({"loop_detector", "tools", "router", self.iteration_end,
+                               *self._jump_targets(self.reply_node)})
 
     @property
     def detector_targets(self) -> list[str]:
@@ -137,8 +217,8 @@ class Shape:
 
     @property
     def router_targets(self) -> list[str]:
-        """After ``router``: the next iteration or the end."""
-        return [self.entry, END]
+        """After ``router``: the next iteration or the end (through ``after_agent``)."""
+        return [self.entry, self.exit]
 
     @property
     def fixed_edges(self) -> list[tuple[str, str]]:
@@ -150,6 +230,10 @@ class Shape:
             edges.append(("approval", "tools"))
         if self.compaction:
             edges.append(("compaction", "model"))
+        if self.after_model:
+            edges.append(("model", self.after_model[0]))
+        if self.middleware_end:
+            edges.append(("middleware_end", "router"))
         return edges
 
     # --- the step budget ---------------------------------------------------------------------
@@ -182,5 +266,7 @@ class Shape:
         """
         if max_model_calls is None or max_iterations is None:
             return UNBOUNDED_LIMIT
-        per_iteration = max_model_calls * self.round_steps(gated=self.approval) + 3
-        return min(UNBOUNDED_LIMIT, max_iterations * per_iteration + self.finish_steps + 10)
+        per_iteration = max_model_calls * (self.round_steps(gated=self.approval)
+                                           + len(self.after_model)) + 3
+        return min(UNBOUNDED_LIMIT, max_iterations * per_iteration + self.finish_steps
+                   + len(self.before_agent) + 10)

@@ -1,0 +1,414 @@
+"""The user's LangChain ``AgentMiddleware`` inside the loop graph, with ``create_agent``'s semantics.
+
+``create_loop_agent(..., middleware=[...])`` hosts each hook where ``create_agent`` runs it:
+
+- ``wrap_model_call`` wraps the ``model`` node's call: the middleware get a real
+  ``ModelRequest`` (the request the loop built: system prompt, fresh context, delivered
+  notices, the tool filter's pick, the final answer's tool choice) and a handler that calls
+  the model. The first middleware is the outermost layer; an ``ExtendedModelResponse``'s
+  command is applied after the node's own update (inner layers' commands first), as there.
+  A request the middleware changed (model, tools, ``tool_choice``, ``response_format``,
+  ``model_settings``) is bound as ``create_agent`` binds it; an unchanged one is bound as the
+  loop binds it. The engine decides on the reply the chain returns. With a ``wrap_model_call``
+  middleware the call is not streamed by the loop (the text-loop cut of ``nodes/stream_cut.py``
+  is skipped; the other layers decide on the whole reply).
+- ``wrap_tool_call`` wraps each tool call in ``ToolNode``; the loop's own per-call work
+  (argument copy, output cap, timing, in ``nodes/tools.py``) stays innermost, so a retry
+  retries the real call and each attempt is timed and capped. Tool errors reach the
+  middleware as exceptions (as under ``create_agent``) and become error results outside them.
+- ``before_agent``, ``before_model``, ``after_model``, ``after_agent`` are graph nodes
+  (``HookNode``), named and chained as ``create_agent`` does (``core/shape.py``): each costs one
+  graph step where it runs. ``jump_to`` (declared with ``can_jump_to``): ``"model"`` to the
+  next model call (its ``before_model`` hooks first), ``"tools"`` to the tools (through
+  approval for gated calls), ``"end"`` to ``middleware_end``, which stops the run with
+  ``terminated`` and answers the reply's unanswered calls (the pairing invariant), then the
+  router ends it (``after_agent`` hooks run last).
+- Middleware ``state_schema``s are merged into the graph state (``merged_schemas``), their
+  ``tools`` added to the agent's (``core/settings.py``).
+
+Example:
+    >>> from langchain.agents.middleware import dynamic_prompt
+    >>> from langchain_core.messages import HumanMessage
+    >>> from langgraph_loop import create_loop_agent
+    >>> from langgraph_loop.scripted import ScriptedChatModel
+    >>> @dynamic_prompt
+    ... def prompt(request):
+    ...     return f"You serve {len(request.messages)} message(s)."
+    >>> model = ScriptedChatModel(script=["ok"])
+    >>> agent = create_loop_agent(model, middleware=[prompt])
+    >>> agent.invoke({"messages": [HumanMessage("hi")]})["stop_reason"]
+    'completed'
+    >>> model.requests[0][0].content
+    'You serve 1 message(s).'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, NotRequired, Required, get_args, get_origin, get_type_hints
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    OmitFromSchema,
+)
+from langchain.agents.structured_output import ProviderStrategy, ToolStrategy
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables.config import run_in_executor
+from langchain_core.tools import BaseTool
+from langgraph.errors import GraphBubbleUp
+from langgraph.prebuilt.tool_node import ToolCallRequest, ToolInvocationError
+from langgraph.runtime import get_runtime
+from langgraph.types import Command
+from typing_extensions import TypedDict
+
+from langgraph_loop.core.messages import as_message, unanswered_tail
+from langgraph_loop.core.models import map_chat_models
+from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.state import LoopState
+from langgraph_loop.core.stop import StopReason, guard, stop_answer_text, stop_update
+from langgraph_loop.nodes.binding import native_kwargs, none_choice
+
+__all__ = ["HookNode", "ModelCalls", "Reply", "merged_schemas", "middleware_end",
+           "tool_call_wrappers"]
+
+
+# --- state: the middleware's schemas beside the loop's ----------------------------------------
+
+def _omitted(hint: Any, flag: str) -> bool:
+    """Is a field marked ``OmitFromInput``/``OmitFromOutput`` (``flag``: input or output)?"""
+    while get_origin(hint) in (Required, NotRequired):
+        hint = get_args(hint)[0]
+    metadata = getattr(hint, "__metadata__", ()) if get_origin(hint) is Annotated else ()
+    return any(isinstance(m, OmitFromSchema) and getattr(m, flag) for m in metadata)
+
+
+def merged_schemas(settings: LoopSettings, input_schema: type[Any], output_schema: type[Any]
+                   ) -> tuple[type[Any], type[Any], type[Any]]:
+    """The graph's state, input and output schemas with the middleware's ``state_schema``
+    fields: merged as ``create_agent`` merges them (the middleware's in order, then the
+    loop's state, which wins a conflict, ``messages`` included), ``jump_to`` from
+    ``AgentState``; fields marked ``OmitFromInput``/``OmitFromOutput`` left out of the input
+    and output schemas (``input_schema``/``output_schema``: the loop's, with the user's keys).
+    """
+    base = settings.state_schema or LoopState
+    if not settings.middleware:
+        return base, input_schema, output_schema
+    extra: dict[str, Any] = {"jump_to": get_type_hints(AgentState, include_extras=True)["jump_to"]}
+    for m in settings.middleware:
+        extra.update(get_type_hints(m.state_schema, include_extras=True))
+    own = get_type_hints(base, include_extras=True)
+    extra = {k: v for k, v in extra.items() if k not in own}
+    state = TypedDict("LoopAgentState", {**extra, **own}, total=False)  # type: ignore[operator,misc]
+
+    def plus(schema: type[Any], flag: str) -> type[Any]:
+        fields = {k: v for k, v in extra.items() if not _omitted(v, flag)}
+        if not fields:
+            return schema
+        return TypedDict(schema.__name__, {**get_type_hints(schema, include_extras=True),  # type: ignore[operator,no-any-return]
+                                           **fields}, total=False)
+
+    return state, plus(input_schema, "input"), plus(output_schema, "output")
+
+
+# --- node hooks ------------------------------------------------------------------------------
+
+class HookNode(Runnable[Any, Any]):
+    """A middleware's ``before_agent``/``before_model``/``after_model``/``after_agent`` as a
+    graph node named ``"<middleware name>.<hook>"``; sync and async as implemented (only an
+    async hook under ``invoke`` is an error, as under ``create_agent``)."""
+
+    def __init__(self, middleware: AgentMiddleware[Any, Any], hook: str) -> None:
+        self.middleware, self.hook = middleware, hook
+        self.name = f"{middleware.name}.{hook}"
+        cls = type(middleware)
+        self.has_sync = getattr(cls, hook) is not getattr(AgentMiddleware, hook)
+        self.has_async = getattr(cls, f"a{hook}") is not getattr(AgentMiddleware, f"a{hook}")
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Run the sync hook over the state."""
+        if not self.has_sync:
+            raise NotImplementedError(f"{self.name}: only the async hook a{self.hook} is "
+                                      f"implemented; run the agent with ainvoke/astream")
+        return getattr(self.middleware, self.hook)(input, get_runtime())
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Run the async hook (the sync one in a thread when only it is implemented)."""
+        if self.has_async:
+            return await getattr(self.middleware, f"a{self.hook}")(input, get_runtime())
+        runtime = get_runtime()
+        return await run_in_executor(config, getattr(self.middleware, self.hook), input, runtime)
+
+
+def middleware_end(state: LoopState) -> dict[str, Any]:
+    """The ``middleware_end`` node: a hook jumped to ``"end"``. The run stops
+    (``terminated``, no final-answer call) and the newest reply's unanswered calls get error
+    results, so the thread stays provider-valid; the router then ends the run."""
+    messages = state.get("messages") or []
+    index, pending = unanswered_tail(messages)
+    run = {k: v for k, v in (state.get("run") or {}).items() if k != "decision"}
+    why = guard("hooks", StopReason.TERMINATED, detail="a middleware hook jumped to 'end'")
+    answers: list[BaseMessage] = []
+    ai = messages[index] if pending else None
+    if isinstance(ai, AIMessage):
+        names = {c.get("id"): c.get("name") for c in [*ai.tool_calls, *ai.invalid_tool_calls]}
+        answers = [ToolMessage(stop_answer_text(why), tool_call_id=str(i), name=names.get(i),
+                               status="error") for i in pending]
+    return {"messages": answers, **stop_update(run, why, finalized=True)}
+
+
+# --- wrap_model_call ---------------------------------------------------------------------------
+
+Execute = Callable[[ModelRequest[Any]], tuple[ModelResponse[Any], list[Command[Any]]]]
+AExecute = Callable[[ModelRequest[Any]], Awaitable[tuple[ModelResponse[Any], list[Command[Any]]]]]
+
+
+def _normalised(result: Any) -> tuple[ModelResponse[Any], list[Command[Any]]]:
+    """A handler's return as ``(ModelResponse, its own commands)``."""
+    if isinstance(result, AIMessage):
+        return ModelResponse(result=[result]), []
+    if isinstance(result, ExtendedModelResponse):
+        return result.model_response, [] if result.command is None else [result.command]
+    return result, []
+
+
+def _layer(wrap: Callable[..., Any], inner: Execute) -> Execute:
+    """One middleware around ``inner``: the commands of inner layers' last call, then its own
+    (inner first, as ``create_agent`` accumulates them; a retried call keeps only the last)."""
+    def call(request: ModelRequest[Any]) -> tuple[ModelResponse[Any], list[Command[Any]]]:
+        seen: list[Command[Any]] = []
+
+        def handler(req: ModelRequest[Any]) -> ModelResponse[Any]:
+            seen.clear()
+            response, commands = inner(req)
+            seen.extend(commands)
+            return response
+
+        response, own = _normalised(wrap(request, handler))
+        return response, [*seen, *own]
+    return call
+
+
+def _alayer(wrap: Callable[..., Any], inner: AExecute) -> AExecute:
+    """``_layer`` for ``awrap_model_call``."""
+    async def call(request: ModelRequest[Any]) -> tuple[ModelResponse[Any], list[Command[Any]]]:
+        seen: list[Command[Any]] = []
+
+        async def handler(req: ModelRequest[Any]) -> ModelResponse[Any]:
+            seen.clear()
+            response, commands = await inner(req)
+            seen.extend(commands)
+            return response
+
+        response, own = _normalised(await wrap(request, handler))
+        return response, [*seen, *own]
+    return call
+
+
+@dataclass
+class Reply:
+    """What the middleware chain returned: the reply the loop records, the messages around it
+    in the response, and the commands to apply after the node's update."""
+
+    reply: AIMessage
+    before: list[BaseMessage] = field(default_factory=list)
+    after: list[BaseMessage] = field(default_factory=list)
+    commands: list[Command[Any]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, response: ModelResponse[Any], commands: list[Command[Any]]) -> Reply:
+        """Split a response (``ValueError`` without an ``AIMessage``; a command's ``goto``,
+        ``resume`` or ``graph`` is refused, as ``create_agent`` refuses it)."""
+        for command in commands:
+            for attr in ("goto", "resume", "graph"):
+                if getattr(command, attr):
+                    raise NotImplementedError(
+                        f"Command {attr} is not yet supported in wrap_model_call middleware"
+                        + (". Use the jump_to state field with before_model/after_model hooks "
+                           "instead." if attr == "goto" else "."))
+        result = list(response.result)
+        at = max((i for i, m in enumerate(result) if isinstance(m, AIMessage)), default=-1)
+        if at < 0:
+            raise ValueError("wrap_model_call middleware: the model response holds no AIMessage")
+        return cls(result[at], result[:at], result[at + 1:], commands)  # type: ignore[arg-type]
+
+    def output(self, update: dict[str, Any]) -> Any:
+        """The model node's update with the response's other messages around the reply, then
+        the commands (a list of ``Command``s when there are some)."""
+        if self.before or self.after:
+            *head, reply = update["messages"]
+            update = {**update, "messages": [*head, *self.before, reply, *self.after]}
+        return [Command(update=update), *self.commands] if self.commands else update
+
+
+def _same(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+class ModelCalls:
+    """The user's ``wrap_model_call`` middleware around the model node's call."""
+
+    def __init__(self, settings: LoopSettings) -> None:
+        self.settings = settings
+        self.chain = settings.hooked("wrap_model_call")
+        self.dynamic_tools = bool(settings.hooked("wrap_tool_call"))
+
+    def request(self, state: LoopState, messages: Sequence[BaseMessage],
+                offered: Sequence[BaseTool] | None, *, final: bool) -> ModelRequest[Any]:
+        """The ``ModelRequest`` the middleware see: the loop's request, as ``create_agent``
+        shapes it (the system message apart; the tools without the output tools)."""
+        settings = self.settings
+        system = messages[0] if messages and isinstance(messages[0], SystemMessage) else None
+        tools: list[Any] = [*(settings.tools if offered is None else offered), *settings.provider_tools]
+        structured = settings.structured
+        choice = None
+        if final and structured is not None and not structured.native:
+            choice = structured.forced_choice
+        elif final and tools:
+            choice = none_choice(settings.chat_model)
+        return ModelRequest(model=settings.chat_model or settings.model,  # type: ignore[arg-type]
+                            messages=list(messages[1:] if system is not None else messages),  # type: ignore[arg-type]
+                            system_message=system, tool_choice=choice, tools=tools,
+                            response_format=structured.strategy if structured else None,
+                            state=state, runtime=get_runtime())  # type: ignore[arg-type]
+
+    def bound(self, request: ModelRequest[Any], base: ModelRequest[Any],
+              runnable: Runnable[Any, Any]) -> Runnable[Any, Any]:
+        """The loop's own binding for an unchanged request, else the request bound as
+        ``create_agent`` binds one (``ValueError`` for tools no one can run)."""
+        if (request.model is base.model and _same(request.tools, base.tools)
+                and request.tool_choice == base.tool_choice and not request.model_settings
+                and request.response_format is base.response_format):
+            return runnable
+        known = {t.name for t in self.settings.tools}
+        unknown = [t.name for t in request.tools if isinstance(t, BaseTool) and t.name not in known]
+        if unknown and not self.dynamic_tools:
+            raise ValueError(f"wrap_model_call middleware added tools the agent cannot run: "
+                             f"{unknown} (registered: {sorted(known)}); pass them in tools=[...] "
+                             f"or on the middleware's tools, or run them in a wrap_tool_call "
+                             f"middleware")
+        tools, fmt, structured = list(request.tools), request.response_format, self.settings.structured
+        extra: dict[str, Any] = dict(request.model_settings)
+        choice = request.tool_choice
+        if isinstance(fmt, ToolStrategy):
+            names = {spec.name for spec in fmt.schema_specs}
+            declared = structured.bindings if structured is not None else {}
+            if names - set(declared):
+                raise ValueError(f"ToolStrategy specifies tools {sorted(names - set(declared))} "
+                                 f"which weren't declared in the original response format")
+            tools += [declared[n].tool for n in sorted(names)]
+            choice = request.tool_choice if base.tool_choice is not None else "any"  # final: forced
+        elif isinstance(fmt, ProviderStrategy):
+            extra.update(fmt.to_model_kwargs())
+        elif fmt is not None:
+            raise ValueError("wrap_model_call middleware: response_format must be a ToolStrategy "
+                             "or ProviderStrategy")
+
+        def bind(chat: Any) -> Runnable[Any, Any]:
+            if isinstance(fmt, ProviderStrategy):
+                strict = native_kwargs(structured, chat) if structured is not None else {}
+                return chat.bind_tools(tools, **{**strict, **extra})  # type: ignore[no-any-return]
+            if tools:
+                return chat.bind_tools(tools, tool_choice=choice, **extra)  # type: ignore[no-any-return]
+            return chat.bind(**extra) if extra else chat  # type: ignore[no-any-return]
+
+        # the agent's own model keeps its wrappers (fallbacks, retries, configurable fields)
+        model = self.settings.model if request.model is base.model else request.model
+        return map_chat_models(model, bind)
+
+    def invoke(self, state: LoopState, messages: Sequence[BaseMessage], runnable: Runnable[Any, Any],
+               offered: Sequence[BaseTool] | None, final: bool, config: RunnableConfig) -> Reply:
+        """Call the model through the chain (sync)."""
+        base = self.request(state, messages, offered, final=final)
+
+        def execute(request: ModelRequest[Any]) -> tuple[ModelResponse[Any], list[Command[Any]]]:
+            sent = [request.system_message, *request.messages] if request.system_message else request.messages
+            reply = self.bound(request, base, runnable).invoke(list(sent), config)
+            return ModelResponse(result=[as_message(reply, "model")]), []
+
+        call: Execute = execute
+        for m in reversed(self.chain):
+            call = _layer(m.wrap_model_call, call)
+        return Reply.of(*call(base))
+
+    async def ainvoke(self, state: LoopState, messages: Sequence[BaseMessage],
+                      runnable: Runnable[Any, Any], offered: Sequence[BaseTool] | None,
+                      final: bool, config: RunnableConfig) -> Reply:
+        """Call the model through the chain (async)."""
+        base = self.request(state, messages, offered, final=final)
+
+        async def execute(request: ModelRequest[Any]) -> tuple[ModelResponse[Any], list[Command[Any]]]:
+            sent = [request.system_message, *request.messages] if request.system_message else request.messages
+            reply = await self.bound(request, base, runnable).ainvoke(list(sent), config)
+            return ModelResponse(result=[as_message(reply, "model")]), []
+
+        call: AExecute = execute
+        for m in reversed(self.chain):
+            call = _alayer(m.awrap_model_call, call)
+        return Reply.of(*await call(base))
+
+
+# --- wrap_tool_call --------------------------------------------------------------------------
+
+Wrapper = Callable[[ToolCallRequest, Callable[[ToolCallRequest], Any]], Any]
+
+
+def _invalid_args(exc: ToolInvocationError) -> str:
+    """``ToolNode``'s handling under ``create_agent``: only invalid arguments become results
+    inside the tool call (other errors reach the middleware as exceptions)."""
+    return str(exc)
+
+
+def tool_call_wrappers(settings: LoopSettings, own: Wrapper, aown: Wrapper,
+                       errors: Callable[[Exception], str]) -> tuple[Wrapper, Wrapper, Any]:
+    """``ToolNode``'s ``wrap_tool_call``/``awrap_tool_call`` and ``handle_tool_errors``: the
+    user's wrappers (the first outermost) around the loop's own (``own``/``aown``, innermost).
+
+    With user wrappers and the loop's default error handling, a tool's exception passes
+    through them (so ``ToolRetryMiddleware`` sees it) and ``errors`` turns it into an error
+    result outside them; a ``handle_tool_errors`` the user gave is ``ToolNode``'s, as given.
+    """
+    users = settings.hooked("wrap_tool_call")
+    default = settings.handle_tool_errors is None
+    if not users:
+        return own, aown, errors if default else settings.handle_tool_errors
+    sync = [m.wrap_tool_call for m in users] + [own]
+    asyn = [m.awrap_tool_call for m in users] + [aown]
+
+    def wrap(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
+        def at(i: int, req: ToolCallRequest) -> Any:
+            return execute(req) if i == len(sync) else sync[i](req, lambda r: at(i + 1, r))
+        try:
+            return at(0, request)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            if not default:
+                raise
+            return _error(request, errors(exc))
+
+    async def awrap(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
+        async def at(i: int, req: ToolCallRequest) -> Any:
+            if i == len(asyn):
+                return await execute(req)
+            return await asyn[i](req, lambda r: at(i + 1, r))
+        try:
+            return await at(0, request)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            if not default:
+                raise
+            return _error(request, errors(exc))
+
+    return wrap, awrap, _invalid_args if default else settings.handle_tool_errors
+
+
+def _error(request: ToolCallRequest, text: str) -> ToolMessage:
+    call = request.tool_call
+    return ToolMessage(text, tool_call_id=str(call["id"]), name=call["name"], status="error")
