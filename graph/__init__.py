@@ -28,6 +28,7 @@ from langgraph_loop.core.config import (
 from langgraph_loop.core.messages import is_notice
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import StopReason
+from langgraph_loop.middleware import LoopDetectionMiddleware, TokenBudgetMiddleware
 from langgraph_loop.todos import set_mode, todos_remaining, todos_remaining_message, write_todos
 
 __version__ = version("langgraph-loop")
@@ -43,9 +44,11 @@ __all__ = [
     "JudgeVerdict",
     "Limits",
     "LoopDetection",
+    "LoopDetectionMiddleware",
     "LoopState",
     "StallDetection",
     "StopReason",
+    "TokenBudgetMiddleware",
     "__version__",
     "create_loop_agent",
     "is_notice",

@@ -41,11 +41,13 @@ from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.tools import BaseTool
+from langgraph.config import get_config
 from langgraph.runtime import get_runtime
+from langgraph.types import interrupt
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import call_async, call_sync
-from langgraph_loop.core.compat import streams
+from langgraph_loop.core.compat import checkpointer, streams
 from langgraph_loop.core.messages import (
     PROGRESS_NAME,
     as_message,
@@ -64,8 +66,10 @@ from langgraph_loop.nodes.binding import call_model, final_model
 from langgraph_loop.nodes.limits import (
     MIN_FINAL_OUTPUT,
     budget_guard,
+    check_in,
     count_tokens,
     final_answer_room,
+    skipped_answer,
     timeout_guard,
 )
 from langgraph_loop.nodes.loop_detection import DetectorMemo, decide
@@ -294,7 +298,8 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         return self.record(state, call, as_message(result, "model"), offered)
 
     def plan(self, state: LoopState) -> Call | dict[str, Any]:
-        """The call to make (pure), or the update that ends the step without one."""
+        """The call to make, or the update that ends the step without one (pure, but for a
+        budget check-in: it pauses here, before any model call, so a resume never calls twice)."""
         settings = self.settings.for_runtime(get_runtime())
         run: RunInfo = dict(state.get("run") or {})  # type: ignore[assignment]
         update: dict[str, Any] = {}
@@ -312,6 +317,12 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             extra: list[BaseMessage] = [notice] if notice is not None else []
             request = build_request(state, settings, extra)
             over = budget_guard(state, settings, request) if limits.token_budget is not None else None
+            if over is not None and limits.budget_check_in and checkpointer(get_config()):
+                asked = check_in(lambda more, added: budget_guard(
+                    {**state, "run": {**run, "budget_extra": more}}, settings, [*request, *added]),
+                    interrupt, extra=run.get("budget_extra", 0))  # a person decides, before any call
+                run = {**run, "budget_extra": asked.extra} if asked.extra else run
+                extra, request, over = [*extra, *asked.added], [*request, *asked.added], asked.stop
             if over is None:
                 return Call(settings, request, run, final=False, drained=bool(pending), extra=extra,
                             whole=first)
@@ -337,8 +348,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         room = final_answer_room(state, call.settings, call.request)
         if room is not None and room < MIN_FINAL_OUTPUT:  # no room for the final answer
             why = dict(call.run.get("guard") or guard("router", state.get("stop_reason") or "completed"))
-            why["final_answer"] = (f"skipped: the token budget leaves about {max(room, 0)} "
-                                   f"tokens, fewer than {MIN_FINAL_OUTPUT} for an answer")
+            why["final_answer"] = skipped_answer(room)
             return {**call.update, **stop_update(call.run, why, finalized=True),  # type: ignore[arg-type]
                     "pending_notices": []}
         return self._final if room is None else final_model(self.settings, room)  # bounded by what is left
