@@ -53,7 +53,7 @@ import json
 import math
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -61,6 +61,7 @@ from langchain_core.language_models import BaseChatModel, BaseLanguageModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import BaseTool
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from typing_extensions import TypedDict
 
 from langgraph_loop.core.messages import is_blocked
@@ -354,13 +355,49 @@ class BudgetQuestion(TypedDict):
     options: list[str]
 
 
-@dataclass(frozen=True)
-class BudgetAnswer:
-    """A person's answer at the budget, validated (``parse_budget_answer``)."""
+class BudgetAnswer(BaseModel):
+    """A person's answer at the budget, validated: the check-in's ``response_schema``, so a
+    wrong answer raises (``ValueError``) before anything is saved and the question stays
+    open for a valid one.
+
+    ``{"action": "extend", "tokens": N}`` (N >= 1), ``{"action": "stop"}`` (or just
+    ``"stop"``), ``{"action": "redirect", "message": "..."}`` (with ``"tokens"`` too, to
+    extend the budget at once: a redirect alone adds to a call that did not fit).
+
+    Example:
+        >>> BudgetAnswer.model_validate({"action": "extend", "tokens": 5000}).tokens
+        5000
+        >>> BudgetAnswer.model_validate("stop").action
+        'stop'
+        >>> try:
+        ...     BudgetAnswer.model_validate({"action": "extend"})
+        ... except ValueError as exc:
+        ...     print("'extend' needs 'tokens'" in str(exc))
+        True
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     action: Literal["extend", "stop", "redirect"]
-    tokens: int = 0
+    tokens: int | None = Field(default=None, ge=1, strict=True)
     message: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named(cls, data: Any) -> Any:
+        return {"action": data} if isinstance(data, str) else data
+
+    @model_validator(mode="after")
+    def _complete(self) -> BudgetAnswer:
+        if self.action == "extend" and self.tokens is None:
+            raise ValueError("token budget: 'extend' needs 'tokens', a whole number >= 1")
+        if self.action == "redirect" and not (self.message and self.message.strip()):
+            raise ValueError("token budget: 'redirect' needs a non-empty 'message'")
+        if self.action != "redirect" and self.message is not None:
+            raise ValueError(f"token budget: {self.action!r} takes no 'message'")
+        if self.action == "stop" and self.tokens is not None:
+            raise ValueError("token budget: 'stop' takes no 'tokens'")
+        return self
 
 
 def budget_question(why: Guard) -> BudgetQuestion:
@@ -378,39 +415,12 @@ def budget_question(why: Guard) -> BudgetQuestion:
 
 
 def parse_budget_answer(value: Any) -> BudgetAnswer:
-    """The answer a check-in was resumed with: ``{"action": "extend", "tokens": N}`` (N >= 1),
-    ``{"action": "stop"}`` (or ``"stop"``), ``{"action": "redirect", "message": "..."}``.
+    """The answer a check-in was resumed with (``BudgetAnswer``).
 
     Raises:
-        ValueError: anything else (nothing is applied; the run stays paused for a valid answer).
-
-    Example:
-        >>> parse_budget_answer({"action": "extend", "tokens": 5000})
-        BudgetAnswer(action='extend', tokens=5000, message=None)
-        >>> parse_budget_answer("stop").action
-        'stop'
+        ValueError: not a valid answer.
     """
-    answer: Any = {"action": value} if isinstance(value, str) else value
-    if not isinstance(answer, Mapping) or answer.get("action") not in BUDGET_ACTIONS:
-        raise ValueError(f"token budget: resume with {{'action': one of {BUDGET_ACTIONS}}} "
-                         f"('extend' with 'tokens', 'redirect' with 'message'), got {value!r}")
-    action = answer["action"]
-    known = {"action", *({"extend": ("tokens",), "redirect": ("message",)}.get(action, ()))}
-    unknown = sorted(str(k) for k in answer if k not in known)
-    if unknown:
-        raise ValueError(f"token budget: {action!r} takes no {', '.join(unknown)}")
-    if action == "extend":
-        tokens = answer.get("tokens")
-        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
-            raise ValueError(f"token budget: 'extend' needs 'tokens', a whole number >= 1, "
-                             f"got {tokens!r}")
-        return BudgetAnswer("extend", tokens=tokens)
-    if action == "redirect":
-        message = answer.get("message")
-        if not isinstance(message, str) or not message.strip():
-            raise ValueError("token budget: 'redirect' needs a non-empty 'message' text")
-        return BudgetAnswer("redirect", message=message)
-    return BudgetAnswer("stop")
+    return value if isinstance(value, BudgetAnswer) else BudgetAnswer.model_validate(value)
 
 
 def redirect_message(text: str) -> HumanMessage:
@@ -443,8 +453,9 @@ class CheckIn:
 def check_in(over: Callable[[int, Sequence[BaseMessage]], Guard | None], ask: Callable[[Any], Any],
              *, extra: int = 0) -> CheckIn:
     """Ask until the call fits or the person stops: ``over(extra, added)`` is the budget rule
-    with ``extra`` granted and the ``added`` messages sent; ``ask`` is ``interrupt``. Each
-    answer is validated before it is applied; a wrong one raises ``ValueError``.
+    with ``extra`` granted and the ``added`` messages sent; ``ask`` is ``interrupt`` with
+    ``response_schema=BudgetAnswer``. Each answer is validated before it is applied; a wrong
+    one raises ``ValueError``.
 
     Example:
         >>> answers = iter([{"action": "redirect", "message": "Be brief."},
@@ -460,9 +471,8 @@ def check_in(over: Callable[[int, Sequence[BaseMessage]], Guard | None], ask: Ca
         answer = parse_budget_answer(ask(budget_question(why)))
         if answer.action == "stop":
             return CheckIn(extra, added, {**why, "human": {"action": "stop"}})  # type: ignore[typeddict-item]
-        if answer.action == "extend":
-            extra += answer.tokens
-        else:
+        extra += answer.tokens or 0
+        if answer.action == "redirect":
             added.append(redirect_message(str(answer.message)))
     return CheckIn(extra, added)
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import InitVar, dataclass, field
+from functools import partial
 from typing import Any
 
 from langchain_core.language_models import LanguageModelInput
@@ -65,6 +66,7 @@ from langgraph_loop.core.stop import Guard, guard, stop_instruction, stop_update
 from langgraph_loop.nodes.binding import call_model, final_model
 from langgraph_loop.nodes.limits import (
     MIN_FINAL_OUTPUT,
+    BudgetAnswer,
     budget_guard,
     check_in,
     count_tokens,
@@ -318,9 +320,10 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             request = build_request(state, settings, extra)
             over = budget_guard(state, settings, request) if limits.token_budget is not None else None
             if over is not None and limits.budget_check_in and checkpointer(get_config()):
+                # a person decides, here, before any model call
                 asked = check_in(lambda more, added: budget_guard(
                     {**state, "run": {**run, "budget_extra": more}}, settings, [*request, *added]),
-                    interrupt, extra=run.get("budget_extra", 0))  # a person decides, before any call
+                    partial(interrupt, response_schema=BudgetAnswer), extra=run.get("budget_extra", 0))
                 run = {**run, "budget_extra": asked.extra} if asked.extra else run
                 extra, request, over = [*extra, *asked.added], [*request, *asked.added], asked.stop
             if over is None:

@@ -16,8 +16,10 @@ if what is left of the run's budget covers it and a final answer after it. When 
   ``Command(resume=...)``: ``{"action": "extend", "tokens": N}`` raises this run's budget by N
   (kept in the thread's state) and the call goes on if it fits now;
   ``{"action": "redirect", "message": "..."}`` adds the message to the transcript as the
-  user's, after the tool results, and the call goes on; ``{"action": "stop"}`` stops as above.
-  A wrong answer raises ``ValueError`` and writes nothing: the run stays paused for a valid one.
+  user's, after the tool results, and the call goes on if it fits (add ``"tokens"`` to
+  extend at once; else the person is asked again); ``{"action": "stop"}`` stops as above.
+  The answer is the interrupt's ``response_schema`` (``BudgetAnswer``): a wrong one raises
+  ``ValueError`` and nothing is saved, so the run stays paused for a valid one.
 
 The budget is per run: the run starts at the newest user message that is neither a notice
 of the loop's nor a redirect. What it spent is read from the run's replies (their
@@ -47,6 +49,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware.types import (
@@ -71,6 +74,7 @@ from langgraph_loop.core.stop import Guard, StopReason, stop_instruction
 from langgraph_loop.nodes.binding import none_choice
 from langgraph_loop.nodes.limits import (
     MIN_FINAL_OUTPUT,
+    BudgetAnswer,
     answer_room,
     call_guard,
     check_in,
@@ -191,7 +195,7 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         why = over(extra, [])
         if why is None or not self.check_in or checkpointer(get_config()) is None:
             return _Turn(request, why, self.max_tokens + extra, spent, update=update)
-        asked = check_in(over, interrupt, extra=extra)
+        asked = check_in(over, partial(interrupt, response_schema=BudgetAnswer), extra=extra)
         if asked.extra != extra:
             update["budget_extra"] = BudgetExtension(run=run, tokens=asked.extra)
         if asked.added:
