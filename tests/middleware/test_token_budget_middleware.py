@@ -344,14 +344,18 @@ def test_check_in_without_a_checkpointer_stops_as_without_it(
 
 # --- the same decisions as the graph ---------------------------------------------------------
 
-@pytest.mark.parametrize("budget", [1500, 3000, 6000])
+@pytest.mark.parametrize(("budget", "usage", "prompt"), [
+    (1500, True, None), (3000, True, None), (6000, True, "Be thorough."), (3000, False, None)])
 def test_the_middleware_stops_where_the_graph_stops(scripted: list[ScriptedChatModel],
-                                                    budget: int) -> None:
+                                                    budget: int, usage: bool,
+                                                    prompt: str | None) -> None:
     graph_llm, agent_llm = model(), model()
+    graph_llm.report_usage = agent_llm.report_usage = usage
     scripted += [graph_llm, agent_llm]
-    graph = create_loop_agent(graph_llm, [search], limits=Limits(token_budget=budget))
+    graph = create_loop_agent(graph_llm, [search], limits=Limits(token_budget=budget),
+                              system_prompt=prompt)
     graph_out = graph.invoke(ask())
-    agent_out = agent_of(agent_llm, budget).invoke(ask())
+    agent_out = agent_of(agent_llm, budget, system_prompt=prompt).invoke(ask())
     assert [shape(r) for r in agent_llm.requests] == [shape(r) for r in graph_llm.requests]
     assert agent_llm.max_tokens_sent == graph_llm.max_tokens_sent
     assert agent_out["stop_reason"] == graph_out["stop_reason"] == StopReason.TOKEN_BUDGET

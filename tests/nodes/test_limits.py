@@ -599,3 +599,41 @@ def test_run_budget_adds_what_a_person_granted() -> None:
     assert check_limits(over, s, has_calls=False)["reason"] == "token_budget"  # type: ignore[index]
     assert check_limits({**over, "run": {"budget_extra": 500}}, s, has_calls=False) is None
     assert run_budget({"run": {"budget_extra": 500}}, s) == 1500
+
+
+def test_check_in_applies_answers_in_order_until_the_call_fits_or_a_stop() -> None:
+    from langgraph_loop.nodes.limits import check_in
+    asked: list[Any] = []
+
+    def person(*answers: Any) -> Any:
+        replies = iter(answers)
+        return lambda question: asked.append(question) or next(replies)
+
+    def fits_at(tokens: int) -> Any:
+        return lambda extra, added: None if extra >= tokens else {
+            "guard": "limits", "reason": "token_budget", "limit": 100 + extra, "value": 90,
+            "estimate": 50 + 10 * len(added)}
+
+    done = check_in(fits_at(300), person({"action": "extend", "tokens": 100},
+                                         {"action": "redirect", "message": "Be brief."},
+                                         {"action": "extend", "tokens": 200}))
+    assert done.extra == 300 and [m.content for m in done.added] == ["Be brief."]
+    assert done.stop is None
+    # each question shows what the answers so far changed
+    assert [(q["budget"], q["needed"]) for q in asked] == [(100, 50), (200, 50), (200, 60)]
+    stopped = check_in(fits_at(300), person({"action": "extend", "tokens": 10}, "stop"))
+    assert stopped.extra == 10 and stopped.stop is not None
+    assert stopped.stop["human"] == {"action": "stop"} and stopped.stop["limit"] == 110
+    assert check_in(fits_at(0), person()).stop is None  # fits: nobody is asked
+
+
+@pytest.mark.parametrize("wrong", [None, 5, "more", {"action": "extend"},
+                                   {"action": "extend", "tokens": True},
+                                   {"action": "extend", "tokens": "500"},
+                                   {"action": "extend", "tokens": 5, "message": "x"},
+                                   {"action": "redirect", "message": ""},
+                                   {"action": "stop", "tokens": 1}, {"action": "stop", "why": 1}])
+def test_a_wrong_budget_answer_is_refused(wrong: Any) -> None:
+    from langgraph_loop.nodes.limits import parse_budget_answer
+    with pytest.raises(ValueError):
+        parse_budget_answer(wrong)
