@@ -314,6 +314,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         if timeout is not None:  # the time cap, checked between steps
             update = stop_update(run, timeout)
             run, stop = update["run"], timeout["reason"]
+        redirects: list[BaseMessage] = []  # what a person wrote at a budget check-in
         if stop is None:  # the request, and a stop when it leaves no room for a final answer
             notice = drain(pending, run=str(run.get("id"))) if pending else None
             extra: list[BaseMessage] = [notice] if notice is not None else []
@@ -325,7 +326,8 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
                     {**state, "run": {**run, "budget_extra": more}}, settings, [*request, *added]),
                     partial(interrupt, response_schema=BudgetAnswer), extra=run.get("budget_extra", 0))
                 run = {**run, "budget_extra": asked.extra} if asked.extra else run
-                extra, request, over = [*extra, *asked.added], [*request, *asked.added], asked.stop
+                redirects, over = list(asked.added), asked.stop
+                extra, request = [*extra, *redirects], [*request, *redirects]
             if over is None:
                 return Call(settings, request, run, final=False, drained=bool(pending), extra=extra,
                             whole=first)
@@ -337,7 +339,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         pending = queue_notice(pending, run=str(run.get("id")), key="stop",
                                text=stop_instruction(why), source="stop")
         notice = drain(pending, run=str(run.get("id")))
-        final_extra: list[BaseMessage] = [notice] if notice is not None else []
+        final_extra: list[BaseMessage] = [*redirects, *([notice] if notice is not None else [])]
         return Call(settings, build_request(state, settings, final_extra), run, final=True,
                     drained=True, extra=final_extra, update=update, whole=first)
 
@@ -348,7 +350,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             raise ValueError("model: the request has no user message; nothing to work on")
         if not call.final:
             return self._bound_all if offered is None else call_model(self.settings, offered)
-        room = final_answer_room(state, call.settings, call.request)
+        room = final_answer_room({**state, "run": call.run}, call.settings, call.request)
         if room is not None and room < MIN_FINAL_OUTPUT:  # no room for the final answer
             why = dict(call.run.get("guard") or guard("router", state.get("stop_reason") or "completed"))
             why["final_answer"] = skipped_answer(room)

@@ -396,3 +396,34 @@ def test_the_budget_stops_a_run_the_loop_detector_lets_go_on(
         llm.default = lambda messages: "ok"
         again = agent.invoke(ask("thanks"), config)
     assert again["stop_reason"] is None and again["budget_guard"] is None
+
+
+@pytest.mark.parametrize("answers", [
+    [{"action": "redirect", "message": "Please summarize."}, {"action": "stop"}],
+    [{"action": "extend", "tokens": 40}, "stop"],
+])
+def test_the_graph_and_the_middleware_apply_the_same_answers(
+        scripted: list[ScriptedChatModel], tmp_path: Path, answers: list[Any]) -> None:
+    graph_llm, agent_llm = model(), model()
+    scripted += [graph_llm, agent_llm]
+    outputs = []
+    with SqliteSaver.from_conn_string(str(tmp_path / "p.db")) as saver:
+        for runnable in (
+                create_loop_agent(graph_llm, [search], checkpointer=saver,
+                                  limits=Limits(token_budget=3000, budget_check_in=True)),
+                agent_of(agent_llm, 3000, check_in=True, checkpointer=saver)):
+            config = _config()
+            out = runnable.invoke(ask(), config)
+            for answer in answers:
+                assert out["__interrupt__"]
+                out = runnable.invoke(Command(resume=answer), config)
+            outputs.append(out)
+    graph_out, agent_out = outputs
+    assert [shape(r) for r in agent_llm.requests] == [shape(r) for r in graph_llm.requests]
+    assert agent_llm.max_tokens_sent == graph_llm.max_tokens_sent
+    assert kinds(agent_llm.requests[-1])[-1] == "notice"
+    assert shape(agent_out["messages"]) == shape(graph_out["messages"])
+    graph_guard = graph_out["iterations"][-1]["guard"]
+    for key in ("limit", "value", "estimate", "human"):
+        assert agent_out["budget_guard"][key] == graph_guard[key]
+    assert spent(agent_out["messages"]) <= agent_out["budget_guard"]["limit"]
