@@ -28,7 +28,7 @@ from langgraph_loop.core.config import (
 from langgraph_loop.core.messages import is_notice
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import StopReason
-from langgraph_loop.middleware import LoopDetectionMiddleware
+from langgraph_loop.middleware import LoopDetectionMiddleware, TokenBudgetMiddleware
 from langgraph_loop.todos import set_mode, todos_remaining, todos_remaining_message, write_todos
 
 __version__ = version("langgraph-loop")
@@ -48,6 +48,7 @@ __all__ = [
     "LoopState",
     "StallDetection",
     "StopReason",
+    "TokenBudgetMiddleware",
     "__version__",
     "create_loop_agent",
     "is_notice",

@@ -5,9 +5,20 @@ Each check returns a ``Guard`` (``core/stop.py``) saying why the run must stop, 
 
 **Token budget.** ``Limits.token_budget`` is a cost cap on the agent's tokens in a run.
 Before each regular model call the loop stops (``token_budget``) unless what is left covers
-this call and a tools-free final answer after it; the final-answer call is then bound with
-``max_tokens`` (where the model takes it) to the room left, and skipped when that room is
-below ``MIN_FINAL_OUTPUT``.
+this call and a tools-free final answer after it (``call_guard``); the final-answer call is
+then bound with ``max_tokens`` (where the model takes it) to the room left (``answer_room``),
+and skipped when that room is below ``MIN_FINAL_OUTPUT``. ``budget_guard`` and
+``final_answer_room`` apply these rules to the graph's state; ``TokenBudgetMiddleware`` applies
+the same rules to a ``create_agent`` thread, where what a run spent is read from its replies
+(``spent_tokens``).
+
+**Checking in** (``Limits.budget_check_in``, ``TokenBudgetMiddleware(check_in=True)``). At the
+budget a person is asked (``interrupt()``, ``budget_question``) instead of stopping; ``check_in``
+applies the answers until the call fits or the person stops the run: ``{"action": "extend",
+"tokens": N}`` raises this run's budget by N, ``{"action": "redirect", "message": "..."}`` adds
+the message to the transcript as the user's (``redirect_message``), ``{"action": "stop"}`` stops
+as without a check-in. An answer is validated before anything is applied
+(``parse_budget_answer``).
 
 **Budget pressure.** When agent tokens reach ``threshold × token_budget`` the instruction
 is queued (once per run) and the model sees it on its next call; the run then stops with
@@ -42,22 +53,28 @@ import json
 import math
 import time
 import weakref
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel, BaseLanguageModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import BaseTool
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing_extensions import TypedDict
 
 from langgraph_loop.core.messages import is_blocked
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, executed_calls, iteration_info
 from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, stop_instruction
 
-__all__ = ["MIN_FINAL_OUTPUT", "PRESSURE_SOURCE", "budget_guard", "budget_pressure_guard",
-           "check_limits", "count_tokens", "estimate_input", "estimate_tokens", "failed_rounds",
-           "final_answer_room", "max_tokens_of", "pressure_due", "pressure_seen", "summary_room",
+__all__ = ["BUDGET_ACTIONS", "MIN_FINAL_OUTPUT", "PRESSURE_SOURCE", "REDIRECT_KIND", "BudgetAnswer",
+           "BudgetQuestion", "CheckIn", "answer_room", "budget_guard", "budget_pressure_guard",
+           "budget_question", "call_guard", "check_in", "check_limits", "count_tokens",
+           "estimate_input", "estimate_tokens", "failed_rounds", "final_answer_room",
+           "is_redirect", "max_tokens_of", "parse_budget_answer", "pressure_due", "pressure_seen",
+           "redirect_message", "run_budget", "skipped_answer", "spent_tokens", "summary_room",
            "timeout_guard", "tool_errors_guard"]
 
 MIN_FINAL_OUTPUT = 50
@@ -69,9 +86,32 @@ PER_MESSAGE = 10
 PRESSURE_SOURCE = "budget_pressure"
 """The ``source`` of the pressure notice in the deferred-notice queue."""
 
+BUDGET_ACTIONS = ("extend", "stop", "redirect")
+"""What a person may answer when the budget checks in."""
+
+REDIRECT_KIND = "budget_redirect"
+"""``additional_kwargs["langgraph_loop"]["kind"]`` of a person's redirect at the budget."""
+
 
 def _spent(state: LoopState) -> int:
     return int((state.get("usage") or {}).get("total_tokens", 0))
+
+
+def run_budget(state: LoopState, settings: LoopSettings) -> int | None:
+    """This run's token budget: ``Limits.token_budget`` plus what a person granted at a
+    check-in (``run["budget_extra"]``); None without a budget.
+
+    Example:
+        >>> from langgraph_loop.scripted import ScriptedChatModel
+        >>> from langgraph_loop.core.config import Limits
+        >>> s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=100))
+        >>> run_budget({"run": {"budget_extra": 50}}, s)
+        150
+    """
+    budget = settings.limits.token_budget
+    if budget is None:
+        return None
+    return budget + int((state.get("run") or {}).get("budget_extra") or 0)
 
 
 def timeout_guard(state: LoopState, settings: LoopSettings, now: float | None = None) -> Guard | None:
@@ -96,8 +136,9 @@ def check_limits(
 ) -> Guard | None:
     """The first limit a model reply hits, or None (checked after every model call)."""
     limits = settings.limits
-    if limits.token_budget is not None and _spent(state) > limits.token_budget:
-        return limit_guard(StopReason.TOKEN_BUDGET, limits.token_budget, _spent(state))
+    budget = run_budget(state, settings)
+    if budget is not None and _spent(state) > budget:
+        return limit_guard(StopReason.TOKEN_BUDGET, budget, _spent(state))
     timeout = timeout_guard(state, settings, now) if limits.max_duration_s is not None else None
     if timeout is not None or not has_calls:
         return timeout
@@ -206,46 +247,234 @@ def estimate_input(request: Sequence[BaseMessage], model: Any = None) -> int:
 
 
 def _left(state: LoopState, settings: LoopSettings) -> int | None:
-    budget = settings.limits.token_budget
+    budget = run_budget(state, settings)
     return None if budget is None else budget - _spent(state)
 
 
-def _last_output(state: LoopState) -> int:
-    for message in reversed(state.get("messages") or []):
+def _last_output(messages: Sequence[BaseMessage]) -> int:
+    for message in reversed(messages):
         if isinstance(message, AIMessage) and message.usage_metadata:
             return int(message.usage_metadata["output_tokens"])
     return MIN_FINAL_OUTPUT
 
 
-def budget_guard(state: LoopState, settings: LoopSettings, request: Sequence[BaseMessage]) -> Guard | None:
-    """Before a regular call: stop (``token_budget``) unless what is left covers this call
-    and a final answer after it, so the final answer still fits once the loop stops.
+def call_guard(request: Sequence[BaseMessage], messages: Sequence[BaseMessage], *, budget: int,
+               spent: int, model: Any = None) -> Guard | None:
+    """The budget rule before a regular call: stop (``token_budget``) unless what is left
+    (``budget - spent``) covers this call and a final answer after it, so the final answer
+    still fits once the loop stops (``messages``: the thread, for the newest reply's output).
 
     This call is estimated as its input plus the previous reply's output; the final answer
     after it as that, plus as much again as this round added (its results), the stop
     notice and ``MIN_FINAL_OUTPUT``.
+
+    Example:
+        >>> request = [HumanMessage("x" * 400)]
+        >>> call_guard(request, request, budget=1000, spent=0) is None
+        True
+        >>> call_guard(request, request, budget=1000, spent=800)["reason"]
+        'token_budget'
     """
-    left = _left(state, settings)
-    if left is None:
-        return None
-    reported, added = _estimate(request, settings.model)
-    this_call = reported + added + _last_output(state)
-    why = limit_guard(StopReason.TOKEN_BUDGET, settings.limits.token_budget, _spent(state))
-    notice = count_tokens(settings.model, [HumanMessage(stop_instruction(why))],
-                          per_message=PER_MESSAGE)
+    reported, added = _estimate(request, model)
+    this_call = reported + added + _last_output(messages)
+    why = limit_guard(StopReason.TOKEN_BUDGET, budget, spent)
+    notice = count_tokens(model, [HumanMessage(stop_instruction(why))], per_message=PER_MESSAGE)
     needed = this_call + (this_call + added + notice + MIN_FINAL_OUTPUT)
-    if needed <= left:
+    if needed <= budget - spent:
         return None
     why["estimate"] = needed
     return why
 
 
+def budget_guard(state: LoopState, settings: LoopSettings, request: Sequence[BaseMessage]) -> Guard | None:
+    """``call_guard`` on the graph's state: the run's budget (``run_budget``) and usage."""
+    budget = run_budget(state, settings)
+    if budget is None:
+        return None
+    return call_guard(request, state.get("messages") or [], budget=budget, spent=_spent(state),
+                      model=settings.model)
+
+
+def answer_room(request: Sequence[BaseMessage], *, budget: int, spent: int, model: Any = None) -> int:
+    """Output tokens a final-answer call with this request may use; below
+    ``MIN_FINAL_OUTPUT`` the call is skipped (``skipped_answer``)."""
+    return budget - spent - estimate_input(request, model)
+
+
 def final_answer_room(state: LoopState, settings: LoopSettings,
                       request: Sequence[BaseMessage]) -> int | None:
-    """Output tokens the final-answer call may use (None: no budget); below
-    ``MIN_FINAL_OUTPUT`` the call is skipped."""
-    left = _left(state, settings)
-    return None if left is None else left - estimate_input(request, settings.model)
+    """``answer_room`` on the graph's state (None: no budget)."""
+    budget = run_budget(state, settings)
+    if budget is None:
+        return None
+    return answer_room(request, budget=budget, spent=_spent(state), model=settings.model)
+
+
+def skipped_answer(room: int) -> str:
+    """The guard's ``final_answer`` note when no final answer fits."""
+    return (f"skipped: the token budget leaves about {max(room, 0)} tokens, fewer than "
+            f"{MIN_FINAL_OUTPUT} for an answer")
+
+
+def spent_tokens(messages: Sequence[BaseMessage], start: int = 0, model: Any = None) -> int:
+    """Agent tokens of the replies in ``messages[start:]``: what each reported, or for a
+    reply without usage what the model node would record (``count_tokens`` of the messages
+    before it, and of the reply). Derived from the thread, so any process counts the same.
+
+    Example:
+        >>> used = {"input_tokens": 40, "output_tokens": 10, "total_tokens": 50}
+        >>> spent_tokens([HumanMessage("hi"), AIMessage("a", usage_metadata=used),
+        ...               HumanMessage("more"), AIMessage("b", usage_metadata=used)], 2)
+        50
+    """
+    total = 0
+    for i in range(start, len(messages)):
+        message = messages[i]
+        if not isinstance(message, AIMessage):
+            continue
+        usage = message.usage_metadata
+        if usage:
+            total += int(usage.get("total_tokens") or usage["input_tokens"] + usage["output_tokens"])
+        else:
+            total += count_tokens(model, messages[:i]) + count_tokens(model, [message])
+    return total
+
+
+# --- checking in with a person at the budget ----------------------------------------------
+
+class BudgetQuestion(TypedDict):
+    """The ``interrupt()`` value when the budget checks in."""
+
+    type: Literal["token_budget"]
+    guard: Guard
+    """The stop it would be: ``limit`` (this run's budget), ``value`` (spent), ``estimate``."""
+    spent: int
+    budget: int
+    needed: int
+    """What this call and a final answer after it need (an estimate)."""
+    options: list[str]
+
+
+class BudgetAnswer(BaseModel):
+    """A person's answer at the budget, validated: the check-in's ``response_schema``, so a
+    wrong answer raises (``ValueError``) before anything is saved and the question stays
+    open for a valid one.
+
+    ``{"action": "extend", "tokens": N}`` (N >= 1), ``{"action": "stop"}`` (or just
+    ``"stop"``), ``{"action": "redirect", "message": "..."}`` (with ``"tokens"`` too, to
+    extend the budget at once: a redirect alone adds to a call that did not fit).
+
+    Example:
+        >>> BudgetAnswer.model_validate({"action": "extend", "tokens": 5000}).tokens
+        5000
+        >>> BudgetAnswer.model_validate("stop").action
+        'stop'
+        >>> try:
+        ...     BudgetAnswer.model_validate({"action": "extend"})
+        ... except ValueError as exc:
+        ...     print("'extend' needs 'tokens'" in str(exc))
+        True
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    action: Literal["extend", "stop", "redirect"]
+    tokens: int | None = Field(default=None, ge=1, strict=True)
+    message: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named(cls, data: Any) -> Any:
+        return {"action": data} if isinstance(data, str) else data
+
+    @model_validator(mode="after")
+    def _complete(self) -> BudgetAnswer:
+        if self.action == "extend" and self.tokens is None:
+            raise ValueError("token budget: 'extend' needs 'tokens', a whole number >= 1")
+        if self.action == "redirect" and not (self.message and self.message.strip()):
+            raise ValueError("token budget: 'redirect' needs a non-empty 'message'")
+        if self.action != "redirect" and self.message is not None:
+            raise ValueError(f"token budget: {self.action!r} takes no 'message'")
+        if self.action == "stop" and self.tokens is not None:
+            raise ValueError("token budget: 'stop' takes no 'tokens'")
+        return self
+
+
+def budget_question(why: Guard) -> BudgetQuestion:
+    """What the person is asked at the budget.
+
+    Example:
+        >>> q = budget_question({"guard": "limits", "reason": "token_budget", "limit": 1000,
+        ...                      "value": 900, "estimate": 300})
+        >>> q["type"], q["budget"], q["spent"], q["needed"], q["options"]
+        ('token_budget', 1000, 900, 300, ['extend', 'stop', 'redirect'])
+    """
+    return BudgetQuestion(type="token_budget", guard=why, spent=int(why.get("value") or 0),
+                          budget=int(why.get("limit") or 0), needed=int(why.get("estimate") or 0),
+                          options=list(BUDGET_ACTIONS))
+
+
+def parse_budget_answer(value: Any) -> BudgetAnswer:
+    """The answer a check-in was resumed with (``BudgetAnswer``).
+
+    Raises:
+        ValueError: not a valid answer.
+    """
+    return value if isinstance(value, BudgetAnswer) else BudgetAnswer.model_validate(value)
+
+
+def redirect_message(text: str) -> HumanMessage:
+    """A person's redirect as the user message the transcript keeps (marked, so a
+    middleware does not take it for a new run's request).
+
+    Example:
+        >>> is_redirect(redirect_message("Only check the first file.")), is_redirect(HumanMessage("hi"))
+        (True, False)
+    """
+    return HumanMessage(text, additional_kwargs={"langgraph_loop": {"kind": REDIRECT_KIND}})
+
+
+def is_redirect(message: BaseMessage) -> bool:
+    """Is this the user message a person's redirect at the budget added?"""
+    tag = message.additional_kwargs.get("langgraph_loop")
+    return isinstance(message, HumanMessage) and isinstance(tag, dict) and tag.get("kind") == REDIRECT_KIND
+
+
+@dataclass
+class CheckIn:
+    """What the person decided at the budget: the run's extension in all (``extra``), the
+    redirect messages to add (in order), and the stop (None: the call goes on)."""
+
+    extra: int
+    added: list[HumanMessage] = field(default_factory=list)
+    stop: Guard | None = None
+
+
+def check_in(over: Callable[[int, Sequence[BaseMessage]], Guard | None], ask: Callable[[Any], Any],
+             *, extra: int = 0) -> CheckIn:
+    """Ask until the call fits or the person stops: ``over(extra, added)`` is the budget rule
+    with ``extra`` granted and the ``added`` messages sent; ``ask`` is ``interrupt`` with
+    ``response_schema=BudgetAnswer``. Each answer is validated before it is applied; a wrong
+    one raises ``ValueError``.
+
+    Example:
+        >>> answers = iter([{"action": "redirect", "message": "Be brief."},
+        ...                 {"action": "extend", "tokens": 100}])
+        >>> rule = lambda extra, added: None if extra >= 100 else {"guard": "limits",
+        ...                                                       "reason": "token_budget"}
+        >>> done = check_in(rule, lambda question: next(answers))
+        >>> done.extra, [m.content for m in done.added], done.stop
+        (100, ['Be brief.'], None)
+    """
+    added: list[HumanMessage] = []
+    while (why := over(extra, added)) is not None:
+        answer = parse_budget_answer(ask(budget_question(why)))
+        if answer.action == "stop":
+            return CheckIn(extra, added, {**why, "human": {"action": "stop"}})  # type: ignore[typeddict-item]
+        extra += answer.tokens or 0
+        if answer.action == "redirect":
+            added.append(redirect_message(str(answer.message)))
+    return CheckIn(extra, added)
 
 
 def summary_room(state: LoopState, settings: LoopSettings, request: Sequence[BaseMessage],
@@ -274,7 +503,7 @@ def max_tokens_of(model: Any) -> tuple[bool, int | None]:
 
 def pressure_due(state: LoopState, settings: LoopSettings) -> bool:
     """True when the budget-pressure notice should be queued now (once per run)."""
-    pressure, budget = settings.budget_pressure, settings.limits.token_budget
+    pressure, budget = settings.budget_pressure, run_budget(state, settings)
     if pressure is None or budget is None or (state.get("run") or {}).get("pressure_queued"):
         return False
     return _spent(state) >= pressure.threshold * budget
@@ -289,7 +518,7 @@ def pressure_seen(state: LoopState) -> bool:
 
 def budget_pressure_guard(state: LoopState, settings: LoopSettings) -> Guard | None:
     """``budget_pressure`` once the model has seen the pressure notice, else None."""
-    pressure, budget = settings.budget_pressure, settings.limits.token_budget
+    pressure, budget = settings.budget_pressure, run_budget(state, settings)
     if pressure is None or budget is None or not pressure_seen(state):
         return None
     return guard("budget_pressure", StopReason.BUDGET_PRESSURE, threshold=pressure.threshold,

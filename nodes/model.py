@@ -35,17 +35,20 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import InitVar, dataclass, field
+from functools import partial
 from typing import Any
 
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.tools import BaseTool
+from langgraph.config import get_config
 from langgraph.runtime import get_runtime
+from langgraph.types import interrupt
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import call_async, call_sync
-from langgraph_loop.core.compat import streams
+from langgraph_loop.core.compat import checkpointer, streams
 from langgraph_loop.core.messages import (
     PROGRESS_NAME,
     as_message,
@@ -63,9 +66,12 @@ from langgraph_loop.core.stop import Guard, guard, stop_instruction, stop_update
 from langgraph_loop.nodes.binding import call_model, final_model
 from langgraph_loop.nodes.limits import (
     MIN_FINAL_OUTPUT,
+    BudgetAnswer,
     budget_guard,
+    check_in,
     count_tokens,
     final_answer_room,
+    skipped_answer,
     timeout_guard,
 )
 from langgraph_loop.nodes.loop_detection import DetectorMemo, decide
@@ -304,7 +310,8 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         return self.record(state, call, as_message(result, "model"), offered)
 
     def plan(self, state: LoopState) -> Call | dict[str, Any]:
-        """The call to make (pure), or the update that ends the step without one."""
+        """The call to make, or the update that ends the step without one (pure, but for a
+        budget check-in: it pauses here, before any model call, so a resume never calls twice)."""
         settings = self.settings.for_runtime(get_runtime())
         run: RunInfo = dict(state.get("run") or {})  # type: ignore[assignment]
         update: dict[str, Any] = {}
@@ -317,11 +324,20 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         if timeout is not None:  # the time cap, checked between steps
             update = stop_update(run, timeout)
             run, stop = update["run"], timeout["reason"]
+        redirects: list[BaseMessage] = []  # what a person wrote at a budget check-in
         if stop is None:  # the request, and a stop when it leaves no room for a final answer
             notice = drain(pending, run=str(run.get("id"))) if pending else None
             extra: list[BaseMessage] = [notice] if notice is not None else []
             request = build_request(state, settings, extra)
             over = budget_guard(state, settings, request) if limits.token_budget is not None else None
+            if over is not None and limits.budget_check_in and checkpointer(get_config()):
+                # a person decides, here, before any model call
+                asked = check_in(lambda more, added: budget_guard(
+                    {**state, "run": {**run, "budget_extra": more}}, settings, [*request, *added]),
+                    partial(interrupt, response_schema=BudgetAnswer), extra=run.get("budget_extra", 0))
+                run = {**run, "budget_extra": asked.extra} if asked.extra else run
+                redirects, over = list(asked.added), asked.stop
+                extra, request = [*extra, *redirects], [*request, *redirects]
             if over is None:
                 return Call(settings, request, run, final=False, drained=bool(pending), extra=extra,
                             whole=first)
@@ -333,7 +349,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         pending = queue_notice(pending, run=str(run.get("id")), key="stop",
                                text=stop_instruction(why), source="stop")
         notice = drain(pending, run=str(run.get("id")))
-        final_extra: list[BaseMessage] = [notice] if notice is not None else []
+        final_extra: list[BaseMessage] = [*redirects, *([notice] if notice is not None else [])]
         return Call(settings, build_request(state, settings, final_extra), run, final=True,
                     drained=True, extra=final_extra, update=update, whole=first)
 
@@ -344,11 +360,10 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             raise ValueError("model: the request has no user message; nothing to work on")
         if not call.final:
             return self._bound_all if offered is None else call_model(self.settings, offered)
-        room = final_answer_room(state, call.settings, call.request)
+        room = final_answer_room({**state, "run": call.run}, call.settings, call.request)
         if room is not None and room < MIN_FINAL_OUTPUT:  # no room for the final answer
             why = dict(call.run.get("guard") or guard("router", state.get("stop_reason") or "completed"))
-            why["final_answer"] = (f"skipped: the token budget leaves about {max(room, 0)} "
-                                   f"tokens, fewer than {MIN_FINAL_OUTPUT} for an answer")
+            why["final_answer"] = skipped_answer(room)
             return {**call.update, **stop_update(call.run, why, finalized=True),  # type: ignore[arg-type]
                     "pending_notices": []}
         return self._final if room is None else final_model(self.settings, room)  # bounded by what is left

@@ -313,6 +313,10 @@ class Limits(_Config):
         max_tool_errors: tool-calling rounds in a row whose every result was an error
             after which the run stops (``tool_errors``; None = off).
         budget_pressure: a finalize-now notice near ``token_budget`` (None = off).
+        budget_check_in: at ``token_budget``, pause (``interrupt()``, needs a checkpointer)
+            and let a person extend the budget, stop, or redirect the run, instead of
+            stopping: resume with ``{"action": "extend", "tokens": N}``, ``{"action": "stop"}``
+            or ``{"action": "redirect", "message": "..."}``. Needs ``token_budget``.
         max_model_calls: deprecated (moved to ``Iterations.max_model_calls``; accepted
             with a ``DeprecationWarning`` until 0.4). The graph fills it in from
             ``Iterations`` for the limit checks.
@@ -320,6 +324,8 @@ class Limits(_Config):
     Example:
         >>> Limits(token_budget=10_000, budget_pressure={"threshold": 0.7}).budget_pressure.threshold
         0.7
+        >>> Limits(token_budget=10_000, budget_check_in=True).budget_check_in
+        True
     """
 
     max_tool_calls: int | None = Field(default=None, ge=1)
@@ -329,7 +335,14 @@ class Limits(_Config):
     max_tool_output_chars: int | None = Field(default=100_000, ge=100)
     max_tool_errors: int | None = Field(default=None, ge=1)
     budget_pressure: BudgetPressure | None = None
+    budget_check_in: bool = Field(default=False, strict=True)
     max_model_calls: int | None = Field(default=None, ge=1, exclude=True, repr=False)
+
+    @model_validator(mode="after")
+    def _check_in_needs_a_budget(self) -> Limits:
+        if self.budget_check_in and self.token_budget is None:
+            raise ValueError("Limits: budget_check_in needs a token_budget")
+        return self
 
     @model_validator(mode="before")
     @classmethod

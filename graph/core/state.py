@@ -110,6 +110,8 @@ class RunInfo(TypedDict, total=False):
     finalized: bool
     """No final-answer call follows the stop (made, skipped, or not needed)."""
     pressure_queued: bool
+    budget_extra: int
+    """Tokens a person added to this run's ``token_budget`` at a check-in."""
     guard: Guard | None
     overrides: dict[str, Any]
     """The run's per-run overrides (its ``context=``), so every resume enforces them."""

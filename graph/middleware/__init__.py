@@ -1,5 +1,6 @@
 """LangChain v1 middleware for teams that stay on ``create_agent``: the loop control of
-``create_loop_agent``, deciding with the same engine (``nodes/loop_detection.py``).
+``create_loop_agent``, deciding with the same engine (``nodes/loop_detection.py``,
+``nodes/limits.py``).
 
 Example:
     >>> from langchain.agents import create_agent
@@ -12,5 +13,11 @@ Example:
 """
 
 from langgraph_loop.middleware.loop_detection import LoopDetectionMiddleware, LoopDetectionState
+from langgraph_loop.middleware.token_budget import (
+    BudgetExtension,
+    TokenBudgetMiddleware,
+    TokenBudgetState,
+)
 
-__all__ = ["LoopDetectionMiddleware", "LoopDetectionState"]
+__all__ = ["BudgetExtension", "LoopDetectionMiddleware", "LoopDetectionState",
+           "TokenBudgetMiddleware", "TokenBudgetState"]

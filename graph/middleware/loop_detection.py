@@ -185,7 +185,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         if notice is not None:
             request = request.override(messages=[*request.messages, notice])
             update["loop_notices"] = []
-        if first and state.get("stop_reason") is not None:
+        if first and state.get("loop_guard") is not None:  # the stop it wrote (not another's)
             update.update(stop_reason=None, loop_guard=None)  # a new run on the thread
         return _Turn(request, notice, run, update)
 

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import tool
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.types import Command
 
-from langgraph_loop import BudgetPressure, Iterations, Limits, StopReason, create_loop_agent
+from langgraph_loop import (
+    BudgetPressure,
+    Iterations,
+    Limits,
+    StopReason,
+    TokenBudgetMiddleware,
+    create_loop_agent,
+)
 from langgraph_loop.core import state as nodes_records
 from langgraph_loop.core.messages import is_notice
 from langgraph_loop.core.prompts import BUDGET_PRESSURE as DEFAULT_PRESSURE_INSTRUCTION
@@ -17,8 +30,10 @@ from langgraph_loop.nodes import prepare as nodes_prepare
 from langgraph_loop.nodes.limits import (
     budget_pressure_guard,
     check_limits,
+    is_redirect,
     pressure_due,
     pressure_seen,
+    run_budget,
     timeout_guard,
 )
 from langgraph_loop.scripted import ScriptedChatModel
@@ -431,3 +446,194 @@ def test_no_room_for_the_final_answer_ends_without_it_and_says_so(
     guard = state["iterations"][-1]["guard"]
     assert guard["final_answer"].startswith("skipped: the token budget leaves about 0 tokens")
     assert state["pending_notices"] == []
+
+
+# --- checking in with a person at the budget (Limits.budget_check_in) -----------------------
+
+PAGE = "result text " * 60
+
+
+@tool
+def research(query: str) -> str:
+    """Search the web (a long page)."""
+    return f"{query}: {PAGE}"
+
+
+def researcher(rounds: int = 100, final: str = "What I found so far.") -> ScriptedChatModel:
+    """Researches until ``rounds`` results are in (answers a person's "wrap up" at once)."""
+    def script(messages: list[BaseMessage]) -> Any:
+        if "wrap up" in str(messages[-1].content):
+            return "Summary of the first results."
+        done = sum(m.type == "tool" for m in messages)
+        return [("research", {"query": f"q{done}"})] if done < rounds else "All found."
+    return ScriptedChatModel(default=script, no_tools_reply=final)
+
+
+def shape_of(request: list[BaseMessage]) -> list[tuple[str, str]]:
+    """A request as (type or tag, text); tool calls by name and arguments."""
+    out = []
+    for m in request:
+        kind = "notice" if is_notice(m) else "redirect" if is_redirect(m) else m.type
+        calls = getattr(m, "tool_calls", None)
+        out.append((kind, repr([(c["name"], c["args"]) for c in calls]) if calls else str(m.content)))
+    return out
+
+
+def checking(model: ScriptedChatModel, saver: Any, budget: int = 3000) -> Any:
+    return create_loop_agent(model, [research], checkpointer=saver,
+                             limits=Limits(token_budget=budget, budget_check_in=True))
+
+
+def thread() -> dict[str, Any]:
+    return {"configurable": {"thread_id": uuid.uuid4().hex}}
+
+
+def test_budget_check_in_is_validated() -> None:
+    with pytest.raises(ValueError, match="budget_check_in needs a token_budget"):
+        Limits(budget_check_in=True)
+    with pytest.raises(ValueError, match="budget_check_in"):
+        Limits(token_budget=100, budget_check_in="yes")  # type: ignore[arg-type]
+
+
+def test_the_graph_asks_what_the_middleware_asks(scripted: list[ScriptedChatModel],
+                                                 tmp_path: Path) -> None:
+    graph_model, agent_model = researcher(), researcher()
+    scripted += [graph_model, agent_model]
+    with SqliteSaver.from_conn_string(str(tmp_path / "q.db")) as saver:
+        graph = checking(graph_model, saver).invoke(go(), thread())
+        agent = create_agent(agent_model, [research], checkpointer=saver, middleware=[
+            TokenBudgetMiddleware(max_tokens=3000, check_in=True)]).invoke(go(), thread())
+    (graph_asks,), (agent_asks,) = graph["__interrupt__"], agent["__interrupt__"]
+    assert graph_asks.value == agent_asks.value
+    assert graph_asks.value["type"] == "token_budget" and graph_asks.value["budget"] == 3000
+    assert [shape_of(r) for r in graph_model.requests] == [shape_of(r) for r in agent_model.requests]
+    assert graph["stop_reason"] is None  # paused
+
+
+def test_an_extension_goes_on_in_a_new_graph_and_no_call_is_made_twice(
+        scripted: list[ScriptedChatModel], tmp_path: Path) -> None:
+    first, second, straight = researcher(12), researcher(12), researcher(12)
+    scripted += [first, second, straight]
+    with SqliteSaver.from_conn_string(str(tmp_path / "e.db")) as saver:
+        config = thread()
+        assert checking(first, saver).invoke(go(), config)["__interrupt__"]
+        done = checking(second, saver).invoke(
+            Command(resume={"action": "extend", "tokens": 20_000}), config)
+    create_loop_agent(straight, [research]).invoke(go())
+    assert done["stop_reason"] == StopReason.COMPLETED
+    assert done["messages"][-1].content == "All found."
+    assert [shape_of(r) for r in first.requests + second.requests] == [
+        shape_of(r) for r in straight.requests]
+    assert done["usage"]["total_tokens"] <= 23_000
+
+
+async def test_a_stop_ends_with_a_bounded_final_answer_async(
+        scripted: list[ScriptedChatModel], tmp_path: Path) -> None:
+    first, second = researcher(), researcher(final="What I found so far. " * 500)
+    scripted += [first, second]
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "s.db")) as saver:
+        config = thread()
+        paused = await checking(first, saver).ainvoke(go(), config)
+        spent = paused["__interrupt__"][0].value["spent"]
+        done = await checking(second, saver).ainvoke(Command(resume="stop"), config)
+    assert done["stop_reason"] == StopReason.TOKEN_BUDGET
+    guard = done["iterations"][-1]["guard"]
+    assert guard["human"] == {"action": "stop"} and guard["value"] == spent
+    assert len(second.requests) == 1 and second.request_tools == [[]]
+    assert shape_of(second.requests[0])[-1][0] == "notice"
+    assert done["usage"]["total_tokens"] <= 3000  # the answer was cut to the room left
+    assert done["messages"][-1].tool_calls == []
+
+
+def test_a_redirect_with_tokens_reaches_the_model_after_the_tool_results(
+        scripted: list[ScriptedChatModel], tmp_path: Path) -> None:
+    first, second = researcher(), researcher()
+    scripted += [first, second]
+    with SqliteSaver.from_conn_string(str(tmp_path / "d.db")) as saver:
+        config = thread()
+        checking(first, saver).invoke(go(), config)
+        done = checking(second, saver).invoke(Command(resume={
+            "action": "redirect", "message": "Please wrap up now.", "tokens": 2000}), config)
+    assert done["stop_reason"] == StopReason.COMPLETED
+    assert done["messages"][-1].content == "Summary of the first results."
+    (sent,) = second.requests
+    assert [k for k, _ in shape_of(sent)][-3:] == ["ai", "tool", "redirect"]
+    assert [k for k, _ in shape_of(done["messages"])][-3:] == ["tool", "redirect", "ai"]
+    assert done["iteration"] == 1  # the same run, the same pass
+
+
+def test_a_wrong_answer_leaves_the_graph_paused_for_a_valid_one(
+        scripted: list[ScriptedChatModel], tmp_path: Path) -> None:
+    first, second = researcher(8), researcher(8)
+    scripted += [first, second]
+    with SqliteSaver.from_conn_string(str(tmp_path / "w.db")) as saver:
+        config = thread()
+        checking(first, saver).invoke(go(), config)
+        graph = checking(second, saver)
+        before = graph.get_state(config)
+        for wrong in ({"action": "extend", "tokens": -1}, {"action": "redirect"},
+                      {"action": "stop", "tokens": 5}, "more"):
+            with pytest.raises(ValueError, match="BudgetAnswer"):
+                graph.invoke(Command(resume=wrong), config)
+            after = graph.get_state(config)
+            assert after.next == before.next and after.values == before.values
+            assert len(after.interrupts) == 1
+        assert second.requests == []
+        done = graph.invoke(Command(resume={"action": "extend", "tokens": 10_000}), config)
+    assert done["stop_reason"] == StopReason.COMPLETED and done["messages"][-1].content == "All found."
+
+
+def test_check_in_without_a_checkpointer_stops_at_the_budget(
+        scripted: list[ScriptedChatModel]) -> None:
+    model = researcher()
+    scripted.append(model)
+    state = create_loop_agent(model, [research], limits=Limits(
+        token_budget=3000, budget_check_in=True)).invoke(go())
+    assert state["stop_reason"] == StopReason.TOKEN_BUDGET and model.request_tools[-1] == []
+
+
+def test_run_budget_adds_what_a_person_granted() -> None:
+    from langgraph_loop.core.settings import LoopSettings
+    s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=1000))
+    over: Any = {"usage": {"total_tokens": 1200}, "run": {}}
+    assert check_limits(over, s, has_calls=False)["reason"] == "token_budget"  # type: ignore[index]
+    assert check_limits({**over, "run": {"budget_extra": 500}}, s, has_calls=False) is None
+    assert run_budget({"run": {"budget_extra": 500}}, s) == 1500
+
+
+def test_check_in_applies_answers_in_order_until_the_call_fits_or_a_stop() -> None:
+    from langgraph_loop.nodes.limits import check_in
+    asked: list[Any] = []
+
+    def person(*answers: Any) -> Any:
+        replies = iter(answers)
+        return lambda question: asked.append(question) or next(replies)
+
+    def fits_at(tokens: int) -> Any:
+        return lambda extra, added: None if extra >= tokens else {
+            "guard": "limits", "reason": "token_budget", "limit": 100 + extra, "value": 90,
+            "estimate": 50 + 10 * len(added)}
+
+    done = check_in(fits_at(300), person({"action": "extend", "tokens": 100},
+                                         {"action": "redirect", "message": "Be brief."},
+                                         {"action": "extend", "tokens": 200}))
+    assert done.extra == 300 and [m.content for m in done.added] == ["Be brief."]
+    assert done.stop is None
+    # each question shows what the answers so far changed
+    assert [(q["budget"], q["needed"]) for q in asked] == [(100, 50), (200, 50), (200, 60)]
+    stopped = check_in(fits_at(300), person({"action": "extend", "tokens": 10}, "stop"))
+    assert stopped.extra == 10 and stopped.stop is not None
+    assert stopped.stop["human"] == {"action": "stop"} and stopped.stop["limit"] == 110
+    assert check_in(fits_at(0), person()).stop is None  # fits: nobody is asked
+
+
+@pytest.mark.parametrize("wrong", [None, 5, "more", {"action": "extend"},
+                                   {"action": "extend", "tokens": True},
+                                   {"action": "extend", "tokens": "500"},
+                                   {"action": "extend", "tokens": 5, "message": "x"},
+                                   {"action": "redirect", "message": ""},
+                                   {"action": "stop", "tokens": 1}, {"action": "stop", "why": 1}])
+def test_a_wrong_budget_answer_is_refused(wrong: Any) -> None:
+    from langgraph_loop.nodes.limits import parse_budget_answer
+    with pytest.raises(ValueError):
+        parse_budget_answer(wrong)

@@ -1,0 +1,274 @@
+"""``TokenBudgetMiddleware``: the hard token budget of ``create_loop_agent``, for ``create_agent``.
+
+No request that would go over the budget is sent. Before every model call the same rule as
+the graph's model node decides (``nodes/limits.py``: ``call_guard``): the call goes out only
+if what is left of the run's budget covers it and a final answer after it. When it does not:
+
+- **stop** (the default): the model makes the final answer instead, with the stop notice
+  after the tool results, every tool still defined but none usable (``tool_choice`` none
+  where the provider takes it) and ``max_tokens`` bounded to the room left (where the model
+  takes it); with less room than ``MIN_FINAL_OUTPUT`` no call is made at all. The notice
+  and the answer stay in the thread; ``stop_reason`` (``"token_budget"``) and the guard
+  (``budget_guard``: the budget, what was spent, the estimate) are in the output state; the
+  run ends (the answer has no tool calls).
+- **check in** (``check_in=True``, needs a checkpointer): a person is asked first
+  (``interrupt()``, a ``BudgetQuestion``), before any model call, and the run resumes with
+  ``Command(resume=...)``: ``{"action": "extend", "tokens": N}`` raises this run's budget by N
+  (kept in the thread's state) and the call goes on if it fits now;
+  ``{"action": "redirect", "message": "..."}`` adds the message to the transcript as the
+  user's, after the tool results, and the call goes on if it fits (add ``"tokens"`` to
+  extend at once; else the person is asked again); ``{"action": "stop"}`` stops as above.
+  The answer is the interrupt's ``response_schema`` (``BudgetAnswer``): a wrong one raises
+  ``ValueError`` and nothing is saved, so the run stays paused for a valid one.
+
+The budget is per run: the run starts at the newest user message that is neither a notice
+of the loop's nor a redirect. What it spent is read from the run's replies (their
+``usage_metadata``; counted with ``count_tokens`` where a model reports none), never kept in
+process memory, so a run resumed by another agent object counts the same. Everything
+happens inside the model call (``wrap_model_call``): a clean round costs no graph step.
+
+Example:
+    >>> from langchain.agents import create_agent
+    >>> from langchain_core.messages import HumanMessage
+    >>> from langchain_core.tools import tool
+    >>> from langgraph_loop.middleware import TokenBudgetMiddleware
+    >>> from langgraph_loop.scripted import ScriptedChatModel
+    >>> @tool
+    ... def search(query: str) -> str:
+    ...     '''Search the web.'''
+    ...     return "a long page of results " * 50
+    >>> model = ScriptedChatModel(default=lambda messages: [("search", {"query": "more"})],
+    ...                           no_tools_reply="Here is what I found so far.")
+    >>> agent = create_agent(model, [search], middleware=[TokenBudgetMiddleware(max_tokens=3000)])
+    >>> result = agent.invoke({"messages": [HumanMessage("research this")]})
+    >>> result["stop_reason"], result["budget_guard"]["limit"], result["messages"][-1].content
+    ('token_budget', 3000, 'Here is what I found so far.')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Annotated, Any, NotRequired
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    OmitFromInput,
+    PrivateStateAttr,
+)
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langgraph.config import get_config
+from langgraph.types import Command, interrupt
+from typing_extensions import TypedDict
+
+from langgraph_loop.core.compat import checkpointer
+from langgraph_loop.core.messages import is_notice, notice_message
+from langgraph_loop.core.state import emit
+from langgraph_loop.core.stop import Guard, StopReason, stop_instruction
+from langgraph_loop.nodes.binding import none_choice
+from langgraph_loop.nodes.limits import (
+    MIN_FINAL_OUTPUT,
+    BudgetAnswer,
+    answer_room,
+    call_guard,
+    check_in,
+    is_redirect,
+    max_tokens_of,
+    skipped_answer,
+    spent_tokens,
+)
+from langgraph_loop.nodes.model import without_tool_calls
+
+__all__ = ["BudgetExtension", "TokenBudgetMiddleware", "TokenBudgetState"]
+
+Result = ModelResponse[Any] | ExtendedModelResponse[Any]
+
+
+class BudgetExtension(TypedDict):
+    """Tokens a person added to a run's budget (``budget_extra``)."""
+
+    run: str | None
+    """The run's request message id."""
+    tokens: int
+
+
+class TokenBudgetState(AgentState[Any]):
+    """The channels ``TokenBudgetMiddleware`` owns (merged into the agent's state)."""
+
+    stop_reason: NotRequired[Annotated[str | None, OmitFromInput]]
+    """``"token_budget"`` when the budget stopped the run (None otherwise)."""
+    budget_guard: NotRequired[Annotated[Guard | None, OmitFromInput]]
+    """Why it stopped: ``limit`` (the run's budget), ``value`` (spent), ``estimate`` (what
+    the call it did not send and a final answer would have needed), ``final_answer`` when
+    none fitted, ``human`` when a person chose the stop."""
+    budget_extra: NotRequired[Annotated[BudgetExtension | None, PrivateStateAttr]]
+    """What a person granted at a check-in, for the run it was granted in."""
+
+
+@dataclass
+class _Turn:
+    """One model call as the budget sees it: the request (with any redirect added), what
+    the stop would be (None: the call fits), and what is written besides the reply."""
+
+    request: ModelRequest[Any]
+    why: Guard | None
+    budget: int
+    spent: int
+    added: list[HumanMessage] = field(default_factory=list)
+    update: dict[str, Any] = field(default_factory=dict)
+
+
+def _run_of(messages: Sequence[BaseMessage]) -> tuple[int, str | None]:
+    """Where the run starts (its request's index) and the request's id: the newest user
+    message that is neither a notice nor a person's redirect."""
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if isinstance(message, HumanMessage) and not is_notice(message) and not is_redirect(message):
+            return i, message.id
+    return 0, None
+
+
+def _sent(request: ModelRequest[Any], extra: Sequence[BaseMessage] = ()) -> list[BaseMessage]:
+    """The messages a request sends: its system message, its messages, ``extra``."""
+    head = [request.system_message] if request.system_message is not None else []
+    return [*head, *request.messages, *extra]
+
+
+def _response(result: ModelResponse[Any] | AIMessage) -> ModelResponse[Any]:
+    """The handler's result as a ``ModelResponse``."""
+    return result if isinstance(result, ModelResponse) else ModelResponse(result=[result])
+
+
+class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
+    """A hard token budget per run for ``create_agent``: no request over it is sent; at the
+    budget the run ends with a final answer that fits, or a person is asked (see the module
+    docstring).
+
+    Args:
+        max_tokens: agent tokens (input + output of every model call, the final answer
+            included) one run may spend, as ``Limits.token_budget``.
+        check_in: at the budget, pause with ``interrupt()`` and let a person extend the
+            budget, stop, or redirect the run (needs a checkpointer; without one the run
+            stops as it would without ``check_in``).
+
+    Raises:
+        ValueError: ``max_tokens`` is not a whole number >= 1, or ``check_in`` is not a bool.
+    """
+
+    state_schema = TokenBudgetState
+
+    def __init__(self, *, max_tokens: int, check_in: bool = False) -> None:
+        super().__init__()
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ValueError(f"TokenBudgetMiddleware: max_tokens must be a whole number >= 1, "
+                             f"got {max_tokens!r}")
+        if not isinstance(check_in, bool):
+            raise ValueError(f"TokenBudgetMiddleware: check_in must be True or False, got "
+                             f"{check_in!r}")
+        self.max_tokens = max_tokens
+        self.check_in = check_in
+
+    # --- before the call --------------------------------------------------------------------
+    def _turn(self, request: ModelRequest[Any]) -> _Turn:
+        """The budget rule on this call; with ``check_in``, a person decides first."""
+        state = request.state
+        messages: Sequence[BaseMessage] = state.get("messages") or []
+        start, run = _run_of(messages)
+        granted: dict[str, Any] = state.get("budget_extra") or {}  # type: ignore[assignment]
+        extra = int(granted.get("tokens") or 0) if granted.get("run") == run else 0
+        spent = spent_tokens(messages, start, request.model)
+        update: dict[str, Any] = {}
+        if state.get("budget_guard") is not None and not any(
+                isinstance(m, AIMessage) for m in messages[start + 1:]):
+            update.update(stop_reason=None, budget_guard=None)  # a new run on the thread
+
+        def over(more: int, added: Sequence[BaseMessage]) -> Guard | None:
+            return call_guard(_sent(request, added), messages, budget=self.max_tokens + more,
+                              spent=spent, model=request.model)
+
+        why = over(extra, [])
+        if why is None or not self.check_in or checkpointer(get_config()) is None:
+            return _Turn(request, why, self.max_tokens + extra, spent, update=update)
+        asked = check_in(over, partial(interrupt, response_schema=BudgetAnswer), extra=extra)
+        if asked.extra != extra:
+            update["budget_extra"] = BudgetExtension(run=run, tokens=asked.extra)
+        if asked.added:
+            request = request.override(messages=[*request.messages, *asked.added])
+        return _Turn(request, asked.stop, self.max_tokens + asked.extra, spent, asked.added, update)
+
+    def _final_request(self, turn: _Turn) -> tuple[HumanMessage | None, ModelRequest[Any] | None]:
+        """The stop notice and the final answer's request (None: no room for an answer)."""
+        assert turn.why is not None
+        notice = notice_message([{"run": "", "key": "stop", "text": stop_instruction(turn.why),
+                                  "source": "stop"}])
+        tail = [notice] if notice is not None else []
+        room = answer_room(_sent(turn.request, tail), budget=turn.budget, spent=turn.spent,
+                           model=turn.request.model)
+        if room < MIN_FINAL_OUTPUT:
+            turn.why = {**turn.why, "final_answer": skipped_answer(room)}
+            return None, None
+        model = turn.request.model
+        settings = dict(turn.request.model_settings)
+        supported, own = max_tokens_of(model)
+        if supported:
+            settings["max_tokens"] = min(room, own or room)
+        choice = none_choice(model) if isinstance(model, BaseChatModel) else None
+        return notice, turn.request.override(messages=[*turn.request.messages, *tail],
+                                             tool_choice=choice, model_settings=settings)
+
+    # --- after the call ----------------------------------------------------------------------
+    def _went_on(self, turn: _Turn, response: ModelResponse[Any]) -> Result:
+        """A call that fitted: the reply, and any redirect or extension a person gave."""
+        if not turn.added and not turn.update:
+            return response
+        answer = ModelResponse(result=[*turn.added, *response.result],
+                               structured_response=response.structured_response)
+        return ExtendedModelResponse(answer, Command(update=turn.update)) if turn.update else answer
+
+    def _stopped(self, turn: _Turn, notice: HumanMessage | None,
+                 final: ModelResponse[Any] | None) -> Result:
+        """The stop: a redirect, the notice and the final answer (its tool calls dropped) in
+        the thread; the stop record; without a final answer, the run ends here."""
+        assert turn.why is not None
+        reply = next((m for m in final.result if isinstance(m, AIMessage)), None) if final else None
+        result: list[BaseMessage] = [*turn.added]
+        if reply is not None:
+            result += [*([notice] if notice is not None else []), without_tool_calls(reply)]
+        emit(turn.request.runtime, {"event": "stop", "reason": turn.why["reason"], "iteration": 1,
+                                    "guard": turn.why})
+        update = {**turn.update, "stop_reason": StopReason.TOKEN_BUDGET.value,
+                  "budget_guard": turn.why}
+        if reply is None:
+            update["jump_to"] = "end"
+        return ExtendedModelResponse(ModelResponse(result=result), Command(update=update))
+
+    # --- the hooks ---------------------------------------------------------------------------
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> Result:
+        """Send the call if it fits the budget; else ask a person, or make the final answer."""
+        turn = self._turn(request)
+        if turn.why is None:
+            return self._went_on(turn, _response(handler(turn.request)))
+        notice, final = self._final_request(turn)
+        return self._stopped(turn, notice, _response(handler(final)) if final else None)
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> Result:
+        """Async ``wrap_model_call``."""
+        turn = self._turn(request)
+        if turn.why is None:
+            return self._went_on(turn, _response(await handler(turn.request)))
+        notice, final = self._final_request(turn)
+        return self._stopped(turn, notice, _response(await handler(final)) if final else None)
