@@ -101,6 +101,7 @@ Example:
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import threading
@@ -534,6 +535,9 @@ class DetectorState(TypedDict, total=False):
     pending: dict[str, str]
     cuts: int
     """Replies of this run cut while streaming because their text looped."""
+    drift: dict[str, list[Any]]
+    """Per tool: ``[result hash, arguments text, results in a row, response it began at, call
+    signature]``: the same result to calls whose arguments changed a little each time."""
 
 
 def response_sig(entry: Response) -> str:
@@ -589,10 +593,35 @@ def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
             record["warned"] = True  # one warning per run of identical results
         moved = moved or ("result" in old and not repeated)
         calls[sig] = record
+        if "drift" in config.layers and not record.get("empty"):
+            drift = det["drift"] = dict(det.get("drift") or {})
+            drift[record["tool"]] = _drifted(drift.get(record["tool"]), result, sig,
+                                             record.get("args", ""), responses)
     if moved:
         det["changed_at"] = responses
     det["calls"], det["pending"] = calls, {}
     return det
+
+
+DRIFT_SIMILARITY = 0.6
+"""How alike two calls' arguments must be (difflib's ratio) for the second to be a near-repeat."""
+
+
+def _drifted(entry: list[Any] | None, result: str, sig: str, args: str, responses: int) -> list[Any]:
+    """A tool's drift entry after one more result: the run grows while the same result comes
+    back to another call (another signature: the same call is the no-progress layer's) whose
+    arguments changed a little; anything else starts a new one.
+
+    Example:
+        >>> e = _drifted(None, "h1", "s1", 'grep -n foo a.py', 3)
+        >>> e = _drifted(e, "h1", "s2", 'grep -n foo a.py b.py', 4)
+        >>> _drifted(e, "h1", "s3", 'grep -rn foo .', 5)[2], _drifted(e, "h2", "s3", 'grep x', 5)[2]
+        (3, 1)
+    """
+    if (entry is not None and entry[0] == result and entry[4] != sig
+            and difflib.SequenceMatcher(None, entry[1], args).ratio() >= DRIFT_SIMILARITY):
+        return [result, args, entry[2] + 1, entry[3], sig]
+    return [result, args, 1, responses, sig]
 
 
 def touches(paths: Sequence[str], dirs: Sequence[str], their_paths: Sequence[str],
@@ -664,7 +693,7 @@ def _relevant(key: str, calls: set[str], responses: set[str], tools: set[str]) -
 # The layers and the ladder
 # ============================================================================================
 
-RANK = ("no_progress", "cycle", "repeat", "same_reply", "per_tool", "text")
+RANK = ("no_progress", "drift", "cycle", "repeat", "same_reply", "per_tool", "text")
 
 
 @dataclass
@@ -854,6 +883,23 @@ def _repeat_thresholds(rec: CallRecord, config: LoopDetection) -> tuple[int, int
     return warn, max(stop, warn + 1)
 
 
+def _drift(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection) -> list[Finding]:
+    """A tool asked for again after returning the same result to calls whose arguments
+    changed a little each time (``drift_warn_after``/``drift_stop_after`` results in a row)."""
+    out = []
+    for name in dict.fromkeys(c.name for c in calls):
+        entry = (det.get("drift") or {}).get(name)
+        if entry is None or entry[2] < config.drift_warn_after:
+            continue
+        mine = [c for c in calls if c.name == name]
+        rung = "stop" if entry[2] >= config.drift_stop_after else "warn"
+        out.append(Finding(layer="drift", rung=rung, key=f"drift:{name}", count=entry[2],
+                           threshold=config.drift_stop_after, tool=name, args=mine[0].args,
+                           calls=tuple(c.label for c in mine), seen=len(det["window"]),
+                           since=entry[3], ids=tuple(c.id for c in mine)))
+    return out
+
+
 def _same_reply(det: DetectorState, calls: Sequence[SignedCall],
                 config: LoopDetection) -> list[Finding]:
     limit, count = config.same_reply_stop_after, det.get("same_reply", 0)
@@ -961,6 +1007,7 @@ def observe(
         asked[c.sig] = (*asked.get(c.sig, ()), c.id)
     on = config.layers
     findings = [f for f in [*(_no_progress(det, asked, config) if "no_progress" in on else []),
+                            *(_drift(det, calls, config) if "drift" in on else []),
                             *(_cycle(det, config) if "cycle" in on else []),
                             *(_repeat(det, asked, config) if "repeat" in on else []),
                             *(_same_reply(det, calls, config) if "same_reply" in on else []),
@@ -1087,8 +1134,16 @@ def _per_tool_text(findings: Sequence[Finding], blocks: Sequence[str]) -> str:
             "finish with the results you already have.")
 
 
+def _drift_text(findings: Sequence[Finding], blocks: Sequence[str]) -> str:
+    what = _items(findings, lambda f: f"{f.tool} returned the same result the last {f.count} times,"
+                                      " although its arguments changed each time")
+    return (f"Loop warning: {what}. Changing the command a little will not change the outcome: "
+            "use the result you have, try a different approach, or give your final answer. "
+            "If you keep calling it, the run will be stopped.")
+
+
 _TEXTS = {"repeat": _repeat_text, "no_progress": _no_progress_text, "cycle": _cycle_text,
-          "per_tool": _per_tool_text}
+          "per_tool": _per_tool_text, "drift": _drift_text}
 
 
 def warning_text(findings: Sequence[Finding], blocks: Sequence[str] = ()) -> str:
@@ -1153,6 +1208,10 @@ def _detail(f: Finding) -> str:
     if f.layer == "per_tool":
         return (f"the loop detector's per-tool cap fired: {f.tool} was called {f.count} times "
                 f"in the last {f.seen} tool-using turns (cap {f.threshold})")
+    if f.layer == "drift":
+        return (f"the loop detector's drift layer fired: {f.tool} returned the same result {f.count}"
+                f" times in a row to calls whose arguments changed a little each time (limit"
+                f" {f.threshold}; the last: {f.calls[0]})")
     if f.layer == "same_reply":
         return (f"the loop detector's same-reply layer fired: the same calls ({', '.join(f.calls)})"
                 f" were requested {f.count} times in a row (limit {f.threshold})")

@@ -65,9 +65,9 @@ class _Config(BaseModel):
         return data
 
 
-LAYERS: tuple[str, ...] = ("no_progress", "cycle", "repeat", "same_reply", "per_tool", "text")
+LAYERS: tuple[str, ...] = ("no_progress", "drift", "cycle", "repeat", "same_reply", "per_tool", "text")
 """Every detection layer, in the order their findings are ranked."""
-DEFAULT_LAYERS: tuple[str, ...] = ("no_progress", "repeat", "same_reply", "per_tool", "text")
+DEFAULT_LAYERS: tuple[str, ...] = ("no_progress", "drift", "repeat", "same_reply", "per_tool", "text")
 """The layers on by default: the cycle layer adds nothing on the real runs measured
 (``benchmarks/README.md``): per-call stagnation stops the same loops, earlier."""
 
@@ -136,6 +136,10 @@ class LoopDetection(_Config):
             at this many times ``warn_after``/``stop_after`` (capped by the window).
         same_reply_stop_after: the same response (the same calls) this many times in a
             row stops, whatever the results (None: off).
+        drift_warn_after: near-repeats (``drift`` layer): one tool returning the same
+            result this many times in a row to calls whose arguments change a little each
+            time (a command that grows or drifts) warns...
+        drift_stop_after: ...and this many times stops.
         per_tool: optional windowed caps on calls of one tool name (any arguments):
             reaching the cap warns, exceeding it stops.
         block: the layers whose stop is preceded by a block: the repeated call is
@@ -172,6 +176,8 @@ class LoopDetection(_Config):
     window: int = Field(default=20, ge=2, le=1000)
     progress_factor: int = Field(default=3, ge=1)
     same_reply_stop_after: int | None = Field(default=15, ge=2)
+    drift_warn_after: int = Field(default=3, ge=1)
+    drift_stop_after: int = Field(default=4, ge=2)
     per_tool: dict[str, int] = Field(default_factory=dict)
     block: tuple[str, ...] = ("no_progress",)
     block_only_interleaved: bool = True
@@ -213,6 +219,8 @@ class LoopDetection(_Config):
             raise ValueError(
                 "LoopDetection: no_progress_stop_after must be greater than no_progress_warn_after"
             )
+        if self.drift_stop_after <= self.drift_warn_after:
+            raise ValueError("LoopDetection: drift_stop_after must be greater than drift_warn_after")
         if self.window < self.stop_after:
             raise ValueError("LoopDetection: window must be at least stop_after")
         for tool, cap in self.per_tool.items():

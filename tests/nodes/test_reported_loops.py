@@ -119,3 +119,50 @@ def test_one_nudge_per_streak(scripted: list[ScriptedChatModel]) -> None:
     assert len(texts) == 2 and "returned the same result the last 2 times" in texts[0]
     assert texts[1].startswith("The run has been stopped")
     assert result["iterations"][-1]["guard"]["count"] == 9
+
+
+@tool
+def bash(command: str) -> str:
+    """Run a shell command."""
+    if command.startswith("grep"):
+        return "grep: src/app.py: No such file or directory"
+    return f"ran {command}"
+
+
+@pytest.mark.parametrize("front_door", FRONT_DOORS)
+def test_a_command_that_grows_a_little_each_time_with_the_same_result_is_stopped(
+        front_door: Any, scripted: list[ScriptedChatModel]) -> None:
+    """Near-repeats: ``grep foo src/app.py``, then with one more flag, and one more: the same
+    error each time. The drift layer warns at the third identical result, stops at the fourth."""
+    flags = iter(["-n", "-n -i", "-n -i -w", "-n -i -w -F", "-n -i -w -F -H", "-n -i -w -F -H -s"])
+
+    def grows(messages: list[BaseMessage]) -> Any:
+        flag = next(flags, None)
+        return [("bash", {"command": f"grep {flag} foo src/app.py"})] if flag else "gave up"
+
+    model = ScriptedChatModel(default=grows, no_tools_reply="The file is not there.")
+    scripted.append(model)
+    result = front_door(model, [bash], LoopDetection()).invoke({"messages": [HumanMessage("find foo")]})
+    guard = result.get("loop_guard") or result["iterations"][-1]["guard"]
+    assert result["stop_reason"] == StopReason.LOOP_DETECTED
+    assert (guard["layer"], guard["count"]) == ("drift", 4)
+    assert guard["calls"] == ['bash({"command":"grep -n -i -w -F -H foo src/app.py"})']
+    notices = [str(m.content) for m in result["messages"] if is_notice(m)]
+    assert "although its arguments changed each time" in notices[0]
+    # without the layer the same script runs to its end
+    again = iter(["-n", "-n -i", "-n -i -w", "-n -i -w -F", "-n -i -w -F -H", "-n -i -w -F -H -s"])
+    model = ScriptedChatModel(default=lambda m: [("bash", {"command": f"grep {f} foo src/app.py"})]
+                              if (f := next(again, None)) else "gave up")
+    scripted.append(model)
+    without = front_door(model, [bash], LoopDetection(layers=("no_progress", "repeat", "same_reply")))
+    assert without.invoke({"messages": [HumanMessage("find foo")]}).get("stop_reason") != "loop_detected"
+
+
+def test_different_commands_with_different_results_are_not_drift(scripted: list[ScriptedChatModel]) -> None:
+    steps = iter([f"pytest tests/test_{i}.py" for i in range(8)])
+    model = ScriptedChatModel(default=lambda m: [("bash", {"command": c})] if (c := next(steps, None))
+                              else "all ran")
+    scripted.append(model)
+    result = _graph(model, [bash], LoopDetection()).invoke({"messages": [HumanMessage("run them")]})
+    assert result["stop_reason"] == StopReason.COMPLETED
+    assert not any(is_notice(m) for m in result["messages"])
