@@ -12,8 +12,10 @@ lose their ``id`` (MCP adapters give every block of every result a fresh one), a
 parts of the text are replaced by placeholders: UUIDs, timestamps and clock times, ``0x``
 addresses, durations (``in 0.12s``), temp paths, prefixed ids (``toolu_…``, ``call_…``,
 ``msg_…``, MCP ``block_…``), epoch numbers, pids, the shell's line counter
-(``bash: line 36191:``), random seeds and Python object ids. A result has *no content* when it
-holds nothing but markup, whitespace and a zero exit status (a silent ``sed -i``).
+(``bash: line 36191:``), random seeds and Python object ids, in about one pass over the text
+(a result is read about as fast as it is hashed; see ``_FINDERS``), and once per result however
+often it is hashed. A result has *no content* when it holds nothing but markup, whitespace and
+a zero exit status (a silent ``sed -i``).
 
 **Paths.** The path-like tokens in a call's arguments (``src/app.py``, ``build/text``) and the
 folders that hold them, hashed short: two calls *touch* each other when one names a path the
@@ -107,7 +109,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from itertools import pairwise
 from typing import Any, NotRequired
 
@@ -155,7 +156,85 @@ _VOLATILE = [
     (r"\bid[=:] *'?\d{6,}'?", "id=<n>"),  # Python object ids
 ]
 VOLATILE = [(re.compile(pattern, re.IGNORECASE), repl) for pattern, repl in _VOLATILE]
-"""The volatile parts of a result and their placeholders."""
+"""The volatile parts of a result and their placeholders (``normalize`` replaces them in this
+order)."""
+
+# ``normalize`` gives what ``VOLATILE``'s subs in a row give, in about one pass: a pattern that
+# starts with ``\b`` or a digit makes ``re`` try a match at every character (~16 ns each), one
+# that starts with a literal character is scanned for it in C (~1 ns). So a rule either has
+# *finders* (literal-led, case-sensitive; the part before the literal checked by a look-behind
+# and found by ``_start``) whose hits are spliced where the rule's own ``sub`` would replace,
+# or is *gated*: run only when one of its needles, part of every match, is in the casefolded
+# text (placeholders hold no digits, so one rule's placeholders never make a later rule
+# match). ``tests/nodes/test_normalize.py`` checks that both agree.
+_HEX = "[0-9a-fA-F]"
+_PREFIXES = ("toolu", "call", "msg", "req", "run", "chatcmpl", "block", "resp", "lc")
+_FINDERS: dict[int, tuple[tuple[re.Pattern[str], ...], int | None]] = {  # rule → finders, back
+    0: ((re.compile(rf"-(?<=\b{_HEX}{{8}}-){_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}\b"),), 8),
+    1: ((re.compile(r"-(?<=\b\d{4}-)\d{2}-\d{2}[Tt ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?"
+                    r"(?:[Zz]|[+-]\d{2}:?\d{2})?"),), 4),
+    2: ((re.compile(r":(?:(?<=\b\d\d:)|(?<=\b\d:))\d{2}:\d{2}(?:\.\d+)?\b"),), None),
+    3: (tuple(re.compile(rf"{x}(?<=\b0{x}){_HEX}{{4,}}\b") for x in "xX"), 1),
+    4: (tuple(re.compile(rf"{u}(?:(?<=\d{u})|(?<=\d\s{u})){rest}\b")
+              for u, rest in [("s", "(?i:ec|ecs|econds)?"), ("S", "(?i:ec|ecs|econds)?"),
+                              ("\u017f", "(?i:ec|ecs|econds)?"),  # the long s, an 's' to re.I
+                              ("m", "(?i:s|in|ins|inutes)"), ("M", "(?i:s|in|ins|inutes)")]), None),
+    7: (tuple(re.compile(f"{sep}(?:" + "|".join(rf"(?<=\b(?i:{p}){sep})" for p in _PREFIXES)
+                         + r")(?i:[a-z0-9]){8,}\b") for sep in "_-"), None),
+    8: ((re.compile(r"1(?<=\b1)[5-9]\d{8}(?:\d{3})?\b"),), 0),
+}
+_GATES: dict[int, tuple[str, ...] | re.Pattern[str]] = {  # rule → lowercase needles, or a pattern
+    5: ("/tmp/", "/var/folders/"), 6: re.compile(r"tmp\w"), 9: ("pid",),
+    10: ("sh: line ",), 11: ("random seed:",), 12: ("id=", "id:"),
+}
+
+
+def _word(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _start(text: str, rule: int, hit: re.Match[str], back: int | None) -> int:
+    """Where the match of rule ``rule`` that ``hit`` found begins (-1: none there)."""
+    at = hit.start()
+    if back is not None:
+        return at - back
+    if rule == 2:  # a clock time: one or two digits before its first ':'
+        return at - 2 if at >= 2 and text[at - 2].isdecimal() else at - 1
+    if rule == 7:  # a prefixed id: the prefix before its separator
+        return next(at - len(p) for p in _PREFIXES if text[at - len(p):at].casefold() == p)
+    if text[at - 1].isspace():  # a duration: digits, a fraction maybe, a space maybe, the unit
+        at -= 1
+    digits = at
+    while digits and text[digits - 1].isdecimal():
+        digits -= 1
+    if digits >= 2 and text[digits - 1] == "." and text[digits - 2].isdecimal():
+        whole = digits - 1
+        while whole and text[whole - 1].isdecimal():
+            whole -= 1
+        if not (whole and _word(text[whole - 1])):
+            return whole
+    return -1 if digits == at or (digits and _word(text[digits - 1])) else digits
+
+
+def _gated(low: str, gate: tuple[str, ...] | re.Pattern[str]) -> bool:
+    if isinstance(gate, tuple):
+        return any(needle in low for needle in gate)
+    return gate.search(low) is not None
+
+
+def _splice(text: str, rule: int, finder: re.Pattern[str], back: int | None, repl: str) -> str:
+    """``text`` with the matches of rule ``rule`` that ``finder`` finds replaced by ``repl``."""
+    out: list[str] = []
+    last = pos = 0
+    while (hit := finder.search(text, pos)) is not None:
+        start = _start(text, rule, hit, back)
+        if start < last:  # no match there, or one inside the match just replaced
+            pos = hit.start() + 1
+            continue
+        out += (text[last:start], repl)
+        last = pos = hit.end()
+    return "".join([*out, text[last:]]) if out else text
+
 
 _MARKUP = re.compile(r"<[^>\n]{1,40}>")
 _PATH = re.compile(r"(?:[\w.-]*/)+[\w.-]*\w|\b[\w-]+\.(?:py|pyi|java|kt|js|ts|tsx|jsx|go|rs|rb|c|h"
@@ -164,7 +243,8 @@ _PATH = re.compile(r"(?:[\w.-]*/)+[\w.-]*\w|\b[\w-]+\.(?:py|pyi|java|kt|js|ts|ts
 
 
 def normalize(text: str) -> str:
-    """The text with its volatile parts replaced by placeholders.
+    """The text with its volatile parts (``VOLATILE``) replaced by placeholders, in about one
+    pass (see the comment above ``_FINDERS``).
 
     Example:
         >>> normalize("Ran 4 tests in 0.012s at 2025-11-19T00:04:32, id 0x7f3a2c10")
@@ -172,8 +252,14 @@ def normalize(text: str) -> str:
         >>> normalize("/bin/bash: line 36191: javac: command not found")
         '/bin/sh: line <n>: javac: command not found'
     """
-    for pattern, repl in VOLATILE:
-        text = pattern.sub(repl, text)
+    low = text.casefold()
+    for rule, (pattern, repl) in enumerate(VOLATILE):
+        if rule in _FINDERS:
+            finders, back = _FINDERS[rule]
+            for finder in finders:
+                text = _splice(text, rule, finder, back, repl)
+        elif _gated(low, _GATES[rule]):
+            text = pattern.sub(repl, text)
     return text
 
 
@@ -199,21 +285,32 @@ def result_text(content: Any) -> str:
 
 
 def content_hash(content: Any, *, normalized: bool = True) -> str:
-    """A short hash of a tool result: equal for the same result (see module docstring)."""
+    """A short hash of a tool result: equal for the same result (see module docstring).
+
+    One result is hashed twice per round (its call record, then the detector) and normalized
+    once: the hashes of the last ``MEMO_RESULTS`` results are kept, keyed by the text up to
+    ``MEMO_CHARS`` characters and by a digest of it above, so little text is kept alive.
+    """
     text = content if isinstance(content, str) else result_text(content)
-    return _text_hash(text, normalized) if len(text) <= MEMO_CHARS else _hash(text, normalized)
+    if not normalized:
+        return digest(text, HASH_LEN)
+    key = text if len(text) <= MEMO_CHARS else digest(text, 40)
+    with _MEMO_LOCK:
+        found = _MEMO.get(key)
+        if found is not None:
+            _MEMO.move_to_end(key)
+            return found
+    found = digest(normalize(text), HASH_LEN)
+    with _MEMO_LOCK:
+        _MEMO[key] = found
+        if len(_MEMO) > MEMO_RESULTS:
+            _MEMO.popitem(last=False)
+    return found
 
 
-MEMO_CHARS = 100_000
-"""Results up to this size are memoized (64 of them: at most a few MB kept alive)."""
-
-
-def _hash(text: str, normalized: bool) -> str:
-    return digest(normalize(text) if normalized else text, HASH_LEN)
-
-
-_text_hash = lru_cache(maxsize=64)(_hash)
-"""One result is hashed twice per round (its call record, then the detector): normalize once."""
+MEMO_CHARS, MEMO_RESULTS = 4096, 256
+_MEMO: OrderedDict[str, str] = OrderedDict()
+_MEMO_LOCK = threading.Lock()
 
 
 def is_empty(content: Any) -> bool:
