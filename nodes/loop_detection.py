@@ -31,8 +31,10 @@ signatures. Malformed calls (``invalid_tool_calls``) are signed from their raw t
 
 **Text loops.** Gemini CLI's content-loop rule (``loopDetectionService.ts``) on a reply's text
 and reasoning, fed line by line: a 50-character chunk seen 10 times, close together, over the
-last 5,000 characters; structure (fences, tables, lists, headings) restarts it, code is skipped.
-The ``model`` node feeds the same rule while a reply streams (``nodes/stream_cut.py``).
+last 5,000 characters. It reads prose only: code is skipped; tables, CSV rows, list items,
+separator rows, dividers and box drawing restart it unread (their lines loop when one comes
+10 times among 20); headings restart it. The ``model`` node feeds the same rule while a reply
+streams (``nodes/stream_cut.py``).
 
 **The state** holds short hashes and small ints only, bounded by the windows:
 
@@ -110,7 +112,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
-from typing import Any, NotRequired
+from typing import Any, Literal, NotRequired
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from typing_extensions import TypedDict
@@ -124,13 +126,13 @@ from langgraph_loop.nodes.approval import needs_approval
 from langgraph_loop.nodes.limits import check_limits, pressure_due, tool_errors_guard
 
 __all__ = [
-    "MEMO_SIZE", "RANK", "TEXT_CUTS", "VOLATILE", "CallRecord", "Decision", "DetectorMemo",
-    "DetectorState", "Finding", "LoopWarning", "Observation", "Response", "SignedCall", "TextLoop",
-    "absorb", "args_text", "block_text", "call_signature", "canonical_args", "content_hash",
-    "cycle_of", "decide", "is_empty", "normalize", "observe", "path_keys", "push", "reply_text",
-    "response_sig", "response_signature", "result_text", "results_before", "scaled", "sign_calls",
-    "stop_guard", "text_cut", "text_cut_text", "text_loop", "text_loop_text", "text_stop_guard",
-    "warning_text",
+    "LINE", "MEMO_SIZE", "RANK", "TEXT_CUTS", "VOLATILE", "CallRecord", "Decision", "DetectorMemo",
+    "DetectorState", "Finding", "LoopWarning", "Observation", "Response", "SignedCall",
+    "TextLoop", "absorb", "args_text", "block_text", "call_signature", "canonical_args",
+    "content_hash", "cycle_of", "decide", "is_empty", "line_kind", "normalize", "observe",
+    "path_keys", "push", "reply_text", "response_sig", "response_signature", "result_text",
+    "results_before", "scaled", "sign_calls", "stop_guard", "text_cut", "text_cut_text",
+    "text_loop", "text_loop_text", "text_stop_guard", "warning_text",
 ]
 
 
@@ -480,12 +482,43 @@ def sign_calls(ai: AIMessage, config: LoopDetection | None = None) -> list[Signe
 
 
 CHUNK, TIMES, SPAN, HISTORY = 50, 10, 5 * 50, 5000
-_STRUCTURE = re.compile(r"(^|\n)\s*(\|.*\||[|+-]{3,})|(^|\n)\s*([*+-]|\d+\.)\s|(^|\n)#+\s|(^|\n)>\s")
-_DIVIDER = re.compile(r"^[+\-_=*\u2500-\u257f]+$")
+LINE = 200
+"""A line is read in parts of about this size while it streams; its kind, from its start."""
+_ROW = re.compile(r"\s*[|\u2502\u2503\u2551]|[^|\n]*\|[^|\n]*\||(?:[^,\n]*,(?! )){3}|(?:[^\t\n]*\t){2}")
+_ITEM = re.compile(r"\s*(?:[-*+\u2022\u2023\u25e6\u25aa]|\d{1,4}[.)]|[a-zA-Z][.)])\s+(?:\[[ xX]\]\s*)?")
+_HEAD = re.compile(r"\s*(?:#{1,6}\s|>)")
+_ALNUM = re.compile(r"[^\W_]")
+_RUN = re.compile(r"(.)\1{3,}")
+_DIGITS = re.compile(r"\d+")
+Kind = Literal["prose", "head", "rule", "row", "item"]
+
+
+def line_kind(line: str) -> Kind:
+    """What a line of a reply is (from its first ``LINE`` characters): a *rule* has no letter
+    or digit (dividers, separator rows, box drawing), a *row* is a table, CSV or TSV row, an
+    *item* a list item, a *head* a heading or a quote, the rest *prose*.
+
+    Example:
+        >>> [line_kind(x) for x in ("|---|:--:|", "| AA1 | $99 |", "JFK,LAX,99,no", "12. Go",
+        ...                         "## Fares", "Wait, I see.", "")]
+        ['rule', 'row', 'row', 'item', 'head', 'prose', 'prose']
+    """
+    start = line[:LINE]
+    if not _ALNUM.search(start):
+        return "rule" if len(start.strip()) >= 3 else "prose"
+    if _ROW.match(start):
+        return "row"
+    return "item" if _ITEM.match(start) else "head" if _HEAD.match(start) else "prose"
 
 
 class TextLoop:
-    """Gemini CLI's rule over a stream of text pieces: :meth:`add` is True once it loops.
+    """Gemini CLI's rule over a reply's lines (or parts of a long line): :meth:`add` is True
+    once it loops.
+
+    Only prose is read by the rule, with a run of one character cut to three: code is
+    skipped, and rules, rows and items restart it without being read (a table's separator
+    row, a divider or a list of similar items is not a loop). The text of a row or item
+    (without its number) loops when it comes ``TIMES`` times in ``2 * TIMES`` such lines.
 
     Example:
         >>> loop, items = TextLoop(), TextLoop()
@@ -500,20 +533,54 @@ class TextLoop:
         self.places: dict[str, list[int]] = {}
         self.next = 0
         self.in_code = False
+        self.kind: Kind = "prose"
+        self.fresh = True
+        """The next piece starts a line."""
+        self.lines: list[str] = []
+        """The last ``2 * TIMES`` rows and items, without their list markers."""
 
     def _reset(self) -> None:
         self.history, self.places, self.next = "", {}, 0
 
     def add(self, piece: str) -> bool:
-        """Append one piece of text; True when the text now loops."""
+        """Append one piece of text (a line, or a part of one); True when the text now loops."""
+        starts, self.fresh = self.fresh, piece.endswith("\n")
         fences = piece.count("```")
-        divider = bool(_DIVIDER.match(piece.strip())) if piece.strip() else False
-        if fences or divider or _STRUCTURE.search(piece):
-            self._reset()
         was_in_code = self.in_code
         self.in_code = self.in_code != (fences % 2 == 1)
-        if was_in_code or self.in_code or divider:
+        if fences:
+            self._reset()
+        if was_in_code or self.in_code:
             return False
+        if starts:
+            self.kind = line_kind(piece)
+        if self.kind != "prose":
+            self._reset()
+        if self.kind in ("row", "item", "head"):
+            return starts and self._repeated_line(piece)
+        if self.kind == "rule":
+            return False
+        return self._read(self._collapse(piece))
+
+    def _repeated_line(self, line: str) -> bool:
+        key = (_ITEM.sub("", line[:LINE], count=1) if self.kind == "item" else line[:LINE]).strip()
+        self.lines = [*self.lines[-(2 * TIMES - 1):], key]
+        return self.lines.count(key) >= TIMES
+
+    def _collapse(self, piece: str) -> str:
+        """``piece`` with every number read as ``0`` and runs of one character cut to three,
+        also across pieces."""
+        if self.history.endswith("0") and (number := _DIGITS.match(piece)):
+            piece = piece[number.end():]  # a number split across two pieces
+        piece = _RUN.sub(r"\1\1\1", _DIGITS.sub("0", piece))
+        if piece and self.history.endswith(piece[0]):
+            char = piece[0]
+            before = len(self.history) - len(self.history.rstrip(char))
+            lead = len(piece) - len(piece.lstrip(char))
+            piece = char * max(0, min(lead, 3 - before)) + piece[lead:]
+        return piece
+
+    def _read(self, piece: str) -> bool:
         self.history += piece
         if len(self.history) > HISTORY:
             self._trim(len(self.history) - HISTORY)
