@@ -166,9 +166,9 @@ order)."""
 # that starts with a literal character is scanned for it in C (~1 ns). So a rule either has
 # *finders* (literal-led, case-sensitive; the part before the literal checked by a look-behind
 # and found by ``_start``) whose hits are spliced where the rule's own ``sub`` would replace,
-# or is *gated*: run only when one of its needles, part of every match, is in the casefolded
-# text (placeholders hold no digits, so one rule's placeholders never make a later rule
-# match). ``tests/nodes/test_normalize.py`` checks that both agree.
+# or its ``sub`` runs; a rule with a gate runs only when one of its needles, part of every
+# match, is in the casefolded text (placeholders hold no digits, so one rule's placeholders
+# never make a later rule match). ``tests/nodes/test_normalize.py`` checks that both agree.
 _HEX = "[0-9a-fA-F]"
 _PREFIXES = ("toolu", "call", "msg", "req", "run", "chatcmpl", "block", "resp", "lc")
 _FINDERS: dict[int, tuple[tuple[re.Pattern[str], ...], int | None]] = {  # rule → finders, back
@@ -185,9 +185,10 @@ _FINDERS: dict[int, tuple[tuple[re.Pattern[str], ...], int | None]] = {  # rule 
                          + r")(?i:[a-z0-9]){8,}\b") for sep in "_-"), None),
     8: ((re.compile(r"1(?<=\b1)[5-9]\d{8}(?:\d{3})?\b"),), 0),
 }
-_GATES: dict[int, tuple[str, ...] | re.Pattern[str]] = {  # rule → lowercase needles, or a pattern
+_GATES: dict[int, tuple[str, ...] | re.Pattern[str]] = {  # rule → casefolded needles, or a pattern
     5: ("/tmp/", "/var/folders/"), 6: re.compile(r"tmp\w"), 9: ("pid",),
     10: ("sh: line ",), 11: ("random seed:",), 12: ("id=", "id:"),
+    7: tuple(f"{p}{sep}" for p in _PREFIXES for sep in "_-"),  # '_' and '-' are everywhere in code
 }
 
 
@@ -256,11 +257,13 @@ def normalize(text: str) -> str:
     """
     low = text.casefold()
     for rule, (pattern, repl) in enumerate(VOLATILE):
+        if rule in _GATES and not _gated(low, _GATES[rule]):
+            continue
         if rule in _FINDERS:
             finders, back = _FINDERS[rule]
             for finder in finders:
                 text = _splice(text, rule, finder, back, repl)
-        elif _gated(low, _GATES[rule]):
+        else:
             text = pattern.sub(repl, text)
     return text
 
