@@ -185,10 +185,12 @@ _FINDERS: dict[int, tuple[tuple[re.Pattern[str], ...], int | None]] = {  # rule 
                          + r")(?i:[a-z0-9]){8,}\b") for sep in "_-"), None),
     8: ((re.compile(r"1(?<=\b1)[5-9]\d{8}(?:\d{3})?\b"),), 0),
 }
-_GATES: dict[int, tuple[str, ...] | re.Pattern[str]] = {  # rule → casefolded needles, or a pattern
-    5: ("/tmp/", "/var/folders/"), 6: re.compile(r"tmp\w"), 9: ("pid",),
+_Gate = tuple[str, ...] | tuple[re.Pattern[str], ...]
+_GATES: dict[int, _Gate] = {  # rule → needles or patterns, one of which is in the casefolded text
+    5: ("/tmp/", "/var/folders/"), 6: (re.compile(r"tmp\w"),), 9: ("pid",),
     10: ("sh: line ",), 11: ("random seed:",), 12: ("id=", "id:"),
-    7: tuple(f"{p}{sep}" for p in _PREFIXES for sep in "_-"),  # '_' and '-' are everywhere in code
+    7: tuple(re.compile(sep + "(?:" + "|".join(f"(?<={p}{sep})" for p in _PREFIXES) + ")")
+             for sep in "_-"),  # before its finders: '_' and '-' are everywhere in code
 }
 
 
@@ -219,10 +221,9 @@ def _start(text: str, rule: int, hit: re.Match[str], back: int | None) -> int:
     return -1 if digits == at or (digits and _word(text[digits - 1])) else digits
 
 
-def _gated(low: str, gate: tuple[str, ...] | re.Pattern[str]) -> bool:
-    if isinstance(gate, tuple):
-        return any(needle in low for needle in gate)
-    return gate.search(low) is not None
+def _gated(low: str, gate: _Gate) -> bool:
+    return any(needle in low if isinstance(needle, str) else needle.search(low) is not None
+               for needle in gate)
 
 
 def _splice(text: str, rule: int, finder: re.Pattern[str], back: int | None, repl: str) -> str:
