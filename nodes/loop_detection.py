@@ -230,13 +230,16 @@ def _splice(text: str, rule: int, finder: re.Pattern[str], back: int | None, rep
     """``text`` with the matches of rule ``rule`` that ``finder`` finds replaced by ``repl``."""
     out: list[str] = []
     last = pos = 0
-    while (hit := finder.search(text, pos)) is not None:
-        start = _start(text, rule, hit, back)
-        if start < last:  # no match there, or one inside the match just replaced
-            pos = hit.start() + 1
-            continue
-        out += (text[last:start], repl)
-        last = pos = hit.end()
+    while pos <= len(text):
+        for hit in finder.finditer(text, pos):
+            start = hit.start() - back if back is not None else _start(text, rule, hit, back)
+            if start < last:  # no match there, or one inside the match just replaced:
+                pos = hit.start() + 1  # look again right after its literal
+                break
+            out += (text[last:start], repl)
+            last = hit.end()
+        else:
+            break
     return "".join([*out, text[last:]]) if out else text
 
 
