@@ -35,17 +35,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from benchmarks import report
+from benchmarks import systems as harness
 from benchmarks.savers import SaverKind, Savers, saver_stats
-from benchmarks.systems import (
-    EchoModel,
-    GraphInvoker,
-    System,
-    ToolCounter,
-    all_systems,
-    coding_output,
-    echo_text,
-    make_echo,
-)
+from benchmarks.systems import EchoModel, GraphInvoker, System, ToolCounter, all_systems, echo_text, make_echo
 
 PROMPT = "Call echo once per turn until you are done, then answer."
 PAYLOAD_2K = 2048
@@ -151,7 +143,7 @@ def run_once(system: System, n: int, case: Case, savers: Savers, *, trace: bool 
     or ``invoke`` inside ``around()`` (e.g. a profiler), with the peak memory when ``trace``."""
     counter, model, now = ToolCounter(), EchoModel(n_rounds=n), CLOCKS[clock]
     seed = next(SEEDS)
-    outputs = [coding_output(seed, i) for i in range(n)] if case.coding else []
+    outputs = [harness.coding_output(seed, i) for i in range(n)] if case.coding else []
     tools, stats, peak = [make_echo(case.payload, counter, outputs)], None, None
 
     async def atimed() -> tuple[float, dict[str, Any]]:
