@@ -441,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
                                     ",".join(PAYLOAD) if args.payload else None), all_systems(), "system(s)")
     cases = _select(args.cases or (QUICK_CASES if args.quick else PAYLOAD_CASES if args.payload else None),
                     CASES, "case(s)")
-    modes: list[Mode] = [m for m in ("sync", "async") if m in args.modes.split(",")]
+    modes: list[Mode] = [m for m in ("sync", "async") if m in args.modes.split(",") and not (
+        args.payload and m == "async")]  # the coding cases are timed sync only
     args.no_census = args.no_census or args.payload
     if systems is None or cases is None or not modes or set(args.modes.split(",")) - set(report.MODES):
         return 2
