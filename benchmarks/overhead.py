@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from benchmarks import report
+from benchmarks import systems as harness
 from benchmarks.savers import SaverKind, Savers, saver_stats
 from benchmarks.systems import EchoModel, GraphInvoker, System, ToolCounter, all_systems, echo_text, make_echo
 
@@ -46,6 +47,9 @@ COMPARED = ("bare_direct", report.FLOOR, "create_react_agent", report.BASELINE, 
 ``PEER_SAVER_REPS`` runs with a saver (context only); the 2 KB cases run ``PAIR`` only (the other
 peers store up to 200 MB per run)."""
 PAIR, PEER_SAVER_REPS = (report.BASELINE, report.OURS), 2
+PAYLOAD = (report.FLOOR, report.BASELINE, report.OURS)
+"""Issue 31's systems, on 5-50 KB coding outputs different in every run and round (``--payload``)."""
+SEEDS = itertools.count()
 QUICK_CASES, CENSUS = "none,memory,sqlite,postgres", (10, 50)
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 PACKAGES = ("langgraph", "langgraph-prebuilt", "langchain", "langchain-core", "langgraph-checkpoint",
@@ -63,15 +67,17 @@ Func = tuple[str, int, str]
 
 @dataclass(frozen=True)
 class Case:
-    """A saver, a tool payload, timed (repeated) or one run, peak memory (``traced``), which systems."""
+    """A saver, a tool payload (``coding``: ``coding_output``), timed (repeated) or one run, peak memory
+    (``traced``), which systems."""
 
     key: str
     saver: SaverKind
     payload: int = 0
     timed: bool = False
     traced: bool = False
-    scope: Literal["all", "compared", "pair"] = "all"
+    scope: Literal["all", "compared", "pair", "payload"] = "all"
     modes: tuple[Mode, ...] = ("sync", "async")
+    coding: bool = False
 
 
 CASES: tuple[Case, ...] = (
@@ -82,7 +88,10 @@ CASES: tuple[Case, ...] = (
     Case("memory_2k", "memory", PAYLOAD_2K, traced=True, modes=("sync",)),
     Case("sqlite_2k", "sqlite", PAYLOAD_2K, timed=True, scope="pair", modes=("sync",)),
     Case("postgres_2k", "postgres", PAYLOAD_2K, timed=True, scope="pair", modes=("sync",)),
+    *(Case(f"{saver}_code", saver, timed=True, scope="payload", modes=("sync",), coding=True)
+      for saver in ("none", "sqlite")),
 )
+PAYLOAD_CASES = "none_code,sqlite_code"
 
 
 @dataclass
@@ -118,9 +127,11 @@ class Measurement:
     peak_bytes: int | None = None
 
 
-def echo_transcript(n: int, payload: int = 0) -> list[tuple[str, Any, list[str]]]:
+def echo_transcript(n: int, payload: int = 0, outputs: Sequence[str] = ()
+                    ) -> list[tuple[str, Any, list[str]]]:
     """(type, content, tool-call ids) of every message of a clean echo task of ``n`` rounds."""
-    rounds = [(("ai", "", [f"call_{i}_0"]), ("tool", echo_text(f"round {i}", payload), [])) for i in range(n)]
+    results = outputs or [echo_text(f"round {i}", payload) for i in range(n)]
+    rounds = [(("ai", "", [f"call_{i}_0"]), ("tool", results[i], [])) for i in range(n)]
     return [("human", PROMPT, []), *itertools.chain(*rounds), ("ai", f"Done after {n} rounds.", [])]
 
 
@@ -131,7 +142,9 @@ def run_once(system: System, n: int, case: Case, savers: Savers, *, trace: bool 
     on ``runner``'s loop (one loop for the whole benchmark, as in a server) with the async saver,
     or ``invoke`` inside ``around()`` (e.g. a profiler), with the peak memory when ``trace``."""
     counter, model, now = ToolCounter(), EchoModel(n_rounds=n), CLOCKS[clock]
-    tools, stats, peak = [make_echo(case.payload, counter)], None, None
+    seed = next(SEEDS)
+    outputs = [harness.coding_output(seed, i) for i in range(n)] if case.coding else []
+    tools, stats, peak = [make_echo(case.payload, counter, outputs)], None, None
 
     async def atimed() -> tuple[float, dict[str, Any]]:
         async with savers.aopen(case.saver) as saver:
@@ -162,7 +175,7 @@ def run_once(system: System, n: int, case: Case, savers: Savers, *, trace: bool 
     transcript = [(m.type, m.content, [c["id"] for c in getattr(m, "tool_calls", [])])
                   for m in result["messages"]]
     return Run(seconds, [(b - a) * 1e3 for a, b in itertools.pairwise(model.log.timestamps)],
-               counter.count == n and transcript == echo_transcript(n, case.payload),
+               counter.count == n and transcript == echo_transcript(n, case.payload, outputs),
                None if reason is None else str(getattr(reason, "value", reason)), stats, peak)
 
 
@@ -200,7 +213,7 @@ def measure_case(systems: Sequence[System], n: int, case: Case, reps: int, saver
 
 def _members(systems: Sequence[System], case: Case) -> list[System]:
     """The systems that run ``case`` (see :attr:`Case.scope`)."""
-    scope = {"compared": COMPARED, "pair": PAIR}.get(case.scope)
+    scope = {"compared": COMPARED, "pair": PAIR, "payload": PAYLOAD}.get(case.scope)
     return [s for s in systems
             if (case.saver == "none" or s.checkpoints) and (scope is None or s.name in scope)]
 
@@ -395,6 +408,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reps", type=int, help="timed repetitions, median reported (5; 2 with --quick)")
     p.add_argument("--quick", action="store_true", help=f"smoke run: plain_loop and {','.join(COMPARED)}, "
                    f"N=10, 2 reps, cases {QUICK_CASES}, no census, the start-up heap frozen")
+    p.add_argument("--payload", action="store_true", help=f"issue 31: {', '.join(PAYLOAD)} on 5-50 KB coding "
+                   f"outputs, N=30, cases {PAYLOAD_CASES}, sync, no census")
     p.add_argument("--only", help="comma-separated system names to run")
     p.add_argument("--cases", help=f"comma-separated cases (all: {','.join(c.key for c in CASES)})")
     p.add_argument("--modes", default="sync,async", help="sync (invoke) and/or async (ainvoke)")
@@ -419,15 +434,20 @@ def _select(names: str | None, available: Sequence[Any], what: str) -> list[Any]
 def main(argv: list[str] | None = None) -> int:
     """Run the overhead benchmark, print markdown tables and the targets, write JSON."""
     args = parse_args(argv)
-    ns = [int(v) for v in (args.ns or ("10" if args.quick else "10,50,200")).split(",") if v.strip()]
+    default_ns = "10" if args.quick else "30" if args.payload else "10,50,200"
+    ns = [int(v) for v in (args.ns or default_ns).split(",") if v.strip()]
     reps = max(1, args.reps or (2 if args.quick else 5))
-    systems = _select(args.only or (",".join(["plain_loop", *COMPARED]) if args.quick else None),
-                      all_systems(), "system(s)")
-    cases = _select(args.cases or (QUICK_CASES if args.quick else None), CASES, "case(s)")
-    modes: list[Mode] = [m for m in ("sync", "async") if m in args.modes.split(",")]
+    systems = _select(args.only or (",".join(["plain_loop", *COMPARED]) if args.quick else
+                                    ",".join(PAYLOAD) if args.payload else None), all_systems(), "system(s)")
+    cases = _select(args.cases or (QUICK_CASES if args.quick else PAYLOAD_CASES if args.payload else None),
+                    CASES, "case(s)")
+    modes: list[Mode] = [m for m in ("sync", "async") if m in args.modes.split(",") and not (
+        args.payload and m == "async")]  # the coding cases are timed sync only
+    args.no_census = args.no_census or args.payload
     if systems is None or cases is None or not modes or set(args.modes.split(",")) - set(report.MODES):
         return 2
-    out = args.json or RESULTS / ("overhead-quick.json" if args.quick else "overhead.json")
+    out = args.json or RESULTS / ("overhead-quick.json" if args.quick else "payload.json" if args.payload
+                                  else "overhead.json")
     info, load_start = machine(), [round(v, 2) for v in os.getloadavg()]
     described = (f"{info['cpu']}, {info['cores']} cores ({info['usable_cores']} usable), "
                  f"{info['memory_gib']} GiB RAM; {info['platform']}; {info['python']}")
@@ -452,7 +472,8 @@ def main(argv: list[str] | None = None) -> int:
     if max(load_start[0], load_end[0]) > 0.5 * info["usable_cores"]:
         load += (f". The machine was loaded (1-min load {max(load_start[0], load_end[0]):.2f} on"
                  f" {info['usable_cores']} cores): treat these timings as a smoke run, not as final numbers")
-    issue14, issue24 = (report.evaluate(results, t) for t in (report.ISSUE14, report.ISSUE24))
+    issue14, issue24, issue31 = (report.evaluate(results, t) for t in (report.ISSUE14, report.ISSUE24,
+                                                                       report.ISSUE31))
     print(f"### Machine\n\n{described}; {load}.\n\nN = {', '.join(map(str, ns))}; modes {', '.join(modes)};"
           f" {args.clock} clock; {reps} timed repetitions per cell after one warm-up (the systems take turns"
           f" within each); total {seconds:.0f}s.\n\n{report.format_tables(results)}")
@@ -460,9 +481,13 @@ def main(argv: list[str] | None = None) -> int:
         print("\n" + report.format_census(steps, *CENSUS))
     for cell in profiles:
         print("\n" + cell["text"])
-    if not args.quick:
+    if args.payload:
+        print("\n" + report.format_targets(issue31, f"issue 31; {report.OURS} vs {report.BASELINE}, "
+                                           "5-50 KB coding outputs"))
+    elif not args.quick:
         print("\n" + report.format_targets(issue14, f"issue 14; {report.OURS} vs {report.BASELINE}"))
-    print("\n" + report.format_targets(issue24, f"issue 24; {report.OURS} vs the bare ToolNode loop "
+    if not args.payload:
+        print("\n" + report.format_targets(issue24, f"issue 24; {report.OURS} vs the bare ToolNode loop "
                                        f"({report.FLOOR}), {report.BASELINE} and create_react_agent"))
     print(f"\n{load}; total {seconds:.0f}s; JSON: {out}")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -472,7 +497,8 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps({"meta": meta, "results": [asdict(m) for m in results], "steps": steps,
                                "profiles": profiles,
                                "targets": [asdict(t) for t in issue14],
-                               "targets_issue24": [asdict(t) for t in issue24]}, indent=2) + "\n")
+                               "targets_issue24": [asdict(t) for t in issue24],
+                               "targets_issue31": [asdict(t) for t in issue31]}, indent=2) + "\n")
     return 0
 
 

@@ -3,6 +3,10 @@ format), replayed through the compiled graph: a scripted model returns the recor
 order (it never reads a warning: the worst case), one tool per recorded name returns each call's
 recorded result (errors as ``status="error"``), one run per user message, a stop ends the run.
 Systems, definitions (stops, saved calls, obvious and stuck loops, blocks): benchmarks/README.md.
+``--text``: the text rule instead (issue 31) on every assistant text (default ``../shared/data``) and
+``tests/data/markdown_answers.json``, each streamed in 7-character pieces as the ``model`` node
+streams a reply: fires on replies that are not loops, and the looping replies it spares (cuts
+before their end) with the share of their text spared. A recorded reply loops when in ``LOOPS``.
 
 Example:
     >>> traj = [{"role": "user", "content": "hi"},
@@ -44,6 +48,7 @@ from langgraph_loop import Iterations, Limits, LoopDetection, create_loop_agent
 from langgraph_loop.core.messages import BLOCKED_KIND, is_blocked, is_notice
 from langgraph_loop.middleware import LoopDetectionMiddleware
 from langgraph_loop.nodes.loop_detection import observe
+from langgraph_loop.nodes.stream_cut import StreamText
 from langgraph_loop.scripted import ScriptedChatModel
 
 END_OF_RECORDING, FINAL_ANSWER = "(end of the recorded run)", "(final answer without tools)"
@@ -266,6 +271,11 @@ class Replayer:
 VENDORED = Path(__file__).parent / "data"
 DATA = VENDORED / "taubench_gpt-4o_airline.json.gz"
 RESULTS = Path(__file__).parent / "results"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "markdown_answers.json"
+LOOPS = {("minisweagent_gemini-3-pro_swebench-verified_dev", "sympy__sympy-15976", 0, 34)}
+"""(source, conversation, run, reply) of the recorded replies that loop, read by hand (every reply
+the text rule fired on before or after issue 31): gemini-3-pro spelling ``msubsup`` for 159 KB."""
 READ_ONLY = frozenset({"think", "calculate", "get_user_details", "get_reservation_details",
                        "search_direct_flight", "search_onestop_flight", "list_all_airports"})
 VARIANTS = {"langgraph-loop, block=()": LoopDetection(block=()),
@@ -699,6 +709,37 @@ def _print_source(m: Source, details: bool) -> None:
         print(f"front doors: {MIDDLEWARE} warned, blocked and stopped as the graph on {same} of {runs} runs")
 
 
+def stream_cut(text: str, piece: int = 7) -> int | None:
+    """Where the stream of ``text`` in ``piece``-character pieces is cut (None: it streams whole).
+
+    Example:
+        >>> rows = "".join(f"| HAT{i} | ${90 + i} |\\n" for i in range(40))
+        >>> stream_cut("I will fix the typo now. " * 40) is not None, stream_cut(rows), stream_cut(rows * 2)
+        (True, None, None)
+    """
+    feed = StreamText()
+    return next((i + piece for i in range(0, len(text), piece) if feed.add(text[i:i + piece])), None)
+
+
+def text_rule(sources: Sequence[Source]) -> str:
+    """``--text``: a row per source, and the markdown corpus."""
+    rows = []
+    corpus = [(a["text"], a["loop"]) for a in json.loads(CORPUS.read_text())["answers"]]
+    for name, texts in [*((s.name, [(str(ai.content), (s.name, c.label, ri, i) in LOOPS)
+                                     for c in s.conversations for ri, run in enumerate(c.runs)
+                                     for i, ai in enumerate(run.replies)]) for s in sources),
+                        (f"{CORPUS.name} (written for these tests)", corpus)]:
+        started = time.perf_counter()
+        cuts = [(stream_cut(text), len(text), loops) for text, loops in texts if text]
+        spared = [1 - cut / size for cut, size, loops in cuts if loops and cut is not None]
+        looping = sum(loops for *_, loops in cuts)
+        rows.append(f"| {name} | {len(cuts)} | {sum(c is not None for c, _, x in cuts if not x)} | {looping}"
+                    f" | {len(spared)} ({_pct(len(spared), looping)}) | {_pct(sum(spared), len(spared))}"
+                    f" | {time.perf_counter() - started:.1f} |")
+    return "\n".join(["| source | replies | cut, not loops | looping | cut, looping (spared) | their text "
+                      "spared (mean) | seconds |", "|---|---|---|---|---|---|---|", *rows])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Replay every source under every system; print the tables and loops; write JSON."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.real_traces",
@@ -713,6 +754,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--details", action="store_true", help="list every stuck loop, warning, stop, block")
     parser.add_argument("--hints", action="store_true",
                         help="also langgraph-loop with τ-bench's lookups marked read-only")
+    parser.add_argument("--text", action="store_true", help="the text rule on every assistant text instead"
+                        " (default data ../shared/data)")
     parser.add_argument("--variants", action="store_true", help="also langgraph-loop without the block rung,"
                         " blocking always, and without the path excuse")
     parser.add_argument("--middleware", action="store_true", help=f"also {MIDDLEWARE}")
@@ -720,7 +763,10 @@ def main(argv: list[str] | None = None) -> int:
                         " deer-flow's rule swept, the best point of each per false-stop budget")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    sources = load_sources(args.data or [DATA], args.limit, args.label)
+    sources = load_sources(args.data or [SHARED if args.text else DATA], args.limit, args.label)
+    if args.text:
+        print(f"{text_rule(sources)}\n\nbenchmark runtime: {time.perf_counter() - started:.1f} s")
+        return 0
     measured = [measure(source, args.hints, args.variants, args.middleware) for source in sources]
     print("# Loop detection on real trajectories")
     for m in measured:

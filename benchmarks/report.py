@@ -26,8 +26,10 @@ BASELINE, FLOOR, OURS, REACT = "create_agent", "bare_toolnode", "langgraph-loop"
 MODES = ("sync", "async")
 LABELS = {"none": "no checkpointer", "memory": "InMemorySaver", "sqlite": "SqliteSaver",
           "sqlite_2k": "SqliteSaver, 2 KB out", "postgres": "PostgresSaver",
-          "postgres_2k": "PostgresSaver, 2 KB out", "memory_2k": "InMemorySaver, 2 KB out"}
-TIMED = ("none", "memory", "sqlite", "sqlite_2k", "postgres", "postgres_2k")
+          "postgres_2k": "PostgresSaver, 2 KB out", "memory_2k": "InMemorySaver, 2 KB out",
+          "none_code": "no checkpointer, 5-50 KB coding out",
+          "sqlite_code": "SqliteSaver, 5-50 KB coding out"}
+TIMED = ("none", "memory", "sqlite", "sqlite_2k", "postgres", "postgres_2k", "none_code", "sqlite_code")
 STORED = ("memory", "sqlite", "postgres", "memory_2k", "sqlite_2k", "postgres_2k")
 
 
@@ -204,6 +206,9 @@ def _issue24() -> tuple[Target, ...]:
 
 
 ISSUE14, ISSUE24 = _issue14(), _issue24()
+ISSUE31 = tuple(Target(f"{LABELS[case]}, N=30: ms/round ×{BASELINE}", "time", limit, ((case, 30, "sync"),),
+                       BASELINE) for case, limit in (("none_code", 1.1), ("sqlite_code", 0.8)))
+"""Issue 31: rounds whose tool outputs are 5-50 KB (``python -m benchmarks --payload``)."""
 
 
 def evaluate(results: Sequence[Any], targets: Sequence[Target] = ISSUE24) -> list[TargetResult]:

@@ -23,6 +23,7 @@ import hashlib
 import importlib
 import itertools
 import json
+import random
 import re
 import time
 import warnings
@@ -176,15 +177,49 @@ def echo_text(x: str, payload_bytes: int = 0) -> str:
     return x if payload_bytes <= len(x) else x + " " + "x" * (payload_bytes - len(x) - 1)
 
 
-def make_echo(payload_bytes: int = 0, counter: ToolCounter | None = None) -> BaseTool:
-    """Build the ``echo`` tool; with ``payload_bytes`` its output is padded to that size."""
+_WORDS = ("app", "core", "util", "models", "views", "api", "client", "server", "parser", "config", "db")
+
+
+def coding_output(seed: int, step: int, low: int = 5_000, high: int = 50_000) -> str:
+    """A coding agent's tool output of ``low``-``high`` characters, different for every (seed, step):
+    a build log (timestamps, durations, temp paths), a file listing, test output (addresses,
+    durations) or grep hits, the volatile parts a loop detector normalizes included.
+
+    Example:
+        >>> a, b = coding_output(1, 0), coding_output(2, 0)
+        >>> a != b and a == coding_output(1, 0) and 5_000 <= len(a) <= 50_100
+        True
+    """
+    rng = random.Random(seed * 100_003 + step)
+    size, kind, lines, total = rng.randint(low, high), step % 4, [f"$ step {step} (seed {seed})"], 0
+    while total < size:
+        n, w, v = rng.getrandbits(30), rng.choice(_WORDS), rng.choice(_WORDS)
+        path = f"src/{v}/{w}_{n % 977}.{('py', 'java', 'ts', 'go', 'rs')[n % 5]}"
+        line = [[f"2025-11-{n % 28 + 1:02d} {n % 24:02d}:{n % 60:02d}:{n % 59:02d},{n % 999:03d} INFO [{w}] "
+                 f"task :{v}:compile took {n % 5000}ms, output in /tmp/build{n:x}/classes",
+                 f"{path}:{n % 400}: warning: unused variable '{w}{n % 50}' [-Wunused-variable]"],
+                [f"-rw-r--r-- 1 agent agent {n % 10**6:>7} Nov {n % 28 + 1:2d} {n % 24:02d}:{n % 60:02d} "
+                 f"{path}"],
+                [f"{path}::test_{w}_{n % 300} {('PASSED', 'FAILED')[n % 7 == 0]} [{n % 100:3d}%]",
+                 f"E   <{w.title()} object at 0x7f{n:08x}> != {v!r}",
+                 f"{n % 80} passed, {n % 3} failed in {n % 9}.{n % 1000:03d}s"],
+                [f"{path}:{n % 2000}:    {w} = {v}_{n % 77}({w}, key={n % 13})"]][kind]
+        lines.append(line[n % len(line)])
+        total += len(lines[-1]) + 1
+    return "\n".join(lines)
+
+
+def make_echo(payload_bytes: int = 0, counter: ToolCounter | None = None,
+              outputs: Sequence[str] = ()) -> BaseTool:
+    """Build the ``echo`` tool; with ``payload_bytes`` its output is padded to that size, with
+    ``outputs`` it returns ``outputs[i]`` for ``round i``."""
     tally = counter if counter is not None else ToolCounter()
 
     @tool("echo")
     def echo(x: str) -> str:
         """Echo the text ``x`` back."""
         tally.count += 1
-        return echo_text(x, payload_bytes)
+        return outputs[int(x.rsplit(maxsplit=1)[-1])] if outputs else echo_text(x, payload_bytes)
 
     return echo
 

@@ -12,8 +12,10 @@ lose their ``id`` (MCP adapters give every block of every result a fresh one), a
 parts of the text are replaced by placeholders: UUIDs, timestamps and clock times, ``0x``
 addresses, durations (``in 0.12s``), temp paths, prefixed ids (``toolu_…``, ``call_…``,
 ``msg_…``, MCP ``block_…``), epoch numbers, pids, the shell's line counter
-(``bash: line 36191:``), random seeds and Python object ids. A result has *no content* when it
-holds nothing but markup, whitespace and a zero exit status (a silent ``sed -i``).
+(``bash: line 36191:``), random seeds and Python object ids, in about one pass over the text
+(a result is read about as fast as it is hashed; see ``_FINDERS``), and once per result however
+often it is hashed. A result has *no content* when it holds nothing but markup, whitespace and
+a zero exit status (a silent ``sed -i``).
 
 **Paths.** The path-like tokens in a call's arguments (``src/app.py``, ``build/text``) and the
 folders that hold them, hashed short: two calls *touch* each other when one names a path the
@@ -29,8 +31,10 @@ signatures. Malformed calls (``invalid_tool_calls``) are signed from their raw t
 
 **Text loops.** Gemini CLI's content-loop rule (``loopDetectionService.ts``) on a reply's text
 and reasoning, fed line by line: a 50-character chunk seen 10 times, close together, over the
-last 5,000 characters; structure (fences, tables, lists, headings) restarts it, code is skipped.
-The ``model`` node feeds the same rule while a reply streams (``nodes/stream_cut.py``).
+last 5,000 characters. It reads prose only: code is skipped; tables, CSV rows, list items,
+separator rows, dividers and box drawing restart it unread (their lines loop when one comes
+10 times among 20); headings restart it. The ``model`` node feeds the same rule while a reply
+streams (``nodes/stream_cut.py``).
 
 **The state** holds short hashes and small ints only, bounded by the windows:
 
@@ -108,9 +112,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from itertools import pairwise
-from typing import Any, NotRequired
+from typing import Any, Literal, NotRequired
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from typing_extensions import TypedDict
@@ -124,13 +127,13 @@ from langgraph_loop.nodes.approval import needs_approval
 from langgraph_loop.nodes.limits import check_limits, pressure_due, tool_errors_guard
 
 __all__ = [
-    "MEMO_SIZE", "RANK", "TEXT_CUTS", "VOLATILE", "CallRecord", "Decision", "DetectorMemo",
-    "DetectorState", "Finding", "LoopWarning", "Observation", "Response", "SignedCall", "TextLoop",
-    "absorb", "args_text", "block_text", "call_signature", "canonical_args", "content_hash",
-    "cycle_of", "decide", "is_empty", "normalize", "observe", "path_keys", "push", "reply_text",
-    "response_sig", "response_signature", "result_text", "results_before", "scaled", "sign_calls",
-    "stop_guard", "text_cut", "text_cut_text", "text_loop", "text_loop_text", "text_stop_guard",
-    "warning_text",
+    "LINE", "MEMO_SIZE", "RANK", "TEXT_CUTS", "VOLATILE", "CallRecord", "Decision", "DetectorMemo",
+    "DetectorState", "Finding", "LoopWarning", "Observation", "Response", "SignedCall",
+    "TextLoop", "absorb", "args_text", "block_text", "call_signature", "canonical_args",
+    "content_hash", "cycle_of", "decide", "is_empty", "line_kind", "normalize", "observe",
+    "path_keys", "push", "reply_text", "response_sig", "response_signature", "result_text",
+    "results_before", "scaled", "sign_calls", "stop_guard", "text_cut", "text_cut_text",
+    "text_loop", "text_loop_text", "text_stop_guard", "warning_text",
 ]
 
 
@@ -156,7 +159,90 @@ _VOLATILE = [
     (r"\bid[=:] *'?\d{6,}'?", "id=<n>"),  # Python object ids
 ]
 VOLATILE = [(re.compile(pattern, re.IGNORECASE), repl) for pattern, repl in _VOLATILE]
-"""The volatile parts of a result and their placeholders."""
+"""The volatile parts of a result and their placeholders (``normalize`` replaces them in this
+order)."""
+
+# ``normalize`` gives what ``VOLATILE``'s subs in a row give, in about one pass: a pattern that
+# starts with ``\b`` or a digit makes ``re`` try a match at every character (~16 ns each), one
+# that starts with a literal character is scanned for it in C (~1 ns). So a rule either has
+# *finders* (literal-led, case-sensitive; the part before the literal checked by a look-behind
+# and found by ``_start``) whose hits are spliced where the rule's own ``sub`` would replace,
+# or its ``sub`` runs; a rule with a gate runs only when one of its needles, part of every
+# match, is in the casefolded text (placeholders hold no digits, so one rule's placeholders
+# never make a later rule match). ``tests/nodes/test_normalize.py`` checks that both agree.
+_HEX = "[0-9a-fA-F]"
+_PREFIXES = ("toolu", "call", "msg", "req", "run", "chatcmpl", "block", "resp", "lc")
+_FINDERS: dict[int, tuple[tuple[re.Pattern[str], ...], int | None]] = {  # rule → finders, back
+    0: ((re.compile(rf"-(?<=\b{_HEX}{{8}}-){_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}\b"),), 8),
+    1: ((re.compile(r"-(?<=\b\d{4}-)\d{2}-\d{2}[Tt ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?"
+                    r"(?:[Zz]|[+-]\d{2}:?\d{2})?"),), 4),
+    2: ((re.compile(r":(?:(?<=\b\d\d:)|(?<=\b\d:))\d{2}:\d{2}(?:\.\d+)?\b"),), None),
+    3: (tuple(re.compile(rf"{x}(?<=\b0{x}){_HEX}{{4,}}\b") for x in "xX"), 1),
+    4: (tuple(re.compile(rf"{u}(?:(?<=\d{u})|(?<=\d\s{u})){rest}\b")
+              for u, rest in [("s", "(?i:ec|ecs|econds)?"), ("S", "(?i:ec|ecs|econds)?"),
+                              ("\u017f", "(?i:ec|ecs|econds)?"),  # the long s, an 's' to re.I
+                              ("m", "(?i:s|in|ins|inutes)"), ("M", "(?i:s|in|ins|inutes)")]), None),
+    7: (tuple(re.compile(f"{sep}(?:" + "|".join(rf"(?<=\b(?i:{p}){sep})" for p in _PREFIXES)
+                         + r")(?i:[a-z0-9]){8,}\b") for sep in "_-"), None),
+    8: ((re.compile(r"1(?<=\b1)[5-9]\d{8}(?:\d{3})?\b"),), 0),
+}
+_Gate = tuple[str, ...] | tuple[re.Pattern[str], ...]
+_GATES: dict[int, _Gate] = {  # rule → needles or patterns, one of which is in the casefolded text
+    5: ("/tmp/", "/var/folders/"), 6: (re.compile(r"tmp\w"),), 9: ("pid",),
+    10: ("sh: line ",), 11: ("random seed:",), 12: ("id=", "id:"),
+    7: tuple(re.compile(sep + "(?:" + "|".join(f"(?<={p}{sep})" for p in _PREFIXES) + ")")
+             for sep in "_-"),  # before its finders: '_' and '-' are everywhere in code
+}
+
+
+def _word(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _start(text: str, rule: int, hit: re.Match[str], back: int | None) -> int:
+    """Where the match of rule ``rule`` that ``hit`` found begins (-1: none there)."""
+    at = hit.start()
+    if back is not None:
+        return at - back
+    if rule == 2:  # a clock time: one or two digits before its first ':'
+        return at - 2 if at >= 2 and text[at - 2].isdecimal() else at - 1
+    if rule == 7:  # a prefixed id: the prefix before its separator
+        return next(at - len(p) for p in _PREFIXES if text[at - len(p):at].casefold() == p)
+    if text[at - 1].isspace():  # a duration: digits, a fraction maybe, a space maybe, the unit
+        at -= 1
+    digits = at
+    while digits and text[digits - 1].isdecimal():
+        digits -= 1
+    if digits >= 2 and text[digits - 1] == "." and text[digits - 2].isdecimal():
+        whole = digits - 1
+        while whole and text[whole - 1].isdecimal():
+            whole -= 1
+        if not (whole and _word(text[whole - 1])):
+            return whole
+    return -1 if digits == at or (digits and _word(text[digits - 1])) else digits
+
+
+def _gated(low: str, gate: _Gate) -> bool:
+    return any(needle in low if isinstance(needle, str) else needle.search(low) is not None
+               for needle in gate)
+
+
+def _splice(text: str, rule: int, finder: re.Pattern[str], back: int | None, repl: str) -> str:
+    """``text`` with the matches of rule ``rule`` that ``finder`` finds replaced by ``repl``."""
+    out: list[str] = []
+    last = pos = 0
+    while pos <= len(text):
+        for hit in finder.finditer(text, pos):
+            start = hit.start() - back if back is not None else _start(text, rule, hit, back)
+            if start < last:  # no match there, or one inside the match just replaced:
+                pos = hit.start() + 1  # look again right after its literal
+                break
+            out += (text[last:start], repl)
+            last = hit.end()
+        else:
+            break
+    return "".join([*out, text[last:]]) if out else text
+
 
 _MARKUP = re.compile(r"<[^>\n]{1,40}>")
 _PATH = re.compile(r"(?:[\w.-]*/)+[\w.-]*\w|\b[\w-]+\.(?:py|pyi|java|kt|js|ts|tsx|jsx|go|rs|rb|c|h"
@@ -165,7 +251,8 @@ _PATH = re.compile(r"(?:[\w.-]*/)+[\w.-]*\w|\b[\w-]+\.(?:py|pyi|java|kt|js|ts|ts
 
 
 def normalize(text: str) -> str:
-    """The text with its volatile parts replaced by placeholders.
+    """The text with its volatile parts (``VOLATILE``) replaced by placeholders, in about one
+    pass (see the comment above ``_FINDERS``).
 
     Example:
         >>> normalize("Ran 4 tests in 0.012s at 2025-11-19T00:04:32, id 0x7f3a2c10")
@@ -173,8 +260,16 @@ def normalize(text: str) -> str:
         >>> normalize("/bin/bash: line 36191: javac: command not found")
         '/bin/sh: line <n>: javac: command not found'
     """
-    for pattern, repl in VOLATILE:
-        text = pattern.sub(repl, text)
+    low = text.casefold()
+    for rule, (pattern, repl) in enumerate(VOLATILE):
+        if rule in _GATES and not _gated(low, _GATES[rule]):
+            continue
+        if rule in _FINDERS:
+            finders, back = _FINDERS[rule]
+            for finder in finders:
+                text = _splice(text, rule, finder, back, repl)
+        else:
+            text = pattern.sub(repl, text)
     return text
 
 
@@ -200,21 +295,32 @@ def result_text(content: Any) -> str:
 
 
 def content_hash(content: Any, *, normalized: bool = True) -> str:
-    """A short hash of a tool result: equal for the same result (see module docstring)."""
+    """A short hash of a tool result: equal for the same result (see module docstring).
+
+    One result is hashed twice per round (its call record, then the detector) and normalized
+    once: the hashes of the last ``MEMO_RESULTS`` results are kept, keyed by the text up to
+    ``MEMO_CHARS`` characters and by a digest of it above, so little text is kept alive.
+    """
     text = content if isinstance(content, str) else result_text(content)
-    return _text_hash(text, normalized) if len(text) <= MEMO_CHARS else _hash(text, normalized)
+    if not normalized:
+        return digest(text, HASH_LEN)
+    key = text if len(text) <= MEMO_CHARS else digest(text, 40)
+    with _MEMO_LOCK:
+        found = _MEMO.get(key)
+        if found is not None:
+            _MEMO.move_to_end(key)
+            return found
+    found = digest(normalize(text), HASH_LEN)
+    with _MEMO_LOCK:
+        _MEMO[key] = found
+        if len(_MEMO) > MEMO_RESULTS:
+            _MEMO.popitem(last=False)
+    return found
 
 
-MEMO_CHARS = 100_000
-"""Results up to this size are memoized (64 of them: at most a few MB kept alive)."""
-
-
-def _hash(text: str, normalized: bool) -> str:
-    return digest(normalize(text) if normalized else text, HASH_LEN)
-
-
-_text_hash = lru_cache(maxsize=64)(_hash)
-"""One result is hashed twice per round (its call record, then the detector): normalize once."""
+MEMO_CHARS, MEMO_RESULTS = 4096, 256
+_MEMO: OrderedDict[str, str] = OrderedDict()
+_MEMO_LOCK = threading.Lock()
 
 
 def is_empty(content: Any) -> bool:
@@ -384,12 +490,43 @@ def sign_calls(ai: AIMessage, config: LoopDetection | None = None) -> list[Signe
 
 
 CHUNK, TIMES, SPAN, HISTORY = 50, 10, 5 * 50, 5000
-_STRUCTURE = re.compile(r"(^|\n)\s*(\|.*\||[|+-]{3,})|(^|\n)\s*([*+-]|\d+\.)\s|(^|\n)#+\s|(^|\n)>\s")
-_DIVIDER = re.compile(r"^[+\-_=*\u2500-\u257f]+$")
+LINE = 200
+"""A line is read in parts of about this size while it streams; its kind, from its start."""
+_ROW = re.compile(r"\s*[|\u2502\u2503\u2551]|[^|\n]*\|[^|\n]*\||(?:[^,\n]*,(?! )){3}|(?:[^\t\n]*\t){2}")
+_ITEM = re.compile(r"\s*(?:[-*+\u2022\u2023\u25e6\u25aa]|\d{1,4}[.)]|[a-zA-Z][.)])\s+(?:\[[ xX]\]\s*)?")
+_HEAD = re.compile(r"\s*(?:#{1,6}\s|>)")
+_ALNUM = re.compile(r"[^\W_]")
+_RUN = re.compile(r"(.)\1{3,}")
+_DIGITS = re.compile(r"\d+")
+Kind = Literal["prose", "head", "rule", "row", "item"]
+
+
+def line_kind(line: str) -> Kind:
+    """What a line of a reply is (from its first ``LINE`` characters): a *rule* has no letter
+    or digit (dividers, separator rows, box drawing), a *row* is a table, CSV or TSV row, an
+    *item* a list item, a *head* a heading or a quote, the rest *prose*.
+
+    Example:
+        >>> [line_kind(x) for x in ("|---|:--:|", "| AA1 | $99 |", "JFK,LAX,99,no", "12. Go",
+        ...                         "## Fares", "Wait, I see.", "")]
+        ['rule', 'row', 'row', 'item', 'head', 'prose', 'prose']
+    """
+    start = line[:LINE]
+    if not _ALNUM.search(start):
+        return "rule" if len(start.strip()) >= 3 else "prose"
+    if _ROW.match(start):
+        return "row"
+    return "item" if _ITEM.match(start) else "head" if _HEAD.match(start) else "prose"
 
 
 class TextLoop:
-    """Gemini CLI's rule over a stream of text pieces: :meth:`add` is True once it loops.
+    """Gemini CLI's rule over a reply's lines (or parts of a long line): :meth:`add` is True
+    once it loops.
+
+    Only prose is read by the rule, with a run of one character cut to three: code is
+    skipped, and rules, rows and items restart it without being read (a table's separator
+    row, a divider or a list of similar items is not a loop). The text of a row or item
+    (without its number) loops when it comes ``TIMES`` times in ``2 * TIMES`` such lines.
 
     Example:
         >>> loop, items = TextLoop(), TextLoop()
@@ -404,20 +541,54 @@ class TextLoop:
         self.places: dict[str, list[int]] = {}
         self.next = 0
         self.in_code = False
+        self.kind: Kind = "prose"
+        self.fresh = True
+        """The next piece starts a line."""
+        self.lines: list[str] = []
+        """The last ``2 * TIMES`` rows and items, without their list markers."""
 
     def _reset(self) -> None:
         self.history, self.places, self.next = "", {}, 0
 
     def add(self, piece: str) -> bool:
-        """Append one piece of text; True when the text now loops."""
+        """Append one piece of text (a line, or a part of one); True when the text now loops."""
+        starts, self.fresh = self.fresh, piece.endswith("\n")
         fences = piece.count("```")
-        divider = bool(_DIVIDER.match(piece.strip())) if piece.strip() else False
-        if fences or divider or _STRUCTURE.search(piece):
-            self._reset()
         was_in_code = self.in_code
         self.in_code = self.in_code != (fences % 2 == 1)
-        if was_in_code or self.in_code or divider:
+        if fences:
+            self._reset()
+        if was_in_code or self.in_code:
             return False
+        if starts:
+            self.kind = line_kind(piece)
+        if self.kind != "prose":
+            self._reset()
+        if self.kind in ("row", "item", "head"):
+            return starts and self._repeated_line(piece)
+        if self.kind == "rule":
+            return False
+        return self._read(self._collapse(piece))
+
+    def _repeated_line(self, line: str) -> bool:
+        key = (_ITEM.sub("", line[:LINE], count=1) if self.kind == "item" else line[:LINE]).strip()
+        self.lines = [*self.lines[-(2 * TIMES - 1):], key]
+        return self.lines.count(key) >= TIMES
+
+    def _collapse(self, piece: str) -> str:
+        """``piece`` with every number read as ``0`` and runs of one character cut to three,
+        also across pieces."""
+        if self.history.endswith("0") and (number := _DIGITS.match(piece)):
+            piece = piece[number.end():]  # a number split across two pieces
+        piece = _RUN.sub(r"\1\1\1", _DIGITS.sub("0", piece))
+        if piece and self.history.endswith(piece[0]):
+            char = piece[0]
+            before = len(self.history) - len(self.history.rstrip(char))
+            lead = len(piece) - len(piece.lstrip(char))
+            piece = char * max(0, min(lead, 3 - before)) + piece[lead:]
+        return piece
+
+    def _read(self, piece: str) -> bool:
         self.history += piece
         if len(self.history) > HISTORY:
             self._trim(len(self.history) - HISTORY)

@@ -27,7 +27,6 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
-from langgraph.types import interrupt
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.compat import checkpointer
@@ -38,14 +37,7 @@ from langgraph_loop.core.state import LoopState, emit
 from langgraph_loop.core.stop import Guard, stop_answer_text, stop_update
 from langgraph_loop.nodes.limits import PRESSURE_SOURCE
 from langgraph_loop.nodes.loop_detection import Decision
-from langgraph_loop.nodes.loop_human import (
-    began_at,
-    checkpoint_before,
-    evidence,
-    first_cut,
-    parse_answer,
-    question,
-)
+from langgraph_loop.nodes.loop_human import ask, began_at, checkpoint_before, evidence, first_cut, question
 
 __all__ = ["LoopDetector", "apply", "block_answers", "locate", "settle", "stop_answers"]
 
@@ -78,7 +70,7 @@ def settle(decision: Decision, state: LoopState, detection: LoopDetection | None
             or checkpointer(get_config()) is None):
         return decision
     results = evidence(messages, request, finding, detection)
-    action, hint = parse_answer(interrupt(question(why, finding, results)))
+    action, hint = ask(question(why, finding, results))  # validated before it is stored
     if action == "stop":
         return replace(decision, guard={**why, "human": {"action": "stop"}})
     return Decision(decision.ai, allow=(finding.key, finding.count),

@@ -12,6 +12,11 @@ repeated call, its last results, the rung, where the loop began. Resume with
 ``Command(resume={"action": "continue"})`` (the calls run; this loop is not stopped again
 before it repeats as often once more), ``{"action": "stop"}`` (the stop goes on) or
 ``{"action": "hint", "hint": "..."}`` (continue, and the model gets the hint as a notice).
+The answer is validated inside ``interrupt()`` (its ``response_schema``, ``ANSWER``), as
+approval's is: a malformed resume is a ``ValueError`` (pydantic's ``ValidationError``) raised
+before LangGraph stores it, so the thread stays paused at the same question and the next valid
+answer works. (Checked after ``interrupt()`` returned, the bad value would stay in the task's
+resume list, and every later answer would fail with it.)
 
 Example:
     >>> parse_answer({"action": "hint", "hint": "Use the cached copy."})
@@ -23,10 +28,12 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.types import interrupt
+from pydantic import BeforeValidator
 from typing_extensions import TypedDict
 
 from langgraph_loop.core.compat import checkpointer
@@ -35,8 +42,8 @@ from langgraph_loop.core.messages import clip, is_cut
 from langgraph_loop.core.stop import Guard
 from langgraph_loop.nodes.loop_detection import Finding, result_text, sign_calls
 
-__all__ = ["ACTIONS", "HISTORY_LIMIT", "LoopQuestion", "began_at", "checkpoint_before",
-           "evidence", "first_cut", "parse_answer", "question"]
+__all__ = ["ACTIONS", "ANSWER", "HISTORY_LIMIT", "LoopAnswer", "LoopQuestion", "ask", "began_at",
+           "checkpoint_before", "evidence", "first_cut", "parse_answer", "question"]
 
 ACTIONS = ("continue", "stop", "hint")
 HISTORY_LIMIT = 200
@@ -143,3 +150,29 @@ def parse_answer(value: Any) -> tuple[Action, str | None]:
         raise ValueError("loop detection: a 'hint' answer needs a non-empty 'hint' text")
     action: Action = answer["action"]
     return action, hint if action == "hint" else None
+
+
+class LoopAnswer(TypedDict):
+    """A human's answer to a ``LoopQuestion``, as a dict."""
+
+    action: Action
+    hint: NotRequired[str]
+
+
+def _checked(value: Any) -> Any:
+    parse_answer(value)
+    return value
+
+
+ANSWER = Annotated[Action | LoopAnswer, BeforeValidator(_checked)]
+"""The resume schema of the loop question: an action name or a ``LoopAnswer``, checked by
+``parse_answer`` (inside ``interrupt()``, before LangGraph stores the value)."""
+
+
+def ask(loop_question: LoopQuestion) -> tuple[Action, str | None]:
+    """Ask a human (``interrupt()``); ``(action, hint)`` from the validated answer.
+
+    Raises:
+        ValueError: a malformed resume (the thread stays paused at the same question).
+    """
+    return parse_answer(interrupt(loop_question, response_schema=ANSWER))  # type: ignore[call-overload]

@@ -44,19 +44,18 @@ from langchain_core.runnables import Runnable, RunnableConfig
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.messages import CUT_KEY
-from langgraph_loop.nodes.loop_detection import TextLoop, reply_text
+from langgraph_loop.nodes.loop_detection import LINE, TextLoop, reply_text
 
 __all__ = ["LINE", "REASONING", "StreamText", "astream_reply", "build_reply", "stream_reply"]
 
-LINE = 200
-"""A line longer than this many characters is checked in parts of this size."""
 REASONING = frozenset({"thinking", "redacted_thinking", "reasoning"})
 """Content-block types a cut reply leaves out (Anthropic's, OpenAI Responses', LangChain's)."""
 
 
 class StreamText:
-    """``TextLoop`` over streamed pieces, fed whole lines as the finished-reply check is: a
-    code fence or a list marker split across two chunks still restarts the rule."""
+    """``TextLoop`` over streamed pieces, fed whole lines as the finished-reply check is (a
+    line longer than ``LINE`` characters in parts): a code fence, a table row or a list
+    marker split across two chunks is still seen as what it is."""
 
     def __init__(self) -> None:
         """Nothing seen yet."""

@@ -65,7 +65,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
-from langgraph.types import Command, interrupt
+from langgraph.types import Command
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.compat import checkpointer
@@ -76,7 +76,7 @@ from langgraph_loop.core.stop import Guard, StopReason, stop_instruction
 from langgraph_loop.nodes.binding import none_choice
 from langgraph_loop.nodes.loop_detection import Decision, DecisionRecord, DetectorMemo, decide
 from langgraph_loop.nodes.loop_detector import block_answers, locate, stop_answers
-from langgraph_loop.nodes.loop_human import evidence, parse_answer, question
+from langgraph_loop.nodes.loop_human import ask, evidence, question
 from langgraph_loop.nodes.model import without_tool_calls
 
 __all__ = ["LoopDetectionMiddleware", "LoopDetectionState"]
@@ -273,7 +273,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         assert finding is not None and why is not None
         results = evidence(messages, turn.run["request_id"], finding,
                            self._detection(turn.request.tools))
-        action, hint = parse_answer(interrupt(question(why, finding, results)))
+        action, hint = ask(question(why, finding, results))  # validated before it is stored
         if action == "stop":
             return Decision(ai, guard={**why, "human": {"action": "stop"}}), None  # type: ignore[typeddict-item]
         allowed = dict(turn.run.get("loop_allowed") or {})

@@ -3,7 +3,9 @@ whose text runs away is cut while it streams, through real clients and loopback 
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +18,7 @@ from pydantic import SecretStr
 
 from langgraph_loop import Iterations, LoopDetection, StopReason, create_loop_agent
 from langgraph_loop.core.config import DEFAULT_LAYERS
+from langgraph_loop.core.messages import is_cut
 from langgraph_loop.core.prompts import CUT_REPLY
 from langgraph_loop.nodes.loop_detection import text_cut_text
 from langgraph_loop.scripted import ScriptedChatModel, repeat
@@ -65,6 +68,40 @@ def test_stream_custom_reports_tool_calls_and_the_stop(scripted: list) -> None:
     assert kinds.count("tool_call") == 1
     stop = next(e for e in events if e["event"] == "stop")
     assert stop["reason"] == "max_model_calls"
+
+
+MARKDOWN = json.loads((Path(__file__).parents[1] / "data" / "markdown_answers.json").read_text())["answers"]
+TABLES = [a["text"] for a in MARKDOWN if not a["loop"] and ("separator" in a["name"] or "wide" in a["name"])]
+CHANTS = [a["text"] for a in MARKDOWN if a["loop"] and a["name"] in (
+    "a sentence chanted", "a table row repeated", "a reply looping after a real table")]
+
+
+@pytest.mark.parametrize("answer", TABLES)
+def test_a_table_answer_streams_whole_and_is_not_cut(scripted: list, answer: str) -> None:
+    """Wide tables and their long separator rows, streamed word by word with
+    ``stream_mode="messages"``: the user sees the whole answer and the thread stores it."""
+    model = ScriptedChatModel(script=[answer])
+    scripted.append(model)
+    parts = list(_agent(model).stream({"messages": [HumanMessage("fares?")]},
+                                      stream_mode=["messages", "values"]))
+    shown = "".join(str(m.content) for mode, (m, _) in ((k, p) for k, p in parts if k == "messages")
+                    if isinstance(m, AIMessageChunk))
+    final = [p for k, p in parts if k == "values"][-1]
+    assert shown == answer and final["messages"][-1].content == answer
+    assert not is_cut(final["messages"][-1]) and len(model.requests) == 1
+    assert final["stop_reason"] == StopReason.COMPLETED
+
+
+@pytest.mark.parametrize("answer", CHANTS)
+def test_a_chanting_reply_is_cut_while_it_streams(scripted: list, answer: str) -> None:
+    model = ScriptedChatModel(script=[answer, "The flight is booked."])
+    scripted.append(model)
+    parts = list(_agent(model).stream({"messages": [HumanMessage("book it")]},
+                                      stream_mode=["messages", "values"]))
+    final = [p for k, p in parts if k == "values"][-1]
+    cut = next(m for m in final["messages"] if is_cut(m))
+    assert answer.startswith(str(cut.content)) and len(str(cut.content)) < len(answer)
+    assert final["messages"][-1].content == "The flight is booked."
 
 
 async def test_astream_with_checkpointer_and_two_runs(scripted: list) -> None:

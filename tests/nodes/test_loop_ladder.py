@@ -5,6 +5,7 @@ forking there; consecutive tool errors; text loops."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from langgraph_loop import Approval, Limits, LoopDetection, StopReason, create_loop_agent
@@ -219,13 +221,24 @@ async def test_a_human_decides_in_an_async_run(scripted: list[ScriptedChatModel]
     assert result["stop_reason"] == StopReason.COMPLETED
 
 
-def test_a_bad_answer_to_the_loop_question_is_a_clear_error() -> None:
-    model = ScriptedChatModel(script=[[TEST]] * 4)
-    agent = create_loop_agent(model, tools()[0], checkpointer=InMemorySaver(),
-                              loop_detection=LoopDetection(ask_human=True))
-    agent.invoke(ask(), cfg("bad"))
-    with pytest.raises(ValueError, match="resume with one of"):
-        agent.invoke(Command(resume={"action": "maybe"}), cfg("bad"))
+def test_a_bad_answer_is_a_clear_error_and_the_next_answer_works(tmp_path: Path) -> None:
+    def agent(saver: SqliteSaver) -> Any:  # a new agent object for every answer, as a server has
+        model = ScriptedChatModel(script=[[TEST]] * 4, no_tools_reply="Stopped.")
+        return create_loop_agent(model, tools()[0], checkpointer=saver,
+                                 loop_detection=LoopDetection(ask_human=True))
+
+    with SqliteSaver.from_conn_string(str(tmp_path / "loop.db")) as saver:
+        asked = agent(saver).invoke(ask(), cfg("bad"))["__interrupt__"][0]
+        bad: list[Any] = [{"action": "maybe"}, "later", 42, {"action": "hint"}]
+        for answer in bad:
+            with pytest.raises(ValueError, match=r"resume with one of|needs a non-empty"):
+                agent(saver).invoke(Command(resume=answer), cfg("bad"))
+            (still,) = agent(saver).get_state(cfg("bad")).interrupts
+            assert (still.id, still.value) == (asked.id, asked.value)  # paused at the same question
+        result = agent(saver).invoke(Command(resume={"action": "stop"}), cfg("bad"))
+    assert result["stop_reason"] == StopReason.LOOP_DETECTED
+    assert result["iterations"][-1]["guard"]["human"] == {"action": "stop"}
+    assert result["messages"][-1].content == "Stopped."
 
 
 # --- consecutive tool errors and text loops -----------------------------------------------

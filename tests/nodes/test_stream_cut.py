@@ -5,7 +5,10 @@ loop through real clients and servers is in ``tests/e2e/test_streaming.py``."""
 
 from __future__ import annotations
 
+import json
 from itertools import pairwise
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -56,6 +59,20 @@ def test_streamed_text_gets_the_finished_replys_verdict(cuts: list[int], text: s
     bounds = sorted({0, len(text), *(c for c in cuts if c < len(text))})
     feed = StreamText()
     assert any(feed.add(text[a:b]) for a, b in pairwise(bounds)) == text_loop(text)
+
+
+MARKDOWN = json.loads((Path(__file__).parents[1] / "data" / "markdown_answers.json").read_text())["answers"]
+
+
+@pytest.mark.parametrize("answer", MARKDOWN, ids=[a["name"] for a in MARKDOWN])
+def test_markdown_is_not_a_loop_and_chanting_is_cut(answer: dict[str, Any]) -> None:
+    """The corpus (``tests/data/markdown_answers.json``): tables of several widths, separator
+    rows, dividers, box drawing, lists of 50 items, CSV rows and fenced code stream whole; the
+    looping replies are cut before their end. The finished reply gets the same verdict."""
+    text, feed = answer["text"], StreamText()
+    cut = next((i for i, piece in enumerate(pieces(answer["text"], 7)) if feed.add(piece)), None)
+    assert (cut is not None) == answer["loop"] == text_loop(text)
+    assert cut is None or 7 * (cut + 1) < len(text)
 
 
 # --- the reply ------------------------------------------------------------------------------------
