@@ -43,7 +43,6 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks
-	$(PY) -m benchmarks.token_economy
 	$(PY) -m benchmarks.detector_cost
 	$(PY) -m benchmarks.real_traces
 

@@ -1,34 +1,24 @@
 """Per-round cost of langgraph-loop and its peers on every saver, sync and async, with storage, graph
-steps, peak memory and the targets; ``--clock cpu`` for a CPU-time A/B, ``--profile`` for where a
-round's time goes, by library (cProfile around ``invoke``: *self* time by defining module, *charged*
-moves stdlib/pydantic/driver time up the call graph to the library that called it, as gprof does).
-Every run builds a fresh graph and saver outside the clock; the systems take turns within every
-repetition; medians are reported. See benchmarks/README.md.
-
-Example (the buckets of ``--profile``):
-    >>> bucket_of("/x/site-packages/langgraph/pregel/main.py", "langgraph.pregel.main")
-    'langgraph'
+steps, peak memory and the targets; ``--clock cpu`` for a CPU-time A/B; ``--payload`` for 5-50 KB
+coding outputs. Every run builds a fresh graph and saver outside the clock; the systems take turns
+within every repetition; medians are reported. See benchmarks/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import cProfile
 import gc
 import itertools
 import json
 import os
 import platform
-import pstats
 import statistics
 import sys
-import threading
 import time
 import tracemalloc
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from importlib.metadata import distributions
 from pathlib import Path
@@ -55,14 +45,6 @@ CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 PACKAGES = ("langgraph", "langgraph-prebuilt", "langchain", "langchain-core", "langgraph-checkpoint",
             "langgraph-checkpoint-sqlite", "langgraph-checkpoint-postgres", "langgraph-loop")
 Mode = Literal["sync", "async"]
-MINE, LANGGRAPH, CHECKPOINT = "langgraph_loop (ours)", "langgraph", "langgraph checkpoint+serde"
-CORE, LANGCHAIN, HARNESS = "langchain-core", "langchain (agents)", "harness (scripted model, echo)"
-OTHER, WAIT = "other", "lock waits"
-BUCKETS = (MINE, LANGGRAPH, CHECKPOINT, CORE, LANGCHAIN, HARNESS, OTHER, WAIT)
-OWNERS = {MINE, LANGGRAPH, CHECKPOINT, CORE, LANGCHAIN, HARNESS}
-PREFIXES = (("langgraph_loop", MINE), ("langgraph.checkpoint", CHECKPOINT), ("langgraph", LANGGRAPH),
-            ("langchain_core", CORE), ("langchain", LANGCHAIN), ("benchmarks", HARNESS))
-Func = tuple[str, int, str]
 
 
 @dataclass(frozen=True)
@@ -136,11 +118,10 @@ def echo_transcript(n: int, payload: int = 0, outputs: Sequence[str] = ()
 
 
 def run_once(system: System, n: int, case: Case, savers: Savers, *, trace: bool = False, mode: Mode = "sync",
-             runner: asyncio.Runner | None = None, clock: str = "wall",
-             around: Callable[[], AbstractContextManager[Any]] = nullcontext) -> Run:
+             runner: asyncio.Runner | None = None, clock: str = "wall") -> Run:
     """Build a fresh system and saver (not timed) and time one invocation of N rounds: ``ainvoke``
     on ``runner``'s loop (one loop for the whole benchmark, as in a server) with the async saver,
-    or ``invoke`` inside ``around()`` (e.g. a profiler), with the peak memory when ``trace``."""
+    or ``invoke``, with the peak memory when ``trace``."""
     counter, model, now = ToolCounter(), EchoModel(n_rounds=n), CLOCKS[clock]
     seed = next(SEEDS)
     outputs = [harness.coding_output(seed, i) for i in range(n)] if case.coding else []
@@ -163,10 +144,9 @@ def run_once(system: System, n: int, case: Case, savers: Savers, *, trace: bool 
             gc.collect()
             if trace:
                 tracemalloc.start()
-            with around():
-                start = now()
-                result = invoke(PROMPT)
-                seconds = now() - start
+            start = now()
+            result = invoke(PROMPT)
+            seconds = now() - start
             if trace:
                 peak = tracemalloc.get_traced_memory()[1]
                 tracemalloc.stop()
@@ -231,113 +211,6 @@ def run_benchmark(systems: Sequence[System], ns: Sequence[int], reps: int, cases
                                     runner=runner, clock=clock)
             print(f"  N={n:<4} {case.key:<12} {mode:<5} {time.perf_counter() - start:6.1f}s", file=sys.stderr)
     return results
-
-
-def bucket_of(filename: str, module: str | None) -> str:
-    """The bucket of code in ``filename`` (defining ``module``, when known)."""
-    parts = Path(filename).with_suffix("").parts
-    names = [module] if module else []
-    if "site-packages" in parts:
-        names.append(".".join(parts[parts.index("site-packages") + 1:]))
-    return next((bucket for name in names for prefix, bucket in PREFIXES
-                 if filename != "~" and (name == prefix or name.startswith(prefix + "."))), OTHER)
-
-
-@contextmanager
-def profiling(profilers: list[cProfile.Profile]) -> Iterator[None]:
-    """Profile the current thread and every thread started inside the block, into ``profilers``."""
-    lock, main = threading.Lock(), cProfile.Profile()
-
-    def start_in_thread(*_: Any) -> None:
-        profiler = cProfile.Profile()
-        with lock:
-            profilers.append(profiler)
-        profiler.enable()  # replaces this hook in the new thread
-
-    threading.setprofile(start_in_thread)
-    main.enable()
-    try:
-        yield
-    finally:
-        main.disable()
-        threading.setprofile(None)  # type: ignore[arg-type]
-        profilers.append(main)
-
-
-def split(profilers: list[cProfile.Profile], runs: int) -> dict[str, Any]:
-    """Seconds per run and bucket, ``self`` and ``charged``, and the top functions of ours (self,
-    cumulative seconds per run), from the merged profilers of ``runs`` runs."""
-    merged = pstats.Stats()
-    for profiler in profilers:
-        profiler.create_stats()
-        merged.add(profiler)
-    stats: dict[Func, Any] = merged.stats  # type: ignore[attr-defined]
-    index = {}
-    for name, module in list(sys.modules.items()):
-        if file := getattr(module, "__file__", None):
-            index[file] = index[str(Path(file).resolve())] = name
-    buckets = {f: WAIT if f[0] == "~" and "acquire' of '_thread" in f[2]
-               else bucket_of(f[0], index.get(f[0])) for f in stats}
-    memo: dict[Func, dict[str, float]] = {}
-
-    def shares(func: Func, active: frozenset[Func] = frozenset()) -> dict[str, float]:
-        """Fractions of ``func``'s time per owning bucket, up the caller graph (memoized)."""
-        if buckets.get(func, OTHER) in OWNERS:
-            return {buckets[func]: 1.0}
-        callers = stats[func][4] if func in stats else {}
-        total = sum(edge[2] for edge in callers.values())
-        if func not in memo and (not callers or total <= 0 or func in active or len(active) > 50):
-            return {OTHER: 1.0}
-        if func not in memo:
-            out: dict[str, float] = defaultdict(float)
-            for caller, edge in callers.items():
-                for owner, part in shares(caller, active | {func}).items():
-                    out[owner] += part * edge[2] / total
-            memo[func] = dict(out)
-        return memo[func]
-
-    views: dict[str, dict[str, float]] = {"self": defaultdict(float), "charged": defaultdict(float)}
-    for func, (_cc, _nc, tt, _ct, _callers) in stats.items():
-        views["self"][buckets[func]] += tt / runs
-        for owner, part in ({WAIT: 1.0} if buckets[func] == WAIT else shares(func)).items():
-            views["charged"][owner] += tt * part / runs
-    ours = sorted((f for f in stats if buckets[f] == MINE), key=lambda f: -stats[f][2])
-    return views | {"top": [(f"{Path(f[0]).name}:{f[1]}({f[2]})", stats[f][2] / runs, stats[f][3] / runs)
-                            for f in ours]}
-
-
-def profile(systems: Sequence[System], ns: Sequence[int], cases: Sequence[Case], reps: int, savers: Savers,
-            results: Sequence[Measurement], top: int) -> list[dict[str, Any]]:
-    """``--profile``: ``reps`` more sync runs of every system per (N, timed case), profiled around
-    ``invoke`` and split by library; a markdown table each (``text``)."""
-    medians = {(m.system, m.n, m.case): m.ms_per_round for m in results if m.mode == "sync"}
-    out = []
-    for n, case in itertools.product(ns, [c for c in cases if c.timed]):
-        cell: dict[str, Any] = {"title": f"cProfile, N={n}, {case.key}, {reps} runs", "systems": {}}
-        for system in _members(systems, case):
-            profilers: list[cProfile.Profile] = []
-            seconds = sum(run_once(system, n, case, savers, around=lambda p=profilers: profiling(p)).seconds
-                          for _ in range(reps))
-            # without a sync measurement, the profiled time stands for the plain one
-            plain = medians.get((system.name, n, case.key), seconds * 1e3 / n / reps)
-            cell["systems"][system.name] = split(profilers, reps) | {
-                "ms_per_round": plain, "profiled_ms_per_round": seconds * 1e3 / n / reps}
-        rows = [[bucket, *(f"{share * p['ms_per_round']:.3f} ({share:.0%})" for p in cell["systems"].values()
-                           for view in ("self", "charged")
-                           for share in [p[view].get(bucket, 0.0) / (sum(p[view].values()) or 1.0)])]
-                for bucket in BUCKETS]
-        notes = [f"- {name}: {p['ms_per_round']:.3f} ms/round unprofiled, {p['profiled_ms_per_round']:.3f}"
-                 " ms/round under cProfile" for name, p in cell["systems"].items()]
-        for name, p in cell["systems"].items():
-            p["top"] = p["top"][:top]
-            top_of = f"Top functions of langgraph_loop in {name} (ms per run: self, cumulative):"
-            notes += ["", top_of, *(f"- {f}: {tt * 1e3:.2f}, {ct * 1e3:.2f}" for f, tt, ct in p["top"])
-                      ] * bool(p["top"])
-        heads = [f"{name} {view} ms/round (%)" for name in cell["systems"] for view in ("self", "charged")]
-        title = f"### Where a clean round's time goes ({cell['title']})"
-        cell["text"] = report.table(title, ["bucket", *heads], rows) + "\n\n" + "\n".join(notes)
-        out.append(cell)
-    return out
 
 
 def census(systems: Sequence[System], savers: Savers) -> list[dict[str, Any]]:
@@ -414,8 +287,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cases", help=f"comma-separated cases (all: {','.join(c.key for c in CASES)})")
     p.add_argument("--modes", default="sync,async", help="sync (invoke) and/or async (ainvoke)")
     p.add_argument("--clock", default="wall", choices=list(CLOCKS), help="wall or this process's CPU time")
-    p.add_argument("--profile", action="store_true", help="also split a round's time by library (cProfile)")
-    p.add_argument("--top", type=int, default=10, help="with --profile: top functions of ours to list")
     p.add_argument("--no-census", action="store_true", help="skip the graph-step census")
     p.add_argument("--json", type=Path, help="JSON out (default results/overhead.json, overhead-quick.json)")
     return p.parse_args(argv)
@@ -463,7 +334,6 @@ def main(argv: list[str] | None = None) -> int:
             cases = [c for c in cases if not savers.unavailable(c.saver)]
             steps = [] if args.quick or args.no_census else census(systems, savers)
             results = run_benchmark(systems, ns, reps, cases, savers, modes, runner, args.clock)
-            profiles = profile(systems, ns, cases, reps, savers, results, args.top) if args.profile else []
     finally:
         gc.unfreeze()
     seconds, load_end = time.perf_counter() - start, [round(v, 2) for v in os.getloadavg()]
@@ -472,21 +342,16 @@ def main(argv: list[str] | None = None) -> int:
     if max(load_start[0], load_end[0]) > 0.5 * info["usable_cores"]:
         load += (f". The machine was loaded (1-min load {max(load_start[0], load_end[0]):.2f} on"
                  f" {info['usable_cores']} cores): treat these timings as a smoke run, not as final numbers")
-    issue14, issue24, issue31 = (report.evaluate(results, t) for t in (report.ISSUE14, report.ISSUE24,
-                                                                       report.ISSUE31))
+    issue24, issue31 = (report.evaluate(results, t) for t in (report.ISSUE24, report.ISSUE31))
     print(f"### Machine\n\n{described}; {load}.\n\nN = {', '.join(map(str, ns))}; modes {', '.join(modes)};"
           f" {args.clock} clock; {reps} timed repetitions per cell after one warm-up (the systems take turns"
           f" within each); total {seconds:.0f}s.\n\n{report.format_tables(results)}")
     if steps:
         print("\n" + report.format_census(steps, *CENSUS))
-    for cell in profiles:
-        print("\n" + cell["text"])
     if args.payload:
         print("\n" + report.format_targets(issue31, f"issue 31; {report.OURS} vs {report.BASELINE}, "
                                            "5-50 KB coding outputs"))
-    elif not args.quick:
-        print("\n" + report.format_targets(issue14, f"issue 14; {report.OURS} vs {report.BASELINE}"))
-    if not args.payload:
+    else:
         print("\n" + report.format_targets(issue24, f"issue 24; {report.OURS} vs the bare ToolNode loop "
                                        f"({report.FLOOR}), {report.BASELINE} and create_react_agent"))
     print(f"\n{load}; total {seconds:.0f}s; JSON: {out}")
@@ -495,8 +360,6 @@ def main(argv: list[str] | None = None) -> int:
             "host": info, "total_seconds": round(seconds, 1), "load_average_at_start": load_start,
             "load_average_at_end": load_end, "baseline": report.BASELINE, "floor": report.FLOOR}
     out.write_text(json.dumps({"meta": meta, "results": [asdict(m) for m in results], "steps": steps,
-                               "profiles": profiles,
-                               "targets": [asdict(t) for t in issue14],
                                "targets_issue24": [asdict(t) for t in issue24],
                                "targets_issue31": [asdict(t) for t in issue31]}, indent=2) + "\n")
     return 0

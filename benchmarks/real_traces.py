@@ -1,12 +1,9 @@
 """Loop detection on real model trajectories (``--data``: τ-bench's or ``../shared/data/``'s coding
-format), replayed through the compiled graph: a scripted model returns the recorded replies in
-order (it never reads a warning: the worst case), one tool per recorded name returns each call's
-recorded result (errors as ``status="error"``), one run per user message, a stop ends the run.
-Systems, definitions (stops, saved calls, obvious and stuck loops, blocks): benchmarks/README.md.
-``--text``: the text rule instead (issue 31) on every assistant text (default ``../shared/data``) and
-``tests/data/markdown_answers.json``, each streamed in 7-character pieces as the ``model`` node
-streams a reply: fires on replies that are not loops, and the looping replies it spares (cuts
-before their end) with the share of their text spared. A recorded reply loops when in ``LOOPS``.
+format), replayed through the compiled graph (``--middleware``: also ``create_agent`` with
+``LoopDetectionMiddleware``): a scripted model returns the recorded replies in order (it never
+reads a warning: the worst case), one tool per recorded name returns each call's recorded result,
+a stop ends the run. ``--curve``: the trade-off against deer-flow's rule; ``--text``: the text rule
+on every recorded reply and ``tests/data/markdown_answers.json``. Definitions: benchmarks/README.md.
 
 Example:
     >>> traj = [{"role": "user", "content": "hi"},
@@ -224,17 +221,13 @@ def _seen(messages: Sequence[BaseMessage]) -> tuple[tuple[tuple[int, int], ...],
 class Replayer:
     """One compiled graph (limits out of the way unless given, an in-memory checkpointer) that
     replays conversations, each on a thread of its own, serving the run being replayed. ``tools``:
-    the tool names used; ``read_only_hints``: tools whose metadata carries MCP's ``readOnlyHint``;
-    ``middleware``: LangChain's ``create_agent`` with ``LoopDetectionMiddleware`` instead."""
+    the tool names used; ``middleware``: ``create_agent`` with ``LoopDetectionMiddleware`` instead."""
 
     def __init__(self, tools: Iterable[str], *, loop_detection: LoopDetection | None,
-                 read_only_hints: frozenset[str] = frozenset(), limits: Limits | None = None,
-                 middleware: bool = False) -> None:
+                 limits: Limits | None = None, middleware: bool = False) -> None:
         self.run, self.served, self.executed = RecordedRun(user=""), 0, 0
         model = ScriptedChatModel(default=self._next_reply, no_tools_reply=FINAL_ANSWER)
-        replay_tools = [ReplayTool(name=n, replayer=self,
-                                   metadata={"readOnlyHint": True} if n in read_only_hints else None)
-                        for n in sorted(set(tools))]
+        replay_tools = [ReplayTool(name=n, replayer=self) for n in sorted(set(tools))]
         self.saver = InMemorySaver()
         self.graph = (create_agent(model, replay_tools, checkpointer=self.saver,
                                    middleware=[LoopDetectionMiddleware(loop_detection)]) if middleware
@@ -276,8 +269,6 @@ CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "markdown_answ
 LOOPS = {("minisweagent_gemini-3-pro_swebench-verified_dev", "sympy__sympy-15976", 0, 34)}
 """(source, conversation, run, reply) of the recorded replies that loop, read by hand (every reply
 the text rule fired on before or after issue 31): gemini-3-pro spelling ``msubsup`` for 159 KB."""
-READ_ONLY = frozenset({"think", "calculate", "get_user_details", "get_reservation_details",
-                       "search_direct_flight", "search_onestop_flight", "list_all_airports"})
 VARIANTS = {"langgraph-loop, block=()": LoopDetection(block=()),
             "langgraph-loop, block always": LoopDetection(block_only_interleaved=False),
             "langgraph-loop, no path excuse": LoopDetection(path_excuse=False)}
@@ -369,19 +360,14 @@ def deerflow_replay(conversation: Conversation, setting: DeerFlowGuard | None = 
     return out
 
 
-def systems(conversations: Sequence[Conversation], hints: bool = False,
-            variants: bool = False, middleware: bool = False) -> dict[str, ReplayFn]:
+def systems(conversations: Sequence[Conversation], variants: bool = False,
+            middleware: bool = False) -> dict[str, ReplayFn]:
     """The compared systems, by name (each graph is built once per source)."""
     names = {c["name"] for conv in conversations for run in conv.runs for _, c in run.calls()}
-    detections: dict[str, tuple[LoopDetection | None, frozenset[str]]] = {
-        "no_detection": (None, frozenset()), "langgraph-loop": (LoopDetection(), frozenset())}
-    if hints:
-        detections["langgraph-loop+hints"] = (LoopDetection(), READ_ONLY)
-    if variants:
-        detections |= {name: (detection, frozenset()) for name, detection in VARIANTS.items()}
+    detections = {"no_detection": None, "langgraph-loop": LoopDetection(), **(VARIANTS if variants else {})}
     out: dict[str, ReplayFn] = {}
-    for name, (detection, read_only) in detections.items():
-        replayer = Replayer(names, loop_detection=detection, read_only_hints=read_only)
+    for name, detection in detections.items():
+        replayer = Replayer(names, loop_detection=detection)
         out[name] = lambda c, r=replayer: r.replay(c.runs)  # type: ignore[misc]
         if name == "no_detection":
             out["deerflow_style"] = deerflow_replay
@@ -666,15 +652,14 @@ def load_sources(paths: Iterable[Path], limit: int | None = None,
     return out
 
 
-def measure(source: Source, hints: bool = False, variants: bool = False,
-            middleware: bool = False) -> Source:
+def measure(source: Source, variants: bool = False, middleware: bool = False) -> Source:
     """Replay one source under every system."""
     conversations = source.conversations
     source.loops = [Loop(ci, ri, call, reply, why, kind, conv.solved)
                     for ci, conv in enumerate(conversations) for ri, run in enumerate(conv.runs)
                     for kind, finder in (("obvious", obvious_loops), ("stuck", stuck_loops))
                     for call, reply, why in finder(run)]
-    for name, replay in systems(conversations, hints, variants, middleware).items():
+    for name, replay in systems(conversations, variants, middleware).items():
         started = time.perf_counter()
         source.results[name] = [replay(conv) for conv in conversations]
         summary = summarize(name, conversations, source.results[name], source.loops)
@@ -752,8 +737,6 @@ def main(argv: list[str] | None = None) -> int:
                         " vendored data only, else real_traces_all.json, in benchmarks/results; none for a"
                         " sample)")
     parser.add_argument("--details", action="store_true", help="list every stuck loop, warning, stop, block")
-    parser.add_argument("--hints", action="store_true",
-                        help="also langgraph-loop with τ-bench's lookups marked read-only")
     parser.add_argument("--text", action="store_true", help="the text rule on every assistant text instead"
                         " (default data ../shared/data)")
     parser.add_argument("--variants", action="store_true", help="also langgraph-loop without the block rung,"
@@ -767,7 +750,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.text:
         print(f"{text_rule(sources)}\n\nbenchmark runtime: {time.perf_counter() - started:.1f} s")
         return 0
-    measured = [measure(source, args.hints, args.variants, args.middleware) for source in sources]
+    measured = [measure(source, args.variants, args.middleware) for source in sources]
     print("# Loop detection on real trajectories")
     for m in measured:
         _print_source(m, args.details)

@@ -173,22 +173,6 @@ def _cells(cases: Sequence[str], ns: Sequence[int], modes: Sequence[str] = MODES
     return tuple((case, n, mode) for case in cases for n in ns for mode in modes)
 
 
-def _issue14() -> tuple[Target, ...]:
-    """Issue 14: langgraph-loop against create_agent (sync runs); PostgreSQL mirrors SQLite."""
-    def sync(label: str, metric: Metric, limit: float, key: str, n: int) -> Target:
-        return Target(label, metric, limit, ((key, n, "sync"),), None if metric == "growth" else BASELINE)
-
-    speed, stored = f"ms/round ×{BASELINE}", f"stored bytes after 200 rounds ×{BASELINE}"
-    out = [sync(f"no checkpointer, N={n}: {speed}", "time", 0.6, "none", n) for n in (10, 50, 200)]
-    out += [sync(f"{LABELS[key]}, N={n}: {speed}", "time", limit, key, n) for saver in ("sqlite", "postgres")
-            for n, limit in ((10, 0.85), (200, 0.5)) for key in (saver, f"{saver}_2k")]
-    out.append(sync(f"InMemorySaver, N=200: {speed}", "time", 0.4, "memory", 200))
-    out += [sync(f"{LABELS[key]}: {stored}", "bytes", 0.05, key, 200) for key in STORED]
-    out += [sync(f"{LABELS[key]}, N=200: in-loop last10/first10", "growth", 1.2, key, 200)
-            for key in ("memory", "sqlite", "postgres")]
-    return tuple(out)
-
-
 def _issue24() -> tuple[Target, ...]:
     """Issue 24: against the bare ToolNode loop, create_agent and create_react_agent, both modes."""
     speed, savers = f"ms/round ×{FLOOR}", ("none", "memory", "sqlite", "postgres")
@@ -205,7 +189,7 @@ def _issue24() -> tuple[Target, ...]:
     return tuple(out)  # the detector's decision, flat over thread length: benchmarks.detector_cost
 
 
-ISSUE14, ISSUE24 = _issue14(), _issue24()
+ISSUE24 = _issue24()
 ISSUE31 = tuple(Target(f"{LABELS[case]}, N=30: ms/round ×{BASELINE}", "time", limit, ((case, 30, "sync"),),
                        BASELINE) for case, limit in (("none_code", 1.1), ("sqlite_code", 0.8)))
 """Issue 31: rounds whose tool outputs are 5-50 KB (``python -m benchmarks --payload``)."""

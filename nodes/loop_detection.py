@@ -490,6 +490,8 @@ def sign_calls(ai: AIMessage, config: LoopDetection | None = None) -> list[Signe
 
 
 CHUNK, TIMES, SPAN, HISTORY = 50, 10, 5 * 50, 5000
+SHORTEST_LOOP = 2 * TIMES
+"""No text shorter than this can loop: ``TIMES`` lines of at least one character each."""
 LINE = 200
 """A line is read in parts of about this size while it streams; its kind, from its start."""
 _ROW = re.compile(r"\s*[|\u2502\u2503\u2551]|[^|\n]*\|[^|\n]*\||(?:[^,\n]*,(?! )){3}|(?:[^\t\n]*\t){2}")
@@ -1168,7 +1170,8 @@ def observe(
         return Observation(state=DetectorState(**{**det, "cuts": cuts}),  # type: ignore[typeddict-item]
                            warnings=warnings, stop=stop)
     text = reply_text(ai.content, ai.additional_kwargs) if "text" in config.layers else ""
-    warnings = [LoopWarning("text", "text", text_loop_text(), (), 1)] if text and text_loop(text) else []
+    looping = len(text) >= SHORTEST_LOOP and text_loop(text)
+    warnings = [LoopWarning("text", "text", text_loop_text(), (), 1)] if looping else []
     calls = sign_calls(ai, config) if calls is None else calls
     if not calls:
         return Observation(state=det, warnings=warnings)
