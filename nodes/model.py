@@ -58,9 +58,18 @@ from langgraph_loop.core.messages import (
     with_unique_call_ids,
 )
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import LoopState, RunInfo, Usage, add_usage, iteration_info, usage_of
+from langgraph_loop.core.state import (
+    LoopState,
+    RunInfo,
+    Usage,
+    add_usage,
+    ashow_messages,
+    iteration_info,
+    show_messages,
+    usage_of,
+)
 from langgraph_loop.core.stop import Guard, guard, stop_instruction, stop_update
-from langgraph_loop.nodes.binding import call_model, final_model
+from langgraph_loop.nodes.binding import FINAL_ANSWER, call_model, final_model, tagged
 from langgraph_loop.nodes.limits import (
     MIN_FINAL_OUTPUT,
     budget_guard,
@@ -267,6 +276,8 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         runnable = self._runnable(state, call, offered)
         if isinstance(runnable, dict):
             return runnable
+        show_messages(config, call.extra)  # the notice reaches the messages stream before the reply
+        config = tagged(config, FINAL_ANSWER) if call.final else config
         if call.watch and streams(runnable, config, async_api=False):
             result = stream_reply(runnable, call.request, config)
         else:
@@ -287,6 +298,8 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         runnable = self._runnable(state, call, offered)
         if isinstance(runnable, dict):
             return runnable
+        await ashow_messages(config, call.extra)
+        config = tagged(config, FINAL_ANSWER) if call.final else config
         if call.watch and streams(runnable, config, async_api=True):
             result = await astream_reply(runnable, call.request, config)
         else:
