@@ -24,8 +24,12 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+from langchain_core.messages import HumanMessage
+from langgraph_sdk import get_sync_client
 
+from langgraph_loop.app.server import graph as server_graph
 from tests.support import server_checks as checks
 from tests.support.postgres import free_port
 
@@ -116,6 +120,28 @@ def test_per_run_context_overrides_limits(server_url: str) -> None:
 
 def test_a_misspelled_override_is_the_in_process_error(server_url: str) -> None:
     checks.check_a_misspelled_override_is_the_in_process_error(server_url)
+
+
+@pytest.mark.parametrize("context", [{"iteratons": {"max": 2}}, {"max_iteratons": 2},
+                                     {"limits": {"final_answr": False}}])
+def test_a_context_the_graph_refuses_is_the_in_process_error_over_http(
+        server_url: str, context: dict[str, object]) -> None:
+    """The server keeps only the context keys the schema declares: without ``RunContextCheck``
+    the misspelled top-level key is dropped and the run goes on. Now every run endpoint answers
+    422 with the ``ValueError`` ``invoke`` raises, and no run is made."""
+    with pytest.raises(ValueError) as in_process:
+        server_graph.invoke({"messages": [HumanMessage("hi")]}, context=context)
+    client = get_sync_client(url=server_url)
+    thread = client.threads.create()["thread_id"]
+    run = {"input": checks.user("hi"), "context": context}
+    for call in (lambda: client.runs.wait(None, checks.GRAPH_ID, **run),
+                 lambda: client.runs.create(thread, checks.GRAPH_ID, **run),
+                 lambda: list(client.runs.stream(thread, checks.GRAPH_ID, **run))):
+        with pytest.raises(httpx.HTTPStatusError) as over_http:
+            call()
+        assert over_http.value.response.status_code == 422
+        assert over_http.value.response.json()["detail"] == str(in_process.value)
+    assert client.runs.list(thread) == []
 
 
 def test_messages_tuple_tells_model_tokens_from_notices(server_url: str) -> None:
