@@ -55,8 +55,8 @@ def tagged(config: RunnableConfig, name: str) -> RunnableConfig:
 
     Example:
         >>> c = tagged({"tags": ["mine"]}, FINAL_ANSWER)
-        >>> c["tags"], c["run_name"]
-        (['mine', 'final_answer'], 'final_answer')
+        >>> sorted(c["tags"]), c["run_name"]
+        (['final_answer', 'mine'], 'final_answer')
     """
     return merge_configs(config, {"tags": [name], "run_name": name})
 

@@ -2,7 +2,8 @@
 
 It runs before every model call. When the request the model is about to receive
 would exceed ``Compaction.max_tokens`` (counted with the model's own token counter
-when it has a working one, else a conservative estimate: ``nodes/limits.py``), the oldest messages
+when it has a working one, else a conservative estimate: ``nodes/limits.py``; the tools'
+schemas always estimated, as ``langchain-openai``'s counter ignores them), the oldest messages
 are replaced *in state* by one summary written by ``Compaction.summarizer`` (default:
 the agent's model; the call is tagged and named ``compaction``). Kept: a leading system
 message, the run's original request, and the last ``keep_last`` messages, widened so
@@ -57,7 +58,13 @@ from langgraph_loop.core.state import (
     usage_of,
 )
 from langgraph_loop.nodes.binding import COMPACTION, tagged
-from langgraph_loop.nodes.limits import MIN_FINAL_OUTPUT, count_tokens, max_tokens_of, summary_room
+from langgraph_loop.nodes.limits import (
+    MIN_FINAL_OUTPUT,
+    count_tokens,
+    estimate_tokens,
+    max_tokens_of,
+    summary_room,
+)
 from langgraph_loop.nodes.model import build_request, estimate_usage
 
 __all__ = [
@@ -174,7 +181,9 @@ class CompactionNode(Runnable[LoopState, dict[str, Any]]):
             return None
         notice = drain(state.get("pending_notices"), run=str(run.get("id")))
         request = build_request(state, settings, [notice] if notice is not None else [])
-        size = count_tokens(settings.chat_model, request, settings.tools)
+        # the tools apart: langchain-openai's counter ignores them, with a warning
+        size = (count_tokens(settings.chat_model, request)
+                + estimate_tokens([], settings.tools, per_message=0))
         if size <= compaction.max_tokens:
             return None
         keep = {run.get("request_id")}

@@ -49,6 +49,7 @@ from langgraph_loop.core.compat import streams
 from langgraph_loop.core.messages import (
     PROGRESS_NAME,
     as_message,
+    call_label,
     drain,
     encodable,
     is_cut,
@@ -63,6 +64,7 @@ from langgraph_loop.core.state import (
     RunInfo,
     Usage,
     add_usage,
+    answer_text,
     ashow_messages,
     iteration_info,
     show_messages,
@@ -189,6 +191,23 @@ def without_tool_calls(message: AIMessage, keep: Collection[str] = ()) -> AIMess
             },
         }
     )
+
+
+def said_something(final: AIMessage, reason: str | None) -> AIMessage:
+    """The final answer, or when it only asked for tools (dropped, ``without_tool_calls``)
+    the text that says so: a run never ends on an empty message.
+
+    Example:
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {"x": 1}, "id": "c1"}])
+        >>> said_something(without_tool_calls(ai), "loop_detected").content[:50]
+        '(No answer: the run stopped (loop_detected) and th'
+    """
+    dropped = final.response_metadata.get("langgraph_loop_dropped_tool_calls") or []
+    if not dropped or final.tool_calls or answer_text(final).strip():
+        return final
+    calls = ", ".join(call_label(c.get("name"), c.get("args")) for c in dropped)
+    return final.model_copy(update={"content": prompts.NO_FINAL_ANSWER.format(
+        reason=reason or "stopped", calls=calls)})
 
 
 def estimate_usage(request: Sequence[BaseMessage], reply: BaseMessage, model: Any = None) -> Usage:
@@ -365,6 +384,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         if call.final:
             structured = call.settings.structured
             reply = without_tool_calls(reply, structured.tool_names if structured else ())
+            reply = said_something(reply, call.update.get("stop_reason") or state.get("stop_reason"))
             run = {**run, "finalized": True}
         if call.settings.name:
             reply = reply.model_copy(update={"name": call.settings.name})

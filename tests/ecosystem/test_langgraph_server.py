@@ -144,6 +144,43 @@ def test_a_context_the_graph_refuses_is_the_in_process_error_over_http(
     assert client.runs.list(thread) == []
 
 
+def test_two_runs_at_once_on_one_thread_with_enqueue_run_one_after_the_other(
+        server_url: str) -> None:
+    """The multitask strategy docs/deployment.md recommends: the second run waits its turn,
+    both finish, and the thread holds both turns whole, in order (never interleaved)."""
+    client = get_sync_client(url=server_url)
+    thread = client.threads.create()["thread_id"]
+    first = client.runs.create(thread, checks.GRAPH_ID, input=checks.user("get_weather for Paris"))
+    second = client.runs.create(thread, checks.GRAPH_ID, input=checks.user("get_weather for Rome"),
+                                multitask_strategy="enqueue")
+    for run in (first, second):
+        client.runs.join(thread, run["run_id"])
+        assert client.runs.get(thread, run["run_id"])["status"] == "success"
+    messages = client.threads.get_state(thread)["values"]["messages"]
+    assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"] * 2
+    assert [m["content"] for m in messages if m["type"] == "human"] == [
+        "get_weather for Paris", "get_weather for Rome"]
+
+
+@pytest.mark.parametrize("strategy", ["interrupt", "rollback"])
+def test_the_other_strategies_leave_the_second_run_done_and_the_thread_valid(
+        server_url: str, strategy: str) -> None:
+    """``interrupt``/``rollback`` stop the first run if it is still going (never a refused
+    second run: the first one's end frees the thread before the second starts)."""
+    client = get_sync_client(url=server_url)
+    thread = client.threads.create()["thread_id"]
+    client.runs.create(thread, checks.GRAPH_ID, input=checks.user("get_weather for Paris"))
+    second = client.runs.create(thread, checks.GRAPH_ID, input=checks.user("get_weather for Rome"),
+                                multitask_strategy=strategy)
+    client.runs.join(thread, second["run_id"])
+    assert client.runs.get(thread, second["run_id"])["status"] == "success"
+    messages = client.threads.get_state(thread)["values"]["messages"]
+    assert messages[-4:][0]["content"] == "get_weather for Rome"
+    assert [m["type"] for m in messages[-4:]] == ["human", "ai", "tool", "ai"]
+    open_calls = [c["id"] for m in messages for c in m.get("tool_calls") or []]
+    assert sorted(m["tool_call_id"] for m in messages if m["type"] == "tool") == sorted(open_calls)
+
+
 def test_messages_tuple_tells_model_tokens_from_notices(server_url: str) -> None:
     checks.check_messages_tuple_tells_model_tokens_from_notices(server_url)
 
