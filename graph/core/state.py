@@ -26,7 +26,8 @@ from typing import Annotated, Any, Literal, NotRequired, get_type_hints
 
 from langchain_core.callbacks import BaseCallbackManager, dispatch_custom_event
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, ensure_config
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.channels.delta import DeltaChannel
 from langgraph.managed import RemainingSteps
 from langgraph.runtime import Runtime
@@ -410,7 +411,7 @@ def emit(runtime: Runtime[Any] | None, event: Event) -> None:
         True
     """
     writer = runtime.stream_writer if runtime is not None else None
-    callbacks = ensure_config().get("callbacks")  # the running node's, outside a run none
+    callbacks = (var_child_runnable_config.get() or {}).get("callbacks")  # the running step's
     listens = (isinstance(callbacks, BaseCallbackManager) and callbacks.parent_run_id is not None
                and bool(callbacks.handlers))
     if writer is None and not listens:

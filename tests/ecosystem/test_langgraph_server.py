@@ -181,6 +181,19 @@ def test_the_other_strategies_leave_the_second_run_done_and_the_thread_valid(
     assert sorted(m["tool_call_id"] for m in messages if m["type"] == "tool") == sorted(open_calls)
 
 
+def test_messages_tuple_sends_the_stop_notice_before_the_final_answer(server_url: str) -> None:
+    """A UI renders the stream in order: the notice the final answer read comes first."""
+    client = get_sync_client(url=server_url)
+    parts = [p.data[0] for p in client.runs.stream(
+        None, checks.GRAPH_ID, input=checks.user("get_weather for Paris"),
+        context={"iterations": {"max_model_calls": 1}}, stream_mode="messages-tuple")
+        if p.event == "messages"]
+    kinds = [m.get("name") if m["type"] == "human" else m["type"] for m in parts]
+    said = [i for i, m in enumerate(parts) if m["type"] in ("AIMessageChunk", "ai") and m.get("content")]
+    assert kinds.index("stop_notice") < said[0]
+    assert "".join(parts[i]["content"] for i in said) == "Done."
+
+
 def test_messages_tuple_tells_model_tokens_from_notices(server_url: str) -> None:
     checks.check_messages_tuple_tells_model_tokens_from_notices(server_url)
 
