@@ -6,7 +6,8 @@ Order of work in one step:
    (``nodes/binding.py``), tool calls in the reply are not executed (they are moved to
    ``response_metadata`` so the transcript stays provider-valid);
 2. the deferred-notice queue of this run is drained into ONE
-   ``HumanMessage(name="loop_warning")`` appended after the ToolMessages;
+   ``HumanMessage(name="loop_warning")`` appended after the ToolMessages (and handed to
+   ``stream_mode="messages"`` before the call, so a UI shows it before the reply);
 3. the request is built (``build_request``: system prompt, fresh-context window) and the
    tool filter picks the tools offered; the model is called; the reply gets the agent's
    ``name``; usage and the iteration's model-call count are recorded. A call LangChain
