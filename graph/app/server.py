@@ -11,21 +11,27 @@ Per-run limits come from the run's context, e.g. with ``langgraph-sdk``:
 LangGraph Server keeps only the context keys the graph's context schema declares and drops
 the others silently, before the graph sees them; ``RunContextCheck`` (``app``'s middleware)
 checks a run's ``context`` first with the graph's own check, so a misspelled key is the
-in-process ``ValueError`` text, answered with HTTP 422, and nothing runs.
+in-process ``ValueError`` text, answered with HTTP 422, and nothing runs. Runs of another
+graph of the same deployment (named by its graph id) are left alone.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
 from langgraph_loop.app.agent import make_graph
 
-__all__ = ["RunContextCheck", "app", "context_problem", "graph"]
+try:  # Aegra takes FastAPI apps only; LangGraph Server any Starlette app (it ships no FastAPI)
+    from fastapi import FastAPI as App
+except ImportError:
+    from starlette.applications import Starlette as App
+
+__all__ = ["GRAPH_ID", "RunContextCheck", "app", "context_problem", "graph"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -35,8 +41,26 @@ Send = Callable[[Message], Awaitable[None]]
 graph = make_graph()
 
 
-def context_problem(body: bytes, check: Callable[[Any], object]) -> str | None:
-    """Why a run request's ``context`` is refused (None: no context, or a valid one).
+GRAPH_ID = "langgraph-loop"
+"""The graph's id in ``langgraph.json``."""
+
+
+def _ours(assistant: Any, graph_id: str) -> bool:
+    """Does a run for ``assistant`` (a graph id or an assistant's UUID) maybe run our graph?
+    A UUID may name an assistant of any graph: checked; another graph's id: not ours."""
+    if not isinstance(assistant, str) or assistant == graph_id:
+        return True
+    try:
+        uuid.UUID(assistant)
+    except ValueError:
+        return False
+    return True
+
+
+def context_problem(body: bytes, check: Callable[[Any], object],
+                    graph_id: str = GRAPH_ID) -> str | None:
+    """Why a run request's ``context`` is refused (None: no context, a valid one, or a run
+    of another graph of the deployment, named by its id).
 
     ``body``: the request's JSON (one run, or a list of runs for ``/runs/batch``).
 
@@ -45,6 +69,7 @@ def context_problem(body: bytes, check: Callable[[Any], object]) -> str | None:
         "invalid run context: unknown key 'iteraton"
         >>> context_problem(b'{"context": {"iterations": {"max": 2}}}', graph.check_context) is None
         True
+        >>> context_problem(b'{"assistant_id": "other", "context": {"x": 1}}', graph.check_context)
     """
     try:
         payload = json.loads(body or b"null")
@@ -52,7 +77,7 @@ def context_problem(body: bytes, check: Callable[[Any], object]) -> str | None:
         return None  # not ours to judge: the server answers malformed JSON
     for run in payload if isinstance(payload, list) else [payload]:
         context = run.get("context") if isinstance(run, dict) else None
-        if context:
+        if context and _ours(run.get("assistant_id"), graph_id):
             try:
                 check(context)
             except ValueError as exc:
@@ -96,5 +121,8 @@ class RunContextCheck:
         await self.app(scope, replay, send)
 
 
-app = Starlette(middleware=[Middleware(RunContextCheck, check=graph.check_context)])
-"""Routes none; the middleware LangGraph Server puts in front of its own routes."""
+app = App(middleware=[Middleware(RunContextCheck, check=graph.check_context)],
+          **({"docs_url": None, "redoc_url": None, "openapi_url": None}
+             if App.__name__ == "FastAPI" else {}))
+"""Routes none (no docs pages of its own either); the middleware the server puts in front of
+its own routes."""
