@@ -15,6 +15,9 @@ tools without a choice; the model node drops any call such a final answer still 
 
 Every binding is made on each chat model inside a wrapper (``core/models.map_chat_models``).
 
+The loop's own calls are tagged and named (``tagged``) so a UI can tell them from the agent's:
+``final_answer`` (the tools-free call after a stop), ``judge``, ``compaction`` (the summarizer).
+
 Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel
     >>> from langchain_anthropic import ChatAnthropic
@@ -28,7 +31,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import Runnable, RunnableBinding
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
+from langchain_core.runnables.config import merge_configs
 from langchain_core.tools import BaseTool
 from langchain_openai.chat_models.base import BaseChatOpenAI
 
@@ -37,7 +41,24 @@ from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.structured import StructuredOutput
 from langgraph_loop.nodes.limits import max_tokens_of
 
-__all__ = ["call_model", "final_model", "forbid_tools", "native_kwargs", "none_choice"]
+__all__ = ["COMPACTION", "FINAL_ANSWER", "JUDGE", "call_model", "final_model", "forbid_tools",
+           "native_kwargs", "none_choice", "tagged"]
+
+FINAL_ANSWER = "final_answer"
+JUDGE = "judge"
+COMPACTION = "compaction"
+"""The tags and run names of the loop's own model calls."""
+
+
+def tagged(config: RunnableConfig, name: str) -> RunnableConfig:
+    """``config`` for one of the loop's own model calls: tagged ``name`` and run as ``name``.
+
+    Example:
+        >>> c = tagged({"tags": ["mine"]}, FINAL_ANSWER)
+        >>> sorted(c["tags"]), c["run_name"]
+        (['final_answer', 'mine'], 'final_answer')
+    """
+    return merge_configs(config, {"tags": [name], "run_name": name})
 
 _NONE_BY_PACKAGE: dict[str, Any] = {"langchain_anthropic": {"type": "none"}}
 """``tool_choice`` "none" where a provider package spells it differently."""

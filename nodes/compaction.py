@@ -2,18 +2,19 @@
 
 It runs before every model call. When the request the model is about to receive
 would exceed ``Compaction.max_tokens`` (counted with the model's own token counter
-when it has a working one, else a conservative estimate: ``nodes/limits.py``), the oldest messages
+when it has a working one, else a conservative estimate: ``nodes/limits.py``; the tools'
+schemas always estimated, as ``langchain-openai``'s counter ignores them), the oldest messages
 are replaced *in state* by one summary written by ``Compaction.summarizer`` (default:
-the agent's model; the call is tagged ``compaction``). Kept: a leading system
+the agent's model; the call is tagged and named ``compaction``). Kept: a leading system
 message, the run's original request, and the last ``keep_last`` messages, widened so
 an AIMessage is never separated from its ToolMessages. The summary is a
 ``HumanMessage(name="loop_summary")`` tagged ``additional_kwargs["langgraph_loop"] =
 {"kind": "summary", ...}`` so UIs can hide it; it sits right before the kept tail.
 The iteration record's ``compacted`` counts the messages replaced.
 
-The messages channel appends a message whose id it has not seen at the end, so
-placing the summary before the tail means removing the tail and adding it again
-(same ids) after the summary: the resulting order is head, summary, tail.
+The node writes the compacted list whole (``Overwrite``): LangGraph then stores it as a
+snapshot, so loading the thread later does not replay the messages the summary replaced.
+The summary reaches ``stream_mode="messages"`` when it is written.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -27,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,19 +37,34 @@ from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
-    RemoveMessage,
     SystemMessage,
     ToolMessage,
 )
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
-from langchain_core.runnables.config import merge_configs
 from langgraph.runtime import get_runtime
+from langgraph.types import Overwrite
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.messages import SUMMARY_NAME, as_message, call_label, drain, loop_message
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import LoopState, add_usage, answer_text, emit, iteration_info, usage_of
-from langgraph_loop.nodes.limits import MIN_FINAL_OUTPUT, count_tokens, max_tokens_of, summary_room
+from langgraph_loop.core.state import (
+    LoopState,
+    add_usage,
+    answer_text,
+    ashow_messages,
+    emit,
+    iteration_info,
+    show_messages,
+    usage_of,
+)
+from langgraph_loop.nodes.binding import COMPACTION, tagged
+from langgraph_loop.nodes.limits import (
+    MIN_FINAL_OUTPUT,
+    count_tokens,
+    estimate_tokens,
+    max_tokens_of,
+    summary_room,
+)
 from langgraph_loop.nodes.model import build_request, estimate_usage
 
 __all__ = [
@@ -123,10 +140,13 @@ def summary_message(text: str, replaced: int) -> HumanMessage:
                                                               "replaced": replaced}})
 
 
-def compaction_writes(split: Split, summary: BaseMessage) -> list[BaseMessage]:
-    """Message writes that leave ``head + [summary] + tail`` in the channel."""
-    removed = [RemoveMessage(id=str(m.id)) for m in [*split.old, *split.tail]]
-    return [*removed, summary, *split.tail]
+def compaction_writes(split: Split, summary: BaseMessage) -> Overwrite:
+    """The write that leaves ``head + [summary] + tail`` in the channel: the whole new list,
+    so the checkpoint stores it as a snapshot and a thread load replays nothing the summary
+    replaced (the messages channel otherwise replays every write since its last snapshot)."""
+    if summary.id is None:
+        summary.id = str(uuid.uuid4())
+    return Overwrite([*split.head, summary, *split.tail])
 
 
 @dataclass(frozen=True)
@@ -161,7 +181,9 @@ class CompactionNode(Runnable[LoopState, dict[str, Any]]):
             return None
         notice = drain(state.get("pending_notices"), run=str(run.get("id")))
         request = build_request(state, settings, [notice] if notice is not None else [])
-        size = count_tokens(settings.chat_model, request, settings.tools)
+        # the tools apart: langchain-openai's counter ignores them, with a warning
+        size = (count_tokens(settings.chat_model, request)
+                + estimate_tokens([], settings.tools, per_message=0))
         if size <= compaction.max_tokens:
             return None
         keep = {run.get("request_id")}
@@ -186,7 +208,9 @@ class CompactionNode(Runnable[LoopState, dict[str, Any]]):
         plan = self.plan(state)
         if plan is None:
             return {}
-        return self.record(state, plan, plan.runnable.invoke(plan.request, _tagged(config)))
+        update = self.record(state, plan, plan.runnable.invoke(plan.request, tagged(config, COMPACTION)))
+        show_messages(config, [update["summary"]])
+        return {k: v for k, v in update.items() if k != "summary"}
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> dict[str, Any]:
@@ -195,13 +219,16 @@ class CompactionNode(Runnable[LoopState, dict[str, Any]]):
         plan = self.plan(state)
         if plan is None:
             return {}
-        result = await plan.runnable.ainvoke(plan.request, _tagged(config))
-        return self.record(state, plan, result)
+        result = await plan.runnable.ainvoke(plan.request, tagged(config, COMPACTION))
+        update = self.record(state, plan, result)
+        await ashow_messages(config, [update["summary"]])
+        return {k: v for k, v in update.items() if k != "summary"}
 
     @staticmethod
     def record(state: LoopState, plan: Plan, result: Any) -> dict[str, Any]:
         """The update: the summary in place of the old messages, its tokens counted in the
-        run's ``usage`` (and the iteration's), the messages replaced in the iteration."""
+        run's ``usage`` (and the iteration's), the messages replaced in the iteration; and,
+        under ``summary``, the summary itself (for the messages stream, not a state key)."""
         settings, split = plan.settings, plan.split
         reply = as_message(result, "compaction.summarizer")
         summary = summary_message(answer_text(reply), len(split.old))
@@ -215,8 +242,5 @@ class CompactionNode(Runnable[LoopState, dict[str, Any]]):
         emit(get_runtime(), {"event": "compaction", "replaced": len(split.old), "tokens": plan.size,
                              "max_tokens": settings.compaction.max_tokens})
         return {"messages": compaction_writes(split, summary), "iteration_info": info,
-                "usage": add_usage(state.get("usage"), usage)}
-
-
-def _tagged(config: RunnableConfig) -> RunnableConfig:
-    return merge_configs(config, {"tags": ["compaction"]})
+                "usage": add_usage(state.get("usage"), usage), "summary": summary,
+                "call_log": Overwrite(list(state.get("call_log") or []))}  # a snapshot of it too

@@ -48,7 +48,6 @@ from typing import Any
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
-from langchain_core.runnables.config import merge_configs
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import get_runtime
 from pydantic import ValidationError
@@ -69,17 +68,18 @@ from langgraph_loop.core.state import (
     usage_of,
 )
 from langgraph_loop.core.structured import StructuredReply, as_structured
+from langgraph_loop.nodes.binding import JUDGE, tagged
 from langgraph_loop.nodes.router import normalize_predicate
 
 __all__ = ["JUDGE_TAG", "JudgeNode", "criteria_block", "judge_config", "judge_instructions",
            "judge_request", "original_request", "parse_text_verdict", "resolve_verdict"]
 
-JUDGE_TAG = "judge"
+JUDGE_TAG = JUDGE
 
 
 def judge_config(config: RunnableConfig | None) -> RunnableConfig:
     """The node's config with the judge's tag and run name."""
-    return merge_configs(config, {"tags": [JUDGE_TAG], "run_name": JUDGE_TAG})
+    return tagged(config or {}, JUDGE)
 
 
 def original_request(state: LoopState) -> BaseMessage | None:

@@ -6,7 +6,8 @@ Order of work in one step:
    (``nodes/binding.py``), tool calls in the reply are not executed (they are moved to
    ``response_metadata`` so the transcript stays provider-valid);
 2. the deferred-notice queue of this run is drained into ONE
-   ``HumanMessage(name="loop_warning")`` appended after the ToolMessages;
+   ``HumanMessage(name="loop_warning")`` appended after the ToolMessages (and handed to
+   ``stream_mode="messages"`` before the call, so a UI shows it before the reply);
 3. the request is built (``build_request``: system prompt, fresh-context window) and the
    tool filter picks the tools offered; the model is called; the reply gets the agent's
    ``name``; usage and the iteration's model-call count are recorded. A call LangChain
@@ -52,6 +53,7 @@ from langgraph_loop.core.compat import checkpointer, streams
 from langgraph_loop.core.messages import (
     PROGRESS_NAME,
     as_message,
+    call_label,
     drain,
     encodable,
     is_cut,
@@ -61,9 +63,19 @@ from langgraph_loop.core.messages import (
     with_unique_call_ids,
 )
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import LoopState, RunInfo, Usage, add_usage, iteration_info, usage_of
+from langgraph_loop.core.state import (
+    LoopState,
+    RunInfo,
+    Usage,
+    add_usage,
+    answer_text,
+    ashow_messages,
+    iteration_info,
+    show_messages,
+    usage_of,
+)
 from langgraph_loop.core.stop import Guard, guard, stop_instruction, stop_update
-from langgraph_loop.nodes.binding import call_model, final_model
+from langgraph_loop.nodes.binding import FINAL_ANSWER, call_model, final_model, tagged
 from langgraph_loop.nodes.limits import (
     MIN_FINAL_OUTPUT,
     BudgetAnswer,
@@ -189,6 +201,23 @@ def without_tool_calls(message: AIMessage, keep: Collection[str] = ()) -> AIMess
     )
 
 
+def said_something(final: AIMessage, reason: str | None) -> AIMessage:
+    """The final answer, or when it only asked for tools (dropped, ``without_tool_calls``)
+    the text that says so: a run never ends on an empty message.
+
+    Example:
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {"x": 1}, "id": "c1"}])
+        >>> said_something(without_tool_calls(ai), "loop_detected").content[:50]
+        '(No answer: the run stopped (loop_detected) and th'
+    """
+    dropped = final.response_metadata.get("langgraph_loop_dropped_tool_calls") or []
+    if not dropped or final.tool_calls or answer_text(final).strip():
+        return final
+    calls = ", ".join(call_label(c.get("name"), c.get("args")) for c in dropped)
+    return final.model_copy(update={"content": prompts.NO_FINAL_ANSWER.format(
+        reason=reason or "stopped", calls=calls)})
+
+
 def estimate_usage(request: Sequence[BaseMessage], reply: BaseMessage, model: Any = None) -> Usage:
     """Usage for models that report none (only used for token budgets): ``count_tokens``."""
     inp = count_tokens(model, request)
@@ -276,6 +305,8 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         runnable = self._runnable(state, call, offered)
         if isinstance(runnable, dict):
             return runnable
+        show_messages(config, call.extra)  # the notice reaches the messages stream before the reply
+        config = tagged(config, FINAL_ANSWER) if call.final else config
         if self.wrapped is not None:  # through the user's middleware (not streamed: no cut)
             hosted = self.wrapped.invoke(state, call.request, runnable, offered, call.final, config)
             return hosted.output(self.record(state, call, hosted.reply, offered))
@@ -299,6 +330,8 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         runnable = self._runnable(state, call, offered)
         if isinstance(runnable, dict):
             return runnable
+        await ashow_messages(config, call.extra)
+        config = tagged(config, FINAL_ANSWER) if call.final else config
         if self.wrapped is not None:  # through the user's middleware (not streamed: no cut)
             hosted = await self.wrapped.ainvoke(state, call.request, runnable, offered, call.final,
                                                 config)
@@ -377,6 +410,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         if call.final:
             structured = call.settings.structured
             reply = without_tool_calls(reply, structured.tool_names if structured else ())
+            reply = said_something(reply, call.update.get("stop_reason") or state.get("stop_reason"))
             run = {**run, "finalized": True}
         if call.settings.name:
             reply = reply.model_copy(update={"name": call.settings.name})

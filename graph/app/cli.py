@@ -48,7 +48,10 @@ def parser() -> argparse.ArgumentParser:
                       help="SQLite file (offline default: temporary; live: .langgraph-loop/threads.sqlite)")
     demo.add_argument("--offline", action="store_true",
                       help="always run the scripted scenarios, even with a model configured")
-    run = sub.add_parser("run", help="run a task with an OpenAI-compatible model")
+    codes = ", ".join(f"{code} {reason.value}" for reason, code in commands.EXIT_CODES.items())
+    run = sub.add_parser("run", help="run a task with an OpenAI-compatible model",
+                         description="Run a task with an OpenAI-compatible model. The exit code "
+                         f"says how the run stopped: {codes}; 2 a usage error.")
     run.add_argument("task")
     run.add_argument("--thread", default=None, help="continue this thread id")
     run.add_argument("--db", type=Path, default=DEFAULT_DB)
@@ -64,6 +67,9 @@ def parser() -> argparse.ArgumentParser:
                           "send_email waits for your approve / edit / reject")
     run.add_argument("--yes", action="store_true",
                      help="approve gated tool calls (send_email) without asking")
+    run.add_argument("--json", action="store_true",
+                     help="print the result as one JSON object on stdout (thread, stop_reason, "
+                          "exit_code, iterations, answer, usage); progress goes to stderr")
     show = sub.add_parser("show", help="show a stored thread")
     show.add_argument("thread")
     show.add_argument("--db", type=Path, default=DEFAULT_DB)
@@ -75,7 +81,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script and ``python -m langgraph_loop``."""
     args = parser().parse_args(argv)
-    console = Console()
+    console = Console(stderr=bool(getattr(args, "json", False)))  # --json: stdout is the JSON
     handler = {"demo": commands.demo, "run": commands.run, "show": commands.show,
                "graph": commands.graph}[args.command]
     try:

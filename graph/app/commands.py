@@ -8,8 +8,10 @@ Example:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sqlite3
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -34,10 +36,26 @@ from langgraph_loop.app.progress import Progress, run_with_progress
 from langgraph_loop.app.review import decisions_for
 from langgraph_loop.builder import create_loop_agent
 from langgraph_loop.core.config import Approval, Iterations, Limits
+from langgraph_loop.core.stop import StopReason
 from langgraph_loop.scripted import ScriptedChatModel
 
-__all__ = ["RUN_MAX_ITERATIONS", "UsageError", "demo", "demo_tools", "graph", "live_demo",
-           "model_from_env", "offline_demo", "run", "scenario_list", "show", "sqlite_saver"]
+__all__ = [
+    "EXIT_CODES",
+    "NO_STOP_REASON",
+    "RUN_MAX_ITERATIONS",
+    "UsageError",
+    "demo",
+    "demo_tools",
+    "exit_code",
+    "graph",
+    "live_demo",
+    "model_from_env",
+    "offline_demo",
+    "run",
+    "scenario_list",
+    "show",
+    "sqlite_saver",
+]
 
 
 @contextmanager
@@ -141,11 +159,44 @@ RUN_MAX_ITERATIONS = 3
 """Iterations per ``run --judge`` unless ``--max-iterations`` says otherwise."""
 
 
+EXIT_CODES: dict[StopReason, int] = {
+    StopReason.COMPLETED: 0,
+    StopReason.MAX_ITERATIONS: 10,
+    StopReason.MAX_MODEL_CALLS: 11,
+    StopReason.MAX_TOOL_CALLS: 12,
+    StopReason.TOKEN_BUDGET: 13,
+    StopReason.BUDGET_PRESSURE: 14,
+    StopReason.LOOP_DETECTED: 15,
+    StopReason.TOOL_ERRORS: 16,
+    StopReason.STALLED: 17,
+    StopReason.TIMEOUT: 18,
+    StopReason.TERMINATED: 19,
+    StopReason.STEP_LIMIT: 20,
+}
+"""``langgraph-loop run``'s exit code per stop reason: 0 only for ``completed``, so a CI job or
+a cron agent can tell a loop stop from success (2 stays a usage error)."""
+NO_STOP_REASON = 1
+"""The exit code of a run that ended without a stop reason (never expected)."""
+
+
+def exit_code(stop_reason: str | None) -> int:
+    """The exit code for a run's stop reason.
+
+    Example:
+        >>> exit_code("completed"), exit_code("loop_detected"), exit_code(None)
+        (0, 15, 1)
+    """
+    return NO_STOP_REASON if stop_reason is None else EXIT_CODES[StopReason(stop_reason)]
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
-    """Run a task on a stored thread with live progress.
+    """Run a task on a stored thread with live progress; the exit code says how it stopped
+    (``EXIT_CODES``).
 
     With ``--judge`` the model also judges each iteration; an iteration it finds unfinished is
-    followed by another, up to ``--max-iterations``.
+    followed by another, up to ``--max-iterations``. With ``--json`` the progress and the
+    answer go to stderr and stdout gets one JSON object: the thread, the stop reason, the
+    exit code, the answer and the usage.
     """
 
     judged = getattr(args, "judge", False)
@@ -175,12 +226,20 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 break
             inputs = Command(resume=decisions_for(paused, console,
                                                   approve_all=getattr(args, "yes", False)))
-    console.print(state["messages"][-1].content if state.get("messages") else "")
+    answer = state["messages"][-1].content if state.get("messages") else ""
+    code = exit_code(state.get("stop_reason"))
+    if getattr(args, "json", False):
+        result = {"thread": thread, "stop_reason": state.get("stop_reason"), "exit_code": code,
+                  "iterations": state.get("iteration"), "answer": answer,
+                  "usage": state.get("usage") or {}, "judge_usage": state.get("judge_usage") or {}}
+        sys.stdout.write(json.dumps(result, default=str) + "\n")  # the console went to stderr
+        return code
+    console.print(answer)
     judge_tokens = (state.get("judge_usage") or {}).get("total_tokens", 0)
     console.print(f"thread={thread} stop_reason={state.get('stop_reason')} "
                   f"tokens={(state.get('usage') or {}).get('total_tokens', 0)}"
                   + (f" judge_tokens={judge_tokens}" if judged else ""), style="dim")
-    return 0
+    return code
 
 
 def show(args: argparse.Namespace, console: Console) -> int:

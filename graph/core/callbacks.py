@@ -45,12 +45,15 @@ class LegacyContinuation:
     """A 0.2 ``next_message`` or ``prompt_factory`` as an ``Iterations.continuation``.
 
     ``next_message(state, feedback)`` is called as it is; ``prompt_factory(state)``
-    gets no feedback and its answer is always the text (``str()`` of it: it never asks
-    to re-send). A callback that raises is still named by its old name.
+    gets no feedback and its answer is the text (``str()`` of it), except None, which
+    asks to re-send the previous input as a continuation's None does (never the text
+    "None"). A callback that raises is still named by its old name.
 
     Example:
-        >>> LegacyContinuation(lambda state: None, "prompt_factory")({}, "feedback")
-        'None'
+        >>> LegacyContinuation(lambda state: None, "prompt_factory")({}, "feedback") is None
+        True
+        >>> LegacyContinuation(lambda state: 7, "prompt_factory")({}, None)
+        '7'
         >>> LegacyContinuation(lambda state, feedback: feedback, "next_message")({}, "more")
         'more'
     """
@@ -62,11 +65,15 @@ class LegacyContinuation:
         if self.name == "next_message":
             return self.fn(state, feedback)
         result = self.fn(state)
-        return _text_of(result) if inspect.isawaitable(result) else str(result)
+        return _text_of(result) if inspect.isawaitable(result) else _text(result)
 
 
-async def _text_of(awaitable: Awaitable[Any]) -> str:
-    return str(await awaitable)
+def _text(result: Any) -> str | None:
+    return None if result is None else str(result)
+
+
+async def _text_of(awaitable: Awaitable[Any]) -> str | None:
+    return _text(await awaitable)
 
 
 class CallbackError(RuntimeError):

@@ -1,6 +1,6 @@
 """The LangGraph and LangChain internals this package relies on, in one place, and why.
 
-LangGraph has no public API (as of 1.2) for five things the loop needs, LangChain (as of
+LangGraph has no public API (as of 1.2) for six things the loop needs, LangChain (as of
 langchain-core 1.7) for one:
 
 - ``messages_delta_reducer``: the batch reducer of LangGraph's delta messages channel
@@ -21,6 +21,10 @@ langchain-core 1.7) for one:
 - ``runtime_of(config)``: the run's ``Runtime`` from the config a conditional edge gets
   (``get_runtime()`` needs the config in a context variable, which LangGraph does not set
   for edges; setting it per edge cost more than the loop detector's decision).
+- ``streams_messages(config)``: is ``stream_mode="messages"`` listening to the running step
+  (LangGraph's handler for it among the step's callbacks)? Only then does the ``model`` node
+  hand a notice to that stream before the model call (``core/state.py: show_messages``),
+  so a run nobody streams has no extra callback run.
 - ``would_stream(chat, handlers, kwargs, async_api=...)``: would ``chat.invoke`` stream this
   call through the v1 callbacks (``on_llm_new_token``)? LangChain's own rule
   (``BaseChatModel._should_stream``: a streaming handler such as ``stream_mode="messages"``'s, or
@@ -60,10 +64,11 @@ from langgraph._internal._constants import (
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.graph.message import _messages_delta_reducer
+from langgraph.pregel._messages import StreamMessagesHandler
 from langgraph.runtime import Runtime
 
 __all__ = ["checkpointer", "durable", "messages_delta_reducer", "resuming", "runtime_of",
-           "streams", "would_stream"]
+           "streams", "streams_messages", "would_stream"]
 
 messages_delta_reducer: Any = _messages_delta_reducer
 """LangGraph's batch reducer for a ``DeltaChannel`` of messages (see the module docstring)."""
@@ -98,6 +103,14 @@ def runtime_of(config: RunnableConfig | None) -> Runtime[Any] | None:
     """The run's ``Runtime`` carried by a step's config (None outside a run)."""
     runtime = ((config or {}).get(CONF) or {}).get(CONFIG_KEY_RUNTIME)
     return runtime if isinstance(runtime, Runtime) else None
+
+
+def streams_messages(config: RunnableConfig | None) -> bool:
+    """Is ``stream_mode="messages"`` listening to the step this config belongs to?"""
+    callbacks = (config or {}).get("callbacks")
+    handlers = (callbacks.handlers if isinstance(callbacks, BaseCallbackManager)
+                else callbacks if isinstance(callbacks, list) else [])
+    return any(isinstance(h, StreamMessagesHandler) for h in handlers)
 
 
 def would_stream(chat: BaseChatModel, handlers: Sequence[Any], kwargs: Mapping[str, Any], *,

@@ -16,10 +16,16 @@ Repaired, the same way every time (nothing is lost):
   (``saved_answers``, from the checkpoint's task writes).
 
 ``update_state`` is checked the same way, without the fresh id (editing by id is its purpose),
-leaving the calls it ends on open for the tools.
+leaving the calls it ends on open for the tools. In both, removing an id the thread does not
+hold is a ``ValueError`` (as ``add_messages`` says it), and removing an AIMessage removes the
+ToolMessages of its calls with it (``resolve_removals``).
 
 Rejected (a ``ValueError`` naming the input message, the rule; nothing written): an unknown
 role, a ToolMessage answering no open call, a system message not first, shared call ids.
+
+A run on a thread that has a run in progress in this process (same checkpointer) is refused
+with ``ThreadBusyError``, nothing run or written: two runs at once would interleave their
+writes in one history.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -35,6 +41,7 @@ Example:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -64,7 +71,7 @@ from langgraph_loop.core.messages import (
 )
 from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState
 
-__all__ = ["RULES", "LoopGraph", "answer_unanswered", "checked_messages", "input_problem",
+__all__ = ["RULES", "LoopGraph", "ThreadBusyError", "answer_unanswered", "checked_messages", "input_problem",
            "not_executed", "resolve_removals", "resume_problem", "saved_answers"]
 
 RULES: dict[str, str] = {
@@ -206,7 +213,31 @@ def resolve_removals(stored: Sequence[BaseMessage], new: Sequence[Any]) -> list[
             raise ValueError(f"Attempting to delete a message with an ID that doesn't exist "
                              f"('{message.id}')")
         known.add(getattr(message, "id", None))
-    return list(new)
+    return _with_answers_removed(stored, list(new))
+
+
+def _with_answers_removed(stored: Sequence[BaseMessage], new: list[Any]) -> list[Any]:
+    """``new`` with the stored ToolMessages of each removed AIMessage's calls removed too, right
+    after it (they would answer no call: the model would be sent an orphan tool result).
+
+    Example:
+        >>> from langchain_core.messages import AIMessage
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a")
+        >>> old = [HumanMessage("q", id="h"), ai, ToolMessage("r", tool_call_id="c1", id="t")]
+        >>> [m.id for m in _with_answers_removed(old, [RemoveMessage(id="a")])]
+        ['a', 't']
+    """
+    removed = {m.id for m in new if isinstance(m, RemoveMessage)}
+    out: list[Any] = []
+    for message in new:
+        out.append(message)
+        owner = next((m for m in stored if isinstance(message, RemoveMessage) and m.id == message.id), None)
+        calls = set(call_ids(owner)) if owner is not None else set()
+        answers = [m for m in stored if isinstance(m, ToolMessage) and m.tool_call_id in calls
+                   and m.id not in removed]
+        out += [RemoveMessage(id=str(m.id)) for m in answers]
+        removed.update(m.id for m in answers)
+    return out
 
 
 # --- checking a run's input ------------------------------------------------------------
@@ -273,6 +304,38 @@ def _is_subgraph(config: RunnableConfig | None) -> bool:
 
 def _values(stored: StateSnapshot | None) -> dict[str, Any]:
     return dict(stored.values or {}) if stored is not None else {}
+
+
+class ThreadBusyError(RuntimeError):
+    """A run was started on a thread that has a run in progress in this process."""
+
+
+_RUNNING: set[tuple[int, str, str]] = set()
+"""The threads with a run in progress in this process: (checkpointer, thread_id, namespace)."""
+_RUNNING_LOCK = threading.Lock()
+
+
+def _claim(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | None:
+    """Mark the config's thread as running (None: no thread to guard), or ``ThreadBusyError``."""
+    thread = _thread(config)
+    if thread is None or not isinstance(saver, BaseCheckpointSaver):
+        return None
+    namespace = str(((config or {}).get("configurable") or {}).get("checkpoint_ns") or "")
+    key = (id(saver), str(thread), namespace)
+    with _RUNNING_LOCK:
+        if key in _RUNNING:
+            raise ThreadBusyError(
+                f"thread {thread!r} already has a run in progress in this process; nothing was "
+                "run or written. Wait for that run to end before starting another on this "
+                "thread, or use another thread_id.")
+        _RUNNING.add(key)
+    return key
+
+
+def _release(key: tuple[int, str, str] | None) -> None:
+    if key is not None:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(key)
 
 
 class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput]):
@@ -355,11 +418,13 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         return saved_answers(saved.pending_writes or [] if saved else [], missing)
 
     def _update(self, values: Any, stored: StateSnapshot | None) -> Any:
-        """``update_state`` values with their messages checked (``checked_messages``)."""
+        """``update_state`` values with their messages checked (``checked_messages``) and their
+        removals resolved (``resolve_removals``: an unknown id is a ``ValueError``)."""
         if not isinstance(values, Mapping) or "messages" not in values:
             return values
         messages = _values(stored).get("messages") or []
-        return {**values, "messages": checked_messages(values["messages"], messages, update=True)}
+        given = resolve_removals(messages, _as_list(values["messages"]))
+        return {**values, "messages": checked_messages(given, messages, update=True)}
 
     def update_state(self, config: RunnableConfig, values: Any, as_node: str | None = None,
                      task_id: str | None = None) -> RunnableConfig:
@@ -377,25 +442,43 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
 
     def stream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> Iterator[Any]:
-        """``CompiledStateGraph.stream`` after the input check (``ValueError``)."""
-        if not _is_subgraph(config):
-            stored = self._stored(config)
-            input, kwargs = self._checked(input, config, kwargs, stored, self._saved(input, stored))
-        return super().stream(input, config, **kwargs)
+        """``CompiledStateGraph.stream`` after the input check (``ValueError``); a second run
+        on a thread with a run in progress in this process is a ``ThreadBusyError``."""
+        if _is_subgraph(config):
+            return super().stream(input, config, **kwargs)
+        stored = self._stored(config)
+        input, kwargs = self._checked(input, config, kwargs, stored, self._saved(input, stored))
+        return self._alone(super().stream(input, config, **kwargs), config)
+
+    def _alone(self, chunks: Iterator[Any], config: RunnableConfig | None) -> Iterator[Any]:
+        """``chunks`` while no other run of this process works on the thread."""
+        key = _claim(self.checkpointer, config)
+        try:
+            yield from chunks
+        finally:
+            _release(key)
 
     def astream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
                 **kwargs: Any) -> AsyncIterator[Any]:
-        """``CompiledStateGraph.astream`` after the input check (``ValueError``)."""
+        """``CompiledStateGraph.astream`` after the input check (``ValueError``, or
+        ``ThreadBusyError`` as ``stream``)."""
         return self._astream(input, config, **kwargs)
 
     async def _astream(self, input: Any, config: RunnableConfig | None,
                        **kwargs: Any) -> AsyncIterator[Any]:
-        if not _is_subgraph(config):
+        if _is_subgraph(config):
+            async for chunk in super().astream(input, config, **kwargs):
+                yield chunk
+            return
+        key = _claim(self.checkpointer, config)
+        try:
             stored = await self._astored(config)
             saved = await self._asaved(input, stored)
             input, kwargs = self._checked(input, config, kwargs, stored, saved)
-        async for chunk in super().astream(input, config, **kwargs):
-            yield chunk
+            async for chunk in super().astream(input, config, **kwargs):
+                yield chunk
+        finally:
+            _release(key)
 
     @classmethod
     def of(cls, graph: CompiledStateGraph[Any, Any, Any, Any],

@@ -33,6 +33,7 @@ __all__ = [
     "NEEDS_APPROVAL",
     "NOT_OFFERED",
     "NO_ANSWER",
+    "NO_FINAL_ANSWER",
     "OUTPUT_TRUNCATED",
     "PROGRESS",
     "REJECTED",
@@ -63,6 +64,10 @@ CANCELLED = "Error: this call was not executed: the run that requested it ended 
 
 LOOP_HINT = "A person supervising this run read the loop you were in and says: {hint}"
 """A human's hint about a loop stop (``LoopDetection.ask_human``), delivered as a notice."""
+NO_FINAL_ANSWER = ("(No answer: the run stopped ({reason}) and the last reply asked for tools "
+                   "again instead of answering: {calls}.)")
+"""The final answer's text when the tools-free call after a stop still only asked for tools
+(their calls are not run): the run ends on text that says so, never on an empty message."""
 CUT_REPLY = "(This reply was cut off: it kept repeating the same text.)"
 """The text of a reply cut while it streamed when nothing of it can be sent back (it looped in
 its reasoning, or in blank text): an assistant message may not be empty."""

@@ -406,15 +406,28 @@ class LoopSettings:
         _check_state_schema(kwargs.get("state_schema"))
         settings = cls(model=model, tools=coerced, **kwargs)
         settings._check_approval()
+        settings._check_loop_detection()
         return settings
 
-    def _check_approval(self) -> None:
-        if self.approval is None:
-            return
+    def _check_tool_names(self, where: str, names: Iterable[str], *, wildcard: bool = False) -> None:
+        """``ValueError`` naming ``where`` when ``names`` holds a tool the graph does not have."""
         known = {t.name for t in self.tools}
-        unknown = sorted(set(self.approval.tools) - known)
+        unknown = sorted(set(names) - known - ({"*"} if wildcard else set()))
         if unknown:
-            raise ValueError(f"approval.tools: unknown tools {unknown}; known: {sorted(known)}")
+            raise ValueError(f"{where}: unknown tools {unknown}; known: {sorted(known)}")
+
+    def _check_approval(self) -> None:
+        if self.approval is not None:
+            self._check_tool_names("approval.tools", self.approval.tools)
+
+    def _check_loop_detection(self) -> None:
+        """The detector's per-tool settings name the graph's tools (a typo would never match)."""
+        detection = self.loop_detection
+        if detection is None:
+            return
+        self._check_tool_names("loop_detection.per_tool", detection.per_tool)
+        self._check_tool_names("loop_detection.arg_policies", detection.arg_policies, wildcard=True)
+        self._check_tool_names("loop_detection.read_only_tools", detection.read_only_tools)
 
     # --- the names the nodes read (0.2's flat keywords) -------------------------------------
 

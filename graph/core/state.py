@@ -20,17 +20,21 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, NotRequired, get_type_hints
 
+from langchain_core.callbacks import BaseCallbackManager, dispatch_custom_event
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.channels.delta import DeltaChannel
 from langgraph.managed import RemainingSteps
 from langgraph.runtime import Runtime
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from langgraph_loop.core.compat import messages_delta_reducer
+from langgraph_loop.core.compat import messages_delta_reducer, streams_messages
 from langgraph_loop.core.messages import Notice, digest
 from langgraph_loop.core.stop import Guard, StopReason
 
@@ -64,6 +68,7 @@ __all__ = [
     "Usage",
     "add_usage",
     "answer_text",
+    "ashow_messages",
     "build_record",
     "calls_of_iteration",
     "emit",
@@ -72,6 +77,7 @@ __all__ = [
     "latest_answer",
     "new_iteration",
     "new_usage",
+    "show_messages",
     "usage_of",
     "with_user_keys",
 ]
@@ -398,14 +404,64 @@ def build_record(
 
 
 def emit(runtime: Runtime[Any] | None, event: Event) -> None:
-    """Send a typed ``custom`` stream event, made JSON-friendly (no-op when nobody streams).
+    """Send a typed event, made JSON-friendly, to ``stream_mode="custom"`` and, as a LangChain
+    custom event named by its ``event``, to ``astream_events`` and the run's callbacks
+    (no-op when nobody listens).
 
     Example:
         >>> emit(None, {"event": "iteration_start", "iteration": 1}) is None
         True
     """
-    if runtime is not None and runtime.stream_writer is not None:
-        runtime.stream_writer(json.loads(json.dumps(event, default=str)))
+    writer = runtime.stream_writer if runtime is not None else None
+    callbacks = (var_child_runnable_config.get() or {}).get("callbacks")  # the running step's
+    listens = (isinstance(callbacks, BaseCallbackManager) and callbacks.parent_run_id is not None
+               and bool(callbacks.handlers))
+    if writer is None and not listens:
+        return
+    data = json.loads(json.dumps(event, default=str))
+    if writer is not None:
+        writer(data)
+    if listens:
+        dispatch_custom_event(data["event"], data)
+
+
+def _show(config: RunnableConfig, messages: Sequence[BaseMessage]) -> Runnable[Any, Any] | None:
+    """A step named as the running node that outputs ``messages`` (None: nothing to show).
+    Its input is empty: LangGraph takes a node's input messages as already shown."""
+    node = (config.get("metadata") or {}).get("langgraph_node")
+    if not messages or not isinstance(node, str) or not streams_messages(config):
+        return None
+    for message in messages:
+        if message.id is None:
+            message.id = str(uuid.uuid4())  # the node's own output is then not shown twice
+    update = {"messages": list(messages)}
+
+    async def ashown(_: Any) -> dict[str, list[BaseMessage]]:
+        return update
+
+    return RunnableLambda(lambda _: update, afunc=ashown, name=node)
+
+
+def show_messages(config: RunnableConfig, messages: Sequence[BaseMessage]) -> None:
+    """Hand ``messages`` a node writes to ``stream_mode="messages"`` now, before the model call
+    that follows them (LangGraph shows a node's messages when the node ends: a notice would
+    come after the reply it preceded). They get ids, so the node's end does not show them
+    again. Only while that stream listens: it costs a callback run named as the node.
+
+    Example:
+        >>> show_messages({}, []) is None
+        True
+    """
+    step = _show(config, messages)
+    if step is not None:
+        step.invoke(None, config)
+
+
+async def ashow_messages(config: RunnableConfig, messages: Sequence[BaseMessage]) -> None:
+    """Async ``show_messages``."""
+    step = _show(config, messages)
+    if step is not None:
+        await step.ainvoke(None, config)
 
 
 # --- the graph state ----------------------------------------------------------------------

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from langchain_core.messages import messages_from_dict
 from langgraph_sdk import get_client, get_sync_client
@@ -117,6 +118,19 @@ def test_streaming_with_the_sync_client(deployment: Deployment) -> None:
 
 def test_per_run_context_overrides_limits(deployment: Deployment) -> None:
     checks.check_per_run_context_overrides_limits(deployment.a.url)
+
+
+def test_a_context_the_graph_refuses_is_the_in_process_error(deployment: Deployment) -> None:
+    """``langgraph.json``'s ``http.app`` runs on Aegra too: a misspelled top-level key is
+    refused with the in-process text, HTTP 422."""
+    client = get_sync_client(url=deployment.a.url)
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        client.runs.wait(None, checks.GRAPH_ID, input=checks.user("hi"),
+                         context={"iteratons": {"max": 2}})
+    assert refused.value.response.status_code == 422
+    assert refused.value.response.json()["detail"] == (
+        "invalid run context: unknown key 'iteratons' (per-run override groups: iterations, "
+        "limits, loop_detection)")
 
 
 def test_messages_tuple_tells_model_tokens_from_notices(deployment: Deployment) -> None:

@@ -24,8 +24,12 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+from langchain_core.messages import HumanMessage
+from langgraph_sdk import get_sync_client
 
+from langgraph_loop.app.server import graph as server_graph
 from tests.support import server_checks as checks
 from tests.support.postgres import free_port
 
@@ -116,6 +120,78 @@ def test_per_run_context_overrides_limits(server_url: str) -> None:
 
 def test_a_misspelled_override_is_the_in_process_error(server_url: str) -> None:
     checks.check_a_misspelled_override_is_the_in_process_error(server_url)
+
+
+@pytest.mark.parametrize("context", [{"iteratons": {"max": 2}}, {"max_iteratons": 2},
+                                     {"limits": {"final_answr": False}}])
+def test_a_context_the_graph_refuses_is_the_in_process_error_over_http(
+        server_url: str, context: dict[str, object]) -> None:
+    """The server keeps only the context keys the schema declares: without ``RunContextCheck``
+    the misspelled top-level key is dropped and the run goes on. Now every run endpoint answers
+    422 with the ``ValueError`` ``invoke`` raises, and no run is made."""
+    with pytest.raises(ValueError) as in_process:
+        server_graph.invoke({"messages": [HumanMessage("hi")]}, context=context)
+    client = get_sync_client(url=server_url)
+    thread = client.threads.create()["thread_id"]
+    run = {"input": checks.user("hi"), "context": context}
+    for call in (lambda: client.runs.wait(None, checks.GRAPH_ID, **run),
+                 lambda: client.runs.create(thread, checks.GRAPH_ID, **run),
+                 lambda: list(client.runs.stream(thread, checks.GRAPH_ID, **run))):
+        with pytest.raises(httpx.HTTPStatusError) as over_http:
+            call()
+        assert over_http.value.response.status_code == 422
+        assert over_http.value.response.json()["detail"] == str(in_process.value)
+    assert client.runs.list(thread) == []
+
+
+def test_two_runs_at_once_on_one_thread_with_enqueue_run_one_after_the_other(
+        server_url: str) -> None:
+    """The multitask strategy docs/deployment.md recommends: the second run waits its turn,
+    both finish, and the thread holds both turns whole, in order (never interleaved)."""
+    client = get_sync_client(url=server_url)
+    thread = client.threads.create()["thread_id"]
+    first = client.runs.create(thread, checks.GRAPH_ID, input=checks.user("get_weather for Paris"))
+    second = client.runs.create(thread, checks.GRAPH_ID, input=checks.user("get_weather for Rome"),
+                                multitask_strategy="enqueue")
+    for run in (first, second):
+        client.runs.join(thread, run["run_id"])
+        assert client.runs.get(thread, run["run_id"])["status"] == "success"
+    messages = client.threads.get_state(thread)["values"]["messages"]
+    assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"] * 2
+    assert [m["content"] for m in messages if m["type"] == "human"] == [
+        "get_weather for Paris", "get_weather for Rome"]
+
+
+@pytest.mark.parametrize("strategy", ["interrupt", "rollback"])
+def test_the_other_strategies_leave_the_second_run_done_and_the_thread_valid(
+        server_url: str, strategy: str) -> None:
+    """``interrupt``/``rollback`` stop the first run if it is still going (never a refused
+    second run: the first one's end frees the thread before the second starts)."""
+    client = get_sync_client(url=server_url)
+    thread = client.threads.create()["thread_id"]
+    client.runs.create(thread, checks.GRAPH_ID, input=checks.user("get_weather for Paris"))
+    second = client.runs.create(thread, checks.GRAPH_ID, input=checks.user("get_weather for Rome"),
+                                multitask_strategy=strategy)
+    client.runs.join(thread, second["run_id"])
+    assert client.runs.get(thread, second["run_id"])["status"] == "success"
+    messages = client.threads.get_state(thread)["values"]["messages"]
+    assert messages[-4:][0]["content"] == "get_weather for Rome"
+    assert [m["type"] for m in messages[-4:]] == ["human", "ai", "tool", "ai"]
+    open_calls = [c["id"] for m in messages for c in m.get("tool_calls") or []]
+    assert sorted(m["tool_call_id"] for m in messages if m["type"] == "tool") == sorted(open_calls)
+
+
+def test_messages_tuple_sends_the_stop_notice_before_the_final_answer(server_url: str) -> None:
+    """A UI renders the stream in order: the notice the final answer read comes first."""
+    client = get_sync_client(url=server_url)
+    parts = [p.data[0] for p in client.runs.stream(
+        None, checks.GRAPH_ID, input=checks.user("get_weather for Paris"),
+        context={"iterations": {"max_model_calls": 1}}, stream_mode="messages-tuple")
+        if p.event == "messages"]
+    kinds = [m.get("name") if m["type"] == "human" else m["type"] for m in parts]
+    said = [i for i, m in enumerate(parts) if m["type"] in ("AIMessageChunk", "ai") and m.get("content")]
+    assert kinds.index("stop_notice") < said[0]
+    assert "".join(parts[i]["content"] for i in said) == "Done."
 
 
 def test_messages_tuple_tells_model_tokens_from_notices(server_url: str) -> None:

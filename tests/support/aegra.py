@@ -130,6 +130,8 @@ def write_config(repo: Path, path: Path, extra_graphs: dict[str, str]) -> Path:
 
     config["dependencies"] = [absolute(d) for d in config.get("dependencies", [])]
     config["graphs"] = {**{k: absolute(v) for k, v in config["graphs"].items()}, **extra_graphs}
+    if "app" in config.get("http", {}):
+        config["http"]["app"] = absolute(config["http"]["app"])
     config.pop("$schema", None)
     path.write_text(json.dumps(config, indent=2))
     return path
