@@ -25,6 +25,7 @@ from langgraph_loop.core.config import (
     LoopDetection,
     StallDetection,
 )
+from langgraph_loop.core.history import ThreadBusyError
 from langgraph_loop.core.messages import is_notice
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import StopReason
@@ -48,6 +49,7 @@ __all__ = [
     "LoopState",
     "StallDetection",
     "StopReason",
+    "ThreadBusyError",
     "TokenBudgetMiddleware",
     "__version__",
     "create_loop_agent",

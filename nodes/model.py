@@ -305,7 +305,8 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         runnable = self._runnable(state, call, offered)
         if isinstance(runnable, dict):
             return runnable
-        show_messages(config, call.extra)  # the notice reaches the messages stream before the reply
+        if call.extra:  # the notice reaches the messages stream before the reply
+            show_messages(config, call.extra)
         config = tagged(config, FINAL_ANSWER) if call.final else config
         if self.wrapped is not None:  # through the user's middleware (not streamed: no cut)
             hosted = self.wrapped.invoke(state, call.request, runnable, offered, call.final, config)
@@ -330,7 +331,8 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         runnable = self._runnable(state, call, offered)
         if isinstance(runnable, dict):
             return runnable
-        await ashow_messages(config, call.extra)
+        if call.extra:
+            await ashow_messages(config, call.extra)
         config = tagged(config, FINAL_ANSWER) if call.final else config
         if self.wrapped is not None:  # through the user's middleware (not streamed: no cut)
             hosted = await self.wrapped.ainvoke(state, call.request, runnable, offered, call.final,

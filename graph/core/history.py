@@ -448,7 +448,10 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
             return super().stream(input, config, **kwargs)
         stored = self._stored(config)
         input, kwargs = self._checked(input, config, kwargs, stored, self._saved(input, stored))
-        return self._alone(super().stream(input, config, **kwargs), config)
+        chunks = super().stream(input, config, **kwargs)
+        if stored is None:  # no thread kept (no checkpointer or thread id): nothing to guard
+            return chunks
+        return self._alone(chunks, config)
 
     def _alone(self, chunks: Iterator[Any], config: RunnableConfig | None) -> Iterator[Any]:
         """``chunks`` while no other run of this process works on the thread."""
