@@ -48,7 +48,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired
 
@@ -287,27 +287,37 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         return None, ExtendedModelResponse(ModelResponse(result=[]), Command(update=update))
 
     # --- the hooks ---------------------------------------------------------------------------
-    def wrap_model_call(
-        self,
-        request: ModelRequest[Any],
-        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
-    ) -> Result:
-        """Deliver queued notices, call the model, decide on the reply and apply the decision."""
+    def _steps(self, request: ModelRequest[Any]) -> Generator[ModelRequest[Any], ModelResponse[Any], Result]:
+        """One model call's work, for both hooks: yields each request to send (the call, and
+        the tools-free final answer after a stop), receives its response, returns the result."""
         turn = self._turn(request)
         asked, went_on = self._answered(turn)
         if went_on is not None:
             return went_on
         if asked is not None and asked.guard is not None:
             tail, final = self._final_request(turn, asked.ai, asked.guard)
-            return self._stopped(turn, asked.ai, asked.guard, tail, _response(handler(final)), reply=[])
-        response = _response(handler(turn.request))
+            return self._stopped(turn, asked.ai, asked.guard, tail, (yield final), reply=[])
+        response = yield turn.request
         ai = _reply_of(response)
         decision = self._decide(turn, ai)
         if decision is None or decision.guard is None or ai is None or self._asks(decision):
             return self._applied(turn, response, decision)
         tail, final = self._final_request(turn, ai, decision.guard)
-        return self._stopped(turn, ai, decision.guard, tail, _response(handler(final)),
-                             reply=response.result)
+        return self._stopped(turn, ai, decision.guard, tail, (yield final), reply=response.result)
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> Result:
+        """Deliver queued notices, call the model, decide on the reply and apply the decision."""
+        steps = self._steps(request)
+        try:
+            sent = next(steps)
+            while True:
+                sent = steps.send(_response(handler(sent)))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
     async def awrap_model_call(
         self,
@@ -315,19 +325,10 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> Result:
         """Async ``wrap_model_call``."""
-        turn = self._turn(request)
-        asked, went_on = self._answered(turn)
-        if went_on is not None:
-            return went_on
-        if asked is not None and asked.guard is not None:
-            tail, final = self._final_request(turn, asked.ai, asked.guard)
-            return self._stopped(turn, asked.ai, asked.guard, tail, _response(await handler(final)),
-                                 reply=[])
-        response = _response(await handler(turn.request))
-        ai = _reply_of(response)
-        decision = self._decide(turn, ai)
-        if decision is None or decision.guard is None or ai is None or self._asks(decision):
-            return self._applied(turn, response, decision)
-        tail, final = self._final_request(turn, ai, decision.guard)
-        return self._stopped(turn, ai, decision.guard, tail, _response(await handler(final)),
-                             reply=response.result)
+        steps = self._steps(request)
+        try:
+            sent = next(steps)
+            while True:
+                sent = steps.send(_response(await handler(sent)))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
