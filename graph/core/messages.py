@@ -369,7 +369,7 @@ def _has_surrogate(value: Any) -> bool:
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            if _SURROGATE.search(item) is not None:
+            if not item.isascii() and _SURROGATE.search(item) is not None:
                 return True
         elif isinstance(item, dict):
             stack += item.keys()
