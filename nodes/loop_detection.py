@@ -112,28 +112,27 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from itertools import pairwise
-from typing import Any, Literal, NotRequired
+from typing import Any, NotRequired
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from typing_extensions import TypedDict
 
 from langgraph_loop.core.config import LoopDetection
-from langgraph_loop.core.messages import call_label, digest, is_blocked, is_cut, work_call_ids
+from langgraph_loop.core.messages import call_label, digest, is_blocked, is_cut, reply_text, work_call_ids
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import Guard, guard
 from langgraph_loop.nodes.approval import needs_approval
 from langgraph_loop.nodes.limits import check_limits, pressure_due, tool_errors_guard
+from langgraph_loop.nodes.stream_cut import SHORTEST_LOOP, text_loop
 
 __all__ = [
-    "LINE", "MEMO_SIZE", "RANK", "TEXT_CUTS", "VOLATILE", "CallRecord", "Decision", "DetectorMemo",
-    "DetectorState", "Finding", "LoopWarning", "Observation", "Response", "SignedCall",
-    "TextLoop", "absorb", "args_text", "block_text", "call_signature", "canonical_args",
-    "content_hash", "cycle_of", "decide", "is_empty", "line_kind", "normalize", "observe",
-    "path_keys", "push", "reply_text", "response_sig", "response_signature", "result_text",
-    "results_before", "scaled", "sign_calls", "stop_guard", "text_cut", "text_cut_text",
-    "text_loop", "text_loop_text", "text_stop_guard", "warning_text",
+    "MEMO_SIZE", "RANK", "TEXT_CUTS", "VOLATILE", "CallRecord", "Decision", "DetectorMemo",
+    "DetectorState", "Finding", "LoopWarning", "Observation", "Response", "SignedCall", "absorb",
+    "args_text", "block_text", "call_signature", "canonical_args", "content_hash", "cycle_of",
+    "decide", "is_empty", "normalize", "observe", "path_keys", "push", "response_sig",
+    "response_signature", "result_text", "results_before", "scaled", "sign_calls", "stop_guard",
+    "text_cut", "text_cut_text", "text_loop_text", "text_stop_guard", "warning_text",
 ]
 
 
@@ -488,163 +487,6 @@ def sign_calls(ai: AIMessage, config: LoopDetection | None = None) -> list[Signe
                               name, args_text(raw, malformed=True), malformed=True))
     return out
 
-
-CHUNK, TIMES, SPAN, HISTORY = 50, 10, 5 * 50, 5000
-SHORTEST_LOOP = 2 * TIMES
-"""No text shorter than this can loop: ``TIMES`` lines of at least one character each."""
-LINE = 200
-"""A line is read in parts of about this size while it streams; its kind, from its start."""
-_ROW = re.compile(r"\s*[|\u2502\u2503\u2551]|[^|\n]*\|[^|\n]*\||(?:[^,\n]*,(?! )){3}|(?:[^\t\n]*\t){2}")
-_ITEM = re.compile(r"\s*(?:[-*+\u2022\u2023\u25e6\u25aa]|\d{1,4}[.)]|[a-zA-Z][.)])\s+(?:\[[ xX]\]\s*)?")
-_HEAD = re.compile(r"\s*(?:#{1,6}\s|>)")
-_ALNUM = re.compile(r"[^\W_]")
-_RUN = re.compile(r"(.)\1{3,}")
-_DIGITS = re.compile(r"\d+")
-Kind = Literal["prose", "head", "rule", "row", "item"]
-
-
-def line_kind(line: str) -> Kind:
-    """What a line of a reply is (from its first ``LINE`` characters): a *rule* has no letter
-    or digit (dividers, separator rows, box drawing), a *row* is a table, CSV or TSV row, an
-    *item* a list item, a *head* a heading or a quote, the rest *prose*.
-
-    Example:
-        >>> [line_kind(x) for x in ("|---|:--:|", "| AA1 | $99 |", "JFK,LAX,99,no", "12. Go",
-        ...                         "## Fares", "Wait, I see.", "")]
-        ['rule', 'row', 'row', 'item', 'head', 'prose', 'prose']
-    """
-    start = line[:LINE]
-    if not _ALNUM.search(start):
-        return "rule" if len(start.strip()) >= 3 else "prose"
-    if _ROW.match(start):
-        return "row"
-    return "item" if _ITEM.match(start) else "head" if _HEAD.match(start) else "prose"
-
-
-class TextLoop:
-    """Gemini CLI's rule over a reply's lines (or parts of a long line): :meth:`add` is True
-    once it loops.
-
-    Only prose is read by the rule, with a run of one character cut to three: code is
-    skipped, and rules, rows and items restart it without being read (a table's separator
-    row, a divider or a list of similar items is not a loop). The text of a row or item
-    (without its number) loops when it comes ``TIMES`` times in ``2 * TIMES`` such lines.
-
-    Example:
-        >>> loop, items = TextLoop(), TextLoop()
-        >>> any(loop.add("I will fix the typo now. ") for _ in range(30)), any(
-        ...     items.add(f"- item {i} of the list, each one different\\n") for i in range(30))
-        (True, False)
-    """
-
-    def __init__(self) -> None:
-        """Empty history."""
-        self.history = ""
-        self.places: dict[str, list[int]] = {}
-        self.next = 0
-        self.in_code = False
-        self.kind: Kind = "prose"
-        self.fresh = True
-        """The next piece starts a line."""
-        self.lines: list[str] = []
-        """The last ``2 * TIMES`` rows and items, without their list markers."""
-
-    def _reset(self) -> None:
-        self.history, self.places, self.next = "", {}, 0
-
-    def add(self, piece: str) -> bool:
-        """Append one piece of text (a line, or a part of one); True when the text now loops."""
-        starts, self.fresh = self.fresh, piece.endswith("\n")
-        fences = piece.count("```")
-        was_in_code = self.in_code
-        self.in_code = self.in_code != (fences % 2 == 1)
-        if fences:
-            self._reset()
-        if was_in_code or self.in_code:
-            return False
-        if starts:
-            self.kind = line_kind(piece)
-        if self.kind != "prose":
-            self._reset()
-        if self.kind in ("row", "item", "head"):
-            return starts and self._repeated_line(piece)
-        if self.kind == "rule":
-            return False
-        return self._read(self._collapse(piece))
-
-    def _repeated_line(self, line: str) -> bool:
-        key = (_ITEM.sub("", line[:LINE], count=1) if self.kind == "item" else line[:LINE]).strip()
-        self.lines = [*self.lines[-(2 * TIMES - 1):], key]
-        return self.lines.count(key) >= TIMES
-
-    def _collapse(self, piece: str) -> str:
-        """``piece`` with every number read as ``0`` and runs of one character cut to three,
-        also across pieces."""
-        if self.history.endswith("0") and (number := _DIGITS.match(piece)):
-            piece = piece[number.end():]  # a number split across two pieces
-        piece = _RUN.sub(r"\1\1\1", _DIGITS.sub("0", piece))
-        if piece and self.history.endswith(piece[0]):
-            char = piece[0]
-            before = len(self.history) - len(self.history.rstrip(char))
-            lead = len(piece) - len(piece.lstrip(char))
-            piece = char * max(0, min(lead, 3 - before)) + piece[lead:]
-        return piece
-
-    def _read(self, piece: str) -> bool:
-        self.history += piece
-        if len(self.history) > HISTORY:
-            self._trim(len(self.history) - HISTORY)
-        while self.next + CHUNK <= len(self.history):
-            if self._repeats(self.history[self.next:self.next + CHUNK]):
-                return True
-            self.next += 1
-        return False
-
-    def _trim(self, cut: int) -> None:
-        self.history = self.history[cut:]
-        self.next = max(0, self.next - cut)
-        self.places = {k: kept for k, v in self.places.items()
-                       if (kept := [i - cut for i in v if i >= cut])}
-
-    def _repeats(self, chunk: str) -> bool:
-        places = self.places.setdefault(chunk, [])
-        places.append(self.next)
-        if len(places) < TIMES:
-            return False
-        last = places[-TIMES:]
-        if (last[-1] - last[0]) / (TIMES - 1) > SPAN:
-            return False
-        periods = {self.history[a:b] for a, b in pairwise(last)}
-        return len(periods) <= TIMES // 2
-
-
-def text_loop(text: str) -> bool:
-    """Does this text loop (the rule fed line by line)?"""
-    loop = TextLoop()
-    return any(loop.add(line) for line in text.splitlines(keepends=True))
-
-
-def reply_text(content: Any, additional: dict[str, Any] | None = None) -> str:
-    """A reply's own text: its text and reasoning blocks, and a ``reasoning_content`` field.
-
-    Example:
-        >>> reply_text([{"type": "thinking", "thinking": "hm"}, {"type": "text", "text": "ok"}])
-        'hm\\nok'
-    """
-    parts: list[str] = []
-    if isinstance(content, str):
-        parts.append(content)
-    elif isinstance(content, list):
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, dict):
-                parts += [str(block[k]) for k in ("text", "thinking", "reasoning")
-                          if isinstance(block.get(k), str)]
-    reasoning = (additional or {}).get("reasoning_content")
-    if isinstance(reasoning, str):
-        parts.insert(0, reasoning)
-    return "\n".join(p for p in parts if p)
 
 # ============================================================================================
 # The detector's state, and how results update it

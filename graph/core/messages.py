@@ -65,13 +65,49 @@ from langgraph_loop.core import prompts
 
 MessageT = TypeVar("MessageT", bound=BaseMessage)
 
-__all__ = ["BLOCKED_KIND", "BUDGET_NOTICE", "CONTINUE_NAME", "CUT_KEY", "LEGACY_NOTICE_NAME",
-           "LOOP_NOTICE", "NOTICE_NAMES", "NOTICE_SOURCE", "PROGRESS_NAME", "RESPOND_NAME",
-           "STOP_NOTICE", "SUMMARY_NAME", "TAGS", "Notice", "Problem", "as_message", "as_text",
-           "call_ids", "call_label", "cap_output", "check_pairing", "clip", "describe", "digest",
-           "drain", "encodable", "encodable_text", "is_blocked", "is_cut", "is_notice",
-           "iteration_messages", "loop_message", "notice_message", "notice_name", "pairing_problems",
-           "queue_notice", "shorten", "unanswered_tail", "with_unique_call_ids", "work_call_ids"]
+__all__ = [
+    "BLOCKED_KIND",
+    "BUDGET_NOTICE",
+    "CONTINUE_NAME",
+    "CUT_KEY",
+    "LEGACY_NOTICE_NAME",
+    "LOOP_NOTICE",
+    "NOTICE_NAMES",
+    "NOTICE_SOURCE",
+    "PROGRESS_NAME",
+    "RESPOND_NAME",
+    "STOP_NOTICE",
+    "SUMMARY_NAME",
+    "TAGS",
+    "Notice",
+    "Problem",
+    "as_message",
+    "as_text",
+    "call_ids",
+    "call_label",
+    "cap_output",
+    "check_pairing",
+    "clip",
+    "describe",
+    "digest",
+    "drain",
+    "encodable",
+    "encodable_text",
+    "is_blocked",
+    "is_cut",
+    "is_notice",
+    "iteration_messages",
+    "loop_message",
+    "notice_message",
+    "notice_name",
+    "pairing_problems",
+    "queue_notice",
+    "reply_text",
+    "shorten",
+    "unanswered_tail",
+    "with_unique_call_ids",
+    "work_call_ids",
+]
 
 STOP_NOTICE = "stop_notice"
 """The notice that the run was stopped (the tools-free final answer call reads it)."""
@@ -425,6 +461,29 @@ def shorten(text: str, limit: int = 500) -> str:
 def as_text(content: Any) -> str:
     """Message content as text: a string as it is, anything else as JSON."""
     return content if isinstance(content, str) else json.dumps(content, default=str)
+
+
+def reply_text(content: Any, additional: dict[str, Any] | None = None) -> str:
+    """A reply's own text: its text and reasoning blocks, and a ``reasoning_content`` field.
+
+    Example:
+        >>> reply_text([{"type": "thinking", "thinking": "hm"}, {"type": "text", "text": "ok"}])
+        'hm\\nok'
+    """
+    parts: list[str] = []
+    if isinstance(content, str):
+        parts.append(content)
+    elif isinstance(content, list):
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict):
+                parts += [str(block[k]) for k in ("text", "thinking", "reasoning")
+                          if isinstance(block.get(k), str)]
+    reasoning = (additional or {}).get("reasoning_content")
+    if isinstance(reasoning, str):
+        parts.insert(0, reasoning)
+    return "\n".join(p for p in parts if p)
 
 
 def call_label(name: object, args: Any) -> str:
