@@ -33,8 +33,9 @@ signatures. Malformed calls (``invalid_tool_calls``) are signed from their raw t
 and reasoning, fed line by line: a 50-character chunk seen 10 times, close together, over the
 last 5,000 characters. It reads prose only: code is skipped; tables, CSV rows, list items,
 separator rows, dividers and box drawing restart it unread (their lines loop when one comes
-10 times among 20); headings restart it. The ``model`` node feeds the same rule while a reply
-streams (``nodes/stream_cut.py``).
+10 times among 20); headings restart it. The rule lives beside the stream it watches
+(``nodes/stream_cut.py``: the ``model`` node feeds it while a reply streams); the text layer here
+feeds it a finished reply.
 
 **The state** holds short hashes and small ints only, bounded by the windows:
 
