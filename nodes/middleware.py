@@ -57,7 +57,7 @@ from langchain.agents.middleware.types import (
     OmitFromSchema,
 )
 from langchain.agents.structured_output import ProviderStrategy, ToolStrategy
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.tools import BaseTool
@@ -67,6 +67,7 @@ from langgraph.runtime import get_runtime
 from langgraph.types import Command
 from typing_extensions import TypedDict
 
+from langgraph_loop.core.history import resolve_removals
 from langgraph_loop.core.messages import as_message, unanswered_tail
 from langgraph_loop.core.models import map_chat_models
 from langgraph_loop.core.settings import LoopSettings
@@ -135,14 +136,25 @@ class HookNode(Runnable[Any, Any]):
         if not self.has_sync:
             raise NotImplementedError(f"{self.name}: only the async hook a{self.hook} is "
                                       f"implemented; run the agent with ainvoke/astream")
-        return getattr(self.middleware, self.hook)(input, get_runtime())
+        return _resolved(input, getattr(self.middleware, self.hook)(input, get_runtime()))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Run the async hook (the sync one in a thread when only it is implemented)."""
         if self.has_async:
-            return await getattr(self.middleware, f"a{self.hook}")(input, get_runtime())
+            return _resolved(input, await getattr(self.middleware, f"a{self.hook}")(input, get_runtime()))
         runtime = get_runtime()
-        return await run_in_executor(config, getattr(self.middleware, self.hook), input, runtime)
+        return _resolved(input, await run_in_executor(config, getattr(self.middleware, self.hook),
+                                                      input, runtime))
+
+
+def _resolved(state: Any, update: Any) -> Any:
+    """A hook's update with its ``RemoveMessage``s resolved against the stored messages as
+    ``add_messages`` resolves them (``REMOVE_ALL_MESSAGES`` spelled out per message: the
+    messages channel of the lowest supported LangGraph does not know it), as a run's input is."""
+    messages = update.get("messages") if isinstance(update, dict) else None
+    if not isinstance(messages, list) or not any(isinstance(m, RemoveMessage) for m in messages):
+        return update
+    return {**update, "messages": resolve_removals(state.get("messages") or [], messages)}
 
 
 def middleware_end(state: LoopState) -> dict[str, Any]:
