@@ -239,8 +239,7 @@ class Routes:
             return self._respond_or("router", state)
         if "decision" in (state.get("run") or {}):
             return "loop_detector"
-        target = self._after_reply(state)
-        return "respond" if self.shape.respond and structured_due(state, self.settings.structured) else target
+        return self._respond_or(self._after_reply(state), state)
 
     def after_detector(self, state: LoopState) -> str:
         """Tools (or approval) for a reply with calls, ``respond`` for a structured answer;
