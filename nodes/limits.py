@@ -64,16 +64,16 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from typing_extensions import TypedDict
 
-from langgraph_loop.core.messages import is_blocked
+from langgraph_loop.core.messages import REDIRECT_KIND, is_blocked
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, executed_calls, iteration_info
 from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, stop_instruction
 
-__all__ = ["BUDGET_ACTIONS", "MIN_FINAL_OUTPUT", "PRESSURE_SOURCE", "REDIRECT_KIND", "BudgetAnswer",
+__all__ = ["BUDGET_ACTIONS", "MIN_FINAL_OUTPUT", "PRESSURE_SOURCE", "BudgetAnswer",
            "BudgetQuestion", "CheckIn", "answer_room", "budget_guard", "budget_pressure_guard",
            "budget_question", "call_guard", "check_in", "check_limits", "count_tokens",
            "estimate_input", "estimate_tokens", "failed_rounds", "final_answer_room",
-           "is_redirect", "max_tokens_of", "parse_budget_answer", "pressure_due", "pressure_seen",
+           "max_tokens_of", "parse_budget_answer", "pressure_due", "pressure_seen",
            "redirect_message", "run_budget", "skipped_answer", "spent_tokens", "summary_room",
            "timeout_guard", "tool_errors_guard"]
 
@@ -88,9 +88,6 @@ PRESSURE_SOURCE = "budget_pressure"
 
 BUDGET_ACTIONS = ("extend", "stop", "redirect")
 """What a person may answer when the budget checks in."""
-
-REDIRECT_KIND = "budget_redirect"
-"""``additional_kwargs["langgraph_loop"]["kind"]`` of a person's redirect at the budget."""
 
 
 def _spent(state: LoopState) -> int:
@@ -428,16 +425,11 @@ def redirect_message(text: str) -> HumanMessage:
     middleware does not take it for a new run's request).
 
     Example:
+        >>> from langgraph_loop.core.messages import is_redirect
         >>> is_redirect(redirect_message("Only check the first file.")), is_redirect(HumanMessage("hi"))
         (True, False)
     """
     return HumanMessage(text, additional_kwargs={"langgraph_loop": {"kind": REDIRECT_KIND}})
-
-
-def is_redirect(message: BaseMessage) -> bool:
-    """Is this the user message a person's redirect at the budget added?"""
-    tag = message.additional_kwargs.get("langgraph_loop")
-    return isinstance(message, HumanMessage) and isinstance(tag, dict) and tag.get("kind") == REDIRECT_KIND
 
 
 @dataclass

@@ -321,6 +321,34 @@ def notice_name(sources: Collection[str]) -> str:
     return next((name for name in NOTICE_NAMES if name in names), LOOP_NOTICE)
 
 
+REDIRECT_KIND = "budget_redirect"
+"""``additional_kwargs["langgraph_loop"]["kind"]`` of a person's redirect at the token budget."""
+
+
+def is_redirect(message: BaseMessage) -> bool:
+    """Is this the user message a person's redirect at the token budget added?"""
+    tag = message.additional_kwargs.get("langgraph_loop")
+    return isinstance(message, HumanMessage) and isinstance(tag, dict) and tag.get("kind") == REDIRECT_KIND
+
+
+def run_request(messages: Sequence[BaseMessage]) -> tuple[int, str | None]:
+    """Where a run starts in a thread (its request's index, 0 when none) and the request's id:
+    the newest user message that is neither a notice nor a person's redirect (the one rule both
+    middlewares read a run by, since ``create_agent`` keeps no run record).
+
+    Example:
+        >>> redirect = HumanMessage("wrap up", additional_kwargs={"langgraph_loop": {"kind": REDIRECT_KIND}})
+        >>> notice = HumanMessage("note", additional_kwargs={"lc_source": "langgraph_loop"})
+        >>> run_request([HumanMessage("go", id="h1"), notice, redirect]), run_request([])
+        ((0, 'h1'), (0, None))
+    """
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if isinstance(message, HumanMessage) and not is_notice(message) and not is_redirect(message):
+            return i, message.id
+    return 0, None
+
+
 def is_notice(message: BaseMessage) -> bool:
     """Is this a notice the loop delivered to the model (any kind, 0.2's included)?
 

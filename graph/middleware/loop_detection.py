@@ -70,7 +70,7 @@ from langgraph.types import Command
 from langgraph_loop.core import prompts
 from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
-from langgraph_loop.core.messages import Notice, drain, is_notice, notice_message, queue_notice
+from langgraph_loop.core.messages import Notice, drain, notice_message, queue_notice, run_request
 from langgraph_loop.core.state import emit
 from langgraph_loop.core.stop import Guard, StopReason, stop_instruction
 from langgraph_loop.nodes.binding import none_choice
@@ -111,18 +111,16 @@ class _Turn:
 
 
 def _run_of(state: Any) -> tuple[dict[str, Any], bool]:
-    """The run a model call belongs to, named by the newest user message that is not a
-    notice, and whether no reply has come since (the run's first call)."""
+    """The run a model call belongs to, named by its request (``run_request``: a notice or a
+    person's redirect at the budget starts none), and whether no reply has come since (the
+    run's first call)."""
     messages: Sequence[BaseMessage] = state.get("messages") or []
-    for i in range(len(messages) - 1, -1, -1):
-        message = messages[i]
-        if isinstance(message, HumanMessage) and not is_notice(message):
-            first = not any(isinstance(m, AIMessage) for m in messages[i + 1:])
-            allowed = state.get("loop_allowed") or {}
-            return {"id": message.id, "request_id": message.id,
-                    "loop_allowed": allowed.get("allowed") if allowed.get("run") == message.id
-                    else None}, first
-    return {"id": None, "request_id": None}, True
+    start, request = run_request(messages)
+    first = not any(isinstance(m, AIMessage) for m in messages[start + 1:])
+    allowed = state.get("loop_allowed") or {}
+    return {"id": request, "request_id": request,
+            "loop_allowed": allowed.get("allowed") if request and allowed.get("run") == request
+            else None}, first
 
 
 def _response(result: ModelResponse[Any] | AIMessage) -> ModelResponse[Any]:

@@ -68,7 +68,7 @@ from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
 from langgraph_loop.core.compat import checkpointer
-from langgraph_loop.core.messages import is_notice, notice_message
+from langgraph_loop.core.messages import notice_message, run_request
 from langgraph_loop.core.state import emit
 from langgraph_loop.core.stop import Guard, StopReason, stop_instruction
 from langgraph_loop.nodes.binding import none_choice
@@ -78,7 +78,6 @@ from langgraph_loop.nodes.limits import (
     answer_room,
     call_guard,
     check_in,
-    is_redirect,
     max_tokens_of,
     skipped_answer,
     spent_tokens,
@@ -122,16 +121,6 @@ class _Turn:
     spent: int
     added: list[HumanMessage] = field(default_factory=list)
     update: dict[str, Any] = field(default_factory=dict)
-
-
-def _run_of(messages: Sequence[BaseMessage]) -> tuple[int, str | None]:
-    """Where the run starts (its request's index) and the request's id: the newest user
-    message that is neither a notice nor a person's redirect."""
-    for i in range(len(messages) - 1, -1, -1):
-        message = messages[i]
-        if isinstance(message, HumanMessage) and not is_notice(message) and not is_redirect(message):
-            return i, message.id
-    return 0, None
 
 
 def _sent(request: ModelRequest[Any], extra: Sequence[BaseMessage] = ()) -> list[BaseMessage]:
@@ -179,7 +168,7 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         """The budget rule on this call; with ``check_in``, a person decides first."""
         state = request.state
         messages: Sequence[BaseMessage] = state.get("messages") or []
-        start, run = _run_of(messages)
+        start, run = run_request(messages)
         granted: dict[str, Any] = state.get("budget_extra") or {}  # type: ignore[assignment]
         extra = int(granted.get("tokens") or 0) if granted.get("run") == run else 0
         spent = spent_tokens(messages, start, request.model)

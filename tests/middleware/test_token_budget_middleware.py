@@ -28,8 +28,8 @@ from langgraph_loop import (
     TokenBudgetMiddleware,
     create_loop_agent,
 )
-from langgraph_loop.core.messages import is_notice
-from langgraph_loop.nodes.limits import MIN_FINAL_OUTPUT, estimate_input, is_redirect
+from langgraph_loop.core.messages import is_notice, is_redirect
+from langgraph_loop.nodes.limits import MIN_FINAL_OUTPUT, estimate_input
 from langgraph_loop.scripted import ScriptedChatModel
 
 PAGE = "result text " * 60

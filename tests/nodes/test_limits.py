@@ -23,14 +23,13 @@ from langgraph_loop import (
     create_loop_agent,
 )
 from langgraph_loop.core import state as nodes_records
-from langgraph_loop.core.messages import is_notice
+from langgraph_loop.core.messages import is_notice, is_redirect
 from langgraph_loop.core.prompts import BUDGET_PRESSURE as DEFAULT_PRESSURE_INSTRUCTION
 from langgraph_loop.nodes import limits as nodes_limits
 from langgraph_loop.nodes import prepare as nodes_prepare
 from langgraph_loop.nodes.limits import (
     budget_pressure_guard,
     check_limits,
-    is_redirect,
     pressure_due,
     pressure_seen,
     run_budget,
