@@ -324,8 +324,8 @@ class ToolsNode(Runnable[LoopState, Any]):
         """The tool's output, its answer cut to ``max_tool_output_chars`` and stamped with the
         call's duration (``response_metadata``, until ``outcome_of`` takes it off)."""
         answer = _answer(output, str(request.tool_call["id"]))
-        if answer is not None:
-            limit = self.settings.for_runtime(get_runtime()).limits.max_tool_output_chars
+        if answer is not None:  # the call's runtime carries the run's context (its overrides)
+            limit = self.settings.for_runtime(request.runtime).limits.max_tool_output_chars  # type: ignore[arg-type]
             answer.content = cap_output(answer.content, limit)
             answer.response_metadata[_SECONDS] = round(time.perf_counter() - started, 6)
         return output
@@ -333,8 +333,8 @@ class ToolsNode(Runnable[LoopState, Any]):
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> Any:
         """Sync entry point."""
-        config = ensure_config(config)
-        batch = _Batch(state, self.settings.for_runtime(get_runtime()), self.known, config)
+        config, runtime = ensure_config(config), get_runtime()
+        batch = _Batch(state, self.settings.for_runtime(runtime), self.known, config)
         if batch.empty:
             return {}
         results = _run_sync(self.node, batch.payloads, config, batch.saved)
@@ -343,14 +343,14 @@ class ToolsNode(Runnable[LoopState, Any]):
         for record in records:
             if hook is not None:
                 call_sync(hook, record, name="hooks.on_tool_call")
-            emit(get_runtime(), {"event": "tool_call", **record})
+            emit(runtime, {"event": "tool_call", **record})
         return update
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> Any:
         """Async entry point."""
-        config = ensure_config(config)
-        batch = _Batch(state, self.settings.for_runtime(get_runtime()), self.known, config)
+        config, runtime = ensure_config(config), get_runtime()
+        batch = _Batch(state, self.settings.for_runtime(runtime), self.known, config)
         if batch.empty:
             return {}
         results = await _run_async(self.node, batch.payloads, config, batch.saved)
@@ -359,7 +359,7 @@ class ToolsNode(Runnable[LoopState, Any]):
         for record in records:
             if hook is not None:
                 await call_async(hook, record, name="hooks.on_tool_call")
-            emit(get_runtime(), {"event": "tool_call", **record})
+            emit(runtime, {"event": "tool_call", **record})
         return update
 
     def _finish(self, batch: _Batch, results: Sequence[Result]) -> tuple[Any, list[CallRecord]]:

@@ -403,6 +403,34 @@ def build_record(
     }
 
 
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _json_copy(value: Any) -> Any:
+    """A copy of a value made of JSON's own types (string keys), None when it holds anything
+    else: what a JSON round trip gives such a value, without the round trip (its cost, many
+    times this walk's, is paid on every tool call; a listener gets its own copy either way).
+
+    Example:
+        >>> _json_copy({"a": [1, "x", None]}), _json_copy({"a": (1,)}), _json_copy({1: "x"})
+        ({'a': [1, 'x', None]}, None, None)
+    """
+    if isinstance(value, _JSON_SCALARS):
+        return value if type(value) in _JSON_SCALARS else None  # no str or int subclasses
+    if type(value) is dict:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            copied = _json_copy(item)
+            if type(key) is not str or (copied is None and item is not None):
+                return None
+            out[key] = copied
+        return out
+    if type(value) is list:
+        items = [_json_copy(item) for item in value]
+        return None if any(c is None and i is not None for c, i in zip(items, value, strict=True)) else items
+    return None
+
+
 def emit(runtime: Runtime[Any] | None, event: Event) -> None:
     """Send a typed event, made JSON-friendly, to ``stream_mode="custom"`` and, as a LangChain
     custom event named by its ``event``, to ``astream_events`` and the run's callbacks
@@ -418,7 +446,9 @@ def emit(runtime: Runtime[Any] | None, event: Event) -> None:
                and bool(callbacks.handlers))
     if writer is None and not listens:
         return
-    data = json.loads(json.dumps(event, default=str))
+    data = _json_copy(event)
+    if data is None:  # a value JSON does not hold as it is: as JSON makes it
+        data = json.loads(json.dumps(event, default=str))
     if writer is not None:
         writer(data)
     if listens:
