@@ -348,6 +348,9 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
     )
     hooks = {f"{m.name}.{hook}": HookNode(m, hook) for hook in NODE_HOOKS
              for m in settings.hooked(hook)}
+    # The model node routes itself unless middleware hooks follow it or wrap its call (their
+    # commands then write state the edge must read, as under ``create_agent``).
+    routed = shape.reply_node == "model" and not settings.hooked("wrap_model_call")
     for name in shape.nodes:
         if name in ("loop_detector", "respond"):  # plain functions over state
             builder.add_node(name, LoopDetector(settings) if name == "loop_detector"
@@ -358,11 +361,16 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
             continue
         node = _NODES[name](settings)
         retry = RETRY if name in ("model", "compaction") else None
+        if name == "model" and routed:  # it takes the edge after it itself (see ModelNode._routed)
+            node.route = routes.after_model
+            builder.add_node(name, node, retry_policy=retry, destinations=tuple(shape.model_targets))
+            continue
         builder.add_node(name, node, retry_policy=retry)
     builder.add_edge(START, "prepare")
     builder.add_conditional_edges("prepare", Edge(routes.after_prepare), shape.prepare_targets)
     after_reply = routes.after_reply if shape.reply_node != "model" else routes.after_model
-    builder.add_conditional_edges(shape.reply_node, Edge(after_reply), shape.model_targets)
+    if not routed:
+        builder.add_conditional_edges(shape.reply_node, Edge(after_reply), shape.model_targets)
     builder.add_conditional_edges("loop_detector", Edge(routes.after_detector),
                                   shape.detector_targets)
     builder.add_conditional_edges("router", Edge(routes.after_router), shape.router_targets)

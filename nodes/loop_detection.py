@@ -348,6 +348,8 @@ def path_keys(args: Any, *, dumped: str | None = None) -> tuple[tuple[str, ...],
         ((), ())
     """
     text = (_dump(args) if dumped is None else dumped).replace("\\n", "\n")
+    if "/" not in text and "." not in text:  # every path token holds one (``_PATH``)
+        return (), ()
     tokens = {m.strip("./") for m in _PATH.findall(text) if m.strip("./")}
     if not tokens:
         return (), ()
@@ -400,12 +402,16 @@ def _str_keys(value: Any) -> Any:
     return value
 
 
+_ENCODER = json.JSONEncoder(**_JSON)
+"""``json.dumps(value, **_JSON)`` without building an encoder for every call."""
+
+
 def _dump(value: Any) -> str:
     """Canonical JSON of any value (keys sorted; other objects as ``str``), for hashing."""
     try:
-        return json.dumps(value, **_JSON)
+        return _ENCODER.encode(value)
     except TypeError:  # keys of mixed or non-JSON types
-        return json.dumps(_str_keys(value), **_JSON)
+        return _ENCODER.encode(_str_keys(value))
 
 
 def call_signature(name: str | None, args: Any, config: LoopDetection | None = None, *,
