@@ -51,6 +51,7 @@ from langgraph_loop.core.history import LoopGraph
 from langgraph_loop.core.messages import is_blocked, is_cut, unanswered_tail
 from langgraph_loop.core.models import ChatRunnable
 from langgraph_loop.core.settings import MOVED, NODE_HOOKS, LoopSettings, regroup
+from langgraph_loop.core.shape import Route
 from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState, with_user_keys
 from langgraph_loop.nodes.approval import ApprovalNode, needs_approval
 from langgraph_loop.nodes.compaction import CompactionNode
@@ -195,8 +196,10 @@ def create_loop_agent(
         raise ValueError(f"create_loop_agent: unknown arguments {unknown}")
     options = regroup({**options, **deprecated}, warn=True, stacklevel=2)
     settings = LoopSettings.build(model, tools, **options)
-    graph = _assemble(settings).compile(checkpointer=checkpointer, store=store, name=name or "langgraph-loop")
-    return LoopGraph.of(graph, settings.overrides).with_config(recursion_limit=settings.recursion_limit)
+    builder, own_edges = _assemble(settings)
+    graph = builder.compile(checkpointer=checkpointer, store=store, name=name or "langgraph-loop")
+    return LoopGraph.of(graph, settings.overrides, own_edges).with_config(
+        recursion_limit=settings.recursion_limit)
 
 
 # --- the conditional edges ---------------------------------------------------------------
@@ -336,8 +339,27 @@ _NODES: dict[str, Any] = {"prepare": PrepareNode, "model": ModelNode, "tools": T
 entry points, which LangGraph calls directly (no wrapper, no callback run of their own)."""
 
 
-def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, LoopInput, LoopOutput]:
-    """The graph's nodes and edges, as ``settings.shape`` lists them."""
+def _own_edges(settings: LoopSettings, routes: Routes) -> dict[str, tuple[Route, list[str]]]:
+    """The nodes that take the edge after them themselves, with that edge and its targets.
+
+    LangGraph evaluates a conditional edge on a fresh copy of every channel; a node already
+    holds the state it routes on (``core/shape.py: take_edge``). The model's edge is its own
+    unless middleware hooks follow it or wrap its call (their commands write state the edge
+    must read, as under ``create_agent``).
+    """
+    shape = settings.shape
+    own: dict[str, tuple[Route, list[str]]] = {
+        "prepare": (routes.after_prepare, shape.prepare_targets),
+        "router": (routes.after_router, shape.router_targets)}
+    if shape.reply_node == "model" and not settings.hooked("wrap_model_call"):
+        own["model"] = (routes.after_model, shape.model_targets)
+    return own
+
+
+def _assemble(settings: LoopSettings) -> tuple[StateGraph[LoopState, LoopContext, LoopInput, LoopOutput],
+                                               dict[str, Route]]:
+    """The graph's nodes and edges, as ``settings.shape`` lists them, and the edges nodes take
+    themselves."""
     shape = settings.shape
     routes = Routes(settings)
     state, given, output = merged_schemas(settings, with_user_keys(LoopInput, settings.state_schema),
@@ -348,9 +370,7 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
     )
     hooks = {f"{m.name}.{hook}": HookNode(m, hook) for hook in NODE_HOOKS
              for m in settings.hooked(hook)}
-    # The model node routes itself unless middleware hooks follow it or wrap its call (their
-    # commands then write state the edge must read, as under ``create_agent``).
-    routed = shape.reply_node == "model" and not settings.hooked("wrap_model_call")
+    own_edges = _own_edges(settings, routes)
     for name in shape.nodes:
         if name in ("loop_detector", "respond"):  # plain functions over state
             builder.add_node(name, LoopDetector(settings) if name == "loop_detector"
@@ -361,19 +381,19 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
             continue
         node = _NODES[name](settings)
         retry = RETRY if name in ("model", "compaction") else None
-        if name == "model" and routed:  # it takes the edge after it itself (see ModelNode._routed)
-            node.route = routes.after_model
-            builder.add_node(name, node, retry_policy=retry, destinations=tuple(shape.model_targets))
+        edge = own_edges.get(name)
+        if edge is not None:  # the node takes the edge after it itself (core/shape.py: take_edge)
+            node.route, targets = edge
+            builder.add_node(name, node, retry_policy=retry, destinations=tuple(targets))
             continue
         builder.add_node(name, node, retry_policy=retry)
     builder.add_edge(START, "prepare")
-    builder.add_conditional_edges("prepare", Edge(routes.after_prepare), shape.prepare_targets)
-    after_reply = routes.after_reply if shape.reply_node != "model" else routes.after_model
-    if not routed:
-        builder.add_conditional_edges(shape.reply_node, Edge(after_reply), shape.model_targets)
+    if shape.reply_node != "model":
+        builder.add_conditional_edges(shape.reply_node, Edge(routes.after_reply), shape.model_targets)
+    elif "model" not in own_edges:
+        builder.add_conditional_edges("model", Edge(routes.after_model), shape.model_targets)
     builder.add_conditional_edges("loop_detector", Edge(routes.after_detector),
                                   shape.detector_targets)
-    builder.add_conditional_edges("router", Edge(routes.after_router), shape.router_targets)
     if shape.respond:
         builder.add_conditional_edges("respond", Edge(routes.after_respond), shape.respond_targets)
     for source, target in shape.fixed_edges:
@@ -383,4 +403,4 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
             builder.add_edge(node, default)
         else:
             builder.add_conditional_edges(node, Edge(routes.after_hook(node, default)), targets)
-    return builder
+    return builder, {name: route for name, (route, _) in own_edges.items()}

@@ -34,7 +34,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import InitVar, dataclass, field
 from functools import partial
 from typing import Any
@@ -45,7 +45,7 @@ from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.runtime import get_runtime
-from langgraph.types import Command, interrupt
+from langgraph.types import interrupt
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import call_async, call_sync
@@ -63,6 +63,7 @@ from langgraph_loop.core.messages import (
     with_unique_call_ids,
 )
 from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.shape import Route, take_edge
 from langgraph_loop.core.state import (
     LoopState,
     RunInfo,
@@ -291,8 +292,9 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         """The detector states of earlier replies (one memo per compiled graph)."""
         self.wrapped = ModelCalls(settings) if settings.hooked("wrap_model_call") else None
         """The user's ``wrap_model_call`` middleware around the call (``nodes/middleware.py``)."""
-        self.route: Callable[[LoopState], str] | None = None
-        """The edge after ``model``, when the node takes it itself (set by the builder)."""
+        self.route: Route | None = None
+        """The edge after ``model``, when the node takes it itself (set by the builder;
+        ``core/shape.py: take_edge``)."""
 
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:
@@ -300,13 +302,13 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         config = ensure_config(config)
         call = self.plan(state)
         if isinstance(call, dict):
-            return self._routed(state, call)
+            return take_edge(self.route, state, call)
         chosen = None if call.final else call.settings.tool_filter  # all tools when None
         offered = (pick_tools(call_sync(chosen, state, list(call.settings.tools), name="tool_filter"),
                               call.settings.tools) if chosen is not None else None)
         runnable = self._runnable(state, call, offered)
         if isinstance(runnable, dict):
-            return self._routed(state, runnable)
+            return take_edge(self.route, state, runnable)
         if call.extra:  # the notice reaches the messages stream before the reply
             show_messages(config, call.extra)
         config = tagged(config, FINAL_ANSWER) if call.final else config
@@ -317,7 +319,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             result = stream_reply(runnable, call.request, config)
         else:
             result = runnable.invoke(call.request, config)
-        return self._routed(state, self.record(state, call, as_message(result, "model"), offered))
+        return take_edge(self.route, state, self.record(state, call, as_message(result, "model"), offered))
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> dict[str, Any]:
@@ -325,14 +327,14 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         config = ensure_config(config)
         call = self.plan(state)
         if isinstance(call, dict):
-            return self._routed(state, call)
+            return take_edge(self.route, state, call)
         chosen = None if call.final else call.settings.tool_filter  # all tools when None
         offered = (pick_tools(await call_async(chosen, state, list(call.settings.tools),
                                                name="tool_filter"), call.settings.tools)
                    if chosen is not None else None)
         runnable = self._runnable(state, call, offered)
         if isinstance(runnable, dict):
-            return self._routed(state, runnable)
+            return take_edge(self.route, state, runnable)
         if call.extra:
             await ashow_messages(config, call.extra)
         config = tagged(config, FINAL_ANSWER) if call.final else config
@@ -344,18 +346,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             result = await astream_reply(runnable, call.request, config)
         else:
             result = await runnable.ainvoke(call.request, config)
-        return self._routed(state, self.record(state, call, as_message(result, "model"), offered))
-
-    def _routed(self, state: LoopState, update: dict[str, Any]) -> Any:
-        """The update, and with it where the run goes next when the node takes the edge after
-        ``model`` itself (``route``; LangGraph evaluates a conditional edge on a fresh copy of
-        every channel, each round): the route reads the state with this update applied, the
-        reply last in its messages, as the edge would."""
-        if self.route is None:
-            return update
-        view: dict[str, Any] = {**state, **update}
-        view["messages"] = [*(state.get("messages") or []), *(update.get("messages") or ())]
-        return Command(update=update, goto=self.route(view))  # type: ignore[arg-type]
+        return take_edge(self.route, state, self.record(state, call, as_message(result, "model"), offered))
 
     def plan(self, state: LoopState) -> Call | dict[str, Any]:
         """The call to make, or the update that ends the step without one (pure, but for a

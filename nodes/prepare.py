@@ -31,6 +31,7 @@ from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.history import not_executed
 from langgraph_loop.core.messages import unanswered_tail
 from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.shape import Route, take_edge
 from langgraph_loop.core.state import RESET, LoopState, RunInfo, emit, new_iteration, new_usage
 from langgraph_loop.core.stop import StopReason, limit_guard, stop_update
 
@@ -99,6 +100,8 @@ class PrepareNode(Runnable[LoopState, dict[str, Any]]):
 
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
+        self.route: Route | None = None
+        """The edge after this node, when it takes it itself (set by the builder)."""
 
     def _start(self, state: LoopState) -> tuple[dict[str, Any], LoopSettings]:
         runtime = get_runtime()
@@ -114,7 +117,7 @@ class PrepareNode(Runnable[LoopState, dict[str, Any]]):
             call_sync(settings.hooks.on_iteration_start, {**state, **update},
                       name="hooks.on_iteration_start")
         emit(get_runtime(), {"event": "iteration_start", "iteration": 1})
-        return update
+        return take_edge(self.route, state, update)
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> dict[str, Any]:
@@ -124,4 +127,4 @@ class PrepareNode(Runnable[LoopState, dict[str, Any]]):
             await call_async(settings.hooks.on_iteration_start, {**state, **update},
                              name="hooks.on_iteration_start")
         emit(get_runtime(), {"event": "iteration_start", "iteration": 1})
-        return update
+        return take_edge(self.route, state, update)

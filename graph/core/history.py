@@ -55,7 +55,7 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot
 
@@ -346,9 +346,13 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
     """
 
     def __init__(self, *, check_context: Callable[[Any], object] | None = None,
+                 own_edges: Mapping[str, Callable[[Any], str]] | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.check_context = check_context
+        self.own_edges = dict(own_edges or {})
+        """The nodes that take the edge after them themselves (``core/shape.py: take_edge``)
+        and that edge: ``update_state`` as one of them takes it too, as for a graph edge."""
 
     def _checked(self, input: Any, config: RunnableConfig | None, kwargs: dict[str, Any],
                  stored: StateSnapshot | None, saved: Sequence[ToolMessage]
@@ -426,18 +430,48 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         given = resolve_removals(messages, _as_list(values["messages"]))
         return {**values, "messages": checked_messages(given, messages, update=True)}
 
+    def _routed(self, values: Any, as_node: str | None, stored: StateSnapshot | None,
+                parent: StateSnapshot | None) -> tuple[Any, str | None]:
+        """``update_state`` values as a node that takes its own edge (named, or the one whose
+        step wrote the stored checkpoint) would write them: with the edge taken on the state
+        they make, as LangGraph takes a graph edge after an update (else as they are)."""
+        writer = as_node
+        if writer is None and stored is not None and parent is not None and (
+                (stored.metadata or {}).get("source") == "loop" and len(parent.tasks) == 1):
+            writer = parent.tasks[0].name  # the node LangGraph infers: its step made the checkpoint
+        route = self.own_edges.get(writer or "")
+        if route is None or isinstance(values, Command) or stored is None:
+            return values, as_node
+        view = {**_values(stored), **(values if isinstance(values, Mapping) else {})}
+        if isinstance(values, Mapping) and "messages" in values:
+            view["messages"] = add_messages(_values(stored).get("messages") or [],
+                                            _as_list(values["messages"]))
+        return Command(update=values, goto=route(view)), writer
+
+    def _parent(self, stored: StateSnapshot | None) -> StateSnapshot | None:
+        return self.get_state(stored.parent_config) if stored and stored.parent_config else None
+
+    async def _aparent(self, stored: StateSnapshot | None) -> StateSnapshot | None:
+        return await self.aget_state(stored.parent_config) if stored and stored.parent_config else None
+
     def update_state(self, config: RunnableConfig, values: Any, as_node: str | None = None,
                      task_id: str | None = None) -> RunnableConfig:
         """``CompiledStateGraph.update_state`` after the messages check (``ValueError``)."""
         if not _is_subgraph(config):
-            values = self._update(values, self._stored(config))
+            stored = self._stored(config)
+            values = self._update(values, stored)
+            if self.own_edges:
+                values, as_node = self._routed(values, as_node, stored, self._parent(stored))
         return super().update_state(config, values, as_node, task_id)
 
     async def aupdate_state(self, config: RunnableConfig, values: Any, as_node: str | None = None,
                             task_id: str | None = None) -> RunnableConfig:
         """Async ``update_state``."""
         if not _is_subgraph(config):
-            values = self._update(values, await self._astored(config))
+            stored = await self._astored(config)
+            values = self._update(values, stored)
+            if self.own_edges:
+                values, as_node = self._routed(values, as_node, stored, await self._aparent(stored))
         return await super().aupdate_state(config, values, as_node, task_id)
 
     def stream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
@@ -485,7 +519,8 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
 
     @classmethod
     def of(cls, graph: CompiledStateGraph[Any, Any, Any, Any],
-           check_context: Callable[[Any], object] | None = None) -> LoopGraph:
+           check_context: Callable[[Any], object] | None = None,
+           own_edges: Mapping[str, Callable[[Any], str]] | None = None) -> LoopGraph:
         """The same compiled graph, as a ``LoopGraph`` (as ``Pregel.copy`` builds copies)."""
         attrs = {k: v for k, v in graph.__dict__.items() if k != "__orig_class__"}
-        return cls(**attrs, check_context=check_context)
+        return cls(**attrs, check_context=check_context, own_edges=own_edges)
