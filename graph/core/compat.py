@@ -46,6 +46,7 @@ Example:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -123,6 +124,39 @@ def would_stream(chat: BaseChatModel, handlers: Sequence[Any], kwargs: Mapping[s
     return bool(chat._should_stream(async_api=async_api, run_manager=manager, **kwargs))  # type: ignore[arg-type]
 
 
+_Site = tuple[BaseChatModel, dict[str, Any], list[Any]]
+_SITES: dict[int, tuple[weakref.ref[Any], _Site | None]] = {}
+"""The walk ``_site`` made for a runnable (by id, held weakly), made once: a model node
+asks about the same bound model on every call."""
+
+
+def _site(runnable: Any) -> _Site | None:
+    """The chat model ``runnable`` streams from, the kwargs bound around it (an outer
+    binding's win) and the callbacks bound there (lists or managers); None when something
+    other than bindings and fallbacks wraps it (a retry, a configurable model)."""
+    held = _SITES.get(id(runnable))
+    if held is not None and held[0]() is runnable:
+        return held[1]
+    kwargs: dict[str, Any] = {}
+    found: list[Any] = []
+    chat: Any = runnable
+    while not isinstance(chat, BaseChatModel):
+        if isinstance(chat, RunnableWithFallbacks):
+            chat = chat.runnable
+        elif isinstance(chat, RunnableBinding):  # bind, bind_tools, with_config (not with_retry)
+            kwargs = {**chat.kwargs, **kwargs}
+            found.append(chat.config.get("callbacks"))
+            chat = chat.bound
+        else:
+            chat = None
+            break
+    site = None if chat is None else (chat, kwargs, [*found, chat.callbacks])
+    if len(_SITES) > 256:
+        _SITES.clear()
+    _SITES[id(runnable)] = (weakref.ref(runnable), site)
+    return site
+
+
 def streams(runnable: Any, config: RunnableConfig, *, async_api: bool) -> bool:
     """Would LangChain stream this call anyway (so ``stream()`` may replace ``invoke()``)?
 
@@ -130,22 +164,13 @@ def streams(runnable: Any, config: RunnableConfig, *, async_api: bool) -> bool:
     first, gathering the kwargs and callback handlers bound there (a retry, a configurable
     model or anything else keeps ``invoke``, and so does a model that reads an LLM cache).
     """
-    kwargs: dict[str, Any] = {}
-    found: list[Any] = [config.get("callbacks")]
-    while not isinstance(runnable, BaseChatModel):
-        if isinstance(runnable, RunnableWithFallbacks):
-            runnable = runnable.runnable
-        elif isinstance(runnable, RunnableBinding):  # bind, bind_tools, with_config (not with_retry)
-            kwargs = {**runnable.kwargs, **kwargs}  # an outer binding's kwargs win
-            found.append(runnable.config.get("callbacks"))
-            runnable = runnable.bound
-        else:
-            return False
-    found.append(runnable.callbacks)
-    if runnable.cache is not False and (isinstance(runnable.cache, BaseCache)
-                                        or get_llm_cache() is not None):
+    site = _site(runnable)
+    if site is None:
         return False
-    handlers = [h for callbacks in found  # a list, a manager, or None
+    chat, kwargs, bound = site
+    if chat.cache is not False and (isinstance(chat.cache, BaseCache) or get_llm_cache() is not None):
+        return False
+    handlers = [h for callbacks in [config.get("callbacks"), *bound]  # a list, a manager, or None
                 for h in (callbacks.handlers if isinstance(callbacks, BaseCallbackManager)
                           else callbacks if isinstance(callbacks, list) else ())]
-    return would_stream(runnable, handlers, kwargs, async_api=async_api)
+    return would_stream(chat, handlers, kwargs, async_api=async_api)
