@@ -299,7 +299,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:
         """Sync entry point."""
-        config = ensure_config(config)
+        config = config if config is not None else ensure_config()  # a step's is complete
         call = self.plan(state)
         if isinstance(call, dict):
             return take_edge(self.route, state, call)
@@ -324,7 +324,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> dict[str, Any]:
         """Async entry point."""
-        config = ensure_config(config)
+        config = config if config is not None else ensure_config()  # a step's is complete
         call = self.plan(state)
         if isinstance(call, dict):
             return take_edge(self.route, state, call)

@@ -333,7 +333,8 @@ class ToolsNode(Runnable[LoopState, Any]):
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> Any:
         """Sync entry point."""
-        config, runtime = ensure_config(config), get_runtime()
+        config = config if config is not None else ensure_config()  # a step's is complete
+        runtime = get_runtime()
         batch = _Batch(state, self.settings.for_runtime(runtime), self.known, config)
         if batch.empty:
             return {}
@@ -349,7 +350,8 @@ class ToolsNode(Runnable[LoopState, Any]):
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> Any:
         """Async entry point."""
-        config, runtime = ensure_config(config), get_runtime()
+        config = config if config is not None else ensure_config()  # a step's is complete
+        runtime = get_runtime()
         batch = _Batch(state, self.settings.for_runtime(runtime), self.known, config)
         if batch.empty:
             return {}
