@@ -423,7 +423,7 @@ def call_signature(name: str | None, args: Any, config: LoopDetection | None = N
                       SIG_LEN)
     kept = _apply_policy(str(name), value, config) if config is not None and config.arg_policies else value
     if kept is value and dumped is not None:
-        return digest(f"[{json.dumps(name, ensure_ascii=False)},{dumped}]", SIG_LEN)  # = _dump([name, value])
+        return digest(f"[{_ENCODER.encode(name)},{dumped}]", SIG_LEN)  # = _dump([name, value])
     return digest(_dump([name, kept]), SIG_LEN)
 
 

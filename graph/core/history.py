@@ -60,7 +60,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot
 
 from langgraph_loop.core import prompts
-from langgraph_loop.core.compat import messages_delta_reducer
+from langgraph_loop.core.compat import checkpointer, messages_delta_reducer
 from langgraph_loop.core.messages import (
     Problem,
     as_text,
@@ -382,15 +382,20 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
                 input = {**input, "messages": checked_messages(given, messages, saved)}
         return input, kwargs
 
+    def _has_thread(self, config: RunnableConfig | None) -> bool:
+        """A thread to read: its id, and a checkpointer (the graph's, or a parent's)."""
+        return _thread(config) is not None and (
+            isinstance(self.checkpointer, BaseCheckpointSaver) or checkpointer(config) is not None)
+
     def _stored(self, config: RunnableConfig | None) -> StateSnapshot | None:
         try:
-            return self.get_state(config or {}) if _thread(config) is not None else None
+            return self.get_state(config or {}) if self._has_thread(config) else None
         except ValueError:  # no checkpointer
             return None
 
     async def _astored(self, config: RunnableConfig | None) -> StateSnapshot | None:
         try:
-            return await self.aget_state(config or {}) if _thread(config) is not None else None
+            return await self.aget_state(config or {}) if self._has_thread(config) else None
         except ValueError:
             return None
 
