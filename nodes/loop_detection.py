@@ -64,8 +64,10 @@ repeated call is answered with an error saying why and not run; the run goes on)
 - **no progress** (per call, across interleaving): a call asked for again after its own last
   ``no_progress_warn_after``/``no_progress_stop_after`` results were the same; a result without
   content counts from ``no_content_after``; a tool may declare its own thresholds. Its block is
-  used only for a repeat that other calls ran before and whose last result was not an error
-  (``block_only_interleaved``); one back to back, or the same error again, stops at once.
+  used only for a repeat that other calls ran before, whose last result was not an error, and
+  after which the run saw something change: another call's own result moved since its previous
+  request (``block_only_interleaved``). A repeat back to back, the same error again, or one
+  with nothing seen to change since its previous request, stops at once.
 - **cycle** (opt-in: ``layers``): the sequence of response signatures ends in a repeating
   block of period 2-4 (A,B,A,B,A...), ``warn_after``/``stop_after`` rounds, relaxed while
   results move.
@@ -538,6 +540,11 @@ class CallRecord(TypedDict, total=False):
     """Its last request was blocked: asking for it again stops."""
     between: bool
     """Other calls were requested between its latest request and the one before."""
+    at: int
+    """The response (of the run, 1-based) of its latest request."""
+    unchanged: bool
+    """Nothing was seen to change between its latest request and the one before: no other
+    call's own result moved since its previous request (calls run beside it included)."""
     paths: list[str]
     dirs: list[str]
 
@@ -572,7 +579,7 @@ def args_of(record: CallRecord) -> str:
     return record.get("args", "")
 
 
-_KEPT = ("tool", "args", "last", "paths", "dirs")
+_KEPT = ("tool", "args", "last", "at", "paths", "dirs")
 
 
 def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
@@ -675,15 +682,17 @@ def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection)
         entry["sig"] = response_signature(sigs)
     entries = [*(det.get("window") or []), entry][-config.window:]
     records = dict(det.get("calls") or {})
-    count = det.get("n", 0)
+    count, at, changed_at = det.get("n", 0), det.get("responses", 0) + 1, det.get("changed_at", 0)
     for c in calls:
         count += 1
         old = records.get(c.sig) or CallRecord(tool=c.name)
         if c.paths and c.name not in config.read_only_tools:
             _touch(records, c)
-        record = CallRecord(**{**old, "tool": c.name, "args": c.args, "last": count})  # type: ignore[typeddict-item]
+        record = CallRecord(**{**old, "tool": c.name, "args": c.args, "last": count, "at": at})  # type: ignore[typeddict-item]
         if "last" in old:
             record["between"] = count - old["last"] > 1
+        if "at" in old:  # evidence: another call's own result moved since its previous request
+            record["unchanged"] = changed_at < old["at"]
         if c.paths:
             record["paths"], record["dirs"] = list(c.paths), list(c.dirs)
         records[c.sig] = record
@@ -816,7 +825,8 @@ def _call_finding(det: DetectorState, layer: str, sig: str, rung: str, count: in
     return Finding(layer=layer, rung=rung, key=f"call:{sig}", count=count, threshold=threshold,
                    sigs=(sig,), tool=rec["tool"], args=args_of(rec), calls=(_label(det, sig),),
                    seen=len(det["window"]), progressing=progressing, since=since, ids=ids,
-                   refused=bool(rec.get("refused")))
+                   refused=bool(rec.get("refused")),
+                   unchanged=bool(rec.get("between") and rec.get("unchanged")))
 
 
 def _thresholds(rec: CallRecord, config: LoopDetection) -> tuple[int, int]:
@@ -834,13 +844,15 @@ def _thresholds(rec: CallRecord, config: LoopDetection) -> tuple[int, int]:
 
 def _blocks(rec: CallRecord, config: LoopDetection) -> bool:
     """Is this stagnating call blocked rather than stopped? With ``block_only_interleaved``,
-    only when other calls ran since its last request and it did not fail: something the
-    detector cannot see may have changed (a repeat back to back, or the same error again,
-    is stopped at once)."""
+    only when other calls ran since its last request, it did not fail, and something was seen
+    to change since then (another call's own result moved: a file read again reads
+    differently): what it depends on may have changed. A repeat back to back, the same error
+    again, or one after calls whose results showed no change, is stopped at once."""
     if "no_progress" not in config.block:
         return False
     return not config.block_only_interleaved or (bool(rec.get("between"))
-                                                 and not rec.get("failed"))
+                                                 and not rec.get("failed")
+                                                 and not rec.get("unchanged"))
 
 
 def _no_progress(det: DetectorState, asked: Mapping[str, tuple[str, ...]],
@@ -1085,6 +1097,9 @@ class Finding:
     """The call ids of the reply this finding is about (the ones a block answers)."""
     refused: bool = False
     """The call was blocked before: this request asks for it again."""
+    unchanged: bool = False
+    """Other calls ran since its previous request, and none of their results showed a change
+    (no call's own result moved): nothing it may depend on was seen to change."""
 
 
 @dataclass(frozen=True)
@@ -1225,8 +1240,10 @@ def _detail(f: Finding) -> str:
                 f"repeated {f.count} times in a row (limit {f.threshold})")
     if f.layer == "no_progress":
         refused = ", and after it was refused once" if f.refused else ""
+        unchanged = (", and since its previous request no other call's result changed"
+                     if f.unchanged and not f.refused else "")
         return (f"the loop detector's no-progress layer fired: {f.calls[0]} was requested "
-                f"again after returning the same result {f.count} times{refused} "
+                f"again after returning the same result {f.count} times{refused}{unchanged} "
                 f"(limit {f.threshold})")
     if f.layer == "per_tool":
         return (f"the loop detector's per-tool cap fired: {f.tool} was called {f.count} times "

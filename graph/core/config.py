@@ -146,9 +146,11 @@ class LoopDetection(_Config):
             answered with an error saying why instead of running, the run goes on, and
             asking for it again stops. Layers: ``no_progress``, ``repeat``, ``per_tool``.
         block_only_interleaved: the no-progress layer blocks only a repeat that other
-            calls ran before and whose last result was not an error (an edit the detector
-            cannot see may have changed what it returns); a repeat back to back, or the
-            same error again, stops at once.
+            calls ran before, whose last result was not an error, and after which something
+            was seen to change (another call, run again since its previous request, returned
+            something else: what it depends on may have changed); a repeat back to back, the
+            same error again, or one after calls whose results showed no change, stops at
+            once.
         layers: the layers that run (``text``: the model repeating its own text; the
             ``cycle`` layer is off by default).
         arg_policies: per-tool identity and thresholds (``"*"``: tools without their own).

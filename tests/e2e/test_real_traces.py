@@ -108,20 +108,22 @@ def test_the_coding_format_replays_every_recorded_call(excerpts: dict[str, dict[
     assert solved == {"django__django-13568", "sympy__sympy-15976"}  # django-16100 is never warned
 
 
-def test_a_script_stagnating_between_edits_is_blocked_then_stopped_on_time(
+def test_a_script_stagnating_between_edits_that_change_nothing_seen_is_stopped_on_time(
     excerpts: dict[str, dict[str, Any]],
 ) -> None:
-    """The ladder: a warning after 2 identical outputs, a block at the 4th request (edits ran in
-    between: the edit might have mattered, so the call is refused, not the run), a stop when the
-    model asks for it again. ``block=()`` stops at the 4th request instead."""
+    """The ladder: a warning after 2 identical outputs, a stop at the 4th request: edits ran in
+    between (``sed -i`` adding debug prints the output never shows), but no call's own result
+    changed since the 3rd, so nothing seen says the edits mattered (issue 32; a block would
+    refuse the call and let the failed run go on). A ladder that blocks every time blocks
+    there and stops at the 5th request, with deer-flow."""
     name, ours = "astropy__astropy-13398", excerpts["langgraph-loop"]
     assert at(ours["warnings"], name) == ["reply 6"]
-    assert at(ours["blocks"], name) == ["reply 10, call 0"]
-    assert at(ours["stops"], name) == ["reply 13, no_progress"]
-    assert ours["failed_saved"] == 2  # the blocked request and the one at the stop
+    assert at(ours["blocks"], name) == [] and at(ours["stops"], name) == ["reply 10, no_progress"]
+    assert ours["failed_saved"] == 4  # the request at the stop and the three after it
     assert at(excerpts["deerflow_style"]["stops"], name) == ["reply 13, repeat"]  # the fifth request
-    plain = excerpts["langgraph-loop, block=()"]
-    assert at(plain["stops"], name) == ["reply 10, no_progress"] and at(plain["blocks"], name) == []
+    always = excerpts["langgraph-loop, block always"]
+    assert at(always["blocks"], name) == ["reply 10, call 0"]
+    assert at(always["stops"], name) == ["reply 13, no_progress"]
 
 
 def test_edit_and_rerun_whose_output_changes_is_left_running(excerpts: dict[str, dict[str, Any]]) -> None:
@@ -138,8 +140,8 @@ def test_rereading_a_file_after_a_write_that_names_it_is_not_stagnation(
     name, ours = "django__django-13568", excerpts["langgraph-loop"]
     assert at(ours["stops"], name) == at(ours["blocks"], name) == []  # the sed excuses the 4th read
     assert [n.split(":")[0] for n in at(ours["notices"], name)] == ["reply 11"]  # warned at the 3rd
-    unexcused = excerpts["langgraph-loop, no path excuse"]
-    assert at(unexcused["blocks"], name) == ["reply 15, call 0"]  # the fresh read is refused
+    unexcused = excerpts["langgraph-loop, no path excuse"]  # the fresh read is stopped: a false stop
+    assert at(unexcused["stops"], name) == ["reply 15, no_progress"] and unexcused["solved_stopped"] == 1
 
 
 def test_the_solved_run_with_a_real_loop_the_model_escaped(excerpts: dict[str, dict[str, Any]]) -> None:

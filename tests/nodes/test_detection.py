@@ -235,9 +235,10 @@ def test_the_cycle_layer_is_off_by_default() -> None:
 
 def test_a_ping_pong_of_identical_results_is_stopped_per_call_before_the_cycle_layer() -> None:
     a, b = [("web_search", {"q": "x"})], [("web_fetch", {"url": "u"})]
-    obs = Sim(CYCLES, results="same").run([a, b, a, b, a, b, a, b, a])
+    obs = Sim(CYCLES, results="same").run([a, b, a, b, a, b, a])
+    # nothing changes between the calls: the 4th request stops, no block first
     assert rungs(obs) == ["ok", "ok", "ok", "ok", "warn:no_progress+cycle", "warn:no_progress",
-                          "block", "block", "stop:no_progress"]
+                          "stop:no_progress"]
     text = obs[4].warnings[1].text
     assert "going in circles" in text and 'web_search({"q":"x"}) → web_fetch' in text
 
@@ -283,16 +284,38 @@ def test_polling_that_makes_progress_is_relaxed_but_still_bounded() -> None:
 
 
 def test_fresh_results_of_other_calls_never_excuse_a_calls_stagnation() -> None:
-    """Issue 22: the same ``python test.py`` output between edits it never sees is stagnation."""
+    """Issue 22: the same ``python test.py`` output between edits it never sees is stagnation.
+    Nothing was seen to change (no call's own result moved): the 4th request stops at once."""
     sim = Sim()
     obs = []
-    for i in range(5):
+    for i in range(4):
         obs.append(sim.step([("bash", {"command": "python test.py"})],
                             returns=[("1 failed in 0.3s", "success")]))
         sim.step([("edit", {"line": i, "text": f"fix {i}"})], returns=[(f"edited v{i}", "success")])
-    assert rungs(obs) == ["ok", "ok", "warn:no_progress", "block", "stop:no_progress"]
-    assert "Asking for this exact call again will stop the run" in next(iter(obs[3].blocks.values()))
-    assert obs[4].stop is not None and "refused once" in obs[4].stop["detail"]
+    assert rungs(obs) == ["ok", "ok", "warn:no_progress", "stop:no_progress"]
+    assert obs[3].stop is not None and "no other call's result changed" in obs[3].stop["detail"]
+
+
+def test_a_block_needs_something_seen_to_change_since_the_calls_last_run() -> None:
+    """Issue 32: the block rung (refuse the call, let the run go on) is for a repeat whose
+    inputs may have changed. The evidence is a result: another call re-run since its previous
+    request returned something else (the source, read again, shows the edit). Without it the
+    4th identical request stops; with it, it is blocked, and asking again stops."""
+    def edit_and_rerun(look: bool) -> list[Observation]:
+        sim, obs = Sim(), []
+        for i in range(5):
+            obs.append(sim.step([("bash", {"command": "python test.py"})],
+                                returns=[("1 failed in 0.3s", "success")]))
+            sim.step([("edit", {"line": i})], returns=[(f"edited line {i}", "success")])
+            if look:  # the same look at the source, which shows each edit
+                sim.step([("show", {"name": "parse"})], returns=[(f"def parse(): # v{i}", "success")])
+        return obs
+
+    assert rungs(edit_and_rerun(look=False))[2:4] == ["warn:no_progress", "stop:no_progress"]
+    seen = edit_and_rerun(look=True)
+    assert rungs(seen) == ["ok", "ok", "warn:no_progress", "block", "stop:no_progress"]
+    assert "Asking for this exact call again will stop the run" in next(iter(seen[3].blocks.values()))
+    assert seen[4].stop is not None and "refused once" in seen[4].stop["detail"]
 
 
 def test_a_repeat_back_to_back_or_the_same_error_again_is_stopped_without_a_block() -> None:
@@ -368,7 +391,7 @@ def test_a_read_only_tool_naming_the_path_excuses_nothing() -> None:
     for _ in range(4):
         obs.append(sim.step([("bash", {"command": "cat src/app.py"})], returns=[("x", "success")]))
         sim.step([("grep", {"path": "src/app.py", "q": "def"})], returns=[("1 match", "success")])
-    assert rungs(obs)[2:] == ["warn:no_progress", "block"]
+    assert rungs(obs)[2:] == ["warn:no_progress", "stop:no_progress"]
 
 
 def test_a_result_without_content_counts_from_four() -> None:

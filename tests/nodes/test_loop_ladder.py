@@ -42,11 +42,16 @@ def tools() -> tuple[list[BaseTool], list[str]]:
     return [bash, edit], ran
 
 
+LOOK = ("bash", {"command": "cat parse.py"})
+
+
 def edit_and_rerun(n: int) -> list[Any]:
-    """The test, then an edit it never sees, ``n`` times."""
+    """The test, then an edit it never sees and a look at the source that shows the edit (its
+    result moves: something changed, so the 4th identical test run is blocked, not stopped),
+    ``n`` times."""
     script: list[Any] = []
     for i in range(n):
-        script += [[TEST], [("edit", {"line": i})]]
+        script += [[TEST], [("edit", {"line": i})], [LOOK]]
     return script
 
 
@@ -82,7 +87,7 @@ def test_warn_then_block_then_stop_when_asked_again(scripted: list[ScriptedChatM
     assert result["stop_reason"] == StopReason.LOOP_DETECTED
     guard = result["iterations"][-1]["guard"]
     assert (guard["layer"], guard["rung"], guard["count"]) == ("no_progress", "stop", 3)
-    assert "refused once" in guard["detail"] and ran[-1] == "edit 3"
+    assert "refused once" in guard["detail"] and ran[-2:] == ["edit 3", "cat parse.py"]
     assert result["messages"][-1].content == "It still fails." and not check_pairing(
         result["messages"])
 

@@ -166,3 +166,49 @@ def test_different_commands_with_different_results_are_not_drift(scripted: list[
     result = _graph(model, [bash], LoopDetection()).invoke({"messages": [HumanMessage("run them")]})
     assert result["stop_reason"] == StopReason.COMPLETED
     assert not any(is_notice(m) for m in result["messages"])
+
+
+def _edit_and_rerun_tools() -> list[Any]:
+    edits: list[str] = []
+
+    @tool
+    def shell(command: str) -> str:
+        """Run a shell command."""
+        if command.startswith("pytest"):
+            return "FAILED test_parse (1 failed)"
+        if command.startswith("echo"):
+            edits.append(command)
+            return "done"
+        return f"parse.py | {len(edits)} +"  # git diff --stat: it shows every edit
+
+    return [shell]
+
+
+@pytest.mark.parametrize("front_door", FRONT_DOORS)
+@pytest.mark.parametrize("look", [False, True])
+def test_the_same_failing_test_between_edits_it_never_sees_is_stopped_unless_a_change_was_seen(
+        front_door: Any, look: bool, scripted: list[ScriptedChatModel]) -> None:
+    """Issue 32: the same command returning the same result while nothing it depends on changed
+    is not work. An agent reruns a failing test between edits the test never reflects: nothing
+    seen changed, so the 4th run (after 3 identical results) stops the run, not a block that lets
+    a failed run go on. When a result shows the edits (``git diff`` grows), the 4th run is
+    blocked instead (the edits may matter), and asking for it again stops."""
+    script: list[Any] = []
+    for i in range(6):
+        script += [[("shell", {"command": "pytest tests/test_parse.py"})],
+                   [("shell", {"command": f"echo fix{i} >> parse.py"})]]
+        script += [[("shell", {"command": "git diff --stat"})]] if look else []
+    model = ScriptedChatModel(script=script, no_tools_reply="The test still fails.")
+    scripted.append(model)
+    result = front_door(model, _edit_and_rerun_tools(), LoopDetection()).invoke(
+        {"messages": [HumanMessage("Fix the parser.")]})
+    results = [str(m.content) for m in result["messages"] if isinstance(m, ToolMessage)]
+    guard = result.get("loop_guard") or result["iterations"][-1]["guard"]
+    assert result["stop_reason"] == StopReason.LOOP_DETECTED and guard["layer"] == "no_progress"
+    assert sum(r.startswith("FAILED") for r in results) == 3
+    blocks = [r for r in results if r.startswith("Error: not run")]
+    if look:
+        assert len(blocks) == 1 and "refused once" in guard["detail"]
+    else:
+        assert blocks == [] and "no other call's result changed" in guard["detail"]
+        assert len(model.requests) == 3 * 2 + 1 + 1  # three rounds, the 4th test run, the answer
