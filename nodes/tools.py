@@ -115,11 +115,12 @@ _SECONDS = "duration_s"
 
 
 def _own_args(request: ToolCallRequest) -> ToolCallRequest:
-    """The request with its own copy of the args (plain when every value is immutable)."""
+    """The request with its own copy of the args: a deep one when a value could be changed in
+    place (LangChain's tools copy the top level themselves, so flat args go as they are)."""
     args = request.tool_call["args"]
-    flat = isinstance(args, dict) and all(isinstance(v, _FLAT) for v in args.values())
-    return request.override(tool_call={**request.tool_call,
-                                       "args": dict(args) if flat else copy.deepcopy(args)})
+    if isinstance(args, dict) and all(isinstance(v, _FLAT) for v in args.values()):
+        return request
+    return request.override(tool_call={**request.tool_call, "args": copy.deepcopy(args)})
 
 
 def _answer(output: Any, call_id: str) -> ToolMessage | None:

@@ -465,6 +465,9 @@ def encodable(message: MessageT) -> MessageT:
         >>> encodable(ai).tool_calls[0]["args"] == {"n": "caf\\\\udce9"}, encodable(ai) is ai
         (True, False)
     """
+    if isinstance(message.content, str) and message.content.isascii() and not (
+            isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls)):
+        return message  # the usual tool result or text: nothing to walk
     fields: dict[str, Any] = {"content": message.content}
     if isinstance(message, AIMessage):
         fields.update(tool_calls=message.tool_calls, invalid_tool_calls=message.invalid_tool_calls)
