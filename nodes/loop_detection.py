@@ -1051,10 +1051,11 @@ def observe(
     warned = list(det.get("warned") or [])
     acting = [f for f in findings if f.rung != "warn" and _may_act(f, warned)]
     warnings += _warnings(findings, warned, config) if findings else []
-    records = det["calls"] = dict(det["calls"])
-    for f in findings:  # one no-progress warning per run of identical results
-        if f.layer == "no_progress" and f.rung == "warn":
-            records[f.sigs[0]] = CallRecord(**{**records[f.sigs[0]], "warned": True})  # type: ignore[typeddict-item]
+    warns = [f.sigs[0] for f in findings if f.layer == "no_progress" and f.rung == "warn"]
+    if warns:  # one no-progress warning per run of identical results
+        records = det["calls"] = dict(det["calls"])
+        for sig in warns:
+            records[sig] = CallRecord(**{**records[sig], "warned": True})  # type: ignore[typeddict-item]
     det["warned"] = warned
     state = det
     stops = [f for f in acting if f.rung == "stop"]
