@@ -126,48 +126,40 @@ def would_stream(chat: BaseChatModel, handlers: Sequence[Any], kwargs: Mapping[s
 
 _Site = tuple[BaseChatModel, dict[str, Any], list[Any]]
 _SITES: dict[int, tuple[weakref.ref[Any], _Site | None]] = {}
-"""The walk ``_site`` made for a runnable (by id, held weakly), made once: a model node
-asks about the same bound model on every call."""
-
-
-def _site(runnable: Any) -> _Site | None:
-    """The chat model ``runnable`` streams from, the kwargs bound around it (an outer
-    binding's win) and the callbacks bound there (lists or managers); None when something
-    other than bindings and fallbacks wraps it (a retry, a configurable model)."""
-    held = _SITES.get(id(runnable))
-    if held is not None and held[0]() is runnable:
-        return held[1]
-    kwargs: dict[str, Any] = {}
-    found: list[Any] = []
-    chat: Any = runnable
-    while not isinstance(chat, BaseChatModel):
-        if isinstance(chat, RunnableWithFallbacks):
-            chat = chat.runnable
-        elif isinstance(chat, RunnableBinding):  # bind, bind_tools, with_config (not with_retry)
-            kwargs = {**chat.kwargs, **kwargs}
-            found.append(chat.config.get("callbacks"))
-            chat = chat.bound
-        else:
-            chat = None
-            break
-    site = None if chat is None else (chat, kwargs, [*found, chat.callbacks])
-    if len(_SITES) > 256:
-        _SITES.clear()
-    _SITES[id(runnable)] = (weakref.ref(runnable), site)
-    return site
+"""Per runnable (by id, held weakly): the chat model it streams from, the kwargs bound around
+it (an outer binding's win) and the callbacks bound there; None when something other than
+bindings and fallbacks wraps it. A model node asks about the same bound model every call."""
 
 
 def streams(runnable: Any, config: RunnableConfig, *, async_api: bool) -> bool:
     """Would LangChain stream this call anyway (so ``stream()`` may replace ``invoke()``)?
 
     It looks through the bindings and fallbacks around the chat model the call streams from
-    first, gathering the kwargs and callback handlers bound there (a retry, a configurable
-    model or anything else keeps ``invoke``, and so does a model that reads an LLM cache).
+    first (once per runnable: ``_SITES``), gathering the kwargs and callback handlers bound
+    there (a retry, a configurable model or anything else keeps ``invoke``, and so does a
+    model that reads an LLM cache).
     """
-    site = _site(runnable)
-    if site is None:
+    held = _SITES.get(id(runnable))
+    if held is None or held[0]() is not runnable:
+        kwargs: dict[str, Any] = {}
+        found: list[Any] = []
+        chat: Any = runnable
+        while chat is not None and not isinstance(chat, BaseChatModel):
+            if isinstance(chat, RunnableWithFallbacks):
+                chat = chat.runnable
+            elif isinstance(chat, RunnableBinding):  # bind, bind_tools, with_config (not with_retry)
+                kwargs = {**chat.kwargs, **kwargs}
+                found.append(chat.config.get("callbacks"))
+                chat = chat.bound
+            else:
+                chat = None
+        if len(_SITES) > 256:
+            _SITES.clear()
+        held = _SITES[id(runnable)] = (weakref.ref(runnable), None if chat is None else
+                                       (chat, kwargs, [*found, chat.callbacks]))
+    if held[1] is None:
         return False
-    chat, kwargs, bound = site
+    chat, kwargs, bound = held[1]
     if chat.cache is not False and (isinstance(chat.cache, BaseCache) or get_llm_cache() is not None):
         return False
     handlers = [h for callbacks in [config.get("callbacks"), *bound]  # a list, a manager, or None

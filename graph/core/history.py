@@ -382,20 +382,24 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
                 input = {**input, "messages": checked_messages(given, messages, saved)}
         return input, kwargs
 
-    def _has_thread(self, config: RunnableConfig | None) -> bool:
-        """A thread to read: its id, and a checkpointer (the graph's, or a parent's)."""
-        return _thread(config) is not None and (
-            isinstance(self.checkpointer, BaseCheckpointSaver) or checkpointer(config) is not None)
-
     def _stored(self, config: RunnableConfig | None) -> StateSnapshot | None:
+        """The thread's state, where there is one to read: an id and a checkpointer (the
+        graph's, or a parent's)."""
+        if _thread(config) is None or not (isinstance(self.checkpointer, BaseCheckpointSaver)
+                                           or checkpointer(config) is not None):
+            return None
         try:
-            return self.get_state(config or {}) if self._has_thread(config) else None
-        except ValueError:  # no checkpointer
+            return self.get_state(config or {})
+        except ValueError:  # no checkpointer after all
             return None
 
     async def _astored(self, config: RunnableConfig | None) -> StateSnapshot | None:
+        """Async ``_stored``."""
+        if _thread(config) is None or not (isinstance(self.checkpointer, BaseCheckpointSaver)
+                                           or checkpointer(config) is not None):
+            return None
         try:
-            return await self.aget_state(config or {}) if self._has_thread(config) else None
+            return await self.aget_state(config or {})
         except ValueError:
             return None
 
@@ -486,7 +490,8 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         if _is_subgraph(config):
             return super().stream(input, config, **kwargs)
         stored = self._stored(config)
-        input, kwargs = self._checked(input, config, kwargs, stored, self._saved(input, stored))
+        saved = self._saved(input, stored) if stored is not None else []
+        input, kwargs = self._checked(input, config, kwargs, stored, saved)
         chunks = super().stream(input, config, **kwargs)
         if stored is None:  # no thread kept (no checkpointer or thread id): nothing to guard
             return chunks

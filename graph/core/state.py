@@ -412,23 +412,30 @@ def _json_copy(value: Any) -> Any:
     times this walk's, is paid on every tool call; a listener gets its own copy either way).
 
     Example:
-        >>> _json_copy({"a": [1, "x", None]}), _json_copy({"a": (1,)}), _json_copy({1: "x"})
-        ({'a': [1, 'x', None]}, None, None)
+        >>> _json_copy({"a": [1, "x", None], "b": {"c": 2.5}}), _json_copy({"a": (1,)})
+        ({'a': [1, 'x', None], 'b': {'c': 2.5}}, None)
+        >>> _json_copy({1: "x"}), _json_copy({"a": True}), _json_copy("s")
+        (None, {'a': True}, 's')
     """
-    if isinstance(value, _JSON_SCALARS):
-        return value if type(value) in _JSON_SCALARS else None  # no str or int subclasses
-    if type(value) is dict:
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            copied = _json_copy(item)
-            if type(key) is not str or (copied is None and item is not None):
+    root: list[Any] = [None]
+    todo: list[tuple[Any, Any, Any]] = [(root, 0, value)]  # (where it goes, under what, value)
+    while todo:
+        parent, key, item = todo.pop()
+        kind = type(item)
+        if kind in _JSON_SCALARS:  # exact types: a str or int subclass (an enum) is not JSON's
+            parent[key] = item
+        elif kind is dict:
+            if not all(type(k) is str for k in item):
                 return None
-            out[key] = copied
-        return out
-    if type(value) is list:
-        items = [_json_copy(item) for item in value]
-        return None if any(c is None and i is not None for c, i in zip(items, value, strict=True)) else items
-    return None
+            copied: dict[str, Any] = dict.fromkeys(item)  # the keys in their order
+            parent[key] = copied
+            todo += [(copied, k, v) for k, v in item.items()]
+        elif kind is list:
+            parent[key] = items = [None] * len(item)
+            todo += [(items, i, v) for i, v in enumerate(item)]
+        else:
+            return None
+    return root[0]
 
 
 def emit(runtime: Runtime[Any] | None, event: Event) -> None:
