@@ -688,7 +688,7 @@ def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection)
         old = records.get(c.sig) or CallRecord(tool=c.name)
         if c.paths and c.name not in config.read_only_tools:
             _touch(records, c)
-        record = CallRecord(**{**old, "tool": c.name, "args": c.args, "last": count, "at": at})  # type: ignore[typeddict-item]
+        record: CallRecord = {**old, "tool": c.name, "args": c.args, "last": count, "at": at}
         if "last" in old:
             record["between"] = count - old["last"] > 1
         if "at" in old:  # evidence: another call's own result moved since its previous request
@@ -706,10 +706,9 @@ def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection)
         responses = {response_sig(e) for e in entries}
         tools = {r["tool"] for r in records.values()}
         warned = [k for k in warned if _relevant(k, inside, responses, tools)]
-    return DetectorState(**{**det, "window": entries, "calls": records, "warned": warned,  # type: ignore[typeddict-item]
-                            "n": count, "responses": det.get("responses", 0) + 1,
-                            "reply": reply, "same_reply": same_reply,
-                            "pending": {c.id: c.sig for c in calls}})
+    return {**det, "window": entries, "calls": records, "warned": warned,  # type: ignore[typeddict-item]
+            "n": count, "responses": det.get("responses", 0) + 1,
+            "reply": reply, "same_reply": same_reply, "pending": {c.id: c.sig for c in calls}}
 
 
 def _relevant(key: str, calls: set[str], responses: set[str], tools: set[str]) -> bool:

@@ -429,17 +429,15 @@ def encodable_text(text: str) -> str:
 
 def _has_surrogate(value: Any) -> bool:
     """Does any string in this JSON-like value (keys included) hold a surrogate?"""
-    stack = [value]
+    stack: list[Any] = [[value]]  # containers still to look through: strings are checked where found
     while stack:
         item = stack.pop()
-        if isinstance(item, str):
-            if not item.isascii() and _SURROGATE.search(item) is not None:
-                return True
-        elif isinstance(item, dict):
-            stack += item.keys()
-            stack += item.values()
-        elif isinstance(item, list | tuple):
-            stack += item
+        for part in ([*item.keys(), *item.values()] if isinstance(item, dict) else item):
+            if isinstance(part, str):
+                if not part.isascii() and _SURROGATE.search(part) is not None:
+                    return True
+            elif isinstance(part, dict | list | tuple):
+                stack.append(part)
     return False
 
 
