@@ -483,21 +483,21 @@ def content_hash(content: Any, *, normalized: bool = True) -> str:
     """A short hash of a tool result: equal for the same result (see module docstring).
 
     One result is hashed twice per round (its call record, then the detector) and normalized
-    once: the hashes of the last ``MEMO_RESULTS`` results are kept, keyed by the text up to
-    ``MEMO_CHARS`` characters and by a digest of it above, so little text is kept alive. A text
-    without volatile parts is hashed once: its key's digest is its hash.
+    and SHA-1'd once: the hashes of the last ``MEMO_RESULTS`` results are kept, keyed by the text
+    up to ``MEMO_CHARS`` characters and above by its length, its ends and Python's own hash of it
+    (a SipHash, kept by the string once computed: a fraction of a SHA-1), so little text is kept
+    alive.
     """
     text = content if isinstance(content, str) else result_text(content)
     if not normalized:
         return digest(text, HASH_LEN)
-    key = text if len(text) <= MEMO_CHARS else digest(text, 40)
+    key = text if len(text) <= MEMO_CHARS else (len(text), hash(text), text[:64], text[-64:])
     with _MEMO_LOCK:
         found = _MEMO.get(key)
         if found is not None:
             _MEMO.move_to_end(key)
             return found
-    normal = normalize(text)
-    found = key[:HASH_LEN] if key is not text and normal == text else digest(normal, HASH_LEN)
+    found = digest(normalize(text), HASH_LEN)
     with _MEMO_LOCK:
         _MEMO[key] = found
         if len(_MEMO) > MEMO_RESULTS:
@@ -506,7 +506,7 @@ def content_hash(content: Any, *, normalized: bool = True) -> str:
 
 
 MEMO_CHARS, MEMO_RESULTS = 4096, 256
-_MEMO: OrderedDict[str, str] = OrderedDict()
+_MEMO: OrderedDict[str | tuple[int, int, str, str], str] = OrderedDict()
 _MEMO_LOCK = threading.Lock()
 
 
