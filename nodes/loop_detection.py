@@ -164,21 +164,22 @@ VOLATILE = [(re.compile(pattern, re.IGNORECASE), repl) for pattern, repl in _VOL
 """The volatile parts of a result and their placeholders (``normalize`` replaces them in this
 order)."""
 
-# How ``normalize`` reads a text a few times at C speed instead of ten times at Python speed. A
-# pattern that starts with ``\b`` or a digit makes ``re`` try a match at every character (~16 ns
-# each), one led by a character class pays ~4 ns a character to find it, one led by a literal is
-# scanned for it in C (~0.3 ns a character) and tried only there. Volatile parts start with digits,
-# so the rules look for them on a *class string* (``_classes``): one byte per character, every
-# digit ``0``, letters in lower case (with the four non-ASCII ones ``re.IGNORECASE`` takes for
-# ``i``, ``s`` and ``k``), every space a blank, other word characters ``\x80``, the rest ``\x81``.
-# There a date is the literal ``-00-00``: a rule's ``_Finder`` is led by such a literal, its
-# look-behinds check what comes before (the boundary, the year), and its hits give the spans the
-# rule's own ``sub`` replaces; they are cut out of the text and of the class string alike
-# (``_splice``). Where the class string merges what a pattern tells apart (a tab and a blank),
-# each match is confirmed on the text; a rule led by a literal of its own (``0x``, ``/tmp``) runs
-# its ``sub`` on the text itself. A rule runs only when its gate, a needle of every match, is in the
-# class string of the original text: no placeholder completes a needle. Tests check that
-# ``normalize`` and the subs in a row agree (``tests/nodes/test_normalize.py``).
+# How ``normalize`` stays close to a scan per rule in C. A pattern that starts with ``\b`` or a
+# digit makes ``re`` try a match at every character (~16 ns each), one led by a character class
+# pays ~4 ns a character to find it, one led by a literal is scanned for it in C (0.3-1 ns a
+# character) and tried only there; a Python step per match costs ~0.5 µs. Volatile parts start
+# with digits, so the rules look for them on a *class string* (``_classes``): one byte per
+# character, every digit ``0``, letters in lower case (with the four non-ASCII ones
+# ``re.IGNORECASE`` takes for ``i``, ``s`` and ``k``), every space a blank, other word characters
+# ``\x80``, the rest ``\x81``. There a date is the literal ``-00-00``: a rule's ``_Finder`` is led
+# by such a literal, its look-behinds check what comes before (the boundary, the year), and its hits
+# give the spans the rule's own ``sub`` replaces; they are cut out of the text and of the class
+# string alike (``_splice``). Where the class string merges what a pattern tells apart (a tab and a
+# blank), each match is confirmed on the text; a rule led by a literal of its own (``0x``, ``/tmp``)
+# runs its ``sub`` on the text itself. A rule runs only when its gate, a needle of every match, is
+# in the class string of the original text (no placeholder completes a needle) and, if all its
+# matches hold a digit, so does the text. Tests check that ``normalize`` and the subs in a row
+# agree (``tests/nodes/test_normalize.py``).
 _ALIKE = {"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"}  # İ ı ſ K: i, s, k to re.I
 _UNSPELLED = "\x82"  # a decimal digit beyond ASCII (``\\d`` in any script): the subs themselves run
 
@@ -208,7 +209,7 @@ _CLASS_OF_BYTE = bytes.maketrans(bytes(range(256)), b"".join(
     else b"\x80" if char.isalnum() else char.encode("latin-1") if char == _UNSPELLED else b"\x81"
     for char in bytes(range(256)).decode("latin-1")))
 _WITHIN_LATIN1 = re.compile("[\x00-\xff]+")
-_SPECIAL = re.compile(r"[^\W\x00-\xff]|\s")  # beyond Latin-1: a word character (a digit) or a space
+_SPECIAL = re.compile(r"[^\W\x00-\xff]|\s")  # beyond Latin-1: a letter, a digit or a space
 
 
 def _spell(error: UnicodeError) -> tuple[str, int]:
@@ -221,7 +222,8 @@ codecs.register_error("langgraph_loop.classes", _spell)
 
 
 def _classes(text: str) -> bytes:
-    """The class string of ``text`` (see above); it holds ``_UNSPELLED`` for a digit beyond ASCII."""
+    """The class string of ``text`` (see above); it holds ``_UNSPELLED`` for a digit beyond ASCII.
+    Characters beyond Latin-1 cost the more, the more of them are letters, digits or spaces."""
     if text.isascii():
         return text.encode("ascii").translate(_CLASS_OF_BYTE)
     beyond = _WITHIN_LATIN1.sub("", text)  # its characters beyond Latin-1, in order
@@ -258,6 +260,7 @@ def _spans(finder: _Finder, text: str, classes: bytes) -> list[tuple[int, int]]:
 
 
 def _hits(finder: _Finder, pattern: re.Pattern[bytes], text: str, classes: bytes) -> list[tuple[int, int]]:
+    """One pattern's spans, left to right as a ``sub`` finds them."""
     spans: list[tuple[int, int]] = []
     back, start_of, confirm = finder.back, finder.start, finder.confirm
     last = pos = 0
