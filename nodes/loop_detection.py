@@ -109,6 +109,7 @@ from __future__ import annotations
 
 import codecs
 import difflib
+import functools
 import json
 import re
 import threading
@@ -221,17 +222,29 @@ def _spell(error: UnicodeError) -> tuple[str, int]:
 codecs.register_error("langgraph_loop.classes", _spell)
 
 
+@functools.cache
+def _bmp() -> str:
+    """``str.translate`` table: the class character of every code point below 0x10000 (64 KB, built
+    on first use; it translates twice as fast as a dict)."""
+    return "".join(chr(code) if code < 256 else _class_char(chr(code)) for code in range(0x10000))
+
+
+def _spelled_beyond_latin1(text: str) -> bool:
+    """Whether ``text`` holds a letter, a digit or a space beyond Latin-1 (not only symbols)."""
+    return _SPECIAL.search(_WITHIN_LATIN1.sub("", text)) is not None
+
+
 def _classes(text: str) -> bytes:
     """The class string of ``text`` (see above); it holds ``_UNSPELLED`` for a digit beyond ASCII.
     Characters beyond Latin-1 cost the more, the more of them are letters, digits or spaces."""
     if text.isascii():
         return text.encode("ascii").translate(_CLASS_OF_BYTE)
-    beyond = _WITHIN_LATIN1.sub("", text)  # its characters beyond Latin-1, in order
-    if not beyond or not _SPECIAL.search(beyond):  # none, or symbols only: "?" stands for each
-        return text.encode("latin-1", "replace").translate(_CLASS_OF_BYTE)
-    if len(beyond) < 256:  # a few: each run of them spelled by the error handler
-        return text.encode("latin-1", "langgraph_loop.classes").translate(_CLASS_OF_BYTE)
-    return text.translate(_BEYOND).encode("latin-1").translate(_CLASS_OF_BYTE)  # many: per character
+    many = len(text) - len(text.encode("latin-1", "ignore")) >= 256  # characters beyond Latin-1
+    if not (many and _spelled_beyond_latin1(text[:2048])) and not _spelled_beyond_latin1(text):
+        return text.encode("latin-1", "replace").translate(_CLASS_OF_BYTE)  # "?" stands for each symbol
+    if many:  # a table per character, the error handler for those beyond it (emoji)
+        return text.translate(_bmp()).encode("latin-1", "langgraph_loop.classes").translate(_CLASS_OF_BYTE)
+    return text.encode("latin-1", "langgraph_loop.classes").translate(_CLASS_OF_BYTE)  # a few, by runs
 
 
 _W = rb"[0-9a-z_\x80]"  # a word character in the class string
