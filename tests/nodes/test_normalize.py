@@ -1,6 +1,7 @@
-"""Result identity: ``normalize`` (about one pass) replaces exactly what ``VOLATILE``'s
-substitutions in a row replace, on real results and on random texts made of volatile pieces;
-a large result is normalized once however many times it is hashed."""
+"""Result identity: ``normalize`` (a few passes in C, on the class string) replaces exactly what
+``VOLATILE``'s substitutions in a row replace, on real results and on random texts made of volatile
+pieces, ASCII or not; a large result is normalized once however many times it is hashed, and
+``is_empty`` reads what the markup-stripping definition reads."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from langgraph_loop.core.messages import digest
 from langgraph_loop.nodes import loop_detection
-from langgraph_loop.nodes.loop_detection import VOLATILE, content_hash, normalize
+from langgraph_loop.nodes.loop_detection import _MARKUP, HASH_LEN, VOLATILE, content_hash, is_empty, normalize
 
 DATA = Path(__file__).parents[2] / "benchmarks" / "data"
 PIECES = ["2025-11-19", "00:04:32", "12:30", "1:02:03", ".5", "3.5", "+05:30", "-0800", "Z", "T",
@@ -22,7 +24,12 @@ PIECES = ["2025-11-19", "00:04:32", "12:30", "1:02:03", ".5", "3.5", "+05:30", "
           "ms", "s", "sec", "secs", "seconds", "min", "mins", "minutes", "MS", "S", "Sec", "9ms",
           "4 s", "tmp", "TMP", "/tmp/", "/var/folders/", "call", "toolu", "msg", "lc", "pid",
           "PID", "bash", "sh: line ", "random seed:", "id", "ID", "a", "ab", "b", "z", "é", "ſ",
-          "İ"]
+          "İ",
+          # what the class string merges or spells: re.IGNORECASE's non-ASCII i, s, k; spaces beyond
+          # a blank; word characters and symbols beyond Latin-1; a lone surrogate; its own marker
+          "ı", "mİn", "ıd=", "\u212a", "\x1c", "\xa0", "\u2028", "\u3000", "\ud800", "ª", "中", "│", "✓",
+          "\x82", "/private", "da", "zsh", "random", " seed: ", "toolu_", "call-", "lc_", "block",
+          "resp", "req", "run", "chatcmpl", "abcdefgh", "tmp_1234"]
 
 
 def one_by_one(text: str) -> str:
@@ -36,6 +43,16 @@ def test_normalize_agrees_with_the_substitutions_on_random_volatile_texts() -> N
     rng = random.Random(31)
     for _ in range(5_000):
         text = "".join(rng.choice(PIECES) for _ in range(rng.randint(1, 30)))
+        assert normalize(text) == one_by_one(text), text
+
+
+def test_normalize_agrees_with_the_substitutions_on_texts_mostly_beyond_latin1() -> None:
+    beyond = ["中文", "第二行：", "Привет", "│ ", "✓", "ı", "İd=1234567", "\u3000", "①"]
+    spelled = [p for p in PIECES if not p.isdecimal() and p != "\x82"]  # no digit beyond ASCII
+    rng = random.Random(7)  # hundreds of characters beyond Latin-1: spelled one by one
+    for _ in range(200):
+        size = rng.randint(50, 300)
+        text = "".join(rng.choice(spelled if rng.random() < 0.5 else beyond) for _ in range(size))
         assert normalize(text) == one_by_one(text), text
 
 
@@ -68,3 +85,19 @@ def test_a_large_result_hashed_twice_is_normalized_once(monkeypatch: pytest.Monk
     for i in range(loop_detection.MEMO_RESULTS):  # bounded: the oldest are forgotten
         content_hash(f"result {i}")
     assert len(loop_detection._MEMO) == loop_detection.MEMO_RESULTS
+
+
+def test_content_hash_is_the_digest_of_the_normalized_text() -> None:
+    plain = "no volatile part here\n" * 400  # its memo key's digest is its hash
+    timed = plain + "Ran 4 tests in 0.012s\n"
+    for text in (plain, timed, plain[:100], timed[-100:]):
+        assert content_hash(text) == digest(normalize(text), HASH_LEN)
+
+
+def test_is_empty_reads_what_stripping_the_markup_reads() -> None:
+    pieces = ["<a>", "<returncode>0</returncode>", "0", "00", " ", "\n", "\t", "\xa0", "<", ">", "x",
+              f"<{'a' * 40}>", f"<{'a' * 41}>", "<a\nb>", "<<a>", "<a>>", "1", "\u2028"]
+    rng = random.Random(3)
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 8)))
+        assert is_empty(text) == (_MARKUP.sub("", text).strip() in ("", "0")), text
