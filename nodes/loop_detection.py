@@ -124,7 +124,15 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from typing_extensions import TypedDict
 
 from langgraph_loop.core.config import LoopDetection
-from langgraph_loop.core.messages import call_label, digest, is_blocked, is_cut, reply_text, work_call_ids
+from langgraph_loop.core.messages import (
+    call_label,
+    clip,
+    digest,
+    is_blocked,
+    is_cut,
+    reply_text,
+    work_call_ids,
+)
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import Guard, guard
@@ -134,7 +142,7 @@ from langgraph_loop.nodes.stream_cut import SHORTEST_LOOP, text_loop
 
 __all__ = [
     "MEMO_SIZE", "RANK", "TEXT_CUTS", "VOLATILE", "CallRecord", "Decision", "DetectorMemo",
-    "DetectorState", "Finding", "LoopWarning", "Observation", "Response", "SignedCall", "absorb",
+    "DetectorState", "Finding", "LoopWarning", "Observation", "Response", "Result", "SignedCall", "absorb",
     "args_text", "block_text", "call_signature", "canonical_args", "content_hash", "cycle_of",
     "decide", "is_empty", "normalize", "observe", "path_keys", "push", "response_sig",
     "response_signature", "result_text", "results_before", "scaled", "sign_calls", "stop_guard",
@@ -153,7 +161,7 @@ _VOLATILE = [
     (r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?", "<time>"),
     (r"\b\d{1,2}:\d{2}:\d{2}(\.\d+)?\b", "<time>"),
     (r"\b0x[0-9a-f]{4,}\b", "<addr>"),
-    (r"\b\d+(\.\d+)?\s?(ms|s|sec|secs|seconds|min|mins|minutes)\b", "<duration>"),
+    (r"\b\d+(\.\d+)?[^\S\n]?(ms|s|sec|secs|seconds|min|mins|minutes)\b", "<duration>"),  # one line
     (r"(/tmp|/var/folders|/private/var/folders)/[^\s'\"]+", "<tmp>"),
     (r"\btmp[a-z0-9_]{6,}\b", "<tmp>"),
     (r"\b(toolu|call|msg|req|run|chatcmpl|block|resp|lc)[_-][a-z0-9]{8,}\b", "<id>"),
@@ -408,7 +416,8 @@ _FAST = [  # per rule of VOLATILE, in its order
     _Way((b"x",), tuple((needle, re.compile(rf"0{x}(?<=\b0{x})[0-9a-fA-F]{{4,}}\b"))  # 0x, then 0X
                         for needle, x in (("", "x"), ("X", "X")))),
     _Way((b"",), _find(rb"0s(?:|ec|ecs|econds)" + _END, rb"0 s(?:|ec|ecs|econds)" + _END,
-                       rb"m(?:(?<=0m)|(?<=0 m))(?:s|in|ins|inutes)" + _END, start=_duration_start)),
+                       rb"m(?:(?<=0m)|(?<=0 m))(?:s|in|ins|inutes)" + _END, start=_duration_start,
+                       confirm=_own(4))),  # the class string's blank is a line break too
     _Way((re.compile(rb"mp/"), b"/var/folders/"),
          (("", re.compile(r"/(?i:tmp|var/folders|private/var/folders)/[^\s'\"]+")),), digit=False),
     _Way((re.compile(rb"mp"),), _find(rb"tmp(?<!" + _W + rb"tmp)[0-9a-z_]{6,}" + _END), digit=False),
@@ -528,6 +537,44 @@ _MEMO: OrderedDict[str | tuple[int, int, str, str], str] = OrderedDict()
 _MEMO_LOCK = threading.Lock()
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Result:
+    """A tool result as the detector compares it: equal to another when their texts are equal,
+    or, ``normalized``, equal once their volatile parts are replaced (``normalize``).
+
+    Comparing costs about what reading costs: the texts are compared first (the same text is
+    the usual repeat), and a text is normalized (once: ``content_hash``'s memo) only when the
+    two could still be equal once normalized: normalization never adds or removes a line break
+    (no ``VOLATILE`` match holds one), so texts of different line counts never are. Distinct
+    5-50 KB outputs, round after round, are never normalized.
+
+    Example:
+        >>> Result("Ran 4 tests in 0.012s") == Result("Ran 4 tests in 0.398s")
+        True
+        >>> Result("Ran 4 tests in 0.012s", normalized=False) == Result("Ran 4 tests in 0.398s")
+        False
+        >>> Result("1 passed\\nok") == Result("1 passed") or Result("a") == "a"
+        False
+    """
+
+    text: str
+    normalized: bool = True
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Result):
+            return NotImplemented
+        if self.text is other.text or self.text == other.text:
+            return True
+        return (self.normalized and other.normalized
+                and self.text.count("\n") == other.text.count("\n")
+                and content_hash(self.text) == content_hash(other.text))
+
+    __hash__ = None  # type: ignore[assignment]  # equal results may hash differently
+
+    def __repr__(self) -> str:
+        return f"Result({clip(self.text, 40)!r})"
+
+
 def is_empty(content: Any) -> bool:
     """No content: nothing but markup, whitespace and a zero exit status.
 
@@ -538,17 +585,13 @@ def is_empty(content: Any) -> bool:
         (False, False, True)
     """
     text = content if isinstance(content, str) else "" if not content else result_text(content)
-    end = _blank_end(text, 0)  # what ``_MARKUP.sub("", text).strip()`` drops before the first content
+    # what ``_MARKUP.sub("", text).strip()`` drops before the first content (``_BLANK`` matches
+    # everywhere, maybe empty): a large result is read no further than its first line of content
+    end = _BLANK.match(text).end()  # type: ignore[union-attr]
     if end < len(text) and text[end] == "0":
-        end = _blank_end(text, end + 1)
+        end = _BLANK.match(text, end + 1).end()  # type: ignore[union-attr]
     return end == len(text)
 
-
-def _blank_end(text: str, pos: int) -> int:
-    """Where the whitespace and markup at ``pos`` end: the first other character decides, so a
-    large result is read no further than its first line of content."""
-    match = _BLANK.match(text, pos)
-    return match.end() if match else pos
 
 def path_keys(args: Any, *, dumped: str | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The path-like tokens in a call's arguments (``src/app.py``) and the folders that hold
@@ -730,8 +773,8 @@ class CallRecord(TypedDict, total=False):
     """Short arguments text for warnings (kept while it may be needed)."""
     last: int
     """The run's call number of its latest request."""
-    result: str
-    """Hash of its last normalized result (absent until it has one)."""
+    result: Result
+    """Its last result (absent until it has one)."""
     same: int
     """Its own executions in a row that returned ``result`` (others never reset it)."""
     since: int
@@ -777,7 +820,7 @@ class DetectorState(TypedDict, total=False):
     cuts: int
     """Replies of this run cut while streaming because their text looped."""
     drift: dict[str, list[Any]]
-    """Per tool: ``[result hash, arguments text, results in a row, response it began at, call
+    """Per tool: ``[result, arguments text, results in a row, response it began at, call
     signature]``: the same result to calls whose arguments changed a little each time."""
 
 
@@ -816,8 +859,10 @@ def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
         if is_blocked(message):
             calls[sig] = CallRecord(**{**old, "refused": True})  # type: ignore[typeddict-item]
             continue
-        result = content_hash(message.content, normalized=config.normalize_results)
-        repeated = old.get("result") == result
+        content = message.content
+        result = Result(content if isinstance(content, str) else result_text(content),
+                        normalized=config.normalize_results)
+        repeated = "result" in old and old["result"] == result
         same = old.get("same", 0) + 1 if repeated else 1
         if repeated and old.get("touched"):
             same = old.get("same", 1)  # a call touching its paths ran in between: no evidence
@@ -848,19 +893,22 @@ DRIFT_SIMILARITY = 0.6
 """How alike two calls' arguments must be (difflib's ratio) for the second to be a near-repeat."""
 
 
-def _drifted(entry: list[Any] | None, result: str, sig: str, args: str, responses: int) -> list[Any]:
+def _drifted(entry: list[Any] | None, result: Result, sig: str, args: str, responses: int) -> list[Any]:
     """A tool's drift entry after one more result: the run grows while the same result comes
     back to another call (another signature: the same call is the no-progress layer's) whose
     arguments changed a little; anything else starts a new one.
 
     Example:
-        >>> e = _drifted(None, "h1", "s1", 'grep -n foo a.py', 3)
-        >>> e = _drifted(e, "h1", "s2", 'grep -n foo a.py b.py', 4)
-        >>> _drifted(e, "h1", "s3", 'grep -rn foo .', 5)[2], _drifted(e, "h2", "s3", 'grep x', 5)[2]
+        >>> none = Result("no matches")
+        >>> e = _drifted(None, none, "s1", 'grep -n foo a.py', 3)
+        >>> e = _drifted(e, none, "s2", 'grep -n foo a.py b.py', 4)
+        >>> one = Result("1 match")
+        >>> _drifted(e, none, "s3", 'grep -rn foo .', 5)[2], _drifted(e, one, "s3", 'grep x', 5)[2]
         (3, 1)
     """
-    if (entry is not None and entry[0] == result and entry[4] != sig
-            and difflib.SequenceMatcher(None, entry[1], args).ratio() >= DRIFT_SIMILARITY):
+    if (entry is not None and entry[4] != sig  # the results last: comparing may normalize them
+            and difflib.SequenceMatcher(None, entry[1], args).ratio() >= DRIFT_SIMILARITY
+            and entry[0] == result):
         return [result, args, entry[2] + 1, entry[3], sig]
     return [result, args, 1, responses, sig]
 

@@ -372,6 +372,7 @@ class ToolsNode(Runnable[LoopState, Any]):
         done = {c["id"]: outcome_of(c, *r) for c, r in zip(batch.runnable, results, strict=True)}
         iteration, executed = batch.state.get("iteration", 1), batch.executed + len(batch.runnable)
         limit = batch.settings.limits.max_tool_output_chars
+        stall = batch.settings.stall_detection is not None  # it compares results across iterations
         messages: list[BaseMessage] = []
         extra: list[BaseMessage] = []
         records: list[CallRecord] = []
@@ -387,7 +388,7 @@ class ToolsNode(Runnable[LoopState, Any]):
                                   "status": status, "duration_s": outcome.duration_s,
                                   "iteration": iteration}
             records.append(record)
-            logged.append({**record, "result_hash": content_hash(message.content),
+            logged.append({**record, "result_hash": content_hash(message.content, normalized=stall),
                            "executed": executed})
         if batch.invalid:
             _answer_invalid(batch.invalid, messages, logged, iteration, executed)

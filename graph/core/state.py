@@ -161,6 +161,8 @@ class LoggedCall(CallRecord):
     """A call record in the run's call log: its iteration and a digest of its result."""
 
     result_hash: NotRequired[str]
+    """A digest of its result: of the result with its volatile parts replaced when the run
+    detects stalls (they compare results across iterations), else of the text as it is."""
     executed: NotRequired[int]
     """Tool executions of the run so far, this call's batch included."""
 

@@ -9,12 +9,17 @@ import gzip
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
+from langchain_core.messages import HumanMessage
+from langchain_core.tools import tool
 
+from langgraph_loop import StopReason, create_loop_agent
 from langgraph_loop.core.messages import digest
 from langgraph_loop.nodes import loop_detection
 from langgraph_loop.nodes.loop_detection import _MARKUP, HASH_LEN, VOLATILE, content_hash, is_empty, normalize
+from langgraph_loop.scripted import ScriptedChatModel
 
 DATA = Path(__file__).parents[2] / "benchmarks" / "data"
 PIECES = ["2025-11-19", "00:04:32", "12:30", "1:02:03", ".5", "3.5", "+05:30", "-0800", "Z", "T",
@@ -101,3 +106,65 @@ def test_is_empty_reads_what_stripping_the_markup_reads() -> None:
     for _ in range(20_000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 8)))
         assert is_empty(text) == (_MARKUP.sub("", text).strip() in ("", "0")), text
+
+
+def test_normalization_never_adds_or_removes_a_line_break() -> None:
+    """What lets the detector skip normalizing two results of different line counts."""
+    rng = random.Random(7)
+    for _ in range(5_000):
+        text = "".join(rng.choice(PIECES) for _ in range(rng.randint(1, 30)))
+        assert normalize(text).count("\n") == text.count("\n"), text
+    assert normalize("took 5\nms, then 5 ms") == "took 5\nms, then <duration>"  # a unit on the next line
+
+
+def _build_log(run: int, lines: int, *, stamp: int) -> str:
+    """A coding agent's build output: ~60 characters a line, timings and times in each."""
+    return "\n".join(f"2025-11-19 00:{stamp % 60:02d}:{i % 60:02d} [run {run}] compiled src/mod_{i}.py "
+                     f"in {stamp + i}ms" for i in range(lines))
+
+
+def _counted_normalize(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+
+    def counted(text: str) -> str:
+        calls.append(len(text))
+        return normalize(text)
+
+    monkeypatch.setattr(loop_detection, "normalize", counted)
+    return calls
+
+
+def _build_agent(outputs: list[str], scripted: list[ScriptedChatModel]) -> Any:
+    @tool
+    def build(target: str) -> str:
+        """Build a target."""
+        return outputs.pop(0)
+
+    script = [[("build", {"target": f"t{i % 2}"})] for i in range(len(outputs))] + ["built"]
+    model = ScriptedChatModel(script=script)
+    scripted.append(model)
+    return create_loop_agent(model, [build])
+
+
+def test_distinct_large_outputs_are_compared_as_texts_and_never_normalized(
+        monkeypatch: pytest.MonkeyPatch, scripted: list[ScriptedChatModel]) -> None:
+    """Issue 31: result identity costs about what reading costs. Two calls alternate, each
+    returning a new 10-50 KB output every time (different line counts): nothing to normalize."""
+    calls = _counted_normalize(monkeypatch)
+    outputs = [_build_log(run, 170 + 70 * run, stamp=run) for run in range(10)]
+    assert min(map(len, outputs)) > 10_000
+    result = _build_agent(outputs, scripted).invoke({"messages": [HumanMessage("build it")]})
+    assert result["stop_reason"] == StopReason.COMPLETED
+    assert calls == []
+
+
+def test_outputs_that_differ_only_in_timings_are_the_same_result(
+        monkeypatch: pytest.MonkeyPatch, scripted: list[ScriptedChatModel]) -> None:
+    """The same build re-run, only its times and timings new: normalized (same line count),
+    found to be the same result, and the loop is stopped."""
+    calls = _counted_normalize(monkeypatch)
+    outputs = [_build_log(0, 300, stamp=7 * run) for run in range(10)]
+    assert len(set(outputs)) == 10
+    result = _build_agent(outputs, scripted).invoke({"messages": [HumanMessage("build it")]})
+    assert result["stop_reason"] == StopReason.LOOP_DETECTED
+    assert calls and all(n > 10_000 for n in calls)
