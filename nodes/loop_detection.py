@@ -906,9 +906,8 @@ def _drifted(entry: list[Any] | None, result: Result, sig: str, args: str, respo
         >>> _drifted(e, none, "s3", 'grep -rn foo .', 5)[2], _drifted(e, one, "s3", 'grep x', 5)[2]
         (3, 1)
     """
-    if (entry is not None and entry[4] != sig  # the results last: comparing may normalize them
-            and difflib.SequenceMatcher(None, entry[1], args).ratio() >= DRIFT_SIMILARITY
-            and entry[0] == result):
+    if (entry is not None and entry[4] != sig and entry[0] == result
+            and difflib.SequenceMatcher(None, entry[1], args).ratio() >= DRIFT_SIMILARITY):
         return [result, args, entry[2] + 1, entry[3], sig]
     return [result, args, 1, responses, sig]
 
