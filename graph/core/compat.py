@@ -35,6 +35,12 @@ langchain-core 1.7) for one:
   behave differently). The ``model`` node streams such a call itself to cut a runaway reply
   (``nodes/stream_cut.py``).
 
+- ``last_writer(versions_seen, nodes)``: the node ``update_state`` without ``as_node`` takes an
+  update to come from, as LangGraph infers it: the one that saw the newest channel versions of
+  the checkpoint (its public ``versions_seen``); None when two tie or when an entry other than a
+  node's, the input's or the interrupt record's is there (a delta channel's snapshot bumps shift
+  the versions: LangGraph alone reads those).
+
 ``tests/core/test_compat.py`` pins each behaviour against the installed LangGraph.
 
 Example:
@@ -47,7 +53,7 @@ Example:
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -61,6 +67,8 @@ from langgraph._internal._constants import (
     CONFIG_KEY_DURABILITY,
     CONFIG_KEY_RUNTIME,
     CONFIG_KEY_SCRATCHPAD,
+    INPUT,
+    INTERRUPT,
 )
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
@@ -68,8 +76,8 @@ from langgraph.graph.message import _messages_delta_reducer
 from langgraph.pregel._messages import StreamMessagesHandler
 from langgraph.runtime import Runtime
 
-__all__ = ["checkpointer", "durable", "messages_delta_reducer", "resuming", "runtime_of",
-           "streams", "streams_messages", "would_stream"]
+__all__ = ["checkpointer", "durable", "last_writer", "messages_delta_reducer", "resuming",
+           "runtime_of", "streams", "streams_messages", "would_stream"]
 
 messages_delta_reducer: Any = _messages_delta_reducer
 """LangGraph's batch reducer for a ``DeltaChannel`` of messages (see the module docstring)."""
@@ -166,3 +174,25 @@ def streams(runnable: Any, config: RunnableConfig, *, async_api: bool) -> bool:
                 for h in (callbacks.handlers if isinstance(callbacks, BaseCallbackManager)
                           else callbacks if isinstance(callbacks, list) else ())]
     return would_stream(chat, handlers, kwargs, async_api=async_api)
+
+
+def last_writer(versions_seen: Mapping[str, Mapping[str, Any]], nodes: Collection[str]) -> str | None:
+    """The node whose step (or update) wrote a checkpoint, from its ``versions_seen``, as
+    LangGraph infers ``update_state``'s ``as_node`` (see the module docstring).
+
+    Example:
+        >>> last_writer({"model": {"messages": 3}, "tools": {"messages": 2}}, ["model", "tools"])
+        'model'
+        >>> last_writer({"model": {"m": 3}, "tools": {"m": 3}}, ["model", "tools"]) is None
+        True
+    """
+    if not set(versions_seen) <= {*nodes, INPUT, INTERRUPT}:
+        return None
+    try:
+        ranked = sorted((version, node) for node, seen in versions_seen.items() if node in nodes
+                        for version in seen.values())
+    except TypeError:  # versions of two kinds: not this saver's
+        return None
+    if not ranked or (len(ranked) > 1 and ranked[-1][0] == ranked[-2][0]):
+        return None
+    return ranked[-1][1]

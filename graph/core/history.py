@@ -54,13 +54,13 @@ from langchain_core.messages import (
     convert_to_messages,
 )
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot
 
 from langgraph_loop.core import prompts
-from langgraph_loop.core.compat import checkpointer, messages_delta_reducer
+from langgraph_loop.core.compat import checkpointer, last_writer, messages_delta_reducer
 from langgraph_loop.core.messages import (
     Problem,
     as_text,
@@ -440,14 +440,14 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         return {**values, "messages": checked_messages(given, messages, update=True)}
 
     def _routed(self, values: Any, as_node: str | None, stored: StateSnapshot | None,
-                parent: StateSnapshot | None) -> tuple[Any, str | None]:
-        """``update_state`` values as a node that takes its own edge (named, or the one whose
-        step wrote the stored checkpoint) would write them: with the edge taken on the state
-        they make, as LangGraph takes a graph edge after an update (else as they are)."""
+                saved: CheckpointTuple | None) -> tuple[Any, str | None]:
+        """``update_state`` values as a node that takes its own edge (named, or the one LangGraph
+        infers from the stored checkpoint: ``compat.last_writer``) would write them: with the
+        edge taken on the state they make, as LangGraph takes a graph edge after an update (else
+        as they are)."""
         writer = as_node
-        if writer is None and stored is not None and parent is not None and (
-                (stored.metadata or {}).get("source") == "loop" and len(parent.tasks) == 1):
-            writer = parent.tasks[0].name  # the node LangGraph infers: its step made the checkpoint
+        if writer is None and saved is not None:
+            writer = last_writer(saved.checkpoint.get("versions_seen") or {}, self.nodes)
         route = self.own_edges.get(writer or "")
         if route is None or isinstance(values, Command) or stored is None:
             return values, as_node
@@ -457,11 +457,15 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
                                             _as_list(values["messages"]))
         return Command(update=values, goto=route(view)), writer
 
-    def _parent(self, stored: StateSnapshot | None) -> StateSnapshot | None:
-        return self.get_state(stored.parent_config) if stored and stored.parent_config else None
+    def _checkpoint(self, stored: StateSnapshot | None) -> CheckpointTuple | None:
+        saver = self.checkpointer
+        return saver.get_tuple(stored.config) if stored and isinstance(saver, BaseCheckpointSaver) else None
 
-    async def _aparent(self, stored: StateSnapshot | None) -> StateSnapshot | None:
-        return await self.aget_state(stored.parent_config) if stored and stored.parent_config else None
+    async def _acheckpoint(self, stored: StateSnapshot | None) -> CheckpointTuple | None:
+        saver = self.checkpointer
+        if not stored or not isinstance(saver, BaseCheckpointSaver):
+            return None
+        return await saver.aget_tuple(stored.config)
 
     def update_state(self, config: RunnableConfig, values: Any, as_node: str | None = None,
                      task_id: str | None = None) -> RunnableConfig:
@@ -470,7 +474,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
             stored = self._stored(config)
             values = self._update(values, stored)
             if self.own_edges:
-                values, as_node = self._routed(values, as_node, stored, self._parent(stored))
+                values, as_node = self._routed(values, as_node, stored, self._checkpoint(stored))
         return super().update_state(config, values, as_node, task_id)
 
     async def aupdate_state(self, config: RunnableConfig, values: Any, as_node: str | None = None,
@@ -480,7 +484,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
             stored = await self._astored(config)
             values = self._update(values, stored)
             if self.own_edges:
-                values, as_node = self._routed(values, as_node, stored, await self._aparent(stored))
+                values, as_node = self._routed(values, as_node, stored, await self._acheckpoint(stored))
         return await super().aupdate_state(config, values, as_node, task_id)
 
     def stream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]

@@ -27,6 +27,7 @@ from langgraph_loop import LoopDetection, create_loop_agent
 from langgraph_loop.core.compat import (
     checkpointer,
     durable,
+    last_writer,
     messages_delta_reducer,
     resuming,
     runtime_of,
@@ -231,3 +232,22 @@ def test_fallbacks_stream_as_their_primary_model_does() -> None:
     assert not streams(no_stream.with_fallbacks([openai_chat()]), tokens, async_api=False)
 
 
+def test_last_writer_is_the_node_langgraph_infers_for_an_update() -> None:
+    """``update_state`` without ``as_node``: LangGraph's own inference (a private method,
+    pinned here) and ``last_writer`` over the checkpoint's public ``versions_seen`` agree on
+    the checkpoints of a run, of an interrupt and of updates (None only where LangGraph infers
+    a node that does not take its own edge: the input's)."""
+    agent = create_loop_agent(ScriptedChatModel(script=[[("lookup", {"key": "x"})], "done"]), [lookup],
+                              checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "writer"}}
+    agent.invoke({"messages": [HumanMessage("go")]}, config, interrupt_before=["tools"])
+    agent.update_state(config, {"progress": ["edited"]})
+    agent.update_state(config, {"progress": ["again"]}, as_node="tools")
+    agent.invoke(None, config)
+    checked = 0
+    for snapshot in agent.get_state_history(config):
+        seen = agent.checkpointer.get_tuple(snapshot.config).checkpoint["versions_seen"]
+        mine, theirs = last_writer(seen, agent.nodes), agent._infer_as_node(seen)
+        assert mine == theirs or (mine is None and theirs not in agent.own_edges), seen
+        checked += mine is not None
+    assert checked >= 5

@@ -87,3 +87,17 @@ def test_an_async_update_takes_the_edge_too() -> None:
     result = asyncio.run(edit())
     assert result["messages"][2].content == "results for RETRY policy"
     assert result["stop_reason"] == "completed"
+
+
+def test_two_edits_in_a_row_still_run_the_edited_call() -> None:
+    """The second update is inferred from the first (the checkpoint an update wrote)."""
+    seen: dict[str, Any] = {}
+    for name, agent in _agents().items():
+        agent.invoke({"messages": [HumanMessage("How do retries work?")]}, CONFIG,
+                     interrupt_before=["tools"])
+        agent.update_state(CONFIG, {"messages": [_edited_call(agent)]})
+        agent.update_state(CONFIG, {"messages": [_edited_call(agent)]})
+        seen[name, "next"] = agent.get_state(CONFIG).next
+        seen[name] = [(m.type, m.content) for m in agent.invoke(None, CONFIG)["messages"]]
+    assert seen["loop", "next"] == seen["create_agent", "next"] == ("tools",)
+    assert seen["loop"] == seen["create_agent"]
