@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.messages import AIMessage
 from langgraph.graph import END
 from langgraph.types import Command
 
@@ -282,7 +283,8 @@ Route = Callable[[Any], str]
 def take_edge(route: Route | None, state: Mapping[str, Any], update: dict[str, Any]) -> Any:
     """A node's ``update``, with where the run goes next when the node takes its own edge
     (``route``, set by the builder; None: the graph's edge decides): the route reads the state
-    with the update applied, the update's messages last, as the edge would.
+    with the update applied, the update's messages last, as the edge would (of the stored
+    messages, those from the last reply on: what the routes read, however long the thread).
 
     LangGraph evaluates a conditional edge on a fresh copy of every channel; a node that
     already holds the state it routes on saves that, every round for ``model``.
@@ -296,6 +298,10 @@ def take_edge(route: Route | None, state: Mapping[str, Any], update: dict[str, A
     """
     if route is None:
         return update
+    stored = state.get("messages") or []
+    start = len(stored)  # the routes read the newest round: from the last reply on
+    while start > 0 and not isinstance(stored[start - 1], AIMessage):
+        start -= 1
     view: dict[str, Any] = {**state, **update}
-    view["messages"] = [*(state.get("messages") or []), *(update.get("messages") or ())]
+    view["messages"] = [*stored[max(start - 1, 0):], *(update.get("messages") or ())]
     return Command(update=update, goto=route(view))
