@@ -51,15 +51,6 @@ def test_demo_threads_are_stored_and_shown(tmp_path: Path,
     assert "iteration 1: model_calls=2 tools=[get_weather:success, get_weather:success," in out
 
 
-@pytest.fixture
-def live_env(openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> OpenAIServer:
-    """The CLI's model configured to the loopback server through the environment."""
-    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
-    monkeypatch.setenv("OPENAI_API_KEY", "test")
-    monkeypatch.setenv("LANGGRAPH_LOOP_MODEL", "m")
-    return openai_server
-
-
 def test_demo_uses_a_configured_openai_compatible_model(
     live_env: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -40,14 +40,6 @@ def test_every_code_is_documented_in_the_deployment_guide_and_the_help(
     assert all(f"{code} {reason.value}" in usage for reason, code in EXIT_CODES.items())
 
 
-@pytest.fixture
-def live_env(openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> OpenAIServer:
-    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
-    monkeypatch.setenv("OPENAI_API_KEY", "test")
-    monkeypatch.setenv("LANGGRAPH_LOOP_MODEL", "m")
-    return openai_server
-
-
 def test_a_loop_stop_exits_15_and_json_says_why(
         live_env: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     live_env.script += [SAME] * 4 + [text("Rome is sunny, I think.")]
