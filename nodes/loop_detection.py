@@ -236,6 +236,14 @@ class Result:
 
     text: str
     normalized: bool = True
+    _digest: str | None = field(default=None, init=False, repr=False)
+    """``content_hash(text)``, once asked for (a result is compared round after round)."""
+
+    def digest(self) -> str:
+        """``content_hash`` of the text (computed once per result)."""
+        if self._digest is None:
+            object.__setattr__(self, "_digest", content_hash(self.text))
+        return self._digest  # type: ignore[return-value]
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Result):
@@ -244,7 +252,7 @@ class Result:
             return True
         return (self.normalized and other.normalized
                 and self.text.count("\n") == other.text.count("\n")
-                and content_hash(self.text) == content_hash(other.text))
+                and self.digest() == other.digest())
 
     __hash__ = None  # type: ignore[assignment]  # equal results may hash differently
 
@@ -262,6 +270,8 @@ def is_empty(content: Any) -> bool:
         (False, False, True)
     """
     text = content if isinstance(content, str) else "" if not content else result_text(content)
+    if text and text[0] not in "<0" and not text[0].isspace():  # content from its first character
+        return False
     # what ``_MARKUP.sub("", text).strip()`` drops before the first content (``_BLANK`` matches
     # everywhere, maybe empty): a large result is read no further than its first line of content
     end = _BLANK.match(text).end()  # type: ignore[union-attr]
@@ -532,7 +542,7 @@ def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
         sig = pending.get(message.tool_call_id)
         if sig is None:
             continue
-        old = calls.get(sig) or CallRecord(tool=message.name or "?")
+        old: CallRecord = calls.get(sig) or {"tool": message.name or "?"}
         if is_blocked(message):
             calls[sig] = CallRecord(**{**old, "refused": True})  # type: ignore[typeddict-item]
             continue
@@ -543,9 +553,9 @@ def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
         same = old.get("same", 0) + 1 if repeated else 1
         if repeated and old.get("touched"):
             same = old.get("same", 1)  # a call touching its paths ran in between: no evidence
-        record = CallRecord(**{k: v for k, v in old.items() if k in _KEPT})  # type: ignore[typeddict-item]
-        record.update(result=result, same=same,
-                      since=old.get("since", responses) if repeated else responses)
+        record: CallRecord = {k: old[k] for k in _KEPT if k in old}  # type: ignore[assignment, literal-required]
+        record["result"], record["same"] = result, same
+        record["since"] = old.get("since", responses) if repeated else responses
         if ("result" in old and not repeated) or old.get("touched"):
             record["moved"] = True
         if is_empty(message.content):
@@ -613,7 +623,7 @@ def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection)
     touches the records naming its paths.
     """
     sigs = [c.sig for c in calls]
-    entry = Response(calls=sorted(sigs))
+    entry: Response = {"calls": sorted(sigs)}
     if len(sigs) != 1:
         entry["sig"] = response_signature(sigs)
     entries = [*(det.get("window") or []), entry][-config.window:]
@@ -621,7 +631,7 @@ def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection)
     count, at, changed_at = det.get("n", 0), det.get("responses", 0) + 1, det.get("changed_at", 0)
     for c in calls:
         count += 1
-        old = records.get(c.sig) or CallRecord(tool=c.name)
+        old: CallRecord = records.get(c.sig) or {"tool": c.name}
         if c.paths and c.name not in config.read_only_tools:
             _touch(records, c)
         record: CallRecord = {**old, "tool": c.name, "args": c.args, "last": count, "at": at}
@@ -632,13 +642,16 @@ def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection)
         if c.paths:
             record["paths"], record["dirs"] = list(c.paths), list(c.dirs)
         records[c.sig] = record
-    inside = {s for e in entries for s in e["calls"]}
-    records = {s: r for s, r in records.items()
-               if s in inside or r.get("last", 0) > count - config.call_window}
+    floor = count - config.call_window  # a record older than this stays only while in the window
+    inside: set[str] | None = None
+    if any(r.get("last", 0) <= floor for r in records.values()):
+        inside = {s for e in entries for s in e["calls"]}
+        records = {s: r for s, r in records.items() if s in inside or r.get("last", 0) > floor}
     reply = response_sig(entry)
     same_reply = det.get("same_reply", 0) + 1 if det.get("reply") == reply else 1
     warned = det.get("warned") or []
     if warned:
+        inside = {s for e in entries for s in e["calls"]} if inside is None else inside
         responses = {response_sig(e) for e in entries}
         tools = {r["tool"] for r in records.values()}
         warned = [k for k in warned if _relevant(k, inside, responses, tools)]
@@ -819,8 +832,10 @@ def _repeat(det: DetectorState, asked: Mapping[str, tuple[str, ...]],
     out = []
     win = det["window"]
     for sig, ids in asked.items():
-        where = [i for i, e in enumerate(win) if sig in e["calls"]]
         rec = det["calls"][sig]
+        if "between" not in rec and config.warn_after > 1:
+            continue  # asked for the first time (since its record began): one response holds it
+        where = [i for i, e in enumerate(win) if sig in e["calls"]]
         progressing = bool(rec.get("moved"))
         policy = config.policy(rec["tool"]) if config.arg_policies else None
         if progressing and policy is not None and policy.polls:
@@ -936,6 +951,26 @@ def _allowed(finding: Finding, allowed: Mapping[str, int] | None) -> bool:
     return since is not None and finding.count < since + finding.threshold
 
 
+def _findings(det: DetectorState, calls: Sequence[SignedCall], asked: Mapping[str, tuple[str, ...]],
+              config: LoopDetection, allowed: Mapping[str, int] | None) -> list[Finding]:
+    """What the layers that are on find, in ``RANK``'s order, but loops a human let go on."""
+    on = config.layers
+    found: list[Finding] = []
+    if "no_progress" in on:
+        found += _no_progress(det, asked, config)
+    if "drift" in on:
+        found += _drift(det, calls, config)
+    if "cycle" in on:
+        found += _cycle(det, config)
+    if "repeat" in on:
+        found += _repeat(det, asked, config)
+    if "same_reply" in on:
+        found += _same_reply(det, calls, config)
+    if "per_tool" in on:
+        found += _per_tool(det, calls, config)
+    return [f for f in found if not _allowed(f, allowed)] if allowed and found else found
+
+
 def observe(
     detector: Mapping[str, Any],
     ai: AIMessage,
@@ -975,14 +1010,9 @@ def observe(
     asked: dict[str, tuple[str, ...]] = {}
     for c in calls:
         asked[c.sig] = (*asked.get(c.sig, ()), c.id)
-    on = config.layers
-    findings = [f for f in [*(_no_progress(det, asked, config) if "no_progress" in on else []),
-                            *(_drift(det, calls, config) if "drift" in on else []),
-                            *(_cycle(det, config) if "cycle" in on else []),
-                            *(_repeat(det, asked, config) if "repeat" in on else []),
-                            *(_same_reply(det, calls, config) if "same_reply" in on else []),
-                            *(_per_tool(det, calls, config) if "per_tool" in on else [])]
-                if not _allowed(f, allowed)]
+    findings = _findings(det, calls, asked, config, allowed)
+    if not findings:  # the usual reply: nothing to warn about, block or stop
+        return Observation(state=det, warnings=warnings)
     warned = list(det.get("warned") or [])
     acting = [f for f in findings if f.rung != "warn" and _may_act(f, warned)]
     warnings += _warnings(findings, warned, config) if findings else []

@@ -272,11 +272,16 @@ class Call:
         start = 0 if whole else len(self.request)
         while start > 0 and not isinstance(self.request[start - 1], AIMessage):
             start -= 1
-        new = self.request[start:]
-        sent = {id(m): encodable(m) for m in [*new, *self.extra]}
-        self.fixed = [sent[id(m)] for m in new if sent[id(m)] is not m and m.id is not None]
-        self.request = [*self.request[:start], *(sent[id(m)] for m in new)]
-        self.extra = [sent[id(m)] for m in self.extra]
+        changed: dict[int, BaseMessage] = {}  # by the id() of the message it replaces
+        for message in (*self.request[start:], *self.extra):
+            sent = encodable(message)
+            if sent is not message:
+                changed.setdefault(id(message), sent)
+        if changed:  # else the request goes as built
+            new = self.request[start:]
+            self.fixed = [changed[id(m)] for m in new if id(m) in changed and m.id is not None]
+            self.request = [*self.request[:start], *(changed.get(id(m), m) for m in new)]
+            self.extra = [changed.get(id(m), m) for m in self.extra]
 
 
 class ModelNode(Runnable[LoopState, dict[str, Any]]):

@@ -35,7 +35,7 @@ import copy
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
@@ -241,7 +241,7 @@ def outcome_of(call: Mapping[str, Any], output: Any, duration: float = 0.0) -> O
             commands.append(Command(goto=item.goto))
         update = item.update if isinstance(item, Command) else (
             {"messages": [item]} if isinstance(item, ToolMessage) else item)
-        if not isinstance(update, Mapping):
+        if not isinstance(update, dict) and not isinstance(update, Mapping):
             continue
         for message in update.get("messages") or []:
             if not isinstance(message, ToolMessage):
@@ -272,10 +272,13 @@ class _Batch:
         self.empty = not isinstance(ai, AIMessage) or not pending
         if not isinstance(ai, AIMessage) or self.empty:
             return
-        self.run: dict[str, Any] = dict(state.get("run") or {})
+        self.run = cast(Mapping[str, Any], state.get("run") or {})  # the state's own: never changed
         calls = [dict(c) for c in ai.tool_calls if c.get("id") in pending]
         self.invalid = [dict(c) for c in ai.invalid_tool_calls if c.get("id") in pending]
-        review = state.get("review") or self.run.pop("review", None)  # 0.2 kept it in run
+        review = state.get("review")
+        if not review and "review" in self.run:  # 0.2 kept it in run
+            review = self.run["review"]
+            self.run = {k: v for k, v in self.run.items() if k != "review"}
         self.reviewed = (Reviewed(calls=calls) if settings.approval is None else
                          apply_review(calls, review, message_id=ai.id, gated=settings.approval.tools))
         self.calls = self.reviewed.calls

@@ -21,6 +21,9 @@ langchain-core 1.7) for one:
 - ``runtime_of(config)``: the run's ``Runtime`` from the config a conditional edge gets
   (``get_runtime()`` needs the config in a context variable, which LangGraph does not set
   for edges; setting it per edge cost more than the loop detector's decision).
+- ``silent(writer)``: is a stream writer a function that does nothing? LangGraph hands
+  every step a writer, and one whose body is ``pass`` when nobody streams ``"custom"``; an
+  event is then not built for it.
 - ``streams_messages(config)``: is ``stream_mode="messages"`` listening to the running step
   (LangGraph's handler for it among the step's callbacks)? Only then does the ``model`` node
   hand a notice to that stream before the model call (``core/state.py: show_messages``),
@@ -77,7 +80,7 @@ from langgraph.pregel._messages import StreamMessagesHandler
 from langgraph.runtime import Runtime
 
 __all__ = ["checkpointer", "durable", "last_writer", "messages_delta_reducer", "resuming",
-           "runtime_of", "streams", "streams_messages", "would_stream"]
+           "runtime_of", "silent", "streams", "streams_messages", "would_stream"]
 
 messages_delta_reducer: Any = _messages_delta_reducer
 """LangGraph's batch reducer for a ``DeltaChannel`` of messages (see the module docstring)."""
@@ -112,6 +115,25 @@ def runtime_of(config: RunnableConfig | None) -> Runtime[Any] | None:
     """The run's ``Runtime`` carried by a step's config (None outside a run)."""
     runtime = ((config or {}).get(CONF) or {}).get(CONFIG_KEY_RUNTIME)
     return runtime if isinstance(runtime, Runtime) else None
+
+
+def _nothing(_: Any) -> None:
+    pass
+
+
+def silent(writer: Any) -> bool:
+    """Is ``writer`` None, or a plain function that does nothing (its code is ``pass``)?
+
+    Example:
+        >>> def quiet(c): pass
+        >>> silent(None), silent(quiet), silent(lambda c: None), silent(print)
+        (True, True, True, False)
+    """
+    if writer is None:
+        return True
+    code = getattr(writer, "__code__", None)
+    return (code is not None and code.co_code == _nothing.__code__.co_code
+            and code.co_consts == _nothing.__code__.co_consts)
 
 
 def streams_messages(config: RunnableConfig | None) -> bool:

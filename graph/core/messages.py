@@ -427,8 +427,52 @@ def encodable_text(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+_SHALLOW = 64
+"""Values nested deeper than this are looked through by the walk that needs no recursion."""
+_SCALARS = (int, float, bool, type(None))
+
+
+class _Deep(Exception):
+    """A value nested deeper than ``_SHALLOW``."""
+
+
+def _plain(value: Any, depth: int) -> bool:
+    """Is every string in this JSON-like value (keys included) ASCII? (Recursive: a value
+    nested deeper than ``_SHALLOW`` raises ``_Deep``.)"""
+    kind = type(value)
+    if kind is str:
+        return value.isascii()
+    if kind in _SCALARS:
+        return True
+    if depth > _SHALLOW:
+        raise _Deep
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not ((key.isascii() if type(key) is str else _plain(key, depth + 1))
+                    and (item.isascii() if type(item) is str else _plain(item, depth + 1))):
+                return False
+        return True
+    if isinstance(value, list | tuple):
+        return all(item.isascii() if type(item) is str else _plain(item, depth + 1) for item in value)
+    return not isinstance(value, str) or value.isascii()
+
+
 def _has_surrogate(value: Any) -> bool:
-    """Does any string in this JSON-like value (keys included) hold a surrogate?"""
+    """Does any string in this JSON-like value (keys included) hold a surrogate?
+
+    Example:
+        >>> _has_surrogate({"a": ["x", {"k\\udce9": 1}]}), _has_surrogate({"a": ["x", {"k": "é"}]})
+        (True, False)
+        >>> deep: list[Any] = ["\\udce9"]
+        >>> for _ in range(5000): deep = [deep]
+        >>> _has_surrogate(deep)
+        True
+    """
+    try:
+        if _plain(value, 0):  # the usual case: nothing but ASCII, nothing to look for
+            return False
+    except _Deep:
+        pass
     stack: list[Any] = [[value]]  # containers still to look through: strings are checked where found
     while stack:
         item = stack.pop()
@@ -466,6 +510,10 @@ def encodable(message: MessageT) -> MessageT:
     if isinstance(message.content, str) and message.content.isascii() and not (
             isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls)):
         return message  # the usual tool result or text: nothing to walk
+    if (isinstance(message, AIMessage) and isinstance(message.content, str)
+            and message.content.isascii() and not message.invalid_tool_calls
+            and all(_plain(call, 1) for call in message.tool_calls)):
+        return message  # the usual reply with calls: nothing but ASCII in them
     fields: dict[str, Any] = {"content": message.content}
     if isinstance(message, AIMessage):
         fields.update(tool_calls=message.tool_calls, invalid_tool_calls=message.invalid_tool_calls)
@@ -499,6 +547,8 @@ def reply_text(content: Any, additional: dict[str, Any] | None = None) -> str:
         >>> reply_text([{"type": "thinking", "thinking": "hm"}, {"type": "text", "text": "ok"}])
         'hm\\nok'
     """
+    if isinstance(content, str) and not (additional and "reasoning_content" in additional):
+        return content  # the usual reply: its text as it is
     parts: list[str] = []
     if isinstance(content, str):
         parts.append(content)

@@ -34,7 +34,7 @@ from langgraph.runtime import Runtime
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from langgraph_loop.core.compat import messages_delta_reducer, streams_messages
+from langgraph_loop.core.compat import messages_delta_reducer, silent, streams_messages
 from langgraph_loop.core.messages import Notice, digest
 from langgraph_loop.core.stop import Guard, StopReason
 
@@ -263,6 +263,7 @@ Event = (IterationStartEvent | IterationEndEvent | StopEvent | ToolCallEvent | L
 
 
 _USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
+_USAGE_SET = frozenset(_USAGE_KEYS)
 
 
 def new_usage() -> Usage:
@@ -272,12 +273,14 @@ def new_usage() -> Usage:
 
 def add_usage(total: Mapping[str, Any] | None, extra: Mapping[str, Any] | None) -> Usage:
     """Sum two usage dicts (missing keys count as 0; optional keys kept when present)."""
-    out: dict[str, int] = dict(total or new_usage())  # type: ignore[arg-type]
-    for key, value in (extra or {}).items():
-        if isinstance(value, int) and not isinstance(value, bool):
-            out[key] = out.get(key, 0) + value
-    for key in _USAGE_KEYS:
-        out.setdefault(key, 0)
+    out: dict[str, int] = dict(total) if total else new_usage()  # type: ignore[assignment]
+    if extra:
+        for key, value in extra.items():
+            if type(value) is int or (isinstance(value, int) and not isinstance(value, bool)):
+                out[key] = out.get(key, 0) + value
+    if not out.keys() >= _USAGE_SET:
+        for key in _USAGE_KEYS:
+            out.setdefault(key, 0)
     return out  # type: ignore[return-value]
 
 
@@ -405,26 +408,44 @@ def build_record(
     }
 
 
-_JSON_SCALARS = (str, int, float, bool, type(None))
+_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
+"""JSON's own scalar types, exactly: a str or int subclass (an enum) is not one of them."""
+_SHALLOW = 64
+"""Containers nested deeper than this are copied by the walk that needs no recursion."""
 
 
-def _json_copy(value: Any) -> Any:
-    """A copy of a value made of JSON's own types (string keys), None when it holds anything
-    else: what a JSON round trip gives such a value, without the round trip (its cost, many
-    times this walk's, is paid on every tool call; a listener gets its own copy either way).
+class _NotJSON(Exception):
+    """A value JSON does not hold as it is."""
 
-    Example:
-        >>> _json_copy({"a": [1, "x", None], "b": {"c": 2.5}}), _json_copy({"a": (1,)})
-        ({'a': [1, 'x', None], 'b': {'c': 2.5}}, None)
-        >>> _json_copy({1: "x"}), _json_copy({"a": True}), _json_copy("s")
-        (None, {'a': True}, 's')
-    """
+
+def _copied(value: Any, depth: int) -> Any:
+    """``value`` copied (JSON's own types only), recursively while shallow."""
+    kind = type(value)
+    if kind in _JSON_SCALARS:
+        return value
+    if depth > _SHALLOW:
+        deep = _deep_copy(value)
+        if deep is None:
+            raise _NotJSON
+        return deep
+    if kind is dict:
+        for key in value:
+            if type(key) is not str:
+                raise _NotJSON
+        return {k: v if type(v) in _JSON_SCALARS else _copied(v, depth + 1) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _JSON_SCALARS else _copied(v, depth + 1) for v in value]
+    raise _NotJSON
+
+
+def _deep_copy(value: Any) -> Any:
+    """``_json_copy`` by a walk with its own stack (any depth)."""
     root: list[Any] = [None]
     todo: list[tuple[Any, Any, Any]] = [(root, 0, value)]  # (where it goes, under what, value)
     while todo:
         parent, key, item = todo.pop()
         kind = type(item)
-        if kind in _JSON_SCALARS:  # exact types: a str or int subclass (an enum) is not JSON's
+        if kind in _JSON_SCALARS:
             parent[key] = item
         elif kind is dict:
             if not all(type(k) is str for k in item):
@@ -440,6 +461,29 @@ def _json_copy(value: Any) -> Any:
     return root[0]
 
 
+def _json_copy(value: Any) -> Any:
+    """A copy of a value made of JSON's own types (string keys), None when it holds anything
+    else: what a JSON round trip gives such a value, without the round trip (its cost, many
+    times this copy's, is paid on every tool call; a listener gets its own copy either way).
+
+    Example:
+        >>> _json_copy({"a": [1, "x", None], "b": {"c": 2.5}}), _json_copy({"a": (1,)})
+        ({'a': [1, 'x', None], 'b': {'c': 2.5}}, None)
+        >>> _json_copy({1: "x"}), _json_copy({"a": True}), _json_copy("s")
+        (None, {'a': True}, 's')
+        >>> deep: list[Any] = []
+        >>> for _ in range(5000): deep = [deep]
+        >>> copy, depth = _json_copy(deep), 0
+        >>> while copy: copy, depth = copy[0], depth + 1
+        >>> depth
+        5000
+    """
+    try:
+        return _copied(value, 0)
+    except _NotJSON:
+        return None
+
+
 def emit(runtime: Runtime[Any] | None, event: Event) -> None:
     """Send a typed event, made JSON-friendly, to ``stream_mode="custom"`` and, as a LangChain
     custom event named by its ``event``, to ``astream_events`` and the run's callbacks
@@ -450,6 +494,7 @@ def emit(runtime: Runtime[Any] | None, event: Event) -> None:
         True
     """
     writer = runtime.stream_writer if runtime is not None else None
+    writer = None if silent(writer) else writer  # nobody streams "custom"
     callbacks = (var_child_runnable_config.get() or {}).get("callbacks")  # the running step's
     listens = (isinstance(callbacks, BaseCallbackManager) and callbacks.parent_run_id is not None
                and bool(callbacks.handlers))
