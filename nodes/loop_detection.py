@@ -112,6 +112,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from json.encoder import encode_basestring
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -366,8 +367,9 @@ def call_signature(name: str | None, args: Any, config: LoopDetection | None = N
         return digest(_dump([name, {"__malformed__": value if isinstance(value, str) else _dump(value)}]),
                       SIG_LEN)
     kept = _apply_policy(str(name), value, config) if config is not None and config.arg_policies else value
-    if kept is value and dumped is not None:
-        return digest(f"[{_ENCODER.encode(name)},{dumped}]", SIG_LEN)  # = _dump([name, value])
+    if kept is value and dumped is not None:  # = _dump([name, value])
+        named = encode_basestring(name) if type(name) is str else _ENCODER.encode(name)
+        return digest(f"[{named},{dumped}]", SIG_LEN)
     return digest(_dump([name, kept]), SIG_LEN)
 
 
@@ -1287,8 +1289,9 @@ class DetectorMemo:
             return
         key = (str(run["id"]), str(ai.id))
         with self._lock:
+            if key in self._states:
+                self._states.move_to_end(key)
             self._states[key] = (config, state)
-            self._states.move_to_end(key)
             while len(self._states) > self.size:
                 self._states.popitem(last=False)
 

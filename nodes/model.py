@@ -147,20 +147,22 @@ def build_request(
     original request, the progress log (unless ``inject_progress=False``) and the
     messages of the new iteration; state keeps everything.
     """
-    messages: list[BaseMessage] = list(state.get("messages") or [])
+    messages: Sequence[BaseMessage] = state.get("messages") or []
     head = messages[0] if messages and isinstance(messages[0], SystemMessage) else None
     if head is not None:
         messages = messages[1:]
     system = system_message(settings, head)
+    request: list[BaseMessage] = [system] if system is not None else []
     if settings.fresh_context and state.get("iteration", 1) > 1:
         request_id = (state.get("run") or {}).get("request_id")
-        body = [m for m in messages if m.id == request_id][:1]
+        request += [m for m in messages if m.id == request_id][:1]
         progress = progress_message(state.get("progress") or []) if settings.inject_progress else None
-        body += [progress] if progress is not None else []
-        body += iteration_messages(messages, iteration_info(state).get("start_id"))
+        request += [progress] if progress is not None else []
+        request += iteration_messages(messages, iteration_info(state).get("start_id"))
     else:
-        body = list(messages)
-    return ([system] if system is not None else []) + body + list(extra)
+        request += messages
+    request += extra
+    return request
 
 
 # --- replies ---------------------------------------------------------------------------------

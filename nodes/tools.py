@@ -386,7 +386,7 @@ class ToolsNode(Runnable[LoopState, Any]):
             message = outcome.message
             messages.append(message)
             extra.extend(outcome.extra)
-            status = {"run": message.status, "reject": "rejected"}.get(action, "refused")
+            status = message.status if action == "run" else "rejected" if action == "reject" else "refused"
             record: CallRecord = {"name": call["name"], "args": dict(call.get("args") or {}),
                                   "status": status, "duration_s": outcome.duration_s,
                                   "iteration": iteration}

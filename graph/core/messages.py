@@ -178,7 +178,7 @@ def call_ids(message: BaseMessage) -> list[str]:
 def work_call_ids(ai: AIMessage, output_tools: Collection[str] = ()) -> list[str]:
     """The reply's calls the tools must answer: all but calls of ``output_tools`` (the
     structured-output tools; a reply that only calls those is an answer, like text)."""
-    skip = {str(c["id"]) for c in ai.tool_calls if c["name"] in output_tools}
+    skip = {str(c["id"]) for c in ai.tool_calls if c["name"] in output_tools} if output_tools else None
     return [c for c in call_ids(ai) if c not in skip] if skip else call_ids(ai)
 
 
