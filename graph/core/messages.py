@@ -403,10 +403,26 @@ def as_message(result: Any, what: str) -> AIMessage:
 
 # --- text ------------------------------------------------------------------------------------
 
+_SHORT = 4096
+"""UTF-8 bytes up to which ``digest`` uses BLAKE2b, and SHA-1 above."""
+
+
 def digest(text: str, length: int = 16) -> str:
-    """A short, stable hex digest of any ``text`` (SHA-1, first ``length`` characters); lone
-    surrogates (``os.listdir``'s undecodable bytes) are hashed as they are."""
-    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:length]
+    """A short, stable hex digest of any ``text`` (its first ``length`` characters, at most
+    40); lone surrogates (``os.listdir``'s undecodable bytes) are hashed as they are.
+
+    The fastest stable hash at each size: Python's own BLAKE2b for a short text (a call's
+    signature, a short result: OpenSSL's SHA-1 costs a context of its own per call, several
+    times the hashing), OpenSSL's SHA-1 for a long one (faster per byte).
+
+    Example:
+        >>> digest("x") == digest("x", 40)[:16], len(digest("y" * 5000, 40))
+        (True, 40)
+    """
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= _SHORT:
+        return hashlib.blake2b(data, digest_size=20).hexdigest()[:length]
+    return hashlib.sha1(data).hexdigest()[:length]
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
