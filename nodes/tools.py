@@ -330,7 +330,9 @@ class ToolsNode(Runnable[LoopState, Any]):
         answer = _answer(output, str(request.tool_call["id"]))
         if answer is not None:  # the call's runtime carries the run's context (its overrides)
             limit = self.settings.for_runtime(request.runtime).limits.max_tool_output_chars  # type: ignore[arg-type]
-            answer.content = cap_output(answer.content, limit)
+            capped = cap_output(answer.content, limit)
+            if capped is not answer.content:  # (a pydantic assignment costs, even of the same)
+                answer.content = capped
             answer.response_metadata[_SECONDS] = round(time.perf_counter() - started, 6)
         return output
 
