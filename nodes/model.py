@@ -359,7 +359,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         """The call to make, or the update that ends the step without one (pure, but for a
         budget check-in: it pauses here, before any model call, so a resume never calls twice)."""
         settings = self.settings.for_runtime(get_runtime())
-        run: RunInfo = dict(state.get("run") or {})  # type: ignore[assignment]
+        run: RunInfo = state.get("run") or {}  # type: ignore[assignment]  # never changed in place
         update: dict[str, Any] = {}
         stop = state.get("stop_reason")
         pending = state.get("pending_notices") or []
@@ -447,7 +447,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
                               detection=call.settings.loop_detection, settings=call.settings)
             if decision is not None:
                 run = {**run, "decision": dict(decision.record())}
-        if run != state.get("run"):
+        if run is not state.get("run") and run != state.get("run"):
             update["run"] = run
         if call.drained:
             update["pending_notices"] = []
