@@ -112,11 +112,11 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from json.encoder import encode_basestring
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from json.encoder import encode_basestring
 from typing import Any, NotRequired
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage

@@ -279,14 +279,16 @@ class _Batch:
         if not review and "review" in self.run:  # 0.2 kept it in run
             review = self.run["review"]
             self.run = {k: v for k, v in self.run.items() if k != "review"}
-        self.reviewed = (Reviewed(calls=calls) if settings.approval is None else
-                         apply_review(calls, review, message_id=ai.id, gated=settings.approval.tools))
-        self.calls = self.reviewed.calls
+        self.reviewed: Reviewed | None = None  # what a reviewer decided (``approval`` only)
+        self.calls, refusals = calls, {}
+        if settings.approval is not None:
+            self.reviewed = apply_review(calls, review, message_id=ai.id, gated=settings.approval.tools)
+            self.calls, refusals = self.reviewed.calls, self.reviewed.refusals
         cap = settings.limits.max_tool_calls
         self.executed = executed_calls(state)
         allowance = None if cap is None else cap - self.executed
         self.plans = plan_calls(self.calls, known=known, offered=iteration_info(state).get("offered"),
-                                allowance=allowance, rejected=self.reviewed.refusals)
+                                allowance=allowance, rejected=refusals)
         self.runnable = [c for c, (action, _) in zip(self.calls, self.plans, strict=True)
                          if action == "run"]
         self.payloads = [{"__type": "tool_call_with_context", "tool_call": {**c, "type": "tool_call"},
@@ -397,7 +399,7 @@ class ToolsNode(Runnable[LoopState, Any]):
                            "executed": executed})
         if batch.invalid:
             _answer_invalid(batch.invalid, messages, logged, iteration, executed)
-        if batch.reviewed.edited:
+        if batch.reviewed is not None and batch.reviewed.edited:
             mark_edited(messages, batch.reviewed)
         extra = resolve_removals(batch.state.get("messages") or [], extra) if extra else extra
         update: dict[str, Any] = {"messages": [*messages, *extra], "call_log": logged}

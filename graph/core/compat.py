@@ -190,7 +190,9 @@ def streams(runnable: Any, config: RunnableConfig, *, async_api: bool) -> bool:
     if held[1] is None:
         return False
     chat, kwargs, bound = held[1]
-    if chat.cache is not False and (isinstance(chat.cache, BaseCache) or get_llm_cache() is not None):
+    cache = chat.cache
+    if cache is not False and ((cache is not None and isinstance(cache, BaseCache))
+                               or get_llm_cache() is not None):
         return False
     handlers = [h for callbacks in [config.get("callbacks"), *bound]  # a list, a manager, or None
                 for h in (callbacks.handlers if isinstance(callbacks, BaseCallbackManager)
