@@ -280,7 +280,8 @@ class _Batch:
             review = self.run["review"]
             self.run = {k: v for k, v in self.run.items() if k != "review"}
         self.reviewed: Reviewed | None = None  # what a reviewer decided (``approval`` only)
-        self.calls, refusals = calls, {}
+        self.calls: list[dict[str, Any]] = calls
+        refusals: dict[str, str] = {}
         if settings.approval is not None:
             self.reviewed = apply_review(calls, review, message_id=ai.id, gated=settings.approval.tools)
             self.calls, refusals = self.reviewed.calls, self.reviewed.refusals
