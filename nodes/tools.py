@@ -415,7 +415,7 @@ class ToolsNode(Runnable[LoopState, Any]):
     def _counted(self, batch: _Batch, total: int) -> dict[str, Any]:
         """The stop the run's ``total`` tool executions lead to (the cap, or ``return_direct``)."""
         run = batch.run
-        unchanged = {} if run == batch.state.get("run") else {"run": run}
+        unchanged = {} if run is batch.state.get("run") or run == batch.state.get("run") else {"run": run}
         if batch.state.get("stop_reason") is not None:
             return unchanged
         cap = batch.settings.limits.max_tool_calls
