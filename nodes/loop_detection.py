@@ -953,26 +953,6 @@ def _allowed(finding: Finding, allowed: Mapping[str, int] | None) -> bool:
     return since is not None and finding.count < since + finding.threshold
 
 
-def _findings(det: DetectorState, calls: Sequence[SignedCall], asked: Mapping[str, tuple[str, ...]],
-              config: LoopDetection, allowed: Mapping[str, int] | None) -> list[Finding]:
-    """What the layers that are on find, in ``RANK``'s order, but loops a human let go on."""
-    on = config.layers
-    found: list[Finding] = []
-    if "no_progress" in on:
-        found += _no_progress(det, asked, config)
-    if "drift" in on:
-        found += _drift(det, calls, config)
-    if "cycle" in on:
-        found += _cycle(det, config)
-    if "repeat" in on:
-        found += _repeat(det, asked, config)
-    if "same_reply" in on:
-        found += _same_reply(det, calls, config)
-    if "per_tool" in on:
-        found += _per_tool(det, calls, config)
-    return [f for f in found if not _allowed(f, allowed)] if allowed and found else found
-
-
 def observe(
     detector: Mapping[str, Any],
     ai: AIMessage,
@@ -1012,7 +992,14 @@ def observe(
     asked: dict[str, tuple[str, ...]] = {}
     for c in calls:
         asked[c.sig] = (*asked.get(c.sig, ()), c.id)
-    findings = _findings(det, calls, asked, config, allowed)
+    on = config.layers
+    findings = [*(_no_progress(det, asked, config) if "no_progress" in on else ()),
+                *(_drift(det, calls, config) if "drift" in on else ()),
+                *(_cycle(det, config) if "cycle" in on else ()),
+                *(_repeat(det, asked, config) if "repeat" in on else ()),
+                *(_same_reply(det, calls, config) if "same_reply" in on else ()),
+                *(_per_tool(det, calls, config) if "per_tool" in on else ())]
+    findings = [f for f in findings if not _allowed(f, allowed)] if allowed and findings else findings
     if not findings:  # the usual reply: nothing to warn about, block or stop
         return Observation(state=det, warnings=warnings)
     warned = list(det.get("warned") or [])
