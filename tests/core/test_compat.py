@@ -18,7 +18,7 @@ from langchain_core.tracers._streaming import _V2StreamingCallbackHandler
 from langchain_openai import ChatOpenAI
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.config import get_config
+from langgraph.config import get_config, get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, Durability, interrupt
 from pydantic import SecretStr
@@ -31,6 +31,7 @@ from langgraph_loop.core.compat import (
     messages_delta_reducer,
     resuming,
     runtime_of,
+    silent,
     streams,
     would_stream,
 )
@@ -251,3 +252,20 @@ def test_last_writer_is_the_node_langgraph_infers_for_an_update() -> None:
         assert mine == theirs or (mine is None and theirs not in agent.own_edges), seen
         checked += mine is not None
     assert checked >= 5
+
+
+def test_silent_is_the_writer_a_step_gets_when_nobody_streams_custom_events() -> None:
+    graph = _probe_graph(lambda _: silent(get_stream_writer()))
+    assert graph.invoke({})["seen"] == [True]
+    assert [c["seen"] for m, c in graph.stream({}, stream_mode=["values", "custom"])
+            if m == "values" and "seen" in c] == [[False]]
+    parent = StateGraph(Seen)
+    parent.add_node("child", graph)
+    parent.add_edge(START, "child")
+    compiled = parent.compile()
+    assert compiled.invoke({})["seen"] == [True]
+    # a subgraph's events reach the parent's stream only with ``subgraphs=True``
+    assert [c["seen"] for m, c in compiled.stream({}, stream_mode=["values", "custom"])
+            if m == "values" and "seen" in c] == [[True]]
+    assert [c["seen"] for _, m, c in compiled.stream({}, stream_mode=["values", "custom"], subgraphs=True)
+            if m == "values" and "seen" in c] == [[False], [False]]
