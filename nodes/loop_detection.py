@@ -646,7 +646,7 @@ def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection)
         records[c.sig] = record
     floor = count - config.call_window  # a record older than this stays only while in the window
     inside: set[str] | None = None
-    if any(r.get("last", 0) <= floor for r in records.values()):
+    if floor > 0 and any(r.get("last", 0) <= floor for r in records.values()):  # (every record has a last)
         inside = {s for e in entries for s in e["calls"]}
         records = {s: r for s, r in records.items() if s in inside or r.get("last", 0) > floor}
     reply = response_sig(entry)
@@ -902,7 +902,9 @@ def _same_reply(det: DetectorState, calls: Sequence[SignedCall],
 
 def _per_tool(det: DetectorState, calls: Sequence[SignedCall],
               config: LoopDetection) -> list[Finding]:
-    out = []
+    out: list[Finding] = []
+    if not config.per_tool:
+        return out
     for name in dict.fromkeys(c.name for c in calls):
         cap = config.per_tool.get(name)
         if cap is None:
