@@ -473,22 +473,26 @@ def _plain(value: Any, depth: int) -> bool:
     return not isinstance(value, str) or value.isascii()
 
 
-def _has_surrogate(value: Any) -> bool:
-    """Does any string in this JSON-like value (keys included) hold a surrogate?
+def _ascii(value: Any) -> bool:
+    """Is every string in this JSON-like value (keys included) ASCII? (False when it is
+    nested too deep to tell by recursion: the caller then looks through it.)
 
     Example:
-        >>> _has_surrogate({"a": ["x", {"k\\udce9": 1}]}), _has_surrogate({"a": ["x", {"k": "é"}]})
+        >>> _ascii({"a": ["x", {"k": 1}]}), _ascii({"a": ["é"]})
         (True, False)
-        >>> deep: list[Any] = ["\\udce9"]
+        >>> deep: list[Any] = ["x"]
         >>> for _ in range(5000): deep = [deep]
-        >>> _has_surrogate(deep)
-        True
+        >>> _ascii(deep)
+        False
     """
     try:
-        if _plain(value, 0):  # the usual case: nothing but ASCII, nothing to look for
-            return False
+        return _plain(value, 0)
     except _Deep:
-        pass
+        return False
+
+
+def _has_surrogate(value: Any) -> bool:
+    """Does any string in this JSON-like value (keys included) hold a surrogate?"""
     stack: list[Any] = [[value]]  # containers still to look through: strings are checked where found
     while stack:
         item = stack.pop()
@@ -528,7 +532,7 @@ def encodable(message: MessageT) -> MessageT:
         return message  # the usual tool result or text: nothing to walk
     if (isinstance(message, AIMessage) and isinstance(message.content, str)
             and message.content.isascii() and not message.invalid_tool_calls
-            and all(_plain(call, 1) for call in message.tool_calls)):
+            and all(_ascii(call) for call in message.tool_calls)):
         return message  # the usual reply with calls: nothing but ASCII in them
     fields: dict[str, Any] = {"content": message.content}
     if isinstance(message, AIMessage):

@@ -263,7 +263,6 @@ Event = (IterationStartEvent | IterationEndEvent | StopEvent | ToolCallEvent | L
 
 
 _USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
-_USAGE_SET = frozenset(_USAGE_KEYS)
 
 
 def new_usage() -> Usage:
@@ -278,9 +277,8 @@ def add_usage(total: Mapping[str, Any] | None, extra: Mapping[str, Any] | None) 
         for key, value in extra.items():
             if type(value) is int or (isinstance(value, int) and not isinstance(value, bool)):
                 out[key] = out.get(key, 0) + value
-    if not out.keys() >= _USAGE_SET:
-        for key in _USAGE_KEYS:
-            out.setdefault(key, 0)
+    for key in _USAGE_KEYS:
+        out.setdefault(key, 0)
     return out  # type: ignore[return-value]
 
 
@@ -408,44 +406,26 @@ def build_record(
     }
 
 
-_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
-"""JSON's own scalar types, exactly: a str or int subclass (an enum) is not one of them."""
-_SHALLOW = 64
-"""Containers nested deeper than this are copied by the walk that needs no recursion."""
+_JSON_SCALARS = (str, int, float, bool, type(None))
 
 
-class _NotJSON(Exception):
-    """A value JSON does not hold as it is."""
+def _json_copy(value: Any) -> Any:
+    """A copy of a value made of JSON's own types (string keys), None when it holds anything
+    else: what a JSON round trip gives such a value, without the round trip (its cost, many
+    times this walk's, is paid on every tool call; a listener gets its own copy either way).
 
-
-def _copied(value: Any, depth: int) -> Any:
-    """``value`` copied (JSON's own types only), recursively while shallow."""
-    kind = type(value)
-    if kind in _JSON_SCALARS:
-        return value
-    if depth > _SHALLOW:
-        deep = _deep_copy(value)
-        if deep is None:
-            raise _NotJSON
-        return deep
-    if kind is dict:
-        for key in value:
-            if type(key) is not str:
-                raise _NotJSON
-        return {k: v if type(v) in _JSON_SCALARS else _copied(v, depth + 1) for k, v in value.items()}
-    if kind is list:
-        return [v if type(v) in _JSON_SCALARS else _copied(v, depth + 1) for v in value]
-    raise _NotJSON
-
-
-def _deep_copy(value: Any) -> Any:
-    """``_json_copy`` by a walk with its own stack (any depth)."""
+    Example:
+        >>> _json_copy({"a": [1, "x", None], "b": {"c": 2.5}}), _json_copy({"a": (1,)})
+        ({'a': [1, 'x', None], 'b': {'c': 2.5}}, None)
+        >>> _json_copy({1: "x"}), _json_copy({"a": True}), _json_copy("s")
+        (None, {'a': True}, 's')
+    """
     root: list[Any] = [None]
     todo: list[tuple[Any, Any, Any]] = [(root, 0, value)]  # (where it goes, under what, value)
     while todo:
         parent, key, item = todo.pop()
         kind = type(item)
-        if kind in _JSON_SCALARS:
+        if kind in _JSON_SCALARS:  # exact types: a str or int subclass (an enum) is not JSON's
             parent[key] = item
         elif kind is dict:
             if not all(type(k) is str for k in item):
@@ -459,29 +439,6 @@ def _deep_copy(value: Any) -> Any:
         else:
             return None
     return root[0]
-
-
-def _json_copy(value: Any) -> Any:
-    """A copy of a value made of JSON's own types (string keys), None when it holds anything
-    else: what a JSON round trip gives such a value, without the round trip (its cost, many
-    times this copy's, is paid on every tool call; a listener gets its own copy either way).
-
-    Example:
-        >>> _json_copy({"a": [1, "x", None], "b": {"c": 2.5}}), _json_copy({"a": (1,)})
-        ({'a': [1, 'x', None], 'b': {'c': 2.5}}, None)
-        >>> _json_copy({1: "x"}), _json_copy({"a": True}), _json_copy("s")
-        (None, {'a': True}, 's')
-        >>> deep: list[Any] = []
-        >>> for _ in range(5000): deep = [deep]
-        >>> copy, depth = _json_copy(deep), 0
-        >>> while copy: copy, depth = copy[0], depth + 1
-        >>> depth
-        5000
-    """
-    try:
-        return _copied(value, 0)
-    except _NotJSON:
-        return None
 
 
 def emit(runtime: Runtime[Any] | None, event: Event) -> None:

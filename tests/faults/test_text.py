@@ -92,3 +92,32 @@ def test_a_lone_surrogate_in_model_json_args_does_not_crash_the_run(
         "opened"]
     assert [m.content for m in stored][-2:] == ["opened", "Opened it."]
     assert_valid(stored)
+
+
+@tool
+def store(data: list[Any]) -> str:
+    """Store nested data."""
+    inner: Any = data
+    while isinstance(inner, list):
+        inner = inner[0]
+    OPENED.append(inner)
+    return "stored"
+
+
+def test_deeply_nested_model_args_with_or_without_a_lone_surrogate_run_once(
+        openai_server: OpenAIServer) -> None:
+    """Arguments nested deeper than a recursion looks (100 lists) are looked through by the
+    walk: the call runs once either way, and the request echoing it is sent."""
+    OPENED.clear()
+    deep = "[" * 100 + '"caf\\udce9"' + "]" * 100
+    plain = "[" * 100 + '"cafe"' + "]" * 100
+    openai_server.script += [tool_calls([("store", f'{{"data": {deep}}}')]), text("Stored."),
+                             tool_calls([("store", f'{{"data": {plain}}}')]), text("Stored too.")]
+    agent = create_loop_agent(_llm(openai_server), [store])
+    first = agent.invoke({"messages": [HumanMessage("store the odd one")]})
+    second = agent.invoke({"messages": [HumanMessage("store the plain one")]})
+    assert (first["stop_reason"], second["stop_reason"]) == ("completed", "completed")
+    assert len(OPENED) == 2 and OPENED[0].startswith("caf") and OPENED[1] == "cafe"
+    assert [len(openai_server.requests), _tool_results(openai_server.requests[1]),
+            _tool_results(openai_server.requests[3])] == [4, ["stored"], ["stored"]]
+    assert_valid(first["messages"]) and assert_valid(second["messages"])
