@@ -498,6 +498,7 @@ class DetectorState(TypedDict, total=False):
 
     window: list[Response]
     calls: dict[str, CallRecord]
+    """Per call signature, in the order of their latest request (``push`` prunes the oldest)."""
     n: int
     responses: int
     changed_at: int
@@ -633,7 +634,7 @@ def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection)
     count, at, changed_at = det.get("n", 0), det.get("responses", 0) + 1, det.get("changed_at", 0)
     for c in calls:
         count += 1
-        old: CallRecord = records.get(c.sig) or {"tool": c.name}
+        old: CallRecord = records.pop(c.sig) if c.sig in records else {"tool": c.name}  # back in last
         if c.paths and c.name not in config.read_only_tools:
             _touch(records, c)
         record: CallRecord = {**old, "tool": c.name, "args": c.args, "last": count, "at": at}
@@ -645,10 +646,17 @@ def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection)
             record["paths"], record["dirs"] = list(c.paths), list(c.dirs)
         records[c.sig] = record
     floor = count - config.call_window  # a record older than this stays only while in the window
+    stale = []  # the records are in the order of their latest request: the old ones come first
+    for sig, rec in records.items():
+        if rec.get("last", 0) > floor:
+            break
+        stale.append(sig)
     inside: set[str] | None = None
-    if floor > 0 and any(r.get("last", 0) <= floor for r in records.values()):  # (every record has a last)
+    if stale:
         inside = {s for e in entries for s in e["calls"]}
-        records = {s: r for s, r in records.items() if s in inside or r.get("last", 0) > floor}
+        for sig in stale:
+            if sig not in inside:
+                del records[sig]
     reply = response_sig(entry)
     same_reply = det.get("same_reply", 0) + 1 if det.get("reply") == reply else 1
     warned = det.get("warned") or []

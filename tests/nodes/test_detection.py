@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -603,3 +604,31 @@ def test_a_reply_cut_while_streaming_warns_once_then_stops() -> None:
         "loop_detected", "text", 2)
     finished = observe({}, AIMessage(str(cut.content)), [], sim.config)
     assert [(w.layer, w.key) for w in finished.warnings] == [("text", "text")]
+
+
+def test_a_call_is_remembered_while_in_the_window_or_recent_and_no_longer() -> None:
+    """The definition ``push`` keeps: a call's record stays while a response of the window
+    holds it or it was requested within the last ``call_window`` calls; the records are in the
+    order of their latest request. Random replies of 1-3 calls over a small pool."""
+    rng = random.Random(11)
+    config = LoopDetection(window=5, call_window=7, layers=("no_progress",))
+    for _ in range(40):
+        det: dict[str, Any] = {}
+        latest: dict[str, int] = {}
+        windows: list[set[str]] = []
+        count = 0
+        for _ in range(30):
+            calls = [("t", {"k": rng.randrange(8)}) for _ in range(rng.randint(1, 3))]
+            ai = reply(calls)
+            det = observe(det, ai, [], config).state
+            sigs = [call_signature(n, a, config) for n, a in calls]
+            for sig in sigs:
+                count += 1
+                latest[sig] = count
+            windows = [*windows, set(sigs)][-config.window:]
+            expected = {s for s, last in latest.items()
+                        if any(s in w for w in windows) or last > count - config.call_window}
+            assert set(det["calls"]) == expected
+            lasts = [r["last"] for r in det["calls"].values()]
+            assert lasts == sorted(lasts)
+            latest = {s: n for s, n in latest.items() if s in expected}
