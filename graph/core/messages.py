@@ -473,24 +473,6 @@ def _plain(value: Any, depth: int) -> bool:
     return not isinstance(value, str) or value.isascii()
 
 
-def _ascii(value: Any) -> bool:
-    """Is every string in this JSON-like value (keys included) ASCII? (False when it is
-    nested too deep to tell by recursion: the caller then looks through it.)
-
-    Example:
-        >>> _ascii({"a": ["x", {"k": 1}]}), _ascii({"a": ["é"]})
-        (True, False)
-        >>> deep: list[Any] = ["x"]
-        >>> for _ in range(5000): deep = [deep]
-        >>> _ascii(deep)
-        False
-    """
-    try:
-        return _plain(value, 0)
-    except _Deep:
-        return False
-
-
 def _has_surrogate(value: Any) -> bool:
     """Does any string in this JSON-like value (keys included) hold a surrogate?"""
     stack: list[Any] = [[value]]  # containers still to look through: strings are checked where found
@@ -531,9 +513,12 @@ def encodable(message: MessageT) -> MessageT:
             isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls)):
         return message  # the usual tool result or text: nothing to walk
     if (isinstance(message, AIMessage) and isinstance(message.content, str)
-            and message.content.isascii() and not message.invalid_tool_calls
-            and all(_ascii(call) for call in message.tool_calls)):
-        return message  # the usual reply with calls: nothing but ASCII in them
+            and message.content.isascii() and not message.invalid_tool_calls):
+        try:
+            if all(_plain(call, 1) for call in message.tool_calls):
+                return message  # the usual reply with calls: nothing but ASCII in them
+        except _Deep:
+            pass  # nested deeper than the recursion looks: the walk below looks through it
     fields: dict[str, Any] = {"content": message.content}
     if isinstance(message, AIMessage):
         fields.update(tool_calls=message.tool_calls, invalid_tool_calls=message.invalid_tool_calls)
