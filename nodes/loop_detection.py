@@ -51,11 +51,14 @@ feeds it a finished reply.
 - ``pending``: call id → signature for the newest response, until its results arrive.
 
 **Progress is judged per call, from its own results.** A call's ``same`` counts its own
-executions in a row that returned the same result, whatever ran in between: other calls'
-fresh results never excuse it. Only its own result changing starts the count again; and a call
-that *touches* it (a ``sed -i x.py`` between two ``cat x.py``) excuses its next repeat, which
-then neither is judged nor extends the count. Read-only tools (``read_only_tools`` or MCP's
-``readOnlyHint``) touch nothing. A repeat that was *blocked* is remembered as ``refused``.
+executions in a row that returned the same result, whatever ran in between. Only its own result
+changing starts the count again; and a call that *touches* it (a ``sed -i x.py`` between two
+``cat x.py``) excuses its next repeat, which then neither is judged nor extends the count.
+What ran in between decides the rung: ``unchanged`` says nothing was done since its previous
+request that may change what it sees (no call new to the run that ran silently or returned
+something new: ``fresh_at``; no other call's own result moved: ``changed_at``). Read-only tools
+(``read_only_tools`` or MCP's ``readOnlyHint``) touch nothing and do nothing. A repeat that was
+*blocked* is remembered as ``refused``.
 
 **The layers**, ranked; each finding climbs a ladder: **warn** (a notice), **block** (the
 repeated call is answered with an error saying why and not run; the run goes on), **stop**
@@ -65,17 +68,20 @@ repeated call is answered with an error saying why and not run; the run goes on)
 - **no progress** (per call, across interleaving): a call asked for again after its own last
   ``no_progress_warn_after``/``no_progress_stop_after`` results were the same; a result without
   content counts from ``no_content_after``; a tool may declare its own thresholds. Its block is
-  used only for a repeat that other calls ran before, whose last result was not an error, and
-  after which the run saw something change: another call's own result moved since its previous
-  request (``block_only_interleaved``). A repeat back to back, the same error again, or one
-  with nothing seen to change since its previous request, stops at once.
-- **cycle** (opt-in: ``layers``): the sequence of response signatures ends in a repeating
+  used only for a repeat after which something was done (not ``unchanged``:
+  ``block_only_interleaved``); a repeat with nothing new in between stops at once. A refused
+  call runs again once something new was done, and stops the run when asked for again without.
+  Work through a list (one call per item, answered alike) is never judged: every item is a new
+  call.
+- **cycle**, **repeat** and **drift** are opt-in (``layers``; see ``LoopDetection``).
+- **cycle**: the sequence of response signatures ends in a repeating
   block of period 2-4 (A,B,A,B,A...), ``warn_after``/``stop_after`` rounds, relaxed while
   results move.
 - **repeat**: one call signature in ``warn_after``/``stop_after`` responses of the window;
   ``progress_factor`` times higher (capped by the window) while its own result moves.
-- **same reply**: the same response ``same_reply_stop_after`` times in a row, whatever the
-  results (a runaway insertion whose file grows each time).
+- **same reply**: the same response ``same_reply_stop_after`` (8) times in a row, whatever the
+  results (a runaway insertion whose file grows each time); a declared poll whose result moves
+  waits.
 - **per tool**: ``per_tool={"fetch": 30}`` allows that many calls of a tool in the window;
   reaching it warns, exceeding it stops (or blocks).
 - **text**: the reply's own text repeats itself: a warning; a reply cut while it streamed gets
@@ -487,8 +493,9 @@ class CallRecord(TypedDict, total=False):
     at: int
     """The response (of the run, 1-based) of its latest request."""
     unchanged: bool
-    """Nothing was seen to change between its latest request and the one before: no other
-    call's own result moved since its previous request (calls run beside it included)."""
+    """Nothing that may change what it sees happened since its previous request: no call new
+    to the run (read-only tools aside) was made after it, and no call's own result moved
+    (calls run beside it included)."""
     paths: list[str]
     dirs: list[str]
 
@@ -503,6 +510,9 @@ class DetectorState(TypedDict, total=False):
     responses: int
     changed_at: int
     """The number of the latest response whose results moved (a call's own result changed)."""
+    fresh_at: int
+    """The number of the latest response holding a call not made before in this run (tools
+    known to be read-only aside): something that may change what other calls see."""
     reply: str
     same_reply: int
     warned: list[str]
@@ -540,7 +550,7 @@ def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
     if not pending:
         return det
     calls = dict(det.get("calls") or {})
-    responses, moved = det.get("responses", 0), False
+    responses, moved, fresh = det.get("responses", 0), False, False
     for message in results:
         sig = pending.get(message.tool_call_id)
         if sig is None:
@@ -553,6 +563,7 @@ def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
         result = Result(content if isinstance(content, str) else result_text(content),
                         normalized=config.normalize_results)
         repeated = "result" in old and old["result"] == result
+        fresh = fresh or _done_something(old, content, result, calls, config)
         same = old.get("same", 0) + 1 if repeated else 1
         if repeated and old.get("touched"):
             same = old.get("same", 1)  # a call touching its paths ran in between: no evidence
@@ -575,8 +586,29 @@ def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
                                              record.get("args", ""), responses)
     if moved:
         det["changed_at"] = responses
+    if fresh:
+        det["fresh_at"] = responses
     det["calls"], det["pending"] = calls, {}
     return det
+
+
+def _done_something(old: CallRecord, content: Any, result: Result,
+                    calls: Mapping[str, CallRecord], config: LoopDetection) -> bool:
+    """Is this result a call's first that shows something was done (what may change what other
+    calls see)? A call new to the run, not read-only, that ran silently (a ``sed -i``) or
+    returned something the run had not seen. An acknowledgement seen before says nothing new.
+
+    Example:
+        >>> cfg = LoopDetection()
+        >>> seen = {"s": CallRecord(tool="t", result=Result("done"))}
+        >>> [_done_something({"tool": "t"}, text, Result(text), seen, cfg) for text in ("", "new", "done")]
+        [True, True, False]
+        >>> _done_something({"tool": "t", "result": Result("x")}, "", Result(""), seen, cfg)
+        False
+    """
+    if "result" in old or old.get("tool") in config.read_only_tools:
+        return False
+    return is_empty(content) or not any(r.get("result") == result for r in calls.values())
 
 
 DRIFT_SIMILARITY = 0.6
@@ -632,6 +664,7 @@ def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection)
     entries = [*(det.get("window") or []), entry][-config.window:]
     records = dict(det.get("calls") or {})
     count, at, changed_at = det.get("n", 0), det.get("responses", 0) + 1, det.get("changed_at", 0)
+    fresh_at = det.get("fresh_at", 0)
     for c in calls:
         count += 1
         old: CallRecord = records.pop(c.sig) if c.sig in records else {"tool": c.name}  # back in last
@@ -640,8 +673,8 @@ def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection)
         record: CallRecord = {**old, "tool": c.name, "args": c.args, "last": count, "at": at}
         if "last" in old:
             record["between"] = count - old["last"] > 1
-        if "at" in old:  # evidence: another call's own result moved since its previous request
-            record["unchanged"] = changed_at < old["at"]
+        if "at" in old:  # since its previous request: no new action, no other result moved
+            record["unchanged"] = changed_at < old["at"] and fresh_at <= old["at"]
         if c.paths:
             record["paths"], record["dirs"] = list(c.paths), list(c.dirs)
         records[c.sig] = record
@@ -801,16 +834,13 @@ def _thresholds(rec: CallRecord, config: LoopDetection) -> tuple[int, int]:
 
 
 def _blocks(rec: CallRecord, config: LoopDetection) -> bool:
-    """Is this stagnating call blocked rather than stopped? With ``block_only_interleaved``,
-    only when other calls ran since its last request, it did not fail, and something was seen
-    to change since then (another call's own result moved: a file read again reads
-    differently): what it depends on may have changed. A repeat back to back, the same error
-    again, or one after calls whose results showed no change, is stopped at once."""
+    """Is this stuck call refused rather than stopped? With ``block_only_interleaved``, only
+    when something that may change what it sees happened since its previous request (a call
+    new to the run, or another call's result moved): the run goes on and the model may change
+    course. A repeat with nothing new in between is stopped at once."""
     if "no_progress" not in config.block:
         return False
-    return not config.block_only_interleaved or (bool(rec.get("between"))
-                                                 and not rec.get("failed")
-                                                 and not rec.get("unchanged"))
+    return not config.block_only_interleaved or not rec.get("unchanged")
 
 
 def _no_progress(det: DetectorState, asked: Mapping[str, tuple[str, ...]],
@@ -824,6 +854,8 @@ def _no_progress(det: DetectorState, asked: Mapping[str, tuple[str, ...]],
         same = rec.get("same", 0)
         warn, stop = _thresholds(rec, config)
         if rec.get("refused"):
+            if "no_progress" in config.block and not rec.get("unchanged"):
+                continue  # refused, then something was done as the refusal asked: it runs again
             rung = "stop"
         elif same >= stop:
             rung = "block" if _blocks(rec, config) else "stop"

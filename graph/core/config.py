@@ -67,9 +67,17 @@ class _Config(BaseModel):
 
 LAYERS: tuple[str, ...] = ("no_progress", "drift", "cycle", "repeat", "same_reply", "per_tool", "text")
 """Every detection layer, in the order their findings are ranked."""
-DEFAULT_LAYERS: tuple[str, ...] = ("no_progress", "drift", "repeat", "same_reply", "per_tool", "text")
-"""The layers on by default: the cycle layer adds nothing on the real runs measured
-(``benchmarks/README.md``): per-call stagnation stops the same loops, earlier."""
+DEFAULT_LAYERS: tuple[str, ...] = ("no_progress", "same_reply", "per_tool", "text")
+"""The layers on by default. Each earns its place on recorded runs of several kinds of work
+(``python -m benchmarks.real_traces --rivals``, docs/loop-detection.md): ``drift`` stopped batch
+work (one call per item, answered alike), and ``repeat`` and ``cycle`` add nothing the stuck-call
+layer does not stop first. A layer whose own settings are given is switched on with them."""
+
+LAYER_FIELDS: dict[str, tuple[str, ...]] = {
+    "repeat": ("warn_after", "stop_after", "progress_factor"),
+    "drift": ("drift_warn_after", "drift_stop_after"),
+}
+"""The settings that belong to one opt-in layer: giving one switches the layer on."""
 
 BLOCKABLE: tuple[str, ...] = ("no_progress", "repeat", "per_tool")
 """The layers whose stop rung may be preceded by a block (their findings name calls)."""
@@ -135,7 +143,8 @@ class LoopDetection(_Config):
         progress_factor: a repeated call whose own results keep changing warns and stops
             at this many times ``warn_after``/``stop_after`` (capped by the window).
         same_reply_stop_after: the same response (the same calls) this many times in a
-            row stops, whatever the results (None: off).
+            row stops, whatever the results: a runaway, such as an insertion applied again
+            and again (None: off; tools declared ``polls`` whose results move are waiting).
         drift_warn_after: near-repeats (``drift`` layer): one tool returning the same
             result this many times in a row to calls whose arguments change a little each
             time (a command that grows or drifts) warns...
@@ -145,14 +154,15 @@ class LoopDetection(_Config):
         block: the layers whose stop is preceded by a block: the repeated call is
             answered with an error saying why instead of running, the run goes on, and
             asking for it again stops. Layers: ``no_progress``, ``repeat``, ``per_tool``.
-        block_only_interleaved: the no-progress layer blocks only a repeat that other
-            calls ran before, whose last result was not an error, and after which something
-            was seen to change (another call, run again since its previous request, returned
-            something else: what it depends on may have changed); a repeat back to back, the
-            same error again, or one after calls whose results showed no change, stops at
-            once.
-        layers: the layers that run (``text``: the model repeating its own text; the
-            ``cycle`` layer is off by default).
+        block_only_interleaved: the no-progress layer refuses (rather than stops) only a
+            repeat after which something was done that may change what it sees: a call new
+            to the run (read-only tools aside) that ran silently or returned something new,
+            or another call whose own result changed. A repeat with nothing new in between
+            stops at once; so does asking again for a refused call with nothing new done
+            since the refusal (after something new, it runs again).
+        layers: the layers that run (default ``DEFAULT_LAYERS``: ``no_progress``,
+            ``same_reply``, ``per_tool``, ``text``; ``repeat``, ``drift`` and ``cycle`` are
+            opt-in, and giving ``repeat``'s or ``drift``'s own thresholds switches them on).
         arg_policies: per-tool identity and thresholds (``"*"``: tools without their own).
         read_only_tools: tools whose calls change nothing: they never excuse another
             call's repeat. Tools whose metadata carries MCP's ``readOnlyHint`` count too.
@@ -177,7 +187,7 @@ class LoopDetection(_Config):
     stop_after: int = Field(default=5, ge=2)
     window: int = Field(default=20, ge=2, le=1000)
     progress_factor: int = Field(default=3, ge=1)
-    same_reply_stop_after: int | None = Field(default=15, ge=2)
+    same_reply_stop_after: int | None = Field(default=8, ge=2)
     drift_warn_after: int = Field(default=3, ge=1)
     drift_stop_after: int = Field(default=4, ge=2)
     per_tool: dict[str, int] = Field(default_factory=dict)
@@ -212,6 +222,17 @@ class LoopDetection(_Config):
             return self
         return self.model_copy(update={"read_only_tools": (*self.read_only_tools, *hinted),
                                        "arg_policies": {**self.arg_policies, **policies}})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _layers_of_given_settings(cls, data: Any) -> Any:
+        """An opt-in layer whose own thresholds are given runs (unless ``layers`` is given)."""
+        if not isinstance(data, Mapping) or "layers" in data:
+            return data
+        wanted = {layer for layer, names in LAYER_FIELDS.items() if set(names).intersection(data)}
+        if not wanted:
+            return data
+        return {**data, "layers": tuple(x for x in LAYERS if x in DEFAULT_LAYERS or x in wanted)}
 
     @model_validator(mode="after")
     def _ordered(self) -> LoopDetection:

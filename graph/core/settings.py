@@ -613,8 +613,10 @@ def _model_of(model: type[BaseModel], name: str) -> type[BaseModel]:
 
 
 def _merged(path: str, current: BaseModel, update: Mapping[str, Any]) -> BaseModel:
-    """``current`` with ``update`` applied, validated by its own model (nested groups too)."""
-    fields = {k: getattr(current, k) for k in fields_of(type(current))}
+    """``current`` with ``update`` applied, validated by its own model (nested groups too).
+    Only the fields given (at build time or now) are passed, so a model's own rules for what
+    was given apply (``LoopDetection``: a layer's thresholds given switch the layer on)."""
+    fields = {k: getattr(current, k) for k in fields_of(type(current)) if k in current.model_fields_set}
     for name, value in update.items():
         inner = getattr(current, name)
         if not isinstance(value, dict):

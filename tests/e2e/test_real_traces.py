@@ -17,6 +17,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 
 from langgraph_loop import Iterations, Limits, LoopDetection, create_loop_agent
+from langgraph_loop.core.config import ArgPolicy
 from langgraph_loop.nodes.loop_detection import normalize
 from langgraph_loop.scripted import ScriptedChatModel
 
@@ -108,22 +109,19 @@ def test_the_coding_format_replays_every_recorded_call(excerpts: dict[str, dict[
     assert solved == {"django__django-13568", "sympy__sympy-15976"}  # django-16100 is never warned
 
 
-def test_a_script_stagnating_between_edits_that_change_nothing_seen_is_stopped_on_time(
+def test_a_script_rerun_between_new_silent_edits_is_refused_not_stopped(
     excerpts: dict[str, dict[str, Any]],
 ) -> None:
-    """The ladder: a warning after 2 identical outputs, a stop at the 4th request: edits ran in
-    between (``sed -i`` adding debug prints the output never shows), but no call's own result
-    changed since the 3rd, so nothing seen says the edits mattered (issue 32; a block would
-    refuse the call and let the failed run go on). A ladder that blocks every time blocks
-    there and stops at the 5th request, with deer-flow."""
+    """astropy-13398 (failed): a warning after 2 identical outputs; the 4th request is refused
+    and the run goes on: new ``sed -i`` edits ran in between, and solved runs do the same (issue
+    37: a re-run between silent edits is work; the stop of issue 32 cut such runs). The model
+    never asks again. ``block=()`` stops it there; deer-flow at the fifth request."""
     name, ours = "astropy__astropy-13398", excerpts["langgraph-loop"]
     assert at(ours["warnings"], name) == ["reply 6"]
-    assert at(ours["blocks"], name) == [] and at(ours["stops"], name) == ["reply 10, no_progress"]
-    assert ours["failed_saved"] == 4  # the request at the stop and the three after it
+    assert at(ours["blocks"], name) == ["reply 10, call 0"] and at(ours["stops"], name) == []
+    assert ours["failed_saved"] == 1  # the refused request
+    assert at(excerpts["langgraph-loop, block=()"]["stops"], name) == ["reply 10, no_progress"]
     assert at(excerpts["deerflow_style"]["stops"], name) == ["reply 13, repeat"]  # the fifth request
-    always = excerpts["langgraph-loop, block always"]
-    assert at(always["blocks"], name) == ["reply 10, call 0"]
-    assert at(always["stops"], name) == ["reply 13, no_progress"]
 
 
 def test_edit_and_rerun_whose_output_changes_is_left_running(excerpts: dict[str, dict[str, Any]]) -> None:
@@ -140,8 +138,8 @@ def test_rereading_a_file_after_a_write_that_names_it_is_not_stagnation(
     name, ours = "django__django-13568", excerpts["langgraph-loop"]
     assert at(ours["stops"], name) == at(ours["blocks"], name) == []  # the sed excuses the 4th read
     assert [n.split(":")[0] for n in at(ours["notices"], name)] == ["reply 11"]  # warned at the 3rd
-    unexcused = excerpts["langgraph-loop, no path excuse"]  # the fresh read is stopped: a false stop
-    assert at(unexcused["stops"], name) == ["reply 15, no_progress"] and unexcused["solved_stopped"] == 1
+    unexcused = excerpts["langgraph-loop, no path excuse"]  # the new sed between: refused, not stopped
+    assert at(unexcused["blocks"], name) == ["reply 15, call 0"] and unexcused["solved_stopped"] == 0
 
 
 def test_the_solved_run_with_a_real_loop_the_model_escaped(excerpts: dict[str, dict[str, Any]]) -> None:
@@ -209,17 +207,21 @@ def poll_run(results: list[str], *, errors: bool = False,
     return (len(calling) - 1 if stopped else None), reason, guard.get("layer"), executed[0]
 
 
-def test_polling_that_advances_finishes_and_a_runaway_repeat_stops_at_15() -> None:
+def test_a_runaway_repeat_stops_at_8_in_a_row_and_a_declared_poll_finishes() -> None:
+    """The same call back to back 8 times stops whatever it returns (issue 37: 15 before); a
+    tool declared as polled waits while its result moves."""
     advancing = [f"job 7: {10 * i} % done" for i in range(12)]
-    assert poll_run(advancing, loop_detection=LoopDetection())[:2] == (None, "completed")
+    polled = LoopDetection(arg_policies={"poll": ArgPolicy(polls=True)})
+    assert poll_run(advancing, loop_detection=polled)[:2] == (None, "completed")
+    assert poll_run(advancing, loop_detection=LoopDetection())[:3] == (7, "loop_detected", "same_reply")
     growing = [f"[File: A.java ({33 * (i + 1)} lines total)]" for i in range(20)]
-    same_reply = LoopDetection(layers=("no_progress", "same_reply"))
-    assert poll_run(growing, loop_detection=same_reply)[:3] == (14, "loop_detected", "same_reply")
-    assert poll_run(growing, loop_detection=LoopDetection())[:3] == (14, "loop_detected", "repeat")
+    assert poll_run(growing, loop_detection=LoopDetection())[:3] == (7, "loop_detected", "same_reply")
+    was = LoopDetection(same_reply_stop_after=15)
+    assert poll_run(growing, loop_detection=was)[:3] == (14, "loop_detected", "same_reply")
 
 
 def test_consecutive_errors_stop_only_when_asked_for() -> None:
-    failures = [f"Error: flight HAT{i:03d} is full" for i in range(8)]
+    failures = [f"Error: flight HAT{i:03d} is full" for i in range(7)]
     assert poll_run(failures, errors=True, loop_detection=LoopDetection())[:2] == (None, "completed")
     stopped = poll_run(failures, errors=True, loop_detection=LoopDetection(),
                        limits=Limits(max_tool_errors=3))
@@ -237,6 +239,6 @@ def test_the_middleware_decides_as_the_graph_on_real_runs(tmp_path: Path) -> Non
         assert f"warned, blocked and stopped as the graph on {runs} of {runs} runs" in printed
         graph = by_system(source)["langgraph-loop"]
         middleware = by_system(source)["create_agent + LoopDetectionMiddleware"]
-        assert middleware["stops"] == graph["stops"] and graph["stops"]
+        assert middleware["stops"] == graph["stops"] and graph["stops"] + graph["blocks"]
         assert middleware["blocks"] == graph["blocks"]
         assert middleware["notices"] == graph["notices"] and graph["notices"]

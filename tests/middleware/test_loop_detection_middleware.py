@@ -122,10 +122,10 @@ def test_an_interleaved_repeat_is_blocked_and_not_run(scripted: list[ScriptedCha
     # a blocked call is answered right after its reply, and never reaches the tool
     index = result["messages"].index(blocked[0])
     assert isinstance(result["messages"][index - 1], AIMessage)
-    assert RUNS["status"] == 3
-    # asking for the blocked call again stops the run
-    assert result["stop_reason"] == StopReason.LOOP_DETECTED
-    assert result["loop_guard"]["rung"] == "stop"
+    # the note's own result moved since each refusal (something changed): the status runs again
+    # once, and is refused again after its next identical result (issue 37)
+    assert RUNS["status"] == 6 and len(blocked) == 4
+    assert "stop_reason" not in result and result["messages"][-1].content == "giving up"
 
 
 def test_a_clean_run_costs_no_extra_graph_step(scripted: list[ScriptedChatModel]) -> None:
@@ -314,7 +314,8 @@ async def test_ask_human_continue_runs_the_calls_and_a_hint_reaches_the_model(
 def test_a_tool_s_own_loop_key_is_read_as_the_graph_reads_it(scripted: list[ScriptedChatModel]) -> None:
     """A tool declaring ``metadata={"loop_key": ["job"]}`` is judged by its job alone: calls that
     differ only in a nonce are the same call (the no-progress layer stops them); without the key
-    they are different calls, near-repeats the drift layer stops a result later."""
+    they are different calls, one per nonce, and run (the opt-in drift layer would stop them as
+    near-repeats a result later)."""
     from langchain_core.tools import StructuredTool
 
     def poll(job: str, nonce: int) -> str:
@@ -332,7 +333,8 @@ def test_a_tool_s_own_loop_key_is_read_as_the_graph_reads_it(scripted: list[Scri
         scripted.append(model)
         agent = create_agent(model, [tool_], middleware=[LoopDetectionMiddleware()])
         result = agent.invoke({"messages": [HumanMessage("poll")]})
-        outcomes.append((result["loop_guard"]["layer"], result["loop_guard"]["count"],
+        guard = result.get("loop_guard") or {}
+        outcomes.append((guard.get("layer"), guard.get("count"),
                          sum(isinstance(m, ToolMessage) and m.status == "success"
                              for m in result["messages"])))
-    assert outcomes == [("no_progress", 3, 3), ("drift", 4, 4)]
+    assert outcomes == [("no_progress", 3, 3), (None, None, 8)]

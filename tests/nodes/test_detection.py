@@ -14,7 +14,7 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
-from langgraph_loop.core.config import LAYERS, ArgPolicy, LoopDetection
+from langgraph_loop.core.config import DEFAULT_LAYERS, LAYERS, ArgPolicy, LoopDetection
 from langgraph_loop.nodes.loop_detection import (
     Observation,
     call_signature,
@@ -98,6 +98,7 @@ def rungs(obs: Sequence[Observation]) -> list[str]:
 
 
 CYCLES = LoopDetection(layers=LAYERS)  # the cycle layer is off by default
+REPEATS = LoopDetection(layers=(*DEFAULT_LAYERS, "repeat"))  # so is the repeat layer (issue 37)
 
 
 X = [("search", {"q": "x"})]
@@ -145,7 +146,7 @@ def test_malformed_calls_are_signed_from_their_raw_text() -> None:
 
 
 def test_argument_policy_makes_calls_that_differ_only_in_ignored_fields_repeat() -> None:
-    sim = Sim(LoopDetection(arg_policies={"log": ArgPolicy(ignore=("timestamp",))}))
+    sim = Sim(LoopDetection(arg_policies={"log": ArgPolicy(ignore=("timestamp",))}, layers=REPEATS.layers))
     obs = sim.run([[("log", {"msg": "hi", "timestamp": t})] for t in range(3)])
     assert layers(obs[-1]) == ["repeat"]
 
@@ -154,7 +155,7 @@ def test_argument_policy_makes_calls_that_differ_only_in_ignored_fields_repeat()
 
 
 def test_repeat_warns_at_warn_after_once_and_stops_at_stop_after() -> None:
-    sim = Sim()
+    sim = Sim(REPEATS)
     obs = sim.run([X] * 5)
     assert [layers(o) for o in obs[:4]] == [[], [], ["repeat"], []]
     assert all(o.stop is None for o in obs[:4])
@@ -169,7 +170,7 @@ def test_repeat_warns_at_warn_after_once_and_stops_at_stop_after() -> None:
 
 def test_parallel_calls_in_another_order_count_as_the_same_response() -> None:
     a, b = ("search", {"q": "a"}), ("fetch", {"url": "u"})
-    obs = Sim().run([[a, b], [b, a], [a, b]])
+    obs = Sim(REPEATS).run([[a, b], [b, a], [a, b]])
     assert layers(obs[2]) == ["repeat"]
     warning = obs[2].warnings[0]
     assert sorted(warning.calls) == ['fetch({"url":"u"})', 'search({"q":"a"})']
@@ -177,7 +178,7 @@ def test_parallel_calls_in_another_order_count_as_the_same_response() -> None:
 
 
 def test_a_repeated_call_batched_with_different_companions_still_counts() -> None:
-    obs = Sim().run([[X[0], ("fetch", {"url": str(i)})] for i in range(3)])
+    obs = Sim(REPEATS).run([[X[0], ("fetch", {"url": str(i)})] for i in range(3)])
     assert layers(obs[2]) == ["repeat"]
     assert obs[2].warnings[0].calls == ('search({"q":"x"})',)
 
@@ -198,7 +199,7 @@ def test_repeats_are_counted_within_the_window_only() -> None:
 
 
 def test_the_warning_is_given_again_after_the_signature_left_the_window() -> None:
-    sim = Sim(LoopDetection(window=5))
+    sim = Sim(LoopDetection(window=5, layers=REPEATS.layers))
     first = sim.run([X] * 3)
     sim.run([[("other", {"i": i})] for i in range(5)])
     again = sim.run([X] * 3)
@@ -206,7 +207,7 @@ def test_the_warning_is_given_again_after_the_signature_left_the_window() -> Non
 
 
 def test_repeated_malformed_calls_are_counted() -> None:
-    sim = Sim()
+    sim = Sim(REPEATS)
     obs = [sim.step([], invalid=[("search", "{q: x")]) for _ in range(3)]
     assert layers(obs[2]) == ["repeat"]
     assert "invalid JSON" in obs[2].warnings[0].text
@@ -274,7 +275,7 @@ def test_same_call_same_result_warns_and_stops_faster_than_plain_repeats() -> No
 
 
 def test_polling_that_makes_progress_is_relaxed_but_still_bounded() -> None:
-    obs = Sim(results="fresh").run([X] * 15)
+    obs = Sim(LoopDetection(layers=("no_progress", "repeat")), results="fresh").run([X] * 15)
     warned = [i + 1 for i, o in enumerate(obs) if o.warnings]
     assert warned == [9]  # 3 × warn_after
     assert "still changing" in obs[8].warnings[0].text
@@ -284,45 +285,50 @@ def test_polling_that_makes_progress_is_relaxed_but_still_bounded() -> None:
     assert stop["progressing"] is True
 
 
-def test_fresh_results_of_other_calls_never_excuse_a_calls_stagnation() -> None:
-    """Issue 22: the same ``python test.py`` output between edits it never sees is stagnation.
-    Nothing was seen to change (no call's own result moved): the 4th request stops at once."""
-    sim = Sim()
-    obs = []
-    for i in range(4):
-        obs.append(sim.step([("bash", {"command": "python test.py"})],
-                            returns=[("1 failed in 0.3s", "success")]))
-        sim.step([("edit", {"line": i, "text": f"fix {i}"})], returns=[(f"edited v{i}", "success")])
-    assert rungs(obs) == ["ok", "ok", "warn:no_progress", "stop:no_progress"]
-    assert obs[3].stop is not None and "no other call's result changed" in obs[3].stop["detail"]
-
-
-def test_a_block_needs_something_seen_to_change_since_the_calls_last_run() -> None:
-    """Issue 32: the block rung (refuse the call, let the run go on) is for a repeat whose
-    inputs may have changed. The evidence is a result: another call re-run since its previous
-    request returned something else (the source, read again, shows the edit). Without it the
-    4th identical request stops; with it, it is blocked, and asking again stops."""
-    def edit_and_rerun(look: bool) -> list[Observation]:
+def test_a_new_action_between_identical_results_refuses_the_repeat_rather_than_stop() -> None:
+    """Issue 37: ``python test.py`` between edits, each a new call: the 4th identical output
+    is refused (the run goes on: the edits may be work, as in solved runs that re-run a script
+    between silent ``sed -i`` edits); when the edit in between is the same edit answered the
+    same way, nothing new was done and the 4th request stops at once."""
+    def rerun(edits: Callable[[int], dict[str, Any]]) -> list[Observation]:
         sim, obs = Sim(), []
-        for i in range(5):
+        for i in range(4):
             obs.append(sim.step([("bash", {"command": "python test.py"})],
                                 returns=[("1 failed in 0.3s", "success")]))
-            sim.step([("edit", {"line": i})], returns=[(f"edited line {i}", "success")])
-            if look:  # the same look at the source, which shows each edit
-                sim.step([("show", {"name": "parse"})], returns=[(f"def parse(): # v{i}", "success")])
+            if obs[-1].stop is not None:
+                break
+            args = edits(i)
+            sim.step([("edit", args)], returns=[(f"edited line {args['line']}", "success")])
         return obs
 
-    assert rungs(edit_and_rerun(look=False))[2:4] == ["warn:no_progress", "stop:no_progress"]
-    seen = edit_and_rerun(look=True)
-    assert rungs(seen) == ["ok", "ok", "warn:no_progress", "block", "stop:no_progress"]
-    assert "Asking for this exact call again will stop the run" in next(iter(seen[3].blocks.values()))
-    assert seen[4].stop is not None and "refused once" in seen[4].stop["detail"]
+    new = rerun(lambda i: {"line": i, "text": f"fix {i}"})
+    assert rungs(new) == ["ok", "ok", "warn:no_progress", "block"]
+    same = rerun(lambda i: {"line": 1, "text": "fix"})
+    assert rungs(same) == ["ok", "ok", "warn:no_progress", "stop:no_progress"]
+    assert same[3].stop is not None and "no other call's result changed" in same[3].stop["detail"]
 
 
-def test_a_repeat_back_to_back_or_the_same_error_again_is_stopped_without_a_block() -> None:
+def test_a_refused_call_runs_again_only_after_something_new_was_done() -> None:
+    """After a refusal, the model did what it asked (a new edit) and re-runs: it runs; asked
+    for again with nothing done since the refusal, the run stops."""
+    sim, obs = Sim(), []
+    for i in range(5):
+        obs.append(sim.step([("bash", {"command": "python test.py"})],
+                            returns=[("1 failed in 0.3s", "success")]))
+        sim.step([("edit", {"line": i})], returns=[(f"edited line {i}", "success")])
+    assert rungs(obs) == ["ok", "ok", "warn:no_progress", "block", "ok"]
+    assert "Asking for this exact call again will stop the run" in next(iter(obs[3].blocks.values()))
+    refused = obs[3].blocks
+    again = sim.step([("bash", {"command": "python test.py"})], returns=[("1 failed in 0.3s", "success")])
+    assert again.blocks and again.blocks.keys() != refused.keys()  # refused again (new call id)
+    last = sim.step([("bash", {"command": "python test.py"})], returns=[("1 failed in 0.3s", "success")])
+    assert last.stop is not None and "refused once" in last.stop["detail"]
+
+
+def test_a_repeat_back_to_back_or_after_nothing_new_is_stopped_without_a_block() -> None:
     back_to_back = Sim(results="same").run([X] * 4)
     assert rungs(back_to_back)[2:] == ["warn:no_progress", "stop:no_progress"]
-    obs = retries(Sim(), ack_think)  # a failing booking, interleaved: the same error again
+    obs = retries(Sim(), ack_think)  # a failing booking, between acknowledgements seen before
     assert rungs(obs)[2:] == ["warn:no_progress", "stop:no_progress"]
 
 
@@ -331,7 +337,7 @@ def test_the_ladder_per_layer() -> None:
     assert rungs(Sim(LoopDetection(block=()), results="same").run([X] * 4))[3] == "stop:no_progress"
     always = Sim(LoopDetection(block_only_interleaved=False), results="same").run([X] * 5)
     assert rungs(always)[3:] == ["block", "stop:no_progress"]
-    repeat = Sim(LoopDetection(block=("repeat",))).run([X] * 6)
+    repeat = Sim(LoopDetection(block=("repeat",), layers=REPEATS.layers)).run([X] * 6)
     assert rungs(repeat)[2:] == ["warn:repeat", "ok", "block", "stop:repeat"]
 
 
@@ -396,25 +402,22 @@ def test_a_read_only_tool_naming_the_path_excuses_nothing() -> None:
 
 
 def test_a_result_without_content_counts_from_four() -> None:
-    """A silent ``sed -i`` says little about the state: the no-progress rungs wait for 4 (the
-    repeat layer's warning, on requests alone, comes at the third)."""
+    """A silent ``sed -i`` says little about the state: the no-progress rungs wait for 4."""
     sim = Sim()
     obs = [sim.step(X, returns=[("<returncode>0</returncode>\n<output>\n</output>", "success")])
            for _ in range(5)]
-    assert rungs(obs) == ["ok", "ok", "warn:repeat", "ok", "stop:no_progress"]
+    assert rungs(obs) == ["ok", "ok", "ok", "ok", "stop:no_progress"]
     assert obs[4].stop is not None and obs[4].stop["count"] == 4
 
 
-def test_the_same_reply_fifteen_times_in_a_row_stops_whatever_the_results() -> None:
-    obs = Sim(results="fresh").run([X] * 15)
-    assert obs[14].stop is not None and obs[14].stop["layer"] == "repeat"  # the repeat layer first
-    sim = Sim(LoopDetection(layers=("no_progress", "same_reply")), results="fresh")
-    obs = sim.run([X] * 15)
-    assert rungs(obs)[13:] == ["ok", "stop:same_reply"]
-    assert obs[14].stop is not None and obs[14].stop["began"] == {"response": 1}
-
-
-# --- per-tool identity and thresholds -----------------------------------------------------
+def test_the_same_reply_eight_times_in_a_row_stops_whatever_the_results() -> None:
+    """A runaway (an insertion applied again and again, its file growing each time): the same
+    calls 8 times back to back stop, whatever they return (issue 37: 15 before)."""
+    obs = Sim(results="fresh").run([X] * 8)
+    assert rungs(obs) == ["ok"] * 7 + ["stop:same_reply"]
+    assert obs[7].stop is not None and obs[7].stop["began"] == {"response": 1}
+    interleaved = Sim(results="fresh").run([X, [("status", {})]] * 8)  # not in a row: left running
+    assert all(o.stop is None for o in interleaved)
 
 
 def test_a_tool_declares_what_makes_two_calls_the_same_and_its_thresholds() -> None:
@@ -447,7 +450,7 @@ def test_a_poll_with_a_constant_sleep_needs_the_sleep_tools_own_thresholds() -> 
             out.append(sim.step([("status", {"job": 1})], results="fresh"))
         return out
 
-    assert "stop:no_progress" in rungs(poll(Sim()))
+    assert "block" in rungs(poll(Sim()))  # the status moves: the sleep is refused, not stopped
     relaxed = LoopDetection(arg_policies={"sleep": ArgPolicy(warn_after=50, stop_after=60)})
     assert all(not o.warnings and o.stop is None and not o.blocks for o in poll(Sim(relaxed)))
 
@@ -500,14 +503,20 @@ def retries(sim: Sim, between: Between, n: int = 7) -> list[Observation]:
     return out
 
 
-@pytest.mark.parametrize("between", [think, ack_think, lookup], ids=["think", "ack", "lookup"])
-def test_identical_failing_calls_are_stopped_whatever_comes_between(between: Between) -> None:
-    """An empty think, an acknowledging think, a lookup with new results: none excuses the
-    booking that fails the same way again (with or without a read-only mark)."""
-    for sim in (Sim(), Sim(LoopDetection(read_only_tools=("think", "get_flight_status")))):
-        obs = retries(sim, between)
-        assert rungs(obs) == ["ok", "ok", "warn:no_progress", "stop:no_progress"]
-        assert obs[-1].stop is not None and obs[-1].stop["progressing"] is False
+@pytest.mark.parametrize(("between", "rungs_without_hints"), [
+    (think, ["ok", "ok", "warn:no_progress", "block", "ok", "block", "ok"]),
+    (ack_think, ["ok", "ok", "warn:no_progress", "stop:no_progress"]),
+    (lookup, ["ok", "ok", "warn:no_progress", "block", "ok", "block", "ok"])], ids=["think", "ack", "lookup"])
+def test_identical_failing_calls_between_new_calls(between: Between, rungs_without_hints: list[str]) -> None:
+    """A booking failing the same way again: between a call new to the run that ran silently
+    or returned something new, the retry is refused (and runs again after the next new call);
+    between acknowledgements seen before, it stops. Marked read-only, the calls between change
+    nothing: the retry stops."""
+    obs = retries(Sim(), between)
+    assert rungs(obs) == rungs_without_hints
+    hinted = retries(Sim(LoopDetection(read_only_tools=("think", "get_flight_status"))), between)
+    assert rungs(hinted) == ["ok", "ok", "warn:no_progress", "stop:no_progress"]
+    assert hinted[-1].stop is not None and hinted[-1].stop["progressing"] is False
 
 
 # --- layer d: per-tool caps ------------------------------------------------------------

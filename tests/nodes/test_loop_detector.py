@@ -13,7 +13,7 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_loop import Limits, LoopDetection, StopReason, create_loop_agent
-from langgraph_loop.core.messages import check_pairing
+from langgraph_loop.core.messages import check_pairing, is_blocked
 from langgraph_loop.scripted import ScriptedChatModel, repeat
 
 X = [("search", {"q": "x"})]
@@ -97,16 +97,21 @@ def test_twenty_distinct_calls_never_warn(scripted: list[ScriptedChatModel]) -> 
     assert not any(warnings_in(r) for r in model.requests)
 
 
-def test_polling_that_makes_progress_is_not_stopped(scripted: list[ScriptedChatModel]) -> None:
-    progress = itertools.count(10, 10)
-    search, ran = search_tool(lambda q: f"job is {next(progress)}% done")
-    model = ScriptedChatModel(script=[X] * 12 + ["The job finished."])
-    scripted.append(model)
-    result = create_loop_agent(model, [search]).invoke(ask())
-    assert result["stop_reason"] == StopReason.COMPLETED and len(ran) == 12
-    (warning,) = warnings_in(result["messages"])
-    assert "still changing" in warning.content
-    assert types(model.requests[9])[-1] == "human"  # warned at the 9th poll
+def test_polling_that_makes_progress_is_stopped_at_eight_in_a_row_unless_declared(
+        scripted: list[ScriptedChatModel]) -> None:
+    """The same call back to back 8 times is a runaway whatever it returns (issue 37); a tool
+    the model polls says so (``metadata={"loop_polls": True}``) and waits as long as it moves."""
+    for polls, runs in ((False, 7), (True, 12)):
+        progress = itertools.count(10, 10)
+        search, ran = search_tool(lambda q, p=progress: f"job is {next(p)}% done")
+        search.metadata = {"loop_polls": True} if polls else None
+        model = ScriptedChatModel(script=[X] * 12 + ["The job finished."], no_tools_reply="Still running.")
+        scripted.append(model)
+        result = create_loop_agent(model, [search]).invoke(ask())
+        assert len(ran) == runs and warnings_in(result["messages"]) == []
+        assert result["stop_reason"] == (StopReason.COMPLETED if polls else StopReason.LOOP_DETECTED)
+        if not polls:
+            assert result["iterations"][-1]["guard"]["layer"] == "same_reply"
 
 
 def test_repeated_malformed_calls_warn_and_stay_paired(scripted: list[ScriptedChatModel]) -> None:
@@ -211,9 +216,10 @@ MCP_READ_ONLY = {"title": "Flight status", "readOnlyHint": True, "destructiveHin
 def test_a_lookup_between_identical_failing_calls_does_not_excuse_them(
     scripted: list[ScriptedChatModel], metadata: dict[str, Any] | None
 ) -> None:
-    """The booking that keeps failing the same way stagnates whatever runs between its tries:
-    other calls' new results never excuse it (issue 22; before, a lookup without MCP's
-    ``readOnlyHint`` excused it and the repeat layer stopped it one try later)."""
+    """The booking that keeps failing the same way between lookups: marked read-only (MCP's
+    ``readOnlyHint``), the lookups change nothing and the 4th try stops; without the hint a
+    lookup returning something new may have changed something, so the 4th try is refused and
+    the run goes on (issue 37), and the try after the next lookup runs again."""
     ran: list[str] = []
 
     def book(flight: str) -> str:
@@ -228,9 +234,13 @@ def test_a_lookup_between_identical_failing_calls_does_not_excuse_them(
     script: list[Any] = []
     for i in range(6):
         script += [[("book", {"flight": "HAT023"})], [("flight_status", {"flight": f"HAT{i}"})]]
-    model = ScriptedChatModel(script=script, no_tools_reply="I could not book it.")
+    model = ScriptedChatModel(script=[*script, "I could not book it."], no_tools_reply="I could not book it.")
     scripted.append(model)
     result = create_loop_agent(model, tools).invoke(ask())
+    if metadata is None:
+        assert len(ran) == 4 and result["stop_reason"] == StopReason.COMPLETED  # tries 4 and 6 refused
+        assert sum(isinstance(m, ToolMessage) and is_blocked(m) for m in result["messages"]) == 2
+        return
     assert result["stop_reason"] == StopReason.LOOP_DETECTED and len(ran) == 3
     assert result["iterations"][-1]["guard"]["layer"] == "no_progress"
     warned = next(r for r in model.requests if warnings_in(r))

@@ -74,11 +74,15 @@ def blocked(messages: list[BaseMessage]) -> list[ToolMessage]:
 
 
 def test_warn_then_block_then_stop_when_asked_again(scripted: list[ScriptedChatModel]) -> None:
-    model = ScriptedChatModel(script=edit_and_rerun(6), no_tools_reply="It still fails.")
+    """The 4th identical test run, after new edits, is refused and the run goes on; after the
+    next new edit it runs again (the model did what the refusal asked); asked for again at once,
+    with nothing done since, the run stops (issue 37)."""
+    script = [*edit_and_rerun(3), [TEST], [("edit", {"line": 3})], [LOOK], [TEST], [TEST]]
+    model = ScriptedChatModel(script=script, no_tools_reply="It still fails.")
     scripted.append(model)
     agent_tools, ran = tools()
     result = create_loop_agent(model, agent_tools).invoke(ask())
-    assert ran.count("python test.py") == 3  # the 4th request is blocked, the 5th stopped
+    assert ran.count("python test.py") == 4  # the 4th request refused, the 5th run, the 6th stopped
     (block,) = blocked(result["messages"])
     assert block.status == "error" and block.name == "bash"
     assert "returned the same result the last 3 times" in str(block.content)
@@ -86,8 +90,8 @@ def test_warn_then_block_then_stop_when_asked_again(scripted: list[ScriptedChatM
     assert after[-1] is not None and blocked(after)  # the model saw the block and went on
     assert result["stop_reason"] == StopReason.LOOP_DETECTED
     guard = result["iterations"][-1]["guard"]
-    assert (guard["layer"], guard["rung"], guard["count"]) == ("no_progress", "stop", 3)
-    assert "refused once" in guard["detail"] and ran[-2:] == ["edit 3", "cat parse.py"]
+    assert (guard["layer"], guard["rung"], guard["count"]) == ("no_progress", "stop", 4)
+    assert "the same result 4 times" in guard["detail"] and ran[-1] == "python test.py"
     assert result["messages"][-1].content == "It still fails." and not check_pairing(
         result["messages"])
 
