@@ -2,7 +2,8 @@
 format), replayed through the compiled graph (``--middleware``: also ``create_agent`` with
 ``LoopDetectionMiddleware``): a scripted model returns the recorded replies in order (it never
 reads a warning: the worst case), one tool per recorded name returns each call's recorded result,
-a stop ends the run. ``--curve``: the trade-off against deer-flow's rule; ``--text``: the text rule
+a stop ends the run (``benchmarks/rivals.py``: our layers one by one and the rules users pick
+instead, in one command). ``--text``: the text rule
 on every recorded reply and ``tests/data/markdown_answers.json``. Definitions: benchmarks/README.md.
 
 Example:
@@ -104,6 +105,8 @@ class RunResult:
     first_warning: int | None = None
     blocked: tuple[tuple[int, int], ...] = ()
     notices: tuple[tuple[int, str], ...] = ()
+    spares_request: bool = False
+    """The stop comes before the model is called for the stop's reply (its prompt is spared)."""
 
 
 def canonical_call(call: Mapping[str, Any]) -> str:
@@ -157,7 +160,7 @@ def coding_run(messages: Iterable[dict[str, Any]]) -> RecordedRun:
         elif role == "assistant":
             calls = []
             for position, call in enumerate(raw.get("tool_calls") or []):
-                args = call.get("arguments")
+                args = _arguments(call.get("arguments"))
                 calls.append({"name": str(call["name"]), "id": str(call["id"]),
                               "args": args if isinstance(args, dict) else {MALFORMED: str(args)}})
                 where[str(call["id"])] = (len(run.replies), position)
@@ -168,6 +171,18 @@ def coding_run(messages: Iterable[dict[str, Any]]) -> RecordedRun:
             errors |= {key} if raw.get("error") else set()
     run.errors = frozenset(errors)
     return run
+
+
+def _arguments(raw: Any) -> Any:
+    """Recorded arguments as the model's tool call carries them: a JSON object given as a string
+    is parsed (Toolathlon records them so); anything else is kept."""
+    if isinstance(raw, str):
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            return raw
+        return parsed if isinstance(parsed, dict) else raw
+    return raw
 
 
 def load_conversations(path: Path, limit: int | None = None) -> list[Conversation]:
@@ -429,16 +444,17 @@ def _chars(text: str) -> int:
     return int(found.group(1)) if found else len(text)
 
 
-def tokens_saved(run: RecordedRun, stop: int, final_answer: bool) -> int:
+def tokens_saved(run: RecordedRun, stop: int, final_answer: bool, spares_request: bool = False) -> int:
     """Input tokens (characters / 4) of the requests a stop at reply ``stop`` spares: every
-    request after it, less the tools-free final answer's (ours makes one; deer-flow does not).
+    request after it (and its own, ``spares_request``: a rule that stops before calling the
+    model), less the tools-free final answer's (ours makes one; the rivals do not).
     A request is the run's user message and every earlier reply and result (earlier runs of a
     conversation are left out: the same for every system)."""
     sizes = [_chars(run.user)]
     for i, ai in enumerate(run.replies):
         sent = len(str(ai.content)) + sum(len(json.dumps(c["args"])) for c in ai.tool_calls)
         sizes.append(sizes[-1] + sent + sum(_chars(run.result(i, str(c["id"]))) for c in ai.tool_calls))
-    spared = sizes[stop + 1:len(run.replies)]  # the prompts of replies stop+1 .. the last
+    spared = sizes[stop + (not spares_request):len(run.replies)]  # the prompts of replies stop+1 .. the last
     return (sum(spared) - (spared[0] if spared and final_answer else 0)) // 4
 
 
@@ -479,55 +495,23 @@ def engine_replay(detection: LoopDetection) -> ReplayFn:
     return replay
 
 
+def rule_replay(rule: Callable[[RecordedRun], int | None], spares_request: bool = False) -> ReplayFn:
+    """A rival's rule over each run's recorded replies: where it ends the run (``rivals.py``)."""
+    def replay(conversation: Conversation) -> list[RunResult]:
+        out = []
+        for run in conversation.runs:
+            stop = rule(run)
+            out.append(RunResult(len(run.replies), len(run.calls()), None) if stop is None else
+                       RunResult(stop + 1, len(run.calls(0, stop)), "hard_stop", "rule",
+                                 spares_request=spares_request))
+        return out
+
+    return replay
+
+
 def deerflow(hard_limit: int, window: int) -> ReplayFn:
     """deer-flow's rule at one setting (warnings do not change the recorded replies)."""
     return lambda c: deerflow_replay(c, DeerFlowGuard(min(3, hard_limit - 1), hard_limit, window))
-
-
-SWEEP = {"defaults": LoopDetection(), "no_progress_stop_after=4": LoopDetection(no_progress_stop_after=4),
-         "progress_factor=2": LoopDetection(progress_factor=2),
-         "progress_factor=1, stop_after=8": LoopDetection(progress_factor=1, stop_after=8, window=20),
-         "stop_after=8": LoopDetection(stop_after=8), "block=()": LoopDetection(block=())}
-BUDGETS = (0, 1, 2, 5, 10)
-
-
-def curve(sources: Sequence[Source]) -> list[dict[str, Any]]:
-    """Every point of the trade-off curve, over all sources: ours (:data:`SWEEP`) and deer-flow's
-    rule swept over its stop count and window."""
-    points: dict[str, ReplayFn] = {f"langgraph-loop {k}": engine_replay(v) for k, v in SWEEP.items()}
-    points |= {f"deer-flow stop {h}/window {w}": deerflow(h, w)
-               for h in range(3, 16) for w in (10, 20, 30, 50)}
-    rows = []
-    for name, replay in points.items():
-        total = Counter[str]()
-        for source in sources:
-            conversations = source.conversations
-            total.update(summarize(name, conversations, [replay(c) for c in conversations], source.loops).n)
-        rows.append({"point": name, "ours": name.startswith("langgraph-loop"),
-                     **{k: total[k] for k in COUNTS}})
-    return rows
-
-
-def budget_table(rows: Sequence[dict[str, Any]]) -> str:
-    """Per false-stop budget (stops cutting new work in solved runs; all false stops ≤ 0.5 % of
-    solved runs): each side's best point by calls saved in failed runs, and the ratios."""
-    lines = ["| cutting stops ≤ | ours: best point | calls | tokens | stuck stopped | deer-flow: best point"
-             " | calls | tokens | calls ÷ | tokens ÷ |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for budget in BUDGETS:
-        fits = [r for r in rows
-                if r["solved_cut_new"] <= budget and r["solved_stopped"] <= 0.005 * r["solved_runs"]]
-        best = [max((r for r in fits if r["ours"] is side), default=None,
-                    key=lambda r: (r["failed_saved"], r["failed_tokens"])) for side in (True, False)]
-        us, them = best
-        if us is None or them is None:
-            lines.append(f"| {budget} | – | | | | – | | | | |")
-            continue
-        ratios = [us[k] / max(them[k], 1) for k in ("failed_saved", "failed_tokens")]
-        lines.append(f"| {budget} | {us['point']} | {us['failed_saved']} | {us['failed_tokens']} | "
-                     f"{us['stuck_failed_stopped']}/{us['stuck_failed']} | {them['point']} | "
-                     f"{them['failed_saved']} | {them['failed_tokens']} | {ratios[0]:.2f}× |"
-                     f" {ratios[1]:.2f}× |")
-    return "\n".join(lines)
 
 
 def stop_index(result: RunResult) -> int | None:
@@ -568,7 +552,8 @@ def _count_run(s: Summary, solved: bool, run: RecordedRun, res: RunResult, where
         n.update(failed_calls=len(run.calls()), failed_warned=res.first_warning is not None,
                  failed_stopped=stop is not None, failed_saved=(0 if stop is None else len(run.calls(stop)))
                  + sum(1 for reply, _ in res.blocked if stop is None or reply < stop),
-                 failed_tokens=0 if stop is None else tokens_saved(run, stop, res.stop_reason != "hard_stop"))
+                 failed_tokens=0 if stop is None else tokens_saved(run, stop, res.stop_reason != "hard_stop",
+                                                                   res.spares_request))
 
 
 def summarize(system: str, conversations: Sequence[Conversation],
@@ -652,13 +637,18 @@ def load_sources(paths: Iterable[Path], limit: int | None = None,
     return out
 
 
-def measure(source: Source, variants: bool = False, middleware: bool = False) -> Source:
-    """Replay one source under every system."""
-    conversations = source.conversations
+def find_loops(source: Source) -> Source:
+    """The obvious and stuck loops of every run of a source (``source.loops``)."""
     source.loops = [Loop(ci, ri, call, reply, why, kind, conv.solved)
-                    for ci, conv in enumerate(conversations) for ri, run in enumerate(conv.runs)
+                    for ci, conv in enumerate(source.conversations) for ri, run in enumerate(conv.runs)
                     for kind, finder in (("obvious", obvious_loops), ("stuck", stuck_loops))
                     for call, reply, why in finder(run)]
+    return source
+
+
+def measure(source: Source, variants: bool = False, middleware: bool = False) -> Source:
+    """Replay one source under every system."""
+    conversations = find_loops(source).conversations
     for name, replay in systems(conversations, variants, middleware).items():
         started = time.perf_counter()
         source.results[name] = [replay(conv) for conv in conversations]
@@ -742,8 +732,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", action="store_true", help="also langgraph-loop without the block rung,"
                         " blocking always, and without the path excuse")
     parser.add_argument("--middleware", action="store_true", help=f"also {MIDDLEWARE}")
-    parser.add_argument("--curve", action="store_true", help="the trade-off curve: our main knobs and"
-                        " deer-flow's rule swept, the best point of each per false-stop budget")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     sources = load_sources(args.data or [SHARED if args.text else DATA], args.limit, args.label)
@@ -761,19 +749,6 @@ def main(argv: list[str] | None = None) -> int:
         total.seconds = round(total.seconds + s.seconds, 1)
     if len(measured) > 1:
         print(f"\n## overall ({len(measured)} sources)\n\n{format_table(list(totals.values()))}")
-    if args.curve:
-        rows = curve(measured)
-        check = next(r for r in rows if r["point"] == "langgraph-loop defaults")
-        graph = totals["langgraph-loop"].n
-        print("\n## The trade-off curve (failed runs: calls and input tokens saved; solved runs: false"
-              " stops, stops cutting new work)\n\n| point | calls saved | tokens saved | false stops |"
-              " cutting stops | stuck loops stopped |\n|---|---|---|---|---|---|")
-        for r in rows:
-            print(f"| {r['point']} | {r['failed_saved']} | {r['failed_tokens']} | {r['solved_stopped']} |"
-                  f" {r['solved_cut_new']} | {r['stuck_failed_stopped']}/{r['stuck_failed']} |")
-        same = all(check[k] == graph[k] for k in ("failed_saved", "solved_stopped", "stuck_failed_stopped"))
-        print(f"\nengine replay check: the defaults' point {'equals' if same else 'DIFFERS FROM'} the graph's"
-              f" replay\n\n## Per false-stop budget\n\n{budget_table(rows)}")
     print(f"\nbenchmark runtime: {time.perf_counter() - started:.1f} s")
     path = args.json or (None if args.label or args.limit else RESULTS / (
         "real_traces.json" if all(s.vendored for s in sources) else "real_traces_all.json"))
