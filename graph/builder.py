@@ -52,7 +52,7 @@ from langgraph_loop.core.messages import is_blocked, is_cut, unanswered_tail
 from langgraph_loop.core.models import ChatRunnable
 from langgraph_loop.core.settings import MOVED, NODE_HOOKS, LoopSettings, regroup
 from langgraph_loop.core.shape import Route
-from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState, with_user_keys
+from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState
 from langgraph_loop.nodes.approval import ApprovalNode, needs_approval
 from langgraph_loop.nodes.compaction import CompactionNode
 from langgraph_loop.nodes.judge import JudgeNode
@@ -362,8 +362,7 @@ def _assemble(settings: LoopSettings) -> tuple[StateGraph[LoopState, LoopContext
     themselves."""
     shape = settings.shape
     routes = Routes(settings)
-    state, given, output = merged_schemas(settings, with_user_keys(LoopInput, settings.state_schema),
-                                          with_user_keys(LoopOutput, settings.state_schema))
+    state, given, output = merged_schemas(settings, LoopInput, LoopOutput)
     builder: StateGraph[LoopState, LoopContext, LoopInput, LoopOutput] = StateGraph(
         state, context_schema=settings.context_schema or LoopContext,
         input_schema=given, output_schema=output,

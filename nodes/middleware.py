@@ -91,20 +91,23 @@ def _omitted(hint: Any, flag: str) -> bool:
 
 def merged_schemas(settings: LoopSettings, input_schema: type[Any], output_schema: type[Any]
                    ) -> tuple[type[Any], type[Any], type[Any]]:
-    """The graph's state, input and output schemas with the middleware's ``state_schema``
-    fields: merged as ``create_agent`` merges them (the middleware's in order, then the
-    loop's state, which wins a conflict, ``messages`` included), ``jump_to`` from
-    ``AgentState``; fields marked ``OmitFromInput``/``OmitFromOutput`` left out of the input
-    and output schemas (``input_schema``/``output_schema``: the loop's, with the user's keys).
+    """The graph's state, input and output schemas with the user's ``state_schema`` and the
+    middleware's: merged as ``create_agent`` merges them (the middleware's in order, then the
+    user's, then the loop's state, which wins a conflict, ``messages`` included; a clash of
+    types was refused at build time), ``jump_to`` from ``AgentState`` with middleware; fields
+    marked ``OmitFromInput``/``OmitFromOutput`` left out of the input and output schemas
+    (``input_schema``/``output_schema``: the loop's).
     """
-    base = settings.state_schema or LoopState
-    if not settings.middleware:
-        return base, input_schema, output_schema
-    extra: dict[str, Any] = {"jump_to": get_type_hints(AgentState, include_extras=True)["jump_to"]}
-    for m in settings.middleware:
-        extra.update(get_type_hints(m.state_schema, include_extras=True))
-    own = get_type_hints(base, include_extras=True)
+    extra: dict[str, Any] = {}
+    if settings.middleware:
+        extra["jump_to"] = get_type_hints(AgentState, include_extras=True)["jump_to"]
+    for schema in [*(m.state_schema for m in settings.middleware), settings.state_schema]:
+        if schema is not None:
+            extra.update(get_type_hints(schema, include_extras=True))
+    own = get_type_hints(LoopState, include_extras=True)
     extra = {k: v for k, v in extra.items() if k not in own}
+    if not extra:
+        return LoopState, input_schema, output_schema
     state = TypedDict("LoopAgentState", {**extra, **own}, total=False)  # type: ignore[operator,misc]
 
     def plus(schema: type[Any], flag: str) -> type[Any]:

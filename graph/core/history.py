@@ -262,7 +262,8 @@ def input_problem(input: Mapping[str, Any], stored: StateSnapshot | None,
     """Why a dict input cannot start a run (None when it can).
 
     ``stored`` is the thread's saved state (None without a thread or checkpoint);
-    ``accepted`` the input keys (``LoopInput``'s, plus a user state schema's).
+    ``accepted`` the input keys (``LoopInput``'s, plus a user state schema's and the
+    middleware's).
     """
     unknown = sorted(str(k) for k in input if k not in accepted)
     if unknown:
@@ -354,6 +355,13 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         """The nodes that take the edge after them themselves (``core/shape.py: take_edge``)
         and that edge: ``update_state`` as one of them takes it too, as for a graph edge."""
 
+    @property
+    def _accepted(self) -> tuple[str, ...]:
+        """The input keys a run accepts: the input schema's, and the keys a user's or a
+        middleware's ``state_schema`` keeps out of it (dropped, as ``create_agent`` drops them)."""
+        state = set(self.builder.state_schema.__annotations__) - set(LoopState.__annotations__)
+        return (*self.builder.input_schema.__annotations__, *sorted(state))
+
     def _checked(self, input: Any, config: RunnableConfig | None, kwargs: dict[str, Any],
                  stored: StateSnapshot | None, saved: Sequence[ToolMessage]
                  ) -> tuple[Any, dict[str, Any]]:
@@ -373,7 +381,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         if isinstance(input, Command) and input.update is not None:
             input = replace(input, update=self._update(input.update, stored))
         if isinstance(input, Mapping):
-            problem = input_problem(input, stored, tuple(self.builder.input_schema.__annotations__))
+            problem = input_problem(input, stored, self._accepted)
             if problem is not None:
                 raise ValueError(problem)
             if "messages" in input:

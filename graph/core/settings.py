@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, get_type_hints
 
-from langchain.agents.middleware.types import AgentMiddleware
+from langchain.agents.middleware.types import AgentMiddleware, AgentState
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
 from langchain_core.tools import BaseTool
@@ -124,17 +124,34 @@ LOOP_KEYS = frozenset(LoopState.__annotations__) - {"messages", "todos", "mode"}
 """State keys the loop owns: a tool's ``Command`` cannot write them."""
 
 
-def _check_state_schema(schema: Any) -> None:
-    """A user ``state_schema`` must declare every ``LoopState`` key (extend it)."""
+SHARED_KEYS = frozenset(get_type_hints(AgentState))
+"""The keys of LangChain's ``AgentState`` (``messages``, ``jump_to``, ``structured_response``):
+every middleware schema declares them; the loop's declaration of each serves both."""
+
+
+def check_state_schema(schema: Any, where: str) -> None:
+    """A ``state_schema`` (the user's or a middleware's, ``where`` names it) may extend
+    ``LoopState`` or LangChain's ``AgentState`` and add keys; re-declaring a key the loop owns
+    with another type is a ``ValueError`` naming the keys (its writes would break the loop).
+
+    Example:
+        >>> from langchain.agents import AgentState
+        >>> class Mine(AgentState):
+        ...     usage: int
+        >>> try:
+        ...     check_state_schema(Mine, "middleware M")
+        ... except ValueError as exc:
+        ...     print(str(exc)[:72])
+        middleware M: state_schema Mine declares ['usage'], keys the loop owns (
+    """
     if schema is None:
         return
-    keys = set(getattr(schema, "__annotations__", {}))
-    for base in getattr(schema, "__mro__", ()):
-        keys |= set(getattr(base, "__annotations__", {}))
-    missing = sorted(set(LoopState.__annotations__) - keys)
-    if missing:
-        raise ValueError(f"state_schema must extend LoopState (class MyState(LoopState): ...); "
-                         f"it lacks {missing[:5]}")
+    own = get_type_hints(LoopState, include_extras=True)
+    hints = get_type_hints(schema, include_extras=True)
+    clash = sorted(k for k, v in hints.items() if k in own and k not in SHARED_KEYS and v != own[k])
+    if clash:
+        raise ValueError(f"{where}: state_schema {schema.__name__} declares {clash}, keys the loop "
+                         f"owns (LoopState) with another type; rename them")
 
 
 def _declared(schema: Any) -> set[str]:
@@ -403,7 +420,9 @@ class LoopSettings:
                                                        [*coerced, *kwargs["provider_tools"]])
         if kwargs.get("loop_detection") is not None:  # MCP read-only hints in tool metadata
             kwargs["loop_detection"] = kwargs["loop_detection"].with_tool_hints(coerced)
-        _check_state_schema(kwargs.get("state_schema"))
+        check_state_schema(kwargs.get("state_schema"), "state_schema")
+        for m in kwargs["middleware"]:
+            check_state_schema(m.state_schema, f"middleware {m.name}")
         settings = cls(model=model, tools=coerced, **kwargs)
         settings._check_approval()
         settings._check_loop_detection()
