@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
 
 from langchain.agents.middleware.types import AgentMiddleware
+from langgraph.cache.base import BaseCache
 from langchain_core.messages import SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
@@ -52,6 +53,7 @@ from langgraph_loop.core.messages import is_blocked, is_cut, unanswered_tail
 from langgraph_loop.core.models import ChatRunnable
 from langgraph_loop.core.settings import MOVED, NODE_HOOKS, LoopSettings, regroup
 from langgraph_loop.core.shape import Route
+from langgraph_loop.core.streams import TransformerFactory, stream_transformers
 from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState
 from langgraph_loop.nodes.approval import ApprovalNode, needs_approval
 from langgraph_loop.nodes.compaction import CompactionNode
@@ -97,7 +99,8 @@ C = TypeVar("C")
 Configured: TypeAlias = C | Mapping[str, Any] | None
 """A configuration model, or a dict of its fields, or None."""
 
-_NOT_SETTINGS = frozenset({"model", "tools", "checkpointer", "store", "deprecated"})
+_NOT_SETTINGS = frozenset({"model", "tools", "checkpointer", "store", "deprecated", "interrupt_before",
+                           "interrupt_after", "debug", "cache", "transformers"})
 
 class Deprecated(TypedDict, total=False):
     """``create_loop_agent``'s keywords of 0.2, accepted with a ``DeprecationWarning`` until
@@ -122,7 +125,7 @@ DEFAULT_LOOP_DETECTION = LoopDetection()
 
 def create_loop_agent(
     model: ChatRunnable | str,
-    tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | BaseTool | Callable[..., Any] = (),
+    tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | BaseTool | Callable[..., Any] | None = None,
     *,
     system_prompt: str | SystemMessage | None = None,
     iterations: Configured[Iterations] = None,
@@ -138,14 +141,20 @@ def create_loop_agent(
     handle_tool_errors: Any = None,
     checkpointer: Checkpointer = None,
     store: BaseStore | None = None,
+    interrupt_before: list[str] | None = None,
+    interrupt_after: list[str] | None = None,
+    debug: bool = False,
     name: str | None = None,
+    cache: BaseCache[Any] | None = None,
+    transformers: Sequence[TransformerFactory] | None = None,
     **deprecated: Unpack[Deprecated],
 ) -> CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput]:
     """Build the loop agent as a compiled graph (callbacks may be sync or async).
 
     Args:
         model: a chat model, ``"provider:model"`` or a Runnable wrapping chat models.
-        tools: tools, functions, provider-side tool dicts (bound, never run here); one alone is a list.
+        tools: tools, functions, provider-side tool dicts (bound, never run here); one alone is a
+            list; None (the default) is none.
         system_prompt: the system prompt of every model call (a ``SystemMessage`` is kept).
         iterations: the outer loop (``Iterations``): how many iterations and model calls per
             iteration, ``should_continue``, ``judge``, the ``continuation`` text, the
@@ -162,7 +171,12 @@ def create_loop_agent(
         context_schema: the user's runtime context type (override groups may sit beside it).
         handle_tool_errors: ``ToolNode``'s switch (default: errors become error results).
         checkpointer, store: any LangGraph checkpointer and store, passed through.
-        name: the graph's name (default ``"langgraph-loop"``); if given, every reply's name.
+        interrupt_before, interrupt_after, debug, cache: passed to ``StateGraph.compile``
+            (node names: ``model``, ``tools``, ...; see ``core/shape.py``).
+        name: the graph's name (default ``"langgraph-loop"``); if given, every reply's name
+            and the ``lc_agent_name`` of the run's metadata (as ``create_agent`` sets it).
+        transformers: stream transformers for ``stream_events(version="v3")``, after the ones
+            ``create_agent`` registers (``core/streams.py``).
         **deprecated: the keywords of 0.2 that moved into a group (``max_iterations``,
             ``should_continue``, ``judge``, ``next_message``, ``record_feedback``,
             ``inject_progress``, ``fresh_context``, ``prompt_factory``, ``stall_detection``,
@@ -197,9 +211,13 @@ def create_loop_agent(
     options = regroup({**options, **deprecated}, warn=True, stacklevel=2)
     settings = LoopSettings.build(model, tools, **options)
     builder, own_edges = _assemble(settings)
-    graph = builder.compile(checkpointer=checkpointer, store=store, name=name or "langgraph-loop")
+    graph = builder.compile(checkpointer=checkpointer, store=store, name=name or "langgraph-loop",
+                            interrupt_before=interrupt_before, interrupt_after=interrupt_after,
+                            debug=debug, cache=cache,
+                            transformers=stream_transformers(settings.middleware, transformers))
+    metadata = {"lc_agent_name": name} if name else {}
     return LoopGraph.of(graph, settings.overrides, own_edges).with_config(
-        recursion_limit=settings.recursion_limit)
+        recursion_limit=settings.recursion_limit, metadata=metadata)
 
 
 # --- the conditional edges ---------------------------------------------------------------

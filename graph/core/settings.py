@@ -131,8 +131,9 @@ every middleware schema declares them; the loop's declaration of each serves bot
 
 def check_state_schema(schema: Any, where: str) -> None:
     """A ``state_schema`` (the user's or a middleware's, ``where`` names it) may extend
-    ``LoopState`` or LangChain's ``AgentState`` and add keys; re-declaring a key the loop owns
-    with another type is a ``ValueError`` naming the keys (its writes would break the loop).
+    ``LoopState`` or LangChain's ``AgentState`` and add keys (``todos`` and ``mode`` are the
+    user's: ``TodoListMiddleware`` shares ``todos``); re-declaring a key the loop owns
+    (``LOOP_KEYS``) with another type is a ``ValueError`` naming the keys (its writes would break the loop).
 
     Example:
         >>> from langchain.agents import AgentState
@@ -148,7 +149,8 @@ def check_state_schema(schema: Any, where: str) -> None:
         return
     own = get_type_hints(LoopState, include_extras=True)
     hints = get_type_hints(schema, include_extras=True)
-    clash = sorted(k for k, v in hints.items() if k in own and k not in SHARED_KEYS and v != own[k])
+    clash = sorted(k for k, v in hints.items()
+                   if k in LOOP_KEYS and k not in SHARED_KEYS and v != own[k])
     if clash:
         raise ValueError(f"{where}: state_schema {schema.__name__} declares {clash}, keys the loop "
                          f"owns (LoopState) with another type; rename them")
@@ -397,7 +399,7 @@ class LoopSettings:
             object.__setattr__(self, name, value)
 
     @classmethod
-    def build(cls, model: ChatRunnable | str, tools: Sequence[Any] | BaseTool | Callback = (),
+    def build(cls, model: ChatRunnable | str, tools: Sequence[Any] | BaseTool | Callback | None = (),
               **kwargs: Any) -> LoopSettings:
         """Validate the builder's arguments (``ValueError`` naming the argument).
 
@@ -405,7 +407,7 @@ class LoopSettings:
         group (``MOVED``) are taken too, without a warning (``create_loop_agent`` warns).
         """
         model = resolve_model(model)
-        tools, kwargs["provider_tools"] = split_provider_tools(tools)
+        tools, kwargs["provider_tools"] = split_provider_tools(() if tools is None else tools)
         kwargs = regroup(kwargs)
         kwargs.update(_check_types(kwargs))
         kwargs["iterations"], kwargs["limits"] = _synced(kwargs.get("iterations") or Iterations(),

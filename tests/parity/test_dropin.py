@@ -14,6 +14,7 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import ToolRuntime
 from typing_extensions import Annotated
 
@@ -82,3 +83,51 @@ def test_a_middleware_schema_redeclaring_the_loops_keys_is_refused_when_built() 
 def test_a_users_schema_redeclaring_the_loops_keys_is_refused_when_built() -> None:
     with pytest.raises(ValueError, match=r"state_schema: state_schema Clashing declares"):
         create_loop_agent(scripted("ok"), state_schema=Clashing)
+
+
+# --- create_agent's keywords and what it registers --------------------------------------------
+
+@tool
+def echo(text: str) -> str:
+    """Echo the text."""
+    return text
+
+
+def echo_call(call_id: str = "e1") -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": "echo", "args": {"text": "x"}, "id": call_id,
+                                      "type": "tool_call"}])
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_tools_none_is_an_agent_without_tools(build: Any) -> None:
+    model = scripted("hello")
+    result = build(model, None).invoke(ask())
+    assert result["messages"][-1].content == "hello"
+    assert model.request_tools == [[]]
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_v3_stream_events_project_the_tool_calls_without_opt_in(build: Any) -> None:
+    agent = build(scripted(echo_call(), "done"), [echo])
+    run = agent.stream_events(ask(), version="v3")
+    streamed = list(run.tool_calls)
+    assert [(tc.tool_name, tc.tool_call_id, tc.completed, tc.error) for tc in streamed] == [
+        ("echo", "e1", True, None)]
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_the_agents_name_is_in_every_streamed_tokens_metadata(build: Any) -> None:
+    agent = build(scripted(echo_call(), "done"), [echo], name="helper")
+    names = {meta.get("lc_agent_name")
+             for _, meta in agent.stream(ask(), stream_mode="messages")}
+    assert names == {"helper"}
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_compile_keywords_are_passed_through(build: Any) -> None:
+    agent = build(scripted(echo_call(), "done"), [echo], interrupt_before=["tools"],
+                  checkpointer=InMemorySaver(), debug=False, cache=None)
+    thread = {"configurable": {"thread_id": "t"}}
+    agent.invoke(ask(), thread)
+    assert agent.get_state(thread).next == ("tools",)
+    assert agent.invoke(None, thread)["messages"][-1].content == "done"
