@@ -303,10 +303,10 @@ class ModelCalls:
         known = {t.name for t in self.settings.tools}
         unknown = [t.name for t in request.tools if isinstance(t, BaseTool) and t.name not in known]
         if unknown and not self.dynamic_tools:
-            raise ValueError(f"wrap_model_call middleware added tools the agent cannot run: "
-                             f"{unknown} (registered: {sorted(known)}); pass them in tools=[...] "
-                             f"or on the middleware's tools, or run them in a wrap_tool_call "
-                             f"middleware")
+            raise ValueError(f"Middleware added tools that the agent doesn't know how to execute "
+                             f"(wrap_model_call). Unknown tools: {unknown}; registered tools: "
+                             f"{sorted(known)}. Pass them in tools=[...] or on the middleware's "
+                             f"tools, or run them in a wrap_tool_call middleware")
         tools, fmt, structured = list(request.tools), request.response_format, self.settings.structured
         extra: dict[str, Any] = dict(request.model_settings)
         choice = request.tool_choice

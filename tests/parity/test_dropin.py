@@ -131,3 +131,48 @@ def test_compile_keywords_are_passed_through(build: Any) -> None:
     agent.invoke(ask(), thread)
     assert agent.get_state(thread).next == ("tools",)
     assert agent.invoke(None, thread)["messages"][-1].content == "done"
+
+
+# --- tools a middleware adds ------------------------------------------------------------------
+
+@tool
+def extra(text: str) -> str:
+    """A tool only the middleware knows."""
+    return f"extra ran on {text}"
+
+
+class AddsAndRuns(AgentMiddleware[Any, Any]):
+    """Offers ``extra`` to the model and runs it when called."""
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        return handler(request.override(tools=[*request.tools, extra]))
+
+    def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+        if request.tool_call["name"] == "extra":
+            return handler(request.override(tool=extra))
+        return handler(request)
+
+
+class OnlyAdds(AgentMiddleware[Any, Any]):
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        return handler(request.override(tools=[*request.tools, extra]))
+
+
+def extra_call() -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": "extra", "args": {"text": "x"}, "id": "x1",
+                                      "type": "tool_call"}])
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_a_tool_a_middleware_adds_and_runs_runs(build: Any) -> None:
+    model = scripted(extra_call(), "done")
+    result = build(model, [echo], middleware=[AddsAndRuns()]).invoke(ask())
+    assert [m.content for m in result["messages"][2:]] == ["extra ran on x", "done"]
+    assert model.request_tools[0] == ["echo", "extra"]
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_a_tool_a_middleware_adds_but_nobody_runs_is_an_error_naming_it(build: Any) -> None:
+    agent = build(scripted(extra_call(), "done"), [echo], middleware=[OnlyAdds()])
+    with pytest.raises(ValueError, match=r"(?s)Middleware added tools.*Unknown tools:.*extra"):
+        agent.invoke(ask())
