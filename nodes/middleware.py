@@ -373,10 +373,13 @@ class ModelCalls:
 Wrapper = Callable[[ToolCallRequest, Callable[[ToolCallRequest], Any]], Any]
 
 
-def _invalid_args(exc: ToolInvocationError) -> str:
+def _invalid_args(exc: Exception) -> str:
     """``ToolNode``'s handling under ``create_agent``: only invalid arguments become results
-    inside the tool call (other errors reach the middleware as exceptions)."""
-    return str(exc)
+    inside the tool call; anything else is raised (through the middleware; what they raise
+    themselves fails the run)."""
+    if isinstance(exc, ToolInvocationError):
+        return str(exc)
+    raise exc
 
 
 def tool_call_wrappers(settings: LoopSettings, own: Wrapper, aown: Wrapper,
@@ -386,7 +389,9 @@ def tool_call_wrappers(settings: LoopSettings, own: Wrapper, aown: Wrapper,
 
     With user wrappers and the loop's default error handling, a tool's exception passes
     through them (so ``ToolRetryMiddleware`` sees it) and ``errors`` turns it into an error
-    result outside them; a ``handle_tool_errors`` the user gave is ``ToolNode``'s, as given.
+    result outside them; an exception a middleware raises itself (a refused answer, a failed
+    check, a sync-only hook under ``ainvoke``) fails the run, as under ``create_agent``. A
+    ``handle_tool_errors`` the user gave is ``ToolNode``'s, as given.
     """
     users = settings.hooked("wrap_tool_call")
     default = settings.handle_tool_errors is None
@@ -396,32 +401,51 @@ def tool_call_wrappers(settings: LoopSettings, own: Wrapper, aown: Wrapper,
     asyn = [m.awrap_tool_call for m in users] + [aown]
 
     def wrap(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
+        raised: list[Exception] = []
+
+        def tool(req: ToolCallRequest) -> Any:
+            try:
+                return execute(req)
+            except Exception as exc:
+                raised.append(exc)
+                raise
+
         def at(i: int, req: ToolCallRequest) -> Any:
-            return execute(req) if i == len(sync) else sync[i](req, lambda r: at(i + 1, r))
+            return tool(req) if i == len(sync) else sync[i](req, lambda r: at(i + 1, r))
         try:
             return at(0, request)
-        except GraphBubbleUp:
-            raise
         except Exception as exc:
-            if not default:
-                raise
-            return _error(request, errors(exc))
+            return _tool_error(request, exc, raised, errors if default else None)
 
     async def awrap(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
+        raised: list[Exception] = []
+
+        async def tool(req: ToolCallRequest) -> Any:
+            try:
+                return await execute(req)
+            except Exception as exc:
+                raised.append(exc)
+                raise
+
         async def at(i: int, req: ToolCallRequest) -> Any:
             if i == len(asyn):
-                return await execute(req)
+                return await tool(req)
             return await asyn[i](req, lambda r: at(i + 1, r))
         try:
             return await at(0, request)
-        except GraphBubbleUp:
-            raise
         except Exception as exc:
-            if not default:
-                raise
-            return _error(request, errors(exc))
+            return _tool_error(request, exc, raised, errors if default else None)
 
     return wrap, awrap, _invalid_args if default else settings.handle_tool_errors
+
+
+def _tool_error(request: ToolCallRequest, exc: Exception, raised: Sequence[Exception],
+                errors: Callable[[Exception], str] | None) -> ToolMessage:
+    """The error result for a tool's own exception that came out of the middleware chain
+    (``errors``: the loop's default handling); anything else is raised again."""
+    if errors is None or isinstance(exc, GraphBubbleUp) or not any(exc is e for e in raised):
+        raise exc
+    return _error(request, errors(exc))
 
 
 def _error(request: ToolCallRequest, text: str) -> ToolMessage:

@@ -176,3 +176,32 @@ def test_a_tool_a_middleware_adds_but_nobody_runs_is_an_error_naming_it(build: A
     agent = build(scripted(extra_call(), "done"), [echo], middleware=[OnlyAdds()])
     with pytest.raises(ValueError, match=r"(?s)Middleware added tools.*Unknown tools:.*extra"):
         agent.invoke(ask())
+
+
+# --- exceptions a wrap_tool_call middleware raises itself ---------------------------------------
+
+class SyncOnly(AgentMiddleware[Any, Any]):
+    def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+        return handler(request)
+
+
+class Refuses(AgentMiddleware[Any, Any]):
+    def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+        raise PermissionError("policy check failed")
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+async def test_a_sync_only_tool_wrapper_under_ainvoke_fails_the_run(build: Any) -> None:
+    model = scripted(echo_call(), "done")
+    agent = build(model, [echo], middleware=[SyncOnly()])
+    with pytest.raises(NotImplementedError, match="awrap_tool_call is not available"):
+        await agent.ainvoke(ask())
+    assert len(model.requests) == 1
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_an_exception_a_tool_wrapper_raises_itself_fails_the_run(build: Any) -> None:
+    model = scripted(echo_call(), "done")
+    with pytest.raises(PermissionError, match="policy check failed"):
+        build(model, [echo], middleware=[Refuses()]).invoke(ask())
+    assert len(model.requests) == 1
