@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import InitVar, dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from typing import Any
 
 from langchain_core.language_models import LanguageModelInput
@@ -293,8 +293,6 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
 
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
-        self._bound_all: Runnable[LanguageModelInput, BaseMessage] = call_model(settings)
-        self._final: Runnable[LanguageModelInput, BaseMessage] = final_model(settings)
         self.memo = DetectorMemo()
         """The detector states of earlier replies (one memo per compiled graph)."""
         self.wrapped = ModelCalls(settings) if settings.hooked("wrap_model_call") else None
@@ -302,6 +300,17 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         self.route: Route | None = None
         """The edge after ``model``, when the node takes it itself (set by the builder;
         ``core/shape.py: take_edge``)."""
+
+    @cached_property
+    def _bound_all(self) -> Runnable[LanguageModelInput, BaseMessage]:
+        """The model with every tool, bound at its first call (as ``create_agent`` binds: a
+        model without ``bind_tools`` builds, and fails only when a call needs the binding)."""
+        return call_model(self.settings)
+
+    @cached_property
+    def _final(self) -> Runnable[LanguageModelInput, BaseMessage]:
+        """The model of the final answer, bound at its first call."""
+        return final_model(self.settings)
 
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:

@@ -12,10 +12,12 @@ import pytest
 from langchain.agents import AgentState, create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import PrivateStateAttr
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import ToolRuntime
+from pydantic import BaseModel
 from typing_extensions import Annotated
 
 from langgraph_loop import create_loop_agent
@@ -205,3 +207,18 @@ def test_an_exception_a_tool_wrapper_raises_itself_fails_the_run(build: Any) -> 
     with pytest.raises(PermissionError, match="policy check failed"):
         build(model, [echo], middleware=[Refuses()]).invoke(ask())
     assert len(model.requests) == 1
+
+
+# --- binding -----------------------------------------------------------------------------------
+
+class Answer(BaseModel):
+    text: str
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_a_model_without_bind_tools_builds_with_a_response_format_and_fails_when_called(
+        build: Any) -> None:
+    agent = build(GenericFakeChatModel(messages=iter([AIMessage("hi")])), response_format=Answer)
+    assert "model" in agent.get_graph().nodes
+    with pytest.raises(NotImplementedError):
+        agent.invoke(ask())
