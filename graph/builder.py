@@ -20,10 +20,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
 
 from langchain.agents.middleware.types import AgentMiddleware
-from langgraph.cache.base import BaseCache
 from langchain_core.messages import SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
+from langgraph.cache.base import BaseCache
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
@@ -53,8 +53,8 @@ from langgraph_loop.core.messages import is_blocked, is_cut, unanswered_tail
 from langgraph_loop.core.models import ChatRunnable
 from langgraph_loop.core.settings import MOVED, NODE_HOOKS, LoopSettings, regroup
 from langgraph_loop.core.shape import Route
-from langgraph_loop.core.streams import TransformerFactory, stream_transformers
 from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState
+from langgraph_loop.core.streams import TransformerFactory, stream_transformers
 from langgraph_loop.nodes.approval import ApprovalNode, needs_approval
 from langgraph_loop.nodes.compaction import CompactionNode
 from langgraph_loop.nodes.judge import JudgeNode
@@ -125,7 +125,8 @@ DEFAULT_LOOP_DETECTION = LoopDetection()
 
 def create_loop_agent(
     model: ChatRunnable | str,
-    tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | BaseTool | Callable[..., Any] | None = None,
+    tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | BaseTool | Callable[..., Any]
+    | None = None,
     *,
     system_prompt: str | SystemMessage | None = None,
     iterations: Configured[Iterations] = None,

@@ -67,10 +67,10 @@ from langgraph.runtime import get_runtime
 from langgraph.types import Command
 from typing_extensions import TypedDict
 
-from langgraph_loop.core.history import resolve_removals
+from langgraph_loop.core.history import removal_breaks, resolve_removals
 from langgraph_loop.core.messages import as_message, unanswered_tail
 from langgraph_loop.core.models import map_chat_models
-from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.settings import JUMP_TARGETS, LoopSettings, can_jump_to
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import StopReason, guard, stop_answer_text, stop_update
 from langgraph_loop.nodes.binding import native_kwargs, none_choice
@@ -139,15 +139,35 @@ class HookNode(Runnable[Any, Any]):
         if not self.has_sync:
             raise NotImplementedError(f"{self.name}: only the async hook a{self.hook} is "
                                       f"implemented; run the agent with ainvoke/astream")
-        return _resolved(input, getattr(self.middleware, self.hook)(input, get_runtime()))
+        return self._checked(input, getattr(self.middleware, self.hook)(input, get_runtime()))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Run the async hook (the sync one in a thread when only it is implemented)."""
         if self.has_async:
-            return _resolved(input, await getattr(self.middleware, f"a{self.hook}")(input, get_runtime()))
+            return self._checked(input, await getattr(self.middleware, f"a{self.hook}")(input,
+                                                                                      get_runtime()))
         runtime = get_runtime()
-        return _resolved(input, await run_in_executor(config, getattr(self.middleware, self.hook),
-                                                      input, runtime))
+        return self._checked(input, await run_in_executor(config, getattr(self.middleware, self.hook),
+                                                          input, runtime))
+
+    def _checked(self, state: Any, update: Any) -> Any:
+        """The hook's update (``_resolved``), or a ``ValueError`` naming the hook: for a
+        ``jump_to`` that names no target (a typo such as ``"finish"``; ``create_agent`` fails
+        too), and for removals that would leave a tool call without its result or a result
+        without its call (the model would be sent a request providers reject)."""
+        jump = update.get("jump_to") if isinstance(update, dict) else None
+        if jump is not None and jump not in JUMP_TARGETS:
+            declared = list(can_jump_to(self.middleware, self.hook))
+            raise ValueError(f"middleware {self.name}: jump_to {jump!r} is not a target; use one "
+                             f"of {list(JUMP_TARGETS)} (declared: {declared})")
+        resolved = _resolved(state, update)
+        if resolved is not update:  # it removes messages
+            broken = removal_breaks(state.get("messages") or [], resolved["messages"])
+            if broken:
+                raise ValueError(f"middleware {self.name}: its update would break the transcript "
+                                 f"({'; '.join(broken)}); remove a tool call's AIMessage to remove "
+                                 f"its results with it, or replace a result under the same id")
+        return resolved
 
 
 def _resolved(state: Any, update: Any) -> Any:
@@ -414,8 +434,12 @@ def tool_call_wrappers(settings: LoopSettings, own: Wrapper, aown: Wrapper,
             return tool(req) if i == len(sync) else sync[i](req, lambda r: at(i + 1, r))
         try:
             return at(0, request)
+        except GraphBubbleUp:
+            raise
         except Exception as exc:
-            return _tool_error(request, exc, raised, errors if default else None)
+            if not default or not any(exc is e for e in raised):  # not the tool's own: fails the run
+                raise
+            return _error(request, errors(exc))
 
     async def awrap(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
         raised: list[Exception] = []
@@ -433,19 +457,14 @@ def tool_call_wrappers(settings: LoopSettings, own: Wrapper, aown: Wrapper,
             return await asyn[i](req, lambda r: at(i + 1, r))
         try:
             return await at(0, request)
+        except GraphBubbleUp:
+            raise
         except Exception as exc:
-            return _tool_error(request, exc, raised, errors if default else None)
+            if not default or not any(exc is e for e in raised):  # not the tool's own: fails the run
+                raise
+            return _error(request, errors(exc))
 
     return wrap, awrap, _invalid_args if default else settings.handle_tool_errors
-
-
-def _tool_error(request: ToolCallRequest, exc: Exception, raised: Sequence[Exception],
-                errors: Callable[[Exception], str] | None) -> ToolMessage:
-    """The error result for a tool's own exception that came out of the middleware chain
-    (``errors``: the loop's default handling); anything else is raised again."""
-    if errors is None or isinstance(exc, GraphBubbleUp) or not any(exc is e for e in raised):
-        raise exc
-    return _error(request, errors(exc))
 
 
 def _error(request: ToolCallRequest, text: str) -> ToolMessage:

@@ -3,7 +3,8 @@
 Tool features behave as under ``ToolNode`` (so as in ``create_agent``): injected state, store,
 call id, ``ToolRuntime``; ``Command`` returns; artifacts; async-only tools; ``interrupt()``;
 ``handle_tool_errors``. Before: refused calls (unknown, unless a ``wrap_tool_call`` middleware
-may run it; filtered out, beyond ``max_tool_calls``, rejected) never reach ``ToolNode`` and get an error ToolMessage. Each call that runs goes to
+may run it; filtered out, beyond ``max_tool_calls``, rejected) never reach ``ToolNode`` and get
+an error ToolMessage. Each call that runs goes to
 ``ToolNode`` alone (its ``Send`` input: the call and the loop's state), all of them at once;
 ``ToolNode``'s ``wrap_tool_call`` gives the tool its own copy of its args, cuts its answer to
 ``max_tool_output_chars`` and times it. After: one ToolMessage per call, in call order, then

@@ -86,8 +86,8 @@ from langgraph.graph.message import _messages_delta_reducer
 from langgraph.pregel._messages import StreamMessagesHandler
 from langgraph.runtime import Runtime
 
-__all__ = ["SubagentTransformer", "checkpointer", "durable", "last_writer", "messages_delta_reducer", "resuming",
-           "runtime_of", "silent", "streams", "streams_messages", "would_stream"]
+__all__ = ["SubagentTransformer", "checkpointer", "durable", "last_writer", "messages_delta_reducer",
+           "resuming", "runtime_of", "silent", "streams", "streams_messages", "would_stream"]
 
 messages_delta_reducer: Any = _messages_delta_reducer
 """LangGraph's batch reducer for a ``DeltaChannel`` of messages (see the module docstring)."""

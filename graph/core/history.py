@@ -44,7 +44,7 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import (
     BaseMessage,
@@ -65,6 +65,7 @@ from langgraph_loop.core.messages import (
     Problem,
     as_text,
     call_ids,
+    describe,
     pairing_problems,
     shorten,
     unanswered_tail,
@@ -72,7 +73,7 @@ from langgraph_loop.core.messages import (
 from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState
 
 __all__ = ["RULES", "LoopGraph", "ThreadBusyError", "answer_unanswered", "checked_messages", "input_problem",
-           "not_executed", "resolve_removals", "resume_problem", "saved_answers"]
+           "not_executed", "removal_breaks", "resolve_removals", "resume_problem", "saved_answers"]
 
 RULES: dict[str, str] = {
     "system_first": "a system message may only come first in a thread",
@@ -238,6 +239,24 @@ def _with_answers_removed(stored: Sequence[BaseMessage], new: list[Any]) -> list
         out += [RemoveMessage(id=str(m.id)) for m in answers]
         removed.update(m.id for m in answers)
     return out
+
+
+def removal_breaks(stored: Sequence[BaseMessage], new: Sequence[Any]) -> list[str]:
+    """The pairing rules ``new`` (a node's messages update, removals resolved) would break in
+    ``stored`` that held before, one line each (empty: the update keeps the thread valid).
+
+    Example:
+        >>> from langchain_core.messages import AIMessage
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a")
+        >>> old = [HumanMessage("q", id="h"), ai, ToolMessage("r", tool_call_id="c1", id="t")]
+        >>> removal_breaks(old, [RemoveMessage(id="t")])
+        ["message 1: tool calls ['c1'] not answered at the end"]
+        >>> removal_breaks(old, resolve_removals(old, [RemoveMessage(id="a")]))
+        []
+    """
+    after = cast(list[BaseMessage], add_messages(list(stored), list(new)))  # type: ignore[arg-type]
+    held = {(p.rule, p.ids) for p in pairing_problems(stored)}
+    return [describe(p, after) for p in pairing_problems(after) if (p.rule, p.ids) not in held]
 
 
 # --- checking a run's input ------------------------------------------------------------

@@ -61,14 +61,17 @@ from langgraph_loop.core.structured import StructuredOutput, resolve_response_fo
 
 __all__ = [
     "GROUPS",
+    "JUMP_TARGETS",
     "LOOP_KEYS",
     "MOVED",
     "NODE_HOOKS",
     "OVERRIDES",
+    "SHARED_KEYS",
     "DuplicateMiddlewareError",
     "LoopSettings",
     "can_jump_to",
     "check_middleware",
+    "check_state_schema",
     "fields_of",
     "overrides_hook",
     "regroup",
@@ -274,6 +277,10 @@ def overrides_hook(middleware: AgentMiddleware[Any, Any], hook: str) -> bool:
     return any(getattr(cls, name) is not getattr(AgentMiddleware, name) for name in (hook, f"a{hook}"))
 
 
+JUMP_TARGETS = ("model", "tools", "end")
+"""Where a middleware node hook may jump (``jump_to``), as in ``create_agent``."""
+
+
 def can_jump_to(middleware: AgentMiddleware[Any, Any], hook: str) -> tuple[str, ...]:
     """Where a node hook may jump (``@hook_config(can_jump_to=[...])`` on its sync method,
     else its async one), as ``create_agent`` reads it."""
@@ -312,7 +319,7 @@ def check_middleware(middleware: Any) -> tuple[AgentMiddleware[Any, Any], ...]:
                                        f"instances (names: {dupes})")
     for m in items:
         for hook in NODE_HOOKS:
-            unknown = sorted(set(can_jump_to(m, hook)) - {"model", "tools", "end"})
+            unknown = sorted(set(can_jump_to(m, hook)) - set(JUMP_TARGETS))
             if unknown:
                 raise ValueError(f"middleware {m.name}.{hook}: can_jump_to {unknown} (known: "
                                  f"'model', 'tools', 'end')")

@@ -22,7 +22,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, NotRequired, get_type_hints
+from typing import Annotated, Any, Literal, NotRequired
 
 from langchain_core.callbacks import BaseCallbackManager, dispatch_custom_event
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage

@@ -6,19 +6,18 @@ side where ``create_agent`` defines the behaviour.
 from __future__ import annotations
 
 import copy
-from typing import Any, NotRequired
+from typing import Annotated, Any, NotRequired
 
 import pytest
 from langchain.agents import AgentState, create_agent
-from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware import AgentMiddleware, hook_config
 from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import ToolRuntime
 from pydantic import BaseModel
-from typing_extensions import Annotated
 
 from langgraph_loop import create_loop_agent
 from langgraph_loop.scripted import ScriptedChatModel
@@ -222,3 +221,78 @@ def test_a_model_without_bind_tools_builds_with_a_response_format_and_fails_when
     assert "model" in agent.get_graph().nodes
     with pytest.raises(NotImplementedError):
         agent.invoke(ask())
+
+
+# --- node hooks: jumps and removals (issue 40, items 5 and 6) ---------------------------------
+
+class TypoAfterModel(AgentMiddleware[Any, Any]):
+    @hook_config(can_jump_to=["end"])
+    def after_model(self, state: Any, runtime: Any) -> dict[str, Any]:
+        return {"jump_to": "finish"}
+
+
+class TypoBeforeModel(AgentMiddleware[Any, Any]):
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any]:
+        return {"jump_to": "finish"}
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_an_unknown_jump_target_after_the_model_fails_the_run_before_any_tool_runs(
+        build: Any) -> None:
+    ran: list[str] = []
+
+    @tool
+    def act(text: str) -> str:
+        """Act."""
+        ran.append(text)
+        return "acted"
+
+    model = scripted(AIMessage("", tool_calls=[{"name": "act", "args": {"text": "x"}, "id": "a1",
+                                                "type": "tool_call"}]), "done")
+    with pytest.raises(Exception) as raised:
+        build(model, [act], middleware=[TypoAfterModel()]).invoke(ask())
+    assert ran == []
+    if build is create_loop_agent:
+        assert raised.type is ValueError
+        assert str(raised.value) == ("middleware TypoAfterModel.after_model: jump_to 'finish' is "
+                                     "not a target; use one of ['model', 'tools', 'end'] "
+                                     "(declared: ['end'])")
+
+
+def test_an_unknown_jump_target_before_the_model_fails_before_the_model_is_called() -> None:
+    model = scripted("done")
+    with pytest.raises(ValueError, match=r"TypoBeforeModel.before_model: jump_to 'finish'"):
+        create_loop_agent(model, middleware=[TypoBeforeModel()]).invoke(ask())
+    assert model.requests == []
+
+
+class DropsResults(AgentMiddleware[Any, Any]):
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        gone = [RemoveMessage(id=str(m.id)) for m in state["messages"] if isinstance(m, ToolMessage)]
+        return {"messages": gone} if gone else None
+
+
+class DropsRounds(AgentMiddleware[Any, Any]):
+    """Removes each tool-calling reply: its results go with it."""
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        gone = [RemoveMessage(id=str(m.id)) for m in state["messages"]
+                if isinstance(m, AIMessage) and m.tool_calls]
+        return {"messages": gone} if gone else None
+
+
+def test_a_before_model_hook_removing_a_tool_result_is_refused_before_the_model_sees_it() -> None:
+    model = scripted(echo_call(), "done")
+    with pytest.raises(ValueError, match=r"middleware DropsResults.before_model: its update would "
+                                         r"break the transcript \(message 1: tool calls \['e1'\] "
+                                         r"not answered at the end\)"):
+        create_loop_agent(model, [echo], middleware=[DropsResults()]).invoke(ask())
+    assert len(model.requests) == 1
+
+
+def test_a_before_model_hook_removing_a_reply_removes_its_results_with_it() -> None:
+    model = scripted(echo_call(), "done")
+    result = create_loop_agent(model, [echo], middleware=[DropsRounds()]).invoke(ask())
+    assert [m.type for m in model.requests[1]] == ["human"]
+    assert [m.content for m in result["messages"]] == ["go", "done"]
