@@ -20,10 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
 
 from langchain.agents.middleware.types import AgentMiddleware
+from langchain.agents.structured_output import StructuredOutputError
 from langchain_core.messages import SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.cache.base import BaseCache
+from langgraph.errors import InvalidUpdateError
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
@@ -74,13 +76,16 @@ _LANGGRAPH_RETRY_ON = RetryPolicy().retry_on
 def retryable(exc: BaseException) -> bool:
     """Whether sending the same request again may succeed, as the exception says itself:
     langchain-core's ``ModelError.is_retryable``, else the HTTP status a provider SDK
-    attaches (408, 409, 429 and 5xx, as the openai SDK retries), else LangGraph's default.
+    attaches (408, 409, 429 and 5xx, as the openai SDK retries), else LangGraph's default;
+    never a structured answer that did not parse or a state-update conflict.
 
     Example:
         >>> from langchain_core.exceptions import ModelAuthenticationError, ModelRateLimitError
         >>> retryable(ModelAuthenticationError()), retryable(ModelRateLimitError())
         (False, True)
     """
+    if isinstance(exc, StructuredOutputError | InvalidUpdateError):
+        return False  # the same reply parses the same way; a state conflict repeats
     flag = getattr(exc, "is_retryable", None)
     if isinstance(flag, bool):
         return flag
@@ -398,7 +403,8 @@ def _assemble(settings: LoopSettings) -> tuple[StateGraph[LoopState, LoopContext
             builder.add_node(name, hooks.get(name) or middleware_end)
             continue
         node = _NODES[name](settings)
-        retry = RETRY if name in ("model", "compaction") else None
+        retry = RETRY if name == "compaction" or (name == "model" and not settings.hooked(
+            "wrap_model_call")) else None  # the user's wrap_model_call middleware own the call
         edge = own_edges.get(name)
         if edge is not None:  # the node takes the edge after it itself (core/shape.py: take_edge)
             node.route, targets = edge

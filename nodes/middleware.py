@@ -74,6 +74,7 @@ from langgraph_loop.core.settings import JUMP_TARGETS, LoopSettings, can_jump_to
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import StopReason, guard, stop_answer_text, stop_update
 from langgraph_loop.nodes.binding import native_kwargs, none_choice
+from langgraph_loop.nodes.respond import read_native_answer, read_tool_answer, structured_due
 
 __all__ = ["HookNode", "ModelCalls", "Reply", "merged_schemas", "middleware_end",
            "tool_call_wrappers"]
@@ -356,6 +357,18 @@ class ModelCalls:
         model = self.settings.model if request.model is base.model else request.model
         return map_chat_models(model, bind)
 
+    def response(self, reply: AIMessage) -> ModelResponse[Any]:
+        """The model's reply as the handler returns it; a structured answer that does not
+        parse (and that ``handle_errors`` does not cover) raises ``StructuredOutputError``
+        here, inside the chain, so a retry middleware sees it as under ``create_agent``."""
+        structured = self.settings.structured
+        if structured is not None and structured_due({"messages": [reply]}, structured):
+            if structured.native:
+                read_native_answer(reply, structured)
+            else:
+                read_tool_answer(reply, structured)
+        return ModelResponse(result=[reply])
+
     def invoke(self, state: LoopState, messages: Sequence[BaseMessage], runnable: Runnable[Any, Any],
                offered: Sequence[BaseTool] | None, final: bool, config: RunnableConfig) -> Reply:
         """Call the model through the chain (sync)."""
@@ -364,7 +377,7 @@ class ModelCalls:
         def execute(request: ModelRequest[Any]) -> tuple[ModelResponse[Any], list[Command[Any]]]:
             sent = [request.system_message, *request.messages] if request.system_message else request.messages
             reply = self.bound(request, base, runnable).invoke(list(sent), config)
-            return ModelResponse(result=[as_message(reply, "model")]), []
+            return self.response(as_message(reply, "model")), []
 
         call: Execute = execute
         for m in reversed(self.chain):
@@ -380,7 +393,7 @@ class ModelCalls:
         async def execute(request: ModelRequest[Any]) -> tuple[ModelResponse[Any], list[Command[Any]]]:
             sent = [request.system_message, *request.messages] if request.system_message else request.messages
             reply = await self.bound(request, base, runnable).ainvoke(list(sent), config)
-            return ModelResponse(result=[as_message(reply, "model")]), []
+            return self.response(as_message(reply, "model")), []
 
         call: AExecute = execute
         for m in reversed(self.chain):

@@ -12,6 +12,8 @@ import pytest
 from langchain.agents import AgentState, create_agent
 from langchain.agents.middleware import AgentMiddleware, hook_config
 from langchain.agents.middleware.types import PrivateStateAttr
+from langchain.agents.structured_output import StructuredOutputError, ToolStrategy
+from langchain_core.exceptions import ModelRateLimitError
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.tools import tool
@@ -296,3 +298,45 @@ def test_a_before_model_hook_removing_a_reply_removes_its_results_with_it() -> N
     result = create_loop_agent(model, [echo], middleware=[DropsRounds()]).invoke(ask())
     assert [m.type for m in model.requests[1]] == ["human"]
     assert [m.content for m in result["messages"]] == ["go", "done"]
+
+
+# --- errors inside the wrap_model_call chain --------------------------------------------------
+
+class RetriesParseErrors(AgentMiddleware[Any, Any]):
+    """Asks again once when the structured answer does not parse."""
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        try:
+            return handler(request)
+        except StructuredOutputError as exc:
+            request.messages.append(HumanMessage(f"That did not parse: {exc}. Try again."))
+            return handler(request)
+
+
+class PassesThrough(AgentMiddleware[Any, Any]):
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        return handler(request)
+
+
+def answer_call(args: dict[str, Any], call_id: str) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": "Answer", "args": args, "id": call_id,
+                                      "type": "tool_call"}])
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_a_retry_middleware_sees_a_structured_answer_that_did_not_parse(build: Any) -> None:
+    model = scripted(answer_call({"wrong": 1}, "s1"), answer_call({"text": "ok"}, "s2"))
+    agent = build(model, middleware=[RetriesParseErrors()],
+                  response_format=ToolStrategy(Answer, handle_errors=False))
+    result = agent.invoke(ask())
+    assert result["structured_response"] == Answer(text="ok")
+    assert len(model.requests) == 2
+    assert model.requests[1][-1].content.startswith("That did not parse: Failed to parse")
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_an_error_out_of_the_wrap_model_call_chain_is_not_retried_by_the_agent(build: Any) -> None:
+    model = scripted(ModelRateLimitError("slow down"), "hello")
+    with pytest.raises(ModelRateLimitError):
+        build(model, middleware=[PassesThrough()]).invoke(ask())
+    assert len(model.requests) == 1
