@@ -22,6 +22,7 @@ from langgraph.prebuilt import ToolRuntime
 from pydantic import BaseModel
 
 from langgraph_loop import create_loop_agent
+from langgraph_loop.middleware import LoopDetectionMiddleware
 from langgraph_loop.scripted import ScriptedChatModel
 
 BUILDERS = [create_agent, create_loop_agent]
@@ -340,3 +341,30 @@ def test_an_error_out_of_the_wrap_model_call_chain_is_not_retried_by_the_agent(b
     with pytest.raises(ModelRateLimitError):
         build(model, middleware=[PassesThrough()]).invoke(ask())
     assert len(model.requests) == 1
+
+
+# --- the final answer after a middleware stop -------------------------------------------------
+
+@tool
+def status() -> str:
+    """The job's status."""
+    return "pending"
+
+
+def stubborn(messages: Any) -> AIMessage:
+    """Always asks for the status again, the legacy way too (no-tools request ignored)."""
+    n = sum(isinstance(m, AIMessage) for m in messages)
+    return AIMessage("", tool_calls=[{"name": "status", "args": {}, "id": f"s{n}", "type": "tool_call"}],
+                     additional_kwargs={"function_call": {"name": "status", "arguments": "{}"}},
+                     response_metadata={"finish_reason": "tool_calls"})
+
+
+def test_a_middleware_stop_ends_on_an_answer_without_the_calls_the_model_still_asked_for() -> None:
+    model = ScriptedChatModel(default=stubborn)
+    result = create_agent(model, [status], middleware=[LoopDetectionMiddleware()]).invoke(ask())
+    final = result["messages"][-1]
+    assert result["stop_reason"] == "loop_detected"
+    assert final.tool_calls == []
+    assert final.content.startswith("(No answer: the run stopped (loop_detected)")
+    assert "function_call" not in final.additional_kwargs
+    assert final.response_metadata["finish_reason"] == "stop"
