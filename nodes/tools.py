@@ -409,7 +409,8 @@ class ToolsNode(Runnable[LoopState, Any]):
             mark_edited(messages, batch.reviewed)
         extra = resolve_removals(batch.state.get("messages") or [], extra) if extra else extra
         update: dict[str, Any] = {"messages": [*messages, *extra], "call_log": logged}
-        update.update(self._counted(batch, executed))
+        ran = [done[c["id"]].message.name or c["name"] for c in batch.runnable]  # a wrapper may swap it
+        update.update(self._counted(batch, executed, ran))
         if batch.state.get("review") is not None:
             update["review"] = None  # consumed
         outcomes = list(done.values())
@@ -417,8 +418,9 @@ class ToolsNode(Runnable[LoopState, Any]):
             return _as_output(update, outcomes), records
         return update, records
 
-    def _counted(self, batch: _Batch, total: int) -> dict[str, Any]:
-        """The stop the run's ``total`` tool executions lead to (the cap, or ``return_direct``)."""
+    def _counted(self, batch: _Batch, total: int, ran: Sequence[str]) -> dict[str, Any]:
+        """The stop the run's ``total`` tool executions lead to (the cap, or ``return_direct``
+        of the tools that ran: ``ran``, which a ``wrap_tool_call`` middleware may have swapped)."""
         run = batch.run
         unchanged = {} if run is batch.state.get("run") or run == batch.state.get("run") else {"run": run}
         if batch.state.get("stop_reason") is not None:
@@ -426,9 +428,9 @@ class ToolsNode(Runnable[LoopState, Any]):
         cap = batch.settings.limits.max_tool_calls
         if cap is not None and total >= cap:
             return stop_update(run, limit_guard(StopReason.MAX_TOOL_CALLS, cap, total))
-        direct = [getattr(self.by_name.get(c["name"]), "return_direct", False) for c in batch.runnable]
+        direct = [getattr(self.by_name.get(name), "return_direct", False) for name in ran]
         if direct and all(direct):
-            names = ", ".join(c["name"] for c in batch.runnable)
+            names = ", ".join(ran)
             why = guard("tools", StopReason.COMPLETED, detail=f"return_direct: {names}")
             return stop_update(run, why, finalized=True)
         return unchanged

@@ -10,7 +10,7 @@ from typing import Annotated, Any, NotRequired
 
 import pytest
 from langchain.agents import AgentState, create_agent
-from langchain.agents.middleware import AgentMiddleware, hook_config
+from langchain.agents.middleware import AgentMiddleware, HumanInTheLoopMiddleware, hook_config
 from langchain.agents.middleware.types import PrivateStateAttr
 from langchain.agents.structured_output import StructuredOutputError, ToolStrategy
 from langchain_core.exceptions import ModelRateLimitError
@@ -19,6 +19,7 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, Tool
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import ToolRuntime
+from langgraph.types import Command
 from pydantic import BaseModel
 
 from langgraph_loop import create_loop_agent
@@ -368,3 +369,36 @@ def test_a_middleware_stop_ends_on_an_answer_without_the_calls_the_model_still_a
     assert final.content.startswith("(No answer: the run stopped (loop_detected)")
     assert "function_call" not in final.additional_kwargs
     assert final.response_metadata["finish_reason"] == "stop"
+
+
+# --- return_direct follows the tool that ran --------------------------------------------------
+
+@tool(return_direct=True)
+def direct(x: str) -> str:
+    """Answers the user directly."""
+    return f"direct {x}"
+
+
+@tool
+def normal(x: str) -> str:
+    """Answers the model."""
+    return f"normal {x}"
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+@pytest.mark.parametrize(("requested", "replacement", "turns_after"),
+                         [("direct", "normal", 1), ("normal", "direct", 0)])
+def test_an_edited_call_ends_the_run_as_the_tool_that_ran_says(
+        build: Any, requested: str, replacement: str, turns_after: int) -> None:
+    model = scripted(AIMessage("", tool_calls=[{"name": requested, "args": {"x": "1"}, "id": "r1",
+                                                "type": "tool_call"}]), "done")
+    hitl = HumanInTheLoopMiddleware(interrupt_on={requested: {"allowed_decisions": ["approve", "edit"]}})
+    agent = build(model, [direct, normal], middleware=[hitl], checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "edit"}}
+    agent.invoke(ask(), thread)
+    edit = {"type": "edit", "edited_action": {"name": replacement, "args": {"x": "1"}}}
+    final = agent.invoke(Command(resume={"decisions": [edit]}), thread)
+    at = max(i for i, m in enumerate(final["messages"]) if isinstance(m, ToolMessage))
+    assert final["messages"][at].content.endswith(f"Executed instead: {replacement} with arguments "
+                                                  f"{{\"x\": \"1\"}}.\n\nTool response:\n{replacement} 1")
+    assert sum(isinstance(m, AIMessage) for m in final["messages"][at + 1:]) == turns_after
