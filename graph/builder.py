@@ -20,9 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
 
 from langchain.agents.middleware.types import AgentMiddleware
+from langchain.agents.structured_output import StructuredOutputError
 from langchain_core.messages import SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
+from langgraph.cache.base import BaseCache
+from langgraph.errors import InvalidUpdateError
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
@@ -52,7 +55,8 @@ from langgraph_loop.core.messages import is_blocked, is_cut, unanswered_tail
 from langgraph_loop.core.models import ChatRunnable
 from langgraph_loop.core.settings import MOVED, NODE_HOOKS, LoopSettings, regroup
 from langgraph_loop.core.shape import Route
-from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState, with_user_keys
+from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState
+from langgraph_loop.core.streams import TransformerFactory, stream_transformers
 from langgraph_loop.nodes.approval import ApprovalNode, needs_approval
 from langgraph_loop.nodes.compaction import CompactionNode
 from langgraph_loop.nodes.judge import JudgeNode
@@ -72,13 +76,16 @@ _LANGGRAPH_RETRY_ON = RetryPolicy().retry_on
 def retryable(exc: BaseException) -> bool:
     """Whether sending the same request again may succeed, as the exception says itself:
     langchain-core's ``ModelError.is_retryable``, else the HTTP status a provider SDK
-    attaches (408, 409, 429 and 5xx, as the openai SDK retries), else LangGraph's default.
+    attaches (408, 409, 429 and 5xx, as the openai SDK retries), else LangGraph's default;
+    never a structured answer that did not parse or a state-update conflict.
 
     Example:
         >>> from langchain_core.exceptions import ModelAuthenticationError, ModelRateLimitError
         >>> retryable(ModelAuthenticationError()), retryable(ModelRateLimitError())
         (False, True)
     """
+    if isinstance(exc, StructuredOutputError | InvalidUpdateError):
+        return False  # the same reply parses the same way; a state conflict repeats
     flag = getattr(exc, "is_retryable", None)
     if isinstance(flag, bool):
         return flag
@@ -97,7 +104,8 @@ C = TypeVar("C")
 Configured: TypeAlias = C | Mapping[str, Any] | None
 """A configuration model, or a dict of its fields, or None."""
 
-_NOT_SETTINGS = frozenset({"model", "tools", "checkpointer", "store", "deprecated"})
+_NOT_SETTINGS = frozenset({"model", "tools", "checkpointer", "store", "deprecated", "interrupt_before",
+                           "interrupt_after", "debug", "cache", "transformers"})
 
 class Deprecated(TypedDict, total=False):
     """``create_loop_agent``'s keywords of 0.2, accepted with a ``DeprecationWarning`` until
@@ -122,7 +130,8 @@ DEFAULT_LOOP_DETECTION = LoopDetection()
 
 def create_loop_agent(
     model: ChatRunnable | str,
-    tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | BaseTool | Callable[..., Any] = (),
+    tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | BaseTool | Callable[..., Any]
+    | None = None,
     *,
     system_prompt: str | SystemMessage | None = None,
     iterations: Configured[Iterations] = None,
@@ -138,14 +147,20 @@ def create_loop_agent(
     handle_tool_errors: Any = None,
     checkpointer: Checkpointer = None,
     store: BaseStore | None = None,
+    interrupt_before: list[str] | None = None,
+    interrupt_after: list[str] | None = None,
+    debug: bool = False,
     name: str | None = None,
+    cache: BaseCache[Any] | None = None,
+    transformers: Sequence[TransformerFactory] | None = None,
     **deprecated: Unpack[Deprecated],
 ) -> CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput]:
     """Build the loop agent as a compiled graph (callbacks may be sync or async).
 
     Args:
         model: a chat model, ``"provider:model"`` or a Runnable wrapping chat models.
-        tools: tools, functions, provider-side tool dicts (bound, never run here); one alone is a list.
+        tools: tools, functions, provider-side tool dicts (bound, never run here); one alone is a
+            list; None (the default) is none.
         system_prompt: the system prompt of every model call (a ``SystemMessage`` is kept).
         iterations: the outer loop (``Iterations``): how many iterations and model calls per
             iteration, ``should_continue``, ``judge``, the ``continuation`` text, the
@@ -162,7 +177,12 @@ def create_loop_agent(
         context_schema: the user's runtime context type (override groups may sit beside it).
         handle_tool_errors: ``ToolNode``'s switch (default: errors become error results).
         checkpointer, store: any LangGraph checkpointer and store, passed through.
-        name: the graph's name (default ``"langgraph-loop"``); if given, every reply's name.
+        interrupt_before, interrupt_after, debug, cache: passed to ``StateGraph.compile``
+            (node names: ``model``, ``tools``, ...; see ``core/shape.py``).
+        name: the graph's name (default ``"langgraph-loop"``); if given, every reply's name
+            and the ``lc_agent_name`` of the run's metadata (as ``create_agent`` sets it).
+        transformers: stream transformers for ``stream_events(version="v3")``, after the ones
+            ``create_agent`` registers (``core/streams.py``).
         **deprecated: the keywords of 0.2 that moved into a group (``max_iterations``,
             ``should_continue``, ``judge``, ``next_message``, ``record_feedback``,
             ``inject_progress``, ``fresh_context``, ``prompt_factory``, ``stall_detection``,
@@ -197,9 +217,13 @@ def create_loop_agent(
     options = regroup({**options, **deprecated}, warn=True, stacklevel=2)
     settings = LoopSettings.build(model, tools, **options)
     builder, own_edges = _assemble(settings)
-    graph = builder.compile(checkpointer=checkpointer, store=store, name=name or "langgraph-loop")
+    graph = builder.compile(checkpointer=checkpointer, store=store, name=name or "langgraph-loop",
+                            interrupt_before=interrupt_before, interrupt_after=interrupt_after,
+                            debug=debug, cache=cache,
+                            transformers=stream_transformers(settings.middleware, transformers))
+    metadata = {"lc_agent_name": name} if name else {}
     return LoopGraph.of(graph, settings.overrides, own_edges).with_config(
-        recursion_limit=settings.recursion_limit)
+        recursion_limit=settings.recursion_limit, metadata=metadata)
 
 
 # --- the conditional edges ---------------------------------------------------------------
@@ -362,8 +386,7 @@ def _assemble(settings: LoopSettings) -> tuple[StateGraph[LoopState, LoopContext
     themselves."""
     shape = settings.shape
     routes = Routes(settings)
-    state, given, output = merged_schemas(settings, with_user_keys(LoopInput, settings.state_schema),
-                                          with_user_keys(LoopOutput, settings.state_schema))
+    state, given, output = merged_schemas(settings, LoopInput, LoopOutput)
     builder: StateGraph[LoopState, LoopContext, LoopInput, LoopOutput] = StateGraph(
         state, context_schema=settings.context_schema or LoopContext,
         input_schema=given, output_schema=output,
@@ -380,7 +403,8 @@ def _assemble(settings: LoopSettings) -> tuple[StateGraph[LoopState, LoopContext
             builder.add_node(name, hooks.get(name) or middleware_end)
             continue
         node = _NODES[name](settings)
-        retry = RETRY if name in ("model", "compaction") else None
+        retry = RETRY if name == "compaction" or (name == "model" and not settings.hooked(
+            "wrap_model_call")) else None  # the user's wrap_model_call middleware own the call
         edge = own_edges.get(name)
         if edge is not None:  # the node takes the edge after it itself (core/shape.py: take_edge)
             node.route, targets = edge

@@ -67,13 +67,14 @@ from langgraph.runtime import get_runtime
 from langgraph.types import Command
 from typing_extensions import TypedDict
 
-from langgraph_loop.core.history import resolve_removals
+from langgraph_loop.core.history import removal_breaks, resolve_removals
 from langgraph_loop.core.messages import as_message, unanswered_tail
 from langgraph_loop.core.models import map_chat_models
-from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.settings import JUMP_TARGETS, LoopSettings, can_jump_to
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import StopReason, guard, stop_answer_text, stop_update
 from langgraph_loop.nodes.binding import native_kwargs, none_choice
+from langgraph_loop.nodes.respond import read_native_answer, read_tool_answer, structured_due
 
 __all__ = ["HookNode", "ModelCalls", "Reply", "merged_schemas", "middleware_end",
            "tool_call_wrappers"]
@@ -91,20 +92,23 @@ def _omitted(hint: Any, flag: str) -> bool:
 
 def merged_schemas(settings: LoopSettings, input_schema: type[Any], output_schema: type[Any]
                    ) -> tuple[type[Any], type[Any], type[Any]]:
-    """The graph's state, input and output schemas with the middleware's ``state_schema``
-    fields: merged as ``create_agent`` merges them (the middleware's in order, then the
-    loop's state, which wins a conflict, ``messages`` included), ``jump_to`` from
-    ``AgentState``; fields marked ``OmitFromInput``/``OmitFromOutput`` left out of the input
-    and output schemas (``input_schema``/``output_schema``: the loop's, with the user's keys).
+    """The graph's state, input and output schemas with the user's ``state_schema`` and the
+    middleware's: merged as ``create_agent`` merges them (the middleware's in order, then the
+    user's, then the loop's state, which wins a conflict, ``messages`` included; a clash of
+    types was refused at build time), ``jump_to`` from ``AgentState`` with middleware; fields
+    marked ``OmitFromInput``/``OmitFromOutput`` left out of the input and output schemas
+    (``input_schema``/``output_schema``: the loop's).
     """
-    base = settings.state_schema or LoopState
-    if not settings.middleware:
-        return base, input_schema, output_schema
-    extra: dict[str, Any] = {"jump_to": get_type_hints(AgentState, include_extras=True)["jump_to"]}
-    for m in settings.middleware:
-        extra.update(get_type_hints(m.state_schema, include_extras=True))
-    own = get_type_hints(base, include_extras=True)
+    extra: dict[str, Any] = {}
+    if settings.middleware:
+        extra["jump_to"] = get_type_hints(AgentState, include_extras=True)["jump_to"]
+    for schema in [*(m.state_schema for m in settings.middleware), settings.state_schema]:
+        if schema is not None:
+            extra.update(get_type_hints(schema, include_extras=True))
+    own = get_type_hints(LoopState, include_extras=True)
     extra = {k: v for k, v in extra.items() if k not in own}
+    if not extra:
+        return LoopState, input_schema, output_schema
     state = TypedDict("LoopAgentState", {**extra, **own}, total=False)  # type: ignore[operator,misc]
 
     def plus(schema: type[Any], flag: str) -> type[Any]:
@@ -136,15 +140,35 @@ class HookNode(Runnable[Any, Any]):
         if not self.has_sync:
             raise NotImplementedError(f"{self.name}: only the async hook a{self.hook} is "
                                       f"implemented; run the agent with ainvoke/astream")
-        return _resolved(input, getattr(self.middleware, self.hook)(input, get_runtime()))
+        return self._checked(input, getattr(self.middleware, self.hook)(input, get_runtime()))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Run the async hook (the sync one in a thread when only it is implemented)."""
         if self.has_async:
-            return _resolved(input, await getattr(self.middleware, f"a{self.hook}")(input, get_runtime()))
+            return self._checked(input, await getattr(self.middleware, f"a{self.hook}")(input,
+                                                                                      get_runtime()))
         runtime = get_runtime()
-        return _resolved(input, await run_in_executor(config, getattr(self.middleware, self.hook),
-                                                      input, runtime))
+        return self._checked(input, await run_in_executor(config, getattr(self.middleware, self.hook),
+                                                          input, runtime))
+
+    def _checked(self, state: Any, update: Any) -> Any:
+        """The hook's update (``_resolved``), or a ``ValueError`` naming the hook: for a
+        ``jump_to`` that names no target (a typo such as ``"finish"``; ``create_agent`` fails
+        too), and for removals that would leave a tool call without its result or a result
+        without its call (the model would be sent a request providers reject)."""
+        jump = update.get("jump_to") if isinstance(update, dict) else None
+        if jump is not None and jump not in JUMP_TARGETS:
+            declared = list(can_jump_to(self.middleware, self.hook))
+            raise ValueError(f"middleware {self.name}: jump_to {jump!r} is not a target; use one "
+                             f"of {list(JUMP_TARGETS)} (declared: {declared})")
+        resolved = _resolved(state, update)
+        if resolved is not update:  # it removes messages
+            broken = removal_breaks(state.get("messages") or [], resolved["messages"])
+            if broken:
+                raise ValueError(f"middleware {self.name}: its update would break the transcript "
+                                 f"({'; '.join(broken)}); remove a tool call's AIMessage to remove "
+                                 f"its results with it, or replace a result under the same id")
+        return resolved
 
 
 def _resolved(state: Any, update: Any) -> Any:
@@ -300,10 +324,10 @@ class ModelCalls:
         known = {t.name for t in self.settings.tools}
         unknown = [t.name for t in request.tools if isinstance(t, BaseTool) and t.name not in known]
         if unknown and not self.dynamic_tools:
-            raise ValueError(f"wrap_model_call middleware added tools the agent cannot run: "
-                             f"{unknown} (registered: {sorted(known)}); pass them in tools=[...] "
-                             f"or on the middleware's tools, or run them in a wrap_tool_call "
-                             f"middleware")
+            raise ValueError(f"Middleware added tools that the agent doesn't know how to execute "
+                             f"(wrap_model_call). Unknown tools: {unknown}; registered tools: "
+                             f"{sorted(known)}. Pass them in tools=[...] or on the middleware's "
+                             f"tools, or run them in a wrap_tool_call middleware")
         tools, fmt, structured = list(request.tools), request.response_format, self.settings.structured
         extra: dict[str, Any] = dict(request.model_settings)
         choice = request.tool_choice
@@ -333,6 +357,18 @@ class ModelCalls:
         model = self.settings.model if request.model is base.model else request.model
         return map_chat_models(model, bind)
 
+    def response(self, reply: AIMessage) -> ModelResponse[Any]:
+        """The model's reply as the handler returns it; a structured answer that does not
+        parse (and that ``handle_errors`` does not cover) raises ``StructuredOutputError``
+        here, inside the chain, so a retry middleware sees it as under ``create_agent``."""
+        structured = self.settings.structured
+        if structured is not None and structured_due({"messages": [reply]}, structured):
+            if structured.native:
+                read_native_answer(reply, structured)
+            else:
+                read_tool_answer(reply, structured)
+        return ModelResponse(result=[reply])
+
     def invoke(self, state: LoopState, messages: Sequence[BaseMessage], runnable: Runnable[Any, Any],
                offered: Sequence[BaseTool] | None, final: bool, config: RunnableConfig) -> Reply:
         """Call the model through the chain (sync)."""
@@ -341,7 +377,7 @@ class ModelCalls:
         def execute(request: ModelRequest[Any]) -> tuple[ModelResponse[Any], list[Command[Any]]]:
             sent = [request.system_message, *request.messages] if request.system_message else request.messages
             reply = self.bound(request, base, runnable).invoke(list(sent), config)
-            return ModelResponse(result=[as_message(reply, "model")]), []
+            return self.response(as_message(reply, "model")), []
 
         call: Execute = execute
         for m in reversed(self.chain):
@@ -357,7 +393,7 @@ class ModelCalls:
         async def execute(request: ModelRequest[Any]) -> tuple[ModelResponse[Any], list[Command[Any]]]:
             sent = [request.system_message, *request.messages] if request.system_message else request.messages
             reply = await self.bound(request, base, runnable).ainvoke(list(sent), config)
-            return ModelResponse(result=[as_message(reply, "model")]), []
+            return self.response(as_message(reply, "model")), []
 
         call: AExecute = execute
         for m in reversed(self.chain):
@@ -370,10 +406,13 @@ class ModelCalls:
 Wrapper = Callable[[ToolCallRequest, Callable[[ToolCallRequest], Any]], Any]
 
 
-def _invalid_args(exc: ToolInvocationError) -> str:
+def _invalid_args(exc: Exception) -> str:
     """``ToolNode``'s handling under ``create_agent``: only invalid arguments become results
-    inside the tool call (other errors reach the middleware as exceptions)."""
-    return str(exc)
+    inside the tool call; anything else is raised (through the middleware; what they raise
+    themselves fails the run)."""
+    if isinstance(exc, ToolInvocationError):
+        return str(exc)
+    raise exc
 
 
 def tool_call_wrappers(settings: LoopSettings, own: Wrapper, aown: Wrapper,
@@ -383,7 +422,9 @@ def tool_call_wrappers(settings: LoopSettings, own: Wrapper, aown: Wrapper,
 
     With user wrappers and the loop's default error handling, a tool's exception passes
     through them (so ``ToolRetryMiddleware`` sees it) and ``errors`` turns it into an error
-    result outside them; a ``handle_tool_errors`` the user gave is ``ToolNode``'s, as given.
+    result outside them; an exception a middleware raises itself (a refused answer, a failed
+    check, a sync-only hook under ``ainvoke``) fails the run, as under ``create_agent``. A
+    ``handle_tool_errors`` the user gave is ``ToolNode``'s, as given.
     """
     users = settings.hooked("wrap_tool_call")
     default = settings.handle_tool_errors is None
@@ -393,28 +434,46 @@ def tool_call_wrappers(settings: LoopSettings, own: Wrapper, aown: Wrapper,
     asyn = [m.awrap_tool_call for m in users] + [aown]
 
     def wrap(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
+        raised: list[Exception] = []
+
+        def tool(req: ToolCallRequest) -> Any:
+            try:
+                return execute(req)
+            except Exception as exc:
+                raised.append(exc)
+                raise
+
         def at(i: int, req: ToolCallRequest) -> Any:
-            return execute(req) if i == len(sync) else sync[i](req, lambda r: at(i + 1, r))
+            return tool(req) if i == len(sync) else sync[i](req, lambda r: at(i + 1, r))
         try:
             return at(0, request)
         except GraphBubbleUp:
             raise
         except Exception as exc:
-            if not default:
+            if not default or not any(exc is e for e in raised):  # not the tool's own: fails the run
                 raise
             return _error(request, errors(exc))
 
     async def awrap(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
+        raised: list[Exception] = []
+
+        async def tool(req: ToolCallRequest) -> Any:
+            try:
+                return await execute(req)
+            except Exception as exc:
+                raised.append(exc)
+                raise
+
         async def at(i: int, req: ToolCallRequest) -> Any:
             if i == len(asyn):
-                return await execute(req)
+                return await tool(req)
             return await asyn[i](req, lambda r: at(i + 1, r))
         try:
             return await at(0, request)
         except GraphBubbleUp:
             raise
         except Exception as exc:
-            if not default:
+            if not default or not any(exc is e for e in raised):  # not the tool's own: fails the run
                 raise
             return _error(request, errors(exc))
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import InitVar, dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from typing import Any
 
 from langchain_core.language_models import LanguageModelInput
@@ -179,16 +179,38 @@ def _without_call_blocks(content: Any, ids: Collection[Any]) -> Any:
                                        and (b.get("id") in ids or b.get("call_id") in ids))]
 
 
+_CALL_FINISH = {"finish_reason": ("tool_calls", "function_call", "stop"),
+                "stop_reason": ("tool_use", "end_turn")}
+"""Response metadata that says a reply ended on tool calls, and what it says without them."""
+
+
 def without_tool_calls(message: AIMessage, keep: Collection[str] = ()) -> AIMessage:
     """The final answer as stored: tool calls it still asked for are not run, and their
     content blocks go too (calls of the ``keep`` tools, the response format's output tools,
-    stay)."""
+    stay), with the provider's own record of them (``additional_kwargs`` ``tool_calls`` and
+    legacy ``function_call``; a ``finish_reason`` of ``tool_calls`` reads ``stop``).
+
+    Example:
+        >>> ai = AIMessage("done", additional_kwargs={"function_call": {"name": "f"}},
+        ...                response_metadata={"finish_reason": "function_call"})
+        >>> final = without_tool_calls(ai)
+        >>> final.additional_kwargs, final.response_metadata["finish_reason"]
+        ({}, 'stop')
+    """
     kept = [c for c in message.tool_calls if c["name"] in keep]
-    if len(kept) == len(message.tool_calls) and not message.invalid_tool_calls:
+    legacy = not kept and "function_call" in message.additional_kwargs
+    if len(kept) == len(message.tool_calls) and not message.invalid_tool_calls and not legacy:
         return message
     dropped = ([dict(c) for c in message.tool_calls if c["name"] not in keep]
                + [dict(c) for c in message.invalid_tool_calls])
-    kwargs = {k: v for k, v in message.additional_kwargs.items() if k != "tool_calls"}
+    kwargs = {k: v for k, v in message.additional_kwargs.items()
+              if k != "tool_calls" and not (k == "function_call" and not kept)}
+    metadata: dict[str, Any] = {**message.response_metadata}
+    if dropped:
+        metadata["langgraph_loop_dropped_tool_calls"] = dropped
+    for key, (*calls, ended) in _CALL_FINISH.items():
+        if not kept and metadata.get(key) in calls:
+            metadata[key] = ended
     return message.model_copy(
         update={
             "content": _without_call_blocks(message.content, {c.get("id") for c in dropped}),
@@ -196,10 +218,7 @@ def without_tool_calls(message: AIMessage, keep: Collection[str] = ()) -> AIMess
             "invalid_tool_calls": [],
             "tool_call_chunks": [],
             "additional_kwargs": kwargs,
-            "response_metadata": {
-                **message.response_metadata,
-                "langgraph_loop_dropped_tool_calls": dropped,
-            },
+            "response_metadata": metadata,
         }
     )
 
@@ -293,8 +312,6 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
 
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
-        self._bound_all: Runnable[LanguageModelInput, BaseMessage] = call_model(settings)
-        self._final: Runnable[LanguageModelInput, BaseMessage] = final_model(settings)
         self.memo = DetectorMemo()
         """The detector states of earlier replies (one memo per compiled graph)."""
         self.wrapped = ModelCalls(settings) if settings.hooked("wrap_model_call") else None
@@ -302,6 +319,17 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         self.route: Route | None = None
         """The edge after ``model``, when the node takes it itself (set by the builder;
         ``core/shape.py: take_edge``)."""
+
+    @cached_property
+    def _bound_all(self) -> Runnable[LanguageModelInput, BaseMessage]:
+        """The model with every tool, bound at its first call (as ``create_agent`` binds: a
+        model without ``bind_tools`` builds, and fails only when a call needs the binding)."""
+        return call_model(self.settings)
+
+    @cached_property
+    def _final(self) -> Runnable[LanguageModelInput, BaseMessage]:
+        """The model of the final answer, bound at its first call."""
+        return final_model(self.settings)
 
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:

@@ -2,8 +2,9 @@
 
 Tool features behave as under ``ToolNode`` (so as in ``create_agent``): injected state, store,
 call id, ``ToolRuntime``; ``Command`` returns; artifacts; async-only tools; ``interrupt()``;
-``handle_tool_errors``. Before: refused calls (unknown, filtered out, beyond ``max_tool_calls``,
-rejected) never reach ``ToolNode`` and get an error ToolMessage. Each call that runs goes to
+``handle_tool_errors``. Before: refused calls (unknown, unless a ``wrap_tool_call`` middleware
+may run it; filtered out, beyond ``max_tool_calls``, rejected) never reach ``ToolNode`` and get
+an error ToolMessage. Each call that runs goes to
 ``ToolNode`` alone (its ``Send`` input: the call and the loop's state), all of them at once;
 ``ToolNode``'s ``wrap_tool_call`` gives the tool its own copy of its args, cuts its answer to
 ``max_tool_output_chars`` and times it. After: one ToolMessage per call, in call order, then
@@ -71,9 +72,12 @@ def plan_calls(
     offered: Iterable[str] | None,
     allowance: int | None,
     rejected: Mapping[str, str] | None = None,
+    dynamic: bool = False,
 ) -> list[Plan]:
     """Decide per call: ``("run", None)``, ``("refuse", error text)`` or, for calls a
-    reviewer rejected (``rejected``: text by call id), ``("reject", text)``."""
+    reviewer rejected (``rejected``: text by call id), ``("reject", text)``. With ``dynamic``
+    (a ``wrap_tool_call`` middleware runs tools a ``wrap_model_call`` one added, as under
+    ``create_agent``) a call of an unknown tool goes to the middleware, not refused here."""
     allowed = None if offered is None else set(offered)
     left = allowance
     plans: list[Plan] = []
@@ -81,10 +85,10 @@ def plan_calls(
         name = call.get("name")
         if rejected and str(call.get("id")) in rejected:
             plans.append(("reject", rejected[str(call.get("id"))]))
-        elif name not in known:
+        elif name not in known and not dynamic:
             plans.append(("refuse", prompts.UNKNOWN_TOOL.format(
                 name=repr(name), available=", ".join(sorted(known)) or "none")))
-        elif allowed is not None and name not in allowed:
+        elif allowed is not None and name in known and name not in allowed:
             plans.append(("refuse", prompts.NOT_OFFERED.format(name=repr(name))))
         elif left is not None and left <= 0:
             plans.append(("refuse", prompts.TOOL_LIMIT))
@@ -289,7 +293,8 @@ class _Batch:
         self.executed = executed_calls(state)
         allowance = None if cap is None else cap - self.executed
         self.plans = plan_calls(self.calls, known=known, offered=iteration_info(state).get("offered"),
-                                allowance=allowance, rejected=refusals)
+                                allowance=allowance, rejected=refusals,
+                                dynamic=bool(settings.hooked("wrap_tool_call")))
         self.runnable = [c for c, (action, _) in zip(self.calls, self.plans, strict=True)
                          if action == "run"]
         self.payloads = [{"__type": "tool_call_with_context", "tool_call": {**c, "type": "tool_call"},
@@ -404,7 +409,8 @@ class ToolsNode(Runnable[LoopState, Any]):
             mark_edited(messages, batch.reviewed)
         extra = resolve_removals(batch.state.get("messages") or [], extra) if extra else extra
         update: dict[str, Any] = {"messages": [*messages, *extra], "call_log": logged}
-        update.update(self._counted(batch, executed))
+        ran = [done[c["id"]].message.name or c["name"] for c in batch.runnable]  # a wrapper may swap it
+        update.update(self._counted(batch, executed, ran))
         if batch.state.get("review") is not None:
             update["review"] = None  # consumed
         outcomes = list(done.values())
@@ -412,8 +418,9 @@ class ToolsNode(Runnable[LoopState, Any]):
             return _as_output(update, outcomes), records
         return update, records
 
-    def _counted(self, batch: _Batch, total: int) -> dict[str, Any]:
-        """The stop the run's ``total`` tool executions lead to (the cap, or ``return_direct``)."""
+    def _counted(self, batch: _Batch, total: int, ran: Sequence[str]) -> dict[str, Any]:
+        """The stop the run's ``total`` tool executions lead to (the cap, or ``return_direct``
+        of the tools that ran: ``ran``, which a ``wrap_tool_call`` middleware may have swapped)."""
         run = batch.run
         unchanged = {} if run is batch.state.get("run") or run == batch.state.get("run") else {"run": run}
         if batch.state.get("stop_reason") is not None:
@@ -421,9 +428,9 @@ class ToolsNode(Runnable[LoopState, Any]):
         cap = batch.settings.limits.max_tool_calls
         if cap is not None and total >= cap:
             return stop_update(run, limit_guard(StopReason.MAX_TOOL_CALLS, cap, total))
-        direct = [self.by_name[c["name"]].return_direct for c in batch.runnable]
+        direct = [getattr(self.by_name.get(name), "return_direct", False) for name in ran]
         if direct and all(direct):
-            names = ", ".join(c["name"] for c in batch.runnable)
+            names = ", ".join(ran)
             why = guard("tools", StopReason.COMPLETED, detail=f"return_direct: {names}")
             return stop_update(run, why, finalized=True)
         return unchanged

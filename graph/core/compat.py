@@ -44,6 +44,12 @@ langchain-core 1.7) for one:
   node's, the input's or the interrupt record's is there (a delta channel's snapshot bumps shift
   the versions: LangGraph alone reads those).
 
+LangChain keeps one class private that ``create_agent`` registers on every agent it compiles:
+
+- ``SubagentTransformer``: the stream transformer behind ``stream_events(version="v3")``'s
+  ``.subagents`` projection (nested named agents). A drop-in registers what ``create_agent``
+  registers, in the same order (``core/streams.py``).
+
 ``tests/core/test_compat.py`` pins each behaviour against the installed LangGraph.
 
 Example:
@@ -60,6 +66,7 @@ from collections.abc import Collection, Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
+from langchain.agents._subagent_transformer import SubagentTransformer
 from langchain_core.caches import BaseCache
 from langchain_core.callbacks import BaseCallbackManager
 from langchain_core.globals import get_llm_cache
@@ -79,8 +86,8 @@ from langgraph.graph.message import _messages_delta_reducer
 from langgraph.pregel._messages import StreamMessagesHandler
 from langgraph.runtime import Runtime
 
-__all__ = ["checkpointer", "durable", "last_writer", "messages_delta_reducer", "resuming",
-           "runtime_of", "silent", "streams", "streams_messages", "would_stream"]
+__all__ = ["SubagentTransformer", "checkpointer", "durable", "last_writer", "messages_delta_reducer",
+           "resuming", "runtime_of", "silent", "streams", "streams_messages", "would_stream"]
 
 messages_delta_reducer: Any = _messages_delta_reducer
 """LangGraph's batch reducer for a ``DeltaChannel`` of messages (see the module docstring)."""

@@ -44,7 +44,7 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import (
     BaseMessage,
@@ -65,6 +65,7 @@ from langgraph_loop.core.messages import (
     Problem,
     as_text,
     call_ids,
+    describe,
     pairing_problems,
     shorten,
     unanswered_tail,
@@ -72,7 +73,7 @@ from langgraph_loop.core.messages import (
 from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState
 
 __all__ = ["RULES", "LoopGraph", "ThreadBusyError", "answer_unanswered", "checked_messages", "input_problem",
-           "not_executed", "resolve_removals", "resume_problem", "saved_answers"]
+           "not_executed", "removal_breaks", "resolve_removals", "resume_problem", "saved_answers"]
 
 RULES: dict[str, str] = {
     "system_first": "a system message may only come first in a thread",
@@ -240,6 +241,24 @@ def _with_answers_removed(stored: Sequence[BaseMessage], new: list[Any]) -> list
     return out
 
 
+def removal_breaks(stored: Sequence[BaseMessage], new: Sequence[Any]) -> list[str]:
+    """The pairing rules ``new`` (a node's messages update, removals resolved) would break in
+    ``stored`` that held before, one line each (empty: the update keeps the thread valid).
+
+    Example:
+        >>> from langchain_core.messages import AIMessage
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a")
+        >>> old = [HumanMessage("q", id="h"), ai, ToolMessage("r", tool_call_id="c1", id="t")]
+        >>> removal_breaks(old, [RemoveMessage(id="t")])
+        ["message 1: tool calls ['c1'] not answered at the end"]
+        >>> removal_breaks(old, resolve_removals(old, [RemoveMessage(id="a")]))
+        []
+    """
+    after = cast(list[BaseMessage], add_messages(list(stored), list(new)))  # type: ignore[arg-type]
+    held = {(p.rule, p.ids) for p in pairing_problems(stored)}
+    return [describe(p, after) for p in pairing_problems(after) if (p.rule, p.ids) not in held]
+
+
 # --- checking a run's input ------------------------------------------------------------
 
 ACCEPTED = sorted(LoopInput.__annotations__)
@@ -262,7 +281,8 @@ def input_problem(input: Mapping[str, Any], stored: StateSnapshot | None,
     """Why a dict input cannot start a run (None when it can).
 
     ``stored`` is the thread's saved state (None without a thread or checkpoint);
-    ``accepted`` the input keys (``LoopInput``'s, plus a user state schema's).
+    ``accepted`` the input keys (``LoopInput``'s, plus a user state schema's and the
+    middleware's).
     """
     unknown = sorted(str(k) for k in input if k not in accepted)
     if unknown:
@@ -354,6 +374,13 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         """The nodes that take the edge after them themselves (``core/shape.py: take_edge``)
         and that edge: ``update_state`` as one of them takes it too, as for a graph edge."""
 
+    @property
+    def _accepted(self) -> tuple[str, ...]:
+        """The input keys a run accepts: the input schema's, and the keys a user's or a
+        middleware's ``state_schema`` keeps out of it (dropped, as ``create_agent`` drops them)."""
+        state = set(self.builder.state_schema.__annotations__) - set(LoopState.__annotations__)
+        return (*self.builder.input_schema.__annotations__, *sorted(state))
+
     def _checked(self, input: Any, config: RunnableConfig | None, kwargs: dict[str, Any],
                  stored: StateSnapshot | None, saved: Sequence[ToolMessage]
                  ) -> tuple[Any, dict[str, Any]]:
@@ -373,7 +400,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         if isinstance(input, Command) and input.update is not None:
             input = replace(input, update=self._update(input.update, stored))
         if isinstance(input, Mapping):
-            problem = input_problem(input, stored, tuple(self.builder.input_schema.__annotations__))
+            problem = input_problem(input, stored, self._accepted)
             if problem is not None:
                 raise ValueError(problem)
             if "messages" in input:

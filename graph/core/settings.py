@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, get_type_hints
 
-from langchain.agents.middleware.types import AgentMiddleware
+from langchain.agents.middleware.types import AgentMiddleware, AgentState
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
 from langchain_core.tools import BaseTool
@@ -61,14 +61,17 @@ from langgraph_loop.core.structured import StructuredOutput, resolve_response_fo
 
 __all__ = [
     "GROUPS",
+    "JUMP_TARGETS",
     "LOOP_KEYS",
     "MOVED",
     "NODE_HOOKS",
     "OVERRIDES",
+    "SHARED_KEYS",
     "DuplicateMiddlewareError",
     "LoopSettings",
     "can_jump_to",
     "check_middleware",
+    "check_state_schema",
     "fields_of",
     "overrides_hook",
     "regroup",
@@ -124,17 +127,36 @@ LOOP_KEYS = frozenset(LoopState.__annotations__) - {"messages", "todos", "mode"}
 """State keys the loop owns: a tool's ``Command`` cannot write them."""
 
 
-def _check_state_schema(schema: Any) -> None:
-    """A user ``state_schema`` must declare every ``LoopState`` key (extend it)."""
+SHARED_KEYS = frozenset(get_type_hints(AgentState))
+"""The keys of LangChain's ``AgentState`` (``messages``, ``jump_to``, ``structured_response``):
+every middleware schema declares them; the loop's declaration of each serves both."""
+
+
+def check_state_schema(schema: Any, where: str) -> None:
+    """A ``state_schema`` (the user's or a middleware's, ``where`` names it) may extend
+    ``LoopState`` or LangChain's ``AgentState`` and add keys (``todos`` and ``mode`` are the
+    user's: ``TodoListMiddleware`` shares ``todos``); re-declaring a key the loop owns
+    (``LOOP_KEYS``) with another type is a ``ValueError`` naming the keys (its writes would break the loop).
+
+    Example:
+        >>> from langchain.agents import AgentState
+        >>> class Mine(AgentState):
+        ...     usage: int
+        >>> try:
+        ...     check_state_schema(Mine, "middleware M")
+        ... except ValueError as exc:
+        ...     print(str(exc)[:72])
+        middleware M: state_schema Mine declares ['usage'], keys the loop owns (
+    """
     if schema is None:
         return
-    keys = set(getattr(schema, "__annotations__", {}))
-    for base in getattr(schema, "__mro__", ()):
-        keys |= set(getattr(base, "__annotations__", {}))
-    missing = sorted(set(LoopState.__annotations__) - keys)
-    if missing:
-        raise ValueError(f"state_schema must extend LoopState (class MyState(LoopState): ...); "
-                         f"it lacks {missing[:5]}")
+    own = get_type_hints(LoopState, include_extras=True)
+    hints = get_type_hints(schema, include_extras=True)
+    clash = sorted(k for k, v in hints.items()
+                   if k in LOOP_KEYS and k not in SHARED_KEYS and v != own[k])
+    if clash:
+        raise ValueError(f"{where}: state_schema {schema.__name__} declares {clash}, keys the loop "
+                         f"owns (LoopState) with another type; rename them")
 
 
 def _declared(schema: Any) -> set[str]:
@@ -255,6 +277,10 @@ def overrides_hook(middleware: AgentMiddleware[Any, Any], hook: str) -> bool:
     return any(getattr(cls, name) is not getattr(AgentMiddleware, name) for name in (hook, f"a{hook}"))
 
 
+JUMP_TARGETS = ("model", "tools", "end")
+"""Where a middleware node hook may jump (``jump_to``), as in ``create_agent``."""
+
+
 def can_jump_to(middleware: AgentMiddleware[Any, Any], hook: str) -> tuple[str, ...]:
     """Where a node hook may jump (``@hook_config(can_jump_to=[...])`` on its sync method,
     else its async one), as ``create_agent`` reads it."""
@@ -293,7 +319,7 @@ def check_middleware(middleware: Any) -> tuple[AgentMiddleware[Any, Any], ...]:
                                        f"instances (names: {dupes})")
     for m in items:
         for hook in NODE_HOOKS:
-            unknown = sorted(set(can_jump_to(m, hook)) - {"model", "tools", "end"})
+            unknown = sorted(set(can_jump_to(m, hook)) - set(JUMP_TARGETS))
             if unknown:
                 raise ValueError(f"middleware {m.name}.{hook}: can_jump_to {unknown} (known: "
                                  f"'model', 'tools', 'end')")
@@ -380,7 +406,7 @@ class LoopSettings:
             object.__setattr__(self, name, value)
 
     @classmethod
-    def build(cls, model: ChatRunnable | str, tools: Sequence[Any] | BaseTool | Callback = (),
+    def build(cls, model: ChatRunnable | str, tools: Sequence[Any] | BaseTool | Callback | None = (),
               **kwargs: Any) -> LoopSettings:
         """Validate the builder's arguments (``ValueError`` naming the argument).
 
@@ -388,7 +414,7 @@ class LoopSettings:
         group (``MOVED``) are taken too, without a warning (``create_loop_agent`` warns).
         """
         model = resolve_model(model)
-        tools, kwargs["provider_tools"] = split_provider_tools(tools)
+        tools, kwargs["provider_tools"] = split_provider_tools(() if tools is None else tools)
         kwargs = regroup(kwargs)
         kwargs.update(_check_types(kwargs))
         kwargs["iterations"], kwargs["limits"] = _synced(kwargs.get("iterations") or Iterations(),
@@ -403,7 +429,9 @@ class LoopSettings:
                                                        [*coerced, *kwargs["provider_tools"]])
         if kwargs.get("loop_detection") is not None:  # MCP read-only hints in tool metadata
             kwargs["loop_detection"] = kwargs["loop_detection"].with_tool_hints(coerced)
-        _check_state_schema(kwargs.get("state_schema"))
+        check_state_schema(kwargs.get("state_schema"), "state_schema")
+        for m in kwargs["middleware"]:
+            check_state_schema(m.state_schema, f"middleware {m.name}")
         settings = cls(model=model, tools=coerced, **kwargs)
         settings._check_approval()
         settings._check_loop_detection()

@@ -22,7 +22,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, NotRequired, get_type_hints
+from typing import Annotated, Any, Literal, NotRequired
 
 from langchain_core.callbacks import BaseCallbackManager, dispatch_custom_event
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
@@ -79,7 +79,6 @@ __all__ = [
     "new_usage",
     "show_messages",
     "usage_of",
-    "with_user_keys",
 ]
 
 EventName = Literal["iteration_start", "tool_call", "loop_warning", "loop_block",
@@ -581,28 +580,6 @@ class LoopState(LoopOutput, total=False):
     review: Review | None
     call_log: Annotated[list[LoggedCall], DeltaChannel(_log_reducer, snapshot_frequency=SNAPSHOT_EVERY)]
     remaining_steps: RemainingSteps
-
-
-def with_user_keys(schema: type[Any], state_schema: type[Any] | None) -> type[Any]:
-    """``schema`` (``LoopInput``/``LoopOutput``) plus the keys a user ``state_schema`` adds.
-
-    Example:
-        >>> class Mine(LoopState, total=False):
-        ...     notes: list[str]
-        >>> "notes" in with_user_keys(LoopInput, Mine).__annotations__
-        True
-        >>> with_user_keys(LoopInput, None) is LoopInput
-        True
-    """
-    if state_schema is None:
-        return schema
-    hints = get_type_hints(state_schema, include_extras=True)
-    extra = {k: v for k, v in hints.items() if k not in LoopState.__annotations__}
-    if not extra:
-        return schema
-    fields = {**get_type_hints(schema, include_extras=True), **extra}
-    return TypedDict(f"{state_schema.__name__}{schema.__name__.removeprefix('Loop')}",  # type: ignore[operator]
-                     fields, total=False)
 
 
 class StallOverrides(TypedDict, total=False):

@@ -77,7 +77,7 @@ from langgraph_loop.nodes.binding import none_choice
 from langgraph_loop.nodes.loop_detection import Decision, DecisionRecord, DetectorMemo, decide
 from langgraph_loop.nodes.loop_detector import block_answers, locate, stop_answers
 from langgraph_loop.nodes.loop_human import ask, evidence, question
-from langgraph_loop.nodes.model import without_tool_calls
+from langgraph_loop.nodes.model import said_something, without_tool_calls
 
 __all__ = ["LoopDetectionMiddleware", "LoopDetectionState"]
 
@@ -251,7 +251,8 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         the final answer (its tool calls dropped); the stop record."""
         answer = _reply_of(final)
         result: list[BaseMessage] = [*([turn.notice] if turn.notice is not None else []), *reply,
-                                     *tail, *([without_tool_calls(answer)] if answer else [])]
+                                     *tail, *([said_something(without_tool_calls(answer), why["reason"])]
+                                              if answer else [])]
         emit(turn.request.runtime, {"event": "stop", "reason": why["reason"], "iteration": 1,
                                     "guard": why})
         update = {**turn.update, "stop_reason": StopReason.LOOP_DETECTED.value, "loop_guard": why,

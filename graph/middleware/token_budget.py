@@ -82,7 +82,7 @@ from langgraph_loop.nodes.limits import (
     skipped_answer,
     spent_tokens,
 )
-from langgraph_loop.nodes.model import without_tool_calls
+from langgraph_loop.nodes.model import said_something, without_tool_calls
 
 __all__ = ["BudgetExtension", "TokenBudgetMiddleware", "TokenBudgetState"]
 
@@ -228,7 +228,8 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         reply = next((m for m in final.result if isinstance(m, AIMessage)), None) if final else None
         result: list[BaseMessage] = [*turn.added]
         if reply is not None:
-            result += [*([notice] if notice is not None else []), without_tool_calls(reply)]
+            result += [*([notice] if notice is not None else []),
+                       said_something(without_tool_calls(reply), turn.why["reason"])]
         emit(turn.request.runtime, {"event": "stop", "reason": turn.why["reason"], "iteration": 1,
                                     "guard": turn.why})
         update = {**turn.update, "stop_reason": StopReason.TOKEN_BUDGET.value,

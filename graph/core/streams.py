@@ -1,0 +1,41 @@
+"""The stream transformers a compiled agent registers, as ``create_agent`` registers them.
+
+``stream_events(version="v3")`` (and ``stream(..., version="v3")``) projects a run through the
+graph's transformers: LangGraph's ``ToolCallTransformer`` (``.tool_calls``), LangChain's
+``SubagentTransformer`` (``.subagents``), then each middleware's ``transformers`` (PII redaction
+of streamed text, internal-call filtering), then the caller's ``transformers=``; a factory listed
+twice is registered once.
+
+Example:
+    >>> from langgraph.prebuilt import ToolCallTransformer
+    >>> stream_transformers([], None)[0] is ToolCallTransformer
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain.agents.middleware.types import AgentMiddleware
+from langgraph.prebuilt import ToolCallTransformer
+
+from langgraph_loop.core.compat import SubagentTransformer
+
+__all__ = ["TransformerFactory", "stream_transformers"]
+
+TransformerFactory = Callable[[tuple[str, ...]], Any]
+"""A scope-aware stream transformer factory (a ``StreamTransformer`` class or a callable)."""
+
+
+def stream_transformers(middleware: Sequence[AgentMiddleware[Any, Any]],
+                        given: Sequence[TransformerFactory] | None) -> list[TransformerFactory]:
+    """The built-in transformers, the middleware's, then ``given``; repeats (by identity)
+    registered once."""
+    ordered = [ToolCallTransformer, SubagentTransformer,
+               *(t for m in middleware for t in getattr(m, "transformers", ())), *(given or ())]
+    unique: list[TransformerFactory] = []
+    for factory in ordered:
+        if not any(factory is kept for kept in unique):
+            unique.append(factory)
+    return unique
