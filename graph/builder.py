@@ -139,6 +139,7 @@ def create_loop_agent(
     checkpointer: Checkpointer = None,
     store: BaseStore | None = None,
     name: str | None = None,
+    show_notices: bool = False,
     **deprecated: Unpack[Deprecated],
 ) -> CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput]:
     """Build the loop agent as a compiled graph (callbacks may be sync or async).
@@ -163,6 +164,10 @@ def create_loop_agent(
         handle_tool_errors: ``ToolNode``'s switch (default: errors become error results).
         checkpointer, store: any LangGraph checkpointer and store, passed through.
         name: the graph's name (default ``"langgraph-loop"``); if given, every reply's name.
+        show_notices: False (default): the notices the loop sends the model (loop warnings,
+            the stop notice, budget pressure) get ids starting ``do-not-render-``, so chat
+            UIs (Agent Chat UI) keep them out of the person's transcript; True: plain ids.
+            The model and the stored thread have them either way.
         **deprecated: the keywords of 0.2 that moved into a group (``max_iterations``,
             ``should_continue``, ``judge``, ``next_message``, ``record_feedback``,
             ``inject_progress``, ``fresh_context``, ``prompt_factory``, ``stall_detection``,

@@ -39,7 +39,7 @@ from langgraph_loop.nodes.limits import PRESSURE_SOURCE
 from langgraph_loop.nodes.loop_detection import Decision
 from langgraph_loop.nodes.loop_human import ask, began_at, checkpoint_before, evidence, first_cut, question
 
-__all__ = ["LoopDetector", "apply", "block_answers", "locate", "settle", "stop_answers"]
+__all__ = ["LoopDetector", "apply", "block_answers", "locate", "person_stop", "settle", "stop_answers"]
 
 
 def locate(decision: Decision, messages: Sequence[BaseMessage], request_id: Any) -> Decision:
@@ -70,11 +70,20 @@ def settle(decision: Decision, state: LoopState, detection: LoopDetection | None
             or checkpointer(get_config()) is None):
         return decision
     results = evidence(messages, request, finding, detection)
-    action, hint = ask(question(why, finding, results))  # validated before it is stored
+    action, text = ask(question(why, finding, results))  # validated before it is stored
     if action == "stop":
-        return replace(decision, guard={**why, "human": {"action": "stop"}})
-    return Decision(decision.ai, allow=(finding.key, finding.count),
-                    hint=hint)
+        return replace(decision, guard={**why, "human": person_stop(text)})
+    return Decision(decision.ai, allow=(finding.key, finding.count), hint=text)
+
+
+def person_stop(message: str | None) -> dict[str, Any]:
+    """The guard's ``human`` record of a stop a person chose (with their reason, if any).
+
+    Example:
+        >>> person_stop(None), person_stop("Enough.")
+        ({'action': 'stop'}, {'action': 'stop', 'message': 'Enough.'})
+    """
+    return {"action": "stop", **({"message": message} if message else {})}
 
 
 def block_answers(ai: AIMessage, blocks: Mapping[str, str]) -> list[ToolMessage]:

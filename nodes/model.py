@@ -372,7 +372,8 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             run, stop = update["run"], timeout["reason"]
         redirects: list[BaseMessage] = []  # what a person wrote at a budget check-in
         if stop is None:  # the request, and a stop when it leaves no room for a final answer
-            notice = drain(pending, run=str(run.get("id"))) if pending else None
+            notice = (drain(pending, run=str(run.get("id")), hidden=not settings.show_notices)
+                      if pending else None)
             extra: list[BaseMessage] = [notice] if notice is not None else []
             request = build_request(state, settings, extra)
             over = budget_guard(state, settings, request) if limits.token_budget is not None else None
@@ -394,7 +395,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         why: Guard = run.get("guard") or guard("router", stop)
         pending = queue_notice(pending, run=str(run.get("id")), key="stop",
                                text=stop_instruction(why), source="stop")
-        notice = drain(pending, run=str(run.get("id")))
+        notice = drain(pending, run=str(run.get("id")), hidden=not settings.show_notices)
         final_extra: list[BaseMessage] = [*redirects, *([notice] if notice is not None else [])]
         return Call(settings, build_request(state, settings, final_extra), run, final=True,
                     drained=True, extra=final_extra, update=update, whole=first)

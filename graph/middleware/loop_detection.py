@@ -17,11 +17,12 @@ decision climbs the same ladder:
   agent's output state.
 
 With ``LoopDetection(ask_human=True)`` and a checkpointer, a stop asks a person first, with
-the evidence (``interrupt()``: the repeated calls, their last results, the rung, where the
-loop began). The reply is kept and the run goes back to the model node (``jump_to``), which
-asks before any model call, so a resume never calls the model twice for one reply:
-``{"action": "stop"}`` stops as above, ``"continue"`` runs the reply's calls, ``"hint"``
-runs them and gives the model the hint as a notice.
+the evidence (``interrupt()``: LangChain's human-in-the-loop request, titled ``Loop detected:
+<tool>``, as the graph asks it: ``nodes/loop_human.py``). The reply is kept and the run goes
+back to the model node (``jump_to``), which asks before any model call, so a resume never
+calls the model twice for one reply: ``{"decisions": [{"type": "reject", "message": ...}]}``
+stops as above (the model reads the reason), ``approve`` runs the reply's calls, an ``edit``
+with ``{"hint": "..."}`` runs them and gives the model the hint as a notice.
 
 Everything else happens inside the model call (``wrap_model_call``): a clean round costs no
 graph step. The detector's state is derived from the thread's messages since the run's
@@ -75,7 +76,7 @@ from langgraph_loop.core.state import emit
 from langgraph_loop.core.stop import Guard, StopReason, stop_instruction
 from langgraph_loop.nodes.binding import none_choice
 from langgraph_loop.nodes.loop_detection import Decision, DecisionRecord, DetectorMemo, decide
-from langgraph_loop.nodes.loop_detector import block_answers, locate, stop_answers
+from langgraph_loop.nodes.loop_detector import block_answers, locate, person_stop, stop_answers
 from langgraph_loop.nodes.loop_human import ask, evidence, question
 from langgraph_loop.nodes.model import without_tool_calls
 
@@ -140,15 +141,24 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
     Args:
         config: the ``LoopDetection`` settings (default: ``LoopDetection()``, as the
             graph's), or a dict of its fields.
+        show_notices: False (default): the warnings and the stop notice get ids starting
+            ``do-not-render-``, so chat UIs keep them out of the person's transcript (the
+            model and the thread have them); True: plain ids.
 
     Raises:
-        ValueError: ``config`` is neither a ``LoopDetection`` nor a dict of valid fields.
+        ValueError: ``config`` is neither a ``LoopDetection`` nor a dict of valid fields,
+            or ``show_notices`` is not a bool.
     """
 
     state_schema = LoopDetectionState
 
-    def __init__(self, config: LoopDetection | dict[str, Any] | None = None) -> None:
+    def __init__(self, config: LoopDetection | dict[str, Any] | None = None, *,
+                 show_notices: bool = False) -> None:
         super().__init__()
+        if not isinstance(show_notices, bool):
+            raise ValueError(f"LoopDetectionMiddleware: show_notices must be True or False, got "
+                             f"{show_notices!r}")
+        self.show_notices = show_notices
         if isinstance(config, dict):
             config = LoopDetection(**config)
         elif config is None:
@@ -178,7 +188,8 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         """The request with this run's queued notice delivered (after the tool results)."""
         state = request.state
         run, first = _run_of(state)
-        notice = drain(state.get("loop_notices") or [], run=str(run["id"]))  # type: ignore[arg-type]
+        notice = drain(state.get("loop_notices") or [], run=str(run["id"]),  # type: ignore[arg-type]
+                       hidden=not self.show_notices)
         update: dict[str, Any] = {}
         if notice is not None:
             request = request.override(messages=[*request.messages, notice])
@@ -237,7 +248,8 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         """The messages a stop writes after the reply (its calls answered, the stop notice),
         and the last call's request (no tool use where the provider can forbid it)."""
         notice = notice_message([{"run": str(turn.run["id"]), "key": "stop",
-                                  "text": stop_instruction(why), "source": "stop"}])
+                                  "text": stop_instruction(why), "source": "stop"}],
+                                hidden=not self.show_notices)
         tail: list[Any] = [*stop_answers(ai, why), *([notice] if notice else [])]
         sent: list[Any] = list(turn.request.messages)
         head = sent if sent and sent[-1] is ai else [*sent, ai]
@@ -273,7 +285,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
                            self._detection(turn.request.tools))
         action, hint = ask(question(why, finding, results))  # validated before it is stored
         if action == "stop":
-            return Decision(ai, guard={**why, "human": {"action": "stop"}}), None  # type: ignore[typeddict-item]
+            return Decision(ai, guard={**why, "human": person_stop(hint)}), None  # type: ignore[typeddict-item]
         allowed = dict(turn.run.get("loop_allowed") or {})
         allowed[finding.key] = finding.count
         update = {**turn.update, "loop_question": None, "jump_to": "tools",

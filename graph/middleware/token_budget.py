@@ -145,23 +145,30 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         check_in: at the budget, pause with ``interrupt()`` and let a person extend the
             budget, stop, or redirect the run (needs a checkpointer; without one the run
             stops as it would without ``check_in``).
+        show_notices: False (default): the stop notice gets an id starting
+            ``do-not-render-``, so chat UIs keep it out of the person's transcript (the model
+            and the thread have it); True: a plain id.
 
     Raises:
-        ValueError: ``max_tokens`` is not a whole number >= 1, or ``check_in`` is not a bool.
+        ValueError: ``max_tokens`` is not a whole number >= 1, or ``check_in`` or
+            ``show_notices`` is not a bool.
     """
 
     state_schema = TokenBudgetState
 
-    def __init__(self, *, max_tokens: int, check_in: bool = False) -> None:
+    def __init__(self, *, max_tokens: int, check_in: bool = False,
+                 show_notices: bool = False) -> None:
         super().__init__()
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"TokenBudgetMiddleware: max_tokens must be a whole number >= 1, "
                              f"got {max_tokens!r}")
-        if not isinstance(check_in, bool):
-            raise ValueError(f"TokenBudgetMiddleware: check_in must be True or False, got "
-                             f"{check_in!r}")
+        for flag, value in (("check_in", check_in), ("show_notices", show_notices)):
+            if not isinstance(value, bool):
+                raise ValueError(f"TokenBudgetMiddleware: {flag} must be True or False, got "
+                                 f"{value!r}")
         self.max_tokens = max_tokens
         self.check_in = check_in
+        self.show_notices = show_notices
 
     # --- before the call --------------------------------------------------------------------
     def _turn(self, request: ModelRequest[Any]) -> _Turn:
@@ -195,7 +202,8 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         """The stop notice and the final answer's request (None: no room for an answer)."""
         assert turn.why is not None
         notice = notice_message([{"run": "", "key": "stop", "text": stop_instruction(turn.why),
-                                  "source": "stop"}])
+                                  "source": "stop"}],
+                                hidden=not self.show_notices)
         tail = [notice] if notice is not None else []
         room = answer_room(_sent(turn.request, tail), budget=turn.budget, spent=turn.spent,
                            model=turn.request.model)
