@@ -34,12 +34,12 @@ from langgraph_loop.core.config import LoopDetection
 from langgraph_loop.core.messages import BLOCKED_KIND, Notice, call_ids, is_cut, queue_notice, work_call_ids
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, emit
-from langgraph_loop.core.stop import Guard, stop_answer_text, stop_update
+from langgraph_loop.core.stop import Guard, person_stop, stop_answer_text, stop_update
 from langgraph_loop.nodes.limits import PRESSURE_SOURCE
 from langgraph_loop.nodes.loop_detection import Decision
 from langgraph_loop.nodes.loop_human import ask, began_at, checkpoint_before, evidence, first_cut, question
 
-__all__ = ["LoopDetector", "apply", "block_answers", "locate", "person_stop", "settle", "stop_answers"]
+__all__ = ["LoopDetector", "apply", "block_answers", "locate", "settle", "stop_answers"]
 
 
 def locate(decision: Decision, messages: Sequence[BaseMessage], request_id: Any) -> Decision:
@@ -74,16 +74,6 @@ def settle(decision: Decision, state: LoopState, detection: LoopDetection | None
     if action == "stop":
         return replace(decision, guard={**why, "human": person_stop(text)})
     return Decision(decision.ai, allow=(finding.key, finding.count), hint=text)
-
-
-def person_stop(message: str | None) -> dict[str, Any]:
-    """The guard's ``human`` record of a stop a person chose (with their reason, if any).
-
-    Example:
-        >>> person_stop(None), person_stop("Enough.")
-        ({'action': 'stop'}, {'action': 'stop', 'message': 'Enough.'})
-    """
-    return {"action": "stop", **({"message": message} if message else {})}
 
 
 def block_answers(ai: AIMessage, blocks: Mapping[str, str]) -> list[ToolMessage]:

@@ -41,22 +41,23 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, NotRequired
 
 from langchain.agents.middleware.human_in_the_loop import HITLRequest
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import interrupt
 from pydantic import BeforeValidator
 from typing_extensions import TypedDict
 
+from langgraph_loop.core import prompts
 from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
-from langgraph_loop.core.messages import clip, is_cut
+from langgraph_loop.core.messages import as_redirect, call_ids, clip, is_cut, is_notice, is_redirect
 from langgraph_loop.core.questions import Decisions, legacy, one_action, the_decision
 from langgraph_loop.core.stop import Guard
 from langgraph_loop.nodes.loop_detection import Finding, result_text, sign_calls
 
 __all__ = ["ACTIONS", "ANSWER", "HISTORY_LIMIT", "QUESTION_TEXT", "QUESTION_TITLE", "LoopAnswer",
            "ask", "began_at", "checkpoint_before", "evidence", "first_cut", "parse_answer",
-           "question"]
+           "question", "typed_instead"]
 
 ACTIONS = ("continue", "stop", "hint")
 HISTORY_LIMIT = 200
@@ -223,6 +224,40 @@ ANSWER = Annotated[Decisions | Action | LoopAnswer, BeforeValidator(_checked)]
 """The resume schema of the loop question: ``{"decisions": [one decision]}`` (0.3's action
 name or ``LoopAnswer`` until 0.5), checked by ``parse_answer`` inside ``interrupt()``, before
 LangGraph stores the value."""
+
+
+def typed_instead(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:
+    """The writes that take a message a person typed while the loop question was open as a
+    redirect of the paused run: the paused calls are recorded as not run (``TYPED_INSTEAD``;
+    a chat UI's placeholder answer, such as Agent Chat UI's "Successfully handled tool call.",
+    is replaced in place, keeping its id), and the message is marked a redirect
+    (``as_redirect``), so the run, its detector window and its budget go on. None: the
+    thread does not end on a person's message after a reply with calls.
+
+    Example:
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a")
+        >>> placeholder = ToolMessage("Successfully handled tool call.", tool_call_id="c1",
+        ...                           id="do-not-render-1")
+        >>> writes = typed_instead([ai, placeholder, HumanMessage("go on", id="h")])
+        >>> [(m.id, m.status) for m in writes[:1]], is_redirect(writes[-1])
+        ([('do-not-render-1', 'error')], True)
+    """
+    person = messages[-1] if messages else None
+    if not isinstance(person, HumanMessage) or is_notice(person) or is_redirect(person):
+        return None
+    index = next((i for i in range(len(messages) - 2, -1, -1) if isinstance(messages[i], AIMessage)), -1)
+    ai = messages[index] if index >= 0 else None
+    if not isinstance(ai, AIMessage) or not call_ids(ai):
+        return None
+    names = {c.get("id"): c.get("name") for c in [*ai.tool_calls, *ai.invalid_tool_calls]}
+    given = {m.tool_call_id: m.id for m in messages[index + 1:-1] if isinstance(m, ToolMessage)}
+    answers: list[BaseMessage] = [
+        ToolMessage(prompts.TYPED_INSTEAD, tool_call_id=i, name=names.get(i), status="error",
+                    id=given.get(i)) for i in call_ids(ai)]
+    if all(i in given for i in call_ids(ai)):  # each answer replaces the placeholder, in place
+        return [*answers, as_redirect(person)]
+    later = [m for m in messages[index + 1:] if not isinstance(m, ToolMessage)]
+    return [*(RemoveMessage(id=str(m.id)) for m in later), *answers, *later[:-1], as_redirect(person)]
 
 
 def ask(loop_question: HITLRequest) -> tuple[Action, str | None]:

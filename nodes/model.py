@@ -78,8 +78,8 @@ from langgraph_loop.core.state import (
 from langgraph_loop.core.stop import Guard, guard, stop_instruction, stop_update
 from langgraph_loop.nodes.binding import FINAL_ANSWER, call_model, final_model, tagged
 from langgraph_loop.nodes.limits import (
+    BUDGET_ANSWER,
     MIN_FINAL_OUTPUT,
-    BudgetAnswer,
     budget_guard,
     check_in,
     count_tokens,
@@ -381,7 +381,8 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
                 # a person decides, here, before any model call
                 asked = check_in(lambda more, added: budget_guard(
                     {**state, "run": {**run, "budget_extra": more}}, settings, [*request, *added]),
-                    partial(interrupt, response_schema=BudgetAnswer), extra=run.get("budget_extra", 0))
+                    partial(interrupt, response_schema=BUDGET_ANSWER), extra=run.get("budget_extra", 0),
+                    scope=limits.budget_scope)
                 run = {**run, "budget_extra": asked.extra} if asked.extra else run
                 redirects, over = list(asked.added), asked.stop
                 extra, request = [*extra, *redirects], [*request, *redirects]
@@ -442,6 +443,8 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             messages = state.get("messages") or []
             view: LoopState = {"run": run, "usage": update["usage"], "iteration_info": info,  # type: ignore[typeddict-item]
                                "call_log": state.get("call_log") or []}
+            if "thread_budget" in state:
+                view["thread_budget"] = state["thread_budget"]
             if "remaining_steps" in state:
                 view["remaining_steps"] = state["remaining_steps"]
             decision = decide(reply, messages, len(messages), view, self.memo,

@@ -88,6 +88,7 @@ __all__ = [
     "Notice",
     "Problem",
     "as_message",
+    "as_redirect",
     "as_text",
     "call_ids",
     "call_label",
@@ -97,9 +98,9 @@ __all__ = [
     "describe",
     "digest",
     "drain",
-    "hidden_id",
     "encodable",
     "encodable_text",
+    "hidden_id",
     "is_blocked",
     "is_cut",
     "is_notice",
@@ -345,13 +346,25 @@ def hidden_id() -> str:
 
 
 REDIRECT_KIND = "budget_redirect"
-"""``additional_kwargs["langgraph_loop"]["kind"]`` of a person's redirect at the token budget."""
+"""``additional_kwargs["langgraph_loop"]["kind"]`` of a person's redirect: a message given at
+the token budget's check-in, or one typed while the loop question was open."""
 
 
 def is_redirect(message: BaseMessage) -> bool:
-    """Is this the user message a person's redirect at the token budget added?"""
+    """Is this a person's redirect of a run (not a new run's request)?"""
     tag = message.additional_kwargs.get("langgraph_loop")
     return isinstance(message, HumanMessage) and isinstance(tag, dict) and tag.get("kind") == REDIRECT_KIND
+
+
+def as_redirect(message: HumanMessage) -> HumanMessage:
+    """The person's message marked as a redirect of the run (same id: it replaces itself).
+
+    Example:
+        >>> is_redirect(as_redirect(HumanMessage("go on", id="h"))), as_redirect(HumanMessage("x", id="h")).id
+        (True, 'h')
+    """
+    kwargs = {**message.additional_kwargs, "langgraph_loop": {"kind": REDIRECT_KIND}}
+    return message.model_copy(update={"additional_kwargs": kwargs})
 
 
 def run_request(messages: Sequence[BaseMessage]) -> tuple[int, str | None]:

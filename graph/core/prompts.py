@@ -41,8 +41,8 @@ __all__ = [
     "REJECTED",
     "REJECTED_NO_MESSAGE",
     "REJECTED_WITH_MESSAGE",
-    "STOP_ANSWER",
     "STOPPED_BY_PERSON",
+    "STOP_ANSWER",
     "STOP_INSTRUCTION",
     "STRUCTURED_ERROR",
     "STRUCTURED_RETURNED",
@@ -52,6 +52,7 @@ __all__ = [
     "TODOS_OPEN",
     "TOOL_LIMIT",
     "TOOL_RAISED",
+    "TYPED_INSTEAD",
     "UNKNOWN_TOOL",
     "criteria_list",
 ]
@@ -72,6 +73,10 @@ STOPPED_BY_PERSON = "a person supervising this run chose to stop it ({why})"
 """Why a stop happened when a person chose it at a question (a loop, the token budget)."""
 PERSON_SAID = "They said: {message}"
 """A person's reason for a stop they chose, after the stop notice."""
+TYPED_INSTEAD = ("Error: not executed: the run paused to ask the user whether to go on with this "
+                 "call (it looked like a loop), and the user wrote a new message instead of "
+                 "answering.")
+"""The answer to a call paused at the loop question when the person typed instead."""
 CANCELLED = "Error: this call was not executed: the run that requested it ended first."
 """The error result of a call left unanswered by an abandoned run (``prepare`` repairs it)."""
 

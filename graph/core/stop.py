@@ -27,8 +27,8 @@ from typing_extensions import TypedDict
 
 from langgraph_loop.core import prompts
 
-__all__ = ["Guard", "GuardName", "StopReason", "guard", "limit_guard", "stop_answer_text",
-           "stop_instruction", "stop_update"]
+__all__ = ["Guard", "GuardName", "StopReason", "guard", "limit_guard", "person_stop",
+           "stop_answer_text", "stop_instruction", "stop_update"]
 
 
 class StopReason(StrEnum):
@@ -100,6 +100,16 @@ def limit_guard(reason: StopReason, limit: Any, value: Any) -> Guard:
     return guard("limits", reason, limit=limit, value=value)
 
 
+def person_stop(message: str | None) -> dict[str, Any]:
+    """A guard's ``human`` record of a stop a person chose at a question (with their reason).
+
+    Example:
+        >>> person_stop(None), person_stop("Enough.")
+        ({'action': 'stop'}, {'action': 'stop', 'message': 'Enough.'})
+    """
+    return {"action": "stop", **({"message": message} if message else {})}
+
+
 def stop_update(run: Mapping[str, Any], why: Guard, *, finalized: bool | None = None) -> dict[str, Any]:
     """The state update that stops the run: ``stop_reason``, and the guard in ``run``.
 
@@ -138,9 +148,10 @@ def stop_answer_text(why: Guard) -> str:
     """The error ToolMessage text for calls a stop left unanswered.
 
     Example:
-        >>> stop_answer_text({"guard": "loop_detector", "reason": "loop_detected",
-        ...                   "human": {"action": "stop"}})
-        'Error: not executed: the run was stopped because a person supervising this run chose to stop it (a runaway tool loop was detected).'
+        >>> text = stop_answer_text({"guard": "loop_detector", "reason": "loop_detected",
+        ...                          "human": {"action": "stop"}})
+        >>> text.removeprefix("Error: not executed: the run was stopped because ")
+        'a person supervising this run chose to stop it (a runaway tool loop was detected).'
     """
     return prompts.STOP_ANSWER.format(why=_explain(why, why.get("detail")))
 

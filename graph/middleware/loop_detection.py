@@ -73,10 +73,10 @@ from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
 from langgraph_loop.core.messages import Notice, drain, notice_message, queue_notice, run_request
 from langgraph_loop.core.state import emit
-from langgraph_loop.core.stop import Guard, StopReason, stop_instruction
+from langgraph_loop.core.stop import Guard, StopReason, person_stop, stop_instruction
 from langgraph_loop.nodes.binding import none_choice
 from langgraph_loop.nodes.loop_detection import Decision, DecisionRecord, DetectorMemo, decide
-from langgraph_loop.nodes.loop_detector import block_answers, locate, person_stop, stop_answers
+from langgraph_loop.nodes.loop_detector import block_answers, locate, stop_answers
 from langgraph_loop.nodes.loop_human import ask, evidence, question
 from langgraph_loop.nodes.model import without_tool_calls
 
