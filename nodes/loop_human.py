@@ -50,7 +50,15 @@ from typing_extensions import TypedDict
 from langgraph_loop.core import prompts
 from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
-from langgraph_loop.core.messages import as_redirect, call_ids, clip, is_cut, is_notice, is_redirect
+from langgraph_loop.core.messages import (
+    BLOCKED_KIND,
+    as_redirect,
+    call_ids,
+    clip,
+    is_cut,
+    is_notice,
+    is_redirect,
+)
 from langgraph_loop.core.questions import Decisions, legacy, one_action, the_decision
 from langgraph_loop.core.stop import Guard
 from langgraph_loop.nodes.loop_detection import Finding, result_text, sign_calls
@@ -228,7 +236,8 @@ LangGraph stores the value."""
 
 def typed_instead(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:
     """The writes that take a message a person typed while the loop question was open as a
-    redirect of the paused run: the paused calls are recorded as not run (``TYPED_INSTEAD``;
+    redirect of the paused run: the paused calls are recorded as not run (``TYPED_INSTEAD``,
+    tagged as a blocked call's answer: nothing was learnt, and asking for it again stops;
     a chat UI's placeholder answer, such as Agent Chat UI's "Successfully handled tool call.",
     is replaced in place, keeping its id), and the message is marked a redirect
     (``as_redirect``), so the run, its detector window and its budget go on. None: the
@@ -253,7 +262,8 @@ def typed_instead(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:
     given = {m.tool_call_id: m.id for m in messages[index + 1:-1] if isinstance(m, ToolMessage)}
     answers: list[BaseMessage] = [
         ToolMessage(prompts.TYPED_INSTEAD, tool_call_id=i, name=names.get(i), status="error",
-                    id=given.get(i)) for i in call_ids(ai)]
+                    id=given.get(i), additional_kwargs={"langgraph_loop": {"kind": BLOCKED_KIND}})
+        for i in call_ids(ai)]
     if all(i in given for i in call_ids(ai)):  # each answer replaces the placeholder, in place
         return [*answers, as_redirect(person)]
     later = [m for m in messages[index + 1:] if not isinstance(m, ToolMessage)]

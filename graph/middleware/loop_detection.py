@@ -22,7 +22,10 @@ the evidence (``interrupt()``: LangChain's human-in-the-loop request, titled ``L
 back to the model node (``jump_to``), which asks before any model call, so a resume never
 calls the model twice for one reply: ``{"decisions": [{"type": "reject", "message": ...}]}``
 stops as above (the model reads the reason), ``approve`` runs the reply's calls, an ``edit``
-with ``{"hint": "..."}`` runs them and gives the model the hint as a notice.
+with ``{"hint": "..."}`` runs them and gives the model the hint as a notice. A new user
+message sent instead of an answer (a chat UI's placeholder answering the paused calls first)
+is a redirect of the paused run: the calls are recorded as not run and the run, with its
+detector window, goes on (``nodes/loop_human.py: typed_instead``).
 
 Everything else happens inside the model call (``wrap_model_call``): a clean round costs no
 graph step. The detector's state is derived from the thread's messages since the run's
@@ -66,6 +69,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
+from langgraph.graph.message import add_messages
 from langgraph.types import Command
 
 from langgraph_loop.core import prompts
@@ -77,7 +81,7 @@ from langgraph_loop.core.stop import Guard, StopReason, person_stop, stop_instru
 from langgraph_loop.nodes.binding import none_choice
 from langgraph_loop.nodes.loop_detection import Decision, DecisionRecord, DetectorMemo, decide
 from langgraph_loop.nodes.loop_detector import block_answers, locate, stop_answers
-from langgraph_loop.nodes.loop_human import ask, evidence, question
+from langgraph_loop.nodes.loop_human import ask, evidence, question, typed_instead
 from langgraph_loop.nodes.model import without_tool_calls
 
 __all__ = ["LoopDetectionMiddleware", "LoopDetectionState"]
@@ -103,19 +107,22 @@ class LoopDetectionState(AgentState[Any]):
 @dataclass
 class _Turn:
     """One model call as the middleware sees it: the request it sends (the queued notice
-    added), that notice, the run (its request message) and what is written besides."""
+    added), that notice, the run (its request message), the thread as it stands (``messages``:
+    with a typed answer's writes applied) and what is written besides (``fixed``: those
+    writes, first)."""
 
     request: ModelRequest[Any]
     notice: HumanMessage | None
     run: dict[str, Any]
     update: dict[str, Any]
+    messages: list[BaseMessage]
+    fixed: list[BaseMessage]
 
 
-def _run_of(state: Any) -> tuple[dict[str, Any], bool]:
+def _run_of(state: Any, messages: Sequence[BaseMessage]) -> tuple[dict[str, Any], bool]:
     """The run a model call belongs to, named by its request (``run_request``: a notice or a
-    person's redirect at the budget starts none), and whether no reply has come since (the
-    run's first call)."""
-    messages: Sequence[BaseMessage] = state.get("messages") or []
+    person's redirect starts none), and whether no reply has come since (the run's first
+    call)."""
     start, request = run_request(messages)
     first = not any(isinstance(m, AIMessage) for m in messages[start + 1:])
     allowed = state.get("loop_allowed") or {}
@@ -185,25 +192,33 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
 
     # --- before the call --------------------------------------------------------------------
     def _turn(self, request: ModelRequest[Any]) -> _Turn:
-        """The request with this run's queued notice delivered (after the tool results)."""
+        """The request with this run's queued notice delivered (after the tool results); a
+        message typed while the loop question was open taken as a redirect of the paused run
+        (``typed_instead``: its calls recorded as not run, the run and its window go on)."""
         state = request.state
-        run, first = _run_of(state)
+        messages: list[BaseMessage] = list(state.get("messages") or [])
+        update: dict[str, Any] = {}
+        fixed = (typed_instead(messages) if state.get("loop_question") else None) or []
+        if fixed:
+            messages = add_messages(messages, fixed)  # type: ignore[assignment]
+            request = request.override(messages=add_messages(list(request.messages), fixed))  # type: ignore[arg-type]
+            update["loop_question"] = None
+        run, first = _run_of(state, messages)
         notice = drain(state.get("loop_notices") or [], run=str(run["id"]),  # type: ignore[arg-type]
                        hidden=not self.show_notices)
-        update: dict[str, Any] = {}
         if notice is not None:
             request = request.override(messages=[*request.messages, notice])
             update["loop_notices"] = []
         if first and state.get("loop_guard") is not None:  # the stop it wrote (not another's)
             update.update(stop_reason=None, loop_guard=None)  # a new run on the thread
-        return _Turn(request, notice, run, update)
+        return _Turn(request, notice, run, update, messages, fixed)
 
     # --- after the call ----------------------------------------------------------------------
     def _decide(self, turn: _Turn, ai: AIMessage | None) -> Decision | None:
         """The engine's decision on the reply (None: a clean reply)."""
         if ai is None:
             return None
-        messages = list(turn.request.state.get("messages") or [])
+        messages = list(turn.messages)
         if turn.notice is not None:
             messages.append(turn.notice)
         decision = decide(ai, messages, len(messages), {"run": turn.run},  # type: ignore[typeddict-item]
@@ -220,7 +235,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
     def _applied(self, turn: _Turn, response: ModelResponse[Any], decision: Decision | None) -> Result:
         """What a call with no stop writes: the notice, the reply, blocks and warnings."""
         ai = _reply_of(response)
-        result = [*([turn.notice] if turn.notice is not None else []), *response.result]
+        result = [*turn.fixed, *([turn.notice] if turn.notice is not None else []), *response.result]
         update = dict(turn.update)
         if decision is not None and ai is not None:
             runtime = turn.request.runtime
@@ -262,7 +277,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         """What a stop writes: the reply (unless kept already), its answers, the stop notice,
         the final answer (its tool calls dropped); the stop record."""
         answer = _reply_of(final)
-        result: list[BaseMessage] = [*([turn.notice] if turn.notice is not None else []), *reply,
+        result: list[BaseMessage] = [*turn.fixed, *([turn.notice] if turn.notice is not None else []), *reply,
                                      *tail, *([without_tool_calls(answer)] if answer else [])]
         emit(turn.request.runtime, {"event": "stop", "reason": why["reason"], "iteration": 1,
                                     "guard": why})
@@ -274,9 +289,9 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         """A stop that waited for a person: ask (``interrupt()``); continue → the reply's calls
         run (a hint is queued); stop → the decision to carry out. Nothing waiting: (None, None)."""
         record = turn.request.state.get("loop_question")
-        messages = turn.request.state.get("messages") or []
+        messages = turn.messages
         ai = messages[-1] if messages else None
-        if not record or not isinstance(ai, AIMessage):
+        if not record or turn.fixed or not isinstance(ai, AIMessage):
             return None, None
         decision = Decision.of(ai, record)  # type: ignore[arg-type]
         finding, why = decision.finding, decision.guard
