@@ -131,6 +131,12 @@ def _run_of(state: Any, messages: Sequence[BaseMessage]) -> tuple[dict[str, Any]
             else None}, first
 
 
+def _with(messages: Sequence[BaseMessage], writes: list[BaseMessage]) -> list[Any]:
+    """``messages`` with ``writes`` applied as the thread's reducer applies them."""
+    merged: Any = add_messages(list(messages), writes)  # type: ignore[arg-type]
+    return list(merged)
+
+
 def _response(result: ModelResponse[Any] | AIMessage) -> ModelResponse[Any]:
     """The handler's result as a ``ModelResponse``."""
     return result if isinstance(result, ModelResponse) else ModelResponse(result=[result])
@@ -200,8 +206,8 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         update: dict[str, Any] = {}
         fixed = (typed_instead(messages) if state.get("loop_question") else None) or []
         if fixed:
-            messages = add_messages(messages, fixed)  # type: ignore[assignment]
-            request = request.override(messages=add_messages(list(request.messages), fixed))  # type: ignore[arg-type]
+            messages = _with(messages, fixed)
+            request = request.override(messages=_with(list(request.messages), fixed))
             update["loop_question"] = None
         run, first = _run_of(state, messages)
         notice = drain(state.get("loop_notices") or [], run=str(run["id"]),  # type: ignore[arg-type]
