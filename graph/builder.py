@@ -153,6 +153,7 @@ def create_loop_agent(
     name: str | None = None,
     cache: BaseCache[Any] | None = None,
     transformers: Sequence[TransformerFactory] | None = None,
+    show_notices: bool = False,
     **deprecated: Unpack[Deprecated],
 ) -> CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput]:
     """Build the loop agent as a compiled graph (callbacks may be sync or async).
@@ -183,6 +184,10 @@ def create_loop_agent(
             and the ``lc_agent_name`` of the run's metadata (as ``create_agent`` sets it).
         transformers: stream transformers for ``stream_events(version="v3")``, after the ones
             ``create_agent`` registers (``core/streams.py``).
+        show_notices: False (default): the notices the loop sends the model (loop warnings,
+            the stop notice, budget pressure) get ids starting ``do-not-render-``, so chat
+            UIs (Agent Chat UI) keep them out of the person's transcript; True: plain ids.
+            The model and the stored thread have them either way.
         **deprecated: the keywords of 0.2 that moved into a group (``max_iterations``,
             ``should_continue``, ``judge``, ``next_message``, ``record_feedback``,
             ``inject_progress``, ``fresh_context``, ``prompt_factory``, ``stall_detection``,

@@ -13,12 +13,20 @@ the same rules to a ``create_agent`` thread, where what a run spent is read from
 (``spent_tokens``).
 
 **Checking in** (``Limits.budget_check_in``, ``TokenBudgetMiddleware(check_in=True)``). At the
-budget a person is asked (``interrupt()``, ``budget_question``) instead of stopping; ``check_in``
-applies the answers until the call fits or the person stops the run: ``{"action": "extend",
-"tokens": N}`` raises this run's budget by N, ``{"action": "redirect", "message": "..."}`` adds
-the message to the transcript as the user's (``redirect_message``), ``{"action": "stop"}`` stops
-as without a check-in. An answer is validated before anything is applied
-(``parse_budget_answer``).
+budget a person is asked (``interrupt()``, ``budget_question``: LangChain's human-in-the-loop
+request, titled ``Token budget reached: add more?``, with the tokens to add as its one
+argument) instead of stopping; ``check_in`` applies the answers until the call fits or the
+person stops the run: approve adds the tokens offered, an edit adds the edited ``tokens``
+(with a ``message``, the message is added to the transcript as the user's:
+``redirect_message``), reject stops as without a check-in (the model reads the reason). An
+answer is validated before anything is applied (``parse_budget_answer``; 0.3's
+``{"action": ...}`` answers until 0.5, with a ``DeprecationWarning``).
+
+**Per run or per thread** (``Limits.budget_scope``). ``"run"``: every run (in a chat, every
+message) has the budget; what its calls spend counts, the thread's context included, since
+every call sends it. ``"thread"``: one budget for the whole thread: the earlier runs' tokens
+(``state["thread_budget"]``, folded in by ``prepare``) count too, and what a person adds at
+a check-in stays added.
 
 **Budget pressure.** When agent tokens reach ``threshold × token_budget`` the instruction
 is queued (once per run) and the model sees it on its next call; the run then stops with
@@ -53,29 +61,30 @@ import json
 import math
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from langchain.agents.middleware.human_in_the_loop import HITLRequest
 from langchain_core.language_models import BaseChatModel, BaseLanguageModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from typing_extensions import TypedDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from langgraph_loop.core.messages import REDIRECT_KIND, is_blocked
+from langgraph_loop.core.questions import Decisions, legacy, one_action, the_decision, whole_number
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, executed_calls, iteration_info
-from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, stop_instruction
+from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, person_stop, stop_instruction
 
-__all__ = ["BUDGET_ACTIONS", "MIN_FINAL_OUTPUT", "PRESSURE_SOURCE", "BudgetAnswer",
-           "BudgetQuestion", "CheckIn", "answer_room", "budget_guard", "budget_pressure_guard",
-           "budget_question", "call_guard", "check_in", "check_limits", "count_tokens",
-           "estimate_input", "estimate_tokens", "failed_rounds", "final_answer_room",
+__all__ = ["BUDGET_ACTIONS", "BUDGET_ANSWER", "BUDGET_TEXT", "BUDGET_TITLE", "MIN_FINAL_OUTPUT",
+           "PRESSURE_SOURCE", "BudgetAnswer", "CheckIn", "answer_room", "budget_guard",
+           "budget_pressure_guard", "budget_question", "call_guard", "check_in", "check_limits",
+           "count_tokens", "estimate_input", "estimate_tokens", "failed_rounds", "final_answer_room",
            "max_tokens_of", "parse_budget_answer", "pressure_due", "pressure_seen",
-           "redirect_message", "run_budget", "skipped_answer", "spent_tokens", "summary_room",
-           "timeout_guard", "tool_errors_guard"]
+           "redirect_message", "run_budget", "skipped_answer", "spent_tokens", "suggested_tokens",
+           "summary_room", "timeout_guard", "tool_errors_guard"]
 
 MIN_FINAL_OUTPUT = 50
 """The least output room (tokens) worth a final-answer call under a token budget."""
@@ -87,28 +96,41 @@ PRESSURE_SOURCE = "budget_pressure"
 """The ``source`` of the pressure notice in the deferred-notice queue."""
 
 BUDGET_ACTIONS = ("extend", "stop", "redirect")
-"""What a person may answer when the budget checks in."""
+"""0.3's answers at the budget check-in (``BudgetAnswer``), taken until 0.5."""
 
 
-def _spent(state: LoopState) -> int:
-    return int((state.get("usage") or {}).get("total_tokens", 0))
+def _spent(state: LoopState, settings: LoopSettings) -> int:
+    """Agent tokens the budget counts: this run's, plus the thread's earlier runs' when the
+    budget is per thread (``Limits.budget_scope``)."""
+    spent = int((state.get("usage") or {}).get("total_tokens", 0))
+    if settings.limits.budget_scope == "thread":
+        spent += int((state.get("thread_budget") or {}).get("spent") or 0)
+    return spent
 
 
 def run_budget(state: LoopState, settings: LoopSettings) -> int | None:
     """This run's token budget: ``Limits.token_budget`` plus what a person granted at a
-    check-in (``run["budget_extra"]``); None without a budget.
+    check-in (``run["budget_extra"]``; per thread, in the thread's earlier runs too); None
+    without a budget.
 
     Example:
         >>> from langgraph_loop.scripted import ScriptedChatModel
         >>> from langgraph_loop.core.config import Limits
         >>> s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=100))
-        >>> run_budget({"run": {"budget_extra": 50}}, s)
+        >>> run_budget({"run": {"budget_extra": 50}, "thread_budget": {"extra": 7}}, s)
         150
+        >>> t = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=100,
+        ...                                                           budget_scope="thread"))
+        >>> run_budget({"run": {"budget_extra": 50}, "thread_budget": {"extra": 7}}, t)
+        157
     """
     budget = settings.limits.token_budget
     if budget is None:
         return None
-    return budget + int((state.get("run") or {}).get("budget_extra") or 0)
+    extra = int((state.get("run") or {}).get("budget_extra") or 0)
+    if settings.limits.budget_scope == "thread":
+        extra += int((state.get("thread_budget") or {}).get("extra") or 0)
+    return budget + extra
 
 
 def timeout_guard(state: LoopState, settings: LoopSettings, now: float | None = None) -> Guard | None:
@@ -134,8 +156,8 @@ def check_limits(
     """The first limit a model reply hits, or None (checked after every model call)."""
     limits = settings.limits
     budget = run_budget(state, settings)
-    if budget is not None and _spent(state) > budget:
-        return limit_guard(StopReason.TOKEN_BUDGET, budget, _spent(state))
+    if budget is not None and _spent(state, settings) > budget:
+        return limit_guard(StopReason.TOKEN_BUDGET, budget, _spent(state, settings))
     timeout = timeout_guard(state, settings, now) if limits.max_duration_s is not None else None
     if timeout is not None or not has_calls:
         return timeout
@@ -245,7 +267,7 @@ def estimate_input(request: Sequence[BaseMessage], model: Any = None) -> int:
 
 def _left(state: LoopState, settings: LoopSettings) -> int | None:
     budget = run_budget(state, settings)
-    return None if budget is None else budget - _spent(state)
+    return None if budget is None else budget - _spent(state, settings)
 
 
 def _last_output(messages: Sequence[BaseMessage]) -> int:
@@ -288,7 +310,7 @@ def budget_guard(state: LoopState, settings: LoopSettings, request: Sequence[Bas
     budget = run_budget(state, settings)
     if budget is None:
         return None
-    return call_guard(request, state.get("messages") or [], budget=budget, spent=_spent(state),
+    return call_guard(request, state.get("messages") or [], budget=budget, spent=_spent(state, settings),
                       model=settings.model)
 
 
@@ -304,7 +326,7 @@ def final_answer_room(state: LoopState, settings: LoopSettings,
     budget = run_budget(state, settings)
     if budget is None:
         return None
-    return answer_room(request, budget=budget, spent=_spent(state), model=settings.model)
+    return answer_room(request, budget=budget, spent=_spent(state, settings), model=settings.model)
 
 
 def skipped_answer(room: int) -> str:
@@ -339,38 +361,27 @@ def spent_tokens(messages: Sequence[BaseMessage], start: int = 0, model: Any = N
 
 # --- checking in with a person at the budget ----------------------------------------------
 
-class BudgetQuestion(TypedDict):
-    """The ``interrupt()`` value when the budget checks in."""
-
-    type: Literal["token_budget"]
-    guard: Guard
-    """The stop it would be: ``limit`` (this run's budget), ``value`` (spent), ``estimate``."""
-    spent: int
-    budget: int
-    needed: int
-    """What this call and a final answer after it need (an estimate)."""
-    options: list[str]
+BUDGET_TITLE = "Token budget reached: add more?"
+"""The budget check-in's action name: the title a chat UI shows."""
+BUDGET_TEXT = (
+    "This {scope} has used {spent:,} of its {budget:,}-token budget; the next step needs about "
+    "{needed:,} more (this model call and a final answer after it), so it is paused.\n\n"
+    "- Approve: add {tokens:,} tokens and go on.\n"
+    "- Edit: change \"tokens\" to the number of tokens to add, then submit.\n"
+    "- Reject: stop here; the agent gives its final answer with what is left (your reason is "
+    "passed to it).")
+"""The check-in's description: where the budget stands and what each decision does."""
+ROUND_TO = 1000
+"""The suggested extension is rounded up to a multiple of this."""
 
 
 class BudgetAnswer(BaseModel):
-    """A person's answer at the budget, validated: the check-in's ``response_schema``, so a
-    wrong answer raises (``ValueError``) before anything is saved and the question stays
-    open for a valid one.
+    """What a person decided at the budget (from their decision, ``parse_budget_answer``):
+    ``extend`` by ``tokens``, ``stop`` (with their reason as ``message``), or ``redirect``:
+    add ``message`` as theirs (and ``tokens``, if given).
 
-    ``{"action": "extend", "tokens": N}`` (N >= 1), ``{"action": "stop"}`` (or just
-    ``"stop"``), ``{"action": "redirect", "message": "..."}`` (with ``"tokens"`` too, to
-    extend the budget at once: a redirect alone adds to a call that did not fit).
-
-    Example:
-        >>> BudgetAnswer.model_validate({"action": "extend", "tokens": 5000}).tokens
-        5000
-        >>> BudgetAnswer.model_validate("stop").action
-        'stop'
-        >>> try:
-        ...     BudgetAnswer.model_validate({"action": "extend"})
-        ... except ValueError as exc:
-        ...     print("'extend' needs 'tokens'" in str(exc))
-        True
+    0.3's answers had this shape (``{"action": "extend", "tokens": N}``, ``"stop"``,
+    ``{"action": "redirect", "message": "..."}``); they are accepted until 0.5.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -390,34 +401,106 @@ class BudgetAnswer(BaseModel):
             raise ValueError("token budget: 'extend' needs 'tokens', a whole number >= 1")
         if self.action == "redirect" and not (self.message and self.message.strip()):
             raise ValueError("token budget: 'redirect' needs a non-empty 'message'")
-        if self.action != "redirect" and self.message is not None:
+        if self.action == "extend" and self.message is not None:
             raise ValueError(f"token budget: {self.action!r} takes no 'message'")
         if self.action == "stop" and self.tokens is not None:
             raise ValueError("token budget: 'stop' takes no 'tokens'")
         return self
 
 
-def budget_question(why: Guard) -> BudgetQuestion:
-    """What the person is asked at the budget.
+def suggested_tokens(why: Guard) -> int:
+    """What the check-in offers to add: what the next step needs beyond what is left,
+    rounded up to ``ROUND_TO``.
 
     Example:
-        >>> q = budget_question({"guard": "limits", "reason": "token_budget", "limit": 1000,
-        ...                      "value": 900, "estimate": 300})
-        >>> q["type"], q["budget"], q["spent"], q["needed"], q["options"]
-        ('token_budget', 1000, 900, 300, ['extend', 'stop', 'redirect'])
+        >>> suggested_tokens({"guard": "limits", "reason": "token_budget", "limit": 2000,
+        ...                   "value": 1781, "estimate": 4632})
+        5000
     """
-    return BudgetQuestion(type="token_budget", guard=why, spent=int(why.get("value") or 0),
-                          budget=int(why.get("limit") or 0), needed=int(why.get("estimate") or 0),
-                          options=list(BUDGET_ACTIONS))
+    short = int(why.get("estimate") or 0) - (int(why.get("limit") or 0) - int(why.get("value") or 0))
+    return max(ROUND_TO, -(-short // ROUND_TO) * ROUND_TO)
 
 
-def parse_budget_answer(value: Any) -> BudgetAnswer:
-    """The answer a check-in was resumed with (``BudgetAnswer``).
+def budget_question(why: Guard, scope: str = "run") -> HITLRequest:
+    """What the person is asked at the budget: a one-action human-in-the-loop request whose
+    ``tokens`` (``suggested_tokens``) a person approves or edits; reject stops.
+
+    Example:
+        >>> q = budget_question({"guard": "limits", "reason": "token_budget", "limit": 2000,
+        ...                      "value": 1781, "estimate": 4632})
+        >>> (action,) = q["action_requests"]
+        >>> action["name"], action["args"]
+        ('Token budget reached: add more?', {'tokens': 5000})
+        >>> action["description"].splitlines()[0][:50]
+        'This run has used 1,781 of its 2,000-token budget;'
+    """
+    tokens = suggested_tokens(why)
+    text = BUDGET_TEXT.format(scope="conversation" if scope == "thread" else scope,
+                              spent=int(why.get("value") or 0), budget=int(why.get("limit") or 0),
+                              needed=int(why.get("estimate") or 0), tokens=tokens)
+    return one_action(BUDGET_TITLE, {"tokens": tokens}, text)
+
+
+def _legacy_budget(value: Any) -> BudgetAnswer:
+    try:
+        return BudgetAnswer.model_validate(value)
+    except ValidationError as exc:
+        raise ValueError("token budget: answer with {'decisions': [{'type': 'approve'}]} (add "
+                         "the tokens offered), an 'edit' whose args hold 'tokens', or a "
+                         f"'reject' (stop); got {value!r}: {exc}") from None
+
+
+def _parse_budget(value: Any, offered: int, *, warn: bool) -> BudgetAnswer:
+    if isinstance(value, BudgetAnswer):
+        return value
+    decision = the_decision(value, "token budget")
+    if decision is None:
+        answer = _legacy_budget(value)
+        if warn:
+            legacy("token budget", value)
+        return answer
+    if decision["type"] == "approve":
+        return BudgetAnswer(action="extend", tokens=offered)
+    if decision["type"] == "reject":
+        message = decision.get("message")
+        return BudgetAnswer(action="stop", message=message.strip() if isinstance(message, str)
+                            and message.strip() else None)
+    args = (decision.get("edited_action") or {}).get("args")
+    if not isinstance(args, Mapping) or "tokens" not in args:
+        raise ValueError(f"token budget: an 'edit' carries args {{'tokens': N}}, got {args!r}")
+    tokens = whole_number(args["tokens"], "token budget: the edited 'tokens'")
+    message = args.get("message")
+    if isinstance(message, str) and message.strip():
+        return BudgetAnswer(action="redirect", tokens=tokens, message=message.strip())
+    return BudgetAnswer(action="extend", tokens=tokens)
+
+
+def parse_budget_answer(value: Any, offered: int = ROUND_TO) -> BudgetAnswer:
+    """What a person decided at the budget: approve adds the ``offered`` tokens, an edit
+    the edited ``tokens`` (a number or its text: ``"20000"``; with a ``message`` it is also
+    added as theirs), reject stops (its ``message``: their reason). 0.3's answers warn.
+
+    Example:
+        >>> edit = {"type": "edit", "edited_action": {"name": BUDGET_TITLE, "args": {"tokens": "20000"}}}
+        >>> parse_budget_answer({"decisions": [edit]}).tokens
+        20000
+        >>> parse_budget_answer({"decisions": [{"type": "approve"}]}, 5000).tokens
+        5000
 
     Raises:
         ValueError: not a valid answer.
     """
-    return value if isinstance(value, BudgetAnswer) else BudgetAnswer.model_validate(value)
+    return _parse_budget(value, offered, warn=True)
+
+
+def _checked(value: Any) -> Any:
+    _parse_budget(value, ROUND_TO, warn=False)
+    return value
+
+
+BUDGET_ANSWER = Annotated[Decisions | dict[str, Any] | str, BeforeValidator(_checked)]
+"""The check-in's resume schema: ``{"decisions": [one decision]}`` (0.3's answers until
+0.5), checked by ``parse_budget_answer`` inside ``interrupt()``, before it is stored."""
 
 
 def redirect_message(text: str) -> HumanMessage:
@@ -443,15 +526,17 @@ class CheckIn:
 
 
 def check_in(over: Callable[[int, Sequence[BaseMessage]], Guard | None], ask: Callable[[Any], Any],
-             *, extra: int = 0) -> CheckIn:
+             *, extra: int = 0, scope: str = "run") -> CheckIn:
     """Ask until the call fits or the person stops: ``over(extra, added)`` is the budget rule
     with ``extra`` granted and the ``added`` messages sent; ``ask`` is ``interrupt`` with
-    ``response_schema=BudgetAnswer``. Each answer is validated before it is applied; a wrong
+    ``response_schema=BUDGET_ANSWER``. Each answer is validated before it is applied; a wrong
     one raises ``ValueError``.
 
     Example:
-        >>> answers = iter([{"action": "redirect", "message": "Be brief."},
-        ...                 {"action": "extend", "tokens": 100}])
+        >>> answers = iter([{"decisions": [{"type": "edit", "edited_action": {"name": BUDGET_TITLE,
+        ...                  "args": {"tokens": 1, "message": "Be brief."}}}]},
+        ...                 {"decisions": [{"type": "edit", "edited_action": {"name": BUDGET_TITLE,
+        ...                  "args": {"tokens": "99"}}}]}])
         >>> rule = lambda extra, added: None if extra >= 100 else {"guard": "limits",
         ...                                                       "reason": "token_budget"}
         >>> done = check_in(rule, lambda question: next(answers))
@@ -460,9 +545,9 @@ def check_in(over: Callable[[int, Sequence[BaseMessage]], Guard | None], ask: Ca
     """
     added: list[HumanMessage] = []
     while (why := over(extra, added)) is not None:
-        answer = parse_budget_answer(ask(budget_question(why)))
+        answer = parse_budget_answer(ask(budget_question(why, scope)), suggested_tokens(why))
         if answer.action == "stop":
-            return CheckIn(extra, added, {**why, "human": {"action": "stop"}})  # type: ignore[typeddict-item]
+            return CheckIn(extra, added, {**why, "human": person_stop(answer.message)})  # type: ignore[typeddict-item]
         extra += answer.tokens or 0
         if answer.action == "redirect":
             added.append(redirect_message(str(answer.message)))
@@ -498,7 +583,7 @@ def pressure_due(state: LoopState, settings: LoopSettings) -> bool:
     pressure, budget = settings.budget_pressure, run_budget(state, settings)
     if pressure is None or budget is None or (state.get("run") or {}).get("pressure_queued"):
         return False
-    return _spent(state) >= pressure.threshold * budget
+    return _spent(state, settings) >= pressure.threshold * budget
 
 
 def pressure_seen(state: LoopState) -> bool:
@@ -514,7 +599,7 @@ def budget_pressure_guard(state: LoopState, settings: LoopSettings) -> Guard | N
     if pressure is None or budget is None or not pressure_seen(state):
         return None
     return guard("budget_pressure", StopReason.BUDGET_PRESSURE, threshold=pressure.threshold,
-                 limit=budget, value=_spent(state))
+                 limit=budget, value=_spent(state, settings))
 
 
 # --- consecutive tool errors ----------------------------------------------------------------

@@ -34,7 +34,7 @@ from langgraph_loop.core.config import LoopDetection
 from langgraph_loop.core.messages import BLOCKED_KIND, Notice, call_ids, is_cut, queue_notice, work_call_ids
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, emit
-from langgraph_loop.core.stop import Guard, stop_answer_text, stop_update
+from langgraph_loop.core.stop import Guard, person_stop, stop_answer_text, stop_update
 from langgraph_loop.nodes.limits import PRESSURE_SOURCE
 from langgraph_loop.nodes.loop_detection import Decision
 from langgraph_loop.nodes.loop_human import ask, began_at, checkpoint_before, evidence, first_cut, question
@@ -70,11 +70,10 @@ def settle(decision: Decision, state: LoopState, detection: LoopDetection | None
             or checkpointer(get_config()) is None):
         return decision
     results = evidence(messages, request, finding, detection)
-    action, hint = ask(question(why, finding, results))  # validated before it is stored
+    action, text = ask(question(why, finding, results))  # validated before it is stored
     if action == "stop":
-        return replace(decision, guard={**why, "human": {"action": "stop"}})
-    return Decision(decision.ai, allow=(finding.key, finding.count),
-                    hint=hint)
+        return replace(decision, guard={**why, "human": person_stop(text)})
+    return Decision(decision.ai, allow=(finding.key, finding.count), hint=text)
 
 
 def block_answers(ai: AIMessage, blocks: Mapping[str, str]) -> list[ToolMessage]:

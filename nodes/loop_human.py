@@ -7,22 +7,32 @@ model call), found in the thread's history through the checkpointer's public ``l
 the thread there with LangGraph time travel (``docs/loop-detection.md``). Without a
 checkpointer, or with ``durability="exit"`` (no checkpoint per step), it is None.
 
-**A human decides.** With ``ask_human=True`` a loop stop becomes ``interrupt(question)``: the
-repeated call, its last results, the rung, where the loop began. Resume with
-``Command(resume={"action": "continue"})`` (the calls run; this loop is not stopped again
-before it repeats as often once more), ``{"action": "stop"}`` (the stop goes on) or
-``{"action": "hint", "hint": "..."}`` (continue, and the model gets the hint as a notice).
-The answer is validated inside ``interrupt()`` (its ``response_schema``, ``ANSWER``), as
-approval's is: a malformed resume is a ``ValueError`` (pydantic's ``ValidationError``) raised
-before LangGraph stores it, so the thread stays paused at the same question and the next valid
-answer works. (Checked after ``interrupt()`` returned, the bad value would stay in the task's
-resume list, and every later answer would fail with it.)
+**A human decides.** With ``ask_human=True`` a loop stop becomes ``interrupt(question)``, a
+LangChain human-in-the-loop request (``core/questions.py``) with one action, titled
+``Loop detected: <tool>``; its description shows the repeated calls, how often, the last
+result, and what each decision does. Resume with ``{"decisions": [decision]}``:
+
+- ``{"type": "approve"}``: go on: the calls run; this loop is not stopped again before it
+  repeats as often once more;
+- ``{"type": "edit", "edited_action": {"name": ..., "args": {"hint": "..."}}}``: go on, and the
+  model gets the hint as a notice (an empty hint: as approve);
+- ``{"type": "reject", "message": "..."}``: stop; the model gives its final answer and reads
+  the person's reason.
+
+0.3's answers (``"continue"``, ``"stop"``, ``{"action": "hint", "hint": "..."}``) are taken
+until 0.5, with a ``DeprecationWarning``. The answer is validated inside ``interrupt()`` (its
+``response_schema``, ``ANSWER``), as approval's is: a malformed resume is a ``ValueError``
+(pydantic's ``ValidationError``) raised before LangGraph stores it, so the thread stays
+paused at the same question and the next valid answer works. (Checked after ``interrupt()``
+returned, the bad value would stay in the task's resume list, and every later answer would
+fail with it.)
 
 Example:
-    >>> parse_answer({"action": "hint", "hint": "Use the cached copy."})
+    >>> parse_answer({"decisions": [{"type": "edit", "edited_action": {
+    ...     "name": "Loop detected: search", "args": {"hint": "Use the cached copy."}}}]})
     ('hint', 'Use the cached copy.')
-    >>> parse_answer("stop")
-    ('stop', None)
+    >>> parse_answer({"decisions": [{"type": "reject", "message": "Enough."}]})
+    ('stop', 'Enough.')
 """
 
 from __future__ import annotations
@@ -30,20 +40,32 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, NotRequired
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain.agents.middleware.human_in_the_loop import HITLRequest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import interrupt
 from pydantic import BeforeValidator
 from typing_extensions import TypedDict
 
+from langgraph_loop.core import prompts
 from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
-from langgraph_loop.core.messages import clip, is_cut
+from langgraph_loop.core.messages import (
+    BLOCKED_KIND,
+    as_redirect,
+    call_ids,
+    clip,
+    is_cut,
+    is_notice,
+    is_redirect,
+)
+from langgraph_loop.core.questions import Decisions, legacy, one_action, the_decision
 from langgraph_loop.core.stop import Guard
 from langgraph_loop.nodes.loop_detection import Finding, result_text, sign_calls
 
-__all__ = ["ACTIONS", "ANSWER", "HISTORY_LIMIT", "LoopAnswer", "LoopQuestion", "ask", "began_at",
-           "checkpoint_before", "evidence", "first_cut", "parse_answer", "question"]
+__all__ = ["ACTIONS", "ANSWER", "HISTORY_LIMIT", "QUESTION_TEXT", "QUESTION_TITLE", "LoopAnswer",
+           "ask", "began_at", "checkpoint_before", "evidence", "first_cut", "parse_answer",
+           "question", "typed_instead"]
 
 ACTIONS = ("continue", "stop", "hint")
 HISTORY_LIMIT = 200
@@ -52,17 +74,6 @@ detector stops began within its windows: some 30 calls, a few steps each)."""
 RESULT_CHARS = 500
 
 Action = Literal["continue", "stop", "hint"]
-
-
-class LoopQuestion(TypedDict):
-    """The ``interrupt()`` value of a loop stop a human decides."""
-
-    type: Literal["loop_detected"]
-    guard: Guard
-    calls: list[str]
-    results: list[str]
-    rung: str
-    options: list[str]
 
 
 def _run_start(messages: Sequence[BaseMessage], request_id: Any) -> int:
@@ -129,48 +140,138 @@ def evidence(messages: Sequence[BaseMessage], request_id: Any, finding: Finding,
     return out[-limit:]
 
 
-def question(guard: Guard, finding: Finding, results: Sequence[str]) -> LoopQuestion:
-    """What the human is asked: the repeated calls, their last results, the rung, the guard."""
-    return LoopQuestion(type="loop_detected", guard=guard, calls=list(finding.calls),
-                        results=list(results), rung=finding.rung, options=list(ACTIONS))
+QUESTION_TITLE = "Loop detected: {tools}"
+"""The loop question's action name: the title a chat UI shows."""
+QUESTION_TEXT = (
+    "The agent is repeating itself: it asked for {calls} {count} times without making "
+    "progress, and the run is paused before that runs again.\n\nLast result: {result}\n\n"
+    "- Approve: let it run the call and go on (this loop is not stopped again until it "
+    "repeats as often once more).\n"
+    "- Edit: write a hint for the agent in \"hint\"; it goes on and reads your hint.\n"
+    "- Reject: stop here; the agent tells you what it has so far (your reason is passed to it).")
+"""The loop question's description: what happened and what each decision does."""
 
 
-def parse_answer(value: Any) -> tuple[Action, str | None]:
-    """``(action, hint)`` from a resume value: an action name, or ``{"action", "hint"}``.
+def question(guard: Guard, finding: Finding, results: Sequence[str]) -> HITLRequest:
+    """What the person is asked: a one-action human-in-the-loop request titled with the
+    repeated tools; the description says what was repeated, how often, the last result, and
+    what approve, edit (a hint) and reject do.
 
-    Raises:
-        ValueError: not one of ``continue``, ``stop``, ``hint`` (a hint needs its text).
+    Example:
+        >>> f = Finding(layer="no_progress", rung="stop", key="call:x", count=5, threshold=5,
+        ...             tool="search", seen=5, calls=('search({"q": "x"})',))
+        >>> q = question({"guard": "loop_detector", "reason": "loop_detected"}, f, ["no hits"])
+        >>> action = q["action_requests"][0]
+        >>> action["name"], action["args"], action["description"].splitlines()[0][:52]
+        ('Loop detected: search', {'hint': ''}, 'The agent is repeating itself: it asked for search({')
     """
+    tools = ", ".join(dict.fromkeys(c.split("(", 1)[0] for c in finding.calls)) or finding.tool
+    text = QUESTION_TEXT.format(calls=clip(", ".join(finding.calls) or finding.tool, 300),
+                                count=finding.count,
+                                result=results[-1] if results else "(none recorded)")
+    return one_action(QUESTION_TITLE.format(tools=clip(tools, 80)), {"hint": ""}, text)
+
+
+def _legacy_answer(value: Any) -> tuple[Action, str | None]:
+    """0.3's answer: an action name, or ``{"action", "hint"}``."""
     answer: Mapping[str, Any] = {"action": value} if isinstance(value, str) else value
     if not isinstance(answer, Mapping) or answer.get("action") not in ACTIONS:
-        raise ValueError(f"loop detection: resume with one of {ACTIONS} (or a dict "
-                         f"{{'action': ..., 'hint': ...}}), got {value!r}")
+        raise ValueError("loop question: answer with {'decisions': [{'type': 'approve'}]} (go "
+                         "on), an 'edit' whose args hold a 'hint', or a 'reject' (stop); got "
+                         f"{value!r}")
     hint = answer.get("hint")
     if answer["action"] == "hint" and not (isinstance(hint, str) and hint.strip()):
-        raise ValueError("loop detection: a 'hint' answer needs a non-empty 'hint' text")
+        raise ValueError("loop question: a 'hint' answer needs a non-empty 'hint' text")
     action: Action = answer["action"]
     return action, hint if action == "hint" else None
 
 
+def _parse(value: Any, *, warn: bool) -> tuple[Action, str | None]:
+    decision = the_decision(value, "loop question")
+    if decision is None:
+        parsed = _legacy_answer(value)
+        if warn:
+            legacy("loop question", value)
+        return parsed
+    if decision["type"] == "approve":
+        return "continue", None
+    if decision["type"] == "reject":
+        message = decision.get("message")
+        return "stop", message.strip() if isinstance(message, str) and message.strip() else None
+    args = (decision.get("edited_action") or {}).get("args")
+    hint = args.get("hint", "") if isinstance(args, Mapping) else None
+    if not isinstance(hint, str):
+        raise ValueError(f"loop question: an 'edit' carries its hint as args {{'hint': '...'}}, "
+                         f"got {args!r}")
+    return ("hint", hint.strip()) if hint.strip() else ("continue", None)
+
+
+def parse_answer(value: Any) -> tuple[Action, str | None]:
+    """``(action, text)`` from a resume value: ``continue``; ``hint`` with the hint; ``stop``
+    with the person's reason (or None). 0.3's shapes warn (``DeprecationWarning``).
+
+    Raises:
+        ValueError: not one decision of approve, edit (with a ``hint``) or reject.
+    """
+    return _parse(value, warn=True)
+
+
 class LoopAnswer(TypedDict):
-    """A human's answer to a ``LoopQuestion``, as a dict."""
+    """0.3's answer to the loop question, as a dict (deprecated)."""
 
     action: Action
     hint: NotRequired[str]
 
 
 def _checked(value: Any) -> Any:
-    parse_answer(value)
+    _parse(value, warn=False)
     return value
 
 
-ANSWER = Annotated[Action | LoopAnswer, BeforeValidator(_checked)]
-"""The resume schema of the loop question: an action name or a ``LoopAnswer``, checked by
-``parse_answer`` (inside ``interrupt()``, before LangGraph stores the value)."""
+ANSWER = Annotated[Decisions | Action | LoopAnswer, BeforeValidator(_checked)]
+"""The resume schema of the loop question: ``{"decisions": [one decision]}`` (0.3's action
+name or ``LoopAnswer`` until 0.5), checked by ``parse_answer`` inside ``interrupt()``, before
+LangGraph stores the value."""
 
 
-def ask(loop_question: LoopQuestion) -> tuple[Action, str | None]:
-    """Ask a human (``interrupt()``); ``(action, hint)`` from the validated answer.
+def typed_instead(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:
+    """The writes that take a message a person typed while the loop question was open as a
+    redirect of the paused run: the paused calls are recorded as not run (``TYPED_INSTEAD``,
+    tagged as a blocked call's answer: nothing was learnt, and asking for it again stops;
+    a chat UI's placeholder answer, such as Agent Chat UI's "Successfully handled tool call.",
+    is replaced in place, keeping its id), and the message is marked a redirect
+    (``as_redirect``), so the run, its detector window and its budget go on. None: the
+    thread does not end on a person's message after a reply with calls.
+
+    Example:
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a")
+        >>> placeholder = ToolMessage("Successfully handled tool call.", tool_call_id="c1",
+        ...                           id="do-not-render-1")
+        >>> writes = typed_instead([ai, placeholder, HumanMessage("go on", id="h")])
+        >>> [(m.id, m.status) for m in writes[:1]], is_redirect(writes[-1])
+        ([('do-not-render-1', 'error')], True)
+    """
+    person = messages[-1] if messages else None
+    if not isinstance(person, HumanMessage) or is_notice(person) or is_redirect(person):
+        return None
+    index = next((i for i in range(len(messages) - 2, -1, -1) if isinstance(messages[i], AIMessage)), -1)
+    ai = messages[index] if index >= 0 else None
+    if not isinstance(ai, AIMessage) or not call_ids(ai):
+        return None
+    names = {c.get("id"): c.get("name") for c in [*ai.tool_calls, *ai.invalid_tool_calls]}
+    given = {m.tool_call_id: m.id for m in messages[index + 1:-1] if isinstance(m, ToolMessage)}
+    answers: list[BaseMessage] = [
+        ToolMessage(prompts.TYPED_INSTEAD, tool_call_id=i, name=names.get(i), status="error",
+                    id=given.get(i), additional_kwargs={"langgraph_loop": {"kind": BLOCKED_KIND}})
+        for i in call_ids(ai)]
+    if all(i in given for i in call_ids(ai)):  # each answer replaces the placeholder, in place
+        return [*answers, as_redirect(person)]
+    later = [m for m in messages[index + 1:] if not isinstance(m, ToolMessage)]
+    return [*(RemoveMessage(id=str(m.id)) for m in later), *answers, *later[:-1], as_redirect(person)]
+
+
+def ask(loop_question: HITLRequest) -> tuple[Action, str | None]:
+    """Ask a person (``interrupt()``); ``(action, text)`` from the validated answer.
 
     Raises:
         ValueError: a malformed resume (the thread stays paused at the same question).

@@ -78,8 +78,8 @@ from langgraph_loop.core.state import (
 from langgraph_loop.core.stop import Guard, guard, stop_instruction, stop_update
 from langgraph_loop.nodes.binding import FINAL_ANSWER, call_model, final_model, tagged
 from langgraph_loop.nodes.limits import (
+    BUDGET_ANSWER,
     MIN_FINAL_OUTPUT,
-    BudgetAnswer,
     budget_guard,
     check_in,
     count_tokens,
@@ -400,7 +400,8 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             run, stop = update["run"], timeout["reason"]
         redirects: list[BaseMessage] = []  # what a person wrote at a budget check-in
         if stop is None:  # the request, and a stop when it leaves no room for a final answer
-            notice = drain(pending, run=str(run.get("id"))) if pending else None
+            notice = (drain(pending, run=str(run.get("id")), hidden=not settings.show_notices)
+                      if pending else None)
             extra: list[BaseMessage] = [notice] if notice is not None else []
             request = build_request(state, settings, extra)
             over = budget_guard(state, settings, request) if limits.token_budget is not None else None
@@ -408,7 +409,8 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
                 # a person decides, here, before any model call
                 asked = check_in(lambda more, added: budget_guard(
                     {**state, "run": {**run, "budget_extra": more}}, settings, [*request, *added]),
-                    partial(interrupt, response_schema=BudgetAnswer), extra=run.get("budget_extra", 0))
+                    partial(interrupt, response_schema=BUDGET_ANSWER), extra=run.get("budget_extra", 0),
+                    scope=limits.budget_scope)
                 run = {**run, "budget_extra": asked.extra} if asked.extra else run
                 redirects, over = list(asked.added), asked.stop
                 extra, request = [*extra, *redirects], [*request, *redirects]
@@ -422,7 +424,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         why: Guard = run.get("guard") or guard("router", stop)
         pending = queue_notice(pending, run=str(run.get("id")), key="stop",
                                text=stop_instruction(why), source="stop")
-        notice = drain(pending, run=str(run.get("id")))
+        notice = drain(pending, run=str(run.get("id")), hidden=not settings.show_notices)
         final_extra: list[BaseMessage] = [*redirects, *([notice] if notice is not None else [])]
         return Call(settings, build_request(state, settings, final_extra), run, final=True,
                     drained=True, extra=final_extra, update=update, whole=first)
@@ -469,6 +471,8 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             messages = state.get("messages") or []
             view: LoopState = {"run": run, "usage": update["usage"], "iteration_info": info,  # type: ignore[typeddict-item]
                                "call_log": state.get("call_log") or []}
+            if "thread_budget" in state:
+                view["thread_budget"] = state["thread_budget"]
             if "remaining_steps" in state:
                 view["remaining_steps"] = state["remaining_steps"]
             decision = decide(reply, messages, len(messages), view, self.memo,

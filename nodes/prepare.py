@@ -6,7 +6,14 @@ resume of the run enforces them), gives the run an id, resets every per-run key
 baseline; the loop detector's window is derived from the run's own messages), drops
 notices left by earlier runs, and repairs a thread whose last AIMessage still has
 unanswered tool calls (a run abandoned at an approval pause) so the next request stays
-provider-valid.
+provider-valid. The thread's token-budget record takes in the run that ended
+(``folded_budget``: ``Limits.budget_scope="thread"`` counts it).
+
+A message a person typed while the run was paused at the loop question does not start a new
+run: it is a redirect of the paused one (``go_on``): the paused calls are recorded as not run
+(a chat UI's placeholder answer replaced), and the run goes on with its counters, its loop
+detector's window and its budget, so a model that goes back to the same call is stopped (or
+asked) at once instead of looping again from zero.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -32,10 +39,19 @@ from langgraph_loop.core.history import not_executed
 from langgraph_loop.core.messages import unanswered_tail
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.shape import Route, take_edge
-from langgraph_loop.core.state import RESET, LoopState, RunInfo, emit, new_iteration, new_usage
+from langgraph_loop.core.state import (
+    RESET,
+    LoopState,
+    RunInfo,
+    ThreadBudget,
+    emit,
+    new_iteration,
+    new_usage,
+)
 from langgraph_loop.core.stop import StopReason, limit_guard, stop_update
+from langgraph_loop.nodes.loop_human import typed_instead
 
-__all__ = ["PrepareNode", "repair_dangling", "start_run"]
+__all__ = ["PrepareNode", "folded_budget", "go_on", "question_open", "repair_dangling", "start_run"]
 
 
 def repair_dangling(messages: Sequence[BaseMessage]) -> list[Any]:
@@ -46,6 +62,59 @@ def repair_dangling(messages: Sequence[BaseMessage]) -> list[Any]:
     later = [m for m in messages[index + 1 :] if not isinstance(m, ToolMessage)]
     answers = [not_executed(c) for c in missing]
     return [RemoveMessage(id=str(m.id)) for m in later] + answers + later
+
+
+def folded_budget(state: LoopState) -> ThreadBudget | None:
+    """The thread's budget record with the run that ends here folded in: its tokens and
+    what a person added at its check-ins (None: nothing to fold).
+
+    Example:
+        >>> folded_budget({"run": {"id": "r", "budget_extra": 500}, "usage": {"total_tokens": 900},
+        ...                "thread_budget": {"spent": 100, "extra": 0}})
+        {'spent': 1000, 'extra': 500}
+    """
+    run = state.get("run") or {}
+    spent = int((state.get("usage") or {}).get("total_tokens") or 0)
+    extra = int(run.get("budget_extra") or 0)
+    if not run.get("id") or not (spent or extra):
+        return None
+    before = state.get("thread_budget") or {}
+    return ThreadBudget(spent=int(before.get("spent") or 0) + spent,
+                        extra=int(before.get("extra") or 0) + extra)
+
+
+def question_open(state: LoopState, settings: LoopSettings) -> bool:
+    """Did the run stop at the loop question (``LoopDetection.ask_human``) and wait there?"""
+    decision = (state.get("run") or {}).get("decision") or {}
+    detection = settings.loop_detection
+    return (detection is not None and detection.ask_human and decision.get("guard") is not None
+            and decision.get("finding") is not None)
+
+
+def go_on(state: LoopState, settings: LoopSettings) -> dict[str, Any] | None:
+    """A message typed while the loop question was open continues the paused run as a
+    redirect (``typed_instead``: the paused calls are recorded as not run): the run's
+    counters, its detector window and its budget go on (None: not that case).
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> from langgraph_loop.core.config import LoopDetection
+        >>> from langgraph_loop.scripted import ScriptedChatModel
+        >>> s = LoopSettings.build(ScriptedChatModel(), loop_detection=LoopDetection(ask_human=True))
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a")
+        >>> state = {"messages": [ai, HumanMessage("try g", id="h")],
+        ...          "run": {"id": "r", "decision": {"guard": {"reason": "loop_detected"}, "finding": {}}}}
+        >>> update = go_on(state, s)
+        >>> update["run"], [m.type for m in update["messages"]]
+        ({'id': 'r'}, ['remove', 'tool', 'human'])
+    """
+    if not question_open(state, settings):
+        return None
+    writes = typed_instead(state.get("messages") or [])
+    if writes is None:
+        return None
+    run = {k: v for k, v in (state.get("run") or {}).items() if k != "decision"}
+    return {"run": run, "messages": writes}
 
 
 def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = None,
@@ -90,6 +159,9 @@ def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = N
     repairs = repair_dangling(messages)
     if repairs:
         update["messages"] = repairs
+    folded = folded_budget(state)
+    if folded is not None:
+        update["thread_budget"] = folded
     return update
 
 
@@ -103,16 +175,23 @@ class PrepareNode(Runnable[LoopState, dict[str, Any]]):
         self.route: Route | None = None
         """The edge after this node, when it takes it itself (set by the builder)."""
 
-    def _start(self, state: LoopState) -> tuple[dict[str, Any], LoopSettings]:
+    def _start(self, state: LoopState) -> tuple[dict[str, Any], LoopSettings, bool]:
+        """The update, the run's settings, and whether a new run starts (not a paused one
+        going on: ``go_on``)."""
         runtime = get_runtime()
-        overrides = self.settings.overrides(runtime.context)  # validated, stored with the run
         settings = self.settings.for_runtime(runtime)
-        return start_run(state, settings, overrides=overrides), settings
+        going_on = go_on(state, settings)
+        if going_on is not None:
+            return going_on, settings, False
+        overrides = self.settings.overrides(runtime.context)  # validated, stored with the run
+        return start_run(state, settings, overrides=overrides), settings, True
 
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:
         """Sync entry point."""
-        update, settings = self._start(state)
+        update, settings, new = self._start(state)
+        if not new:
+            return take_edge(self.route, state, update)
         if settings.hooks.on_iteration_start is not None:
             call_sync(settings.hooks.on_iteration_start, {**state, **update},
                       name="hooks.on_iteration_start")
@@ -122,7 +201,9 @@ class PrepareNode(Runnable[LoopState, dict[str, Any]]):
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> dict[str, Any]:
         """Async entry point."""
-        update, settings = self._start(state)
+        update, settings, new = self._start(state)
+        if not new:
+            return take_edge(self.route, state, update)
         if settings.hooks.on_iteration_start is not None:
             await call_async(settings.hooks.on_iteration_start, {**state, **update},
                              name="hooks.on_iteration_start")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -62,3 +63,36 @@ def assert_valid_thread(messages: list[BaseMessage]) -> None:
     """The stored thread is provider-valid."""
     problems = check_pairing(messages)
     assert not problems, problems
+
+
+# --- a person's answers to the loop's questions (LangChain's human-in-the-loop decisions) ----
+
+def approve() -> dict[str, Any]:
+    """``{"decisions": [{"type": "approve"}]}``."""
+    return {"decisions": [{"type": "approve"}]}
+
+
+def reject(message: str | None = None) -> dict[str, Any]:
+    """A reject decision, with the person's reason when given."""
+    return {"decisions": [{"type": "reject", **({"message": message} if message else {})}]}
+
+
+def edit(name: str, **args: Any) -> dict[str, Any]:
+    """An edit decision of the action ``name`` with ``args``."""
+    return {"decisions": [{"type": "edit", "edited_action": {"name": name, "args": args}}]}
+
+
+def add_tokens(tokens: int | str, message: str | None = None) -> dict[str, Any]:
+    """The budget check-in's edit: add ``tokens`` (a UI sends text), and say ``message``."""
+    return edit("Token budget reached: add more?", tokens=tokens,
+                **({"message": message} if message else {}))
+
+
+def asked_numbers(question: Any) -> tuple[int, int, int]:
+    """``(spent, budget, needed)`` as the budget check-in's description states them."""
+    description = question["action_requests"][0]["description"]
+    found = re.search(r"used ([\d,]+) of its ([\d,]+)-token budget; the next step needs about "
+                      r"([\d,]+)", description)
+    assert found is not None, description
+    spent, budget, needed = (int(g.replace(",", "")) for g in found.groups())
+    return spent, budget, needed

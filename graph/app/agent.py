@@ -1,4 +1,5 @@
 """The demo agent the CLI and LangGraph Server use: two demo tools, a model from the environment.
+(``make_chat_graph``: the same agent set up for people in a chat UI.)
 
 The model is ``ChatOpenAI`` when ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` is set
 (``LANGGRAPH_LOOP_MODEL`` picks the model), else the offline scripted demo model.
@@ -24,16 +25,18 @@ from langchain_core.tools import BaseTool, tool
 
 from langgraph_loop.app.env import UsageError, model_from_env
 from langgraph_loop.builder import create_loop_agent
-from langgraph_loop.core.config import Approval
+from langgraph_loop.core.config import Approval, Limits, LoopDetection
 from langgraph_loop.scripted import ScriptedChatModel
 
 __all__ = [
+    "CHAT_TOKEN_BUDGET",
     "GATED_TOOLS",
     "SYSTEM_PROMPT",
     "TOOLS",
     "demo_model",
     "demo_reply",
     "get_weather",
+    "make_chat_graph",
     "make_graph",
     "model",
     "send_email",
@@ -97,3 +100,19 @@ def make_graph(env: Mapping[str, str] | None = None) -> Any:
     """The loop agent with the demo tools, ``send_email`` gated, no checkpointer."""
     return create_loop_agent(model(env), TOOLS, system_prompt=SYSTEM_PROMPT,
                              approval=Approval(tools=GATED_TOOLS), name="langgraph-loop")
+
+
+CHAT_TOKEN_BUDGET = 200_000
+"""The chat graph's token budget for a whole conversation (``Limits.budget_scope="thread"``)."""
+
+
+def make_chat_graph(env: Mapping[str, str] | None = None) -> Any:
+    """The same agent for people in a chat UI (Agent Chat UI): a loop stop asks the person
+    (``LoopDetection(ask_human=True)``), and one token budget per conversation checks in
+    with the person when it is spent (``budget_check_in``, ``budget_scope="thread"``)."""
+    return create_loop_agent(model(env), TOOLS, system_prompt=SYSTEM_PROMPT,
+                             approval=Approval(tools=GATED_TOOLS),
+                             loop_detection=LoopDetection(ask_human=True),
+                             limits=Limits(token_budget=CHAT_TOKEN_BUDGET, budget_check_in=True,
+                                           budget_scope="thread"),
+                             name="langgraph-loop")

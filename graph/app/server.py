@@ -1,7 +1,9 @@
 """The graph LangGraph Server serves: ``langgraph.json`` points at ``graph`` here, and at
 ``app`` for one check the server would otherwise skip.
 
-The one module that builds a graph when imported. It is compiled WITHOUT a
+The one module that builds graphs when imported: ``graph``, and ``chat_graph`` (the same
+agent set up for people in a chat UI such as Agent Chat UI: it asks them about loops and
+about the conversation's token budget; ``docs/deployment.md``). It is compiled WITHOUT a
 checkpointer: LangGraph Server persists threads itself (in memory under
 ``langgraph dev``, PostgreSQL in a deployment). The agent (model from the
 environment, demo tools, ``send_email`` gated) is defined in ``graph/app/agent.py``.
@@ -24,14 +26,15 @@ from typing import Any
 
 from starlette.middleware import Middleware
 
-from langgraph_loop.app.agent import make_graph
+from langgraph_loop.app.agent import make_chat_graph, make_graph
 
 try:  # Aegra takes FastAPI apps only; LangGraph Server any Starlette app (it ships no FastAPI)
     from fastapi import FastAPI as App
 except ImportError:
     from starlette.applications import Starlette as App
 
-__all__ = ["GRAPH_ID", "RunContextCheck", "app", "context_problem", "graph"]
+__all__ = ["CHAT_GRAPH_ID", "GRAPH_ID", "RunContextCheck", "app", "chat_graph", "context_problem",
+           "graph"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -39,10 +42,13 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 graph = make_graph()
+chat_graph = make_chat_graph()
 
 
 GRAPH_ID = "langgraph-loop"
 """The graph's id in ``langgraph.json``."""
+CHAT_GRAPH_ID = "langgraph-loop-chat"
+"""The chat graph's id in ``langgraph.json`` (the graph to point Agent Chat UI at)."""
 
 
 def _ours(assistant: Any, graph_id: str) -> bool:

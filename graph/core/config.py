@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -345,9 +345,13 @@ class Limits(_Config):
             after which the run stops (``tool_errors``; None = off).
         budget_pressure: a finalize-now notice near ``token_budget`` (None = off).
         budget_check_in: at ``token_budget``, pause (``interrupt()``, needs a checkpointer)
-            and let a person extend the budget, stop, or redirect the run, instead of
-            stopping: resume with ``{"action": "extend", "tokens": N}``, ``{"action": "stop"}``
-            or ``{"action": "redirect", "message": "..."}``. Needs ``token_budget``.
+            and ask a person, instead of stopping: LangChain's human-in-the-loop request
+            (``Token budget reached: add more?``), answered ``{"decisions": [...]}``: approve
+            adds the tokens offered, an edit the edited ``tokens``, reject stops. Needs
+            ``token_budget``.
+        budget_scope: ``"run"`` (default): ``token_budget`` is per run, and in a chat every
+            message is a run; ``"thread"``: one budget for the whole thread (every run's
+            tokens count, and what a person adds at a check-in stays added).
         max_model_calls: deprecated (moved to ``Iterations.max_model_calls``; accepted
             with a ``DeprecationWarning`` until 0.4). The graph fills it in from
             ``Iterations`` for the limit checks.
@@ -367,6 +371,7 @@ class Limits(_Config):
     max_tool_errors: int | None = Field(default=None, ge=1)
     budget_pressure: BudgetPressure | None = None
     budget_check_in: bool = Field(default=False, strict=True)
+    budget_scope: Literal["run", "thread"] = "run"
     max_model_calls: int | None = Field(default=None, ge=1, exclude=True, repr=False)
 
     @model_validator(mode="after")

@@ -13,7 +13,10 @@ pressure), ``loop_notice`` (a loop warning, or a person's hint about a loop); wh
 sources merge into one message, the first of that order names it and
 ``additional_kwargs["lc_data"]["sources"]`` lists them all. Every notice carries
 langchain-core's notification metadata (``lc_source="langgraph_loop"``), so one rule finds
-them all: ``is_notice`` (which also knows 0.2's ``name="loop_warning"``).
+them all: ``is_notice`` (which also knows 0.2's ``name="loop_warning"``). Its id starts with
+``HIDDEN_ID_PREFIX`` (``do-not-render-``), the prefix chat UIs such as Agent Chat UI keep
+out of the transcript, unless the app asked to show notices (``hidden=False``): a person
+never sees the loop's words to the model as if they had typed them.
 
 **Text.** One helper each for a message's text: a digest, clipping, shortening, and the
 ``name(args)`` label of a tool call.
@@ -35,6 +38,8 @@ Example:
     >>> message = drain(q, run="r1")
     >>> len(q), message.name, message.content, is_notice(message)
     (1, 'loop_notice', 'Stop repeating search.', True)
+    >>> message.id.startswith("do-not-render-"), drain(q, run="r1", hidden=False).id
+    (True, None)
     >>> drain(queue_notice([], run="old", key="k", text="t", source="s"), run="r2") is None
     True
     >>> shorten("a   lot\\n of   space", 10), clip("abcdef", 4), len(digest("x"))
@@ -70,6 +75,7 @@ __all__ = [
     "BUDGET_NOTICE",
     "CONTINUE_NAME",
     "CUT_KEY",
+    "HIDDEN_ID_PREFIX",
     "LEGACY_NOTICE_NAME",
     "LOOP_NOTICE",
     "NOTICE_NAMES",
@@ -82,6 +88,7 @@ __all__ = [
     "Notice",
     "Problem",
     "as_message",
+    "as_redirect",
     "as_text",
     "call_ids",
     "call_label",
@@ -93,9 +100,11 @@ __all__ = [
     "drain",
     "encodable",
     "encodable_text",
+    "hidden_id",
     "is_blocked",
     "is_cut",
     "is_notice",
+    "is_redirect",
     "iteration_messages",
     "loop_message",
     "notice_message",
@@ -321,14 +330,41 @@ def notice_name(sources: Collection[str]) -> str:
     return next((name for name in NOTICE_NAMES if name in names), LOOP_NOTICE)
 
 
+HIDDEN_ID_PREFIX = "do-not-render-"
+"""The id prefix of a message chat UIs keep out of the transcript (Agent Chat UI's
+``DO_NOT_RENDER_ID_PREFIX``): the notices' ids start with it unless an app shows them."""
+
+
+def hidden_id() -> str:
+    """A fresh message id a chat UI does not render.
+
+    Example:
+        >>> hidden_id().startswith(HIDDEN_ID_PREFIX)
+        True
+    """
+    return f"{HIDDEN_ID_PREFIX}{uuid.uuid4()}"
+
+
 REDIRECT_KIND = "budget_redirect"
-"""``additional_kwargs["langgraph_loop"]["kind"]`` of a person's redirect at the token budget."""
+"""``additional_kwargs["langgraph_loop"]["kind"]`` of a person's redirect: a message given at
+the token budget's check-in, or one typed while the loop question was open."""
 
 
 def is_redirect(message: BaseMessage) -> bool:
-    """Is this the user message a person's redirect at the token budget added?"""
+    """Is this a person's redirect of a run (not a new run's request)?"""
     tag = message.additional_kwargs.get("langgraph_loop")
     return isinstance(message, HumanMessage) and isinstance(tag, dict) and tag.get("kind") == REDIRECT_KIND
+
+
+def as_redirect(message: HumanMessage) -> HumanMessage:
+    """The person's message marked as a redirect of the run (same id: it replaces itself).
+
+    Example:
+        >>> is_redirect(as_redirect(HumanMessage("go on", id="h"))), as_redirect(HumanMessage("x", id="h")).id
+        (True, 'h')
+    """
+    kwargs = {**message.additional_kwargs, "langgraph_loop": {"kind": REDIRECT_KIND}}
+    return message.model_copy(update={"additional_kwargs": kwargs})
 
 
 def run_request(messages: Sequence[BaseMessage]) -> tuple[int, str | None]:
@@ -369,10 +405,11 @@ def is_notice(message: BaseMessage) -> bool:
         *NOTICE_NAMES, LEGACY_NOTICE_NAME)
 
 
-def notice_message(notices: Sequence[Notice]) -> HumanMessage | None:
+def notice_message(notices: Sequence[Notice], *, hidden: bool = True) -> HumanMessage | None:
     """Merge notices (de-duplicated by text, in order) into one message, named by
     ``notice_name`` and marked with langchain-core's notification metadata
-    (``lc_source``/``lc_data``, the keys ``add_notification_metadata`` sets)."""
+    (``lc_source``/``lc_data``, the keys ``add_notification_metadata`` sets); ``hidden``:
+    an id chat UIs do not render (``hidden_id``)."""
     texts: list[str] = []
     for notice in notices:
         if notice["text"] not in texts:
@@ -381,15 +418,16 @@ def notice_message(notices: Sequence[Notice]) -> HumanMessage | None:
         return None
     sources = sorted({n["source"] for n in notices})
     name = notice_name(sources)
-    return loop_message("\n\n".join(texts), name=name, additional_kwargs={
-        "lc_source": NOTICE_SOURCE, "lc_data": {"kind": name, "sources": sources},
-        "langgraph_loop": {"kind": "notice", "sources": sources}})
+    return loop_message("\n\n".join(texts), name=name, id=hidden_id() if hidden else None,
+                        additional_kwargs={
+                            "lc_source": NOTICE_SOURCE, "lc_data": {"kind": name, "sources": sources},
+                            "langgraph_loop": {"kind": "notice", "sources": sources}})
 
 
-def drain(pending: Sequence[Notice] | None, *, run: str) -> HumanMessage | None:
+def drain(pending: Sequence[Notice] | None, *, run: str, hidden: bool = True) -> HumanMessage | None:
     """This run's queued notices as one message (other runs' are dropped); the caller empties
     the queue (``pending_notices=[]``) with the message."""
-    return notice_message([n for n in (pending or []) if n["run"] == run])
+    return notice_message([n for n in (pending or []) if n["run"] == run], hidden=hidden)
 
 
 # --- model replies ---------------------------------------------------------------------------

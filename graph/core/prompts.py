@@ -30,15 +30,18 @@ __all__ = [
     "JUDGE_QUESTION",
     "JUDGE_RESPONSE",
     "LOOP_HINT",
+    "LOOP_STOP_INSTRUCTION",
     "NEEDS_APPROVAL",
     "NOT_OFFERED",
     "NO_ANSWER",
     "NO_FINAL_ANSWER",
     "OUTPUT_TRUNCATED",
+    "PERSON_SAID",
     "PROGRESS",
     "REJECTED",
     "REJECTED_NO_MESSAGE",
     "REJECTED_WITH_MESSAGE",
+    "STOPPED_BY_PERSON",
     "STOP_ANSWER",
     "STOP_INSTRUCTION",
     "STRUCTURED_ERROR",
@@ -49,6 +52,7 @@ __all__ = [
     "TODOS_OPEN",
     "TOOL_LIMIT",
     "TOOL_RAISED",
+    "TYPED_INSTEAD",
     "UNKNOWN_TOOL",
     "criteria_list",
 ]
@@ -57,8 +61,22 @@ __all__ = [
 STOP_ANSWER = "Error: not executed: the run was stopped because {why}."
 """The error result of a call a stop left unanswered."""
 STOP_INSTRUCTION = ("The run has been stopped because {why}. Tools are no longer available. "
-                    "Summarize what you have done so far and give your best final answer now.")
+                    "Tell the user, in your own words, why you stopped; then summarize what you "
+                    "have done so far and give your best final answer now.")
 """The notice the tools-free final-answer call sees."""
+LOOP_STOP_INSTRUCTION = ("The run has been stopped because {why}. Tools are no longer available. "
+                         "Tell the user, in your own words, that you stopped because you were "
+                         "repeating yourself; then summarize what you have done so far and give "
+                         "your best final answer now.")
+"""The notice the final-answer call sees after a loop stop."""
+STOPPED_BY_PERSON = "a person supervising this run chose to stop it ({why})"
+"""Why a stop happened when a person chose it at a question (a loop, the token budget)."""
+PERSON_SAID = "They said: {message}"
+"""A person's reason for a stop they chose, after the stop notice."""
+TYPED_INSTEAD = ("Error: not executed: the run paused to ask the user whether to go on with this "
+                 "call (it looked like a loop), and the user wrote a new message instead of "
+                 "answering.")
+"""The answer to a call paused at the loop question when the person typed instead."""
 CANCELLED = "Error: this call was not executed: the run that requested it ended first."
 """The error result of a call left unanswered by an abandoned run (``prepare`` repairs it)."""
 

@@ -363,6 +363,8 @@ class LoopSettings:
     """``response_format`` resolved (``core/structured.py``)."""
     name: str | None = None
     """The agent's name, set on every reply of its model (as ``create_agent`` does)."""
+    show_notices: bool = False
+    """Give notices ids chat UIs render (default: ``do-not-render-`` ids, kept out of view)."""
     middleware: tuple[AgentMiddleware[Any, Any], ...] = ()
     """The user's LangChain middleware (``nodes/middleware.py`` hosts it); its tools are in
     ``tools``, first, as ``create_agent`` orders them."""
@@ -793,6 +795,8 @@ def _check_types(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     prompt = kwargs.get("system_prompt")
     if prompt is not None and not isinstance(prompt, str | SystemMessage):
         raise ValueError(f"system_prompt must be a str, a SystemMessage or None, got {type(prompt).__name__}")
+    if not isinstance(kwargs.get("show_notices", False), bool):
+        raise ValueError(f"show_notices must be True or False, got {kwargs['show_notices']!r}")
     agent_name = kwargs.get("name")
     if agent_name is not None and not isinstance(agent_name, str):
         raise ValueError(f"name must be a str or None, got {type(agent_name).__name__}")

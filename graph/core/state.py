@@ -63,6 +63,7 @@ __all__ = [
     "Review",
     "RunInfo",
     "StopEvent",
+    "ThreadBudget",
     "Todo",
     "ToolCallEvent",
     "Usage",
@@ -125,6 +126,15 @@ class RunInfo(TypedDict, total=False):
     decision: dict[str, Any]
     """The engine's decision on the newest reply when it acts (``nodes/loop_detection.py``:
     ``DecisionRecord``), kept from the model node until the ``loop_detector`` node applies it."""
+
+
+class ThreadBudget(TypedDict, total=False):
+    """The token budget's per-thread record (``state["thread_budget"]``, kept across runs):
+    what the thread's earlier runs spent and what people added at their check-ins, folded
+    in by ``prepare`` when a run starts (``Limits.budget_scope="thread"`` counts them)."""
+
+    spent: int
+    extra: int
 
 
 class IterationInfo(TypedDict, total=False):
@@ -570,7 +580,8 @@ class LoopState(LoopOutput, total=False):
     ``iterations``, ``usage``, ``judge_usage``, ``progress``, ``todos``, ``mode``,
     ``pending_notices``, ``verdict``. The rest belong to the nodes: ``run`` (per-run
     bookkeeping, ``prepare`` resets it), ``iteration_info`` (the current iteration's),
-    ``review`` (approval decisions for the ``tools`` node), ``call_log`` (the run's tool calls).
+    ``review`` (approval decisions for the ``tools`` node), ``call_log`` (the run's tool calls),
+    ``thread_budget`` (per thread: the token budget's earlier runs).
     """
 
     run: RunInfo
@@ -578,6 +589,7 @@ class LoopState(LoopOutput, total=False):
     pass_info: IterationInfo
     """Written by 0.2 (read by ``iteration_info()`` when a 0.2 thread resumes; never written)."""
     review: Review | None
+    thread_budget: ThreadBudget
     call_log: Annotated[list[LoggedCall], DeltaChannel(_log_reducer, snapshot_frequency=SNAPSHOT_EVERY)]
     remaining_steps: RemainingSteps
 

@@ -27,8 +27,8 @@ from typing_extensions import TypedDict
 
 from langgraph_loop.core import prompts
 
-__all__ = ["Guard", "GuardName", "StopReason", "guard", "limit_guard", "stop_answer_text",
-           "stop_instruction", "stop_update"]
+__all__ = ["Guard", "GuardName", "StopReason", "guard", "limit_guard", "person_stop",
+           "stop_answer_text", "stop_instruction", "stop_update"]
 
 
 class StopReason(StrEnum):
@@ -100,6 +100,16 @@ def limit_guard(reason: StopReason, limit: Any, value: Any) -> Guard:
     return guard("limits", reason, limit=limit, value=value)
 
 
+def person_stop(message: str | None) -> dict[str, Any]:
+    """A guard's ``human`` record of a stop a person chose at a question (with their reason).
+
+    Example:
+        >>> person_stop(None), person_stop("Enough.")
+        ({'action': 'stop'}, {'action': 'stop', 'message': 'Enough.'})
+    """
+    return {"action": "stop", **({"message": message} if message else {})}
+
+
 def stop_update(run: Mapping[str, Any], why: Guard, *, finalized: bool | None = None) -> dict[str, Any]:
     """The state update that stops the run: ``stop_reason``, and the guard in ``run``.
 
@@ -126,16 +136,31 @@ EXPLAIN: dict[str, str] = {
 ``reason:layer`` key words one loop layer's stop."""
 
 
-def _explain(why: Guard) -> str:
-    """Why this stop happened, in words (its layer's own when it has one)."""
-    return EXPLAIN.get(f"{why['reason']}:{why.get('layer')}") or EXPLAIN.get(why["reason"], why["reason"])
+def _explain(why: Guard, said: str | None = None) -> str:
+    """Why this stop happened, in words (``said``, else its layer's own when it has one); a
+    person's choice when a person stopped the run at a question."""
+    said = said or EXPLAIN.get(f"{why['reason']}:{why.get('layer')}") or EXPLAIN.get(
+        why["reason"], why["reason"])
+    return prompts.STOPPED_BY_PERSON.format(why=said) if why.get("human") else said
 
 
 def stop_answer_text(why: Guard) -> str:
-    """The error ToolMessage text for calls a stop left unanswered."""
-    return prompts.STOP_ANSWER.format(why=why.get("detail") or _explain(why))
+    """The error ToolMessage text for calls a stop left unanswered.
+
+    Example:
+        >>> text = stop_answer_text({"guard": "loop_detector", "reason": "loop_detected",
+        ...                          "human": {"action": "stop"}})
+        >>> text.removeprefix("Error: not executed: the run was stopped because ")
+        'a person supervising this run chose to stop it (a runaway tool loop was detected).'
+    """
+    return prompts.STOP_ANSWER.format(why=_explain(why, why.get("detail")))
 
 
 def stop_instruction(why: Guard) -> str:
-    """The notice the final-answer call sees."""
-    return prompts.STOP_INSTRUCTION.format(why=_explain(why))
+    """The notice the final-answer call sees: after a loop stop it asks the model to tell
+    the user it stopped because it was repeating itself; a person's reason follows."""
+    template = (prompts.LOOP_STOP_INSTRUCTION if why["reason"] == StopReason.LOOP_DETECTED
+                else prompts.STOP_INSTRUCTION)
+    text = template.format(why=_explain(why))
+    message = (why.get("human") or {}).get("message")
+    return f"{text} {prompts.PERSON_SAID.format(message=message)}" if message else text

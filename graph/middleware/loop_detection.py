@@ -17,11 +17,15 @@ decision climbs the same ladder:
   agent's output state.
 
 With ``LoopDetection(ask_human=True)`` and a checkpointer, a stop asks a person first, with
-the evidence (``interrupt()``: the repeated calls, their last results, the rung, where the
-loop began). The reply is kept and the run goes back to the model node (``jump_to``), which
-asks before any model call, so a resume never calls the model twice for one reply:
-``{"action": "stop"}`` stops as above, ``"continue"`` runs the reply's calls, ``"hint"``
-runs them and gives the model the hint as a notice.
+the evidence (``interrupt()``: LangChain's human-in-the-loop request, titled ``Loop detected:
+<tool>``, as the graph asks it: ``nodes/loop_human.py``). The reply is kept and the run goes
+back to the model node (``jump_to``), which asks before any model call, so a resume never
+calls the model twice for one reply: ``{"decisions": [{"type": "reject", "message": ...}]}``
+stops as above (the model reads the reason), ``approve`` runs the reply's calls, an ``edit``
+with ``{"hint": "..."}`` runs them and gives the model the hint as a notice. A new user
+message sent instead of an answer (a chat UI's placeholder answering the paused calls first)
+is a redirect of the paused run: the calls are recorded as not run and the run, with its
+detector window, goes on (``nodes/loop_human.py: typed_instead``).
 
 Everything else happens inside the model call (``wrap_model_call``): a clean round costs no
 graph step. The detector's state is derived from the thread's messages since the run's
@@ -65,6 +69,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
+from langgraph.graph.message import add_messages
 from langgraph.types import Command
 
 from langgraph_loop.core import prompts
@@ -72,11 +77,11 @@ from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
 from langgraph_loop.core.messages import Notice, drain, notice_message, queue_notice, run_request
 from langgraph_loop.core.state import emit
-from langgraph_loop.core.stop import Guard, StopReason, stop_instruction
+from langgraph_loop.core.stop import Guard, StopReason, person_stop, stop_instruction
 from langgraph_loop.nodes.binding import none_choice
 from langgraph_loop.nodes.loop_detection import Decision, DecisionRecord, DetectorMemo, decide
 from langgraph_loop.nodes.loop_detector import block_answers, locate, stop_answers
-from langgraph_loop.nodes.loop_human import ask, evidence, question
+from langgraph_loop.nodes.loop_human import ask, evidence, question, typed_instead
 from langgraph_loop.nodes.model import said_something, without_tool_calls
 
 __all__ = ["LoopDetectionMiddleware", "LoopDetectionState"]
@@ -102,25 +107,34 @@ class LoopDetectionState(AgentState[Any]):
 @dataclass
 class _Turn:
     """One model call as the middleware sees it: the request it sends (the queued notice
-    added), that notice, the run (its request message) and what is written besides."""
+    added), that notice, the run (its request message), the thread as it stands (``messages``:
+    with a typed answer's writes applied) and what is written besides (``fixed``: those
+    writes, first)."""
 
     request: ModelRequest[Any]
     notice: HumanMessage | None
     run: dict[str, Any]
     update: dict[str, Any]
+    messages: list[BaseMessage]
+    fixed: list[BaseMessage]
 
 
-def _run_of(state: Any) -> tuple[dict[str, Any], bool]:
+def _run_of(state: Any, messages: Sequence[BaseMessage]) -> tuple[dict[str, Any], bool]:
     """The run a model call belongs to, named by its request (``run_request``: a notice or a
-    person's redirect at the budget starts none), and whether no reply has come since (the
-    run's first call)."""
-    messages: Sequence[BaseMessage] = state.get("messages") or []
+    person's redirect starts none), and whether no reply has come since (the run's first
+    call)."""
     start, request = run_request(messages)
     first = not any(isinstance(m, AIMessage) for m in messages[start + 1:])
     allowed = state.get("loop_allowed") or {}
     return {"id": request, "request_id": request,
             "loop_allowed": allowed.get("allowed") if request and allowed.get("run") == request
             else None}, first
+
+
+def _with(messages: Sequence[BaseMessage], writes: list[BaseMessage]) -> list[Any]:
+    """``messages`` with ``writes`` applied as the thread's reducer applies them."""
+    merged: Any = add_messages(list(messages), writes)  # type: ignore[arg-type]
+    return list(merged)
 
 
 def _response(result: ModelResponse[Any] | AIMessage) -> ModelResponse[Any]:
@@ -140,15 +154,24 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
     Args:
         config: the ``LoopDetection`` settings (default: ``LoopDetection()``, as the
             graph's), or a dict of its fields.
+        show_notices: False (default): the warnings and the stop notice get ids starting
+            ``do-not-render-``, so chat UIs keep them out of the person's transcript (the
+            model and the thread have them); True: plain ids.
 
     Raises:
-        ValueError: ``config`` is neither a ``LoopDetection`` nor a dict of valid fields.
+        ValueError: ``config`` is neither a ``LoopDetection`` nor a dict of valid fields,
+            or ``show_notices`` is not a bool.
     """
 
     state_schema = LoopDetectionState
 
-    def __init__(self, config: LoopDetection | dict[str, Any] | None = None) -> None:
+    def __init__(self, config: LoopDetection | dict[str, Any] | None = None, *,
+                 show_notices: bool = False) -> None:
         super().__init__()
+        if not isinstance(show_notices, bool):
+            raise ValueError(f"LoopDetectionMiddleware: show_notices must be True or False, got "
+                             f"{show_notices!r}")
+        self.show_notices = show_notices
         if isinstance(config, dict):
             config = LoopDetection(**config)
         elif config is None:
@@ -175,24 +198,33 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
 
     # --- before the call --------------------------------------------------------------------
     def _turn(self, request: ModelRequest[Any]) -> _Turn:
-        """The request with this run's queued notice delivered (after the tool results)."""
+        """The request with this run's queued notice delivered (after the tool results); a
+        message typed while the loop question was open taken as a redirect of the paused run
+        (``typed_instead``: its calls recorded as not run, the run and its window go on)."""
         state = request.state
-        run, first = _run_of(state)
-        notice = drain(state.get("loop_notices") or [], run=str(run["id"]))  # type: ignore[arg-type]
+        messages: list[BaseMessage] = list(state.get("messages") or [])
         update: dict[str, Any] = {}
+        fixed = (typed_instead(messages) if state.get("loop_question") else None) or []
+        if fixed:
+            messages = _with(messages, fixed)
+            request = request.override(messages=_with(list(request.messages), fixed))
+            update["loop_question"] = None
+        run, first = _run_of(state, messages)
+        notice = drain(state.get("loop_notices") or [], run=str(run["id"]),  # type: ignore[arg-type]
+                       hidden=not self.show_notices)
         if notice is not None:
             request = request.override(messages=[*request.messages, notice])
             update["loop_notices"] = []
         if first and state.get("loop_guard") is not None:  # the stop it wrote (not another's)
             update.update(stop_reason=None, loop_guard=None)  # a new run on the thread
-        return _Turn(request, notice, run, update)
+        return _Turn(request, notice, run, update, messages, fixed)
 
     # --- after the call ----------------------------------------------------------------------
     def _decide(self, turn: _Turn, ai: AIMessage | None) -> Decision | None:
         """The engine's decision on the reply (None: a clean reply)."""
         if ai is None:
             return None
-        messages = list(turn.request.state.get("messages") or [])
+        messages = list(turn.messages)
         if turn.notice is not None:
             messages.append(turn.notice)
         decision = decide(ai, messages, len(messages), {"run": turn.run},  # type: ignore[typeddict-item]
@@ -209,7 +241,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
     def _applied(self, turn: _Turn, response: ModelResponse[Any], decision: Decision | None) -> Result:
         """What a call with no stop writes: the notice, the reply, blocks and warnings."""
         ai = _reply_of(response)
-        result = [*([turn.notice] if turn.notice is not None else []), *response.result]
+        result = [*turn.fixed, *([turn.notice] if turn.notice is not None else []), *response.result]
         update = dict(turn.update)
         if decision is not None and ai is not None:
             runtime = turn.request.runtime
@@ -237,7 +269,8 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         """The messages a stop writes after the reply (its calls answered, the stop notice),
         and the last call's request (no tool use where the provider can forbid it)."""
         notice = notice_message([{"run": str(turn.run["id"]), "key": "stop",
-                                  "text": stop_instruction(why), "source": "stop"}])
+                                  "text": stop_instruction(why), "source": "stop"}],
+                                hidden=not self.show_notices)
         tail: list[Any] = [*stop_answers(ai, why), *([notice] if notice else [])]
         sent: list[Any] = list(turn.request.messages)
         head = sent if sent and sent[-1] is ai else [*sent, ai]
@@ -250,9 +283,10 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         """What a stop writes: the reply (unless kept already), its answers, the stop notice,
         the final answer (its tool calls dropped); the stop record."""
         answer = _reply_of(final)
-        result: list[BaseMessage] = [*([turn.notice] if turn.notice is not None else []), *reply,
-                                     *tail, *([said_something(without_tool_calls(answer), why["reason"])]
-                                              if answer else [])]
+        result: list[BaseMessage] = [*turn.fixed, *([turn.notice] if turn.notice is not None else []),
+                                     *reply, *tail,
+                                     *([said_something(without_tool_calls(answer), why["reason"])]
+                                       if answer else [])]
         emit(turn.request.runtime, {"event": "stop", "reason": why["reason"], "iteration": 1,
                                     "guard": why})
         update = {**turn.update, "stop_reason": StopReason.LOOP_DETECTED.value, "loop_guard": why,
@@ -263,9 +297,9 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         """A stop that waited for a person: ask (``interrupt()``); continue → the reply's calls
         run (a hint is queued); stop → the decision to carry out. Nothing waiting: (None, None)."""
         record = turn.request.state.get("loop_question")
-        messages = turn.request.state.get("messages") or []
+        messages = turn.messages
         ai = messages[-1] if messages else None
-        if not record or not isinstance(ai, AIMessage):
+        if not record or turn.fixed or not isinstance(ai, AIMessage):
             return None, None
         decision = Decision.of(ai, record)  # type: ignore[arg-type]
         finding, why = decision.finding, decision.guard
@@ -274,7 +308,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
                            self._detection(turn.request.tools))
         action, hint = ask(question(why, finding, results))  # validated before it is stored
         if action == "stop":
-            return Decision(ai, guard={**why, "human": {"action": "stop"}}), None  # type: ignore[typeddict-item]
+            return Decision(ai, guard={**why, "human": person_stop(hint)}), None  # type: ignore[typeddict-item]
         allowed = dict(turn.run.get("loop_allowed") or {})
         allowed[finding.key] = finding.count
         update = {**turn.update, "loop_question": None, "jump_to": "tools",

@@ -12,17 +12,18 @@ if what is left of the run's budget covers it and a final answer after it. When 
   (``budget_guard``: the budget, what was spent, the estimate) are in the output state; the
   run ends (the answer has no tool calls).
 - **check in** (``check_in=True``, needs a checkpointer): a person is asked first
-  (``interrupt()``, a ``BudgetQuestion``), before any model call, and the run resumes with
-  ``Command(resume=...)``: ``{"action": "extend", "tokens": N}`` raises this run's budget by N
-  (kept in the thread's state) and the call goes on if it fits now;
-  ``{"action": "redirect", "message": "..."}`` adds the message to the transcript as the
-  user's, after the tool results, and the call goes on if it fits (add ``"tokens"`` to
-  extend at once; else the person is asked again); ``{"action": "stop"}`` stops as above.
-  The answer is the interrupt's ``response_schema`` (``BudgetAnswer``): a wrong one raises
-  ``ValueError`` and nothing is saved, so the run stays paused for a valid one.
+  (``interrupt()``: LangChain's human-in-the-loop request ``Token budget reached: add more?``,
+  as the graph asks it, ``nodes/limits.py``), before any model call, and the run resumes with
+  ``Command(resume={"decisions": [decision]})``: approve adds the tokens offered, an edit the
+  edited ``tokens`` (a UI may send the number as text), kept in the thread's state, and the
+  call goes on if it fits now (else the person is asked again); reject stops as above (the
+  model reads the reason). A wrong answer raises ``ValueError`` and nothing is saved, so the
+  run stays paused for a valid one. 0.3's ``{"action": ...}`` answers are taken until 0.5.
 
-The budget is per run: the run starts at the newest user message that is neither a notice
-of the loop's nor a redirect. What it spent is read from the run's replies (their
+``scope="run"`` (default): the budget is per run: the run starts at the newest user message
+that is neither a notice of the loop's nor a redirect; in a chat, every message is a run, and
+every call of it counts the whole context it sends. ``scope="thread"``: one budget for the
+thread, every reply of it counted. What was spent is read from the replies (their
 ``usage_metadata``; counted with ``count_tokens`` where a model reports none), never kept in
 process memory, so a run resumed by another agent object counts the same. Everything
 happens inside the model call (``wrap_model_call``): a clean round costs no graph step.
@@ -50,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, Literal, NotRequired
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
@@ -73,8 +74,8 @@ from langgraph_loop.core.state import emit
 from langgraph_loop.core.stop import Guard, StopReason, stop_instruction
 from langgraph_loop.nodes.binding import none_choice
 from langgraph_loop.nodes.limits import (
+    BUDGET_ANSWER,
     MIN_FINAL_OUTPUT,
-    BudgetAnswer,
     answer_room,
     call_guard,
     check_in,
@@ -93,7 +94,7 @@ class BudgetExtension(TypedDict):
     """Tokens a person added to a run's budget (``budget_extra``)."""
 
     run: str | None
-    """The run's request message id."""
+    """The run's request message id (None: the thread's, ``scope="thread"``)."""
     tokens: int
 
 
@@ -143,25 +144,38 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         max_tokens: agent tokens (input + output of every model call, the final answer
             included) one run may spend, as ``Limits.token_budget``.
         check_in: at the budget, pause with ``interrupt()`` and let a person extend the
-            budget, stop, or redirect the run (needs a checkpointer; without one the run
-            stops as it would without ``check_in``).
+            budget or stop the run (needs a checkpointer; without one the run stops as it
+            would without ``check_in``).
+        scope: ``"run"`` (default): ``max_tokens`` per run, and in a chat every message is a
+            run; ``"thread"``: one budget for the whole thread (every run's replies count,
+            and what a person adds at a check-in stays added).
+        show_notices: False (default): the stop notice gets an id starting
+            ``do-not-render-``, so chat UIs keep it out of the person's transcript (the model
+            and the thread have it); True: a plain id.
 
     Raises:
-        ValueError: ``max_tokens`` is not a whole number >= 1, or ``check_in`` is not a bool.
+        ValueError: ``max_tokens`` is not a whole number >= 1, ``check_in`` or
+            ``show_notices`` is not a bool, or ``scope`` is neither ``"run"`` nor ``"thread"``.
     """
 
     state_schema = TokenBudgetState
 
-    def __init__(self, *, max_tokens: int, check_in: bool = False) -> None:
+    def __init__(self, *, max_tokens: int, check_in: bool = False,
+                 scope: Literal["run", "thread"] = "run", show_notices: bool = False) -> None:
         super().__init__()
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"TokenBudgetMiddleware: max_tokens must be a whole number >= 1, "
                              f"got {max_tokens!r}")
-        if not isinstance(check_in, bool):
-            raise ValueError(f"TokenBudgetMiddleware: check_in must be True or False, got "
-                             f"{check_in!r}")
+        for flag, value in (("check_in", check_in), ("show_notices", show_notices)):
+            if not isinstance(value, bool):
+                raise ValueError(f"TokenBudgetMiddleware: {flag} must be True or False, got "
+                                 f"{value!r}")
+        if scope not in ("run", "thread"):
+            raise ValueError(f"TokenBudgetMiddleware: scope must be 'run' or 'thread', got {scope!r}")
         self.max_tokens = max_tokens
+        self.scope = scope
         self.check_in = check_in
+        self.show_notices = show_notices
 
     # --- before the call --------------------------------------------------------------------
     def _turn(self, request: ModelRequest[Any]) -> _Turn:
@@ -169,9 +183,11 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         state = request.state
         messages: Sequence[BaseMessage] = state.get("messages") or []
         start, run = run_request(messages)
+        per_run = self.scope == "run"  # per thread: every reply counts, an extension stays
+        key = run if per_run else None
         granted: dict[str, Any] = state.get("budget_extra") or {}  # type: ignore[assignment]
-        extra = int(granted.get("tokens") or 0) if granted.get("run") == run else 0
-        spent = spent_tokens(messages, start, request.model)
+        extra = int(granted.get("tokens") or 0) if granted.get("run") == key else 0
+        spent = spent_tokens(messages, start if per_run else 0, request.model)
         update: dict[str, Any] = {}
         if state.get("budget_guard") is not None and not any(
                 isinstance(m, AIMessage) for m in messages[start + 1:]):
@@ -184,9 +200,10 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         why = over(extra, [])
         if why is None or not self.check_in or checkpointer(get_config()) is None:
             return _Turn(request, why, self.max_tokens + extra, spent, update=update)
-        asked = check_in(over, partial(interrupt, response_schema=BudgetAnswer), extra=extra)
+        asked = check_in(over, partial(interrupt, response_schema=BUDGET_ANSWER), extra=extra,
+                         scope=self.scope)
         if asked.extra != extra:
-            update["budget_extra"] = BudgetExtension(run=run, tokens=asked.extra)
+            update["budget_extra"] = BudgetExtension(run=key, tokens=asked.extra)
         if asked.added:
             request = request.override(messages=[*request.messages, *asked.added])
         return _Turn(request, asked.stop, self.max_tokens + asked.extra, spent, asked.added, update)
@@ -195,7 +212,8 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         """The stop notice and the final answer's request (None: no room for an answer)."""
         assert turn.why is not None
         notice = notice_message([{"run": "", "key": "stop", "text": stop_instruction(turn.why),
-                                  "source": "stop"}])
+                                  "source": "stop"}],
+                                hidden=not self.show_notices)
         tail = [notice] if notice is not None else []
         room = answer_room(_sent(turn.request, tail), budget=turn.budget, spent=turn.spent,
                            model=turn.request.model)

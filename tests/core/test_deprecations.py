@@ -243,12 +243,12 @@ def test_a_notice_stored_by_0_2_is_still_a_notice() -> None:
     assert not is_notice(HumanMessage("loop_warning"))
 
 
-def test_create_loop_agent_takes_22_parameters_and_the_old_keywords_apart() -> None:
+def test_create_loop_agent_takes_23_parameters_and_the_old_keywords_apart() -> None:
     params = inspect.signature(create_loop_agent).parameters
     named = [p for p in params.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     assert [p.name for p in named] == [
         "model", "tools", "system_prompt", "iterations", "limits", "loop_detection", "approval",
         "compaction", "hooks", "middleware", "response_format", "state_schema", "context_schema",
         "handle_tool_errors", "checkpointer", "store", "interrupt_before", "interrupt_after", "debug",
-        "name", "cache", "transformers"]
+        "name", "cache", "transformers", "show_notices"]
     assert [p.name for p in params.values() if p.kind is inspect.Parameter.VAR_KEYWORD] == ["deprecated"]

@@ -90,7 +90,7 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"limits": {"final_answr": False}},
      "limits.final_answr: unknown field (fields of Limits: max_tool_calls, token_budget, "
      "max_duration_s, final_answer, max_tool_output_chars, max_tool_errors, budget_pressure, "
-     "budget_check_in)"),
+     "budget_check_in, budget_scope)"),
     ({"iterations": {"maxx": 3}}, "iterations.maxx: unknown field (fields of Iterations: max, "),
     ({"iterations": {"stall": {"consecutiv": 3}}},
      "iterations.stall.consecutiv: unknown field (fields of StallDetection: consecutive, tolerance)"),

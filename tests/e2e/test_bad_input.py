@@ -154,7 +154,7 @@ def test_callback_that_raises_names_itself_and_the_thread_resumes(
     ({"hooks": {"tool_filter": "add"}}, "hooks: tool_filter: Input should be callable"),
     ({"limits": {"final_answr": False}}, "limits: final_answr: unknown field (fields of Limits: "
      "max_tool_calls, token_budget, max_duration_s, final_answer, max_tool_output_chars, "
-     "max_tool_errors, budget_pressure, budget_check_in)"),
+     "max_tool_errors, budget_pressure, budget_check_in, budget_scope)"),
     ({"iterations": {"stall": {"consecutiv": 3}}},
      "iterations: stall.consecutiv: unknown field (fields of StallDetection: consecutive, tolerance)"),
     ({"limits": {"budget_pressure": {"treshold": 0.5}}},

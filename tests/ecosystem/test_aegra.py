@@ -109,7 +109,7 @@ AEGRA = checks.Engine(tool_chunk_type="ToolMessageChunk")
 
 async def test_thread_run_state_and_history(deployment: Deployment) -> None:
     await checks.check_thread_run_state_and_history(
-        deployment.a.url, deployment.b.url, served=(checks.GRAPH_ID, COUNTED))
+        deployment.a.url, deployment.b.url, served=(checks.GRAPH_ID, checks.CHAT_GRAPH_ID, COUNTED))
 
 
 def test_streaming_with_the_sync_client(deployment: Deployment) -> None:

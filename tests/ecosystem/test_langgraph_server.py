@@ -23,13 +23,16 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph_sdk import get_sync_client
 
+from langgraph_loop.app.server import CHAT_GRAPH_ID
 from langgraph_loop.app.server import graph as server_graph
+from langgraph_loop.core.prompts import TYPED_INSTEAD
 from tests.support import server_checks as checks
 from tests.support.postgres import free_port
 
@@ -200,3 +203,54 @@ def test_messages_tuple_tells_model_tokens_from_notices(server_url: str) -> None
 
 async def test_approval_interrupt_and_resume(server_url: str) -> None:
     await checks.check_approval_interrupt_and_resume(server_url, server_url)
+
+
+# --- what Agent Chat UI reads and sends (the chat graph) ------------------------------------
+
+def _interrupt(client: Any, thread_id: str) -> dict[str, Any]:
+    """The one open question of a paused thread, as the server's state has it."""
+    [interrupt] = [i for task in client.threads.get_state(thread_id)["tasks"] for i in task["interrupts"]]
+    return interrupt["value"]  # type: ignore[no-any-return]
+
+
+def test_over_http_notices_are_hidden_the_loop_question_has_buttons_and_typing_is_a_redirect(
+        server_url: str) -> None:
+    client = get_sync_client(url=server_url)
+    thread_id = client.threads.create()["thread_id"]
+    paused = client.runs.wait(thread_id, CHAT_GRAPH_ID, input=checks.user("keep checking get_weather"))
+    notices = [m for m in paused["messages"] if m.get("name") in ("loop_notice", "stop_notice")]
+    assert notices and all(m["id"].startswith("do-not-render-") for m in notices)
+    question = _interrupt(client, thread_id)
+    assert [a["name"] for a in question["action_requests"]] == ["Loop detected: get_weather"]
+    assert question["action_requests"][0]["args"] == {"hint": ""}
+    assert question["review_configs"][0]["allowed_decisions"] == ["approve", "edit", "reject"]
+    ran = sum(m["type"] == "tool" for m in paused["messages"])
+    # Agent Chat UI's submit while a question is open: a placeholder for the paused call, then
+    # the person's message (ensureToolCallsHaveResponses)
+    call_id = paused["messages"][-1]["tool_calls"][0]["id"]
+    placeholder = {"type": "tool", "tool_call_id": call_id, "id": "do-not-render-placeholder",
+                   "name": "get_weather", "content": "Successfully handled tool call."}
+    typed = {"type": "human", "id": "typed-1", "content": [{"type": "text", "text": "continue"}]}
+    again = client.runs.wait(thread_id, CHAT_GRAPH_ID, input={"messages": [placeholder, typed]})
+    answered = [m for m in again["messages"] if m["id"] == "do-not-render-placeholder"]
+    assert [(m["content"], m["status"]) for m in answered] == [(TYPED_INSTEAD, "error")]
+    assert [a["name"] for a in _interrupt(client, thread_id)["action_requests"]] == [
+        "Loop detected: get_weather"]  # asked again at once: the detector went on
+    assert sum(m["type"] == "tool" and m["status"] != "error" for m in again["messages"]) == ran
+    done = client.runs.wait(thread_id, CHAT_GRAPH_ID, command={"resume": {"decisions": [
+        {"type": "reject", "message": "It will not change; stop."}]}})
+    assert done["stop_reason"] == "loop_detected" and done["messages"][-1]["content"] == "Done."
+
+
+def test_over_http_the_budget_check_in_takes_an_edited_number_sent_as_text(server_url: str) -> None:
+    client = get_sync_client(url=server_url)
+    thread_id = client.threads.create()["thread_id"]
+    client.runs.wait(thread_id, CHAT_GRAPH_ID, input=checks.user("get_weather for Paris"),
+                     context={"limits": {"token_budget": 150}})
+    question = _interrupt(client, thread_id)
+    (action,) = question["action_requests"]
+    assert action["name"] == "Token budget reached: add more?" and list(action["args"]) == ["tokens"]
+    assert "This conversation has used" in action["description"]
+    done = client.runs.wait(thread_id, CHAT_GRAPH_ID, command={"resume": {"decisions": [
+        {"type": "edit", "edited_action": {"name": action["name"], "args": {"tokens": "20000"}}}]}})
+    assert done["stop_reason"] == "completed" and done["messages"][-1]["content"] == "Done."

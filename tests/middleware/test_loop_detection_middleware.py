@@ -277,14 +277,21 @@ def test_ask_human_pauses_before_the_calls_run_and_a_stop_ends_with_an_answer(
         config = {"configurable": {"thread_id": "h"}}
         paused = _asking(model, saver).invoke({"messages": [HumanMessage("done?")]}, config)
         (asked,) = paused["__interrupt__"]
-        assert asked.value["type"] == "loop_detected" and asked.value["rung"] == "stop"
-        assert asked.value["calls"] == ['status({"job":"build"})']
-        assert asked.value["results"] == ["build: pending"] * 3
+        (action,) = asked.value["action_requests"]
+        assert action["name"] == "Loop detected: status" and action["args"] == {"hint": ""}
+        assert 'status({"job":"build"}) 3 times' in action["description"]
+        assert "Last result: build: pending" in action["description"]
+        assert asked.value["review_configs"] == [{"action_name": "Loop detected: status",
+                                                  "allowed_decisions": ["approve", "edit", "reject"]}]
         assert RUNS["status"] == 3 and len(model.requests) == 4  # the 4th call has not run
         # resumed by a new agent object: the model is not asked again for the stopped reply
-        done = _asking(model, saver).invoke(Command(resume={"action": "stop"}), config)
+        done = _asking(model, saver).invoke(Command(resume={"decisions": [
+            {"type": "reject", "message": "It will not finish today."}]}), config)
     assert done["stop_reason"] == StopReason.LOOP_DETECTED
-    assert done["loop_guard"]["human"] == {"action": "stop"}
+    assert done["loop_guard"]["human"] == {"action": "stop", "message": "It will not finish today."}
+    stop_notice = model.requests[-1][-1]
+    assert stop_notice.content.endswith("They said: It will not finish today.")
+    assert "a person supervising this run chose to stop it" in done["messages"][-3].content
     assert RUNS["status"] == 3 and len(model.requests) == 5 and model.request_tools[-1] == []
     assert done["messages"][-1].content == "Still pending; I stopped."
     kinds = [("notice" if is_notice(m) else m.type) for m in done["messages"]]
@@ -299,15 +306,16 @@ async def test_ask_human_continue_runs_the_calls_and_a_hint_reaches_the_model(
         config = {"configurable": {"thread_id": "c"}}
         agent = _asking(model, saver)
         await agent.ainvoke({"messages": [HumanMessage("done?")]}, config)
-        again = await agent.ainvoke(Command(resume={"action": "hint", "hint": "Check the logs."}),
-                                    config)
+        again = await agent.ainvoke(Command(resume={"decisions": [{"type": "edit", "edited_action": {
+            "name": "Loop detected: status", "args": {"hint": "Check the logs."}}}]}), config)
         # the stopped call ran after all; the loop was let go on until it repeated as often
         # again, then the person is asked once more
         assert RUNS["status"] == 4 + 2
         assert "__interrupt__" in again
         hinted = [r for r in model.requests if is_notice(r[-1]) and "Check the logs." in str(r[-1].content)]
         assert len(hinted) == 1
-        done = await agent.ainvoke(Command(resume="stop"), config)
+        with pytest.warns(DeprecationWarning, match="0.3's shape"):  # 0.3's answer, until 0.5
+            done = await agent.ainvoke(Command(resume="stop"), config)
     assert done["stop_reason"] == StopReason.LOOP_DETECTED
 
 

@@ -31,6 +31,7 @@ from langgraph_loop import (
 from langgraph_loop.core.messages import is_notice, is_redirect
 from langgraph_loop.nodes.limits import MIN_FINAL_OUTPUT, estimate_input
 from langgraph_loop.scripted import ScriptedChatModel
+from tests.helpers import add_tokens, asked_numbers, reject
 
 PAGE = "result text " * 60
 """A search result of about 180 tokens."""
@@ -237,13 +238,17 @@ def test_check_in_asks_before_the_call_and_an_extension_goes_on_in_a_new_agent(
     with SqliteSaver.from_conn_string(str(tmp_path / "e.db")) as saver:
         config = _config()
         question = _paused(first, saver, config)
-        assert question["type"] == "token_budget" and question["options"] == [
-            "extend", "stop", "redirect"]
-        assert question["budget"] == 3000 and question["needed"] > 3000 - question["spent"]
+        (action,) = question["action_requests"]
+        assert action["name"] == "Token budget reached: add more?"
+        spent_now, budget, needed = asked_numbers(question)
+        assert budget == 3000 and needed > 3000 - spent_now
+        assert action["args"]["tokens"] >= needed - (3000 - spent_now)  # approve would be enough
+        assert question["review_configs"] == [{"action_name": action["name"],
+                                               "allowed_decisions": ["approve", "edit", "reject"]}]
         asked_at = len(first.requests)
         # another process: a new agent object, the same thread
         done = agent_of(second, 3000, check_in=True, checkpointer=saver).invoke(
-            Command(resume={"action": "extend", "tokens": 20_000}), config)
+            Command(resume=add_tokens("20000")), config)  # Agent Chat UI sends an edit as text
     assert "__interrupt__" not in done and done.get("stop_reason") is None
     assert done["messages"][-1].content == "All found."
     # the held-back call is the new agent's first: together the two agents sent exactly the
@@ -265,13 +270,14 @@ def test_an_extension_too_small_asks_again_and_a_stop_ends_with_an_answer(
         config = _config()
         question = _paused(first, saver, config)
         agent = agent_of(second, 3000, check_in=True, checkpointer=saver)
-        again = agent.invoke(Command(resume={"action": "extend", "tokens": 1}), config)
+        again = agent.invoke(Command(resume=add_tokens(1)), config)
         (asked,) = again["__interrupt__"]
-        assert asked.value["budget"] == 3001 and second.requests == []
-        done = agent.invoke(Command(resume={"action": "stop"}), config)
+        assert asked_numbers(asked.value)[1] == 3001 and second.requests == []
+        done = agent.invoke(Command(resume=reject()), config)
     assert done["stop_reason"] == StopReason.TOKEN_BUDGET
     assert done["budget_guard"]["human"] == {"action": "stop"}
-    assert done["budget_guard"]["limit"] == 3001 and done["budget_guard"]["value"] == question["spent"]
+    assert done["budget_guard"]["limit"] == 3001
+    assert done["budget_guard"]["value"] == asked_numbers(question)[0]
     assert len(second.requests) == 1 and second.request_tools[-1] == []
     assert kinds(done["messages"])[-3:] == ["tool", "notice", "ai"]
     assert spent(done["messages"]) <= 3001
@@ -294,10 +300,11 @@ async def test_a_redirect_reaches_the_model_as_the_users_message(
         assert paused["__interrupt__"]
         agent = agent_of(second, 3000, check_in=True, checkpointer=saver)
         # a redirect alone adds to a call that did not fit: the person is asked again
-        again = await agent.ainvoke(
-            Command(resume={"action": "redirect", "message": "Please wrap up now."}), config)
+        with pytest.warns(DeprecationWarning, match="0.3's shape"):  # 0.3's answer, until 0.5
+            again = await agent.ainvoke(
+                Command(resume={"action": "redirect", "message": "Please wrap up now."}), config)
         assert again["__interrupt__"] and second.requests == []
-        done = await agent.ainvoke(Command(resume={"action": "extend", "tokens": 2000}), config)
+        done = await agent.ainvoke(Command(resume=add_tokens(2000)), config)
     assert done.get("stop_reason") is None and done["messages"][-1].content == (
         "Summary of the first results.")
     # the message the person wrote is the user's, after the tool results (pairing intact),
@@ -320,14 +327,16 @@ def test_a_wrong_answer_raises_writes_nothing_and_the_next_one_works(
         for wrong, says in [({"action": "extend"}, "'extend' needs 'tokens'"),
                             ({"action": "extend", "tokens": 0}, "greater than or equal to 1"),
                             ({"action": "redirect", "message": " "}, "non-empty 'message'"),
-                            ({"action": "more"}, "action"), (42, "BudgetAnswer")]:
+                            ({"action": "more"}, "action"), (42, "answer with"),
+                            (add_tokens("2k"), "must be a whole number"),
+                            ({"decisions": [{"type": "approve"}] * 2}, "one decision")]:
             with pytest.raises(ValueError, match=says):
                 agent.invoke(Command(resume=wrong), config)
             after = agent.get_state(config)
             assert after.next == ("model",) and len(after.interrupts) == 1
             assert after.values == before.values
         assert second.requests == []
-        done = agent.invoke(Command(resume={"action": "extend", "tokens": 10_000}), config)
+        done = agent.invoke(Command(resume=add_tokens(10_000)), config)
     assert done.get("stop_reason") is None and done["messages"][-1].content == "All found."
 
 
@@ -399,8 +408,8 @@ def test_the_budget_stops_a_run_the_loop_detector_lets_go_on(
 
 
 @pytest.mark.parametrize("answers", [
-    [{"action": "redirect", "message": "Please summarize."}, {"action": "stop"}],
-    [{"action": "extend", "tokens": 40}, "stop"],
+    [add_tokens(1, "Please summarize."), reject()],
+    [add_tokens("40"), reject("That is enough.")],
 ])
 def test_the_graph_and_the_middleware_apply_the_same_answers(
         scripted: list[ScriptedChatModel], tmp_path: Path, answers: list[Any]) -> None:

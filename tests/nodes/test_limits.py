@@ -36,6 +36,7 @@ from langgraph_loop.nodes.limits import (
     timeout_guard,
 )
 from langgraph_loop.scripted import ScriptedChatModel
+from tests.helpers import add_tokens, asked_numbers, edit, reject
 
 
 @tool
@@ -504,7 +505,8 @@ def test_the_graph_asks_what_the_middleware_asks(scripted: list[ScriptedChatMode
             TokenBudgetMiddleware(max_tokens=3000, check_in=True)]).invoke(go(), thread())
     (graph_asks,), (agent_asks,) = graph["__interrupt__"], agent["__interrupt__"]
     assert graph_asks.value == agent_asks.value
-    assert graph_asks.value["type"] == "token_budget" and graph_asks.value["budget"] == 3000
+    assert graph_asks.value["action_requests"][0]["name"] == "Token budget reached: add more?"
+    assert asked_numbers(graph_asks.value)[1] == 3000
     assert [shape_of(r) for r in graph_model.requests] == [shape_of(r) for r in agent_model.requests]
     assert graph["stop_reason"] is None  # paused
 
@@ -517,7 +519,7 @@ def test_an_extension_goes_on_in_a_new_graph_and_no_call_is_made_twice(
         config = thread()
         assert checking(first, saver).invoke(go(), config)["__interrupt__"]
         done = checking(second, saver).invoke(
-            Command(resume={"action": "extend", "tokens": 20_000}), config)
+            Command(resume=add_tokens("20000")), config)  # Agent Chat UI sends an edit as text
     create_loop_agent(straight, [research]).invoke(go())
     assert done["stop_reason"] == StopReason.COMPLETED
     assert done["messages"][-1].content == "All found."
@@ -533,11 +535,12 @@ async def test_a_stop_ends_with_a_bounded_final_answer_async(
     async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "s.db")) as saver:
         config = thread()
         paused = await checking(first, saver).ainvoke(go(), config)
-        spent = paused["__interrupt__"][0].value["spent"]
-        done = await checking(second, saver).ainvoke(Command(resume="stop"), config)
+        spent = asked_numbers(paused["__interrupt__"][0].value)[0]
+        done = await checking(second, saver).ainvoke(Command(resume=reject("Enough.")), config)
     assert done["stop_reason"] == StopReason.TOKEN_BUDGET
     guard = done["iterations"][-1]["guard"]
-    assert guard["human"] == {"action": "stop"} and guard["value"] == spent
+    assert guard["human"] == {"action": "stop", "message": "Enough."} and guard["value"] == spent
+    assert str(second.requests[0][-1].content).endswith("They said: Enough.")
     assert len(second.requests) == 1 and second.request_tools == [[]]
     assert shape_of(second.requests[0])[-1][0] == "notice"
     assert done["usage"]["total_tokens"] <= 3000  # the answer was cut to the room left
@@ -551,8 +554,8 @@ def test_a_redirect_with_tokens_reaches_the_model_after_the_tool_results(
     with SqliteSaver.from_conn_string(str(tmp_path / "d.db")) as saver:
         config = thread()
         checking(first, saver).invoke(go(), config)
-        done = checking(second, saver).invoke(Command(resume={
-            "action": "redirect", "message": "Please wrap up now.", "tokens": 2000}), config)
+        done = checking(second, saver).invoke(
+            Command(resume=add_tokens(2000, "Please wrap up now.")), config)
     assert done["stop_reason"] == StopReason.COMPLETED
     assert done["messages"][-1].content == "Summary of the first results."
     (sent,) = second.requests
@@ -571,14 +574,16 @@ def test_a_wrong_answer_leaves_the_graph_paused_for_a_valid_one(
         graph = checking(second, saver)
         before = graph.get_state(config)
         for wrong in ({"action": "extend", "tokens": -1}, {"action": "redirect"},
-                      {"action": "stop", "tokens": 5}, "more"):
-            with pytest.raises(ValueError, match="BudgetAnswer"):
+                      {"action": "stop", "tokens": 5}, "more", {"decisions": []},
+                      add_tokens("lots"), add_tokens(0), edit("Token budget reached: add more?")):
+            with pytest.raises(ValueError, match="token budget"):
                 graph.invoke(Command(resume=wrong), config)
             after = graph.get_state(config)
             assert after.next == before.next and after.values == before.values
             assert len(after.interrupts) == 1
         assert second.requests == []
-        done = graph.invoke(Command(resume={"action": "extend", "tokens": 10_000}), config)
+        with pytest.warns(DeprecationWarning, match="0.3's shape"):  # 0.3's answer, until 0.5
+            done = graph.invoke(Command(resume={"action": "extend", "tokens": 10_000}), config)
     assert done["stop_reason"] == StopReason.COMPLETED and done["messages"][-1].content == "All found."
 
 
@@ -613,14 +618,13 @@ def test_check_in_applies_answers_in_order_until_the_call_fits_or_a_stop() -> No
             "guard": "limits", "reason": "token_budget", "limit": 100 + extra, "value": 90,
             "estimate": 50 + 10 * len(added)}
 
-    done = check_in(fits_at(300), person({"action": "extend", "tokens": 100},
-                                         {"action": "redirect", "message": "Be brief."},
-                                         {"action": "extend", "tokens": 200}))
+    done = check_in(fits_at(300), person(add_tokens(100), add_tokens(1, "Be brief."),
+                                         add_tokens("199")))
     assert done.extra == 300 and [m.content for m in done.added] == ["Be brief."]
     assert done.stop is None
     # each question shows what the answers so far changed
-    assert [(q["budget"], q["needed"]) for q in asked] == [(100, 50), (200, 50), (200, 60)]
-    stopped = check_in(fits_at(300), person({"action": "extend", "tokens": 10}, "stop"))
+    assert [asked_numbers(q)[1:] for q in asked] == [(100, 50), (200, 50), (201, 60)]
+    stopped = check_in(fits_at(300), person(add_tokens(10), reject()))
     assert stopped.extra == 10 and stopped.stop is not None
     assert stopped.stop["human"] == {"action": "stop"} and stopped.stop["limit"] == 110
     assert check_in(fits_at(0), person()).stop is None  # fits: nobody is asked

@@ -149,7 +149,7 @@ def test_ignored_warning_hard_stops_with_error_answers_and_a_summary(
     assert len(ran) == 3  # the 4th call (same call, same result 3 times) was not executed
     *_, stopped_ai, refusal, notice, final = result["messages"]
     assert stopped_ai.tool_calls and isinstance(refusal, ToolMessage)
-    assert notice.name == "stop_notice" and "Summarize" in notice.content
+    assert notice.name == "stop_notice" and "repeating yourself" in notice.content
     assert refusal.status == "error" and "no-progress layer" in refusal.content
     assert final.content == "I found nothing new about x."
     assert model.request_tools[-1] == [] and "stopped" in model.requests[-1][-1].content

@@ -200,18 +200,21 @@ def test_a_human_decides_instead_of_a_stop(scripted: list[ScriptedChatModel], an
                               loop_detection=LoopDetection(ask_human=True))
     paused = agent.invoke(ask(), cfg(answer))
     (question,) = paused["__interrupt__"]
-    value = question.value
-    assert value["type"] == "loop_detected" and value["rung"] == "stop"
-    assert value["calls"] == ['bash({"command":"python test.py"})']
-    assert value["results"] == ["1 failed in 0.31s"] * 3
-    assert value["guard"]["checkpoint_id"] is not None and ran == ["python test.py"] * 3
-    resume: dict[str, Any] = {"action": answer}
-    if answer == "hint":
-        resume["hint"] = "The test reads a cached build: run make first."
+    (action,) = question.value["action_requests"]
+    assert action["name"] == "Loop detected: bash" and action["args"] == {"hint": ""}
+    assert action["description"].startswith(
+        'The agent is repeating itself: it asked for bash({"command":"python test.py"}) 3 times')
+    assert "Last result: 1 failed in 0.31s" in action["description"]
+    assert ran == ["python test.py"] * 3
+    decision: dict[str, Any] = {"continue": {"type": "approve"}, "stop": {"type": "reject", "message": "x"},
+                                "hint": {"type": "edit", "edited_action": {"name": action["name"], "args": {
+                                    "hint": "The test reads a cached build: run make first."}}}}[answer]
+    resume = {"decisions": [decision]}
     result = agent.invoke(Command(resume=resume), cfg(answer))
     if answer == "stop":
         assert result["stop_reason"] == StopReason.LOOP_DETECTED
-        assert result["iterations"][-1]["guard"]["human"] == {"action": "stop"}
+        assert result["iterations"][-1]["guard"]["human"] == {"action": "stop", "message": "x"}
+        assert result["iterations"][-1]["guard"]["checkpoint_id"] is not None
         return
     assert result["stop_reason"] == StopReason.COMPLETED and len(ran) == 4
     notices = [m.content for m in result["messages"]
@@ -225,8 +228,9 @@ async def test_a_human_decides_in_an_async_run(scripted: list[ScriptedChatModel]
     agent = create_loop_agent(model, tools()[0], checkpointer=InMemorySaver(),
                               loop_detection=LoopDetection(ask_human=True))
     paused = await agent.ainvoke(ask(), cfg("async"))
-    assert paused["__interrupt__"][0].value["guard"]["checkpoint_id"] is not None
-    result = await agent.ainvoke(Command(resume="continue"), cfg("async"))
+    assert paused["__interrupt__"][0].value["action_requests"][0]["name"] == "Loop detected: bash"
+    with pytest.warns(DeprecationWarning, match="0.3's shape"):  # 0.3's answer, until 0.5
+        result = await agent.ainvoke(Command(resume="continue"), cfg("async"))
     assert result["stop_reason"] == StopReason.COMPLETED
 
 
@@ -238,13 +242,17 @@ def test_a_bad_answer_is_a_clear_error_and_the_next_answer_works(tmp_path: Path)
 
     with SqliteSaver.from_conn_string(str(tmp_path / "loop.db")) as saver:
         asked = agent(saver).invoke(ask(), cfg("bad"))["__interrupt__"][0]
-        bad: list[Any] = [{"action": "maybe"}, "later", 42, {"action": "hint"}]
+        bad: list[Any] = [{"action": "maybe"}, "later", 42, {"action": "hint"}, {"decisions": []},
+                          {"decisions": [{"type": "respond", "message": "x"}]},
+                          {"decisions": [{"type": "edit", "edited_action": {"name": "x", "args": {
+                              "hint": 3}}}]}]
         for answer in bad:
-            with pytest.raises(ValueError, match=r"resume with one of|needs a non-empty"):
+            with pytest.raises(ValueError, match=r"answer with|needs a non-empty|must be one of|"
+                                                 r"carries its hint"):
                 agent(saver).invoke(Command(resume=answer), cfg("bad"))
             (still,) = agent(saver).get_state(cfg("bad")).interrupts
             assert (still.id, still.value) == (asked.id, asked.value)  # paused at the same question
-        result = agent(saver).invoke(Command(resume={"action": "stop"}), cfg("bad"))
+        result = agent(saver).invoke(Command(resume={"decisions": [{"type": "reject"}]}), cfg("bad"))
     assert result["stop_reason"] == StopReason.LOOP_DETECTED
     assert result["iterations"][-1]["guard"]["human"] == {"action": "stop"}
     assert result["messages"][-1].content == "Stopped."

@@ -129,12 +129,14 @@ def auto_reply(body: JSON) -> Reply:
     The tool is the offered tool the user's messages name (e.g. "please send_email"),
     else the first offered tool; its arguments are the schema defaults of its required
     parameters. Without tools, under ``tool_choice: "none"``, or once a tool result came back,
-    the answer is text.
+    the answer is text; when the user's messages say "keep checking", it calls the tool again
+    and again (a loop), until tools are taken away.
     """
     messages = body.get("messages") or []
     last_role = messages[-1].get("role") if messages else None
     tools = body.get("tools") or []
-    if tools and last_role != "tool" and body.get("tool_choice") != "none":
+    looping = "keep checking" in _user_text(messages)  # a model stuck on one call
+    if tools and (last_role != "tool" or looping) and body.get("tool_choice") != "none":
         fn = pick_tool(tools, messages)
         params = fn.get("parameters") or {}
         props = params.get("properties") or {}

@@ -21,6 +21,8 @@ import pytest
 from langgraph_sdk import get_client, get_sync_client
 
 GRAPH_ID = "langgraph-loop"
+CHAT_GRAPH_ID = "langgraph-loop-chat"
+"""``langgraph.json``'s second graph (for chat UIs)."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ def types(messages: list[dict[str, Any]]) -> list[str]:
 
 
 async def check_thread_run_state_and_history(url: str, read_url: str,
-                                             served: tuple[str, ...] = (GRAPH_ID,)) -> None:
+                                             served: tuple[str, ...] = (GRAPH_ID, CHAT_GRAPH_ID)) -> None:
     """A run, then its state and history read back (from ``read_url``), then a second turn.
 
     ``served``: the graph ids the deployment serves (one assistant each).

@@ -1,0 +1,104 @@
+"""The questions a person answers about a run (the loop question, the budget check-in) in
+LangChain's human-in-the-loop format, the one chat UIs give buttons to.
+
+A question is a ``HITLRequest`` with one action: its ``name`` is what a UI shows as the
+panel's title, so it says why the run is asking ("Loop detected: search"); its
+``description`` says what each decision does; its ``args`` are the few values a person may
+edit. The answer is LangChain's ``{"decisions": [{"type": "approve" | "edit" | "reject",
+...}]}`` with one decision. Until 0.5 the answers of 0.3 (``{"action": ...}``, or an action
+name) are accepted too, with a ``DeprecationWarning`` (``legacy``).
+
+Example:
+    >>> request = one_action("Loop detected: search", {"hint": ""}, "What to do.")
+    >>> request["review_configs"]
+    [{'action_name': 'Loop detected: search', 'allowed_decisions': ['approve', 'edit', 'reject']}]
+    >>> the_decision({"decisions": [{"type": "approve"}]}, "loop question")
+    {'type': 'approve'}
+    >>> the_decision({"action": "stop"}, "loop question") is None  # 0.3's shape
+    True
+    >>> whole_number("20,000", "tokens")
+    20000
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from langchain.agents.middleware.human_in_the_loop import (
+    ActionRequest,
+    ApproveDecision,
+    DecisionType,
+    EditDecision,
+    HITLRequest,
+    RejectDecision,
+    ReviewConfig,
+)
+from pydantic import Discriminator
+from typing_extensions import TypedDict
+
+__all__ = ["DECISIONS", "Decisions", "is_decisions", "legacy", "one_action", "the_decision",
+           "whole_number"]
+
+DECISIONS: tuple[DecisionType, ...] = ("approve", "edit", "reject")
+"""The decisions a question takes (LangChain's, without ``respond``)."""
+
+
+class Decisions(TypedDict):
+    """A person's answer: one decision (LangChain's ``HITLResponse``)."""
+
+    decisions: list[Annotated[ApproveDecision | EditDecision | RejectDecision, Discriminator("type")]]
+
+
+def one_action(name: str, args: dict[str, Any], description: str) -> HITLRequest:
+    """A one-action ``HITLRequest``: approve, edit or reject the action ``name``."""
+    return HITLRequest(action_requests=[ActionRequest(name=name, args=args, description=description)],
+                       review_configs=[ReviewConfig(action_name=name,
+                                                    allowed_decisions=list(DECISIONS))])
+
+
+def is_decisions(value: Any) -> bool:
+    """Is this answer in the human-in-the-loop format (``{"decisions": [...]}``)?"""
+    return isinstance(value, Mapping) and "decisions" in value
+
+
+def the_decision(value: Any, what: str) -> dict[str, Any] | None:
+    """The one decision of a ``{"decisions": [...]}`` answer; None for another shape.
+
+    Raises:
+        ValueError: not exactly one decision, or one of an unknown type.
+    """
+    if not is_decisions(value):
+        return None
+    decisions = value["decisions"]
+    if not isinstance(decisions, list) or len(decisions) != 1 or not isinstance(decisions[0], Mapping):
+        raise ValueError(f"{what}: answer with {{'decisions': [one decision]}}, got {value!r}")
+    decision = dict(decisions[0])
+    if decision.get("type") not in DECISIONS:
+        raise ValueError(f"{what}: the decision's type must be one of {', '.join(DECISIONS)}, "
+                         f"got {decision.get('type')!r}")
+    return decision
+
+
+def legacy(what: str, value: Any) -> None:
+    """Warn that ``value`` is 0.3's answer shape (accepted until 0.5)."""
+    warnings.warn(f"{what}: the answer {value!r} is 0.3's shape, accepted until 0.5; answer with "
+                  "LangChain's human-in-the-loop decisions, {'decisions': [{'type': 'approve' | "
+                  "'edit' | 'reject', ...}]} (docs/deployment.md)", DeprecationWarning, stacklevel=4)
+
+
+def whole_number(value: Any, what: str) -> int:
+    """A whole number >= 1 from an edited value: a UI sends an edited number as text
+    (``"20000"``; ``,``, ``_`` and spaces between digits are taken).
+
+    Raises:
+        ValueError: not a whole number >= 1.
+    """
+    number: Any = value
+    if isinstance(value, str):
+        digits = value.strip().replace(",", "").replace("_", "").replace(" ", "")
+        number = int(digits) if digits.isdigit() else None
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise ValueError(f"{what} must be a whole number >= 1, got {value!r}")
+    return number
