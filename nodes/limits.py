@@ -69,7 +69,7 @@ from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, executed_calls, iteration_info
 from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, stop_instruction
 
-__all__ = ["BUDGET_ACTIONS", "MIN_FINAL_OUTPUT", "PRESSURE_SOURCE", "BudgetAnswer",
+__all__ = ["BUDGET_ACTIONS", "MAX_EXTENSION", "MIN_FINAL_OUTPUT", "PRESSURE_SOURCE", "BudgetAnswer",
            "BudgetQuestion", "CheckIn", "answer_room", "budget_guard", "budget_pressure_guard",
            "budget_question", "call_guard", "check_in", "check_limits", "count_tokens",
            "estimate_input", "estimate_tokens", "failed_rounds", "final_answer_room",
@@ -88,6 +88,9 @@ PRESSURE_SOURCE = "budget_pressure"
 
 BUDGET_ACTIONS = ("extend", "stop", "redirect")
 """What a person may answer when the budget checks in."""
+
+MAX_EXTENSION = 10**12
+"""The most tokens one answer at the budget may add (a checkpoint stores 64-bit integers)."""
 
 
 def _spent(state: LoopState) -> int:
@@ -357,9 +360,9 @@ class BudgetAnswer(BaseModel):
     wrong answer raises (``ValueError``) before anything is saved and the question stays
     open for a valid one.
 
-    ``{"action": "extend", "tokens": N}`` (N >= 1), ``{"action": "stop"}`` (or just
-    ``"stop"``), ``{"action": "redirect", "message": "..."}`` (with ``"tokens"`` too, to
-    extend the budget at once: a redirect alone adds to a call that did not fit).
+    ``{"action": "extend", "tokens": N}`` (1 <= N <= ``MAX_EXTENSION``), ``{"action": "stop"}``
+    (or just ``"stop"``), ``{"action": "redirect", "message": "..."}`` (with ``"tokens"`` too,
+    to extend the budget at once: a redirect alone adds to a call that did not fit).
 
     Example:
         >>> BudgetAnswer.model_validate({"action": "extend", "tokens": 5000}).tokens
@@ -376,7 +379,7 @@ class BudgetAnswer(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     action: Literal["extend", "stop", "redirect"]
-    tokens: int | None = Field(default=None, ge=1, strict=True)
+    tokens: int | None = Field(default=None, ge=1, le=MAX_EXTENSION, strict=True)
     message: str | None = None
 
     @model_validator(mode="before")
