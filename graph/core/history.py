@@ -3,7 +3,8 @@
 ``LoopGraph`` (what ``create_loop_agent`` returns; built as ``Pregel.copy`` builds copies,
 since LangGraph runs no user code before it saves an input) checks ``stream``/``astream``
 and ``update_state`` calls first: unknown keys, no user message, a resume of a thread not
-paused, an invalid ``context=`` are ``ValueError``s. A run's ``messages`` go through
+paused, a ``Command`` with nothing in it (``resume=None``), an invalid ``context=`` are
+``ValueError``s. A run's ``messages`` go through
 ``checked_messages``: merged with the stored thread as the messages channel would merge
 them, the result must keep the pairing rules (``core/messages.py``).
 
@@ -289,6 +290,12 @@ def resume_problem(stored: StateSnapshot | None, thread: Any) -> str | None:
             f"nothing was resumed or written. To go on, {how}.")
 
 
+EMPTY_COMMAND = ("resume: the Command carries no answer (resume=None, and no update or goto); "
+                 "nothing was resumed or written. Resume a pause with the answer it asks for "
+                 "(its __interrupt__ value says which, e.g. Command(resume={'decisions': "
+                 "[{'type': 'approve'}]})), or continue the thread with invoke(None, config).")
+
+
 def _as_list(messages: Any) -> list[Any]:
     return list(messages) if isinstance(messages, Sequence) and not isinstance(messages, str) else [messages]
 
@@ -358,6 +365,9 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
                  stored: StateSnapshot | None, saved: Sequence[ToolMessage]
                  ) -> tuple[Any, dict[str, Any]]:
         """The input and keywords the run starts with: checked (``ValueError``), repaired."""
+        if isinstance(input, Command) and input.resume is None and input.update is None \
+                and not input.goto:
+            raise ValueError(EMPTY_COMMAND)
         if isinstance(input, Command) and input.resume is not None:
             problem = resume_problem(stored, _thread(config))
             if problem is not None:
