@@ -16,7 +16,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from langgraph_loop import Approval, Limits, StopReason, create_loop_agent
-from langgraph_loop.middleware import TokenBudgetMiddleware
+from langgraph_loop.middleware import LoopDetectionMiddleware, TokenBudgetMiddleware
 from langgraph_loop.scripted import ScriptedChatModel
 
 PAGE = "result text " * 60
@@ -114,3 +114,33 @@ def test_create_agent_fails_on_an_empty_resume_inside_langgraph(
         assert agent.invoke(go(), config)["__interrupt__"]
         with pytest.raises(UnboundLocalError, match="resume_is_map"):
             agent.invoke(Command(resume=None), config)
+
+
+# --- 13. a tool output with a long run of digits before a time unit ------------------------------
+
+TIMINGS = iter(range(10**6))
+
+
+@tool
+def benchmark() -> str:
+    """Time the build (its output: a new 30,000-digit number of milliseconds every time)."""
+    return "took " + str(next(TIMINGS)).rjust(30_000, "9") + " ms"
+
+
+def _timing(messages: list[BaseMessage]) -> Any:
+    return [("benchmark", {})] if sum(m.type == "tool" for m in messages) < 6 else "It is slow."
+
+
+@pytest.mark.parametrize("door", ["graph", "middleware"])
+def test_a_huge_number_before_a_time_unit_is_a_result_like_any_other(
+        scripted: list[ScriptedChatModel], door: str) -> None:
+    model = ScriptedChatModel(default=_timing, no_tools_reply="It is slow; I stopped timing it.")
+    scripted.append(model)
+    agent = (create_loop_agent(model, [benchmark]) if door == "graph" else
+             create_agent(model, [benchmark], middleware=[LoopDetectionMiddleware()]))
+    result = agent.invoke(go())
+    # the same result but for its timing, three times over: the loop is stopped as for any
+    # output that differs only in its timings
+    assert result["stop_reason"] == StopReason.LOOP_DETECTED
+    assert result["messages"][-1].content == "It is slow; I stopped timing it."
+    assert sum(m.type == "tool" and m.status == "success" for m in result["messages"]) == 3
