@@ -26,7 +26,8 @@ role, a ToolMessage answering no open call, a system message not first, shared c
 
 A run on a thread that has a run in progress in this process (same checkpointer) is refused
 with ``ThreadBusyError``, nothing run or written: two runs at once would interleave their
-writes in one history.
+writes in one history. A stream its reader left (``break``) is closed first: at once in sync
+code, by the event loop a turn or two later in async code, and an async run waits for that.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -42,6 +43,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -322,27 +324,60 @@ _RUNNING: set[tuple[int, str, str]] = set()
 _RUNNING_LOCK = threading.Lock()
 
 
-def _claim(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | None:
-    """Mark the config's thread as running (None: no thread to guard), or ``ThreadBusyError``."""
+_CLOSING: set[tuple[int, str, str]] = set()
+"""The running threads whose async run is being closed (its reader left it: ``_astream``)."""
+
+ABANDONED_TURNS = 3
+"""Event-loop turns an async run waits for a busy thread's run to start closing: the loop
+closes an async generator its reader left (``break``) one or two turns later, where Python
+closes a sync one at once."""
+
+
+def _key(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | None:
+    """The config's thread under this checkpointer (None: no thread to guard)."""
     thread = _thread(config)
     if thread is None or not isinstance(saver, BaseCheckpointSaver):
         return None
     namespace = str(((config or {}).get("configurable") or {}).get("checkpoint_ns") or "")
-    key = (id(saver), str(thread), namespace)
+    return (id(saver), str(thread), namespace)
+
+
+def _claim(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | None:
+    """Mark the config's thread as running (None: no thread to guard), or ``ThreadBusyError``."""
+    key = _key(saver, config)
+    if key is None:
+        return None
     with _RUNNING_LOCK:
         if key in _RUNNING:
             raise ThreadBusyError(
-                f"thread {thread!r} already has a run in progress in this process; nothing was "
+                f"thread {key[1]!r} already has a run in progress in this process; nothing was "
                 "run or written. Wait for that run to end before starting another on this "
                 "thread, or use another thread_id.")
         _RUNNING.add(key)
     return key
 
 
+async def _aclaim(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | None:
+    """``_claim`` for an async run: a run its reader left is waited for while the event loop
+    closes it (``ABANDONED_TURNS`` for the close to start, then until it ends); a run still
+    read is a ``ThreadBusyError``."""
+    turns = 0
+    while True:
+        try:
+            return _claim(saver, config)
+        except ThreadBusyError:
+            if _key(saver, config) not in _CLOSING:
+                turns += 1
+                if turns > ABANDONED_TURNS:
+                    raise
+            await asyncio.sleep(0)
+
+
 def _release(key: tuple[int, str, str] | None) -> None:
     if key is not None:
         with _RUNNING_LOCK:
             _RUNNING.discard(key)
+            _CLOSING.discard(key)
 
 
 class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput]):
@@ -531,15 +566,23 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
             async for chunk in super().astream(input, config, **kwargs):
                 yield chunk
             return
-        key = _claim(self.checkpointer, config)
+        key = await _aclaim(self.checkpointer, config)
+        chunks: AsyncIterator[Any] | None = None
         try:
             stored = await self._astored(config)
             saved = await self._asaved(input, stored)
             input, kwargs = self._checked(input, config, kwargs, stored, saved)
-            async for chunk in super().astream(input, config, **kwargs):
+            chunks = super().astream(input, config, **kwargs)
+            async for chunk in chunks:
                 yield chunk
         finally:
-            _release(key)
+            if key is not None:
+                _CLOSING.add(key)
+            try:  # LangGraph's run ends before the thread is free (``yield from`` does it in sync)
+                if chunks is not None:
+                    await chunks.aclose()  # type: ignore[attr-defined]
+            finally:
+                _release(key)
 
     @classmethod
     def of(cls, graph: CompiledStateGraph[Any, Any, Any, Any],
