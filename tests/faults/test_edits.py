@@ -18,6 +18,7 @@ from langgraph.types import StateUpdate
 
 from langgraph_loop import StopReason, create_loop_agent
 from langgraph_loop.core.history import ThreadBusyError
+from langgraph_loop.middleware import LoopDetectionMiddleware
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.helpers import add, assert_valid_thread, thread
 
@@ -212,3 +213,60 @@ async def test_an_async_edit_while_an_async_run_is_in_progress_is_refused(tmp_pa
         go.set()
         assert (await first)["messages"][-1].content == "3"
         assert_valid_thread((await agent.aget_state(thread("abusy-edit"))).values["messages"])
+
+
+# --- 2. the detector judges an edited thread as it reads -------------------------------------------
+
+RUNS: dict[str, int] = {}
+
+
+def status(job: str) -> str:
+    """The status of a job."""
+    RUNS[job] = RUNS.get(job, 0) + 1
+    return f"{job}: pending"
+
+
+def _polling(messages: list[BaseMessage]) -> Any:
+    return [("status", {"job": "build"})] if sum(m.type == "tool" for m in messages) < 8 else "gave up"
+
+
+def _polling_agent(door: str, saver: Any) -> tuple[Any, ScriptedChatModel]:
+    model = ScriptedChatModel(default=_polling, no_tools_reply="The build is still pending.")
+    SCRIPTED.append(model)
+    if door == "graph":
+        return create_loop_agent(model, [status], checkpointer=saver), model
+    return create_agent(model, [status], checkpointer=saver,
+                        middleware=[LoopDetectionMiddleware()]), model
+
+
+def _texts(messages: list[BaseMessage]) -> list[tuple[str, str]]:
+    return [(m.type, repr([(c["name"], c["args"]) for c in m.tool_calls])
+             if isinstance(m, AIMessage) and m.tool_calls else str(m.content)) for m in messages]
+
+
+@pytest.mark.parametrize("door", ["graph", "middleware"])
+def test_an_edited_last_call_is_judged_as_the_thread_reads_whichever_agent_resumes(
+        saver: SqliteSaver, door: str) -> None:
+    """The third status call is rewritten (same message id) before it runs: the agent that made
+    the edit decides as a new agent resuming the thread does, on build, build, deploy, build..."""
+    seen: dict[str, Any] = {}
+    for resumer in ("same", "new"):
+        RUNS.clear()
+        agent, model = _polling_agent(door, saver)
+        tid = f"edit-{door}-{resumer}"
+        agent.invoke({"messages": [HumanMessage("is the build done?")]}, thread(tid),
+                     interrupt_before=["tools"])
+        for _ in range(2):
+            agent.invoke(None, thread(tid), interrupt_before=["tools"])
+        last = agent.get_state(thread(tid)).values["messages"][-1]
+        edited = last.model_copy(update={"tool_calls": [{**last.tool_calls[0], "args": {"job": "deploy"}}]})
+        agent.update_state(thread(tid), {"messages": [edited]})
+        asked = len(model.requests)
+        if resumer == "new":
+            agent, model = _polling_agent(door, saver)
+            asked = 0
+        result = agent.invoke(None, thread(tid))
+        seen[resumer] = (dict(RUNS), result["stop_reason"], [_texts(r) for r in model.requests[asked:]])
+    assert seen["same"] == seen["new"]
+    runs, stop, _ = seen["new"]
+    assert stop == StopReason.LOOP_DETECTED and runs == {"build": 3, "deploy": 1}
