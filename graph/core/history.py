@@ -555,13 +555,13 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         planned: list[list[StateUpdate]] = []
         for step in supersteps:
             planned.append([])
-            for values, as_node, task_id in step:
+            for given, as_node, task_id in step:
                 writer = as_node or writer
-                if not isinstance(values, Command):
-                    values = self._update(values, state.get("messages") or [])
-                values, goto = self._routed(values, writer, state)
-                planned[-1].append(StateUpdate(values, as_node, task_id) if goto is None else
-                                   StateUpdate(Command(update=values, goto=goto), writer, task_id))
+                checked = given if isinstance(given, Command) else self._update(
+                    given, state.get("messages") or [])
+                values, goto = self._routed(checked, writer, state)
+                routed: Any = values if goto is None else Command(update=values, goto=goto)
+                planned[-1].append(StateUpdate(routed, writer if goto is not None else as_node, task_id))
                 if isinstance(values, Mapping):
                     state = {**state, **values, "messages": add_messages(
                         state.get("messages") or [], _as_list(values.get("messages") or []))}

@@ -180,8 +180,8 @@ def test_an_edit_while_a_run_is_in_progress_is_refused(saver: SqliteSaver, how: 
     run.start()
     try:
         assert gate.entered.wait(10)
-        with pytest.raises(ThreadBusyError, match="'busy-edit' has a run in progress .* nothing "
-                                                  "was written"):
+        with pytest.raises(ThreadBusyError, match=r"'busy-edit' has a run in progress .* nothing "
+                                                  r"was written"):
             _update(agent, "busy-edit", {"messages": [HumanMessage("also: 2+2?")]}, how)
     finally:
         gate.go.set()
