@@ -4,20 +4,23 @@ an abandoned stream; each through every front door it concerns, beside ``create_
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from langgraph_loop import Approval, Limits, StopReason, create_loop_agent
 from langgraph_loop.middleware import LoopDetectionMiddleware, TokenBudgetMiddleware
 from langgraph_loop.scripted import ScriptedChatModel
+from tests.faults.support import assert_valid, text_of
 
 PAGE = "result text " * 60
 
@@ -144,3 +147,108 @@ def test_a_huge_number_before_a_time_unit_is_a_result_like_any_other(
     assert result["stop_reason"] == StopReason.LOOP_DETECTED
     assert result["messages"][-1].content == "It is slow; I stopped timing it."
     assert sum(m.type == "tool" and m.status == "success" for m in result["messages"]) == 3
+
+
+# --- 1. approvals with loop detection: one result per call, no question about a refused call -------
+
+SHELL: Counter[str] = Counter()
+
+
+@tool
+def bash(cmd: str) -> str:
+    """Run a shell command."""
+    SHELL[cmd] += 1
+    return "build.log  src" if cmd == "ls" else f"Sat 12:0{SHELL[cmd]}"
+
+
+def _ls_then_date(parallel: bool = False) -> ScriptedChatModel:
+    """ls, date, ls, date, ... (ls always lists the same files; date changes); ``parallel``:
+    both in every reply."""
+    turns = iter([[("bash", {"cmd": "ls"}), ("bash", {"cmd": "date"})]] * 10 if parallel else
+                 [[("bash", {"cmd": "ls"})], [("bash", {"cmd": "date"})]] * 10)
+    return ScriptedChatModel(default=lambda messages: next(turns, "done"),
+                             no_tools_reply="The build has not changed.")
+
+
+def _reviewed(agent: Any, decide: Any) -> tuple[list[list[str]], list[BaseMessage]]:
+    """Run a thread to its end, answering each approval with ``decide(call)``; the calls each
+    question was about (each checked unanswered when asked), and the stored messages."""
+    config = thread()
+    out = agent.invoke(go(), config)
+    asked: list[list[str]] = []
+    while "__interrupt__" in out:
+        messages = agent.get_state(config).values["messages"]
+        reply = next(m for m in reversed(messages) if isinstance(m, AIMessage))
+        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+        requests = out["__interrupt__"][0].value["action_requests"]
+        calls = [c for c in reply.tool_calls if c["id"] not in answered]
+        assert [r["args"] for r in requests] == [c["args"] for c in calls]  # only open calls
+        asked.append([c["args"]["cmd"] for c in calls])
+        out = agent.invoke(Command(resume={"decisions": [decide(c) for c in calls]}), config)
+    return asked, agent.get_state(config).values["messages"]
+
+
+def _one_result_each(messages: list[BaseMessage]) -> None:
+    results = Counter(m.tool_call_id for m in messages if isinstance(m, ToolMessage))
+    calls = [c["id"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls]
+    assert results == Counter(calls), "every call keeps exactly one result"
+    assert_valid(messages)
+
+
+def approve(call: Any) -> dict[str, Any]:
+    return {"type": "approve"}
+
+
+def test_a_refused_call_is_not_asked_about_and_the_doors_agree(
+        scripted: list[ScriptedChatModel]) -> None:
+    seen: dict[str, Any] = {}
+    for door in ("create_agent", "middleware", "graph"):
+        SHELL.clear()
+        model = _ls_then_date()
+        scripted.append(model)
+        if door == "graph":
+            agent = create_loop_agent(model, [bash], checkpointer=InMemorySaver(),
+                                      approval=Approval(tools=["bash"]))
+        else:
+            agent = create_agent(model, [bash], checkpointer=InMemorySaver(), middleware=[
+                *([LoopDetectionMiddleware()] if door == "middleware" else []),
+                HumanInTheLoopMiddleware(interrupt_on={"bash": True})])
+        asked, messages = _reviewed(agent, approve)
+        _one_result_each(messages)
+        seen[door] = (asked, dict(SHELL), [text_of(m.content) for m in messages
+                                           if isinstance(m, ToolMessage)])
+    # without the detector every call is asked about and runs
+    assert seen["create_agent"][1] == {"ls": 10, "date": 10}
+    # with it: the fourth ls is refused (not run, nobody asked), the fifth stops the run
+    asked, runs, results = seen["middleware"]
+    assert runs == {"ls": 3, "date": 4}
+    assert asked == [["ls"], ["date"]] * 3 + [["date"]]
+    assert results[6].startswith('Error: not run: bash({"cmd":"ls"})')
+    assert seen["middleware"] == seen["graph"]
+
+
+def test_a_refused_call_beside_another_keeps_one_result_whatever_the_person_decides(
+        scripted: list[ScriptedChatModel]) -> None:
+    """A refused call in a reply with a call that runs is answered when the tools run, so the
+    person's answer about it (asked with the reply's other calls) is its one result."""
+    for refused in ("approve", "reject"):
+        SHELL.clear()
+        model = _ls_then_date(parallel=True)
+        scripted.append(model)
+        agent = create_agent(model, [bash], checkpointer=InMemorySaver(), middleware=[
+            LoopDetectionMiddleware(), HumanInTheLoopMiddleware(interrupt_on={"bash": True})])
+
+        def decide(call: Any, refused: str = refused) -> dict[str, Any]:
+            fourth = call["args"]["cmd"] == "ls" and SHELL["ls"] == 3
+            return {"type": "reject", "message": "no"} if fourth and refused == "reject" else approve(call)
+
+        _, messages = _reviewed(agent, decide)
+        _one_result_each(messages)
+        assert SHELL["ls"] == 3
+        ls_results = [text_of(m.content) for m in messages if isinstance(m, ToolMessage)
+                      and m.tool_call_id in {c["id"] for a in messages if isinstance(a, AIMessage)
+                                             for c in a.tool_calls if c["args"]["cmd"] == "ls"}]
+        assert ls_results[:3] == ["build.log  src"] * 3
+        fourth = ("User rejected the tool call for `bash` with reason: no" if refused == "reject"
+                  else 'Error: not run: bash({"cmd":"ls"})')
+        assert ls_results[3].startswith(fourth)
