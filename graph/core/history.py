@@ -386,11 +386,13 @@ def _idle(saver: Any, config: RunnableConfig | None) -> None:
     """``ThreadBusyError`` if the config's thread has a run in progress in this process: an edit
     would land between two of its steps (a tool call and its result)."""
     key = _key(saver, config)
+    if key is None:
+        return
     with _RUNNING_LOCK:
-        busy = key is not None and key in _RUNNING
+        busy = key in _RUNNING
     if busy:
         raise ThreadBusyError(
-            f"thread {key[1]!r} has a run in progress in this process; update_state would write "  # type: ignore[index]
+            f"thread {key[1]!r} has a run in progress in this process; update_state would write "
             "between two of its steps (a tool call and its result); nothing was written. Edit "
             "the thread once the run has ended or is paused at an interrupt.")
 
