@@ -406,11 +406,12 @@ async def _aclaim(saver: Any, config: RunnableConfig | None) -> tuple[int, str, 
         try:
             return _claim(saver, config)
         except ThreadBusyError:
-            if _key(saver, config) not in _CLOSING:
+            closing = _key(saver, config) in _CLOSING
+            if not closing:
                 turns += 1
                 if turns > ABANDONED_TURNS:
                     raise
-            await asyncio.sleep(0)
+            await asyncio.sleep(0.001 if closing else 0)  # a close may wait for a tool: no spin
 
 
 def _release(key: tuple[int, str, str] | None) -> None:
