@@ -78,8 +78,8 @@ from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, executed_calls, iteration_info
 from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, person_stop, stop_instruction
 
-__all__ = ["BUDGET_ACTIONS", "BUDGET_ANSWER", "BUDGET_TEXT", "BUDGET_TITLE", "MIN_FINAL_OUTPUT",
-           "PRESSURE_SOURCE", "BudgetAnswer", "CheckIn", "answer_room", "budget_guard",
+__all__ = ["BUDGET_ACTIONS", "BUDGET_ANSWER", "BUDGET_TEXT", "BUDGET_TITLE", "MAX_EXTENSION",
+           "MIN_FINAL_OUTPUT", "PRESSURE_SOURCE", "BudgetAnswer", "CheckIn", "answer_room", "budget_guard",
            "budget_pressure_guard", "budget_question", "call_guard", "check_in", "check_limits",
            "count_tokens", "estimate_input", "estimate_tokens", "failed_rounds", "final_answer_room",
            "max_tokens_of", "parse_budget_answer", "pressure_due", "pressure_seen",
@@ -97,6 +97,9 @@ PRESSURE_SOURCE = "budget_pressure"
 
 BUDGET_ACTIONS = ("extend", "stop", "redirect")
 """0.3's answers at the budget check-in (``BudgetAnswer``), taken until 0.5."""
+
+MAX_EXTENSION = 10**12
+"""The most tokens one answer at the budget may add (a checkpoint stores 64-bit integers)."""
 
 
 def _spent(state: LoopState, settings: LoopSettings) -> int:
@@ -381,13 +384,25 @@ class BudgetAnswer(BaseModel):
     add ``message`` as theirs (and ``tokens``, if given).
 
     0.3's answers had this shape (``{"action": "extend", "tokens": N}``, ``"stop"``,
-    ``{"action": "redirect", "message": "..."}``); they are accepted until 0.5.
+    ``{"action": "redirect", "message": "..."}``); they are accepted until 0.5. An extension
+    is at most ``MAX_EXTENSION`` tokens.
+
+    Example:
+        >>> BudgetAnswer.model_validate({"action": "extend", "tokens": 5000}).tokens
+        5000
+        >>> BudgetAnswer.model_validate("stop").action
+        'stop'
+        >>> try:
+        ...     BudgetAnswer.model_validate({"action": "extend"})
+        ... except ValueError as exc:
+        ...     print("'extend' needs 'tokens'" in str(exc))
+        True
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     action: Literal["extend", "stop", "redirect"]
-    tokens: int | None = Field(default=None, ge=1, strict=True)
+    tokens: int | None = Field(default=None, ge=1, le=MAX_EXTENSION, strict=True)
     message: str | None = None
 
     @model_validator(mode="before")

@@ -1304,11 +1304,17 @@ def results_before(messages: Sequence[BaseMessage], end: int) -> list[ToolMessag
 
 
 class DetectorMemo:
-    """Detector states after each reply of a run (a bounded cache of a pure function)."""
+    """Detector states after each reply of a run (a bounded cache of a pure function).
+
+    An entry holds the reply object it was computed after and is used only for that object: a
+    thread edited by id (``update_state`` rewriting a reply) is read back from its checkpoint as
+    new objects, so the run is replayed from the thread as it reads then.
+    """
 
     def __init__(self, size: int = MEMO_SIZE) -> None:
         self.size = size
-        self._states: OrderedDict[tuple[str, str], tuple[LoopDetection, DetectorState]] = OrderedDict()
+        self._states: OrderedDict[tuple[str, str],
+                                  tuple[LoopDetection, DetectorState, BaseMessage]] = OrderedDict()
         self._lock = threading.Lock()
 
     def remember(self, run: Mapping[str, Any], ai: BaseMessage, config: LoopDetection,
@@ -1320,7 +1326,7 @@ class DetectorMemo:
         with self._lock:
             if key in self._states:
                 self._states.move_to_end(key)
-            self._states[key] = (config, state)
+            self._states[key] = (config, state, ai)
             while len(self._states) > self.size:
                 self._states.popitem(last=False)
 
@@ -1341,7 +1347,7 @@ class DetectorMemo:
         if run.get("id") is not None and messages[prev].id is not None:
             with self._lock:
                 hit = self._states.get((str(run["id"]), str(messages[prev].id)))
-            if hit is not None and (hit[0] is config or hit[0] == config):
+            if hit is not None and hit[2] is messages[prev] and (hit[0] is config or hit[0] == config):
                 return hit[1]
         return self._replay(messages, run, prev, config)
 

@@ -39,7 +39,7 @@ from langgraph_loop.nodes.limits import PRESSURE_SOURCE
 from langgraph_loop.nodes.loop_detection import Decision
 from langgraph_loop.nodes.loop_human import ask, began_at, checkpoint_before, evidence, first_cut, question
 
-__all__ = ["LoopDetector", "apply", "block_answers", "locate", "settle", "stop_answers"]
+__all__ = ["LoopDetector", "apply", "block_answer", "block_answers", "locate", "settle", "stop_answers"]
 
 
 def locate(decision: Decision, messages: Sequence[BaseMessage], request_id: Any) -> Decision:
@@ -85,9 +85,13 @@ def block_answers(ai: AIMessage, blocks: Mapping[str, str]) -> list[ToolMessage]
         [('error', 'f')]
     """
     names = {c.get("id"): c.get("name") for c in [*ai.tool_calls, *ai.invalid_tool_calls]}
-    return [ToolMessage(text, tool_call_id=i, name=names.get(i), status="error",
-                        additional_kwargs={"langgraph_loop": {"kind": BLOCKED_KIND}})
-            for i, text in blocks.items()]
+    return [block_answer(i, names.get(i), text) for i, text in blocks.items()]
+
+
+def block_answer(call_id: str, name: str | None, text: str) -> ToolMessage:
+    """The error ToolMessage that answers one blocked call (tagged: not a tool result)."""
+    return ToolMessage(text, tool_call_id=call_id, name=name, status="error",
+                       additional_kwargs={"langgraph_loop": {"kind": BLOCKED_KIND}})
 
 
 def stop_answers(ai: AIMessage, why: Guard) -> list[ToolMessage]:

@@ -203,10 +203,19 @@ def _clock_start(classes: bytes, at: int) -> int:
 
 
 def _digits_before(classes: bytes, end: int) -> int:
-    """Where the run of digits that ends at ``end`` begins."""
-    window = classes[end - 24 if end > 24 else 0:end]
-    kept = len(window.rstrip(b"0"))
-    return end - len(window) + kept if kept or end <= 24 else _digits_before(classes, end - 24)
+    """Where the run of digits that ends at ``end`` begins (read back 24 at a time, however long
+    the run).
+
+    Example:
+        >>> _digits_before(b"a" + b"0" * 30_000, 30_001)
+        1
+    """
+    while True:
+        window = classes[end - 24 if end > 24 else 0:end]
+        kept = len(window.rstrip(b"0"))
+        if kept or end <= 24:
+            return end - len(window) + kept
+        end -= 24
 
 
 def _duration_start(classes: bytes, at: int) -> int:

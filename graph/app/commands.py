@@ -58,11 +58,51 @@ __all__ = [
 ]
 
 
+DB_FIX = "pass --db the path of a SQLite file, or of a new one to create"
+
+
+def _check_place(path: Path) -> None:
+    """``path`` can be a file: ``UsageError`` if it is a folder or lies under a file."""
+    if path.is_dir():
+        raise UsageError(f"--db {path} is a folder, not a SQLite file; {DB_FIX}")
+    above = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if above is not None:
+        raise UsageError(f"--db {path} lies under {above}, which is a file, not a folder; {DB_FIX}")
+
+
+def _open_store(path: Path) -> sqlite3.Connection:
+    """A connection to the SQLite file at ``path`` (created with its folder), read once.
+
+    Raises:
+        UsageError: the path is a folder, lies under a file, or holds a file that is not a
+            SQLite database (one line naming it, exit 2).
+    """
+    _check_place(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--db {path}: its folder cannot be created ({exc.strerror}); "
+                         f"{DB_FIX}") from exc
+    try:
+        conn = sqlite3.connect(str(path), check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise UsageError(f"--db {path} cannot be opened ({exc}); {DB_FIX}") from exc
+    try:
+        conn.execute("PRAGMA schema_version")  # SQLite reads the file's header only now
+    except sqlite3.Error as exc:
+        conn.close()
+        raise UsageError(f"--db {path} is not a SQLite database ({exc}); {DB_FIX}") from exc
+    return conn
+
+
 @contextmanager
 def sqlite_saver(path: Path) -> Iterator[SqliteSaver]:
-    """The embedded default checkpointer: a SQLite file (created with its folder)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), check_same_thread=False)
+    """The embedded default checkpointer: a SQLite file (created with its folder).
+
+    Raises:
+        UsageError: ``path`` cannot hold one (``_open_store``).
+    """
+    conn = _open_store(path)
     try:
         yield SqliteSaver(conn)
     finally:
@@ -245,6 +285,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
 def show(args: argparse.Namespace, console: Console) -> int:
     """Print a stored thread: transcript, stop reason, per-iteration records, usage."""
 
+    _check_place(Path(args.db))
     if not Path(args.db).exists():
         raise UsageError(f"no thread store at {args.db}",
                          hint=f"`langgraph-loop run \"task\" --db {args.db}` creates it; "

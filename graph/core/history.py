@@ -2,10 +2,11 @@
 
 ``LoopGraph`` (what ``create_loop_agent`` returns; built as ``Pregel.copy`` builds copies,
 since LangGraph runs no user code before it saves an input) checks ``stream``/``astream``
-and ``update_state`` calls first: unknown keys, no user message, a resume of a thread not
-paused, an invalid ``context=`` are ``ValueError``s. A run's ``messages`` go through
-``checked_messages``: merged with the stored thread as the messages channel would merge
-them, the result must keep the pairing rules (``core/messages.py``).
+and ``update_state``/``bulk_update_state`` calls first: unknown keys, no user message, a
+resume of a thread not paused, a ``Command`` with nothing in it (``resume=None``), an invalid
+``context=`` are ``ValueError``s. A run's ``messages`` go through ``checked_messages``: merged
+with the stored thread as the messages channel would merge them, the result must keep the
+pairing rules (``core/messages.py``).
 
 Repaired, the same way every time (nothing is lost):
 
@@ -16,16 +17,23 @@ Repaired, the same way every time (nothing is lost):
   (``saved_answers``, from the checkpoint's task writes).
 
 ``update_state`` is checked the same way, without the fresh id (editing by id is its purpose),
-leaving the calls it ends on open for the tools. In both, removing an id the thread does not
-hold is a ``ValueError`` (as ``add_messages`` says it), and removing an AIMessage removes the
-ToolMessages of its calls with it (``resolve_removals``).
+leaving the calls it ends on open for the tools; ``bulk_update_state`` checks each update on
+the thread the ones before it leave (``update_state`` is one of them). In both, removing an id
+the thread does not hold is a ``ValueError`` (as ``add_messages`` says it), and removing an
+AIMessage removes the ToolMessages of its calls with it (``resolve_removals``). A reply
+written as the model with open calls on a finished thread reopens it: the calls run next, as
+under ``create_agent``.
 
 Rejected (a ``ValueError`` naming the input message, the rule; nothing written): an unknown
-role, a ToolMessage answering no open call, a system message not first, shared call ids.
+role, a ToolMessage answering no open call, a system message not first, shared call ids, the
+removal of a tool result whose call stays (remove the AIMessage too, or replace the result).
 
 A run on a thread that has a run in progress in this process (same checkpointer) is refused
 with ``ThreadBusyError``, nothing run or written: two runs at once would interleave their
-writes in one history.
+writes in one history; an edit then (``update_state``) is refused the same way: it would land
+between a call and its result. A stream its reader left (``break``) is closed first: at once
+in sync code, by the event loop a turn or two later in async code, and an async run waits for
+that.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -41,6 +49,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -57,7 +66,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command, StateSnapshot
+from langgraph.types import Command, StateSnapshot, StateUpdate
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.compat import checkpointer, last_writer, messages_delta_reducer
@@ -128,9 +137,28 @@ def checked_messages(value: Any, stored: Sequence[BaseMessage],
     merged = messages_delta_reducer(list(stored), [messages])
     wrong = [_explain(p, merged[p.at], where[id(merged[p.at])]) for p in pairing_problems(merged)
              if p.rule != "unanswered" and id(merged[p.at]) in where]
+    if any(isinstance(m, RemoveMessage) for m in given):
+        wrong += _results_removed(stored, merged)
     if wrong:
         raise ValueError(f"input: {'; '.join(wrong)}; nothing was written")
     return messages
+
+
+def _results_removed(stored: Sequence[BaseMessage], merged: Sequence[BaseMessage]) -> list[str]:
+    """The removals that leave a call the thread keeps without its stored result.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a")
+        >>> _results_removed([ai, ToolMessage("r", tool_call_id="c1", id="t")], [ai])[0][:46]
+        "removing tool message 't' leaves call 'c1' of "
+    """
+    results = {m.tool_call_id: m.id for m in stored if isinstance(m, ToolMessage)}
+    kept = {m.tool_call_id for m in merged if isinstance(m, ToolMessage)}
+    return [f"removing tool message {results[c]!r} leaves call {c!r} of AIMessage {m.id!r} without "
+            "a result (a provider rejects that); remove that AIMessage too (its results go with "
+            f"it), or replace the result: a ToolMessage with id {results[c]!r} answering {c!r}"
+            for m in merged for c in call_ids(m) if c in results and c not in kept]
 
 
 def saved_answers(writes: Iterable[Any], ids: Sequence[str]) -> list[ToolMessage]:
@@ -309,6 +337,12 @@ def resume_problem(stored: StateSnapshot | None, thread: Any) -> str | None:
             f"nothing was resumed or written. To go on, {how}.")
 
 
+EMPTY_COMMAND = ("resume: the Command carries no answer (resume=None, and no update or goto); "
+                 "nothing was resumed or written. Resume a pause with the answer it asks for "
+                 "(its __interrupt__ value says which, e.g. Command(resume={'decisions': "
+                 "[{'type': 'approve'}]})), or continue the thread with invoke(None, config).")
+
+
 def _as_list(messages: Any) -> list[Any]:
     return list(messages) if isinstance(messages, Sequence) and not isinstance(messages, str) else [messages]
 
@@ -335,27 +369,76 @@ _RUNNING: set[tuple[int, str, str]] = set()
 _RUNNING_LOCK = threading.Lock()
 
 
-def _claim(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | None:
-    """Mark the config's thread as running (None: no thread to guard), or ``ThreadBusyError``."""
+_CLOSING: set[tuple[int, str, str]] = set()
+"""The running threads whose async run is being closed (its reader left it: ``_astream``)."""
+
+ABANDONED_TURNS = 3
+"""Event-loop turns an async run waits for a busy thread's run to start closing: the loop
+closes an async generator its reader left (``break``) one or two turns later, where Python
+closes a sync one at once."""
+
+
+def _key(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | None:
+    """The config's thread under this checkpointer (None: no thread to guard)."""
     thread = _thread(config)
     if thread is None or not isinstance(saver, BaseCheckpointSaver):
         return None
     namespace = str(((config or {}).get("configurable") or {}).get("checkpoint_ns") or "")
-    key = (id(saver), str(thread), namespace)
+    return (id(saver), str(thread), namespace)
+
+
+def _claim(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | None:
+    """Mark the config's thread as running (None: no thread to guard), or ``ThreadBusyError``."""
+    key = _key(saver, config)
+    if key is None:
+        return None
     with _RUNNING_LOCK:
         if key in _RUNNING:
             raise ThreadBusyError(
-                f"thread {thread!r} already has a run in progress in this process; nothing was "
+                f"thread {key[1]!r} already has a run in progress in this process; nothing was "
                 "run or written. Wait for that run to end before starting another on this "
                 "thread, or use another thread_id.")
         _RUNNING.add(key)
     return key
 
 
+def _idle(saver: Any, config: RunnableConfig | None) -> None:
+    """``ThreadBusyError`` if the config's thread has a run in progress in this process: an edit
+    would land between two of its steps (a tool call and its result)."""
+    key = _key(saver, config)
+    if key is None:
+        return
+    with _RUNNING_LOCK:
+        busy = key in _RUNNING
+    if busy:
+        raise ThreadBusyError(
+            f"thread {key[1]!r} has a run in progress in this process; update_state would write "
+            "between two of its steps (a tool call and its result); nothing was written. Edit "
+            "the thread once the run has ended or is paused at an interrupt.")
+
+
+async def _aclaim(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | None:
+    """``_claim`` for an async run: a run its reader left is waited for while the event loop
+    closes it (``ABANDONED_TURNS`` for the close to start, then until it ends); a run still
+    read is a ``ThreadBusyError``."""
+    turns = 0
+    while True:
+        try:
+            return _claim(saver, config)
+        except ThreadBusyError:
+            closing = _key(saver, config) in _CLOSING
+            if not closing:
+                turns += 1
+                if turns > ABANDONED_TURNS:
+                    raise
+            await asyncio.sleep(0.001 if closing else 0)  # a close may wait for a tool: no spin
+
+
 def _release(key: tuple[int, str, str] | None) -> None:
     if key is not None:
         with _RUNNING_LOCK:
             _RUNNING.discard(key)
+            _CLOSING.discard(key)
 
 
 class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput]):
@@ -385,6 +468,9 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
                  stored: StateSnapshot | None, saved: Sequence[ToolMessage]
                  ) -> tuple[Any, dict[str, Any]]:
         """The input and keywords the run starts with: checked (``ValueError``), repaired."""
+        if isinstance(input, Command) and input.resume is None and input.update is None \
+                and not input.goto:
+            raise ValueError(EMPTY_COMMAND)
         if isinstance(input, Command) and input.resume is not None:
             problem = resume_problem(stored, _thread(config))
             if problem is not None:
@@ -398,7 +484,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         if resume and kept and (context is None or isinstance(context, Mapping)):
             kwargs = {**kwargs, "context": {**(context or {}), **kept}}  # the run's win
         if isinstance(input, Command) and input.update is not None:
-            input = replace(input, update=self._update(input.update, stored))
+            input = replace(input, update=self._update(input.update, _values(stored).get("messages") or []))
         if isinstance(input, Mapping):
             problem = input_problem(input, stored, self._accepted)
             if problem is not None:
@@ -457,32 +543,59 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         saved = await saver.aget_tuple(stored.config)
         return saved_answers(saved.pending_writes or [] if saved else [], missing)
 
-    def _update(self, values: Any, stored: StateSnapshot | None) -> Any:
-        """``update_state`` values with their messages checked (``checked_messages``) and their
-        removals resolved (``resolve_removals``: an unknown id is a ``ValueError``)."""
+    def _update(self, values: Any, messages: Sequence[BaseMessage]) -> Any:
+        """``update_state`` values with their messages checked against the thread's ``messages``
+        (``checked_messages``) and their removals resolved (``resolve_removals``: an unknown id is
+        a ``ValueError``)."""
         if not isinstance(values, Mapping) or "messages" not in values:
             return values
-        messages = _values(stored).get("messages") or []
         given = resolve_removals(messages, _as_list(values["messages"]))
         return {**values, "messages": checked_messages(given, messages, update=True)}
 
-    def _routed(self, values: Any, as_node: str | None, stored: StateSnapshot | None,
-                saved: CheckpointTuple | None) -> tuple[Any, str | None]:
-        """``update_state`` values as a node that takes its own edge (named, or the one LangGraph
-        infers from the stored checkpoint: ``compat.last_writer``) would write them: with the
-        edge taken on the state they make, as LangGraph takes a graph edge after an update (else
-        as they are)."""
-        writer = as_node
-        if writer is None and saved is not None:
-            writer = last_writer(saved.checkpoint.get("versions_seen") or {}, self.nodes)
+    def _routed(self, values: Any, writer: str | None, state: Mapping[str, Any]) -> tuple[Any, str | None]:
+        """``update_state`` values as ``writer`` would write them on a thread holding ``state``,
+        and the node to go to next when ``writer`` takes its own edge (else None).
+
+        A reply written as the model whose calls are open reopens a finished thread (its
+        ``stop_reason`` cleared, so the calls run, as under ``create_agent``); a node that
+        takes its own edge (``core/shape.py: take_edge``) takes it on the state the values
+        make, as LangGraph takes a graph edge after an update.
+        """
+        if not isinstance(values, Mapping) or not state:
+            return values, None
+        view = {**state, **values}
+        if "messages" in values:
+            view["messages"] = add_messages(state.get("messages") or [], _as_list(values["messages"]))
+            if writer == "model" and view.get("stop_reason") is not None \
+                    and unanswered_tail(view["messages"])[1]:
+                values = {**values, "stop_reason": None}
+                view["stop_reason"] = None
         route = self.own_edges.get(writer or "")
-        if route is None or isinstance(values, Command) or stored is None:
-            return values, as_node
-        view = {**_values(stored), **(values if isinstance(values, Mapping) else {})}
-        if isinstance(values, Mapping) and "messages" in values:
-            view["messages"] = add_messages(_values(stored).get("messages") or [],
-                                            _as_list(values["messages"]))
-        return Command(update=values, goto=route(view)), writer
+        return values, None if route is None else route(view)
+
+    def _planned(self, supersteps: Sequence[Sequence[StateUpdate]], stored: StateSnapshot | None,
+                 saved: CheckpointTuple | None) -> list[list[StateUpdate]]:
+        """``bulk_update_state``'s updates as they are written: each checked (``_update``) and
+        routed (``_routed``) on the thread as the updates before it leave it. An update without
+        ``as_node`` comes from the node LangGraph infers: the one that wrote last
+        (``compat.last_writer``), then the update before it."""
+        state = _values(stored)
+        writer = (last_writer(saved.checkpoint.get("versions_seen") or {}, self.nodes)
+                  if saved is not None else None)
+        planned: list[list[StateUpdate]] = []
+        for step in supersteps:
+            planned.append([])
+            for given, as_node, task_id in step:
+                writer = as_node or writer
+                checked = given if isinstance(given, Command) else self._update(
+                    given, state.get("messages") or [])
+                values, goto = self._routed(checked, writer, state)
+                routed: Any = values if goto is None else Command(update=values, goto=goto)
+                planned[-1].append(StateUpdate(routed, writer if goto is not None else as_node, task_id))
+                if isinstance(values, Mapping):
+                    state = {**state, **values, "messages": add_messages(
+                        state.get("messages") or [], _as_list(values.get("messages") or []))}
+        return planned
 
     def _checkpoint(self, stored: StateSnapshot | None) -> CheckpointTuple | None:
         saver = self.checkpointer
@@ -494,25 +607,27 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
             return None
         return await saver.aget_tuple(stored.config)
 
-    def update_state(self, config: RunnableConfig, values: Any, as_node: str | None = None,
-                     task_id: str | None = None) -> RunnableConfig:
-        """``CompiledStateGraph.update_state`` after the messages check (``ValueError``)."""
-        if not _is_subgraph(config):
-            stored = self._stored(config)
-            values = self._update(values, stored)
-            if self.own_edges:
-                values, as_node = self._routed(values, as_node, stored, self._checkpoint(stored))
-        return super().update_state(config, values, as_node, task_id)
+    def bulk_update_state(self, config: RunnableConfig,
+                          supersteps: Sequence[Sequence[StateUpdate]]) -> RunnableConfig:
+        """``CompiledStateGraph.bulk_update_state`` (and so ``update_state``) after the checks:
+        each update's messages (``ValueError``), no run in progress on the thread in this
+        process (``ThreadBusyError``); the updates as ``_planned`` writes them."""
+        if _is_subgraph(config):
+            return super().bulk_update_state(config, supersteps)
+        _idle(self.checkpointer, config)
+        stored = self._stored(config)
+        planned = self._planned(supersteps, stored, self._checkpoint(stored))
+        return super().bulk_update_state(config, planned)
 
-    async def aupdate_state(self, config: RunnableConfig, values: Any, as_node: str | None = None,
-                            task_id: str | None = None) -> RunnableConfig:
-        """Async ``update_state``."""
-        if not _is_subgraph(config):
-            stored = await self._astored(config)
-            values = self._update(values, stored)
-            if self.own_edges:
-                values, as_node = self._routed(values, as_node, stored, await self._acheckpoint(stored))
-        return await super().aupdate_state(config, values, as_node, task_id)
+    async def abulk_update_state(self, config: RunnableConfig,
+                                 supersteps: Sequence[Sequence[StateUpdate]]) -> RunnableConfig:
+        """Async ``bulk_update_state`` (and so ``aupdate_state``)."""
+        if _is_subgraph(config):
+            return await super().abulk_update_state(config, supersteps)
+        _idle(self.checkpointer, config)
+        stored = await self._astored(config)
+        planned = self._planned(supersteps, stored, await self._acheckpoint(stored))
+        return await super().abulk_update_state(config, planned)
 
     def stream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> Iterator[Any]:
@@ -548,15 +663,23 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
             async for chunk in super().astream(input, config, **kwargs):
                 yield chunk
             return
-        key = _claim(self.checkpointer, config)
+        key = await _aclaim(self.checkpointer, config)
+        chunks: AsyncIterator[Any] | None = None
         try:
             stored = await self._astored(config)
             saved = await self._asaved(input, stored)
             input, kwargs = self._checked(input, config, kwargs, stored, saved)
-            async for chunk in super().astream(input, config, **kwargs):
+            chunks = super().astream(input, config, **kwargs)
+            async for chunk in chunks:
                 yield chunk
         finally:
-            _release(key)
+            if key is not None:
+                _CLOSING.add(key)
+            try:  # LangGraph's run ends before the thread is free (``yield from`` does it in sync)
+                if chunks is not None:
+                    await chunks.aclose()  # type: ignore[attr-defined]
+            finally:
+                _release(key)
 
     @classmethod
     def of(cls, graph: CompiledStateGraph[Any, Any, Any, Any],

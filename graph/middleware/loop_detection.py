@@ -8,8 +8,12 @@ decision climbs the same ladder:
 - **warn**: a notice is queued in the thread's state (``loop_notices``) and delivered right
   before the next model call, after the tool results: one ``HumanMessage`` the model sees and
   the thread keeps (pairing intact), as in the graph;
-- **block**: the repeated call is answered with an error result instead of running (the
-  answer follows the reply at once; the reply's other calls run as usual);
+- **block**: the repeated call is answered with an error result instead of running. When it
+  was the reply's only call the answer follows the reply at once and the model is asked again
+  in the same step, so a middleware that asks a person about the reply's calls (LangChain's
+  ``HumanInTheLoopMiddleware``) never asks about a refused call; beside calls that run, it is
+  answered when the tools run (``wrap_tool_call``), one result per call whatever a person
+  decides about it;
 - **stop**: every call of the reply is answered with an error result, the model makes one
   last call with no tool use allowed (the tools stay defined, ``tool_choice`` none where the
   provider takes it) and the run ends on that answer; ``stop_reason`` (``"loop_detected"``)
@@ -64,9 +68,10 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     OmitFromInput,
     PrivateStateAttr,
+    ToolCallRequest,
 )
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.graph.message import add_messages
@@ -75,12 +80,19 @@ from langgraph.types import Command
 from langgraph_loop.core import prompts
 from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
-from langgraph_loop.core.messages import Notice, drain, notice_message, queue_notice, run_request
+from langgraph_loop.core.messages import (
+    Notice,
+    call_ids,
+    drain,
+    notice_message,
+    queue_notice,
+    run_request,
+)
 from langgraph_loop.core.state import emit
 from langgraph_loop.core.stop import Guard, StopReason, person_stop, stop_instruction
 from langgraph_loop.nodes.binding import none_choice
 from langgraph_loop.nodes.loop_detection import Decision, DecisionRecord, DetectorMemo, decide
-from langgraph_loop.nodes.loop_detector import block_answers, locate, stop_answers
+from langgraph_loop.nodes.loop_detector import block_answer, block_answers, locate, stop_answers
 from langgraph_loop.nodes.loop_human import ask, evidence, question, typed_instead
 from langgraph_loop.nodes.model import said_something, without_tool_calls
 
@@ -102,14 +114,17 @@ class LoopDetectionState(AgentState[Any]):
     """A stop waiting for a person (``ask_human``), about the newest reply."""
     loop_allowed: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
     """Loops a person let go on in this run: ``{"run": id, "allowed": {key: count}}``."""
+    loop_refused: NotRequired[Annotated[dict[str, str] | None, PrivateStateAttr]]
+    """The newest reply's refused calls that wait for the tools step: ``{call id: answer}``."""
 
 
 @dataclass
 class _Turn:
     """One model call as the middleware sees it: the request it sends (the queued notice
     added), that notice, the run (its request message), the thread as it stands (``messages``:
-    with a typed answer's writes applied) and what is written besides (``fixed``: those
-    writes, first)."""
+    with a typed answer's writes applied), what is written besides (``fixed``: those writes,
+    first), and the messages earlier calls of the same model step wrote (replies whose calls
+    were all refused)."""
 
     request: ModelRequest[Any]
     notice: HumanMessage | None
@@ -117,6 +132,7 @@ class _Turn:
     update: dict[str, Any]
     messages: list[BaseMessage]
     fixed: list[BaseMessage]
+    earlier: list[BaseMessage]
 
 
 def _run_of(state: Any, messages: Sequence[BaseMessage]) -> tuple[dict[str, Any], bool]:
@@ -145,6 +161,18 @@ def _response(result: ModelResponse[Any] | AIMessage) -> ModelResponse[Any]:
 def _reply_of(response: ModelResponse[Any]) -> AIMessage | None:
     """The reply among a response's messages (the first AIMessage)."""
     return next((m for m in response.result if isinstance(m, AIMessage)), None)
+
+
+def _all_refused(ai: AIMessage, decision: Decision) -> bool:
+    """Are all the reply's calls refused (nothing would run)?"""
+    return bool(decision.blocks) and all(i in decision.blocks for i in call_ids(ai))
+
+
+def _refusal(request: ToolCallRequest) -> ToolMessage | None:
+    """The refusal that answers this call (``loop_refused``), None for a call that runs."""
+    call = request.tool_call
+    text = (request.state.get("loop_refused") or {}).get(call.get("id"))  # type: ignore[union-attr]
+    return None if text is None else block_answer(str(call.get("id")), call.get("name"), text)
 
 
 class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
@@ -197,14 +225,15 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         return found
 
     # --- before the call --------------------------------------------------------------------
-    def _turn(self, request: ModelRequest[Any]) -> _Turn:
+    def _turn(self, request: ModelRequest[Any], earlier: _Turn | None = None) -> _Turn:
         """The request with this run's queued notice delivered (after the tool results); a
         message typed while the loop question was open taken as a redirect of the paused run
-        (``typed_instead``: its calls recorded as not run, the run and its window go on)."""
+        (``typed_instead``: its calls recorded as not run, the run and its window go on);
+        ``earlier``: the call before it in the same model step."""
         state = request.state
         messages: list[BaseMessage] = list(state.get("messages") or [])
-        update: dict[str, Any] = {}
-        fixed = (typed_instead(messages) if state.get("loop_question") else None) or []
+        update: dict[str, Any] = dict(earlier.update) if earlier is not None else {}
+        fixed = (typed_instead(messages) if earlier is None and state.get("loop_question") else None) or []
         if fixed:
             messages = _with(messages, fixed)
             request = request.override(messages=_with(list(request.messages), fixed))
@@ -217,7 +246,22 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
             update["loop_notices"] = []
         if first and state.get("loop_guard") is not None:  # the stop it wrote (not another's)
             update.update(stop_reason=None, loop_guard=None)  # a new run on the thread
-        return _Turn(request, notice, run, update, messages, fixed)
+        if state.get("loop_refused"):  # the refusals of the round before are answered
+            update["loop_refused"] = None
+        return _Turn(request, notice, run, update, messages, fixed,
+                     earlier.earlier if earlier is not None else [])
+
+    def _again(self, turn: _Turn, written: list[BaseMessage], update: dict[str, Any]) -> _Turn:
+        """The next call of the same model step, after a reply whose calls were all refused:
+        the request and the state with what that reply wrote (its refusals answered; a typed
+        answer's writes are in the thread already)."""
+        state: dict[str, Any] = dict(turn.request.state)
+        new = [m for m in written if all(m is not f for f in turn.fixed)]
+        sent: list[Any] = [*turn.request.messages, *(m for m in new if m is not turn.notice)]
+        stored: Any = {**state, **update, "messages": [*turn.messages, *new]}
+        request = turn.request.override(messages=sent, state=stored)
+        return self._turn(request, _Turn(request, None, turn.run, update, stored["messages"], [],
+                                         [*turn.earlier, *written]))
 
     # --- after the call ----------------------------------------------------------------------
     def _decide(self, turn: _Turn, ai: AIMessage | None) -> Decision | None:
@@ -238,8 +282,13 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         return (decision is not None and decision.guard is not None and decision.finding is not None
                 and self.config.ask_human and checkpointer(get_config()) is not None)
 
-    def _applied(self, turn: _Turn, response: ModelResponse[Any], decision: Decision | None) -> Result:
-        """What a call with no stop writes: the notice, the reply, blocks and warnings."""
+    def _written(self, turn: _Turn, response: ModelResponse[Any], decision: Decision | None
+                 ) -> tuple[list[BaseMessage], dict[str, Any]]:
+        """What a call with no stop writes: the notice, the reply, warnings, and blocks: the
+        refused calls answered at once when the reply has no other call (the model is asked
+        again in the same step), else when the tools run (``wrap_tool_call``), so another
+        middleware that asks a person about the reply's calls after the model (LangChain's
+        human-in-the-loop) never sees a refused call answered already."""
         ai = _reply_of(response)
         result = [*turn.fixed, *([turn.notice] if turn.notice is not None else []), *response.result]
         update = dict(turn.update)
@@ -248,7 +297,10 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
             if self._asks(decision):
                 update.update(loop_question=decision.record(), jump_to="model")
             if decision.blocks:
-                result += block_answers(ai, decision.blocks)
+                if _all_refused(ai, decision):
+                    result += block_answers(ai, decision.blocks)
+                else:
+                    update["loop_refused"] = dict(decision.blocks)
                 emit(runtime, {"event": "loop_block", "call_ids": list(decision.blocks),
                                "texts": list(decision.blocks.values())})
             queue = update.get("loop_notices", turn.request.state.get("loop_notices")) or []
@@ -260,7 +312,13 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
                                "count": warning.count, "text": warning.text})
             if decision.warnings:
                 update["loop_notices"] = queue
-        answer = ModelResponse(result=result, structured_response=response.structured_response)
+        return result, update
+
+    @staticmethod
+    def _result(turn: _Turn, written: list[BaseMessage], update: dict[str, Any],
+                structured: Any = None) -> Result:
+        """The model step's result: what earlier calls of the step wrote, then ``written``."""
+        answer = ModelResponse(result=[*turn.earlier, *written], structured_response=structured)
         return ExtendedModelResponse(answer, Command(update=update)) if update else answer
 
     # --- a stop ------------------------------------------------------------------------------
@@ -291,7 +349,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
                                     "guard": why})
         update = {**turn.update, "stop_reason": StopReason.LOOP_DETECTED.value, "loop_guard": why,
                   "loop_question": None}
-        return ExtendedModelResponse(ModelResponse(result=result), Command(update=update))
+        return self._result(turn, result, update)
 
     def _answered(self, turn: _Turn) -> tuple[Decision | None, Result | None]:
         """A stop that waited for a person: ask (``interrupt()``); continue → the reply's calls
@@ -330,13 +388,37 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         if asked is not None and asked.guard is not None:
             tail, final = self._final_request(turn, asked.ai, asked.guard)
             return self._stopped(turn, asked.ai, asked.guard, tail, (yield final), reply=[])
-        response = yield turn.request
-        ai = _reply_of(response)
-        decision = self._decide(turn, ai)
-        if decision is None or decision.guard is None or ai is None or self._asks(decision):
-            return self._applied(turn, response, decision)
-        tail, final = self._final_request(turn, ai, decision.guard)
-        return self._stopped(turn, ai, decision.guard, tail, (yield final), reply=response.result)
+        while True:
+            response = yield turn.request
+            ai = _reply_of(response)
+            decision = self._decide(turn, ai)
+            if decision is not None and decision.guard is not None and ai is not None \
+                    and not self._asks(decision):
+                tail, final = self._final_request(turn, ai, decision.guard)
+                return self._stopped(turn, ai, decision.guard, tail, (yield final),
+                                     reply=response.result)
+            written, update = self._written(turn, response, decision)
+            if ai is None or decision is None or self._asks(decision) or not _all_refused(ai, decision):
+                return self._result(turn, written, update, response.structured_response)
+            turn = self._again(turn, written, update)  # nothing to run: the model goes on
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """A call the detector refused is answered with its refusal instead of running."""
+        refused = _refusal(request)
+        return refused if refused is not None else handler(request)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """Async ``wrap_tool_call``."""
+        refused = _refusal(request)
+        return refused if refused is not None else await handler(request)
 
     def wrap_model_call(
         self,

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,3 +72,34 @@ def test_a_completed_run_exits_0_and_the_process_exit_code_is_the_stop(
                             text=True, timeout=120)
     assert looped.returncode == 15, looped.stdout + looped.stderr
     assert "stop_reason=loop_detected" in looped.stdout
+
+
+def _text_file(tmp_path: Path) -> tuple[Path, str]:
+    (tmp_path / "notes.txt").write_text("my notes, not a database\n")
+    return tmp_path / "notes.txt", "is not a SQLite database"
+
+
+def _folder(tmp_path: Path) -> tuple[Path, str]:
+    (tmp_path / "threads").mkdir()
+    return tmp_path / "threads", "is a folder, not a SQLite file"
+
+
+def _under_a_file(tmp_path: Path) -> tuple[Path, str]:
+    (tmp_path / "notes.txt").write_text("my notes\n")
+    return tmp_path / "notes.txt" / "t.sqlite", f"lies under {tmp_path / 'notes.txt'}, which is a file"
+
+
+@pytest.mark.parametrize("command", [["run", "Weather in Rome?"], ["show", "t1"], ["demo", "--offline"]])
+@pytest.mark.parametrize("where", [_text_file, _folder, _under_a_file])
+def test_a_db_that_cannot_be_a_sqlite_file_is_one_line_naming_it_and_exit_2(
+        live_env: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        command: list[str], where: Any) -> None:
+    db, says = where(tmp_path)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    code = main([*command, "--db", str(db)])
+    out = capsys.readouterr()
+    lines = (out.out + out.err).splitlines()
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith(f"error: --db {db} {says}") and "Traceback" not in lines[0]
+    assert live_env.requests == []  # nothing ran
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written

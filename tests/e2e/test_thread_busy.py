@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import BaseMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -92,3 +93,26 @@ def test_a_stream_left_unfinished_and_dropped_frees_the_thread(saver: SqliteSave
     for _ in agent.stream({"messages": [HumanMessage("1+2?")]}, thread("drop")):
         break  # the generator is dropped here
     assert agent.invoke(None, thread("drop"))["messages"][-1].content == "3"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_stream_left_with_break_does_not_block_the_next_message(mode: str) -> None:
+    """Issue 40.12: the reader leaves the stream after its first chunk and sends the next message
+    at once. A sync generator is closed right there; an async one by the event loop a turn or two
+    later, and the next message waits for that close instead of being refused."""
+    script = [[("add", {"a": 1, "b": 2})], "3", "Hello again."]
+    model = ScriptedChatModel(script=script)
+    agent = create_loop_agent(model, [add], checkpointer=InMemorySaver())
+    first = {"messages": [HumanMessage("1+2?")]}
+    if mode == "sync":
+        for _ in agent.stream(first, thread("left")):
+            break
+    else:
+        async for _ in agent.astream(first, thread("left")):
+            break
+    state = await agent.ainvoke({"messages": [HumanMessage("hello?")]}, thread("left"))
+    stored = (await agent.aget_state(thread("left"))).values["messages"]
+    assert state["messages"][-1].content == "3"  # the model's next reply, to the new message
+    assert [m.content for m in stored if m.type == "human"] == ["1+2?", "hello?"]
+    assert_valid_thread(stored)
+    assert len(model.requests) == 2
