@@ -158,12 +158,13 @@ SHELL: Counter[str] = Counter()
 def bash(cmd: str) -> str:
     """Run a shell command."""
     SHELL[cmd] += 1
-    return "build.log  src" if cmd == "ls" else f"Sat 12:0{SHELL[cmd]}"
+    return "build.log  src" if cmd == "ls" else f"Sat 12:0{SHELL[cmd] // 3}"  # moves at the 3rd date
 
 
 def _ls_then_date(parallel: bool = False) -> ScriptedChatModel:
-    """ls, date, ls, date, ... (ls always lists the same files; date changes); ``parallel``:
-    both in every reply."""
+    """ls, date, ls, date, ... (ls always lists the same files; date moves once, at its third
+    run: something changed before the fourth ls, so it is refused, and nothing since, so asking
+    for it again stops); ``parallel``: both in every reply."""
     turns = iter([[("bash", {"cmd": "ls"}), ("bash", {"cmd": "date"})]] * 10 if parallel else
                  [[("bash", {"cmd": "ls"})], [("bash", {"cmd": "date"})]] * 10)
     return ScriptedChatModel(default=lambda messages: next(turns, "done"),
