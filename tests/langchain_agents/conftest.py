@@ -6,7 +6,9 @@ collected; the others are ignored. Its modules import their helpers as ``tests.u
 stay as LangChain ships them. In every test module of the copy the name ``create_agent`` is
 rebound to ``create_loop_agent`` (``LANGCHAIN_AGENTS_ORIGINAL=1`` keeps LangChain's, to measure
 what passes there). A test listed in ``expected_failures.txt`` is a strict xfail: it must fail,
-and one that starts passing fails the run (``XPASS(strict)``) until its line is removed.
+and one that starts passing fails the run (``XPASS(strict)``) until its line is removed. Lines
+whose reason starts ``[env]`` fail on ``create_agent`` itself with some installed versions (the
+lowest or newest allowed): they may pass, and are reported as XPASS without failing the run.
 """
 
 from __future__ import annotations
@@ -80,8 +82,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if not ORIGINAL and module is not None and hasattr(module, "create_agent"):
             module.create_agent = create_loop_agent
         reason = EXPECTED.get(_local_id(item))
-        if reason is not None:
-            item.add_marker(pytest.mark.xfail(reason=reason, strict=True))
+        if reason is not None:  # "[env]": it fails on create_agent too with some installed versions
+            item.add_marker(pytest.mark.xfail(reason=reason, strict=not reason.startswith("[env]")))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -399,6 +399,7 @@ def test_an_edited_call_ends_the_run_as_the_tool_that_ran_says(
     edit = {"type": "edit", "edited_action": {"name": replacement, "args": {"x": "1"}}}
     final = agent.invoke(Command(resume={"decisions": [edit]}), thread)
     at = max(i for i, m in enumerate(final["messages"]) if isinstance(m, ToolMessage))
-    assert final["messages"][at].content.endswith(f"Executed instead: {replacement} with arguments "
-                                                  f"{{\"x\": \"1\"}}.\n\nTool response:\n{replacement} 1")
+    # the tool that ran answered (HumanInTheLoopMiddleware's wording around it varies by version)
+    assert final["messages"][at].name == replacement
+    assert final["messages"][at].content.endswith(f"{replacement} 1")
     assert sum(isinstance(m, AIMessage) for m in final["messages"][at + 1:]) == turns_after
