@@ -69,7 +69,7 @@ LAYERS: tuple[str, ...] = ("no_progress", "drift", "cycle", "repeat", "same_repl
 """Every detection layer, in the order their findings are ranked."""
 DEFAULT_LAYERS: tuple[str, ...] = ("no_progress", "same_reply", "per_tool", "text")
 """The layers on by default. Each earns its place on recorded runs of several kinds of work
-(``python -m benchmarks.real_traces --rivals``, docs/loop-detection.md): ``drift`` stopped batch
+(``python -m benchmarks.rivals``, docs/loop-detection.md): ``drift`` stopped batch
 work (one call per item, answered alike), and ``repeat`` and ``cycle`` add nothing the stuck-call
 layer does not stop first. A layer whose own settings are given is switched on with them."""
 
