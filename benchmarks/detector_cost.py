@@ -24,7 +24,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from benchmarks.systems import coding_output
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.nodes.loop_detection import DetectorMemo, Result, content_hash, decide
+from langgraph_loop.engine.detection import DetectorMemo, Result, content_hash, decide
 from langgraph_loop.scripted import ScriptedChatModel
 
 LENGTHS = (25, 250, 2500, 10000)  # from a full detection window (20) up

@@ -44,9 +44,9 @@ from pydantic import BaseModel, ConfigDict
 from benchmarks.systems import DeerFlowGuard
 from langgraph_loop import Iterations, Limits, LoopDetection, create_loop_agent
 from langgraph_loop.core.messages import BLOCKED_KIND, is_blocked, is_notice
+from langgraph_loop.engine.detection import observe
+from langgraph_loop.engine.text_loop import StreamText
 from langgraph_loop.middleware import LoopDetectionMiddleware
-from langgraph_loop.nodes.loop_detection import observe
-from langgraph_loop.nodes.stream_cut import StreamText
 from langgraph_loop.scripted import ScriptedChatModel
 
 END_OF_RECORDING, FINAL_ANSWER = "(end of the recorded run)", "(final answer without tools)"

@@ -59,9 +59,9 @@ from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopSt
 from langgraph_loop.core.streams import TransformerFactory, stream_transformers
 from langgraph_loop.nodes.approval import ApprovalNode, needs_approval
 from langgraph_loop.nodes.compaction import CompactionNode
+from langgraph_loop.nodes.hosted import HookNode, merged_schemas, middleware_end
 from langgraph_loop.nodes.judge import JudgeNode
 from langgraph_loop.nodes.loop_detector import LoopDetector
-from langgraph_loop.nodes.middleware import HookNode, merged_schemas, middleware_end
 from langgraph_loop.nodes.model import ModelNode
 from langgraph_loop.nodes.prepare import PrepareNode
 from langgraph_loop.nodes.respond import RespondNode, structured_due
@@ -172,7 +172,7 @@ def create_loop_agent(
         approval, compaction: decisions before gated tools run; summaries of old messages.
         hooks: the user's callbacks at points of the loop (``Hooks``), the tool filter included.
         middleware: LangChain ``AgentMiddleware`` run with ``create_agent``'s semantics (every
-            hook, ``state_schema``s, tools; ``nodes/middleware.py``); names must be distinct.
+            hook, ``state_schema``s, tools; ``nodes/hosted.py``); names must be distinct.
         response_format: a schema, ``ToolStrategy`` or ``ProviderStrategy``.
         state_schema: a TypedDict extending ``LoopState`` (tools' ``Command``s update it).
         context_schema: the user's runtime context type (override groups may sit beside it).

@@ -39,7 +39,7 @@ from langchain_core.tools import BaseTool
 from langgraph_loop.core.models import ChatRunnable, map_chat_models
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.structured import StructuredOutput
-from langgraph_loop.nodes.limits import max_tokens_of
+from langgraph_loop.engine.limits import max_tokens_of
 
 __all__ = ["COMPACTION", "FINAL_ANSWER", "JUDGE", "call_model", "final_model", "forbid_tools",
            "native_kwargs", "none_choice", "openai_compatible", "tagged"]

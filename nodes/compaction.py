@@ -2,7 +2,7 @@
 
 It runs before every model call. When the request the model is about to receive
 would exceed ``Compaction.max_tokens`` (counted with the model's own token counter
-when it has a working one, else a conservative estimate: ``nodes/limits.py``; the tools'
+when it has a working one, else a conservative estimate: ``graph/engine/limits.py``; the tools'
 schemas always estimated, as ``langchain-openai``'s counter ignores them), the oldest messages
 are replaced *in state* by one summary written by ``Compaction.summarizer`` (default:
 the agent's model; the call is tagged and named ``compaction``). Kept: a leading system
@@ -57,14 +57,14 @@ from langgraph_loop.core.state import (
     show_messages,
     usage_of,
 )
-from langgraph_loop.nodes.binding import COMPACTION, tagged
-from langgraph_loop.nodes.limits import (
+from langgraph_loop.engine.limits import (
     MIN_FINAL_OUTPUT,
     count_tokens,
     estimate_tokens,
     max_tokens_of,
     summary_room,
 )
+from langgraph_loop.nodes.binding import COMPACTION, tagged
 from langgraph_loop.nodes.model import build_request, estimate_usage
 
 __all__ = [

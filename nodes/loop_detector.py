@@ -1,7 +1,7 @@
 """The ``loop_detector`` node: it applies what the engine decided about a reply.
 
 The decision on a reply (the inner limits, the loop-detection layers, budget pressure) is a
-pure function of the engine (``nodes/loop_detection.py: decide``), computed once, by the
+pure function of the engine (``graph/engine/detection.py: decide``), computed once, by the
 ``model`` node right after the reply is recorded. When it acts, the model node keeps it in
 ``run["decision"]`` (plain values, checkpointed with the reply) and the edge after ``model``
 sends the run here; a clean reply goes straight to the tools. This node turns the decision
@@ -35,16 +35,16 @@ from langgraph_loop.core.messages import BLOCKED_KIND, Notice, call_ids, is_cut,
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, emit
 from langgraph_loop.core.stop import Guard, person_stop, stop_answer_text, stop_update
-from langgraph_loop.nodes.limits import PRESSURE_SOURCE
-from langgraph_loop.nodes.loop_detection import Decision
-from langgraph_loop.nodes.loop_human import ask, began_at, checkpoint_before, evidence, first_cut, question
+from langgraph_loop.engine.detection import Decision
+from langgraph_loop.engine.dialogue import ask, began_at, checkpoint_before, evidence, first_cut, question
+from langgraph_loop.engine.limits import PRESSURE_SOURCE
 
 __all__ = ["LoopDetector", "apply", "block_answer", "block_answers", "locate", "settle", "stop_answers"]
 
 
 def locate(decision: Decision, messages: Sequence[BaseMessage], request_id: Any) -> Decision:
     """A loop stop with where the loop began (the text layer's: the run's first cut reply):
-    the reply's message id and the checkpoint before it (``nodes/loop_human.py``)."""
+    the reply's message id and the checkpoint before it (``graph/engine/dialogue.py``)."""
     finding, why = decision.finding, decision.guard
     if why is None or (finding is None and why.get("layer") != "text"):
         return decision
@@ -59,7 +59,7 @@ def locate(decision: Decision, messages: Sequence[BaseMessage], request_id: Any)
 
 def settle(decision: Decision, state: LoopState, detection: LoopDetection | None) -> Decision:
     """A loop stop with where the loop began (``locate``); with ``ask_human``, what a human
-    decides (``interrupt()``; see ``nodes/loop_human.py``)."""
+    decides (``interrupt()``; see ``graph/engine/dialogue.py``)."""
     if decision.guard is None or detection is None:
         return decision
     messages = state.get("messages") or []

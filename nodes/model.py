@@ -12,8 +12,8 @@ Order of work in one step:
    tool filter picks the tools offered; the model is called; the reply gets the agent's
    ``name``; usage and the iteration's model-call count are recorded. A call LangChain
    streams anyway is streamed here while the ``text`` layer is on, and cut when its text
-   loops (``nodes/stream_cut.py``): the cut reply keeps its text, not its tool calls;
-4. the engine decides on the reply, once (``nodes/loop_detection.py: decide``: the inner
+   loops (``graph/engine/text_loop.py``): the cut reply keeps its text, not its tool calls;
+4. the engine decides on the reply, once (``graph/engine/detection.py: decide``: the inner
    limits, the loop layers, budget pressure); a decision that acts is kept in
    ``run["decision"]`` for the ``loop_detector`` node, which applies it.
 
@@ -76,8 +76,8 @@ from langgraph_loop.core.state import (
     usage_of,
 )
 from langgraph_loop.core.stop import Guard, guard, stop_instruction, stop_update
-from langgraph_loop.nodes.binding import FINAL_ANSWER, call_model, final_model, tagged
-from langgraph_loop.nodes.limits import (
+from langgraph_loop.engine.detection import DetectorMemo, decide
+from langgraph_loop.engine.limits import (
     BUDGET_ANSWER,
     MIN_FINAL_OUTPUT,
     budget_guard,
@@ -87,8 +87,8 @@ from langgraph_loop.nodes.limits import (
     skipped_answer,
     timeout_guard,
 )
-from langgraph_loop.nodes.loop_detection import DetectorMemo, decide
-from langgraph_loop.nodes.middleware import ModelCalls
+from langgraph_loop.nodes.binding import FINAL_ANSWER, call_model, final_model, tagged
+from langgraph_loop.nodes.hosted import ModelCalls
 from langgraph_loop.nodes.stream_cut import astream_reply, stream_reply
 
 __all__ = ["ModelNode", "build_request", "criteria_instruction", "estimate_usage",
@@ -284,7 +284,7 @@ class Call:
     fixed: list[BaseMessage] = field(default_factory=list)
     watch: bool = False
     """Stream the call to cut a runaway reply when LangChain would stream it anyway: the
-    ``text`` layer is on (``nodes/stream_cut.py``)."""
+    ``text`` layer is on (``graph/engine/text_loop.py``)."""
     whole: InitVar[bool] = True
 
     def __post_init__(self, whole: bool) -> None:
@@ -315,7 +315,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         self.memo = DetectorMemo()
         """The detector states of earlier replies (one memo per compiled graph)."""
         self.wrapped = ModelCalls(settings) if settings.hooked("wrap_model_call") else None
-        """The user's ``wrap_model_call`` middleware around the call (``nodes/middleware.py``)."""
+        """The user's ``wrap_model_call`` middleware around the call (``nodes/hosted.py``)."""
         self.route: Route | None = None
         """The edge after ``model``, when the node takes it itself (set by the builder;
         ``core/shape.py: take_edge``)."""

@@ -49,7 +49,7 @@ from langgraph_loop.core.state import (
     new_usage,
 )
 from langgraph_loop.core.stop import StopReason, limit_guard, stop_update
-from langgraph_loop.nodes.loop_human import typed_instead
+from langgraph_loop.engine.dialogue import typed_instead
 
 __all__ = ["PrepareNode", "folded_budget", "go_on", "question_open", "repair_dangling", "start_run"]
 

@@ -58,7 +58,7 @@ from langgraph_loop.core.state import (
     new_iteration,
 )
 from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, stop_update
-from langgraph_loop.nodes.limits import budget_pressure_guard, timeout_guard
+from langgraph_loop.engine.limits import budget_pressure_guard, timeout_guard
 from langgraph_loop.nodes.stall import new_work_by_iteration, stall_guard
 
 __all__ = ["RouterNode", "continuation_message", "continuation_text", "current_record", "decide",

@@ -56,9 +56,9 @@ from langgraph_loop.core.messages import cap_output, unanswered_tail
 from langgraph_loop.core.settings import LOOP_KEYS, LoopSettings
 from langgraph_loop.core.state import CallRecord, LoopState, emit, executed_calls, iteration_info
 from langgraph_loop.core.stop import StopReason, guard, limit_guard, stop_update
+from langgraph_loop.engine.detection import content_hash
 from langgraph_loop.nodes.approval import Reviewed, apply_review, mark_edited
-from langgraph_loop.nodes.loop_detection import content_hash
-from langgraph_loop.nodes.middleware import tool_call_wrappers
+from langgraph_loop.nodes.hosted import tool_call_wrappers
 
 __all__ = ["Outcome", "ToolsNode", "outcome_of", "plan_calls", "tool_error_text"]
 
@@ -318,7 +318,7 @@ class ToolsNode(Runnable[LoopState, Any]):
                              wrap_tool_call=wrap, awrap_tool_call=awrap)
 
     # ToolNode runs each call through ``wrap_tool_call``: the per-call work is done there
-    # (innermost, inside the user's wrap_tool_call middleware: ``nodes/middleware.py``).
+    # (innermost, inside the user's wrap_tool_call middleware: ``nodes/hosted.py``).
 
     def _per_call(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
         """``wrap_tool_call``: the tool runs on its own copy of its args; its answer is capped

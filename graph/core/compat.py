@@ -36,7 +36,7 @@ langchain-core 1.7) for one:
   config, async_api=...)`` asks it of the chat model a call runs first (through bindings and
   fallbacks; never for a retry, an LLM cache or a configurable model, where ``stream()`` would
   behave differently). The ``model`` node streams such a call itself to cut a runaway reply
-  (``nodes/stream_cut.py``).
+  (``graph/engine/text_loop.py``).
 
 - ``last_writer(versions_seen, nodes)``: the node ``update_state`` without ``as_node`` takes an
   update to come from, as LangGraph infers it: the one that saw the newest channel versions of

@@ -366,7 +366,7 @@ class LoopSettings:
     show_notices: bool = False
     """Give notices ids chat UIs render (default: ``do-not-render-`` ids, kept out of view)."""
     middleware: tuple[AgentMiddleware[Any, Any], ...] = ()
-    """The user's LangChain middleware (``nodes/middleware.py`` hosts it); its tools are in
+    """The user's LangChain middleware (``nodes/hosted.py`` hosts it); its tools are in
     ``tools``, first, as ``create_agent`` orders them."""
     _cache: dict[str, LoopSettings] = field(default_factory=dict, compare=False, repr=False)
 

@@ -124,7 +124,7 @@ class RunInfo(TypedDict, total=False):
     loop_allowed: dict[str, int]
     """Loops a human let go on (``LoopDetection.ask_human``): finding key → its count then."""
     decision: dict[str, Any]
-    """The engine's decision on the newest reply when it acts (``nodes/loop_detection.py``:
+    """The engine's decision on the newest reply when it acts (``graph/engine/detection.py``:
     ``DecisionRecord``), kept from the model node until the ``loop_detector`` node applies it."""
 
 

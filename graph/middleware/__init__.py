@@ -1,6 +1,6 @@
 """LangChain v1 middleware for teams that stay on ``create_agent``: the loop control of
-``create_loop_agent``, deciding with the same engine (``nodes/loop_detection.py``,
-``nodes/limits.py``).
+``create_loop_agent``, deciding with the same engine (``graph/engine/detection.py``,
+``graph/engine/limits.py``).
 
 Example:
     >>> from langchain.agents import create_agent

@@ -1,6 +1,6 @@
 """``LoopDetectionMiddleware``: the loop detector of ``create_loop_agent``, for ``create_agent``.
 
-The same engine (``nodes/loop_detection.py``) decides, over the same transcript, with the
+The same engine (``graph/engine/detection.py``) decides, over the same transcript, with the
 same ``LoopDetection`` configuration, as the graph's model node does: a call repeated without
 progress, a cycle, a runaway same reply, a per-tool cap, a reply whose text loops. Its
 decision climbs the same ladder:
@@ -22,14 +22,14 @@ decision climbs the same ladder:
 
 With ``LoopDetection(ask_human=True)`` and a checkpointer, a stop asks a person first, with
 the evidence (``interrupt()``: LangChain's human-in-the-loop request, titled ``Loop detected:
-<tool>``, as the graph asks it: ``nodes/loop_human.py``). The reply is kept and the run goes
+<tool>``, as the graph asks it: ``graph/engine/dialogue.py``). The reply is kept and the run goes
 back to the model node (``jump_to``), which asks before any model call, so a resume never
 calls the model twice for one reply: ``{"decisions": [{"type": "reject", "message": ...}]}``
 stops as above (the model reads the reason), ``approve`` runs the reply's calls, an ``edit``
 with ``{"hint": "..."}`` runs them and gives the model the hint as a notice. A new user
 message sent instead of an answer (a chat UI's placeholder answering the paused calls first)
 is a redirect of the paused run: the calls are recorded as not run and the run, with its
-detector window, goes on (``nodes/loop_human.py: typed_instead``).
+detector window, goes on (``graph/engine/dialogue.py: typed_instead``).
 
 Everything else happens inside the model call (``wrap_model_call``): a clean round costs no
 graph step. The detector's state is derived from the thread's messages since the run's
@@ -90,10 +90,10 @@ from langgraph_loop.core.messages import (
 )
 from langgraph_loop.core.state import emit
 from langgraph_loop.core.stop import Guard, StopReason, person_stop, stop_instruction
+from langgraph_loop.engine.detection import Decision, DecisionRecord, DetectorMemo, decide
+from langgraph_loop.engine.dialogue import ask, evidence, question, typed_instead
 from langgraph_loop.nodes.binding import none_choice
-from langgraph_loop.nodes.loop_detection import Decision, DecisionRecord, DetectorMemo, decide
 from langgraph_loop.nodes.loop_detector import block_answer, block_answers, locate, stop_answers
-from langgraph_loop.nodes.loop_human import ask, evidence, question, typed_instead
 from langgraph_loop.nodes.model import said_something, without_tool_calls
 
 __all__ = ["LoopDetectionMiddleware", "LoopDetectionState"]

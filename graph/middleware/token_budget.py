@@ -1,7 +1,7 @@
 """``TokenBudgetMiddleware``: the hard token budget of ``create_loop_agent``, for ``create_agent``.
 
 No request that would go over the budget is sent. Before every model call the same rule as
-the graph's model node decides (``nodes/limits.py``: ``call_guard``): the call goes out only
+the graph's model node decides (``graph/engine/limits.py``: ``call_guard``): the call goes out only
 if what is left of the run's budget covers it and a final answer after it. When it does not:
 
 - **stop** (the default): the model makes the final answer instead, with the stop notice
@@ -13,7 +13,7 @@ if what is left of the run's budget covers it and a final answer after it. When 
   run ends (the answer has no tool calls).
 - **check in** (``check_in=True``, needs a checkpointer): a person is asked first
   (``interrupt()``: LangChain's human-in-the-loop request ``Token budget reached: add more?``,
-  as the graph asks it, ``nodes/limits.py``), before any model call, and the run resumes with
+  as the graph asks it, ``graph/engine/limits.py``), before any model call, and the run resumes with
   ``Command(resume={"decisions": [decision]})``: approve adds the tokens offered, an edit the
   edited ``tokens`` (a UI may send the number as text), kept in the thread's state, and the
   call goes on if it fits now (else the person is asked again); reject stops as above (the
@@ -72,8 +72,7 @@ from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.messages import notice_message, run_request
 from langgraph_loop.core.state import emit
 from langgraph_loop.core.stop import Guard, StopReason, stop_instruction
-from langgraph_loop.nodes.binding import none_choice
-from langgraph_loop.nodes.limits import (
+from langgraph_loop.engine.limits import (
     BUDGET_ANSWER,
     MIN_FINAL_OUTPUT,
     answer_room,
@@ -83,6 +82,7 @@ from langgraph_loop.nodes.limits import (
     skipped_answer,
     spent_tokens,
 )
+from langgraph_loop.nodes.binding import none_choice
 from langgraph_loop.nodes.model import said_something, without_tool_calls
 
 __all__ = ["BudgetExtension", "TokenBudgetMiddleware", "TokenBudgetState"]

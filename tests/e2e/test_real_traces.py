@@ -18,7 +18,7 @@ from langchain_core.tools import tool
 
 from langgraph_loop import Iterations, Limits, LoopDetection, create_loop_agent
 from langgraph_loop.core.config import ArgPolicy
-from langgraph_loop.nodes.loop_detection import normalize
+from langgraph_loop.engine.detection import normalize
 from langgraph_loop.scripted import ScriptedChatModel
 
 REPO = Path(__file__).resolve().parents[2]

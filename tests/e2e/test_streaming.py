@@ -20,7 +20,7 @@ from langgraph_loop import Iterations, LoopDetection, StopReason, create_loop_ag
 from langgraph_loop.core.config import DEFAULT_LAYERS
 from langgraph_loop.core.messages import is_cut
 from langgraph_loop.core.prompts import CUT_REPLY
-from langgraph_loop.nodes.loop_detection import text_cut_text
+from langgraph_loop.engine.detection import text_cut_text
 from langgraph_loop.scripted import ScriptedChatModel, repeat
 from tests.helpers import add, thread
 from tests.support import anthropic_server as claude

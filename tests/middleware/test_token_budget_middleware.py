@@ -29,7 +29,7 @@ from langgraph_loop import (
     create_loop_agent,
 )
 from langgraph_loop.core.messages import is_notice, is_redirect
-from langgraph_loop.nodes.limits import MIN_FINAL_OUTPUT, estimate_input
+from langgraph_loop.engine.limits import MIN_FINAL_OUTPUT, estimate_input
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.helpers import add_tokens, asked_numbers, reject
 

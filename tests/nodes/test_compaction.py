@@ -19,6 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Overwrite
 
 from langgraph_loop import Compaction, StopReason, create_loop_agent
+from langgraph_loop.engine.limits import count_tokens
 from langgraph_loop.nodes.compaction import (
     SUMMARY_NAME,
     compaction_writes,
@@ -26,7 +27,6 @@ from langgraph_loop.nodes.compaction import (
     render,
     summary_message,
 )
-from langgraph_loop.nodes.limits import count_tokens
 from langgraph_loop.scripted import ScriptedChatModel
 
 # ---------------------------------------------------------------- pure decisions

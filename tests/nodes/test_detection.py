@@ -15,7 +15,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
 from langgraph_loop.core.config import DEFAULT_LAYERS, LAYERS, ArgPolicy, LoopDetection
-from langgraph_loop.nodes.loop_detection import (
+from langgraph_loop.engine.detection import (
     Observation,
     call_signature,
     cycle_of,

@@ -25,9 +25,8 @@ from langgraph_loop import (
 from langgraph_loop.core import state as nodes_records
 from langgraph_loop.core.messages import is_notice, is_redirect
 from langgraph_loop.core.prompts import BUDGET_PRESSURE as DEFAULT_PRESSURE_INSTRUCTION
-from langgraph_loop.nodes import limits as nodes_limits
-from langgraph_loop.nodes import prepare as nodes_prepare
-from langgraph_loop.nodes.limits import (
+from langgraph_loop.engine import limits as nodes_limits
+from langgraph_loop.engine.limits import (
     budget_pressure_guard,
     check_limits,
     pressure_due,
@@ -35,6 +34,7 @@ from langgraph_loop.nodes.limits import (
     run_budget,
     timeout_guard,
 )
+from langgraph_loop.nodes import prepare as nodes_prepare
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.helpers import add_tokens, asked_numbers, edit, reject
 
@@ -606,7 +606,7 @@ def test_run_budget_adds_what_a_person_granted() -> None:
 
 
 def test_check_in_applies_answers_in_order_until_the_call_fits_or_a_stop() -> None:
-    from langgraph_loop.nodes.limits import check_in
+    from langgraph_loop.engine.limits import check_in
     asked: list[Any] = []
 
     def person(*answers: Any) -> Any:
@@ -637,6 +637,6 @@ def test_check_in_applies_answers_in_order_until_the_call_fits_or_a_stop() -> No
                                    {"action": "redirect", "message": ""},
                                    {"action": "stop", "tokens": 1}, {"action": "stop", "why": 1}])
 def test_a_wrong_budget_answer_is_refused(wrong: Any) -> None:
-    from langgraph_loop.nodes.limits import parse_budget_answer
+    from langgraph_loop.engine.limits import parse_budget_answer
     with pytest.raises(ValueError):
         parse_budget_answer(wrong)

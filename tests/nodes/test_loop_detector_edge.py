@@ -12,7 +12,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_loop import LoopDetection, StopReason, create_loop_agent
-from langgraph_loop.nodes.loop_detection import DetectorMemo, observe, results_before
+from langgraph_loop.engine.detection import DetectorMemo, observe, results_before
 from langgraph_loop.scripted import ScriptedChatModel
 
 

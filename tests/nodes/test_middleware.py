@@ -1,4 +1,4 @@
-"""The user's middleware in the loop graph (``nodes/middleware.py``): the checks, what each hook
+"""The user's middleware in the loop graph (``nodes/hosted.py``): the checks, what each hook
 costs in graph steps, the loop's own controls beside it, and the pairing invariant on a jump."""
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from langchain_core.tools import tool
 
 from langgraph_loop import StopReason, create_loop_agent
 from langgraph_loop.core.messages import digest
-from langgraph_loop.nodes import loop_detection
-from langgraph_loop.nodes.loop_detection import _MARKUP, HASH_LEN, VOLATILE, content_hash, is_empty, normalize
+from langgraph_loop.engine import detection as loop_detection
+from langgraph_loop.engine.detection import _MARKUP, HASH_LEN, VOLATILE, content_hash, is_empty, normalize
 from langgraph_loop.scripted import ScriptedChatModel
 
 DATA = Path(__file__).parents[2] / "benchmarks" / "data"

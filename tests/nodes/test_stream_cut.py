@@ -1,4 +1,4 @@
-"""Cutting a runaway reply while it streams (``nodes/stream_cut.py``): how streamed text is read
+"""Cutting a runaway reply while it streams (``graph/engine/text_loop.py``): how streamed text is read
 (as the finished-reply check reads it), and the reply built from the chunks. Which calls are
 streamed (LangChain would stream them anyway) is ``core/compat.streams``, tested beside it; the
 loop through real clients and servers is in ``tests/e2e/test_streaming.py``."""
@@ -17,8 +17,8 @@ from langchain_core.messages import AIMessageChunk
 
 from langgraph_loop.core.messages import is_cut
 from langgraph_loop.core.prompts import CUT_REPLY
+from langgraph_loop.engine.text_loop import LINE, StreamText, TextLoop, build_reply, text_loop
 from langgraph_loop.nodes.model import without_tool_calls
-from langgraph_loop.nodes.stream_cut import LINE, StreamText, TextLoop, build_reply, text_loop
 
 RUNAWAY = "I will fix the typo now. " * 200
 CODE = "Here is the fix:\n```python\n" + "    print(row.name, row.size)\n" * 30 + "```\nDone.\n"

@@ -61,7 +61,7 @@ from langgraph_loop.core.messages import (
 )
 from langgraph_loop.core.questions import Decisions, legacy, one_action, the_decision
 from langgraph_loop.core.stop import Guard
-from langgraph_loop.nodes.loop_detection import Finding, result_text, sign_calls
+from langgraph_loop.engine.detection import Finding, result_text, sign_calls
 
 __all__ = ["ACTIONS", "ANSWER", "HISTORY_LIMIT", "QUESTION_TEXT", "QUESTION_TITLE", "LoopAnswer",
            "ask", "began_at", "checkpoint_before", "evidence", "first_cut", "parse_answer",

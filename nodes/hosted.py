@@ -10,7 +10,7 @@
   A request the middleware changed (model, tools, ``tool_choice``, ``response_format``,
   ``model_settings``) is bound as ``create_agent`` binds it; an unchanged one is bound as the
   loop binds it. The engine decides on the reply the chain returns. With a ``wrap_model_call``
-  middleware the call is not streamed by the loop (the text-loop cut of ``nodes/stream_cut.py``
+  middleware the call is not streamed by the loop (the text-loop cut of ``graph/engine/text_loop.py``
   is skipped; the other layers decide on the whole reply).
 - ``wrap_tool_call`` wraps each tool call in ``ToolNode``; the loop's own per-call work
   (argument copy, output cap, timing, in ``nodes/tools.py``) stays innermost, so a retry

@@ -4,7 +4,7 @@ same command that differ only there read alike.
 
 ``VOLATILE`` lists the rules and their placeholders, in the order ``normalize`` applies them;
 ``normalize`` gives what their substitutions in a row give, reading the text a few times at C
-speed (the comment above ``_ALIKE``). The loop detector (``nodes/loop_detection.py``: ``Result``,
+speed (the comment above ``_ALIKE``). The loop detector (``graph/engine/detection.py``: ``Result``,
 ``content_hash``) normalizes a result only when two results could still be equal once
 normalized, and then once (a memo). No rule's match holds a line break: normalization keeps a
 text's line count, which lets the detector tell most results apart without normalizing them.

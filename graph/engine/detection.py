@@ -12,7 +12,7 @@ lose their ``id`` (MCP adapters give every block of every result a fresh one), a
 parts of the text are replaced by placeholders: UUIDs, timestamps and clock times, ``0x``
 addresses, durations (``in 0.12s``), temp paths, prefixed ids (``toolu_…``, ``call_…``,
 ``msg_…``, MCP ``block_…``), epoch numbers, pids, the shell's line counter
-(``bash: line 36191:``), random seeds and Python object ids (``nodes/normalize.py``). A result
+(``bash: line 36191:``), random seeds and Python object ids (``graph/engine/normalize.py``). A result
 is compared as a text first (``Result``) and normalized, once (a memo), only when two results
 could still be equal once normalized: normalization keeps the line count, so results of
 different line counts never are. A result has *no content* when it holds nothing but markup,
@@ -35,7 +35,7 @@ and reasoning, fed line by line: a 50-character chunk seen 10 times, close toget
 last 5,000 characters. It reads prose only: code is skipped; tables, CSV rows, list items,
 separator rows, dividers and box drawing restart it unread (their lines loop when one comes
 10 times among 20); headings restart it. The rule lives beside the stream it watches
-(``nodes/stream_cut.py``: the ``model`` node feeds it while a reply streams); the text layer here
+(``graph/engine/text_loop.py``: the ``model`` node feeds it while a reply streams); the text layer here
 feeds it a finished reply.
 
 **The state** holds short hashes and small ints only, bounded by the windows:
@@ -87,7 +87,7 @@ repeated call is answered with an error saying why and not run; the run goes on)
 - **text**: the reply's own text repeats itself: a warning; a reply cut while it streamed gets
   a notice, and the run's second one stops.
 
-**The decision on a reply** (:func:`decide`): the inner limits first (``nodes/limits.py``:
+**The decision on a reply** (:func:`decide`): the inner limits first (``graph/engine/limits.py``:
 token budget, time, model calls, tool calls, graph steps, consecutive tool errors), then the
 layers, then whether the budget-pressure notice is due. The detector's state before the reply
 is derived from the run's transcript: ``DetectorMemo.state_before`` folds every earlier reply
@@ -141,10 +141,10 @@ from langgraph_loop.core.messages import (
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import Guard, guard
+from langgraph_loop.engine.limits import check_limits, pressure_due, tool_errors_guard
+from langgraph_loop.engine.normalize import VOLATILE, normalize
+from langgraph_loop.engine.text_loop import SHORTEST_LOOP, text_loop
 from langgraph_loop.nodes.approval import needs_approval
-from langgraph_loop.nodes.limits import check_limits, pressure_due, tool_errors_guard
-from langgraph_loop.nodes.normalize import VOLATILE, normalize
-from langgraph_loop.nodes.stream_cut import SHORTEST_LOOP, text_loop
 
 __all__ = [
     "MEMO_SIZE", "RANK", "TEXT_CUTS", "VOLATILE", "CallRecord", "Decision", "DetectorMemo",
@@ -157,7 +157,7 @@ __all__ = [
 
 
 # ============================================================================================
-# Results and calls: a result's identity (normalizing it: nodes/normalize.py), paths, signatures
+# Results and calls: a result's identity (normalizing it: graph/engine/normalize.py), paths, signatures
 # ============================================================================================
 
 HASH_LEN = 8  # hex digits: no collision in practice among the window's few dozen results
@@ -1194,7 +1194,7 @@ def text_loop_text() -> str:
 
 
 def text_cut_text() -> str:
-    """The notice after a reply was cut while it streamed (``nodes/stream_cut.py``)."""
+    """The notice after a reply was cut while it streamed (``graph/engine/text_loop.py``)."""
     return ("Loop warning: your last reply was cut off because it kept repeating the same text. "
             "Do not repeat it: look at what you already know, then take one concrete step or "
             "give your final answer. If your next reply repeats itself too, the run will be "
