@@ -24,7 +24,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from benchmarks.systems import coding_output
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.engine.detection import DetectorMemo, Result, content_hash, decide
+from langgraph_loop.engine.decision import DetectorMemo, decide
+from langgraph_loop.engine.detection import Result, content_hash
+from langgraph_loop.nodes.view import policy_of, run_view
 from langgraph_loop.scripted import ScriptedChatModel
 
 LENGTHS = (25, 250, 2500, 10000)  # from a full detection window (20) up
@@ -57,15 +59,14 @@ def measure(rounds: int, reps: int = 300) -> dict[str, Any]:
            "request_id": request.id}
     state: Any = {"pending_notices": [], "run": run, "iteration": 1,
                   "iteration_info": {"model_calls": 1}, "usage": {"total_tokens": 100}}
-    reply, end = messages[-1], len(messages) - 1  # the newest reply comes at ``end``
+    reply, policy = messages[-1], policy_of(settings)
+    view = run_view(state, settings, reply)
 
     def once() -> None:
-        decide(reply, messages, end, state, memo, detection=settings.loop_detection,  # type: ignore[arg-type]
-               settings=settings)
+        decide(reply, messages[:-1], view, policy, memo)
 
-    decide(messages[-3], messages, end - 2, state, memo,  # type: ignore[arg-type]
-           detection=settings.loop_detection, settings=settings)  # warms the memo, as the graph did
-    detector = memo.state_before(messages, end, run, settings.loop_detection)  # type: ignore[arg-type]
+    decide(messages[-3], messages[:-3], view, policy, memo)  # warms the memo, as the graph did
+    detector = memo.state_before(messages[:-1], view, policy.detection)  # type: ignore[arg-type]
     assert settings.loop_detection is not None
     assert len(detector["window"]) == min(settings.loop_detection.window, len(messages) // 2 - 1)
     samples = []

@@ -18,11 +18,8 @@ Every binding is made on each chat model inside a wrapper (``core/models.map_cha
 The loop's own calls are tagged and named (``tagged``) so a UI can tell them from the agent's:
 ``final_answer`` (the tools-free call after a stop), ``judge``, ``compaction`` (the summarizer).
 
-Example:
-    >>> from langgraph_loop.scripted import ScriptedChatModel
-    >>> from langchain_anthropic import ChatAnthropic
-    >>> none_choice(ScriptedChatModel()), none_choice(ChatAnthropic(model="m", api_key="k"))
-    ('none', {'type': 'none'})
+The final-answer call after a stop keeps the tools defined and forbids their use
+(``engine/final.py: forbid_tools``).
 """
 
 from __future__ import annotations
@@ -31,18 +28,18 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import merge_configs
 from langchain_core.tools import BaseTool
 
 from langgraph_loop.core.models import ChatRunnable, map_chat_models
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.structured import StructuredOutput
+from langgraph_loop.engine.final import forbid_tools
 from langgraph_loop.engine.limits import max_tokens_of
 
-__all__ = ["COMPACTION", "FINAL_ANSWER", "JUDGE", "call_model", "final_model", "forbid_tools",
-           "native_kwargs", "none_choice", "openai_compatible", "tagged"]
+__all__ = ["COMPACTION", "FINAL_ANSWER", "JUDGE", "call_model", "final_model", "native_kwargs",
+           "openai_compatible", "tagged"]
 
 FINAL_ANSWER = "final_answer"
 JUDGE = "judge"
@@ -59,40 +56,6 @@ def tagged(config: RunnableConfig, name: str) -> RunnableConfig:
         (['final_answer', 'mine'], 'final_answer')
     """
     return merge_configs(config, {"tags": [name], "run_name": name})
-
-_NONE_BY_PACKAGE: dict[str, Any] = {"langchain_anthropic": {"type": "none"}}
-"""``tool_choice`` "none" where a provider package spells it differently."""
-
-
-def none_choice(chat: Any) -> Any:
-    """The ``tool_choice`` that forbids tool use on this chat model (None: none known)."""
-    if not isinstance(chat, BaseChatModel):
-        return None  # a configurable model: the provider is chosen per run
-    if (chat.profile or {}).get("tool_choice") is False:
-        return None
-    return _NONE_BY_PACKAGE.get(type(chat).__module__.split(".")[0], "none")
-
-
-def _names_none(value: Any) -> bool:
-    """Does a bound ``tool_choice`` name a tool called none (``"none"`` misread)?"""
-    if isinstance(value, dict):
-        return value.get("name") == "none" or any(_names_none(v) for v in value.values())
-    return False
-
-
-def forbid_tools(chat: Any, tools: Sequence[Any], **kwargs: Any) -> Runnable[Any, Any]:
-    """``chat`` with ``tools`` defined and their use forbidden where it can be."""
-    choice = none_choice(chat)
-    if choice is not None:
-        try:
-            bound = chat.bind_tools(tools, tool_choice=choice, **kwargs)
-        except (NotImplementedError, ValueError, TypeError):
-            bound = None
-        misread = isinstance(bound, RunnableBinding) and _names_none(bound.kwargs.get("tool_choice"))
-        if bound is not None and not misread:
-            return bound  # type: ignore[no-any-return]
-    return chat.bind_tools(tools, **kwargs)  # type: ignore[no-any-return]
-
 
 def openai_compatible(chat: Any) -> bool:
     """Is ``chat`` an OpenAI-compatible chat model (``langchain_openai``'s ``BaseChatOpenAI``:

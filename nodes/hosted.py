@@ -73,7 +73,8 @@ from langgraph_loop.core.models import map_chat_models
 from langgraph_loop.core.settings import JUMP_TARGETS, LoopSettings, can_jump_to
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import StopReason, guard, stop_answer_text, stop_update
-from langgraph_loop.nodes.binding import native_kwargs, none_choice
+from langgraph_loop.engine.final import none_choice
+from langgraph_loop.nodes.binding import native_kwargs
 from langgraph_loop.nodes.respond import read_native_answer, read_tool_answer, structured_due
 
 __all__ = ["HookNode", "ModelCalls", "Reply", "merged_schemas", "middleware_end",

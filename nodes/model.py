@@ -26,18 +26,14 @@ Example:
     >>> state = {"messages": [HumanMessage("hi", id="h1")], "iteration": 1}
     >>> [m.type for m in build_request(state, s, [])]
     ['system', 'human']
-    >>> reply = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
-    >>> final = without_tool_calls(reply)
-    >>> final.tool_calls, final.response_metadata["langgraph_loop_dropped_tool_calls"][0]["name"]
-    ([], 'f')
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import InitVar, dataclass, field
 from functools import cached_property, partial
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
@@ -53,7 +49,6 @@ from langgraph_loop.core.compat import checkpointer, streams
 from langgraph_loop.core.messages import (
     PROGRESS_NAME,
     as_message,
-    call_label,
     drain,
     encodable,
     is_cut,
@@ -69,14 +64,14 @@ from langgraph_loop.core.state import (
     RunInfo,
     Usage,
     add_usage,
-    answer_text,
     ashow_messages,
     iteration_info,
     show_messages,
     usage_of,
 )
 from langgraph_loop.core.stop import Guard, guard, stop_instruction, stop_update
-from langgraph_loop.engine.detection import DetectorMemo, decide
+from langgraph_loop.engine.decision import DetectorMemo, decide
+from langgraph_loop.engine.final import said_something, without_tool_calls
 from langgraph_loop.engine.limits import (
     BUDGET_ANSWER,
     MIN_FINAL_OUTPUT,
@@ -90,9 +85,10 @@ from langgraph_loop.engine.limits import (
 from langgraph_loop.nodes.binding import FINAL_ANSWER, call_model, final_model, tagged
 from langgraph_loop.nodes.hosted import ModelCalls
 from langgraph_loop.nodes.stream_cut import astream_reply, stream_reply
+from langgraph_loop.nodes.view import policy_of, run_view
 
 __all__ = ["ModelNode", "build_request", "criteria_instruction", "estimate_usage",
-           "pick_tools", "progress_message", "system_message", "without_tool_calls"]
+           "pick_tools", "progress_message", "system_message"]
 
 
 # --- the request -----------------------------------------------------------------------------
@@ -166,79 +162,6 @@ def build_request(
 
 
 # --- replies ---------------------------------------------------------------------------------
-
-_CALL_BLOCKS = frozenset({"tool_use", "tool_call", "function_call"})
-"""Content-block types that carry a tool call (Anthropic, LangChain's standard, OpenAI Responses)."""
-
-
-def _without_call_blocks(content: Any, ids: Collection[Any]) -> Any:
-    """Block content without the blocks of the calls ``ids`` (text content as it is)."""
-    if isinstance(content, str):
-        return content
-    return [b for b in content if not (isinstance(b, dict) and b.get("type") in _CALL_BLOCKS
-                                       and (b.get("id") in ids or b.get("call_id") in ids))]
-
-
-_CALL_FINISH = {"finish_reason": ("tool_calls", "function_call", "stop"),
-                "stop_reason": ("tool_use", "end_turn")}
-"""Response metadata that says a reply ended on tool calls, and what it says without them."""
-
-
-def without_tool_calls(message: AIMessage, keep: Collection[str] = ()) -> AIMessage:
-    """The final answer as stored: tool calls it still asked for are not run, and their
-    content blocks go too (calls of the ``keep`` tools, the response format's output tools,
-    stay), with the provider's own record of them (``additional_kwargs`` ``tool_calls`` and
-    legacy ``function_call``; a ``finish_reason`` of ``tool_calls`` reads ``stop``).
-
-    Example:
-        >>> ai = AIMessage("done", additional_kwargs={"function_call": {"name": "f"}},
-        ...                response_metadata={"finish_reason": "function_call"})
-        >>> final = without_tool_calls(ai)
-        >>> final.additional_kwargs, final.response_metadata["finish_reason"]
-        ({}, 'stop')
-    """
-    kept = [c for c in message.tool_calls if c["name"] in keep]
-    legacy = not kept and "function_call" in message.additional_kwargs
-    if len(kept) == len(message.tool_calls) and not message.invalid_tool_calls and not legacy:
-        return message
-    dropped = ([dict(c) for c in message.tool_calls if c["name"] not in keep]
-               + [dict(c) for c in message.invalid_tool_calls])
-    kwargs = {k: v for k, v in message.additional_kwargs.items()
-              if k != "tool_calls" and not (k == "function_call" and not kept)}
-    metadata: dict[str, Any] = {**message.response_metadata}
-    if dropped:
-        metadata["langgraph_loop_dropped_tool_calls"] = dropped
-    for key, (*calls, ended) in _CALL_FINISH.items():
-        if not kept and metadata.get(key) in calls:
-            metadata[key] = ended
-    return message.model_copy(
-        update={
-            "content": _without_call_blocks(message.content, {c.get("id") for c in dropped}),
-            "tool_calls": kept,
-            "invalid_tool_calls": [],
-            "tool_call_chunks": [],
-            "additional_kwargs": kwargs,
-            "response_metadata": metadata,
-        }
-    )
-
-
-def said_something(final: AIMessage, reason: str | None) -> AIMessage:
-    """The final answer, or when it only asked for tools (dropped, ``without_tool_calls``)
-    the text that says so: a run never ends on an empty message.
-
-    Example:
-        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {"x": 1}, "id": "c1"}])
-        >>> said_something(without_tool_calls(ai), "loop_detected").content[:50]
-        '(No answer: the run stopped (loop_detected) and th'
-    """
-    dropped = final.response_metadata.get("langgraph_loop_dropped_tool_calls") or []
-    if not dropped or final.tool_calls or answer_text(final).strip():
-        return final
-    calls = ", ".join(call_label(c.get("name"), c.get("args")) for c in dropped)
-    return final.model_copy(update={"content": prompts.NO_FINAL_ANSWER.format(
-        reason=reason or "stopped", calls=calls)})
-
 
 def estimate_usage(request: Sequence[BaseMessage], reply: BaseMessage, model: Any = None) -> Usage:
     """Usage for models that report none (only used for token budgets): ``count_tokens``."""
@@ -468,15 +391,9 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
                                   "usage": add_usage(state.get("usage"), usage),
                                   "iteration_info": info}
         if not call.final:  # the engine's decision on the reply, once
-            messages = state.get("messages") or []
-            view: LoopState = {"run": run, "usage": update["usage"], "iteration_info": info,  # type: ignore[typeddict-item]
-                               "call_log": state.get("call_log") or []}
-            if "thread_budget" in state:
-                view["thread_budget"] = state["thread_budget"]
-            if "remaining_steps" in state:
-                view["remaining_steps"] = state["remaining_steps"]
-            decision = decide(reply, messages, len(messages), view, self.memo,
-                              detection=call.settings.loop_detection, settings=call.settings)
+            after = cast(LoopState, {**state, "run": run, "usage": update["usage"], "iteration_info": info})
+            view = run_view(after, call.settings, reply)
+            decision = decide(reply, state.get("messages") or [], view, policy_of(call.settings), self.memo)
             if decision is not None:
                 run = {**run, "decision": dict(decision.record())}
         if run is not state.get("run") and run != state.get("run"):

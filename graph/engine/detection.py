@@ -2,10 +2,9 @@
 
 Read top-down: **normalization** (what a result, a call and a reply's text say, for comparing
 them) → the detector's **state** (derived from the run's transcript, never checkpointed) →
-the **layers** → the **ladder** (warn → block → stop) → the **findings** and their texts → the
-**decision on a reply** (the inner limits, then the layers), computed once per reply by
-whoever made it: the graph's ``model`` node, or the middleware. No LangGraph types appear in
-the signatures: the inputs are messages, plain state mappings and ``LoopSettings``.
+the **layers** → the **ladder** (warn → block → stop) → the **findings** and their texts. The
+decision on a reply (the inner limits, then these layers) is ``engine/decision.py: decide``. No
+LangGraph types appear in the signatures: the inputs are messages and a ``LoopDetection``.
 
 **Results.** Two results are *the same* when their normalized text is equal: content blocks
 lose their ``id`` (MCP adapters give every block of every result a fresh one), and volatile
@@ -87,14 +86,9 @@ repeated call is answered with an error saying why and not run; the run goes on)
 - **text**: the reply's own text repeats itself: a warning; a reply cut while it streamed gets
   a notice, and the run's second one stops.
 
-**The decision on a reply** (:func:`decide`): the inner limits first (``graph/engine/limits.py``:
-token budget, time, model calls, tool calls, graph steps, consecutive tool errors), then the
-layers, then whether the budget-pressure notice is due. The detector's state before the reply
-is derived from the run's transcript: ``DetectorMemo.state_before`` folds every earlier reply
-of the run, and remembers the state after each (bounded, keyed by run id and reply id), so with
-the memo warm one decision costs one :func:`observe`, O(window), whatever the thread's length;
-a process that has not seen the run (a restart, another worker) replays it and gets the same
-state.
+**One step** (:func:`observe`): the detector's state after the previous reply, the new reply and
+the results before it → the state after it, and the findings. The state before a reply is
+derived from the run's transcript (``engine/decision.py: DetectorMemo``), never checkpointed.
 
 Example:
     >>> from langchain_core.messages import AIMessage, ToolMessage
@@ -121,11 +115,11 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from typing import Any, NotRequired
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from typing_extensions import TypedDict
 
 from langgraph_loop.core.config import LoopDetection
@@ -136,22 +130,17 @@ from langgraph_loop.core.messages import (
     is_blocked,
     is_cut,
     reply_text,
-    work_call_ids,
 )
-from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import Guard, guard
-from langgraph_loop.engine.limits import check_limits, pressure_due, tool_errors_guard
 from langgraph_loop.engine.normalize import VOLATILE, normalize
 from langgraph_loop.engine.text_loop import SHORTEST_LOOP, text_loop
-from langgraph_loop.nodes.approval import needs_approval
 
 __all__ = [
-    "MEMO_SIZE", "RANK", "TEXT_CUTS", "VOLATILE", "CallRecord", "Decision", "DetectorMemo",
+    "RANK", "TEXT_CUTS", "VOLATILE", "CallRecord",
     "DetectorState", "Finding", "LoopWarning", "Observation", "Response", "Result", "SignedCall", "absorb",
     "args_text", "block_text", "call_signature", "canonical_args", "content_hash", "cycle_of",
-    "decide", "is_empty", "normalize", "observe", "path_keys", "push", "response_sig",
-    "response_signature", "result_text", "results_before", "scaled", "sign_calls", "stop_guard",
+    "is_empty", "normalize", "observe", "path_keys", "push", "response_sig",
+    "response_signature", "result_text", "scaled", "sign_calls", "stop_guard",
     "text_cut", "text_cut_text", "text_loop_text", "text_stop_guard", "warning_text",
 ]
 
@@ -1274,202 +1263,3 @@ def stop_guard(f: Finding) -> Guard:
                  calls=list(f.calls), count=f.count, threshold=f.threshold, turns=f.seen,
                  progressing=f.progressing, rung="stop", began={"response": f.since},
                  detail=_detail(f))
-
-# ============================================================================================
-# The decision on a reply
-# ============================================================================================
-
-MEMO_SIZE = 4096
-"""Detector states a ``DetectorMemo`` remembers (one per reply; the oldest are dropped)."""
-
-
-def results_before(messages: Sequence[BaseMessage], end: int) -> list[ToolMessage]:
-    """The ToolMessages among ``messages[:end]`` after the last AIMessage there: the results
-    of the round before a reply that comes at ``end``.
-
-    Example:
-        >>> msgs = [AIMessage("a"), ToolMessage("r", tool_call_id="c"), AIMessage("b")]
-        >>> [m.content for m in results_before(msgs, 2)]
-        ['r']
-    """
-    out: list[ToolMessage] = []
-    for i in range(end - 1, -1, -1):  # no slice: that would copy the thread
-        msg = messages[i]
-        if isinstance(msg, ToolMessage):
-            out.append(msg)
-        elif isinstance(msg, AIMessage):
-            break
-    out.reverse()
-    return out
-
-
-class DetectorMemo:
-    """Detector states after each reply of a run (a bounded cache of a pure function).
-
-    An entry holds the reply object it was computed after and is used only for that object: a
-    thread edited by id (``update_state`` rewriting a reply) is read back from its checkpoint as
-    new objects, so the run is replayed from the thread as it reads then.
-    """
-
-    def __init__(self, size: int = MEMO_SIZE) -> None:
-        self.size = size
-        self._states: OrderedDict[tuple[str, str],
-                                  tuple[LoopDetection, DetectorState, BaseMessage]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def remember(self, run: Mapping[str, Any], ai: BaseMessage, config: LoopDetection,
-                 state: DetectorState) -> None:
-        """Remember the detector state after ``ai`` (a reply of the run ``run``)."""
-        if run.get("id") is None or ai.id is None:
-            return
-        key = (str(run["id"]), str(ai.id))
-        with self._lock:
-            if key in self._states:
-                self._states.move_to_end(key)
-            self._states[key] = (config, state, ai)
-            while len(self._states) > self.size:
-                self._states.popitem(last=False)
-
-    def state_before(self, messages: Sequence[BaseMessage], end: int, run: Mapping[str, Any],
-                     config: LoopDetection) -> DetectorState:
-        """The detector state after every reply of the run in ``messages[:end]``."""
-        request_id = run.get("request_id")
-        prev = None
-        for i in range(end - 1, -1, -1):  # the run's reply before ``end``
-            msg = messages[i]
-            if isinstance(msg, AIMessage):
-                prev = i
-                break
-            if request_id is not None and msg.id == request_id:
-                return {}
-        if prev is None:
-            return {}
-        if run.get("id") is not None and messages[prev].id is not None:
-            with self._lock:
-                hit = self._states.get((str(run["id"]), str(messages[prev].id)))
-            if hit is not None and hit[2] is messages[prev] and (hit[0] is config or hit[0] == config):
-                return hit[1]
-        return self._replay(messages, run, prev, config)
-
-    def _replay(self, messages: Sequence[BaseMessage], run: Mapping[str, Any], last: int,
-                config: LoopDetection) -> DetectorState:
-        """Fold every reply of the run up to ``last`` (inclusive), remembering each state."""
-        request_id = run.get("request_id")
-        start = next((i for i in range(last, -1, -1)
-                      if request_id is not None and messages[i].id == request_id), 0)
-        det: DetectorState = {}
-        for i in range(start, last + 1):
-            msg = messages[i]
-            if isinstance(msg, AIMessage):
-                det = observe(det, msg, results_before(messages, i), config,
-                              run.get("loop_allowed")).state
-                self.remember(run, msg, config, det)
-        return det
-
-
-class DecisionRecord(TypedDict, total=False):
-    """A decision that acts, as the run keeps it (``run["decision"]``) from the reply that
-    made it until the ``loop_detector`` node has applied it: plain values, checkpointed."""
-
-    guard: Guard
-    warnings: list[dict[str, Any]]
-    blocks: dict[str, str]
-    pressure: bool
-    finding: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What the engine concluded about the newest reply.
-
-    ``guard`` stops the run; ``warnings`` are queued; ``blocks`` answer calls (by id)
-    with an error instead of running them; ``pressure`` queues the budget-pressure notice;
-    ``finding`` is the loop finding behind a loop stop.
-    """
-
-    ai: AIMessage
-    guard: Guard | None = None
-    warnings: tuple[LoopWarning, ...] = ()
-    pressure: bool = False
-    blocks: Mapping[str, str] = field(default_factory=dict)
-    finding: Finding | None = None
-    allow: tuple[str, int] | None = None
-    """A human let the loop go on: its finding key and count (``run["loop_allowed"]``)."""
-    hint: str | None = None
-    """A human's hint, queued as a notice."""
-
-    def record(self) -> DecisionRecord:
-        """The decision as plain values (what ``run["decision"]`` keeps).
-
-        Example:
-            >>> d = Decision(AIMessage("x"), warnings=(LoopWarning("k", "text", "t", (), 1),))
-            >>> Decision.of(AIMessage("x"), d.record()) == d
-            True
-        """
-        out = DecisionRecord()
-        if self.guard is not None:
-            out["guard"] = self.guard
-        if self.warnings:
-            out["warnings"] = [asdict(w) for w in self.warnings]
-        if self.blocks:
-            out["blocks"] = dict(self.blocks)
-        if self.pressure:
-            out["pressure"] = True
-        if self.finding is not None:
-            out["finding"] = asdict(self.finding)
-        return out
-
-    @classmethod
-    def of(cls, ai: AIMessage, record: Mapping[str, Any]) -> Decision:
-        """The decision ``record`` keeps, about the reply ``ai``."""
-        found: dict[str, Any] | None = record.get("finding")
-        if found is not None:
-            found = {k: tuple(v) if isinstance(v, list) else v for k, v in found.items()}
-        return cls(ai, guard=record.get("guard"),
-                   warnings=tuple(LoopWarning(**{**w, "calls": tuple(w["calls"])})
-                                  for w in record.get("warnings") or ()),
-                   pressure=bool(record.get("pressure")), blocks=dict(record.get("blocks") or {}),
-                   finding=None if found is None else Finding(**found))
-
-
-def decide(ai: AIMessage, messages: Sequence[BaseMessage], end: int, state: LoopState,
-           memo: DetectorMemo, *, detection: LoopDetection | None,
-           settings: LoopSettings | None = None) -> Decision | None:
-    """The decision on the reply ``ai``: the inner limits, then the loop layers, then whether
-    the budget-pressure notice is due (computed once, where the reply is made); None when
-    there is nothing to do (a clean reply).
-
-    Args:
-        ai: the new reply.
-        messages: the transcript; ``messages[:end]`` is what came before ``ai``.
-        end: where ``ai`` comes in ``messages``.
-        state: the state with the reply recorded: ``run`` (its ``id``, ``request_id`` and
-            ``loop_allowed``), and what the limits read: ``usage``, ``iteration_info``,
-            ``call_log``, ``remaining_steps``.
-        memo: the detector states of earlier replies (``DetectorMemo``).
-        detection: the loop layers' configuration (None: off).
-        settings: the graph's settings, for its limits and budget (None: the loop layers
-            only, as ``LoopDetectionMiddleware`` decides).
-    """
-    run = state.get("run") or {}
-    pressure = False
-    if settings is not None:
-        gated = settings.approval is not None and needs_approval(ai, settings.approval)
-        has_calls = bool(work_call_ids(ai, settings.output_tools))  # a structured answer is text
-        why = check_limits(state, settings, has_calls=has_calls, gated=gated) or tool_errors_guard(
-            ai, messages, end, run.get("request_id"), settings.limits.max_tool_errors)
-        if why is not None:
-            return Decision(ai, guard=why)
-        pressure = settings.budget_pressure is not None and pressure_due(state, settings)
-    if detection is None:
-        return Decision(ai, pressure=True) if pressure else None
-    before = memo.state_before(messages, end, run, detection)
-    obs = observe(before, ai, results_before(messages, end), detection, run.get("loop_allowed"),
-                  calls=sign_calls(ai, detection))
-    memo.remember(run, ai, detection, obs.state)
-    if obs.stop is not None:
-        return Decision(ai, guard=obs.stop, finding=obs.finding)
-    if not (obs.warnings or obs.blocks or pressure):
-        return None
-    return Decision(ai, warnings=tuple(obs.warnings), pressure=pressure, blocks=obs.blocks)
-

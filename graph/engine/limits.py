@@ -1,5 +1,5 @@
-"""The inner limits as pure decisions: model calls, tool calls, time, graph steps, the token
-budget, budget pressure and consecutive tool errors.
+"""The inner limits as pure decisions: time, the token budget and its check-in, budget
+pressure and consecutive tool errors (the checks after a reply: ``engine/decision.py: limit_stop``).
 
 Each check returns a ``Guard`` (``core/stop.py``) saying why the run must stop, or None.
 
@@ -45,11 +45,7 @@ Example:
     >>> from langgraph_loop.core.config import BudgetPressure, Limits
     >>> s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=100),
     ...                        budget_pressure=BudgetPressure(threshold=0.8))
-    >>> check_limits({"usage": {"total_tokens": 150}}, s, has_calls=True)["reason"]
-    'token_budget'
     >>> timeout_guard({"run": {"started_at": 0.0}}, s, now=5.0) is None
-    True
-    >>> pressure_due({"usage": {"total_tokens": 80}, "run": {}}, s)
     True
     >>> budget_pressure_guard({"usage": {"total_tokens": 85}, "run": {"pressure_queued": True}}, s)
     {'guard': 'budget_pressure', 'reason': 'budget_pressure', 'threshold': 0.8, 'limit': 100, 'value': 85}
@@ -75,16 +71,43 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from langgraph_loop.core.messages import REDIRECT_KIND, is_blocked
 from langgraph_loop.core.questions import Decisions, legacy, one_action, the_decision, whole_number
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import LoopState, executed_calls, iteration_info
+from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, person_stop, stop_instruction
 
-__all__ = ["BUDGET_ACTIONS", "BUDGET_ANSWER", "BUDGET_TEXT", "BUDGET_TITLE", "MAX_EXTENSION",
-           "MIN_FINAL_OUTPUT", "PRESSURE_SOURCE", "BudgetAnswer", "CheckIn", "answer_room", "budget_guard",
-           "budget_pressure_guard", "budget_question", "call_guard", "check_in", "check_limits",
-           "count_tokens", "estimate_input", "estimate_tokens", "failed_rounds", "final_answer_room",
-           "max_tokens_of", "parse_budget_answer", "pressure_due", "pressure_seen",
-           "redirect_message", "run_budget", "skipped_answer", "spent_tokens", "suggested_tokens",
-           "summary_room", "timeout_guard", "tool_errors_guard"]
+__all__ = [
+    "BUDGET_ACTIONS",
+    "BUDGET_ANSWER",
+    "BUDGET_TEXT",
+    "BUDGET_TITLE",
+    "MAX_EXTENSION",
+    "MIN_FINAL_OUTPUT",
+    "PRESSURE_SOURCE",
+    "BudgetAnswer",
+    "CheckIn",
+    "answer_room",
+    "budget_guard",
+    "budget_pressure_guard",
+    "budget_question",
+    "budget_spent",
+    "call_guard",
+    "check_in",
+    "count_tokens",
+    "estimate_input",
+    "estimate_tokens",
+    "failed_rounds",
+    "final_answer_room",
+    "max_tokens_of",
+    "parse_budget_answer",
+    "pressure_seen",
+    "redirect_message",
+    "run_budget",
+    "skipped_answer",
+    "spent_tokens",
+    "suggested_tokens",
+    "summary_room",
+    "timeout_guard",
+    "tool_errors_guard",
+]
 
 MIN_FINAL_OUTPUT = 50
 """The least output room (tokens) worth a final-answer call under a token budget."""
@@ -102,7 +125,7 @@ MAX_EXTENSION = 10**12
 """The most tokens one answer at the budget may add (a checkpoint stores 64-bit integers)."""
 
 
-def _spent(state: LoopState, settings: LoopSettings) -> int:
+def budget_spent(state: LoopState, settings: LoopSettings) -> int:
     """Agent tokens the budget counts: this run's, plus the thread's earlier runs' when the
     budget is per thread (``Limits.budget_scope``)."""
     spent = int((state.get("usage") or {}).get("total_tokens", 0))
@@ -136,43 +159,18 @@ def run_budget(state: LoopState, settings: LoopSettings) -> int | None:
     return budget + extra
 
 
+def elapsed(state: LoopState, now: float | None = None) -> float | None:
+    """Seconds since the run started (None: not known)."""
+    started = (state.get("run") or {}).get("started_at")
+    return None if started is None else (time.time() if now is None else now) - started
+
+
 def timeout_guard(state: LoopState, settings: LoopSettings, now: float | None = None) -> Guard | None:
     """``timeout`` when the run's wall-clock cap is spent, else None (the one time check)."""
-    cap = settings.limits.max_duration_s
-    started = (state.get("run") or {}).get("started_at")
-    if cap is None or started is None:
+    cap, spent = settings.limits.max_duration_s, elapsed(state, now)
+    if cap is None or spent is None or spent < cap:
         return None
-    elapsed = (time.time() if now is None else now) - started
-    if elapsed < cap:
-        return None
-    return limit_guard(StopReason.TIMEOUT, cap, round(elapsed, 3))
-
-
-def check_limits(
-    state: LoopState,
-    settings: LoopSettings,
-    *,
-    has_calls: bool,
-    gated: bool = False,
-    now: float | None = None,
-) -> Guard | None:
-    """The first limit a model reply hits, or None (checked after every model call)."""
-    limits = settings.limits
-    budget = run_budget(state, settings)
-    if budget is not None and _spent(state, settings) > budget:
-        return limit_guard(StopReason.TOKEN_BUDGET, budget, _spent(state, settings))
-    timeout = timeout_guard(state, settings, now) if limits.max_duration_s is not None else None
-    if timeout is not None or not has_calls:
-        return timeout
-    calls = iteration_info(state).get("model_calls", 0)
-    if limits.max_model_calls is not None and calls >= limits.max_model_calls:
-        return limit_guard(StopReason.MAX_MODEL_CALLS, limits.max_model_calls, calls)
-    if limits.max_tool_calls is not None and executed_calls(state) >= limits.max_tool_calls:
-        return limit_guard(StopReason.MAX_TOOL_CALLS, limits.max_tool_calls, executed_calls(state))
-    remaining = state.get("remaining_steps")
-    if not settings.shape.can_continue_round(remaining, gated=gated):
-        return limit_guard(StopReason.STEP_LIMIT, "recursion_limit", remaining)
-    return None
+    return limit_guard(StopReason.TIMEOUT, cap, round(spent, 3))
 
 
 # --- counting tokens -------------------------------------------------------------------------
@@ -270,7 +268,7 @@ def estimate_input(request: Sequence[BaseMessage], model: Any = None) -> int:
 
 def _left(state: LoopState, settings: LoopSettings) -> int | None:
     budget = run_budget(state, settings)
-    return None if budget is None else budget - _spent(state, settings)
+    return None if budget is None else budget - budget_spent(state, settings)
 
 
 def _last_output(messages: Sequence[BaseMessage]) -> int:
@@ -313,8 +311,8 @@ def budget_guard(state: LoopState, settings: LoopSettings, request: Sequence[Bas
     budget = run_budget(state, settings)
     if budget is None:
         return None
-    return call_guard(request, state.get("messages") or [], budget=budget, spent=_spent(state, settings),
-                      model=settings.model)
+    return call_guard(request, state.get("messages") or [], budget=budget,
+                      spent=budget_spent(state, settings), model=settings.model)
 
 
 def answer_room(request: Sequence[BaseMessage], *, budget: int, spent: int, model: Any = None) -> int:
@@ -329,7 +327,7 @@ def final_answer_room(state: LoopState, settings: LoopSettings,
     budget = run_budget(state, settings)
     if budget is None:
         return None
-    return answer_room(request, budget=budget, spent=_spent(state, settings), model=settings.model)
+    return answer_room(request, budget=budget, spent=budget_spent(state, settings), model=settings.model)
 
 
 def skipped_answer(room: int) -> str:
@@ -593,14 +591,6 @@ def max_tokens_of(model: Any) -> tuple[bool, int | None]:
 
 # --- budget pressure -------------------------------------------------------------------------
 
-def pressure_due(state: LoopState, settings: LoopSettings) -> bool:
-    """True when the budget-pressure notice should be queued now (once per run)."""
-    pressure, budget = settings.budget_pressure, run_budget(state, settings)
-    if pressure is None or budget is None or (state.get("run") or {}).get("pressure_queued"):
-        return False
-    return _spent(state, settings) >= pressure.threshold * budget
-
-
 def pressure_seen(state: LoopState) -> bool:
     """The budget-pressure notice was queued in this run and has been delivered."""
     if not (state.get("run") or {}).get("pressure_queued"):
@@ -614,7 +604,7 @@ def budget_pressure_guard(state: LoopState, settings: LoopSettings) -> Guard | N
     if pressure is None or budget is None or not pressure_seen(state):
         return None
     return guard("budget_pressure", StopReason.BUDGET_PRESSURE, threshold=pressure.threshold,
-                 limit=budget, value=_spent(state, settings))
+                 limit=budget, value=budget_spent(state, settings))
 
 
 # --- consecutive tool errors ----------------------------------------------------------------

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, NotRequired, cast
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
@@ -77,7 +77,6 @@ from langgraph.config import get_config
 from langgraph.graph.message import add_messages
 from langgraph.types import Command
 
-from langgraph_loop.core import prompts
 from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
 from langgraph_loop.core.messages import (
@@ -85,16 +84,22 @@ from langgraph_loop.core.messages import (
     call_ids,
     drain,
     notice_message,
-    queue_notice,
     run_request,
 )
 from langgraph_loop.core.state import emit
-from langgraph_loop.core.stop import Guard, StopReason, person_stop, stop_instruction
-from langgraph_loop.engine.detection import Decision, DecisionRecord, DetectorMemo, decide
-from langgraph_loop.engine.dialogue import ask, evidence, question, typed_instead
-from langgraph_loop.nodes.binding import none_choice
-from langgraph_loop.nodes.loop_detector import block_answer, block_answers, locate, stop_answers
-from langgraph_loop.nodes.model import said_something, without_tool_calls
+from langgraph_loop.core.stop import Guard, StopReason, stop_instruction
+from langgraph_loop.engine.decision import (
+    Decision,
+    DecisionRecord,
+    DetectorMemo,
+    Policy,
+    RunView,
+    block_answer,
+    decide,
+    stop_answers,
+)
+from langgraph_loop.engine.dialogue import ask, typed_instead
+from langgraph_loop.engine.final import none_choice, said_something, without_tool_calls
 
 __all__ = ["LoopDetectionMiddleware", "LoopDetectionState"]
 
@@ -271,16 +276,17 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         messages = list(turn.messages)
         if turn.notice is not None:
             messages.append(turn.notice)
-        decision = decide(ai, messages, len(messages), {"run": turn.run},  # type: ignore[typeddict-item]
-                          self.memo, detection=self._detection(turn.request.tools))
+        view = RunView(id=turn.run["id"], request_id=turn.run["request_id"],
+                       allowed=turn.run["loop_allowed"])
+        decision = decide(ai, messages, view, Policy(detection=self._detection(turn.request.tools)),
+                          self.memo)
         if decision is not None and decision.guard is not None:
-            decision = locate(decision, [*messages, ai], turn.run["request_id"])
+            decision = decision.located([*messages, ai], turn.run["request_id"], get_config())
         return decision
 
     def _asks(self, decision: Decision | None) -> bool:
         """Does this stop go to a person first?"""
-        return (decision is not None and decision.guard is not None and decision.finding is not None
-                and self.config.ask_human and checkpointer(get_config()) is not None)
+        return decision is not None and decision.asks(self.config, checkpointer(get_config()) is not None)
 
     def _written(self, turn: _Turn, response: ModelResponse[Any], decision: Decision | None
                  ) -> tuple[list[BaseMessage], dict[str, Any]]:
@@ -298,20 +304,15 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
                 update.update(loop_question=decision.record(), jump_to="model")
             if decision.blocks:
                 if _all_refused(ai, decision):
-                    result += block_answers(ai, decision.blocks)
+                    result += decision.answers()
                 else:
                     update["loop_refused"] = dict(decision.blocks)
-                emit(runtime, {"event": "loop_block", "call_ids": list(decision.blocks),
-                               "texts": list(decision.blocks.values())})
             queue = update.get("loop_notices", turn.request.state.get("loop_notices")) or []
-            for warning in decision.warnings:
-                queue = queue_notice(queue, run=str(turn.run["id"]), key=f"loop:{warning.key}",
-                                     text=warning.text, source="loop")
-                emit(runtime, {"event": "loop_warning", "layer": warning.layer,
-                               "key": warning.key, "calls": list(warning.calls),
-                               "count": warning.count, "text": warning.text})
-            if decision.warnings:
-                update["loop_notices"] = queue
+            notices = decision.notices(str(turn.run["id"]), queue)
+            if notices != queue:
+                update["loop_notices"] = notices
+            for event in decision.events():
+                emit(runtime, event)
         return result, update
 
     @staticmethod
@@ -354,27 +355,21 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
     def _answered(self, turn: _Turn) -> tuple[Decision | None, Result | None]:
         """A stop that waited for a person: ask (``interrupt()``); continue → the reply's calls
         run (a hint is queued); stop → the decision to carry out. Nothing waiting: (None, None)."""
-        record = turn.request.state.get("loop_question")
+        record = cast("DecisionRecord | None", turn.request.state.get("loop_question"))
         messages = turn.messages
         ai = messages[-1] if messages else None
         if not record or turn.fixed or not isinstance(ai, AIMessage):
             return None, None
-        decision = Decision.of(ai, record)  # type: ignore[arg-type]
-        finding, why = decision.finding, decision.guard
-        assert finding is not None and why is not None
-        results = evidence(messages, turn.run["request_id"], finding,
-                           self._detection(turn.request.tools))
-        action, hint = ask(question(why, finding, results))  # validated before it is stored
-        if action == "stop":
-            return Decision(ai, guard={**why, "human": person_stop(hint)}), None  # type: ignore[typeddict-item]
-        allowed = dict(turn.run.get("loop_allowed") or {})
-        allowed[finding.key] = finding.count
+        decision = Decision.of(ai, record).settled(  # validated before it is stored
+            messages, turn.run["request_id"], self._detection(turn.request.tools), ask)
+        if decision.guard is not None:
+            return decision, None
         update = {**turn.update, "loop_question": None, "jump_to": "tools",
-                  "loop_allowed": {"run": turn.run["id"], "allowed": allowed}}
-        if hint is not None:
-            update["loop_notices"] = queue_notice([], run=str(turn.run["id"]), key="loop_hint",
-                                                  text=prompts.LOOP_HINT.format(hint=hint),
-                                                  source="human")
+                  "loop_allowed": {"run": turn.run["id"],
+                                   "allowed": decision.allowed(turn.run.get("loop_allowed"))}}
+        notices = decision.notices(str(turn.run["id"]))
+        if notices:
+            update["loop_notices"] = notices
         return None, ExtendedModelResponse(ModelResponse(result=[]), Command(update=update))
 
     # --- the hooks ---------------------------------------------------------------------------

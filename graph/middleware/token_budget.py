@@ -72,6 +72,7 @@ from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.messages import notice_message, run_request
 from langgraph_loop.core.state import emit
 from langgraph_loop.core.stop import Guard, StopReason, stop_instruction
+from langgraph_loop.engine.final import none_choice, said_something, without_tool_calls
 from langgraph_loop.engine.limits import (
     BUDGET_ANSWER,
     MIN_FINAL_OUTPUT,
@@ -82,8 +83,6 @@ from langgraph_loop.engine.limits import (
     skipped_answer,
     spent_tokens,
 )
-from langgraph_loop.nodes.binding import none_choice
-from langgraph_loop.nodes.model import said_something, without_tool_calls
 
 __all__ = ["BudgetExtension", "TokenBudgetMiddleware", "TokenBudgetState"]
 

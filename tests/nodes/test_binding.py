@@ -16,8 +16,8 @@ from pydantic import BaseModel
 
 from langgraph_loop import Iterations, LoopDetection, StopReason, create_loop_agent
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.nodes.binding import call_model, final_model, forbid_tools, none_choice
-from langgraph_loop.nodes.model import without_tool_calls
+from langgraph_loop.engine.final import forbid_tools, none_choice, without_tool_calls
+from langgraph_loop.nodes.binding import call_model, final_model
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.helpers import add, assert_valid_thread
 

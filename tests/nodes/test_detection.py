@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
 from langgraph_loop.core.config import DEFAULT_LAYERS, LAYERS, ArgPolicy, LoopDetection
+from langgraph_loop.engine.decision import block_answers
 from langgraph_loop.engine.detection import (
     Observation,
     call_signature,
@@ -23,7 +24,6 @@ from langgraph_loop.engine.detection import (
     response_signature,
     sign_calls,
 )
-from langgraph_loop.nodes.loop_detector import block_answers
 
 _IDS = itertools.count(1)
 Calls = Sequence[tuple[str, dict[str, Any]]]

@@ -26,15 +26,15 @@ from langgraph_loop.core import state as nodes_records
 from langgraph_loop.core.messages import is_notice, is_redirect
 from langgraph_loop.core.prompts import BUDGET_PRESSURE as DEFAULT_PRESSURE_INSTRUCTION
 from langgraph_loop.engine import limits as nodes_limits
+from langgraph_loop.engine.decision import decide, limit_stop
 from langgraph_loop.engine.limits import (
     budget_pressure_guard,
-    check_limits,
-    pressure_due,
     pressure_seen,
     run_budget,
     timeout_guard,
 )
 from langgraph_loop.nodes import prepare as nodes_prepare
+from langgraph_loop.nodes.view import policy_of, run_view
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.helpers import add_tokens, asked_numbers, edit, reject
 
@@ -69,6 +69,16 @@ def keep_going(_state: Any) -> bool:
 
 
 # --- pure decisions -----------------------------------------------------------------
+
+def check_limits(state: Any, settings: Any) -> Any:
+    """The limit a text reply hits in the graph's state ``state`` (``decide``'s first check)."""
+    return limit_stop(AIMessage("done"), [], run_view(state, settings), policy_of(settings))
+
+
+def pressure_due(state: Any, settings: Any) -> bool:
+    """Does ``decide`` queue the budget-pressure notice on a text reply in ``state``?"""
+    decision = decide(AIMessage("done"), [], run_view(state, settings), policy_of(settings))
+    return decision is not None and decision.pressure
 
 def test_pressure_due_once_per_run_at_threshold() -> None:
     from langgraph_loop.core.settings import LoopSettings
@@ -105,8 +115,8 @@ def test_budget_pressure_guard_needs_budget_and_config() -> None:
 def test_token_budget_is_exceeded_strictly() -> None:
     from langgraph_loop.core.settings import LoopSettings
     s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=100))
-    assert check_limits({"usage": {"total_tokens": 100}}, s, has_calls=False) is None
-    guard = check_limits({"usage": {"total_tokens": 101}}, s, has_calls=False)
+    assert check_limits({"usage": {"total_tokens": 100}}, s) is None
+    guard = check_limits({"usage": {"total_tokens": 101}}, s)
     assert guard == {"guard": "limits", "reason": "token_budget", "limit": 100, "value": 101}
 
 
@@ -600,8 +610,8 @@ def test_run_budget_adds_what_a_person_granted() -> None:
     from langgraph_loop.core.settings import LoopSettings
     s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=1000))
     over: Any = {"usage": {"total_tokens": 1200}, "run": {}}
-    assert check_limits(over, s, has_calls=False)["reason"] == "token_budget"  # type: ignore[index]
-    assert check_limits({**over, "run": {"budget_extra": 500}}, s, has_calls=False) is None
+    assert check_limits(over, s)["reason"] == "token_budget"  # type: ignore[index]
+    assert check_limits({**over, "run": {"budget_extra": 500}}, s) is None
     assert run_budget({"run": {"budget_extra": 500}}, s) == 1500
 
 

@@ -12,7 +12,8 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_loop import LoopDetection, StopReason, create_loop_agent
-from langgraph_loop.engine.detection import DetectorMemo, observe, results_before
+from langgraph_loop.engine.decision import DetectorMemo, RunView, results_before
+from langgraph_loop.engine.detection import observe
 from langgraph_loop.scripted import ScriptedChatModel
 
 
@@ -110,9 +111,9 @@ def test_the_state_derived_from_the_transcript_is_the_state_built_reply_by_reply
         if isinstance(message, AIMessage) and i > 2:  # replies of the current run only
             expected = observe(expected, message, results_before(messages, i), config).state
     state_before = DetectorMemo().state_before
-    fresh = {"id": uuid.uuid4().hex, "request_id": "h1"}  # not seen: replayed from h1
-    end = len(messages) - 1  # the newest reply comes at ``end``
-    assert state_before(messages, end, fresh, config) == expected
-    assert state_before(messages, end, fresh, config) is state_before(messages, end, fresh, config)
-    first = {"id": uuid.uuid4().hex, "request_id": "h1"}
-    assert state_before(messages, 3, first, config) == {}  # the run's first reply
+    fresh = RunView(id=uuid.uuid4().hex, request_id="h1")  # not seen: replayed from h1
+    before = messages[:-1]  # the newest reply comes after these
+    assert state_before(before, fresh, config) == expected
+    assert state_before(before, fresh, config) is state_before(before, fresh, config)
+    first = RunView(id=uuid.uuid4().hex, request_id="h1")
+    assert state_before(messages[:3], first, config) == {}  # the run's first reply

@@ -17,8 +17,8 @@ from langchain_core.messages import AIMessageChunk
 
 from langgraph_loop.core.messages import is_cut
 from langgraph_loop.core.prompts import CUT_REPLY
+from langgraph_loop.engine.final import without_tool_calls
 from langgraph_loop.engine.text_loop import LINE, StreamText, TextLoop, build_reply, text_loop
-from langgraph_loop.nodes.model import without_tool_calls
 
 RUNAWAY = "I will fix the typo now. " * 200
 CODE = "Here is the fix:\n```python\n" + "    print(row.name, row.size)\n" * 30 + "```\nDone.\n"

@@ -1,0 +1,144 @@
+"""The one tools-free final answer, written once for both front doors.
+
+After a stop the model makes one last call with every tool still **defined** (a history of
+tool calls and results is only valid with tools defined: Anthropic and Bedrock reject it
+otherwise) and their use forbidden where the provider can: ``tool_choice="none"``, or the dict
+``{"type": "none"}`` for ``langchain-anthropic`` (its string values name a tool). A model whose
+profile says it has no tool choice, a configurable model (its provider is picked per run) and a
+provider that turns ``"none"`` into a call of a tool named none (Bedrock Converse) get the tools
+without a choice (``forbid_tools``). Whatever calls such a final answer still makes are not run:
+they move to ``response_metadata`` (``without_tool_calls``), and a run never ends on an empty
+message (``said_something``).
+
+Example:
+    >>> from langgraph_loop.scripted import ScriptedChatModel
+    >>> from langchain_anthropic import ChatAnthropic
+    >>> none_choice(ScriptedChatModel()), none_choice(ChatAnthropic(model="m", api_key="k"))
+    ('none', {'type': 'none'})
+    >>> reply = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
+    >>> final = without_tool_calls(reply)
+    >>> final.tool_calls, final.response_metadata["langgraph_loop_dropped_tool_calls"][0]["name"]
+    ([], 'f')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.runnables import Runnable, RunnableBinding
+
+from langgraph_loop.core import prompts
+from langgraph_loop.core.messages import call_label
+from langgraph_loop.core.state import answer_text
+
+__all__ = ["forbid_tools", "none_choice", "said_something", "without_tool_calls"]
+
+
+_NONE_BY_PACKAGE: dict[str, Any] = {"langchain_anthropic": {"type": "none"}}
+"""``tool_choice`` "none" where a provider package spells it differently."""
+
+
+def none_choice(chat: Any) -> Any:
+    """The ``tool_choice`` that forbids tool use on this chat model (None: none known)."""
+    if not isinstance(chat, BaseChatModel):
+        return None  # a configurable model: the provider is chosen per run
+    if (chat.profile or {}).get("tool_choice") is False:
+        return None
+    return _NONE_BY_PACKAGE.get(type(chat).__module__.split(".")[0], "none")
+
+
+def _names_none(value: Any) -> bool:
+    """Does a bound ``tool_choice`` name a tool called none (``"none"`` misread)?"""
+    if isinstance(value, dict):
+        return value.get("name") == "none" or any(_names_none(v) for v in value.values())
+    return False
+
+
+def forbid_tools(chat: Any, tools: Sequence[Any], **kwargs: Any) -> Runnable[Any, Any]:
+    """``chat`` with ``tools`` defined and their use forbidden where it can be."""
+    choice = none_choice(chat)
+    if choice is not None:
+        try:
+            bound = chat.bind_tools(tools, tool_choice=choice, **kwargs)
+        except (NotImplementedError, ValueError, TypeError):
+            bound = None
+        misread = isinstance(bound, RunnableBinding) and _names_none(bound.kwargs.get("tool_choice"))
+        if bound is not None and not misread:
+            return bound  # type: ignore[no-any-return]
+    return chat.bind_tools(tools, **kwargs)  # type: ignore[no-any-return]
+
+
+_CALL_BLOCKS = frozenset({"tool_use", "tool_call", "function_call"})
+"""Content-block types that carry a tool call (Anthropic, LangChain's standard, OpenAI Responses)."""
+
+
+def _without_call_blocks(content: Any, ids: Collection[Any]) -> Any:
+    """Block content without the blocks of the calls ``ids`` (text content as it is)."""
+    if isinstance(content, str):
+        return content
+    return [b for b in content if not (isinstance(b, dict) and b.get("type") in _CALL_BLOCKS
+                                       and (b.get("id") in ids or b.get("call_id") in ids))]
+
+
+_CALL_FINISH = {"finish_reason": ("tool_calls", "function_call", "stop"),
+                "stop_reason": ("tool_use", "end_turn")}
+"""Response metadata that says a reply ended on tool calls, and what it says without them."""
+
+
+def without_tool_calls(message: AIMessage, keep: Collection[str] = ()) -> AIMessage:
+    """The final answer as stored: tool calls it still asked for are not run, and their
+    content blocks go too (calls of the ``keep`` tools, the response format's output tools,
+    stay), with the provider's own record of them (``additional_kwargs`` ``tool_calls`` and
+    legacy ``function_call``; a ``finish_reason`` of ``tool_calls`` reads ``stop``).
+
+    Example:
+        >>> ai = AIMessage("done", additional_kwargs={"function_call": {"name": "f"}},
+        ...                response_metadata={"finish_reason": "function_call"})
+        >>> final = without_tool_calls(ai)
+        >>> final.additional_kwargs, final.response_metadata["finish_reason"]
+        ({}, 'stop')
+    """
+    kept = [c for c in message.tool_calls if c["name"] in keep]
+    legacy = not kept and "function_call" in message.additional_kwargs
+    if len(kept) == len(message.tool_calls) and not message.invalid_tool_calls and not legacy:
+        return message
+    dropped = ([dict(c) for c in message.tool_calls if c["name"] not in keep]
+               + [dict(c) for c in message.invalid_tool_calls])
+    kwargs = {k: v for k, v in message.additional_kwargs.items()
+              if k != "tool_calls" and not (k == "function_call" and not kept)}
+    metadata: dict[str, Any] = {**message.response_metadata}
+    if dropped:
+        metadata["langgraph_loop_dropped_tool_calls"] = dropped
+    for key, (*calls, ended) in _CALL_FINISH.items():
+        if not kept and metadata.get(key) in calls:
+            metadata[key] = ended
+    return message.model_copy(
+        update={
+            "content": _without_call_blocks(message.content, {c.get("id") for c in dropped}),
+            "tool_calls": kept,
+            "invalid_tool_calls": [],
+            "tool_call_chunks": [],
+            "additional_kwargs": kwargs,
+            "response_metadata": metadata,
+        }
+    )
+
+
+def said_something(final: AIMessage, reason: str | None) -> AIMessage:
+    """The final answer, or when it only asked for tools (dropped, ``without_tool_calls``)
+    the text that says so: a run never ends on an empty message.
+
+    Example:
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {"x": 1}, "id": "c1"}])
+        >>> said_something(without_tool_calls(ai), "loop_detected").content[:50]
+        '(No answer: the run stopped (loop_detected) and th'
+    """
+    dropped = final.response_metadata.get("langgraph_loop_dropped_tool_calls") or []
+    if not dropped or final.tool_calls or answer_text(final).strip():
+        return final
+    calls = ", ".join(call_label(c.get("name"), c.get("args")) for c in dropped)
+    return final.model_copy(update={"content": prompts.NO_FINAL_ANSWER.format(
+        reason=reason or "stopped", calls=calls)})
