@@ -265,7 +265,7 @@ class Replayer:
         for run in runs:
             self.run, self.served, self.executed = run, 0, 0
             state = self.graph.invoke({"messages": [HumanMessage(run.user)]}, config, durability="exit")
-            guard = state.get("loop_guard") or (state.get("iterations") or [{}])[-1].get("guard") or {}
+            guard = state.get("stop_guard") or (state.get("iterations") or [{}])[-1].get("guard") or {}
             reason = state.get("stop_reason")
             blocked, notices = _seen(state["messages"][seen:])
             out.append(RunResult(self.served, self.executed,

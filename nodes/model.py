@@ -69,9 +69,9 @@ from langgraph_loop.core.state import (
     show_messages,
     usage_of,
 )
-from langgraph_loop.core.stop import Guard, guard, stop_instruction, stop_update
+from langgraph_loop.core.stop import Guard, guard, stop_update
 from langgraph_loop.engine.decision import DetectorMemo, decide
-from langgraph_loop.engine.final import said_something, without_tool_calls
+from langgraph_loop.engine.final import final_answer, stop_notice, without_tool_calls
 from langgraph_loop.engine.limits import (
     BUDGET_ANSWER,
     MIN_FINAL_OUTPUT,
@@ -344,9 +344,8 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             run, stop = update["run"], over["reason"]
         if run.get("finalized") or not limits.final_answer:
             return update
-        why: Guard = run.get("guard") or guard("router", stop)
-        pending = queue_notice(pending, run=str(run.get("id")), key="stop",
-                               text=stop_instruction(why), source="stop")
+        why: Guard = update.get("stop_guard") or state.get("stop_guard") or guard("router", stop)
+        pending = queue_notice(pending, **stop_notice(why, str(run.get("id"))))
         notice = drain(pending, run=str(run.get("id")), hidden=not settings.show_notices)
         final_extra: list[BaseMessage] = [*redirects, *([notice] if notice is not None else [])]
         return Call(settings, build_request(state, settings, final_extra), run, final=True,
@@ -361,7 +360,8 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             return self._bound_all if offered is None else call_model(self.settings, offered)
         room = final_answer_room({**state, "run": call.run}, call.settings, call.request)
         if room is not None and room < MIN_FINAL_OUTPUT:  # no room for the final answer
-            why = dict(call.run.get("guard") or guard("router", state.get("stop_reason") or "completed"))
+            why = dict(call.update.get("stop_guard") or state.get("stop_guard")
+                       or guard("router", state.get("stop_reason") or "completed"))
             why["final_answer"] = skipped_answer(room)
             return {**call.update, **stop_update(call.run, why, finalized=True),  # type: ignore[arg-type]
                     "pending_notices": []}
@@ -375,8 +375,8 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             reply = without_tool_calls(reply)
         if call.final:
             structured = call.settings.structured
-            reply = without_tool_calls(reply, structured.tool_names if structured else ())
-            reply = said_something(reply, call.update.get("stop_reason") or state.get("stop_reason"))
+            reply = final_answer(reply, call.update.get("stop_reason") or state.get("stop_reason"),
+                                 structured.tool_names if structured else ())
             run = {**run, "finalized": True}
         if call.settings.name:
             reply = reply.model_copy(update={"name": call.settings.name})

@@ -135,7 +135,7 @@ def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = N
     request_id = request.id if request is not None else None
     run: RunInfo = {"id": uuid.uuid4().hex, "started_at": started, "request_id": request_id,
                     "auto_rounds": 0, "finalized": False,
-                    "pressure_queued": False, "guard": None, "overrides": dict(overrides or {})}
+                    "pressure_queued": False, "overrides": dict(overrides or {})}
     update: dict[str, Any] = {
         "run": run,
         "iteration_info": new_iteration(request_id, now=started),
@@ -148,6 +148,7 @@ def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = N
         "verdict": None,
         "review": None,
         "stop_reason": None,
+        "stop_guard": None,
         "structured_response": None,
         "call_log": RESET,
     }

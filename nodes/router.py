@@ -134,9 +134,9 @@ def explain_stop(state: LoopState, settings: LoopSettings, stop: StopReason | No
     """
     if stop is None or stop == StopReason.COMPLETED:
         return None
-    stored = (state.get("run") or {}).get("guard")
+    stored = state.get("stop_guard")
     if stored and stored.get("reason") == stop.value:
-        return Guard(**stored)  # type: ignore[typeddict-item]
+        return stored
     if stop in _END_REASONS:
         found = guard_at_iteration_end(state, settings)
         if found is not None and found["reason"] == stop.value:

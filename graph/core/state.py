@@ -118,7 +118,6 @@ class RunInfo(TypedDict, total=False):
     pressure_queued: bool
     budget_extra: int
     """Tokens a person added to this run's ``token_budget`` at a check-in."""
-    guard: Guard | None
     overrides: dict[str, Any]
     """The run's per-run overrides (its ``context=``), so every resume enforces them."""
     loop_allowed: dict[str, int]
@@ -563,6 +562,8 @@ class LoopOutput(LoopInput, total=False):
     """
 
     stop_reason: Annotated[str | None, _reason]
+    stop_guard: Guard | None
+    """Why the run stopped (``core/stop.py``): which guard, the reason, its details."""
     iteration: int
     iterations: list[IterationRecord]
     usage: Usage
@@ -576,7 +577,7 @@ class LoopOutput(LoopInput, total=False):
 class LoopState(LoopOutput, total=False):
     """The full state schema of the compiled graph.
 
-    Public keys (see the README's state keys): ``messages``, ``stop_reason``, ``iteration``,
+    Public keys (see the README's state keys): ``messages``, ``stop_reason``, ``stop_guard``, ``iteration``,
     ``iterations``, ``usage``, ``judge_usage``, ``progress``, ``todos``, ``mode``,
     ``pending_notices``, ``verdict``. The rest belong to the nodes: ``run`` (per-run
     bookkeeping, ``prepare`` resets it), ``iteration_info`` (the current iteration's),

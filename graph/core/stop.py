@@ -2,7 +2,7 @@
 that applies a stop.
 
 A *guard* says why a run stopped: ``{"guard": <which guard>, "reason": <StopReason value>,
-...details}``. It is kept in ``run["guard"]`` while the run goes on to its final answer and
+...details}``. It is kept in ``state["stop_guard"]`` while the run goes on to its final answer and
 ends up in the last iteration record. Every node that stops a run builds its guard here
 and writes the stop with :func:`stop_update`; the model-facing texts that explain a stop
 are formatted here from the templates in ``core/prompts.py``.
@@ -11,7 +11,7 @@ Example:
     >>> from langgraph_loop import StopReason
     >>> guard = limit_guard(StopReason.MAX_TOOL_CALLS, 2, 2)
     >>> update = stop_update({"id": "r1"}, guard)
-    >>> update["stop_reason"], update["run"]["guard"]["limit"]
+    >>> update["stop_reason"], update["stop_guard"]["limit"]
     ('max_tool_calls', 2)
     >>> stop_answer_text(guard)
     'Error: not executed: the run was stopped because the tool-call limit of this run was reached.'
@@ -27,8 +27,8 @@ from typing_extensions import TypedDict
 
 from langgraph_loop.core import prompts
 
-__all__ = ["Guard", "GuardName", "StopReason", "guard", "limit_guard", "person_stop",
-           "stop_answer_text", "stop_instruction", "stop_update"]
+__all__ = ["Guard", "GuardName", "StopFields", "StopReason", "guard", "limit_guard", "person_stop",
+           "stop_answer_text", "stop_fields", "stop_instruction", "stop_update"]
 
 
 class StopReason(StrEnum):
@@ -54,7 +54,7 @@ GuardName = Literal["limits", "loop_detector", "stall_detection", "budget_pressu
 
 
 class Guard(TypedDict, total=False):
-    """Why a run stopped: ``run["guard"]`` and an iteration record's ``guard``.
+    """Why a run stopped: ``state["stop_guard"]`` and an iteration record's ``guard``.
 
     ``guard`` names the guard, ``reason`` is the ``StopReason`` value; the other
     keys depend on the guard (``limit``/``value`` for limits, ``layer``/``tool``/
@@ -110,16 +110,27 @@ def person_stop(message: str | None) -> dict[str, Any]:
     return {"action": "stop", **({"message": message} if message else {})}
 
 
-def stop_update(run: Mapping[str, Any], why: Guard, *, finalized: bool | None = None) -> dict[str, Any]:
-    """The state update that stops the run: ``stop_reason``, and the guard in ``run``.
+class StopFields(TypedDict):
+    """The stop record, as both front doors store it: the reason and the guard."""
 
-    ``finalized=True`` says no final-answer call follows (the reply is already text, or
-    no room is left for one). The one place a stop is written.
+    stop_reason: str
+    stop_guard: Guard
+
+
+def stop_fields(why: Guard) -> StopFields:
+    """The stop record of ``why``: the keys a stop writes, at both front doors."""
+    return StopFields(stop_reason=why["reason"], stop_guard=why)
+
+
+def stop_update(run: Mapping[str, Any], why: Guard, *, finalized: bool | None = None) -> dict[str, Any]:
+    """The graph's update that stops the run: the stop record (``stop_fields``), and in ``run``
+    whether a final-answer call follows (``finalized=True``: none, the reply is already text
+    or no room is left for one). The one place the graph writes a stop.
     """
-    new_run = {**run, "guard": why}
+    new_run = dict(run)
     if finalized is not None:
         new_run["finalized"] = finalized
-    return {"stop_reason": why["reason"], "run": new_run}
+    return {**stop_fields(why), "run": new_run}
 
 
 EXPLAIN: dict[str, str] = {

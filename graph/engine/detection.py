@@ -1248,7 +1248,7 @@ def _detail(f: Finding) -> str:
 
 
 def stop_guard(f: Finding) -> Guard:
-    """The guard of a loop stop (``run["guard"]`` and the iteration record's ``guard``).
+    """The guard of a loop stop (``state["stop_guard"]`` and the iteration record's ``guard``).
 
     Example:
         >>> f = Finding(layer="no_progress", rung="stop", key="call:ab", count=3, threshold=3,

@@ -31,10 +31,12 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import Runnable, RunnableBinding
 
 from langgraph_loop.core import prompts
-from langgraph_loop.core.messages import call_label
+from langgraph_loop.core.messages import Notice, call_label
 from langgraph_loop.core.state import answer_text
+from langgraph_loop.core.stop import Guard, stop_instruction
 
-__all__ = ["forbid_tools", "none_choice", "said_something", "without_tool_calls"]
+__all__ = ["final_answer", "forbid_tools", "none_choice", "said_something", "stop_notice",
+           "without_tool_calls"]
 
 
 _NONE_BY_PACKAGE: dict[str, Any] = {"langchain_anthropic": {"type": "none"}}
@@ -142,3 +144,21 @@ def said_something(final: AIMessage, reason: str | None) -> AIMessage:
     calls = ", ".join(call_label(c.get("name"), c.get("args")) for c in dropped)
     return final.model_copy(update={"content": prompts.NO_FINAL_ANSWER.format(
         reason=reason or "stopped", calls=calls)})
+
+
+def stop_notice(why: Guard, run: str) -> Notice:
+    """What the final-answer call is told: the stop's instruction, as a deferred notice of the
+    run ``run`` (the graph queues it with the others; the middleware sends it alone)."""
+    return {"run": run, "key": "stop", "text": stop_instruction(why), "source": "stop"}
+
+
+def final_answer(reply: AIMessage, reason: str | None, keep: Collection[str] = ()) -> AIMessage:
+    """The final answer as stored: the calls it still asked for dropped (but those of the
+    ``keep`` tools: the response format's), and never empty (``said_something``).
+
+    Example:
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
+        >>> final_answer(ai, "timeout").content[:42]
+        '(No answer: the run stopped (timeout) and '
+    """
+    return said_something(without_tool_calls(reply, keep), reason)

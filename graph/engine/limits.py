@@ -12,7 +12,7 @@ and skipped when that room is below ``MIN_FINAL_OUTPUT``. ``budget_guard`` and
 the same rules to a ``create_agent`` thread, where what a run spent is read from its replies
 (``spent_tokens``).
 
-**Checking in** (``Limits.budget_check_in``, ``TokenBudgetMiddleware(check_in=True)``). At the
+**Checking in** (``Limits.budget_check_in``, ``TokenBudgetMiddleware(budget_check_in=True)``). At the
 budget a person is asked (``interrupt()``, ``budget_question``: LangChain's human-in-the-loop
 request, titled ``Token budget reached: add more?``, with the tokens to add as its one
 argument) instead of stopping; ``check_in`` applies the answers until the call fits or the

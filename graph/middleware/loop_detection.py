@@ -17,7 +17,7 @@ decision climbs the same ladder:
 - **stop**: every call of the reply is answered with an error result, the model makes one
   last call with no tool use allowed (the tools stay defined, ``tool_choice`` none where the
   provider takes it) and the run ends on that answer; ``stop_reason`` (``"loop_detected"``)
-  and the guard (``loop_guard``: the layer, the calls, where the loop began) are in the
+  and the guard (``stop_guard``: the layer, the calls, where the loop began) are in the
   agent's output state.
 
 With ``LoopDetection(ask_human=True)`` and a checkpointer, a stop asks a person first, with
@@ -50,7 +50,7 @@ Example:
     >>> model = ScriptedChatModel(default=lambda messages: [("status", {})])
     >>> agent = create_agent(model, [status], middleware=[LoopDetectionMiddleware()])
     >>> result = agent.invoke({"messages": [HumanMessage("is it done?")]})
-    >>> result["stop_reason"], result["loop_guard"]["layer"], result["messages"][-1].tool_calls
+    >>> result["stop_reason"], result["stop_guard"]["layer"], result["messages"][-1].tool_calls
     ('loop_detected', 'no_progress', [])
 """
 
@@ -70,7 +70,6 @@ from langchain.agents.middleware.types import (
     PrivateStateAttr,
     ToolCallRequest,
 )
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
@@ -83,11 +82,10 @@ from langgraph_loop.core.messages import (
     Notice,
     call_ids,
     drain,
-    notice_message,
     run_request,
 )
 from langgraph_loop.core.state import emit
-from langgraph_loop.core.stop import Guard, StopReason, stop_instruction
+from langgraph_loop.core.stop import Guard
 from langgraph_loop.engine.decision import (
     Decision,
     DecisionRecord,
@@ -99,7 +97,7 @@ from langgraph_loop.engine.decision import (
     stop_answers,
 )
 from langgraph_loop.engine.dialogue import ask, typed_instead
-from langgraph_loop.engine.final import none_choice, said_something, without_tool_calls
+from langgraph_loop.middleware.stopping import final_call, notice_for, stopped
 
 __all__ = ["LoopDetectionMiddleware", "LoopDetectionState"]
 
@@ -111,7 +109,7 @@ class LoopDetectionState(AgentState[Any]):
 
     stop_reason: NotRequired[Annotated[str | None, OmitFromInput]]
     """``"loop_detected"`` when the detector stopped the run (None otherwise)."""
-    loop_guard: NotRequired[Annotated[Guard | None, OmitFromInput]]
+    stop_guard: NotRequired[Annotated[Guard | None, OmitFromInput]]
     """Why it stopped: the layer, the calls and results, where the loop began."""
     loop_notices: NotRequired[Annotated[list[Notice], PrivateStateAttr]]
     """The deferred-notice queue: warnings waiting for the next model call."""
@@ -249,8 +247,8 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         if notice is not None:
             request = request.override(messages=[*request.messages, notice])
             update["loop_notices"] = []
-        if first and state.get("loop_guard") is not None:  # the stop it wrote (not another's)
-            update.update(stop_reason=None, loop_guard=None)  # a new run on the thread
+        if first and (state.get("stop_guard") or {}).get("guard") == "loop_detector":
+            update.update(stop_reason=None, stop_guard=None)  # a new run: the stop it wrote goes
         if state.get("loop_refused"):  # the refusals of the round before are answered
             update["loop_refused"] = None
         return _Turn(request, notice, run, update, messages, fixed,
@@ -326,31 +324,21 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
     def _final_request(self, turn: _Turn, ai: AIMessage, why: Guard
                        ) -> tuple[list[BaseMessage], ModelRequest[Any]]:
         """The messages a stop writes after the reply (its calls answered, the stop notice),
-        and the last call's request (no tool use where the provider can forbid it)."""
-        notice = notice_message([{"run": str(turn.run["id"]), "key": "stop",
-                                  "text": stop_instruction(why), "source": "stop"}],
-                                hidden=not self.show_notices)
+        and the final-answer call (``stopping.py``)."""
+        notice = notice_for(why, turn.run["id"], hidden=not self.show_notices)
         tail: list[Any] = [*stop_answers(ai, why), *([notice] if notice else [])]
         sent: list[Any] = list(turn.request.messages)
         head = sent if sent and sent[-1] is ai else [*sent, ai]
-        model = turn.request.model
-        choice = none_choice(model) if isinstance(model, BaseChatModel) else None
-        return tail, turn.request.override(messages=[*head, *tail], tool_choice=choice)
+        return tail, final_call(turn.request, [*head, *tail])
 
     def _stopped(self, turn: _Turn, ai: AIMessage, why: Guard, tail: list[BaseMessage],
                  final: ModelResponse[Any], *, reply: list[BaseMessage]) -> Result:
         """What a stop writes: the reply (unless kept already), its answers, the stop notice,
         the final answer (its tool calls dropped); the stop record."""
-        answer = _reply_of(final)
+        answer, record = stopped(turn.request.runtime, why, final)
         result: list[BaseMessage] = [*turn.fixed, *([turn.notice] if turn.notice is not None else []),
-                                     *reply, *tail,
-                                     *([said_something(without_tool_calls(answer), why["reason"])]
-                                       if answer else [])]
-        emit(turn.request.runtime, {"event": "stop", "reason": why["reason"], "iteration": 1,
-                                    "guard": why})
-        update = {**turn.update, "stop_reason": StopReason.LOOP_DETECTED.value, "loop_guard": why,
-                  "loop_question": None}
-        return self._result(turn, result, update)
+                                     *reply, *tail, *answer]
+        return self._result(turn, result, {**turn.update, **record, "loop_question": None})
 
     def _answered(self, turn: _Turn) -> tuple[Decision | None, Result | None]:
         """A stop that waited for a person: ask (``interrupt()``); continue → the reply's calls

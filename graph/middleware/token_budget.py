@@ -9,9 +9,9 @@ if what is left of the run's budget covers it and a final answer after it. When 
   where the provider takes it) and ``max_tokens`` bounded to the room left (where the model
   takes it); with less room than ``MIN_FINAL_OUTPUT`` no call is made at all. The notice
   and the answer stay in the thread; ``stop_reason`` (``"token_budget"``) and the guard
-  (``budget_guard``: the budget, what was spent, the estimate) are in the output state; the
+  (``stop_guard``: the budget, what was spent, the estimate) are in the output state; the
   run ends (the answer has no tool calls).
-- **check in** (``check_in=True``, needs a checkpointer): a person is asked first
+- **check in** (``budget_check_in=True``, needs a checkpointer): a person is asked first
   (``interrupt()``: LangChain's human-in-the-loop request ``Token budget reached: add more?``,
   as the graph asks it, ``graph/engine/limits.py``), before any model call, and the run resumes with
   ``Command(resume={"decisions": [decision]})``: approve adds the tokens offered, an edit the
@@ -20,9 +20,9 @@ if what is left of the run's budget covers it and a final answer after it. When 
   model reads the reason). A wrong answer raises ``ValueError`` and nothing is saved, so the
   run stays paused for a valid one. 0.3's ``{"action": ...}`` answers are taken until 0.5.
 
-``scope="run"`` (default): the budget is per run: the run starts at the newest user message
+``budget_scope="run"`` (default): the budget is per run: the run starts at the newest user message
 that is neither a notice of the loop's nor a redirect; in a chat, every message is a run, and
-every call of it counts the whole context it sends. ``scope="thread"``: one budget for the
+every call of it counts the whole context it sends. ``budget_scope="thread"``: one budget for the
 thread, every reply of it counted. What was spent is read from the replies (their
 ``usage_metadata``; counted with ``count_tokens`` where a model reports none), never kept in
 process memory, so a run resumed by another agent object counts the same. Everything
@@ -40,9 +40,9 @@ Example:
     ...     return "a long page of results " * 50
     >>> model = ScriptedChatModel(default=lambda messages: [("search", {"query": "more"})],
     ...                           no_tools_reply="Here is what I found so far.")
-    >>> agent = create_agent(model, [search], middleware=[TokenBudgetMiddleware(max_tokens=3000)])
+    >>> agent = create_agent(model, [search], middleware=[TokenBudgetMiddleware(token_budget=3000)])
     >>> result = agent.invoke({"messages": [HumanMessage("research this")]})
-    >>> result["stop_reason"], result["budget_guard"]["limit"], result["messages"][-1].content
+    >>> result["stop_reason"], result["stop_guard"]["limit"], result["messages"][-1].content
     ('token_budget', 3000, 'Here is what I found so far.')
 """
 
@@ -62,17 +62,14 @@ from langchain.agents.middleware.types import (
     OmitFromInput,
     PrivateStateAttr,
 )
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.config import get_config
 from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
 from langgraph_loop.core.compat import checkpointer
-from langgraph_loop.core.messages import notice_message, run_request
-from langgraph_loop.core.state import emit
-from langgraph_loop.core.stop import Guard, StopReason, stop_instruction
-from langgraph_loop.engine.final import none_choice, said_something, without_tool_calls
+from langgraph_loop.core.messages import run_request
+from langgraph_loop.core.stop import Guard, StopReason
 from langgraph_loop.engine.limits import (
     BUDGET_ANSWER,
     MIN_FINAL_OUTPUT,
@@ -83,17 +80,22 @@ from langgraph_loop.engine.limits import (
     skipped_answer,
     spent_tokens,
 )
+from langgraph_loop.middleware.stopping import final_call, notice_for, stopped
 
 __all__ = ["BudgetExtension", "TokenBudgetMiddleware", "TokenBudgetState"]
 
 Result = ModelResponse[Any] | ExtendedModelResponse[Any]
 
 
+RENAMED = {"max_tokens": "token_budget", "check_in": "budget_check_in", "scope": "budget_scope"}
+"""0.3's keywords of ``TokenBudgetMiddleware`` and their names since 0.4 (those of ``Limits``)."""
+
+
 class BudgetExtension(TypedDict):
     """Tokens a person added to a run's budget (``budget_extra``)."""
 
     run: str | None
-    """The run's request message id (None: the thread's, ``scope="thread"``)."""
+    """The run's request message id (None: the thread's, ``budget_scope="thread"``)."""
     tokens: int
 
 
@@ -102,7 +104,7 @@ class TokenBudgetState(AgentState[Any]):
 
     stop_reason: NotRequired[Annotated[str | None, OmitFromInput]]
     """``"token_budget"`` when the budget stopped the run (None otherwise)."""
-    budget_guard: NotRequired[Annotated[Guard | None, OmitFromInput]]
+    stop_guard: NotRequired[Annotated[Guard | None, OmitFromInput]]
     """Why it stopped: ``limit`` (the run's budget), ``value`` (spent), ``estimate`` (what
     the call it did not send and a final answer would have needed), ``final_answer`` when
     none fitted, ``human`` when a person chose the stop."""
@@ -140,12 +142,12 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
     docstring).
 
     Args:
-        max_tokens: agent tokens (input + output of every model call, the final answer
+        token_budget: agent tokens (input + output of every model call, the final answer
             included) one run may spend, as ``Limits.token_budget``.
-        check_in: at the budget, pause with ``interrupt()`` and let a person extend the
+        budget_check_in: at the budget, pause with ``interrupt()`` and let a person extend the
             budget or stop the run (needs a checkpointer; without one the run stops as it
-            would without ``check_in``).
-        scope: ``"run"`` (default): ``max_tokens`` per run, and in a chat every message is a
+            would without ``budget_check_in``), as ``Limits.budget_check_in``.
+        budget_scope: ``"run"`` (default): ``token_budget`` per run, and in a chat every message is a
             run; ``"thread"``: one budget for the whole thread (every run's replies count,
             and what a person adds at a check-in stays added).
         show_notices: False (default): the stop notice gets an id starting
@@ -153,80 +155,84 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
             and the thread have it); True: a plain id.
 
     Raises:
-        ValueError: ``max_tokens`` is not a whole number >= 1, ``check_in`` or
-            ``show_notices`` is not a bool, or ``scope`` is neither ``"run"`` nor ``"thread"``.
+        ValueError: ``token_budget`` is not a whole number >= 1, ``budget_check_in`` or
+            ``show_notices`` is not a bool, or ``budget_scope`` is neither ``"run"`` nor ``"thread"``.
     """
 
     state_schema = TokenBudgetState
 
-    def __init__(self, *, max_tokens: int, check_in: bool = False,
-                 scope: Literal["run", "thread"] = "run", show_notices: bool = False) -> None:
+    def __init__(self, *, token_budget: int | None = None, budget_check_in: bool = False,
+                 budget_scope: Literal["run", "thread"] = "run", show_notices: bool = False,
+                 **renamed: Any) -> None:
         super().__init__()
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ValueError(f"TokenBudgetMiddleware: max_tokens must be a whole number >= 1, "
-                             f"got {max_tokens!r}")
-        for flag, value in (("check_in", check_in), ("show_notices", show_notices)):
+        for old in renamed:
+            new = RENAMED.get(old)
+            raise TypeError(f"TokenBudgetMiddleware({old}=...) " + (
+                f"was renamed in 0.4: use {new}=... (the name in Limits)" if new
+                else "is not a keyword it takes"))
+        if token_budget is None:
+            raise TypeError("TokenBudgetMiddleware: token_budget is required (the tokens one run may spend)")
+        if isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1:
+            raise ValueError(f"TokenBudgetMiddleware: token_budget must be a whole number >= 1, "
+                             f"got {token_budget!r}")
+        for flag, value in (("budget_check_in", budget_check_in), ("show_notices", show_notices)):
             if not isinstance(value, bool):
                 raise ValueError(f"TokenBudgetMiddleware: {flag} must be True or False, got "
                                  f"{value!r}")
-        if scope not in ("run", "thread"):
-            raise ValueError(f"TokenBudgetMiddleware: scope must be 'run' or 'thread', got {scope!r}")
-        self.max_tokens = max_tokens
-        self.scope = scope
-        self.check_in = check_in
+        if budget_scope not in ("run", "thread"):
+            raise ValueError(f"TokenBudgetMiddleware: budget_scope must be 'run' or 'thread', got "
+                             f"{budget_scope!r}")
+        self.token_budget = token_budget
+        self.budget_scope = budget_scope
+        self.budget_check_in = budget_check_in
         self.show_notices = show_notices
 
     # --- before the call --------------------------------------------------------------------
     def _turn(self, request: ModelRequest[Any]) -> _Turn:
-        """The budget rule on this call; with ``check_in``, a person decides first."""
+        """The budget rule on this call; with ``budget_check_in``, a person decides first."""
         state = request.state
         messages: Sequence[BaseMessage] = state.get("messages") or []
         start, run = run_request(messages)
-        per_run = self.scope == "run"  # per thread: every reply counts, an extension stays
+        per_run = self.budget_scope == "run"  # per thread: every reply counts, an extension stays
         key = run if per_run else None
         granted: dict[str, Any] = state.get("budget_extra") or {}  # type: ignore[assignment]
         extra = int(granted.get("tokens") or 0) if granted.get("run") == key else 0
         spent = spent_tokens(messages, start if per_run else 0, request.model)
         update: dict[str, Any] = {}
-        if state.get("budget_guard") is not None and not any(
+        if (state.get("stop_guard") or {}).get("reason") == StopReason.TOKEN_BUDGET and not any(
                 isinstance(m, AIMessage) for m in messages[start + 1:]):
-            update.update(stop_reason=None, budget_guard=None)  # a new run on the thread
+            update.update(stop_reason=None, stop_guard=None)  # a new run: the stop it wrote goes
 
         def over(more: int, added: Sequence[BaseMessage]) -> Guard | None:
-            return call_guard(_sent(request, added), messages, budget=self.max_tokens + more,
+            return call_guard(_sent(request, added), messages, budget=self.token_budget + more,
                               spent=spent, model=request.model)
 
         why = over(extra, [])
-        if why is None or not self.check_in or checkpointer(get_config()) is None:
-            return _Turn(request, why, self.max_tokens + extra, spent, update=update)
+        if why is None or not self.budget_check_in or checkpointer(get_config()) is None:
+            return _Turn(request, why, self.token_budget + extra, spent, update=update)
         asked = check_in(over, partial(interrupt, response_schema=BUDGET_ANSWER), extra=extra,
-                         scope=self.scope)
+                         scope=self.budget_scope)
         if asked.extra != extra:
             update["budget_extra"] = BudgetExtension(run=key, tokens=asked.extra)
         if asked.added:
             request = request.override(messages=[*request.messages, *asked.added])
-        return _Turn(request, asked.stop, self.max_tokens + asked.extra, spent, asked.added, update)
+        return _Turn(request, asked.stop, self.token_budget + asked.extra, spent, asked.added, update)
 
     def _final_request(self, turn: _Turn) -> tuple[HumanMessage | None, ModelRequest[Any] | None]:
         """The stop notice and the final answer's request (None: no room for an answer)."""
         assert turn.why is not None
-        notice = notice_message([{"run": "", "key": "stop", "text": stop_instruction(turn.why),
-                                  "source": "stop"}],
-                                hidden=not self.show_notices)
+        notice = notice_for(turn.why, None, hidden=not self.show_notices)
         tail = [notice] if notice is not None else []
         room = answer_room(_sent(turn.request, tail), budget=turn.budget, spent=turn.spent,
                            model=turn.request.model)
         if room < MIN_FINAL_OUTPUT:
             turn.why = {**turn.why, "final_answer": skipped_answer(room)}
             return None, None
-        model = turn.request.model
         settings = dict(turn.request.model_settings)
-        supported, own = max_tokens_of(model)
+        supported, own = max_tokens_of(turn.request.model)
         if supported:
             settings["max_tokens"] = min(room, own or room)
-        choice = none_choice(model) if isinstance(model, BaseChatModel) else None
-        return notice, turn.request.override(messages=[*turn.request.messages, *tail],
-                                             tool_choice=choice, model_settings=settings)
+        return notice, final_call(turn.request, [*turn.request.messages, *tail], settings)
 
     # --- after the call ----------------------------------------------------------------------
     def _went_on(self, turn: _Turn, response: ModelResponse[Any]) -> Result:
@@ -242,16 +248,12 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         """The stop: a redirect, the notice and the final answer (its tool calls dropped) in
         the thread; the stop record; without a final answer, the run ends here."""
         assert turn.why is not None
-        reply = next((m for m in final.result if isinstance(m, AIMessage)), None) if final else None
+        answer, record = stopped(turn.request.runtime, turn.why, final)
         result: list[BaseMessage] = [*turn.added]
-        if reply is not None:
-            result += [*([notice] if notice is not None else []),
-                       said_something(without_tool_calls(reply), turn.why["reason"])]
-        emit(turn.request.runtime, {"event": "stop", "reason": turn.why["reason"], "iteration": 1,
-                                    "guard": turn.why})
-        update = {**turn.update, "stop_reason": StopReason.TOKEN_BUDGET.value,
-                  "budget_guard": turn.why}
-        if reply is None:
+        if answer:
+            result += [*([notice] if notice is not None else []), *answer]
+        update = {**turn.update, **record}
+        if not answer:
             update["jump_to"] = "end"
         return ExtendedModelResponse(ModelResponse(result=result), Command(update=update))
 

@@ -137,7 +137,7 @@ def test_the_budget_notices_are_not_rendered_either(scripted: list[ScriptedChatM
     graph_out = create_loop_agent(pressured, [search], limits=Limits(
         token_budget=6000, budget_pressure=BudgetPressure(threshold=0.3))).invoke(user("research"))
     agent_out = create_agent(stopped, [search], middleware=[
-        TokenBudgetMiddleware(max_tokens=3000)]).invoke(user("research"))
+        TokenBudgetMiddleware(token_budget=3000)]).invoke(user("research"))
     assert graph_out["stop_reason"] == agent_out["stop_reason"] == StopReason.TOKEN_BUDGET
     names = [[m.name for m in out["messages"] if is_notice(m)] for out in (graph_out, agent_out)]
     assert names == [["budget_notice", "stop_notice"], ["stop_notice"]]
@@ -246,7 +246,7 @@ def budget_graph(model: ScriptedChatModel, saver: Any, budget: int, scope: str =
 
 def budget_agent(model: ScriptedChatModel, saver: Any, budget: int, scope: str = "run") -> Any:
     return create_agent(model, [search], checkpointer=saver, middleware=[
-        TokenBudgetMiddleware(max_tokens=budget, check_in=True, scope=scope)])  # type: ignore[arg-type]
+        TokenBudgetMiddleware(token_budget=budget, budget_check_in=True, budget_scope=scope)])  # type: ignore[arg-type]
 
 
 def two_rounds(messages: list[BaseMessage]) -> Any:

@@ -54,7 +54,7 @@ def _graph_at_the_budget(model: ScriptedChatModel, saver: Any) -> Any:
 
 def _agent_at_the_budget(model: ScriptedChatModel, saver: Any) -> Any:
     return create_agent(model, [research], checkpointer=saver,
-                        middleware=[TokenBudgetMiddleware(max_tokens=3000, check_in=True)])
+                        middleware=[TokenBudgetMiddleware(token_budget=3000, budget_check_in=True)])
 
 
 # --- 3. a huge extension at the budget ---------------------------------------------------------

@@ -77,7 +77,7 @@ def test_a_repeated_call_is_warned_then_stopped_with_a_final_answer(
     result = _middleware_agent(model).invoke({"messages": [HumanMessage("is the build done?")]})
 
     assert result["stop_reason"] == StopReason.LOOP_DETECTED
-    guard = result["loop_guard"]
+    guard = result["stop_guard"]
     assert guard["layer"] == "no_progress" and guard["calls"] == ['status({"job":"build"})']
     assert guard["began"]["message_id"] == result["messages"][1].id  # the first status call
     # three calls ran; the fourth was answered with the stop, then one tools-free answer
@@ -156,7 +156,7 @@ def test_a_new_run_on_the_thread_clears_the_stop(scripted: list[ScriptedChatMode
         config = {"configurable": {"thread_id": "t1"}}
         assert agent.invoke({"messages": [HumanMessage("done?")]}, config)["stop_reason"] == "loop_detected"
         again = agent.invoke({"messages": [HumanMessage("thanks")]}, config)
-    assert again["stop_reason"] is None and again["loop_guard"] is None
+    assert again["stop_reason"] is None and again["stop_guard"] is None
     assert again["messages"][-1].content == "All done."
 
 
@@ -192,7 +192,7 @@ def test_a_run_resumed_by_a_new_agent_stops_after_the_same_calls(
     assert resumed["stop_reason"] == whole["stop_reason"] == StopReason.LOOP_DETECTED
     assert len(first.requests) + len(second.requests) == len(straight.requests)
     assert [shape(r) for r in second.requests] == [shape(r) for r in straight.requests[3:]]
-    assert resumed["loop_guard"]["count"] == whole["loop_guard"]["count"]
+    assert resumed["stop_guard"]["count"] == whole["stop_guard"]["count"]
 
 
 async def test_a_queued_warning_survives_a_pause_and_an_async_resume(
@@ -252,7 +252,7 @@ def test_the_middleware_decides_as_the_graph(scripted: list[ScriptedChatModel],
     scripted += [graph_model, agent_model]
     assert [shape(r) for r in agent_model.requests] == [shape(r) for r in graph_model.requests]
     assert agent_out["stop_reason"] == graph_out["stop_reason"]
-    graph_guard, agent_guard = graph_out["iterations"][-1]["guard"], agent_out["loop_guard"]
+    graph_guard, agent_guard = graph_out["iterations"][-1]["guard"], agent_out["stop_guard"]
     for key in ("layer", "calls", "count", "threshold", "rung"):
         assert agent_guard[key] == graph_guard[key]
 
@@ -288,7 +288,7 @@ def test_ask_human_pauses_before_the_calls_run_and_a_stop_ends_with_an_answer(
         done = _asking(model, saver).invoke(Command(resume={"decisions": [
             {"type": "reject", "message": "It will not finish today."}]}), config)
     assert done["stop_reason"] == StopReason.LOOP_DETECTED
-    assert done["loop_guard"]["human"] == {"action": "stop", "message": "It will not finish today."}
+    assert done["stop_guard"]["human"] == {"action": "stop", "message": "It will not finish today."}
     stop_notice = model.requests[-1][-1]
     assert stop_notice.content.endswith("They said: It will not finish today.")
     assert "a person supervising this run chose to stop it" in done["messages"][-3].content
@@ -341,7 +341,7 @@ def test_a_tool_s_own_loop_key_is_read_as_the_graph_reads_it(scripted: list[Scri
         scripted.append(model)
         agent = create_agent(model, [tool_], middleware=[LoopDetectionMiddleware()])
         result = agent.invoke({"messages": [HumanMessage("poll")]})
-        guard = result.get("loop_guard") or {}
+        guard = result.get("stop_guard") or {}
         outcomes.append((guard.get("layer"), guard.get("count"),
                          sum(isinstance(m, ToolMessage) and m.status == "success"
                              for m in result["messages"])))

@@ -88,7 +88,7 @@ def kinds(messages: list[BaseMessage]) -> list[str]:
 def agent_of(llm: ScriptedChatModel, budget: int = 3000, *, check_in: bool = False,
              **kwargs: Any) -> Any:
     return create_agent(llm, [search], middleware=[TokenBudgetMiddleware(
-        max_tokens=budget, check_in=check_in)], **kwargs)
+        token_budget=budget, budget_check_in=check_in)], **kwargs)
 
 
 def ask(text: str = "research the topic") -> dict[str, Any]:
@@ -104,7 +104,7 @@ def test_no_request_over_the_budget_is_sent_and_the_run_ends_on_a_bounded_answer
     result = agent_of(llm, 3000).invoke(ask())
 
     assert result["stop_reason"] == StopReason.TOKEN_BUDGET
-    guard = result["budget_guard"]
+    guard = result["stop_guard"]
     assert guard["reason"] == "token_budget" and guard["limit"] == 3000
     # every call the model answered, the final answer included, fits in the budget
     assert spent(result["messages"]) <= 3000
@@ -139,7 +139,7 @@ def test_the_call_held_back_and_an_answer_after_it_would_have_gone_over(
     totals = [m.usage_metadata["total_tokens"] for m in unbounded["messages"]
               if isinstance(m, AIMessage)]
     assert [shape(r) for r in llm.requests[:-1]] == [shape(r) for r in plain.requests[:held]]
-    assert sum(totals[:held]) == result["budget_guard"]["value"]
+    assert sum(totals[:held]) == result["stop_guard"]["value"]
     assert sum(totals[:held + 2]) > 3000  # the held-back call, then one more reply: over
     assert spent(result["messages"]) > 3000 - MIN_FINAL_OUTPUT  # the final answer used the room
 
@@ -152,7 +152,7 @@ async def test_the_async_agent_sends_the_same_requests(scripted: list[ScriptedCh
     assert [shape(r) for r in async_llm.requests] == [shape(r) for r in sync_llm.requests]
     assert async_llm.max_tokens_sent == sync_llm.max_tokens_sent
     assert got["stop_reason"] == expected["stop_reason"] == StopReason.TOKEN_BUDGET
-    assert got["budget_guard"] == expected["budget_guard"]
+    assert got["stop_guard"] == expected["stop_guard"]
 
 
 def test_without_room_for_an_answer_no_call_is_made(scripted: list[ScriptedChatModel]) -> None:
@@ -161,7 +161,7 @@ def test_without_room_for_an_answer_no_call_is_made(scripted: list[ScriptedChatM
     result = agent_of(llm, 60).invoke(ask("x" * 100))
     assert llm.requests == []
     assert result["stop_reason"] == StopReason.TOKEN_BUDGET
-    assert result["budget_guard"]["final_answer"].startswith("skipped: the token budget leaves")
+    assert result["stop_guard"]["final_answer"].startswith("skipped: the token budget leaves")
     assert kinds(result["messages"]) == ["human"]
 
 
@@ -194,7 +194,7 @@ def test_the_budget_is_per_run_and_a_new_run_clears_the_stop(
     # already spent the whole budget
     assert len(llm.requests) == calls + 1 and llm.request_tools[-1] == ["search"]
     assert spent(second["messages"]) > 20_000
-    assert second["stop_reason"] is None and second["budget_guard"] is None
+    assert second["stop_reason"] is None and second["stop_guard"] is None
     assert second["messages"][-1].content == "Thanks, noted."
 
 
@@ -204,18 +204,25 @@ def test_replies_without_usage_are_counted(scripted: list[ScriptedChatModel]) ->
     scripted.append(llm)
     result = agent_of(llm, 3000).invoke(ask())
     assert result["stop_reason"] == StopReason.TOKEN_BUDGET
-    assert 0 < result["budget_guard"]["value"] <= 3000
+    assert 0 < result["stop_guard"]["value"] <= 3000
     assert len(llm.requests) < 10
 
 
 def test_bad_settings_are_refused() -> None:
     for bad in (0, -5, 1.5, "1000", True):
-        with pytest.raises(ValueError, match="max_tokens must be a whole number"):
-            TokenBudgetMiddleware(max_tokens=bad)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="check_in must be True or False"):
-        TokenBudgetMiddleware(max_tokens=1000, check_in="yes")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="token_budget must be a whole number"):
+            TokenBudgetMiddleware(token_budget=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="budget_check_in must be True or False"):
+        TokenBudgetMiddleware(token_budget=1000, budget_check_in="yes")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         TokenBudgetMiddleware(1000)  # type: ignore[misc]
+    # 0.3's spellings name their replacement (the keywords of Limits)
+    with pytest.raises(TypeError, match=r"max_tokens=\.\.\.\) was renamed in 0.4: use token_budget="):
+        TokenBudgetMiddleware(max_tokens=1000)
+    with pytest.raises(TypeError, match="use budget_check_in="):
+        TokenBudgetMiddleware(token_budget=1000, check_in=True)
+    with pytest.raises(TypeError, match=r"scopes=\.\.\.\) is not a keyword it takes"):
+        TokenBudgetMiddleware(token_budget=1000, scopes="run")
 
 
 # --- checking in with a person ---------------------------------------------------------------
@@ -275,9 +282,9 @@ def test_an_extension_too_small_asks_again_and_a_stop_ends_with_an_answer(
         assert asked_numbers(asked.value)[1] == 3001 and second.requests == []
         done = agent.invoke(Command(resume=reject()), config)
     assert done["stop_reason"] == StopReason.TOKEN_BUDGET
-    assert done["budget_guard"]["human"] == {"action": "stop"}
-    assert done["budget_guard"]["limit"] == 3001
-    assert done["budget_guard"]["value"] == asked_numbers(question)[0]
+    assert done["stop_guard"]["human"] == {"action": "stop"}
+    assert done["stop_guard"]["limit"] == 3001
+    assert done["stop_guard"]["value"] == asked_numbers(question)[0]
     assert len(second.requests) == 1 and second.request_tools[-1] == []
     assert kinds(done["messages"])[-3:] == ["tool", "notice", "ai"]
     assert spent(done["messages"]) <= 3001
@@ -370,14 +377,14 @@ def test_the_middleware_stops_where_the_graph_stops(scripted: list[ScriptedChatM
     assert agent_out["stop_reason"] == graph_out["stop_reason"] == StopReason.TOKEN_BUDGET
     graph_guard = graph_out["iterations"][-1]["guard"]
     for key in ("limit", "value", "estimate"):
-        assert agent_out["budget_guard"][key] == graph_guard[key]
+        assert agent_out["stop_guard"][key] == graph_guard[key]
 
 
 # --- beside the loop's other controls --------------------------------------------------------
 
 def _both(llm: ScriptedChatModel, budget: int, **kwargs: Any) -> Any:
     return create_agent(llm, [search], middleware=[
-        LoopDetectionMiddleware(LoopDetection()), TokenBudgetMiddleware(max_tokens=budget)],
+        LoopDetectionMiddleware(LoopDetection()), TokenBudgetMiddleware(token_budget=budget)],
         **kwargs)
 
 
@@ -387,8 +394,8 @@ def test_loop_detection_still_stops_a_loop_under_a_budget(scripted: list[Scripte
     scripted.append(llm)
     result = _both(llm, 100_000).invoke(ask())
     assert result["stop_reason"] == StopReason.LOOP_DETECTED
-    assert result["loop_guard"]["layer"] == "no_progress"
-    assert result.get("budget_guard") is None
+    assert result["stop_guard"]["guard"] == "loop_detector"  # the one stop record, as the graph's
+    assert result["stop_guard"]["layer"] == "no_progress"
 
 
 def test_the_budget_stops_a_run_the_loop_detector_lets_go_on(
@@ -399,12 +406,13 @@ def test_the_budget_stops_a_run_the_loop_detector_lets_go_on(
         agent = _both(llm, 20_000, checkpointer=saver)
         config = {"configurable": {"thread_id": "b"}}
         result = agent.invoke(ask(), config)
-        assert result["stop_reason"] == StopReason.TOKEN_BUDGET and result.get("loop_guard") is None
+        assert result["stop_reason"] == StopReason.TOKEN_BUDGET
+        assert result["stop_guard"]["guard"] == "limits"
         assert spent(result["messages"]) <= 20_000 and llm.request_tools[-1] == []
-        # a new run on the thread: each middleware clears only the stop it wrote
+        # a new run on the thread: the middleware that wrote the stop record clears it
         llm.default = lambda messages: "ok"
         again = agent.invoke(ask("thanks"), config)
-    assert again["stop_reason"] is None and again["budget_guard"] is None
+    assert again["stop_reason"] is None and again["stop_guard"] is None
 
 
 @pytest.mark.parametrize("answers", [
@@ -434,5 +442,5 @@ def test_the_graph_and_the_middleware_apply_the_same_answers(
     assert shape(agent_out["messages"]) == shape(graph_out["messages"])
     graph_guard = graph_out["iterations"][-1]["guard"]
     for key in ("limit", "value", "estimate", "human"):
-        assert agent_out["budget_guard"][key] == graph_guard[key]
-    assert spent(agent_out["messages"]) <= agent_out["budget_guard"]["limit"]
+        assert agent_out["stop_guard"][key] == graph_guard[key]
+    assert spent(agent_out["messages"]) <= agent_out["stop_guard"]["limit"]

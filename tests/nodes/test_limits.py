@@ -512,7 +512,7 @@ def test_the_graph_asks_what_the_middleware_asks(scripted: list[ScriptedChatMode
     with SqliteSaver.from_conn_string(str(tmp_path / "q.db")) as saver:
         graph = checking(graph_model, saver).invoke(go(), thread())
         agent = create_agent(agent_model, [research], checkpointer=saver, middleware=[
-            TokenBudgetMiddleware(max_tokens=3000, check_in=True)]).invoke(go(), thread())
+            TokenBudgetMiddleware(token_budget=3000, budget_check_in=True)]).invoke(go(), thread())
     (graph_asks,), (agent_asks,) = graph["__interrupt__"], agent["__interrupt__"]
     assert graph_asks.value == agent_asks.value
     assert graph_asks.value["action_requests"][0]["name"] == "Token budget reached: add more?"

@@ -145,7 +145,7 @@ def test_a_command_that_grows_a_little_each_time_with_the_same_result_is_stopped
     scripted.append(model)
     drift = LoopDetection(drift_stop_after=4)  # its own threshold given: the layer is on
     result = front_door(model, [bash], drift).invoke({"messages": [HumanMessage("find foo")]})
-    guard = result.get("loop_guard") or result["iterations"][-1]["guard"]
+    guard = result.get("stop_guard") or result["iterations"][-1]["guard"]
     assert result["stop_reason"] == StopReason.LOOP_DETECTED
     assert (guard["layer"], guard["count"]) == ("drift", 4)
     assert guard["calls"] == ['bash({"command":"grep -n -i -w -F -H foo src/app.py"})']
