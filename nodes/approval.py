@@ -54,6 +54,7 @@ from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.compat import resuming
 from langgraph_loop.core.config import Approval
+from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
 from langgraph_loop.core.messages import call_label, unanswered_tail
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, emit
@@ -286,25 +287,23 @@ class ApprovalNode(Runnable[LoopState, dict[str, Any]]):
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:
         """Sync entry point."""
-        config = ensure_config(config)
-        gate = self._gate(state, config)
-        if gate is None:
-            return {}
-        resolver = gate.resolver
-        answer = (call_sync(resolver, copy.deepcopy(gate.request), name="approval.resolver")
-                  if resolver is not None else None)
-        return gate.decide(answer)
+        return drive(self._steps(state, ensure_config(config)), perform)
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> dict[str, Any]:
         """Async entry point."""
-        config = ensure_config(config)
+        return await adrive(self._steps(state, ensure_config(config)), aperform)
+
+    def _steps(self, state: LoopState, config: RunnableConfig) -> Steps[dict[str, Any]]:
+        """The gate, the resolver's answer (when one is set), the decisions applied."""
         gate = self._gate(state, config)
         if gate is None:
             return {}
         resolver = gate.resolver
-        answer = (await call_async(resolver, copy.deepcopy(gate.request), name="approval.resolver")
-                  if resolver is not None else None)
+        answer = None
+        if resolver is not None:
+            answer = yield Io(call_sync, call_async, (resolver, copy.deepcopy(gate.request)),
+                              {"name": "approval.resolver"})
         return gate.decide(answer)
 
 

@@ -45,6 +45,7 @@ from langgraph.runtime import get_runtime
 from langgraph.types import Overwrite
 
 from langgraph_loop.core import prompts
+from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
 from langgraph_loop.core.messages import SUMMARY_NAME, as_message, call_label, drain, loop_message
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import (
@@ -205,24 +206,22 @@ class CompactionNode(Runnable[LoopState, dict[str, Any]]):
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:
         """Sync entry point."""
-        config = ensure_config(config)
-        plan = self.plan(state)
-        if plan is None:
-            return {}
-        update = self.record(state, plan, plan.runnable.invoke(plan.request, tagged(config, COMPACTION)))
-        show_messages(config, [update["summary"]])
-        return {k: v for k, v in update.items() if k != "summary"}
+        return drive(self._steps(state, ensure_config(config)), perform)
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> dict[str, Any]:
         """Async entry point."""
-        config = ensure_config(config)
+        return await adrive(self._steps(state, ensure_config(config)), aperform)
+
+    def _steps(self, state: LoopState, config: RunnableConfig) -> Steps[dict[str, Any]]:
+        """The plan, the summarizer's call, the summary shown to the messages stream."""
         plan = self.plan(state)
         if plan is None:
             return {}
-        result = await plan.runnable.ainvoke(plan.request, tagged(config, COMPACTION))
+        result = yield Io(plan.runnable.invoke, plan.runnable.ainvoke,
+                          (plan.request, tagged(config, COMPACTION)))
         update = self.record(state, plan, result)
-        await ashow_messages(config, [update["summary"]])
+        yield Io(show_messages, ashow_messages, (config, [update["summary"]]))
         return {k: v for k, v in update.items() if k != "summary"}
 
     @staticmethod

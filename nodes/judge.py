@@ -55,6 +55,7 @@ from pydantic import ValidationError
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.config import Judge, JudgeVerdict
+from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
 from langgraph_loop.core.messages import as_message, clip
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import (
@@ -256,47 +257,30 @@ class JudgeNode(Runnable[LoopState, dict[str, Any]]):
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:
         """Sync entry point."""
-        settings = self._due(state)
-        if settings is None or settings.judge is None:
-            return {}
-        info = dict(iteration_info(state))
-        if settings.should_continue is not None:
-            go, feedback = normalize_predicate(call_sync(settings.should_continue, state,
-                                                         name="should_continue"))
-            info["predicate"] = {"continue": go, "feedback": feedback}
-            if go:
-                return {"iteration_info": info}
-        errors: list[str] = []
-        for runnable, structured in self._attempts(settings.judge):
-            try:
-                result = runnable.invoke(judge_request(state, settings.judge), judge_config(config))
-                verdict, usage = _read(result, structured)
-            except GraphBubbleUp:
-                raise
-            except Exception as exc:  # noqa: BLE001 - a judge failure is "not answered"
-                errors.append(f"{type(exc).__name__}: {exc}")
-                continue
-            return self._update(state, info, verdict, usage)
-        return self._update(state, info, _failed(errors), new_usage())
+        return drive(self._steps(state, config), perform)
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> dict[str, Any]:
         """Async entry point."""
+        return await adrive(self._steps(state, config), aperform)
+
+    def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
+        """The predicate, then the judge (two tries), as one core for both entry points."""
         settings = self._due(state)
         if settings is None or settings.judge is None:
             return {}
         info = dict(iteration_info(state))
         if settings.should_continue is not None:
-            go, feedback = normalize_predicate(await call_async(settings.should_continue, state,
-                                                                name="should_continue"))
+            go, feedback = normalize_predicate((yield Io(call_sync, call_async, (
+                settings.should_continue, state), {"name": "should_continue"})))
             info["predicate"] = {"continue": go, "feedback": feedback}
             if go:
                 return {"iteration_info": info}
         errors: list[str] = []
         for runnable, structured in self._attempts(settings.judge):
             try:
-                result = await runnable.ainvoke(judge_request(state, settings.judge),
-                                                judge_config(config))
+                result = yield Io(runnable.invoke, runnable.ainvoke,
+                                  (judge_request(state, settings.judge), judge_config(config)))
                 verdict, usage = _read(result, structured)
             except GraphBubbleUp:
                 raise

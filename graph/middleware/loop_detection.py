@@ -78,6 +78,7 @@ from langgraph.types import Command
 
 from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
+from langgraph_loop.core.drive import adrive, drive
 from langgraph_loop.core.messages import (
     Notice,
     call_ids,
@@ -97,7 +98,7 @@ from langgraph_loop.engine.decision import (
     stop_answers,
 )
 from langgraph_loop.engine.dialogue import ask, typed_instead
-from langgraph_loop.middleware.stopping import final_call, notice_for, stopped
+from langgraph_loop.middleware.stopping import final_call, notice_for, stopped, stored_stop
 
 __all__ = ["LoopDetectionMiddleware", "LoopDetectionState"]
 
@@ -247,7 +248,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         if notice is not None:
             request = request.override(messages=[*request.messages, notice])
             update["loop_notices"] = []
-        if first and (state.get("stop_guard") or {}).get("guard") == "loop_detector":
+        if first and (stop := stored_stop(state)) is not None and stop["guard"] == "loop_detector":
             update.update(stop_reason=None, stop_guard=None)  # a new run: the stop it wrote goes
         if state.get("loop_refused"):  # the refusals of the round before are answered
             update["loop_refused"] = None
@@ -409,13 +410,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> Result:
         """Deliver queued notices, call the model, decide on the reply and apply the decision."""
-        steps = self._steps(request)
-        try:
-            sent = next(steps)
-            while True:
-                sent = steps.send(_response(handler(sent)))
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+        return drive(self._steps(request), lambda sent: _response(handler(sent)))
 
     async def awrap_model_call(
         self,
@@ -423,10 +418,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> Result:
         """Async ``wrap_model_call``."""
-        steps = self._steps(request)
-        try:
-            sent = next(steps)
-            while True:
-                sent = steps.send(_response(await handler(sent)))
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+        async def call(sent: ModelRequest[Any]) -> ModelResponse[Any]:
+            return _response(await handler(sent))
+
+        return await adrive(self._steps(request), call)

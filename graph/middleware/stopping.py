@@ -20,7 +20,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.language_models import BaseChatModel
@@ -32,7 +32,13 @@ from langgraph_loop.core.state import StopEvent, emit
 from langgraph_loop.core.stop import Guard, stop_fields
 from langgraph_loop.engine.final import final_answer, none_choice, stop_notice
 
-__all__ = ["final_call", "notice_for", "stopped"]
+__all__ = ["final_call", "notice_for", "stopped", "stored_stop"]
+
+
+def stored_stop(state: Mapping[str, Any]) -> Guard | None:
+    """The stop record's guard in an agent's state (None: no stop recorded)."""
+    value = state.get("stop_guard")
+    return cast(Guard, value) if isinstance(value, dict) else None
 
 
 def notice_for(why: Guard, run: str | None, *, hidden: bool) -> HumanMessage | None:

@@ -80,7 +80,7 @@ from langgraph_loop.engine.limits import (
     skipped_answer,
     spent_tokens,
 )
-from langgraph_loop.middleware.stopping import final_call, notice_for, stopped
+from langgraph_loop.middleware.stopping import final_call, notice_for, stopped, stored_stop
 
 __all__ = ["BudgetExtension", "TokenBudgetMiddleware", "TokenBudgetState"]
 
@@ -199,7 +199,7 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         extra = int(granted.get("tokens") or 0) if granted.get("run") == key else 0
         spent = spent_tokens(messages, start if per_run else 0, request.model)
         update: dict[str, Any] = {}
-        if (state.get("stop_guard") or {}).get("reason") == StopReason.TOKEN_BUDGET and not any(
+        if (stop := stored_stop(state)) is not None and stop["reason"] == StopReason.TOKEN_BUDGET and not any(
                 isinstance(m, AIMessage) for m in messages[start + 1:]):
             update.update(stop_reason=None, stop_guard=None)  # a new run: the stop it wrote goes
 

@@ -1,0 +1,88 @@
+"""Sync and async from one core: a step's work as a generator that yields its I/O.
+
+A node (or a middleware hook) writes its work once, as a generator: every call that blocks —
+the model, a user's callback, the messages stream — is yielded as an ``Io`` (what to call in a
+sync run, what to await in an async one, and the arguments); the generator receives the result
+(or the exception, thrown in where it yielded) and finally returns the update. ``drive`` and
+``adrive`` are the only sync/async twins, and they are the same loop. ``LoopDetectionMiddleware``
+drives its hook the same way, its I/O being the handler LangChain passes in.
+
+Example:
+    >>> import asyncio
+    >>> def double(x: int) -> int:
+    ...     return 2 * x
+    >>> async def adouble(x: int) -> int:
+    ...     return 2 * x
+    >>> def work() -> Steps[int]:
+    ...     a = yield Io(double, adouble, (3,))
+    ...     return a + 1
+    >>> drive(work(), perform), asyncio.run(adrive(work(), aperform))
+    (7, 7)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+__all__ = ["Io", "Steps", "adrive", "aperform", "drive", "perform"]
+
+T = TypeVar("T")
+Y = TypeVar("Y")
+
+
+@dataclass(frozen=True)
+class Io:
+    """One blocking call a step asks its driver for: ``sync(*args, **kwargs)`` in a sync run,
+    ``await asynchronous(*args, **kwargs)`` in an async one."""
+
+    sync: Callable[..., Any]
+    asynchronous: Callable[..., Awaitable[Any]]
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+Steps = Generator[Io, Any, T]
+"""A step's work: yields ``Io``, receives each result, returns the step's result."""
+
+
+def perform(io: Io) -> Any:
+    """Make the call, sync."""
+    return io.sync(*io.args, **io.kwargs)
+
+
+async def aperform(io: Io) -> Any:
+    """Make the call, async."""
+    return await io.asynchronous(*io.args, **io.kwargs)
+
+
+def drive(steps: Generator[Y, Any, T], run: Callable[[Y], Any]) -> T:
+    """Run ``steps`` to the end, making each yielded call with ``run`` (``perform`` for ``Io``; a
+    failure is thrown back into ``steps`` where it yielded)."""
+    try:
+        request = next(steps)
+        while True:
+            try:
+                result = run(request)
+            except BaseException as exc:  # noqa: BLE001 - handed to the step, which may handle it
+                request = steps.throw(exc)
+            else:
+                request = steps.send(result)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+async def adrive(steps: Generator[Y, Any, T], run: Callable[[Y], Awaitable[Any]]) -> T:
+    """``drive``, awaiting each call."""
+    try:
+        request = next(steps)
+        while True:
+            try:
+                result = await run(request)
+            except BaseException as exc:  # noqa: BLE001 - handed to the step, which may handle it
+                request = steps.throw(exc)
+            else:
+                request = steps.send(result)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
