@@ -51,6 +51,7 @@ from langgraph.types import Command
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.compat import durable
+from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
 from langgraph_loop.core.history import resolve_removals
 from langgraph_loop.core.messages import cap_output, unanswered_tail
 from langgraph_loop.core.settings import LOOP_KEYS, LoopSettings
@@ -347,34 +348,27 @@ class ToolsNode(Runnable[LoopState, Any]):
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> Any:
         """Sync entry point."""
-        config = config if config is not None else ensure_config()  # a step's is complete
-        runtime = get_runtime()
-        batch = _Batch(state, self.settings.for_runtime(runtime), self.known, config)
-        if batch.empty:
-            return {}
-        results = _run_sync(self.node, batch.payloads, config, batch.saved)
-        update, records = self._finish(batch, results)
-        hook = batch.settings.hooks.on_tool_call
-        for record in records:
-            if hook is not None:
-                call_sync(hook, record, name="hooks.on_tool_call")
-            emit(runtime, {"event": "tool_call", **record})
-        return update
+        return drive(self._steps(state, config), perform)
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> Any:
         """Async entry point."""
+        return await adrive(self._steps(state, config), aperform)
+
+    def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[Any]:
+        """The batch, its calls (in parallel where the model asked for several), then each
+        call's record to ``hooks.on_tool_call`` and the ``tool_call`` event."""
         config = config if config is not None else ensure_config()  # a step's is complete
         runtime = get_runtime()
         batch = _Batch(state, self.settings.for_runtime(runtime), self.known, config)
         if batch.empty:
             return {}
-        results = await _run_async(self.node, batch.payloads, config, batch.saved)
+        results = yield Io(_run_sync, _run_async, (self.node, batch.payloads, config, batch.saved))
         update, records = self._finish(batch, results)
         hook = batch.settings.hooks.on_tool_call
         for record in records:
             if hook is not None:
-                await call_async(hook, record, name="hooks.on_tool_call")
+                yield Io(call_sync, call_async, (hook, record), {"name": "hooks.on_tool_call"})
             emit(runtime, {"event": "tool_call", **record})
         return update
 
