@@ -75,15 +75,17 @@ class LoopDetector:
             return {"run": run} if "decision" in (state.get("run") or {}) else {}
         settings = self.settings.for_runtime(runtime)
         decision = settle(Decision.of(ai, record), state, settings)
-        update = apply(decision, {**state, "run": run}, settings, runtime)  # type: ignore[typeddict-item]
+        update = apply(decision, state, settings, runtime, run=run)
         update.setdefault("run", run)
         return update
 
 
 def apply(decision: Decision, state: LoopState, settings: LoopSettings,
-          runtime: Runtime[Any] | None = None) -> dict[str, Any]:
-    """The state update that carries out ``decision`` (its events go to ``runtime``)."""
-    run: dict[str, Any] = dict(state.get("run") or {})
+          runtime: Runtime[Any] | None = None, *, run: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The state update that carries out ``decision`` (its events go to ``runtime``; ``run``:
+    the run as it stands, when not ``state["run"]``)."""
+    run = dict(state.get("run") or {}) if run is None else dict(run)
+    before = dict(run)
     update: dict[str, Any] = {}
     answers = decision.answers(settings.output_tools)
     if answers:
@@ -110,6 +112,6 @@ def apply(decision: Decision, state: LoopState, settings: LoopSettings,
         update["pending_notices"] = notices
     for event in decision.events(run_view(state, settings), pressure):
         emit(runtime, event)
-    if run != state.get("run"):
+    if run != before:
         update["run"] = run
     return update

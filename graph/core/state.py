@@ -403,7 +403,7 @@ def build_record(
         "model_calls": info.get("model_calls", 0),
         "tool_calls": [{k: v for k, v in c.items() if k not in ("result_hash", "executed")}  # type: ignore[misc]
                        for c in calls],
-        "usage": dict(info.get("usage") or new_usage()),  # type: ignore[typeddict-item]
+        "usage": add_usage(info.get("usage"), None),
         "duration_s": round(end - info.get("started_at", end), 6),
         "feedback": feedback,
         "verdict": verdict,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, Literal, Required
+from typing import Any, Literal, Required, cast
 
 from typing_extensions import TypedDict
 
@@ -92,7 +92,7 @@ def guard(name: GuardName, reason: StopReason | str, **details: Any) -> Guard:
         >>> guard("hooks", StopReason.TERMINATED)
         {'guard': 'hooks', 'reason': 'terminated'}
     """
-    return Guard(guard=name, reason=StopReason(reason).value, **details)  # type: ignore[typeddict-item]
+    return cast(Guard, {"guard": name, "reason": StopReason(reason).value, **details})
 
 
 def limit_guard(reason: StopReason, limit: Any, value: Any) -> Guard:

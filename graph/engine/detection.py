@@ -546,7 +546,7 @@ def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
             continue
         old: CallRecord = calls.get(sig) or {"tool": message.name or "?"}
         if is_blocked(message):
-            calls[sig] = CallRecord(**{**old, "refused": True})  # type: ignore[typeddict-item]
+            calls[sig] = {**old, "refused": True}
             continue
         content = message.content
         result = Result(content if isinstance(content, str) else result_text(content),
@@ -637,7 +637,7 @@ def _touch(records: dict[str, CallRecord], call: SignedCall) -> None:
     for sig, record in records.items():
         if sig != call.sig and "result" in record and touches(
                 call.paths, call.dirs, record.get("paths", ()), record.get("dirs", ())):
-            records[sig] = CallRecord(**{**record, "touched": True})  # type: ignore[typeddict-item]
+            records[sig] = {**record, "touched": True}
 
 
 def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection) -> DetectorState:
@@ -687,9 +687,11 @@ def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection)
         responses = {response_sig(e) for e in entries}
         tools = {r["tool"] for r in records.values()}
         warned = [k for k in warned if _relevant(k, inside, responses, tools)]
-    return {**det, "window": entries, "calls": records, "warned": warned,  # type: ignore[typeddict-item]
-            "n": count, "responses": det.get("responses", 0) + 1,
-            "reply": reply, "same_reply": same_reply, "pending": {c.id: c.sig for c in calls}}
+    after: DetectorState = {**det, "window": entries, "calls": records, "warned": warned,
+                            "n": count, "responses": det.get("responses", 0) + 1,
+                            "reply": reply, "same_reply": same_reply,
+                            "pending": {c.id: c.sig for c in calls}}
+    return after
 
 
 def _relevant(key: str, calls: set[str], responses: set[str], tools: set[str]) -> bool:
@@ -1011,8 +1013,8 @@ def observe(
     if is_cut(ai):  # cut while it streamed (no calls left): a notice, or the stop
         cuts = det.get("cuts", 0) + 1
         warnings, stop = text_cut(cuts)
-        return Observation(state=DetectorState(**{**det, "cuts": cuts}),  # type: ignore[typeddict-item]
-                           warnings=warnings, stop=stop)
+        state: DetectorState = {**det, "cuts": cuts}
+        return Observation(state=state, warnings=warnings, stop=stop)
     text = reply_text(ai.content, ai.additional_kwargs) if "text" in config.layers else ""
     looping = len(text) >= SHORTEST_LOOP and text_loop(text)
     warnings = [LoopWarning("text", "text", text_loop_text(), (), 1)] if looping else []
@@ -1040,7 +1042,7 @@ def observe(
     if warns:  # one no-progress warning per run of identical results
         records = det["calls"] = dict(det["calls"])
         for sig in warns:
-            records[sig] = CallRecord(**{**records[sig], "warned": True})  # type: ignore[typeddict-item]
+            records[sig] = {**records[sig], "warned": True}
     det["warned"] = warned
     state = det
     stops = [f for f in acting if f.rung == "stop"]

@@ -560,7 +560,8 @@ def check_in(over: Callable[[int, Sequence[BaseMessage]], Guard | None], ask: Ca
     while (why := over(extra, added)) is not None:
         answer = parse_budget_answer(ask(budget_question(why, scope)), suggested_tokens(why))
         if answer.action == "stop":
-            return CheckIn(extra, added, {**why, "human": person_stop(answer.message)})  # type: ignore[typeddict-item]
+            stopped: Guard = {**why, "human": person_stop(answer.message)}
+            return CheckIn(extra, added, stopped)
         extra += answer.tokens or 0
         if answer.action == "redirect":
             added.append(redirect_message(str(answer.message)))
