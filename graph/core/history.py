@@ -20,9 +20,11 @@ Repaired, the same way every time (nothing is lost):
 leaving the calls it ends on open for the tools; ``bulk_update_state`` checks each update on
 the thread the ones before it leave (``update_state`` is one of them). In both, removing an id
 the thread does not hold is a ``ValueError`` (as ``add_messages`` says it), and removing an
-AIMessage removes the ToolMessages of its calls with it (``resolve_removals``). A reply
-written as the model with open calls on a finished thread reopens it: the calls run next, as
-under ``create_agent``.
+AIMessage removes the ToolMessages of its calls with it (``resolve_removals``). LangGraph's
+own ``update_state`` then writes the update and takes the graph's edge after the node it is
+made as; calls it leaves open go where that edge leads (``_continued``): written as the model
+on a finished thread, the thread reopens and the calls run next, as under ``create_agent``;
+written as the tools, they are answered ``not_executed`` (the model comes next).
 
 Rejected (a ``ValueError`` naming the input message, the rule; nothing written): an unknown
 role, a ToolMessage answering no open call, a system message not first, shared call ids, the
@@ -360,6 +362,39 @@ def _values(stored: StateSnapshot | None) -> dict[str, Any]:
     return dict(stored.values or {}) if stored is not None else {}
 
 
+def _merged(state: Mapping[str, Any], values: Mapping[str, Any]) -> list[BaseMessage]:
+    """The thread's messages once ``values`` (an update with messages) is written."""
+    return cast(list[BaseMessage], add_messages(  # type: ignore[arg-type]
+        state.get("messages") or [], _as_list(values["messages"])))
+
+
+def _continued(values: Mapping[str, Any], as_node: str | None, state: Mapping[str, Any]
+               ) -> dict[str, Any]:
+    """An update made as ``as_node`` (None: as LangGraph infers) on a thread holding ``state``,
+    with the calls it leaves open sent where they run, as the edge after ``as_node`` goes on.
+
+    As ``tools``, the model comes next and the calls would never run: they are answered
+    ``not_executed`` (a provider rejects a call without a result). As ``model`` on a finished
+    thread (``stop_reason`` set), the stop is cleared, so the model's edge sends them to the
+    tools, as under ``create_agent``.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a")
+        >>> [m.type for m in _continued({"messages": [ai]}, "tools", {})["messages"]]
+        ['ai', 'tool']
+        >>> _continued({"messages": [ai]}, "model", {"stop_reason": "completed"})["stop_reason"] is None
+        True
+    """
+    open_calls = unanswered_tail(_merged(state, values))[1]
+    if open_calls and as_node == "tools":
+        return {**values, "messages": [*_as_list(values["messages"]),
+                                       *(not_executed(c) for c in open_calls)]}
+    if open_calls and as_node == "model" and state.get("stop_reason") is not None:
+        return {**values, "stop_reason": None}
+    return dict(values)
+
+
 class ThreadBusyError(RuntimeError):
     """A run was started on a thread that has a run in progress in this process."""
 
@@ -551,12 +586,8 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
     def _checked_updates(self, supersteps: Sequence[Sequence[StateUpdate]],
                          stored: StateSnapshot | None) -> list[list[StateUpdate]]:
         """``bulk_update_state``'s updates as they are written: each checked (``_update``) on
-        the thread the updates before it leave; LangGraph then writes them and takes the edges.
-
-        A reply written as ``model`` whose calls are open reopens a finished thread: its
-        ``stop_reason`` is cleared, so the model's edge sends the calls to the tools, as under
-        ``create_agent``.
-        """
+        the thread the updates before it leave, its open calls sent on (``_continued``);
+        LangGraph then writes them and takes the graph's edges."""
         state = _values(stored)
         checked: list[list[StateUpdate]] = []
         for step in supersteps:
@@ -565,12 +596,8 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
                 values = given if isinstance(given, Command) else self._update(
                     given, state.get("messages") or [])
                 if isinstance(values, Mapping) and "messages" in values:
-                    messages = cast(list[BaseMessage], add_messages(  # type: ignore[arg-type]
-                        state.get("messages") or [], _as_list(values["messages"])))
-                    if as_node == "model" and state.get("stop_reason") is not None \
-                            and unanswered_tail(messages)[1]:
-                        values = {**values, "stop_reason": None}
-                    state = {**state, **values, "messages": messages}
+                    values = _continued(values, as_node, state)
+                    state = {**state, **values, "messages": _merged(state, values)}
                 elif isinstance(values, Mapping):
                     state = {**state, **values}
                 checked[-1].append(StateUpdate(values, as_node, task_id))

@@ -15,6 +15,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_loop import create_loop_agent
+from langgraph_loop.core import prompts
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.helpers import assert_valid_thread
 
@@ -181,5 +182,22 @@ def test_a_removed_reply_takes_its_results_so_the_model_gets_no_orphan() -> None
     second = [("ai", "", [("c2", {"query": "backoff"})], None), ("tool", "results for backoff", [], "c2")]
     assert seen["loop"][-1] == [human, *second]
     assert seen["create_agent"][-1] == [human, ("tool", "results for retries", [], "c1"), *second]
+    assert seen["loop"][:-1] == seen["create_agent"][:-1]
+    assert_valid_thread(seen["loop", "thread"])
+
+
+def test_a_call_written_as_the_tools_is_answered_before_the_model_is_called() -> None:
+    """An update made as ``tools`` is followed by the model, not by the tools: a call it leaves
+    open would never run. ``create_agent`` sends the model that call without a result (a
+    provider rejects the request); the loop answers it as not executed first."""
+    def edit(agent: Any) -> None:
+        agent.update_state(CONFIG, {"messages": [_edited_call(agent)]}, as_node="tools")
+
+    seen = _side_by_side([_calls("retries", 1), "Three attempts."], {"interrupt_before": ["tools"]},
+                         edit)
+    human = ("human", "How do retries work?", [], None)
+    edited = ("ai", "", [("c1", {"query": "RETRY policy"})], None)
+    assert seen["create_agent"][-1] == [human, edited]
+    assert seen["loop"][-1] == [human, edited, ("tool", prompts.CANCELLED, [], "c1")]
     assert seen["loop"][:-1] == seen["create_agent"][:-1]
     assert_valid_thread(seen["loop", "thread"])
