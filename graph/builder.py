@@ -54,7 +54,6 @@ from langgraph_loop.core.history import LoopGraph
 from langgraph_loop.core.messages import is_blocked, is_cut, unanswered_tail
 from langgraph_loop.core.models import ChatRunnable
 from langgraph_loop.core.settings import MOVED, NODE_HOOKS, LoopSettings, regroup
-from langgraph_loop.core.shape import Route
 from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState
 from langgraph_loop.core.streams import TransformerFactory, stream_transformers
 from langgraph_loop.nodes.approval import ApprovalNode, needs_approval
@@ -221,13 +220,12 @@ def create_loop_agent(
         raise ValueError(f"create_loop_agent: unknown arguments {unknown}")
     options = regroup({**options, **deprecated}, warn=True, stacklevel=2)
     settings = LoopSettings.build(model, tools, **options)
-    builder, own_edges = _assemble(settings)
-    graph = builder.compile(checkpointer=checkpointer, store=store, name=name or "langgraph-loop",
+    graph = _assemble(settings).compile(checkpointer=checkpointer, store=store, name=name or "langgraph-loop",
                             interrupt_before=interrupt_before, interrupt_after=interrupt_after,
                             debug=debug, cache=cache,
                             transformers=stream_transformers(settings.middleware, transformers))
     metadata = {"lc_agent_name": name} if name else {}
-    return LoopGraph.of(graph, settings.overrides, own_edges).with_config(
+    return LoopGraph.of(graph, settings.overrides).with_config(
         recursion_limit=settings.recursion_limit, metadata=metadata)
 
 
@@ -368,27 +366,8 @@ _NODES: dict[str, Any] = {"prepare": PrepareNode, "model": ModelNode, "tools": T
 entry points, which LangGraph calls directly (no wrapper, no callback run of their own)."""
 
 
-def _own_edges(settings: LoopSettings, routes: Routes) -> dict[str, tuple[Route, list[str]]]:
-    """The nodes that take the edge after them themselves, with that edge and its targets.
-
-    LangGraph evaluates a conditional edge on a fresh copy of every channel; a node already
-    holds the state it routes on (``core/shape.py: take_edge``). The model's edge is its own
-    unless middleware hooks follow it or wrap its call (their commands write state the edge
-    must read, as under ``create_agent``).
-    """
-    shape = settings.shape
-    own: dict[str, tuple[Route, list[str]]] = {
-        "prepare": (routes.after_prepare, shape.prepare_targets),
-        "router": (routes.after_router, shape.router_targets)}
-    if shape.reply_node == "model" and not settings.hooked("wrap_model_call"):
-        own["model"] = (routes.after_model, shape.model_targets)
-    return own
-
-
-def _assemble(settings: LoopSettings) -> tuple[StateGraph[LoopState, LoopContext, LoopInput, LoopOutput],
-                                               dict[str, Route]]:
-    """The graph's nodes and edges, as ``settings.shape`` lists them, and the edges nodes take
-    themselves."""
+def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, LoopInput, LoopOutput]:
+    """The graph's nodes and edges, as ``settings.shape`` lists them."""
     shape = settings.shape
     routes = Routes(settings)
     state, given, output = merged_schemas(settings, LoopInput, LoopOutput)
@@ -398,7 +377,6 @@ def _assemble(settings: LoopSettings) -> tuple[StateGraph[LoopState, LoopContext
     )
     hooks = {f"{m.name}.{hook}": HookNode(m, hook) for hook in NODE_HOOKS
              for m in settings.hooked(hook)}
-    own_edges = _own_edges(settings, routes)
     for name in shape.nodes:
         if name in ("loop_detector", "respond"):  # plain functions over state
             builder.add_node(name, LoopDetector(settings) if name == "loop_detector"
@@ -407,24 +385,22 @@ def _assemble(settings: LoopSettings) -> tuple[StateGraph[LoopState, LoopContext
         if name in hooks or name == "middleware_end":  # the user's middleware hooks
             builder.add_node(name, hooks.get(name) or middleware_end)
             continue
-        node = _NODES[name](settings)
         retry = RETRY if name == "compaction" or (name == "model" and not settings.hooked(
             "wrap_model_call")) else None  # the user's wrap_model_call middleware own the call
-        edge = own_edges.get(name)
-        if edge is not None:  # the node takes the edge after it itself (core/shape.py: take_edge)
-            node.route, targets = edge
-            builder.add_node(name, node, retry_policy=retry, destinations=tuple(targets))
-            continue
-        builder.add_node(name, node, retry_policy=retry)
+        builder.add_node(name, _NODES[name](settings), retry_policy=retry)
     builder.add_edge(START, "prepare")
-    if shape.reply_node != "model":
-        builder.add_conditional_edges(shape.reply_node, Edge(routes.after_reply), shape.model_targets)
-    elif "model" not in own_edges:
-        builder.add_conditional_edges("model", Edge(routes.after_model), shape.model_targets)
+    # into the loop, or the end when not even one model call fits the recursion limit
+    builder.add_conditional_edges("prepare", Edge(routes.after_prepare), shape.prepare_targets)
+    # a reply (after its after_model hooks): tools, approval, the detector, respond, the iteration's end
+    builder.add_conditional_edges(shape.reply_node, Edge(routes.after_reply if shape.after_model
+                                                         else routes.after_model), shape.model_targets)
+    # the detector applied a decision: on to the tools, the final answer, or the end
     builder.add_conditional_edges("loop_detector", Edge(routes.after_detector),
                                   shape.detector_targets)
-    if shape.respond:
+    if shape.respond:  # a structured answer read: its other calls, the model again, or the end
         builder.add_conditional_edges("respond", Edge(routes.after_respond), shape.respond_targets)
+    # the next iteration, or the end (through the after_agent hooks)
+    builder.add_conditional_edges("router", Edge(routes.after_router), shape.router_targets)
     for source, target in shape.fixed_edges:
         builder.add_edge(source, target)
     for node, default, targets in shape.hook_edges:
@@ -432,4 +408,4 @@ def _assemble(settings: LoopSettings) -> tuple[StateGraph[LoopState, LoopContext
             builder.add_edge(node, default)
         else:
             builder.add_conditional_edges(node, Edge(routes.after_hook(node, default)), targets)
-    return builder, {name: route for name, (route, _) in own_edges.items()}
+    return builder

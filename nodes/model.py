@@ -58,7 +58,6 @@ from langgraph_loop.core.messages import (
     with_unique_call_ids,
 )
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.shape import Route, take_edge
 from langgraph_loop.core.state import (
     LoopState,
     RunInfo,
@@ -239,9 +238,6 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         """The detector states of earlier replies (one memo per compiled graph)."""
         self.wrapped = ModelCalls(settings) if settings.hooked("wrap_model_call") else None
         """The user's ``wrap_model_call`` middleware around the call (``nodes/hosted.py``)."""
-        self.route: Route | None = None
-        """The edge after ``model``, when the node takes it itself (set by the builder;
-        ``core/shape.py: take_edge``)."""
 
     @cached_property
     def _bound_all(self) -> Runnable[LanguageModelInput, BaseMessage]:
@@ -260,13 +256,13 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         config = config if config is not None else ensure_config()  # a step's is complete
         call = self.plan(state)
         if isinstance(call, dict):
-            return take_edge(self.route, state, call)
+            return call
         chosen = None if call.final else call.settings.tool_filter  # all tools when None
         offered = (pick_tools(call_sync(chosen, state, list(call.settings.tools), name="tool_filter"),
                               call.settings.tools) if chosen is not None else None)
         runnable = self._runnable(state, call, offered)
         if isinstance(runnable, dict):
-            return take_edge(self.route, state, runnable)
+            return runnable
         if call.extra:  # the notice reaches the messages stream before the reply
             show_messages(config, call.extra)
         config = tagged(config, FINAL_ANSWER) if call.final else config
@@ -277,7 +273,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             result = stream_reply(runnable, call.request, config)
         else:
             result = runnable.invoke(call.request, config)
-        return take_edge(self.route, state, self.record(state, call, as_message(result, "model"), offered))
+        return self.record(state, call, as_message(result, "model"), offered)
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> dict[str, Any]:
@@ -285,14 +281,14 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         config = config if config is not None else ensure_config()  # a step's is complete
         call = self.plan(state)
         if isinstance(call, dict):
-            return take_edge(self.route, state, call)
+            return call
         chosen = None if call.final else call.settings.tool_filter  # all tools when None
         offered = (pick_tools(await call_async(chosen, state, list(call.settings.tools),
                                                name="tool_filter"), call.settings.tools)
                    if chosen is not None else None)
         runnable = self._runnable(state, call, offered)
         if isinstance(runnable, dict):
-            return take_edge(self.route, state, runnable)
+            return runnable
         if call.extra:
             await ashow_messages(config, call.extra)
         config = tagged(config, FINAL_ANSWER) if call.final else config
@@ -304,7 +300,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             result = await astream_reply(runnable, call.request, config)
         else:
             result = await runnable.ainvoke(call.request, config)
-        return take_edge(self.route, state, self.record(state, call, as_message(result, "model"), offered))
+        return self.record(state, call, as_message(result, "model"), offered)
 
     def plan(self, state: LoopState) -> Call | dict[str, Any]:
         """The call to make, or the update that ends the step without one (pure, but for a

@@ -38,7 +38,6 @@ from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.history import not_executed
 from langgraph_loop.core.messages import unanswered_tail
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.shape import Route, take_edge
 from langgraph_loop.core.state import (
     RESET,
     LoopState,
@@ -173,8 +172,6 @@ class PrepareNode(Runnable[LoopState, dict[str, Any]]):
 
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
-        self.route: Route | None = None
-        """The edge after this node, when it takes it itself (set by the builder)."""
 
     def _start(self, state: LoopState) -> tuple[dict[str, Any], LoopSettings, bool]:
         """The update, the run's settings, and whether a new run starts (not a paused one
@@ -192,21 +189,21 @@ class PrepareNode(Runnable[LoopState, dict[str, Any]]):
         """Sync entry point."""
         update, settings, new = self._start(state)
         if not new:
-            return take_edge(self.route, state, update)
+            return update
         if settings.hooks.on_iteration_start is not None:
             call_sync(settings.hooks.on_iteration_start, {**state, **update},
                       name="hooks.on_iteration_start")
         emit(get_runtime(), {"event": "iteration_start", "iteration": 1})
-        return take_edge(self.route, state, update)
+        return update
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> dict[str, Any]:
         """Async entry point."""
         update, settings, new = self._start(state)
         if not new:
-            return take_edge(self.route, state, update)
+            return update
         if settings.hooks.on_iteration_start is not None:
             await call_async(settings.hooks.on_iteration_start, {**state, **update},
                              name="hooks.on_iteration_start")
         emit(get_runtime(), {"event": "iteration_start", "iteration": 1})
-        return take_edge(self.route, state, update)
+        return update

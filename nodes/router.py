@@ -46,7 +46,6 @@ from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import LegacyContinuation, call_async, call_sync
 from langgraph_loop.core.messages import CONTINUE_NAME, iteration_messages, loop_message, shorten
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.shape import Route, take_edge
 from langgraph_loop.core.state import (
     IterationRecord,
     LoopState,
@@ -316,8 +315,6 @@ class RouterNode(Runnable[LoopState, dict[str, Any]]):
 
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
-        self.route: Route | None = None
-        """The edge after this node, when it takes it itself (set by the builder)."""
 
     def _continuation_call(self, end: _End) -> tuple[Any, tuple[Any, ...], str] | None:
         """The callback that writes the next input (named as the user gave it)."""
@@ -342,7 +339,7 @@ class RouterNode(Runnable[LoopState, dict[str, Any]]):
                                      name="hooks.on_iteration_end")
                            if hooks.on_iteration_end is not None else None)
         if end.stop is not None:
-            return take_edge(self.route, state, update)
+            return update
         call = self._continuation_call(end)
         text = call_sync(call[0], *call[1], name=call[2]) if call is not None else None
         update = end.next_iteration(update, end.continuation(text, call is not None))
@@ -350,7 +347,7 @@ class RouterNode(Runnable[LoopState, dict[str, Any]]):
             call_sync(hooks.on_iteration_start, end.start_view(update),
                       name="hooks.on_iteration_start")
         emit(get_runtime(), {"event": "iteration_start", "iteration": update["iteration"]})
-        return take_edge(self.route, state, update)
+        return update
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> dict[str, Any]:
@@ -367,7 +364,7 @@ class RouterNode(Runnable[LoopState, dict[str, Any]]):
                                             name="hooks.on_iteration_end")
                            if hooks.on_iteration_end is not None else None)
         if end.stop is not None:
-            return take_edge(self.route, state, update)
+            return update
         call = self._continuation_call(end)
         text = await call_async(call[0], *call[1], name=call[2]) if call is not None else None
         update = end.next_iteration(update, end.continuation(text, call is not None))
@@ -375,4 +372,4 @@ class RouterNode(Runnable[LoopState, dict[str, Any]]):
             await call_async(hooks.on_iteration_start, end.start_view(update),
                              name="hooks.on_iteration_start")
         emit(get_runtime(), {"event": "iteration_start", "iteration": update["iteration"]})
-        return take_edge(self.route, state, update)
+        return update

@@ -20,9 +20,11 @@ Repaired, the same way every time (nothing is lost):
 leaving the calls it ends on open for the tools; ``bulk_update_state`` checks each update on
 the thread the ones before it leave (``update_state`` is one of them). In both, removing an id
 the thread does not hold is a ``ValueError`` (as ``add_messages`` says it), and removing an
-AIMessage removes the ToolMessages of its calls with it (``resolve_removals``). A reply
-written as the model with open calls on a finished thread reopens it: the calls run next, as
-under ``create_agent``.
+AIMessage removes the ToolMessages of its calls with it (``resolve_removals``). LangGraph's
+own ``update_state`` then writes the update and takes the graph's edge after the node it is
+made as; calls it leaves open go where that edge leads (``_continued``): written as the model
+on a finished thread, the thread reopens and the calls run next, as under ``create_agent``;
+written as the tools, they are answered ``not_executed`` (the model comes next).
 
 Rejected (a ``ValueError`` naming the input message, the rule; nothing written): an unknown
 role, a ToolMessage answering no open call, a system message not first, shared call ids, the
@@ -63,13 +65,13 @@ from langchain_core.messages import (
     convert_to_messages,
 )
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot, StateUpdate
 
 from langgraph_loop.core import prompts
-from langgraph_loop.core.compat import checkpointer, last_writer, messages_delta_reducer
+from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.messages import (
     Problem,
     as_text,
@@ -134,7 +136,7 @@ def checked_messages(value: Any, stored: Sequence[BaseMessage],
     answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
     messages = answer_unanswered([*(m for m in saved if m.tool_call_id not in answered),
                                   *messages], open_end=update)
-    merged = messages_delta_reducer(list(stored), [messages])
+    merged = cast(list[BaseMessage], add_messages(list(stored), messages))  # type: ignore[arg-type]
     wrong = [_explain(p, merged[p.at], where[id(merged[p.at])]) for p in pairing_problems(merged)
              if p.rule != "unanswered" and id(merged[p.at]) in where]
     if any(isinstance(m, RemoveMessage) for m in given):
@@ -360,6 +362,39 @@ def _values(stored: StateSnapshot | None) -> dict[str, Any]:
     return dict(stored.values or {}) if stored is not None else {}
 
 
+def _merged(state: Mapping[str, Any], values: Mapping[str, Any]) -> list[BaseMessage]:
+    """The thread's messages once ``values`` (an update with messages) is written."""
+    return cast(list[BaseMessage], add_messages(  # type: ignore[arg-type]
+        state.get("messages") or [], _as_list(values["messages"])))
+
+
+def _continued(values: Mapping[str, Any], as_node: str | None, state: Mapping[str, Any]
+               ) -> dict[str, Any]:
+    """An update made as ``as_node`` (None: as LangGraph infers) on a thread holding ``state``,
+    with the calls it leaves open sent where they run, as the edge after ``as_node`` goes on.
+
+    As ``tools``, the model comes next and the calls would never run: they are answered
+    ``not_executed`` (a provider rejects a call without a result). As ``model`` on a finished
+    thread (``stop_reason`` set), the stop is cleared, so the model's edge sends them to the
+    tools, as under ``create_agent``.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage
+        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a")
+        >>> [m.type for m in _continued({"messages": [ai]}, "tools", {})["messages"]]
+        ['ai', 'tool']
+        >>> _continued({"messages": [ai]}, "model", {"stop_reason": "completed"})["stop_reason"] is None
+        True
+    """
+    open_calls = unanswered_tail(_merged(state, values))[1]
+    if open_calls and as_node == "tools":
+        return {**values, "messages": [*_as_list(values["messages"]),
+                                       *(not_executed(c) for c in open_calls)]}
+    if open_calls and as_node == "model" and state.get("stop_reason") is not None:
+        return {**values, "stop_reason": None}
+    return dict(values)
+
+
 class ThreadBusyError(RuntimeError):
     """A run was started on a thread that has a run in progress in this process."""
 
@@ -449,13 +484,9 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
     """
 
     def __init__(self, *, check_context: Callable[[Any], object] | None = None,
-                 own_edges: Mapping[str, Callable[[Any], str]] | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.check_context = check_context
-        self.own_edges = dict(own_edges or {})
-        """The nodes that take the edge after them themselves (``core/shape.py: take_edge``)
-        and that edge: ``update_state`` as one of them takes it too, as for a graph edge."""
 
     @property
     def _accepted(self) -> tuple[str, ...]:
@@ -552,72 +583,35 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         given = resolve_removals(messages, _as_list(values["messages"]))
         return {**values, "messages": checked_messages(given, messages, update=True)}
 
-    def _routed(self, values: Any, writer: str | None, state: Mapping[str, Any]) -> tuple[Any, str | None]:
-        """``update_state`` values as ``writer`` would write them on a thread holding ``state``,
-        and the node to go to next when ``writer`` takes its own edge (else None).
-
-        A reply written as the model whose calls are open reopens a finished thread (its
-        ``stop_reason`` cleared, so the calls run, as under ``create_agent``); a node that
-        takes its own edge (``core/shape.py: take_edge``) takes it on the state the values
-        make, as LangGraph takes a graph edge after an update.
-        """
-        if not isinstance(values, Mapping) or not state:
-            return values, None
-        view = {**state, **values}
-        if "messages" in values:
-            view["messages"] = add_messages(state.get("messages") or [], _as_list(values["messages"]))
-            if writer == "model" and view.get("stop_reason") is not None \
-                    and unanswered_tail(view["messages"])[1]:
-                values = {**values, "stop_reason": None}
-                view["stop_reason"] = None
-        route = self.own_edges.get(writer or "")
-        return values, None if route is None else route(view)
-
-    def _planned(self, supersteps: Sequence[Sequence[StateUpdate]], stored: StateSnapshot | None,
-                 saved: CheckpointTuple | None) -> list[list[StateUpdate]]:
-        """``bulk_update_state``'s updates as they are written: each checked (``_update``) and
-        routed (``_routed``) on the thread as the updates before it leave it. An update without
-        ``as_node`` comes from the node LangGraph infers: the one that wrote last
-        (``compat.last_writer``), then the update before it."""
+    def _checked_updates(self, supersteps: Sequence[Sequence[StateUpdate]],
+                         stored: StateSnapshot | None) -> list[list[StateUpdate]]:
+        """``bulk_update_state``'s updates as they are written: each checked (``_update``) on
+        the thread the updates before it leave, its open calls sent on (``_continued``);
+        LangGraph then writes them and takes the graph's edges."""
         state = _values(stored)
-        writer = (last_writer(saved.checkpoint.get("versions_seen") or {}, self.nodes)
-                  if saved is not None else None)
-        planned: list[list[StateUpdate]] = []
+        checked: list[list[StateUpdate]] = []
         for step in supersteps:
-            planned.append([])
+            checked.append([])
             for given, as_node, task_id in step:
-                writer = as_node or writer
-                checked = given if isinstance(given, Command) else self._update(
+                values = given if isinstance(given, Command) else self._update(
                     given, state.get("messages") or [])
-                values, goto = self._routed(checked, writer, state)
-                routed: Any = values if goto is None else Command(update=values, goto=goto)
-                planned[-1].append(StateUpdate(routed, writer if goto is not None else as_node, task_id))
-                if isinstance(values, Mapping):
-                    state = {**state, **values, "messages": add_messages(
-                        state.get("messages") or [], _as_list(values.get("messages") or []))}
-        return planned
-
-    def _checkpoint(self, stored: StateSnapshot | None) -> CheckpointTuple | None:
-        saver = self.checkpointer
-        return saver.get_tuple(stored.config) if stored and isinstance(saver, BaseCheckpointSaver) else None
-
-    async def _acheckpoint(self, stored: StateSnapshot | None) -> CheckpointTuple | None:
-        saver = self.checkpointer
-        if not stored or not isinstance(saver, BaseCheckpointSaver):
-            return None
-        return await saver.aget_tuple(stored.config)
+                if isinstance(values, Mapping) and "messages" in values:
+                    values = _continued(values, as_node, state)
+                    state = {**state, **values, "messages": _merged(state, values)}
+                elif isinstance(values, Mapping):
+                    state = {**state, **values}
+                checked[-1].append(StateUpdate(values, as_node, task_id))
+        return checked
 
     def bulk_update_state(self, config: RunnableConfig,
                           supersteps: Sequence[Sequence[StateUpdate]]) -> RunnableConfig:
         """``CompiledStateGraph.bulk_update_state`` (and so ``update_state``) after the checks:
         each update's messages (``ValueError``), no run in progress on the thread in this
-        process (``ThreadBusyError``); the updates as ``_planned`` writes them."""
+        process (``ThreadBusyError``); the updates as ``_checked_updates`` leaves them."""
         if _is_subgraph(config):
             return super().bulk_update_state(config, supersteps)
         _idle(self.checkpointer, config)
-        stored = self._stored(config)
-        planned = self._planned(supersteps, stored, self._checkpoint(stored))
-        return super().bulk_update_state(config, planned)
+        return super().bulk_update_state(config, self._checked_updates(supersteps, self._stored(config)))
 
     async def abulk_update_state(self, config: RunnableConfig,
                                  supersteps: Sequence[Sequence[StateUpdate]]) -> RunnableConfig:
@@ -625,9 +619,8 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         if _is_subgraph(config):
             return await super().abulk_update_state(config, supersteps)
         _idle(self.checkpointer, config)
-        stored = await self._astored(config)
-        planned = self._planned(supersteps, stored, await self._acheckpoint(stored))
-        return await super().abulk_update_state(config, planned)
+        checked = self._checked_updates(supersteps, await self._astored(config))
+        return await super().abulk_update_state(config, checked)
 
     def stream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> Iterator[Any]:
@@ -683,8 +676,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
 
     @classmethod
     def of(cls, graph: CompiledStateGraph[Any, Any, Any, Any],
-           check_context: Callable[[Any], object] | None = None,
-           own_edges: Mapping[str, Callable[[Any], str]] | None = None) -> LoopGraph:
+           check_context: Callable[[Any], object] | None = None) -> LoopGraph:
         """The same compiled graph, as a ``LoopGraph`` (as ``Pregel.copy`` builds copies)."""
         attrs = {k: v for k, v in graph.__dict__.items() if k != "__orig_class__"}
-        return cls(**attrs, check_context=check_context, own_edges=own_edges)
+        return cls(**attrs, check_context=check_context)

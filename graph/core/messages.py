@@ -481,36 +481,6 @@ def encodable_text(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-_SHALLOW = 64
-"""Values nested deeper than this are looked through by the walk that needs no recursion."""
-_SCALARS = (int, float, bool, type(None))
-
-
-class _Deep(Exception):
-    """A value nested deeper than ``_SHALLOW``."""
-
-
-def _plain(value: Any, depth: int) -> bool:
-    """Is every string in this JSON-like value (keys included) ASCII? (Recursive: a value
-    nested deeper than ``_SHALLOW`` raises ``_Deep``.)"""
-    kind = type(value)
-    if kind is str:
-        return value.isascii()
-    if kind in _SCALARS:
-        return True
-    if depth > _SHALLOW:
-        raise _Deep
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not ((key.isascii() if type(key) is str else _plain(key, depth + 1))
-                    and (item.isascii() if type(item) is str else _plain(item, depth + 1))):
-                return False
-        return True
-    if isinstance(value, list | tuple):
-        return all(item.isascii() if type(item) is str else _plain(item, depth + 1) for item in value)
-    return not isinstance(value, str) or value.isascii()
-
-
 def _has_surrogate(value: Any) -> bool:
     """Does any string in this JSON-like value (keys included) hold a surrogate?"""
     stack: list[Any] = [[value]]  # containers still to look through: strings are checked where found
@@ -550,13 +520,6 @@ def encodable(message: MessageT) -> MessageT:
     if isinstance(message.content, str) and message.content.isascii() and not (
             isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls)):
         return message  # the usual tool result or text: nothing to walk
-    if (isinstance(message, AIMessage) and isinstance(message.content, str)
-            and message.content.isascii() and not message.invalid_tool_calls):
-        try:
-            if all(_plain(call, 1) for call in message.tool_calls):
-                return message  # the usual reply with calls: nothing but ASCII in them
-        except _Deep:
-            pass  # nested deeper than the recursion looks: the walk below looks through it
     fields: dict[str, Any] = {"content": message.content}
     if isinstance(message, AIMessage):
         fields.update(tool_calls=message.tool_calls, invalid_tool_calls=message.invalid_tool_calls)

@@ -37,15 +37,11 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from langchain_core.messages import AIMessage
 from langgraph.graph import END
-from langgraph.types import Command
 
-__all__ = ["UNBOUNDED_LIMIT", "Shape", "take_edge"]
+__all__ = ["UNBOUNDED_LIMIT", "Shape"]
 
 UNBOUNDED_LIMIT = 10_000
 """The recursion limit when iterations or model calls are unbounded."""
@@ -274,34 +270,3 @@ class Shape:
                                            + len(self.after_model)) + 3
         return min(UNBOUNDED_LIMIT, max_iterations * per_iteration + self.finish_steps
                    + len(self.before_agent) + 10)
-
-
-Route = Callable[[Any], str]
-"""A conditional edge: the state in, the name of the next node out."""
-
-
-def take_edge(route: Route | None, state: Mapping[str, Any], update: dict[str, Any]) -> Any:
-    """A node's ``update``, with where the run goes next when the node takes its own edge
-    (``route``, set by the builder; None: the graph's edge decides): the route reads the state
-    with the update applied, the update's messages last, as the edge would (of the stored
-    messages, those from the last reply on: what the routes read, however long the thread).
-
-    LangGraph evaluates a conditional edge on a fresh copy of every channel; a node that
-    already holds the state it routes on saves that, every round for ``model``.
-
-    Example:
-        >>> take_edge(None, {}, {"a": 1})
-        {'a': 1}
-        >>> take_edge(lambda s: "tools" if s["messages"][-1] == "call" else "router",
-        ...           {"messages": ["hi"]}, {"messages": ["call"]}).goto
-        'tools'
-    """
-    if route is None:
-        return update
-    stored = state.get("messages") or []
-    start = len(stored)  # the routes read the newest round: from the last reply on
-    while start > 0 and not isinstance(stored[start - 1], AIMessage):
-        start -= 1
-    view: dict[str, Any] = {**state, **update}
-    view["messages"] = [*stored[max(start - 1, 0):], *(update.get("messages") or ())]
-    return Command(update=update, goto=route(view))

@@ -34,7 +34,7 @@ from langgraph.runtime import Runtime
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from langgraph_loop.core.compat import messages_delta_reducer, silent, streams_messages
+from langgraph_loop.core.compat import messages_delta_reducer, streams_messages
 from langgraph_loop.core.messages import Notice, digest
 from langgraph_loop.core.stop import Guard, StopReason
 
@@ -414,60 +414,22 @@ def build_record(
     }
 
 
-_JSON_SCALARS = (str, int, float, bool, type(None))
-
-
-def _json_copy(value: Any) -> Any:
-    """A copy of a value made of JSON's own types (string keys), None when it holds anything
-    else: what a JSON round trip gives such a value, without the round trip (its cost, many
-    times this walk's, is paid on every tool call; a listener gets its own copy either way).
-
-    Example:
-        >>> _json_copy({"a": [1, "x", None], "b": {"c": 2.5}}), _json_copy({"a": (1,)})
-        ({'a': [1, 'x', None], 'b': {'c': 2.5}}, None)
-        >>> _json_copy({1: "x"}), _json_copy({"a": True}), _json_copy("s")
-        (None, {'a': True}, 's')
-    """
-    root: list[Any] = [None]
-    todo: list[tuple[Any, Any, Any]] = [(root, 0, value)]  # (where it goes, under what, value)
-    while todo:
-        parent, key, item = todo.pop()
-        kind = type(item)
-        if kind in _JSON_SCALARS:  # exact types: a str or int subclass (an enum) is not JSON's
-            parent[key] = item
-        elif kind is dict:
-            if not all(type(k) is str for k in item):
-                return None
-            copied: dict[str, Any] = dict.fromkeys(item)  # the keys in their order
-            parent[key] = copied
-            todo += [(copied, k, v) for k, v in item.items()]
-        elif kind is list:
-            parent[key] = items = [None] * len(item)
-            todo += [(items, i, v) for i, v in enumerate(item)]
-        else:
-            return None
-    return root[0]
-
-
 def emit(runtime: Runtime[Any] | None, event: Event) -> None:
     """Send a typed event, made JSON-friendly, to ``stream_mode="custom"`` and, as a LangChain
     custom event named by its ``event``, to ``astream_events`` and the run's callbacks
-    (no-op when nobody listens).
+    (outside a run, with no callbacks listening: nothing).
 
     Example:
         >>> emit(None, {"event": "iteration_start", "iteration": 1}) is None
         True
     """
     writer = runtime.stream_writer if runtime is not None else None
-    writer = None if silent(writer) else writer  # nobody streams "custom"
     callbacks = (var_child_runnable_config.get() or {}).get("callbacks")  # the running step's
     listens = (isinstance(callbacks, BaseCallbackManager) and callbacks.parent_run_id is not None
                and bool(callbacks.handlers))
     if writer is None and not listens:
         return
-    data = _json_copy(event)
-    if data is None:  # a value JSON does not hold as it is: as JSON makes it
-        data = json.loads(json.dumps(event, default=str))
+    data = json.loads(json.dumps(event, default=str))
     if writer is not None:
         writer(data)
     if listens:

@@ -12,14 +12,13 @@ import pytest
 from langchain_core.caches import InMemoryCache
 from langchain_core.callbacks import BaseCallbackHandler, CallbackManager
 from langchain_core.messages import AnyMessage, HumanMessage
-from langchain_core.runnables import Runnable
 from langchain_core.tools import tool
 from langchain_core.tracers._streaming import _V2StreamingCallbackHandler
 from langchain_openai import ChatOpenAI
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.config import get_config, get_stream_writer
-from langgraph.graph import END, START, StateGraph
+from langgraph.config import get_config
+from langgraph.graph import START, StateGraph
 from langgraph.types import Command, Durability, interrupt
 from pydantic import SecretStr
 
@@ -27,11 +26,8 @@ from langgraph_loop import LoopDetection, create_loop_agent
 from langgraph_loop.core.compat import (
     checkpointer,
     durable,
-    last_writer,
     messages_delta_reducer,
     resuming,
-    runtime_of,
-    silent,
     streams,
     would_stream,
 )
@@ -155,29 +151,6 @@ async def test_edges_and_the_loop_detector_have_no_callback_run_of_their_own(mod
                 "condition"} & set(runs.names)
 
 
-def test_runtime_of_reads_the_runtime_a_conditional_edge_gets() -> None:
-    """``runtime_of(config)``: the run's Runtime (with its context) from an edge's config."""
-    class S(TypedDict):
-        x: int
-
-    seen: list[Any] = []
-
-    class Route(Runnable[Any, str]):
-        name = "route"
-
-        def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> str:
-            runtime = runtime_of(config)
-            seen.append(None if runtime is None else runtime.context)
-            return END
-
-    builder = StateGraph(S, context_schema=dict)
-    builder.add_node("a", lambda s: {"x": s["x"] + 1})
-    builder.add_edge(START, "a")
-    builder.add_conditional_edges("a", Route(), [END])
-    builder.compile().invoke({"x": 1}, context={"k": 7})
-    assert seen == [{"k": 7}] and runtime_of(None) is None
-
-
 # --- whether a call streams (streams) -------------------------------------------------------
 
 class Tokens(BaseCallbackHandler):
@@ -231,41 +204,3 @@ def test_fallbacks_stream_as_their_primary_model_does() -> None:
     assert streams(openai_chat().with_fallbacks([openai_chat()]), tokens, async_api=False)
     no_stream = openai_chat(disable_streaming=True)
     assert not streams(no_stream.with_fallbacks([openai_chat()]), tokens, async_api=False)
-
-
-def test_last_writer_is_the_node_langgraph_infers_for_an_update() -> None:
-    """``update_state`` without ``as_node``: LangGraph's own inference (a private method,
-    pinned here) and ``last_writer`` over the checkpoint's public ``versions_seen`` agree on
-    the checkpoints of a run, of an interrupt and of updates (None only where LangGraph infers
-    a node that does not take its own edge: the input's)."""
-    agent = create_loop_agent(ScriptedChatModel(script=[[("lookup", {"key": "x"})], "done"]), [lookup],
-                              checkpointer=InMemorySaver())
-    config = {"configurable": {"thread_id": "writer"}}
-    agent.invoke({"messages": [HumanMessage("go")]}, config, interrupt_before=["tools"])
-    agent.update_state(config, {"progress": ["edited"]})
-    agent.update_state(config, {"progress": ["again"]}, as_node="tools")
-    agent.invoke(None, config)
-    checked = 0
-    for snapshot in agent.get_state_history(config):
-        seen = agent.checkpointer.get_tuple(snapshot.config).checkpoint["versions_seen"]
-        mine, theirs = last_writer(seen, agent.nodes), agent._infer_as_node(seen)
-        assert mine == theirs or (mine is None and theirs not in agent.own_edges), seen
-        checked += mine is not None
-    assert checked >= 5
-
-
-def test_silent_is_the_writer_a_step_gets_when_nobody_streams_custom_events() -> None:
-    graph = _probe_graph(lambda _: silent(get_stream_writer()))
-    assert graph.invoke({})["seen"] == [True]
-    assert [c["seen"] for m, c in graph.stream({}, stream_mode=["values", "custom"])
-            if m == "values" and "seen" in c] == [[False]]
-    parent = StateGraph(Seen)
-    parent.add_node("child", graph)
-    parent.add_edge(START, "child")
-    compiled = parent.compile()
-    assert compiled.invoke({})["seen"] == [True]
-    # a subgraph's events reach the parent's stream only with ``subgraphs=True``
-    assert [c["seen"] for m, c in compiled.stream({}, stream_mode=["values", "custom"])
-            if m == "values" and "seen" in c] == [[True]]
-    assert [c["seen"] for _, m, c in compiled.stream({}, stream_mode=["values", "custom"], subgraphs=True)
-            if m == "values" and "seen" in c] == [[False], [False]]

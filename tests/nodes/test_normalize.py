@@ -1,14 +1,10 @@
-"""Result identity: ``normalize`` (a few passes in C, on the class string) replaces exactly what
-``VOLATILE``'s substitutions in a row replace, on real results and on random texts made of volatile
-pieces, ASCII or not; a large result is normalized once however many times it is hashed, and
-``is_empty`` reads what the markup-stripping definition reads."""
+"""Result identity: a large result is normalized once however many times it is hashed, never when
+it cannot equal another once normalized; normalization keeps the line count; ``is_empty`` reads what
+the markup-stripping definition reads."""
 
 from __future__ import annotations
 
-import gzip
-import json
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,10 +14,9 @@ from langchain_core.tools import tool
 from langgraph_loop import StopReason, create_loop_agent
 from langgraph_loop.core.messages import digest
 from langgraph_loop.engine import detection as loop_detection
-from langgraph_loop.engine.detection import _MARKUP, HASH_LEN, VOLATILE, content_hash, is_empty, normalize
+from langgraph_loop.engine.detection import _MARKUP, HASH_LEN, content_hash, is_empty, normalize
 from langgraph_loop.scripted import ScriptedChatModel
 
-DATA = Path(__file__).parents[2] / "benchmarks" / "data"
 PIECES = ["2025-11-19", "00:04:32", "12:30", "1:02:03", ".5", "3.5", "+05:30", "-0800", "Z", "T",
           "t", " ", "\n", "\t", ".", "-", ":", "'", "=", "/", "_", "+", "1", "12", "2025", "0",
           "59", "123456", "1700000000", "1700000000123", "١٢", "abcdef12", "deadbeef",
@@ -35,41 +30,6 @@ PIECES = ["2025-11-19", "00:04:32", "12:30", "1:02:03", ".5", "3.5", "+05:30", "
           "ı", "mİn", "ıd=", "\u212a", "\x1c", "\xa0", "\u2028", "\u3000", "\ud800", "ª", "中", "│", "✓",
           "\x82", "/private", "da", "zsh", "random", " seed: ", "toolu_", "call-", "lc_", "block",
           "resp", "req", "run", "chatcmpl", "abcdefgh", "tmp_1234"]
-
-
-def one_by_one(text: str) -> str:
-    """The reference: every ``VOLATILE`` substitution over the whole text, in order."""
-    for pattern, repl in VOLATILE:
-        text = pattern.sub(repl, text)
-    return text
-
-
-def test_normalize_agrees_with_the_substitutions_on_random_volatile_texts() -> None:
-    rng = random.Random(31)
-    for _ in range(5_000):
-        text = "".join(rng.choice(PIECES) for _ in range(rng.randint(1, 30)))
-        assert normalize(text) == one_by_one(text), text
-
-
-def test_normalize_agrees_with_the_substitutions_on_texts_mostly_beyond_latin1() -> None:
-    beyond = ["中文", "第二行：", "Привет", "│ ", "✓", "ı", "İd=1234567", "\u3000", "①"]
-    spelled = [p for p in PIECES if not p.isdecimal() and p != "\x82"]  # no digit beyond ASCII
-    rng = random.Random(7)  # hundreds of characters beyond Latin-1: spelled one by one
-    for _ in range(200):
-        size = rng.randint(50, 300)
-        text = "".join(rng.choice(spelled if rng.random() < 0.5 else beyond) for _ in range(size))
-        assert normalize(text) == one_by_one(text), text
-
-
-def test_normalize_agrees_with_the_substitutions_on_real_results() -> None:
-    excerpts = json.loads(gzip.decompress((DATA / "minisweagent_gemini-3-pro_excerpts.json.gz").read_bytes()))
-    airline = json.loads(gzip.decompress((DATA / "taubench_gpt-4o_airline.json.gz").read_bytes()))
-    texts = [m["content"] for s in excerpts["simulations"] for m in s["messages"]]
-    texts += [m["content"] for run in airline[:40] for m in run["traj"]]
-    texts = [t for t in texts if isinstance(t, str) and t]
-    assert len(texts) > 1000
-    for text in texts:
-        assert normalize(text) == one_by_one(text)
 
 
 def test_a_large_result_hashed_twice_is_normalized_once(monkeypatch: pytest.MonkeyPatch) -> None:
