@@ -46,6 +46,7 @@ from langgraph.types import interrupt
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.compat import checkpointer, streams
+from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
 from langgraph_loop.core.messages import (
     PROGRESS_NAME,
     as_message,
@@ -184,6 +185,23 @@ def pick_tools(chosen: Any, tools: Sequence[BaseTool]) -> list[BaseTool]:
     return picked
 
 
+def _call(runnable: Runnable[LanguageModelInput, BaseMessage], request: list[BaseMessage],
+          config: RunnableConfig, watch: bool) -> Any:
+    """The model call, sync: streamed (and cut when its text loops) when LangChain would stream
+    it anyway and the ``text`` layer is on (``watch``)."""
+    if watch and streams(runnable, config, async_api=False):
+        return stream_reply(runnable, request, config)
+    return runnable.invoke(request, config)
+
+
+async def _acall(runnable: Runnable[LanguageModelInput, BaseMessage], request: list[BaseMessage],
+                 config: RunnableConfig, watch: bool) -> Any:
+    """The model call, async (as ``_call``)."""
+    if watch and streams(runnable, config, async_api=True):
+        return await astream_reply(runnable, request, config)
+    return await runnable.ainvoke(request, config)
+
+
 @dataclass
 class Call:
     """One model call as planned: the request, whether it is the final answer, the writes
@@ -253,53 +271,38 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:
         """Sync entry point."""
-        config = config if config is not None else ensure_config()  # a step's is complete
-        call = self.plan(state)
-        if isinstance(call, dict):
-            return call
-        chosen = None if call.final else call.settings.tool_filter  # all tools when None
-        offered = (pick_tools(call_sync(chosen, state, list(call.settings.tools), name="tool_filter"),
-                              call.settings.tools) if chosen is not None else None)
-        runnable = self._runnable(state, call, offered)
-        if isinstance(runnable, dict):
-            return runnable
-        if call.extra:  # the notice reaches the messages stream before the reply
-            show_messages(config, call.extra)
-        config = tagged(config, FINAL_ANSWER) if call.final else config
-        if self.wrapped is not None:  # through the user's middleware (not streamed: no cut)
-            hosted = self.wrapped.invoke(state, call.request, runnable, offered, call.final, config)
-            return hosted.output(self.record(state, call, hosted.reply, offered))
-        if call.watch and streams(runnable, config, async_api=False):
-            result = stream_reply(runnable, call.request, config)
-        else:
-            result = runnable.invoke(call.request, config)
-        return self.record(state, call, as_message(result, "model"), offered)
+        return drive(self._steps(state, config), perform)
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> dict[str, Any]:
         """Async entry point."""
+        return await adrive(self._steps(state, config), aperform)
+
+    def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
+        """The step's work, once for both entry points: plan, pick the tools (``tool_filter``),
+        show the notice, call the model (through the user's middleware, or streamed to cut a
+        runaway reply), record the reply and the engine's decision on it."""
         config = config if config is not None else ensure_config()  # a step's is complete
         call = self.plan(state)
         if isinstance(call, dict):
             return call
-        chosen = None if call.final else call.settings.tool_filter  # all tools when None
-        offered = (pick_tools(await call_async(chosen, state, list(call.settings.tools),
-                                               name="tool_filter"), call.settings.tools)
-                   if chosen is not None else None)
+        chosen = None if call.final else call.settings.hooks.tool_filter  # all tools when None
+        offered = None
+        if chosen is not None:
+            picked = yield Io(call_sync, call_async, (chosen, state, list(call.settings.tools)),
+                              {"name": "tool_filter"})
+            offered = pick_tools(picked, call.settings.tools)
         runnable = self._runnable(state, call, offered)
         if isinstance(runnable, dict):
             return runnable
-        if call.extra:
-            await ashow_messages(config, call.extra)
+        if call.extra:  # the notice reaches the messages stream before the reply
+            yield Io(show_messages, ashow_messages, (config, call.extra))
         config = tagged(config, FINAL_ANSWER) if call.final else config
         if self.wrapped is not None:  # through the user's middleware (not streamed: no cut)
-            hosted = await self.wrapped.ainvoke(state, call.request, runnable, offered, call.final,
-                                                config)
+            hosted = yield Io(self.wrapped.invoke, self.wrapped.ainvoke,
+                              (state, call.request, runnable, offered, call.final, config))
             return hosted.output(self.record(state, call, hosted.reply, offered))
-        if call.watch and streams(runnable, config, async_api=True):
-            result = await astream_reply(runnable, call.request, config)
-        else:
-            result = await runnable.ainvoke(call.request, config)
+        result = yield Io(_call, _acall, (runnable, call.request, config, call.watch))
         return self.record(state, call, as_message(result, "model"), offered)
 
     def plan(self, state: LoopState) -> Call | dict[str, Any]:

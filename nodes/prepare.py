@@ -35,6 +35,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import get_runtime
 
 from langgraph_loop.core.callbacks import call_async, call_sync
+from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
 from langgraph_loop.core.history import not_executed
 from langgraph_loop.core.messages import unanswered_tail
 from langgraph_loop.core.settings import LoopSettings
@@ -187,23 +188,20 @@ class PrepareNode(Runnable[LoopState, dict[str, Any]]):
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:
         """Sync entry point."""
-        update, settings, new = self._start(state)
-        if not new:
-            return update
-        if settings.hooks.on_iteration_start is not None:
-            call_sync(settings.hooks.on_iteration_start, {**state, **update},
-                      name="hooks.on_iteration_start")
-        emit(get_runtime(), {"event": "iteration_start", "iteration": 1})
-        return update
+        return drive(self._steps(state), perform)
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> dict[str, Any]:
         """Async entry point."""
+        return await adrive(self._steps(state), aperform)
+
+    def _steps(self, state: LoopState) -> Steps[dict[str, Any]]:
+        """Start the run; a new one calls ``hooks.on_iteration_start`` and emits its event."""
         update, settings, new = self._start(state)
         if not new:
             return update
         if settings.hooks.on_iteration_start is not None:
-            await call_async(settings.hooks.on_iteration_start, {**state, **update},
-                             name="hooks.on_iteration_start")
+            yield Io(call_sync, call_async, (settings.hooks.on_iteration_start, {**state, **update}),
+                     {"name": "hooks.on_iteration_start"})
         emit(get_runtime(), {"event": "iteration_start", "iteration": 1})
         return update
