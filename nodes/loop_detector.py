@@ -136,7 +136,7 @@ def _queue(notices: list[Notice], decision: Decision, run: dict[str, Any], setti
     if decision.hint is not None:
         notices = queue_notice(notices, run=run["id"], key="loop_hint",
                                text=prompts.LOOP_HINT.format(hint=decision.hint), source="human")
-    pressure = settings.budget_pressure
+    pressure = settings.limits.budget_pressure
     if decision.pressure and pressure is not None:
         run["pressure_queued"] = True
         notices = queue_notice(notices, run=run["id"], key="budget_pressure",

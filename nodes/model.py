@@ -118,8 +118,8 @@ def system_message(settings: LoopSettings, existing: BaseMessage | None) -> Syst
     """One system message: the configured prompt (a ``str`` or a ``SystemMessage``, kept as
     it is), the judge criteria, a stored one."""
     parts: list[str] = []
-    if settings.judge is not None and settings.judge.criteria:
-        parts.append(criteria_instruction(settings.judge.criteria))
+    if settings.iterations.judge is not None and settings.iterations.judge.criteria:
+        parts.append(criteria_instruction(settings.iterations.judge.criteria))
     if isinstance(existing, SystemMessage) and isinstance(existing.content, str):
         parts.append(existing.content)
     prompt = settings.system_prompt
@@ -153,10 +153,11 @@ def build_request(
         messages = messages[1:]
     system = system_message(settings, head)
     request: list[BaseMessage] = [system] if system is not None else []
-    if settings.fresh_context and state.get("iteration", 1) > 1:
+    if settings.iterations.fresh_context and state.get("iteration", 1) > 1:
         request_id = (state.get("run") or {}).get("request_id")
         request += [m for m in messages if m.id == request_id][:1]
-        progress = progress_message(state.get("progress") or []) if settings.inject_progress else None
+        progress = (progress_message(state.get("progress") or [])
+                    if settings.iterations.inject_progress else None)
         request += [progress] if progress is not None else []
         request += iteration_messages(messages, iteration_info(state).get("start_id"))
     else:
@@ -338,7 +339,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         call = self.plan(state)
         if isinstance(call, dict):
             return take_edge(self.route, state, call)
-        chosen = None if call.final else call.settings.tool_filter  # all tools when None
+        chosen = None if call.final else call.settings.hooks.tool_filter  # all tools when None
         offered = (pick_tools(call_sync(chosen, state, list(call.settings.tools), name="tool_filter"),
                               call.settings.tools) if chosen is not None else None)
         runnable = self._runnable(state, call, offered)
@@ -363,7 +364,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         call = self.plan(state)
         if isinstance(call, dict):
             return take_edge(self.route, state, call)
-        chosen = None if call.final else call.settings.tool_filter  # all tools when None
+        chosen = None if call.final else call.settings.hooks.tool_filter  # all tools when None
         offered = (pick_tools(await call_async(chosen, state, list(call.settings.tools),
                                                name="tool_filter"), call.settings.tools)
                    if chosen is not None else None)

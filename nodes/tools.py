@@ -52,8 +52,9 @@ from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.compat import durable
 from langgraph_loop.core.history import resolve_removals
+from langgraph_loop.core.hosting import LOOP_KEYS
 from langgraph_loop.core.messages import cap_output, unanswered_tail
-from langgraph_loop.core.settings import LOOP_KEYS, LoopSettings
+from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import CallRecord, LoopState, emit, executed_calls, iteration_info
 from langgraph_loop.core.stop import StopReason, guard, limit_guard, stop_update
 from langgraph_loop.engine.detection import content_hash
@@ -385,7 +386,7 @@ class ToolsNode(Runnable[LoopState, Any]):
         done = {c["id"]: outcome_of(c, *r) for c, r in zip(batch.runnable, results, strict=True)}
         iteration, executed = batch.state.get("iteration", 1), batch.executed + len(batch.runnable)
         limit = batch.settings.limits.max_tool_output_chars
-        stall = batch.settings.stall_detection is not None  # it compares results across iterations
+        stall = batch.settings.iterations.stall is not None  # it compares results across iterations
         messages: list[BaseMessage] = []
         extra: list[BaseMessage] = []
         records: list[CallRecord] = []

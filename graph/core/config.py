@@ -20,7 +20,6 @@ Example:
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -28,6 +27,7 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from langgraph_loop.core import prompts
+from langgraph_loop.core.removed import removed_field
 
 __all__ = [
     "BLOCKABLE",
@@ -58,8 +58,11 @@ class _Config(BaseModel):
         """A misspelled field names the model's real ones (``Limits(final_answr=...)``)."""
         if isinstance(data, Mapping):
             unknown = [str(k) for k in data if k not in cls.model_fields]
+            moved = [m for k in unknown if (m := removed_field(cls.__name__, k)) is not None]
+            if moved:
+                raise ValueError("; ".join(moved))
             if unknown:
-                fields = ", ".join(n for n, f in cls.model_fields.items() if not f.exclude)
+                fields = ", ".join(cls.model_fields)
                 raise ValueError(f"{', '.join(unknown)}: unknown field (fields of {cls.__name__}: "
                                  f"{fields})")
         return data
@@ -352,9 +355,6 @@ class Limits(_Config):
         budget_scope: ``"run"`` (default): ``token_budget`` is per run, and in a chat every
             message is a run; ``"thread"``: one budget for the whole thread (every run's
             tokens count, and what a person adds at a check-in stays added).
-        max_model_calls: deprecated (moved to ``Iterations.max_model_calls``; accepted
-            with a ``DeprecationWarning`` until 0.4). The graph fills it in from
-            ``Iterations`` for the limit checks.
 
     Example:
         >>> Limits(token_budget=10_000, budget_pressure={"threshold": 0.7}).budget_pressure.threshold
@@ -372,22 +372,12 @@ class Limits(_Config):
     budget_pressure: BudgetPressure | None = None
     budget_check_in: bool = Field(default=False, strict=True)
     budget_scope: Literal["run", "thread"] = "run"
-    max_model_calls: int | None = Field(default=None, ge=1, exclude=True, repr=False)
 
     @model_validator(mode="after")
     def _check_in_needs_a_budget(self) -> Limits:
         if self.budget_check_in and self.token_budget is None:
             raise ValueError("Limits: budget_check_in needs a token_budget")
         return self
-
-    @model_validator(mode="before")
-    @classmethod
-    def _moved_max_model_calls(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and "max_model_calls" in data:
-            warnings.warn("Limits(max_model_calls=...) is deprecated: it is a per-iteration "
-                          "limit, use Iterations(max_model_calls=...)", DeprecationWarning,
-                          stacklevel=3)
-        return data
 
 
 class Approval(_Config):

@@ -644,35 +644,20 @@ class LoopContext(TypedDict, total=False):
     configuration model of the same name and validated by it. Only numbers are
     overridable: nothing that would need another graph (a judge, approval).
 
-    The flat names of 0.2 (``max_iterations``, ``max_tool_calls``, ``threshold``, ...)
-    still work until 0.4, with a ``DeprecationWarning``.
+    A flat name of 0.2 (``max_tool_calls``, ``threshold``, ...) is refused with its nested
+    spelling (``core/removed.py``).
 
     Example:
         >>> from langgraph_loop.core.state import LoopContext
         >>> context: LoopContext = {"iterations": {"max": 3},
         ...                         "limits": {"budget_pressure": {"threshold": 0.5}}}
-        >>> sorted(LoopContext.__annotations__)[:3]
-        ['consecutive', 'iterations', 'limits']
+        >>> sorted(LoopContext.__annotations__)
+        ['iterations', 'limits', 'loop_detection']
     """
 
     iterations: IterationsOverrides
     limits: LimitsOverrides
     loop_detection: LoopDetectionOverrides
-    # deprecated flat names (0.2), mapped into the groups until 0.4
-    max_iterations: Annotated[int | None, Field(ge=1)]
-    max_model_calls: Annotated[int | None, Field(ge=1)]
-    max_tool_calls: Annotated[int | None, Field(ge=1)]
-    token_budget: Annotated[int | None, Field(ge=1)]
-    max_duration_s: Annotated[float | None, Field(gt=0)]
-    max_tool_output_chars: Annotated[int | None, Field(ge=100)]
-    warn_after: int
-    stop_after: int
-    window: int
-    no_progress_warn_after: int
-    no_progress_stop_after: int
-    consecutive: int
-    tolerance: float
-    threshold: float
 
 
 def iteration_info(state: LoopState) -> IterationInfo:

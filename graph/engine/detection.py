@@ -1460,7 +1460,7 @@ def decide(ai: AIMessage, messages: Sequence[BaseMessage], end: int, state: Loop
             ai, messages, end, run.get("request_id"), settings.limits.max_tool_errors)
         if why is not None:
             return Decision(ai, guard=why)
-        pressure = settings.budget_pressure is not None and pressure_due(state, settings)
+        pressure = settings.limits.budget_pressure is not None and pressure_due(state, settings)
     if detection is None:
         return Decision(ai, pressure=True) if pressure else None
     before = memo.state_before(messages, end, run, detection)

@@ -165,8 +165,9 @@ def check_limits(
     if timeout is not None or not has_calls:
         return timeout
     calls = iteration_info(state).get("model_calls", 0)
-    if limits.max_model_calls is not None and calls >= limits.max_model_calls:
-        return limit_guard(StopReason.MAX_MODEL_CALLS, limits.max_model_calls, calls)
+    max_model_calls = settings.iterations.max_model_calls
+    if max_model_calls is not None and calls >= max_model_calls:
+        return limit_guard(StopReason.MAX_MODEL_CALLS, max_model_calls, calls)
     if limits.max_tool_calls is not None and executed_calls(state) >= limits.max_tool_calls:
         return limit_guard(StopReason.MAX_TOOL_CALLS, limits.max_tool_calls, executed_calls(state))
     remaining = state.get("remaining_steps")
@@ -595,7 +596,7 @@ def max_tokens_of(model: Any) -> tuple[bool, int | None]:
 
 def pressure_due(state: LoopState, settings: LoopSettings) -> bool:
     """True when the budget-pressure notice should be queued now (once per run)."""
-    pressure, budget = settings.budget_pressure, run_budget(state, settings)
+    pressure, budget = settings.limits.budget_pressure, run_budget(state, settings)
     if pressure is None or budget is None or (state.get("run") or {}).get("pressure_queued"):
         return False
     return _spent(state, settings) >= pressure.threshold * budget
@@ -610,7 +611,7 @@ def pressure_seen(state: LoopState) -> bool:
 
 def budget_pressure_guard(state: LoopState, settings: LoopSettings) -> Guard | None:
     """``budget_pressure`` once the model has seen the pressure notice, else None."""
-    pressure, budget = settings.budget_pressure, run_budget(state, settings)
+    pressure, budget = settings.limits.budget_pressure, run_budget(state, settings)
     if pressure is None or budget is None or not pressure_seen(state):
         return None
     return guard("budget_pressure", StopReason.BUDGET_PRESSURE, threshold=pressure.threshold,
