@@ -192,9 +192,10 @@ class LoopSettings:
         detection = self.loop_detection
         if detection is None:
             return
-        self._check_tool_names("loop_detection.per_tool", detection.per_tool)
-        self._check_tool_names("loop_detection.arg_policies", detection.arg_policies, wildcard=True)
-        self._check_tool_names("loop_detection.read_only_tools", detection.read_only_tools)
+        calls = detection.calls
+        self._check_tool_names("loop_detection.calls.per_tool", calls.per_tool)
+        self._check_tool_names("loop_detection.calls.arg_policies", calls.arg_policies, wildcard=True)
+        self._check_tool_names("loop_detection.calls.read_only_tools", calls.read_only_tools)
 
     # --- derived -----------------------------------------------------------------------------
 

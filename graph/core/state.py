@@ -625,14 +625,27 @@ class LimitsOverrides(TypedDict, total=False):
     budget_pressure: BudgetPressureOverrides
 
 
-class LoopDetectionOverrides(TypedDict, total=False):
-    """``loop_detection`` fields a run may override (``LoopDetection``)."""
+class ThresholdOverrides(TypedDict, total=False):
+    """A layer's thresholds a run may override (``NoProgress``, ``Repeat``, ``Cycle``)."""
 
     warn_after: int
     stop_after: int
+
+
+class CallsOverrides(TypedDict, total=False):
+    """``loop_detection.calls`` fields a run may override (``Calls``)."""
+
     window: int
-    no_progress_warn_after: int
-    no_progress_stop_after: int
+
+
+class LoopDetectionOverrides(TypedDict, total=False):
+    """``loop_detection`` fields a run may override (``LoopDetection``), by layer. A run that
+    gives an opt-in layer's thresholds (``repeat``, ``cycle``) switches that layer on."""
+
+    no_progress: ThresholdOverrides
+    repeat: ThresholdOverrides
+    cycle: ThresholdOverrides
+    calls: CallsOverrides
 
 
 class LoopContext(TypedDict, total=False):

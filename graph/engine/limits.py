@@ -43,8 +43,8 @@ Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel
     >>> from langgraph_loop.core.settings import LoopSettings
     >>> from langgraph_loop.core.config import BudgetPressure, Limits
-    >>> s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=100),
-    ...                        budget_pressure=BudgetPressure(threshold=0.8))
+    >>> s = LoopSettings.build(ScriptedChatModel(), limits=Limits(
+    ...     token_budget=100, budget_pressure=BudgetPressure(threshold=0.8)))
     >>> check_limits({"usage": {"total_tokens": 150}}, s, has_calls=True)["reason"]
     'token_budget'
     >>> timeout_guard({"run": {"started_at": 0.0}}, s, now=5.0) is None
