@@ -121,7 +121,7 @@ EXPECTED_CONTEXT = {
 
 
 def _spelled(nested: dict[str, Any]) -> str:
-    """``{"limits": {"max_tool_calls": 2}}`` as the error spells it: ``{"limits": {"max_tool_calls": ...}}``."""
+    """``{"limits": {"max_tool_calls": 2}}`` as the error spells it (the value as ``...``)."""
     (key, value), = nested.items()
     inner = _spelled(value) if isinstance(value, dict) else "..."
     return f'{{"{key}": {inner}}}'

@@ -23,7 +23,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import SecretStr
 
-from langgraph_loop import Iterations, Judge, Limits, LoopDetection, create_loop_agent
+from langgraph_loop import Iterations, Judge, Limits, LoopDetection, Repeat, create_loop_agent
 from langgraph_loop.core.callbacks import CallbackError
 from langgraph_loop.core.messages import LOOP_NOTICE, check_pairing
 from langgraph_loop.scripted import ScriptedChatModel
@@ -81,7 +81,7 @@ def test_provider_failure_is_retried_then_raised_and_the_thread_resumes(
     server.script += [tool_calls(call), tool_calls(call)] + [error(500, "overloaded")] * 3 + [
         text("Paris: 21C.")]
     agent = create_loop_agent(_llm(server), [lookup], checkpointer=InMemorySaver(),
-                              loop_detection=LoopDetection(warn_after=2, stop_after=4))
+                              loop_detection=LoopDetection(repeat=Repeat(warn_after=2, stop_after=4)))
     with pytest.raises(openai.InternalServerError, match="overloaded"):
         agent.invoke({"messages": [HumanMessage("Weather in Paris?")]}, _cfg("down"))
     stored = agent.get_state(_cfg("down"))
@@ -98,7 +98,7 @@ def test_judge_answering_garbage_counts_as_not_answered(scripted: list[ScriptedC
     model = ScriptedChatModel(script=["first try", "second try"])
     judge = ScriptedChatModel(script=["¯\\_(ツ)_/¯ {answered: maybe"])
     scripted += [model, judge]
-    agent = create_loop_agent(model, judge=Judge(model=judge), max_iterations=2)
+    agent = create_loop_agent(model, iterations=Iterations(judge=Judge(model=judge), max=2))
     result = agent.invoke({"messages": [HumanMessage("Do it.")]})
     assert result["stop_reason"] == "max_iterations"
     assert result["iterations"][0]["verdict"]["answered"] is False

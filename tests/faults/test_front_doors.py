@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from langgraph_loop import LoopDetection, create_loop_agent
+from langgraph_loop import Calls, LoopDetection, create_loop_agent
 from langgraph_loop.app.server import context_problem
 from langgraph_loop.app.server import graph as served
 from langgraph_loop.scripted import ScriptedChatModel
@@ -37,9 +37,9 @@ def test_a_tool_name_the_graph_does_not_have_is_refused_at_build_time(
 
 
 def test_the_wildcard_policy_and_known_names_are_accepted() -> None:
+    policies = {"*": {"stop_after": 4}, "boom": {"stop_after": 4}}
     create_loop_agent(ScriptedChatModel(), [add, boom], loop_detection=LoopDetection(
-        per_tool={"add": 3}, arg_policies={"*": {"stop_after": 4}, "boom": {"stop_after": 4}},
-        read_only_tools=["add"]))
+        calls=Calls(per_tool={"add": 3}, arg_policies=policies, read_only_tools=["add"])))
 
 
 def test_approval_says_it_the_same_way() -> None:

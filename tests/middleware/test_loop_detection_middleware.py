@@ -19,7 +19,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
-from langgraph_loop import LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import LoopDetection, Repeat, StopReason, create_loop_agent
 from langgraph_loop.core.messages import is_notice
 from langgraph_loop.middleware import LoopDetectionMiddleware
 from langgraph_loop.scripted import ScriptedChatModel
@@ -239,7 +239,7 @@ def _same_decisions(script: Any, config: LoopDetection) -> tuple[Any, Any, Scrip
     return graph.invoke(request), agent.invoke(request), graph_model, agent_model
 
 
-@pytest.mark.parametrize("config", [LoopDetection(), LoopDetection(warn_after=2, stop_after=4),
+@pytest.mark.parametrize("config", [LoopDetection(), LoopDetection(repeat=Repeat(warn_after=2, stop_after=4)),
                                     LoopDetection(layers=("repeat", "cycle"))])
 def test_the_middleware_decides_as_the_graph(scripted: list[ScriptedChatModel],
                                              config: LoopDetection) -> None:

@@ -72,12 +72,12 @@ def keep_going(_state: Any) -> bool:
 
 def test_pressure_due_once_per_run_at_threshold() -> None:
     from langgraph_loop.core.settings import LoopSettings
-    s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=1000),
-                           budget_pressure=BudgetPressure(threshold=0.5))
+    s = LoopSettings.build(ScriptedChatModel(), limits=Limits(
+        token_budget=1000, budget_pressure=BudgetPressure(threshold=0.5)))
     assert not pressure_due({"usage": {"total_tokens": 499}, "run": {}}, s)
     assert pressure_due({"usage": {"total_tokens": 500}, "run": {}}, s)
     assert not pressure_due({"usage": {"total_tokens": 900}, "run": {"pressure_queued": True}}, s)
-    no_budget = LoopSettings.build(ScriptedChatModel(), budget_pressure=BudgetPressure())
+    no_budget = LoopSettings.build(ScriptedChatModel(), limits=Limits(budget_pressure=BudgetPressure()))
     assert not pressure_due({"usage": {"total_tokens": 10**9}, "run": {}}, no_budget)
 
 
@@ -93,8 +93,8 @@ def test_pressure_seen_only_after_delivery() -> None:
 def test_budget_pressure_guard_needs_budget_and_config() -> None:
     from langgraph_loop.core.settings import LoopSettings
     state: Any = {"run": {"pressure_queued": True}, "usage": {"total_tokens": 850}}
-    on = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=1000),
-                            budget_pressure=BudgetPressure())
+    on = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=1000,
+                                                               budget_pressure=BudgetPressure()))
     assert budget_pressure_guard(state, on) == {
         "guard": "budget_pressure", "reason": "budget_pressure", "threshold": 0.8,
         "limit": 1000, "value": 850}
@@ -360,7 +360,7 @@ def _stall_text(messages: list[BaseMessage]) -> Any:
 STOP_PATHS: dict[str, tuple[Any, dict[str, Any], int]] = {
     # name: (model default, create_loop_agent options, token budget)
     "token_budget": (_numbered_calls, {"loop_detection": None}, 600),
-    "loop_detected": (_same_call, {"loop_detection": {"warn_after": 2, "stop_after": 3}}, 800),
+    "loop_detected": (_same_call, {"loop_detection": {"repeat": {"warn_after": 2, "stop_after": 3}}}, 800),
     "max_model_calls": (_numbered_calls, {"iterations": {"max_model_calls": 3}}, 400),
     "max_tool_calls": (_numbered_calls, {"limits": {"max_tool_calls": 2}}, 400),
     "budget_pressure": (_wrap_up_on_notice, {"limits": {"budget_pressure": {"threshold": 0.1}},
