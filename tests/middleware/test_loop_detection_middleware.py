@@ -314,8 +314,10 @@ async def test_ask_human_continue_runs_the_calls_and_a_hint_reaches_the_model(
         assert "__interrupt__" in again
         hinted = [r for r in model.requests if is_notice(r[-1]) and "Check the logs." in str(r[-1].content)]
         assert len(hinted) == 1
-        with pytest.warns(DeprecationWarning, match="0.3's shape"):  # 0.3's answer, until 0.5
-            done = await agent.ainvoke(Command(resume="stop"), config)
+        with pytest.raises(ValueError, match=r"0\.3's answer shapes were removed"):  # 0.3's answer
+            await agent.ainvoke(Command(resume="stop"), config)
+        assert (await agent.aget_state(config)).interrupts  # still paused at the question
+        done = await agent.ainvoke(Command(resume={"decisions": [{"type": "reject"}]}), config)
     assert done["stop_reason"] == StopReason.LOOP_DETECTED
 
 

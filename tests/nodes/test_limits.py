@@ -582,8 +582,7 @@ def test_a_wrong_answer_leaves_the_graph_paused_for_a_valid_one(
             assert after.next == before.next and after.values == before.values
             assert len(after.interrupts) == 1
         assert second.requests == []
-        with pytest.warns(DeprecationWarning, match="0.3's shape"):  # 0.3's answer, until 0.5
-            done = graph.invoke(Command(resume={"action": "extend", "tokens": 10_000}), config)
+        done = graph.invoke(Command(resume=add_tokens("10000")), config)  # a UI sends text
     assert done["stop_reason"] == StopReason.COMPLETED and done["messages"][-1].content == "All found."
 
 
@@ -638,5 +637,13 @@ def test_check_in_applies_answers_in_order_until_the_call_fits_or_a_stop() -> No
                                    {"action": "stop", "tokens": 1}, {"action": "stop", "why": 1}])
 def test_a_wrong_budget_answer_is_refused(wrong: Any) -> None:
     from langgraph_loop.engine.limits import parse_budget_answer
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"token budget: .* is not an answer 0.4 takes \(0.3's "
+                                         r"answer shapes were removed\): answer with LangChain's "
+                                         r"human-in-the-loop decisions, \{'decisions'"):
         parse_budget_answer(wrong)
+
+
+@pytest.mark.parametrize("tokens", [5000, "5000", " 5,000 ", "5_000"])
+def test_the_check_in_takes_tokens_as_a_number_or_its_text(tokens: Any) -> None:
+    from langgraph_loop.engine.limits import parse_budget_answer
+    assert parse_budget_answer(add_tokens(tokens)).tokens == 5000
