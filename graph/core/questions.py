@@ -41,7 +41,8 @@ from langchain.agents.middleware.human_in_the_loop import (
 from pydantic import Discriminator
 from typing_extensions import TypedDict
 
-__all__ = ["DECISIONS", "Decisions", "is_decisions", "one_action", "the_decision", "whole_number"]
+__all__ = ["DECISIONS", "Decisions", "decisions_shape", "is_decisions", "one_action", "the_decision",
+           "whole_number"]
 
 DECISIONS: tuple[DecisionType, ...] = ("approve", "edit", "reject")
 """The decisions a question takes (LangChain's, without ``respond``)."""
@@ -65,6 +66,17 @@ def is_decisions(value: Any) -> bool:
     return isinstance(value, Mapping) and "decisions" in value
 
 
+def decisions_shape(value: Any, what: str) -> Any:
+    """``value`` if it is ``{"decisions": [...]}``; else a ``ValueError`` naming that shape
+    (0.3's ``{"action": ...}`` answers and action names were removed in 0.4)."""
+    if not is_decisions(value):
+        raise ValueError(f"{what}: {value!r:.80} is not an answer 0.4 takes (0.3's answer shapes "
+                         f"were removed): answer with LangChain's human-in-the-loop decisions, "
+                         f"{{'decisions': [{{'type': 'approve' | 'edit' | 'reject', ...}}]}} "
+                         f"(docs/deployment.md)")
+    return value
+
+
 def the_decision(value: Any, what: str) -> dict[str, Any]:
     """The one decision of a ``{"decisions": [...]}`` answer.
 
@@ -72,12 +84,7 @@ def the_decision(value: Any, what: str) -> dict[str, Any]:
         ValueError: another shape (0.3's ``{"action": ...}`` or an action name: the message
             names the shape to send), not exactly one decision, or one of an unknown type.
     """
-    if not is_decisions(value):
-        raise ValueError(f"{what}: {value!r:.80} is not an answer 0.4 takes (0.3's answer shapes "
-                         f"were removed): answer with LangChain's human-in-the-loop decisions, "
-                         f"{{'decisions': [{{'type': 'approve' | 'edit' | 'reject', ...}}]}} "
-                         f"(docs/deployment.md)")
-    decisions = value["decisions"]
+    decisions = decisions_shape(value, what)["decisions"]
     if not isinstance(decisions, list) or len(decisions) != 1 or not isinstance(decisions[0], Mapping):
         raise ValueError(f"{what}: answer with {{'decisions': [one decision]}}, got {value!r}")
     decision = dict(decisions[0])
