@@ -281,9 +281,6 @@ class _Batch:
         calls = [dict(c) for c in ai.tool_calls if c.get("id") in pending]
         self.invalid = [dict(c) for c in ai.invalid_tool_calls if c.get("id") in pending]
         review = state.get("review")
-        if not review and "review" in self.run:  # 0.2 kept it in run
-            review = self.run["review"]
-            self.run = {k: v for k, v in self.run.items() if k != "review"}
         self.reviewed: Reviewed | None = None  # what a reviewer decided (``approval`` only)
         self.calls: list[dict[str, Any]] = calls
         refusals: dict[str, str] = {}

@@ -110,8 +110,6 @@ class RunInfo(TypedDict, total=False):
     id: str
     started_at: float
     request_id: str | None
-    tool_calls: int
-    """Written by earlier versions only (the count is in the call log: ``executed_calls``)."""
     auto_rounds: int
     finalized: bool
     """No final-answer call follows the stop (made, skipped, or not needed)."""
@@ -361,17 +359,14 @@ def answer_text(message: BaseMessage | None) -> str:
 
 
 def executed_calls(state: Mapping[str, Any]) -> int:
-    """Tool executions of the run so far: the newest call-log entry holds the count (a run an
-    earlier version started kept it in ``run``).
+    """Tool executions of the run so far: the newest call-log entry holds the count.
 
     Example:
-        >>> executed_calls({"call_log": [{"executed": 3}]}), executed_calls({"run": {"tool_calls": 2}})
-        (3, 2)
+        >>> executed_calls({"call_log": [{"executed": 3}]}), executed_calls({})
+        (3, 0)
     """
     log = state.get("call_log") or []
-    if log and "executed" in log[-1]:
-        return int(log[-1]["executed"])
-    return int((state.get("run") or {}).get("tool_calls", 0))
+    return int(log[-1].get("executed", 0)) if log else 0
 
 
 def calls_of_iteration(log: Sequence[CallRecord], iteration: int) -> list[CallRecord]:
@@ -586,8 +581,6 @@ class LoopState(LoopOutput, total=False):
 
     run: RunInfo
     iteration_info: IterationInfo
-    pass_info: IterationInfo
-    """Written by 0.2 (read by ``iteration_info()`` when a 0.2 thread resumes; never written)."""
     review: Review | None
     thread_budget: ThreadBudget
     call_log: Annotated[list[LoggedCall], DeltaChannel(_log_reducer, snapshot_frequency=SNAPSHOT_EVERY)]
@@ -674,12 +667,10 @@ class LoopContext(TypedDict, total=False):
 
 
 def iteration_info(state: LoopState) -> IterationInfo:
-    """The current iteration's bookkeeping (from ``pass_info`` on a thread 0.2 paused).
+    """The current iteration's bookkeeping.
 
     Example:
-        >>> iteration_info({"pass_info": {"model_calls": 2}})["model_calls"]
-        2
-        >>> iteration_info({"iteration_info": {"model_calls": 1}, "pass_info": {"model_calls": 2}})
+        >>> iteration_info({"iteration_info": {"model_calls": 1}})
         {'model_calls': 1}
     """
-    return state.get("iteration_info") or state.get("pass_info") or {}
+    return state.get("iteration_info") or {}
