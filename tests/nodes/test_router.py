@@ -109,7 +109,7 @@ def _fresh_state() -> dict:
                      AIMessage("", id="a2", tool_calls=[{"name": "f", "args": {}, "id": "t1"}]),
                      ToolMessage("ok", tool_call_id="t1", id="tm")],
         "iteration": 2, "progress": ["pass 1"],
-        "run": {"request_id": "r"}, "pass_info": {"start_id": "c"},
+        "run": {"request_id": "r"}, "iteration_info": {"start_id": "c"},
     }
 
 
