@@ -18,11 +18,12 @@ from langgraph_loop.scripted import ScriptedChatModel
 from tests.helpers import add, boom
 
 TYPOS: list[tuple[dict[str, Any], str]] = [
-    ({"per_tool": {"ad": 3}}, "loop_detection.per_tool: unknown tools ['ad']; known: ['add', 'boom']"),
-    ({"arg_policies": {"bom": {"stop_after": 4}}},
-     "loop_detection.arg_policies: unknown tools ['bom']; known: ['add', 'boom']"),
-    ({"read_only_tools": ["add", "lookup"]},
-     "loop_detection.read_only_tools: unknown tools ['lookup']; known: ['add', 'boom']"),
+    ({"calls": {"per_tool": {"ad": 3}}},
+     "loop_detection.calls.per_tool: unknown tools ['ad']; known: ['add', 'boom']"),
+    ({"calls": {"arg_policies": {"bom": {"stop_after": 4}}}},
+     "loop_detection.calls.arg_policies: unknown tools ['bom']; known: ['add', 'boom']"),
+    ({"calls": {"read_only_tools": ["add", "lookup"]}},
+     "loop_detection.calls.read_only_tools: unknown tools ['lookup']; known: ['add', 'boom']"),
 ]
 
 

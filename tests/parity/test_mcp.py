@@ -129,6 +129,6 @@ async def test_read_only_hint_is_honoured(mcp_tools: MCPTools) -> None:
     assert hinted == named, "readOnlyHint must count as declaring the tool read-only"
     # Since issue 22 no other call's fresh result excuses a repeat, so here the hint no longer
     # changes when the loop stops; it is still read from the MCP tool's metadata:
-    assert LoopDetection().with_tool_hints([lookup]).read_only_tools == ("lookup",)
-    assert LoopDetection().with_tool_hints([unhinted_lookup]).read_only_tools == ()
+    assert LoopDetection().with_tool_hints([lookup]).calls.read_only_tools == ("lookup",)
+    assert LoopDetection().with_tool_hints([unhinted_lookup]).calls.read_only_tools == ()
     assert unhinted == hinted
