@@ -68,7 +68,7 @@ def measure(rounds: int, reps: int = 300) -> dict[str, Any]:
     decide(messages[-3], messages[:-3], view, policy, memo)  # warms the memo, as the graph did
     detector = memo.state_before(messages[:-1], view, policy.detection)  # type: ignore[arg-type]
     assert settings.loop_detection is not None
-    assert len(detector["window"]) == min(settings.loop_detection.window, len(messages) // 2 - 1)
+    assert len(detector["window"]) == min(settings.loop_detection.calls.window, len(messages) // 2 - 1)
     samples = []
     for _ in range(reps):
         start = time.perf_counter()

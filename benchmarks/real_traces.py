@@ -42,7 +42,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel, ConfigDict
 
 from benchmarks.systems import DeerFlowGuard
-from langgraph_loop import Iterations, Limits, LoopDetection, create_loop_agent
+from langgraph_loop import Iterations, Limits, LoopDetection, NoProgress, create_loop_agent
 from langgraph_loop.core.messages import BLOCKED_KIND, is_blocked, is_notice
 from langgraph_loop.engine.detection import observe
 from langgraph_loop.engine.text_loop import StreamText
@@ -284,9 +284,10 @@ CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "markdown_answ
 LOOPS = {("minisweagent_gemini-3-pro_swebench-verified_dev", "sympy__sympy-15976", 0, 34)}
 """(source, conversation, run, reply) of the recorded replies that loop, read by hand (every reply
 the text rule fired on before or after issue 31): gemini-3-pro spelling ``msubsup`` for 159 KB."""
-VARIANTS = {"langgraph-loop, block=()": LoopDetection(block=()),
-            "langgraph-loop, block always": LoopDetection(block_only_interleaved=False),
-            "langgraph-loop, no path excuse": LoopDetection(path_excuse=False)}
+VARIANTS = {"langgraph-loop, block=()": LoopDetection(no_progress=NoProgress(block=False)),
+            "langgraph-loop, block always": LoopDetection(
+                no_progress=NoProgress(block_only_interleaved=False)),
+            "langgraph-loop, no path excuse": LoopDetection(no_progress=NoProgress(path_excuse=False))}
 REPEATS, SAME_RESULTS, STUCK = 5, 3, 4
 ReplayFn = Callable[[Conversation], list[RunResult]]
 

@@ -17,7 +17,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, Never, TypeAlias, TypeVar
 
 from langchain.agents.middleware.types import AgentMiddleware
 from langchain.agents.structured_output import StructuredOutputError
@@ -30,30 +30,21 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer, RetryPolicy
-from typing_extensions import TypedDict, Unpack
 
-from langgraph_loop.core.callbacks import (
-    Continuation,
-    FeedbackHook,
-    PromptFactory,
-    ShouldContinue,
-    ToolFilter,
-)
 from langgraph_loop.core.config import (
     Approval,
-    BudgetPressure,
     Compaction,
     Hooks,
     Iterations,
-    Judge,
     Limits,
     LoopDetection,
-    StallDetection,
 )
 from langgraph_loop.core.history import LoopGraph
+from langgraph_loop.core.hosting import NODE_HOOKS
 from langgraph_loop.core.messages import is_blocked, is_cut, unanswered_tail
 from langgraph_loop.core.models import ChatRunnable
-from langgraph_loop.core.settings import MOVED, NODE_HOOKS, LoopSettings, regroup
+from langgraph_loop.core.removed import removed_keyword
+from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState
 from langgraph_loop.core.streams import TransformerFactory, stream_transformers
 from langgraph_loop.nodes.approval import ApprovalNode, needs_approval
@@ -67,7 +58,7 @@ from langgraph_loop.nodes.respond import RespondNode, structured_due
 from langgraph_loop.nodes.router import RouterNode
 from langgraph_loop.nodes.tools import ToolsNode
 
-__all__ = ["Deprecated", "Edge", "Routes", "create_loop_agent", "retryable"]
+__all__ = ["Edge", "Routes", "create_loop_agent", "retryable"]
 
 _LANGGRAPH_RETRY_ON = RetryPolicy().retry_on
 
@@ -103,24 +94,8 @@ C = TypeVar("C")
 Configured: TypeAlias = C | Mapping[str, Any] | None
 """A configuration model, or a dict of its fields, or None."""
 
-_NOT_SETTINGS = frozenset({"model", "tools", "checkpointer", "store", "deprecated", "interrupt_before",
+_NOT_SETTINGS = frozenset({"model", "tools", "checkpointer", "store", "removed", "interrupt_before",
                            "interrupt_after", "debug", "cache", "transformers"})
-
-class Deprecated(TypedDict, total=False):
-    """``create_loop_agent``'s keywords of 0.2, accepted with a ``DeprecationWarning`` until
-    0.4 (``MOVED`` in ``core/settings.py`` says where each went)."""
-
-    max_iterations: int | None
-    should_continue: ShouldContinue | None
-    judge: Configured[Judge]
-    next_message: Continuation | None
-    record_feedback: FeedbackHook | None
-    inject_progress: bool
-    fresh_context: bool
-    prompt_factory: PromptFactory | None
-    stall_detection: Configured[StallDetection]
-    budget_pressure: Configured[BudgetPressure]
-    tool_filter: ToolFilter | None
 
 
 DEFAULT_LOOP_DETECTION = LoopDetection()
@@ -153,7 +128,7 @@ def create_loop_agent(
     cache: BaseCache[Any] | None = None,
     transformers: Sequence[TransformerFactory] | None = None,
     show_notices: bool = False,
-    **deprecated: Unpack[Deprecated],
+    **removed: Never,
 ) -> CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput]:
     """Build the loop agent as a compiled graph (callbacks may be sync or async).
 
@@ -187,20 +162,18 @@ def create_loop_agent(
             the stop notice, budget pressure) get ids starting ``do-not-render-``, so chat
             UIs (Agent Chat UI) keep them out of the person's transcript; True: plain ids.
             The model and the stored thread have them either way.
-        **deprecated: the keywords of 0.2 that moved into a group (``max_iterations``,
-            ``should_continue``, ``judge``, ``next_message``, ``record_feedback``,
-            ``inject_progress``, ``fresh_context``, ``prompt_factory``, ``stall_detection``,
-            ``budget_pressure``, ``tool_filter``), each with a ``DeprecationWarning`` until
-            0.4; any other keyword is a ``ValueError``. A configuration model may also be
-            given as a dict of its fields.
+        **removed: none taken: 0.2's keywords (``max_iterations``, ``should_continue``,
+            ``judge``, ``next_message``, ``prompt_factory``, ...) were removed in 0.4; one is a
+            ``TypeError`` naming what to write instead (``core/removed.py``), as is any other
+            unknown keyword. A configuration model may also be given as a dict of its fields.
 
     Returns:
         The compiled graph; its recursion limit fits the configured limits.
 
     Raises:
-        ValueError: an argument is invalid (the message names it), or one field is given
-            both as a deprecated keyword and in its group; runs raise it for an input
-            they cannot work on (``LoopGraph`` in ``core/state.py``).
+        TypeError: a keyword it does not take (0.2's name the group that replaced them).
+        ValueError: an argument is invalid (the message names it); runs raise it for an
+            input they cannot work on (``LoopGraph`` in ``core/history.py``).
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -215,10 +188,8 @@ def create_loop_agent(
         ('completed', 2)
     """
     options = {k: v for k, v in locals().items() if k not in _NOT_SETTINGS}  # the loop's keywords
-    unknown = sorted(set(deprecated) - set(MOVED))
-    if unknown:
-        raise ValueError(f"create_loop_agent: unknown arguments {unknown}")
-    options = regroup({**options, **deprecated}, warn=True, stacklevel=2)
+    if removed:
+        raise removed_keyword(removed)
     settings = LoopSettings.build(model, tools, **options)
     graph = _assemble(settings).compile(checkpointer=checkpointer, store=store, name=name or "langgraph-loop",
                             interrupt_before=interrupt_before, interrupt_after=interrupt_after,

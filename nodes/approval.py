@@ -32,6 +32,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Annotated, Any
 
 from langchain.agents.middleware.human_in_the_loop import (
@@ -47,7 +48,15 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langgraph.runtime import get_runtime
 from langgraph.types import interrupt
-from pydantic import AfterValidator, BaseModel, Discriminator, Field, TypeAdapter, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    Discriminator,
+    Field,
+    TypeAdapter,
+    ValidationError,
+)
 from typing_extensions import TypedDict
 
 from langgraph_loop.core import prompts
@@ -56,6 +65,7 @@ from langgraph_loop.core.compat import resuming
 from langgraph_loop.core.config import Approval
 from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
 from langgraph_loop.core.messages import call_label, unanswered_tail
+from langgraph_loop.core.questions import decisions_shape
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, emit
 
@@ -156,7 +166,8 @@ def response_schema(
         check_decisions(calls, response["decisions"], gated=gated, known=known)
         return response
 
-    return Annotated[ApprovalResponse, AfterValidator(matches_calls)]
+    return Annotated[ApprovalResponse, BeforeValidator(partial(decisions_shape, what="approval")),
+                     AfterValidator(matches_calls)]
 
 
 def auto_allowed(run: Mapping[str, Any], max_auto_rounds: int) -> bool:

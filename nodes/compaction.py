@@ -189,7 +189,7 @@ class CompactionNode(Runnable[LoopState, dict[str, Any]]):
         if size <= compaction.max_tokens:
             return None
         keep = {run.get("request_id")}
-        if settings.fresh_context:
+        if settings.iterations.fresh_context:
             keep.add(iteration_info(state).get("start_id"))
         split = plan_compaction(state.get("messages") or [], keep_last=compaction.keep_last,
                                 keep_ids=keep)

@@ -68,9 +68,10 @@ from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from langgraph_loop.core.history import removal_breaks, resolve_removals
+from langgraph_loop.core.hosting import JUMP_TARGETS, can_jump_to
 from langgraph_loop.core.messages import as_message, unanswered_tail
 from langgraph_loop.core.models import map_chat_models
-from langgraph_loop.core.settings import JUMP_TARGETS, LoopSettings, can_jump_to
+from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import StopReason, guard, stop_answer_text, stop_update
 from langgraph_loop.engine.final import none_choice

@@ -236,15 +236,15 @@ class JudgeNode(Runnable[LoopState, dict[str, Any]]):
 
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
-        judge = settings.judge
+        judge = settings.iterations.judge
         self._structured = _structured_judge(judge.model) if judge is not None else None
 
     def _due(self, state: LoopState) -> LoopSettings | None:
         """The run's settings when the judge is asked at this iteration end, else None."""
         settings = self.settings.for_runtime(get_runtime())
-        capped = (settings.max_iterations is not None
-                  and state.get("iteration", 1) >= settings.max_iterations)
-        if settings.judge is None or capped or state.get("stop_reason") is not None:
+        capped = (settings.iterations.max is not None
+                  and state.get("iteration", 1) >= settings.iterations.max)
+        if settings.iterations.judge is None or capped or state.get("stop_reason") is not None:
             return None
         return settings
 
@@ -267,20 +267,20 @@ class JudgeNode(Runnable[LoopState, dict[str, Any]]):
     def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
         """The predicate, then the judge (two tries), as one core for both entry points."""
         settings = self._due(state)
-        if settings is None or settings.judge is None:
+        if settings is None or settings.iterations.judge is None:
             return {}
         info = dict(iteration_info(state))
-        if settings.should_continue is not None:
+        if settings.iterations.should_continue is not None:
             go, feedback = normalize_predicate((yield Io(call_sync, call_async, (
-                settings.should_continue, state), {"name": "should_continue"})))
+                settings.iterations.should_continue, state), {"name": "should_continue"})))
             info["predicate"] = {"continue": go, "feedback": feedback}
             if go:
                 return {"iteration_info": info}
         errors: list[str] = []
-        for runnable, structured in self._attempts(settings.judge):
+        for runnable, structured in self._attempts(settings.iterations.judge):
             try:
                 result = yield Io(runnable.invoke, runnable.ainvoke,
-                                  (judge_request(state, settings.judge), judge_config(config)))
+                                  (judge_request(state, settings.iterations.judge), judge_config(config)))
                 verdict, usage = _read(result, structured)
             except GraphBubbleUp:
                 raise

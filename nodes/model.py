@@ -114,8 +114,8 @@ def system_message(settings: LoopSettings, existing: BaseMessage | None) -> Syst
     """One system message: the configured prompt (a ``str`` or a ``SystemMessage``, kept as
     it is), the judge criteria, a stored one."""
     parts: list[str] = []
-    if settings.judge is not None and settings.judge.criteria:
-        parts.append(criteria_instruction(settings.judge.criteria))
+    if settings.iterations.judge is not None and settings.iterations.judge.criteria:
+        parts.append(criteria_instruction(settings.iterations.judge.criteria))
     if isinstance(existing, SystemMessage) and isinstance(existing.content, str):
         parts.append(existing.content)
     prompt = settings.system_prompt
@@ -149,10 +149,11 @@ def build_request(
         messages = messages[1:]
     system = system_message(settings, head)
     request: list[BaseMessage] = [system] if system is not None else []
-    if settings.fresh_context and state.get("iteration", 1) > 1:
+    if settings.iterations.fresh_context and state.get("iteration", 1) > 1:
         request_id = (state.get("run") or {}).get("request_id")
         request += [m for m in messages if m.id == request_id][:1]
-        progress = progress_message(state.get("progress") or []) if settings.inject_progress else None
+        progress = (progress_message(state.get("progress") or [])
+                    if settings.iterations.inject_progress else None)
         request += [progress] if progress is not None else []
         request += iteration_messages(messages, iteration_info(state).get("start_id"))
     else:

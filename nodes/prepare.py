@@ -49,6 +49,7 @@ from langgraph_loop.core.state import (
     new_usage,
 )
 from langgraph_loop.core.stop import StopReason, limit_guard, stop_update
+from langgraph_loop.core.upgrade import translated
 from langgraph_loop.engine.dialogue import typed_instead
 
 __all__ = ["PrepareNode", "folded_budget", "go_on", "question_open", "repair_dangling", "start_run"]
@@ -157,9 +158,14 @@ def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = N
         why = limit_guard(StopReason.STEP_LIMIT, "recursion_limit", state.get("remaining_steps"))
         del why["value"]
         update.update(stop_update(run, why, finalized=True), iteration=0)
-    repairs = repair_dangling(messages)
-    if repairs:
-        update["messages"] = repairs
+    upgraded = translated(messages)  # a thread 0.2 stored: read once, in 0.4's shape
+    thread: Sequence[BaseMessage] = messages
+    if upgraded:
+        by_id = {m.id: m for m in upgraded}
+        thread = [by_id.get(m.id, m) for m in messages]
+    repairs = repair_dangling(thread)
+    if upgraded or repairs:
+        update["messages"] = [*upgraded, *repairs]
     folded = folded_budget(state)
     if folded is not None:
         update["thread_budget"] = folded

@@ -43,7 +43,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import get_runtime
 
 from langgraph_loop.core import prompts
-from langgraph_loop.core.callbacks import LegacyContinuation, call_async, call_sync
+from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.messages import CONTINUE_NAME, iteration_messages, loop_message, shorten
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import (
@@ -112,10 +112,10 @@ def current_record(state: LoopState) -> IterationRecord:
 def guard_at_iteration_end(state: LoopState, settings: LoopSettings) -> Guard | None:
     """Why a run that would continue must stop at this iteration end (None = continue)."""
     found = timeout_guard(state, settings) or budget_pressure_guard(state, settings)
-    if found is not None or settings.stall_detection is None:
+    if found is not None or settings.iterations.stall is None:
         return found
     records = [*(state.get("iterations") or []), current_record(state)]
-    return stall_guard(records, settings.stall_detection,
+    return stall_guard(records, settings.iterations.stall,
                        new_work=new_work_by_iteration(state.get("call_log") or []))
 
 
@@ -141,7 +141,7 @@ def explain_stop(state: LoopState, settings: LoopSettings, stop: StopReason | No
         if found is not None and found["reason"] == stop.value:
             return found
     if stop == StopReason.MAX_ITERATIONS:
-        return guard("max_iterations", stop, limit=settings.max_iterations,
+        return guard("max_iterations", stop, limit=settings.iterations.max,
                      value=state.get("iteration", 1))
     if stop == StopReason.STEP_LIMIT:
         return limit_guard(stop, "recursion_limit", state.get("remaining_steps"))
@@ -215,11 +215,12 @@ class _End:
         self.stop: StopReason | None = StopReason(stored) if stored is not None else None
         self.feedback: str | None = None
         iteration = state.get("iteration", 1)
-        self.has_condition = settings.should_continue is not None or settings.judge is not None
-        capped = settings.max_iterations is not None and iteration >= settings.max_iterations
+        loop = settings.iterations
+        self.has_condition = loop.should_continue is not None or loop.judge is not None
+        capped = settings.iterations.max is not None and iteration >= settings.iterations.max
         self.predicate = iteration_info(state).get("predicate")
         self.asks_predicate = (self.stop is None and self.has_condition and not capped
-                               and self.predicate is None and settings.should_continue is not None)
+                               and self.predicate is None and settings.iterations.should_continue is not None)
         self.ask = self.stop is None and self.has_condition and not capped
         self.record: IterationRecord = {}
         self.progress: list[str] = []
@@ -234,9 +235,9 @@ class _End:
         elif self.ask and self.predicate is not None:
             predicate = bool(self.predicate["continue"]), self.predicate.get("feedback")
         settings, state = self.settings, self.state
-        verdict = state.get("verdict") if settings.judge is not None else None
+        verdict = state.get("verdict") if settings.iterations.judge is not None else None
         self.stop, self.feedback = decide(
-            iteration=state.get("iteration", 1), max_iterations=settings.max_iterations,
+            iteration=state.get("iteration", 1), max_iterations=settings.iterations.max,
             has_condition=self.has_condition, predicate=predicate, verdict=verdict)
         if self.stop is None and not settings.shape.can_start_iteration(state.get("remaining_steps")):
             self.stop = StopReason.STEP_LIMIT
@@ -247,7 +248,7 @@ class _End:
     def log(self, entry: Any = None) -> None:
         """Record the iteration (``entry``: ``record_feedback``'s answer, if asked)."""
         state = self.state
-        if self.settings.record_feedback is not None:
+        if self.settings.iterations.record_feedback is not None:
             text = None if entry is None else str(entry)
         else:
             text = shorten(latest_answer(state), 300) or None
@@ -257,7 +258,7 @@ class _End:
             iteration=iteration, info=iteration_info(state),
             calls=calls_of_iteration(state.get("call_log") or [], iteration),
             answer=latest_answer(state), feedback=text,
-            verdict=state.get("verdict") if self.settings.judge is not None else None,
+            verdict=state.get("verdict") if self.settings.iterations.judge is not None else None,
             guard=explain_stop(state, self.settings, self.stop),
         )
 
@@ -283,7 +284,7 @@ class _End:
 
     @property
     def inject(self) -> bool:
-        return self.settings.inject_progress and not self.settings.fresh_context
+        return self.settings.iterations.inject_progress and not self.settings.iterations.fresh_context
 
     def continuation(self, text: Any, asked: bool) -> HumanMessage:
         """The next iteration's input (``text``: the callback's answer, when ``asked``)."""
@@ -293,7 +294,8 @@ class _End:
             start = iteration_info(self.state).get("start_id")
             previous = iteration_messages(self.state.get("messages") or [], start)[:1] if start else []
             return resend_message(previous, request_id=(self.state.get("run") or {}).get("request_id"),
-                                  fresh_context=self.settings.fresh_context, feedback=self.feedback)
+                                  fresh_context=self.settings.iterations.fresh_context,
+                                  feedback=self.feedback)
         return continuation_message(with_progress(str(text), self.progress, self.inject))
 
     def next_iteration(self, update: dict[str, Any], message: HumanMessage) -> dict[str, Any]:
@@ -318,21 +320,20 @@ class RouterNode(Runnable[LoopState, dict[str, Any]]):
 
     def _continuation_call(self, end: _End) -> tuple[Any, tuple[Any, ...], str] | None:
         """The callback that writes the next input (named as the user gave it)."""
-        continuation = end.settings.continuation
+        continuation = end.settings.iterations.continuation
         if continuation is None:
             return None
-        name = continuation.name if isinstance(continuation, LegacyContinuation) else "continuation"
-        return continuation, (end.view, end.feedback), name
+        return continuation, (end.view, end.feedback), "continuation"
 
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:
         """Sync entry point."""
         end = _End(state, self.settings.for_runtime(get_runtime()))
         hooks = end.settings.hooks
-        predicate = end.settings.should_continue
+        predicate = end.settings.iterations.should_continue
         end.decide(call_sync(predicate, state, name="should_continue")
                    if predicate is not None and end.asks_predicate else None)
-        feedback = end.settings.record_feedback
+        feedback = end.settings.iterations.record_feedback
         end.log(call_sync(feedback, state, end.feedback, name="record_feedback")
                 if feedback is not None else None)
         update = end.ended(call_sync(hooks.on_iteration_end, dict(end.record), end.view,
@@ -354,10 +355,10 @@ class RouterNode(Runnable[LoopState, dict[str, Any]]):
         """Async entry point."""
         end = _End(state, self.settings.for_runtime(get_runtime()))
         hooks = end.settings.hooks
-        predicate = end.settings.should_continue
+        predicate = end.settings.iterations.should_continue
         end.decide(await call_async(predicate, state, name="should_continue")
                    if predicate is not None and end.asks_predicate else None)
-        feedback = end.settings.record_feedback
+        feedback = end.settings.iterations.record_feedback
         end.log(await call_async(feedback, state, end.feedback, name="record_feedback")
                 if feedback is not None else None)
         update = end.ended(await call_async(hooks.on_iteration_end, dict(end.record), end.view,

@@ -53,8 +53,9 @@ from langgraph_loop.core.callbacks import call_async, call_sync
 from langgraph_loop.core.compat import durable
 from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
 from langgraph_loop.core.history import resolve_removals
+from langgraph_loop.core.hosting import LOOP_KEYS
 from langgraph_loop.core.messages import cap_output, unanswered_tail
-from langgraph_loop.core.settings import LOOP_KEYS, LoopSettings
+from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import CallRecord, LoopState, emit, executed_calls, iteration_info
 from langgraph_loop.core.stop import StopReason, guard, limit_guard, stop_update
 from langgraph_loop.engine.detection import content_hash
@@ -281,9 +282,6 @@ class _Batch:
         calls = [dict(c) for c in ai.tool_calls if c.get("id") in pending]
         self.invalid = [dict(c) for c in ai.invalid_tool_calls if c.get("id") in pending]
         review = state.get("review")
-        if not review and "review" in self.run:  # 0.2 kept it in run
-            review = self.run["review"]
-            self.run = {k: v for k, v in self.run.items() if k != "review"}
         self.reviewed: Reviewed | None = None  # what a reviewer decided (``approval`` only)
         self.calls: list[dict[str, Any]] = calls
         refusals: dict[str, str] = {}
@@ -379,7 +377,7 @@ class ToolsNode(Runnable[LoopState, Any]):
         done = {c["id"]: outcome_of(c, *r) for c, r in zip(batch.runnable, results, strict=True)}
         iteration, executed = batch.state.get("iteration", 1), batch.executed + len(batch.runnable)
         limit = batch.settings.limits.max_tool_output_chars
-        stall = batch.settings.stall_detection is not None  # it compares results across iterations
+        stall = batch.settings.iterations.stall is not None  # it compares results across iterations
         messages: list[BaseMessage] = []
         extra: list[BaseMessage] = []
         records: list[CallRecord] = []

@@ -19,8 +19,8 @@ from typing import Any, TypeAlias, TypeVar
 
 from langchain_core.tools import BaseTool
 
-__all__ = ["CallbackError", "Continuation", "FeedbackHook", "LegacyContinuation", "NextMessage",
-           "PromptFactory", "ShouldContinue", "ToolFilter", "call_async", "call_sync"]
+__all__ = ["CallbackError", "Continuation", "FeedbackHook", "ShouldContinue", "ToolFilter",
+           "call_async", "call_sync"]
 
 T = TypeVar("T")
 MaybeAwaitable: TypeAlias = T | Awaitable[T]
@@ -31,49 +31,10 @@ ShouldContinue: TypeAlias = Callable[[State], MaybeAwaitable[bool | tuple[bool, 
 Continuation: TypeAlias = Callable[[State, str | None], MaybeAwaitable[str | None]]
 """``continuation(state, feedback) -> str | None``: the next iteration's text (None: re-send
 the previous iteration's input)."""
-NextMessage: TypeAlias = Continuation
-"""0.2's ``next_message(state, feedback) -> str | None``: now ``Iterations.continuation``."""
 FeedbackHook: TypeAlias = Callable[[State, str | None], MaybeAwaitable[str | None]]
 """``record_feedback(state, feedback) -> str | None``: the progress-log entry of an iteration."""
-PromptFactory: TypeAlias = Callable[[State], MaybeAwaitable[str]]
-"""0.2's ``prompt_factory(state) -> str``: each iteration's prompt (``LegacyContinuation``)."""
 ToolFilter: TypeAlias = Callable[[State, list[BaseTool]], MaybeAwaitable[Sequence[BaseTool | str]]]
 """``tool_filter(state, tools) -> tools``: the tools offered to one model call."""
-
-
-class LegacyContinuation:
-    """A 0.2 ``next_message`` or ``prompt_factory`` as an ``Iterations.continuation``.
-
-    ``next_message(state, feedback)`` is called as it is; ``prompt_factory(state)``
-    gets no feedback and its answer is the text (``str()`` of it), except None, which
-    asks to re-send the previous input as a continuation's None does (never the text
-    "None"). A callback that raises is still named by its old name.
-
-    Example:
-        >>> LegacyContinuation(lambda state: None, "prompt_factory")({}, "feedback") is None
-        True
-        >>> LegacyContinuation(lambda state: 7, "prompt_factory")({}, None)
-        '7'
-        >>> LegacyContinuation(lambda state, feedback: feedback, "next_message")({}, "more")
-        'more'
-    """
-
-    def __init__(self, fn: Callable[..., Any], name: str) -> None:
-        self.fn, self.name = fn, name
-
-    def __call__(self, state: State, feedback: str | None) -> Any:
-        if self.name == "next_message":
-            return self.fn(state, feedback)
-        result = self.fn(state)
-        return _text_of(result) if inspect.isawaitable(result) else _text(result)
-
-
-def _text(result: Any) -> str | None:
-    return None if result is None else str(result)
-
-
-async def _text_of(awaitable: Awaitable[Any]) -> str | None:
-    return _text(await awaitable)
 
 
 class CallbackError(RuntimeError):

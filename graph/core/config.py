@@ -4,15 +4,15 @@ Every model raises ``ValueError`` (pydantic's ``ValidationError`` is one) naming
 the offending field when a value or a combination is invalid.
 
 Example:
-    >>> from langgraph_loop import Iterations, Limits, LoopDetection
+    >>> from langgraph_loop import Iterations, Limits, LoopDetection, Repeat
     >>> Iterations(max=3, max_model_calls=5).max_model_calls
     5
     >>> Limits(max_tool_calls=20).max_tool_calls
     20
-    >>> LoopDetection(warn_after=2, stop_after=4).window
+    >>> LoopDetection(repeat=Repeat(warn_after=2, stop_after=4)).calls.window
     20
     >>> try:
-    ...     LoopDetection(warn_after=5, stop_after=3)
+    ...     LoopDetection(repeat=Repeat(warn_after=5, stop_after=3))
     ... except ValueError as exc:
     ...     print("stop_after" in str(exc))
     True
@@ -20,7 +20,6 @@ Example:
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -28,21 +27,29 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from langgraph_loop.core import prompts
+from langgraph_loop.core.removed import removed_field
 
 __all__ = [
     "BLOCKABLE",
     "DEFAULT_LAYERS",
     "LAYERS",
+    "OPT_IN",
     "Approval",
     "ArgPolicy",
     "BudgetPressure",
+    "Calls",
     "Compaction",
+    "Cycle",
+    "Drift",
     "Hooks",
     "Iterations",
     "Judge",
     "JudgeVerdict",
     "Limits",
     "LoopDetection",
+    "NoProgress",
+    "Repeat",
+    "SameReply",
     "StallDetection",
     "read_only_hint",
     "tool_policy",
@@ -58,8 +65,11 @@ class _Config(BaseModel):
         """A misspelled field names the model's real ones (``Limits(final_answr=...)``)."""
         if isinstance(data, Mapping):
             unknown = [str(k) for k in data if k not in cls.model_fields]
+            moved = [m for k in unknown if (m := removed_field(cls.__name__, k)) is not None]
+            if moved:
+                raise ValueError("; ".join(moved))
             if unknown:
-                fields = ", ".join(n for n, f in cls.model_fields.items() if not f.exclude)
+                fields = ", ".join(cls.model_fields)
                 raise ValueError(f"{', '.join(unknown)}: unknown field (fields of {cls.__name__}: "
                                  f"{fields})")
         return data
@@ -73,11 +83,8 @@ DEFAULT_LAYERS: tuple[str, ...] = ("no_progress", "same_reply", "per_tool", "tex
 work (one call per item, answered alike), and ``repeat`` and ``cycle`` add nothing the stuck-call
 layer does not stop first. A layer whose own settings are given is switched on with them."""
 
-LAYER_FIELDS: dict[str, tuple[str, ...]] = {
-    "repeat": ("warn_after", "stop_after", "progress_factor"),
-    "drift": ("drift_warn_after", "drift_stop_after"),
-}
-"""The settings that belong to one opt-in layer: giving one switches the layer on."""
+OPT_IN: tuple[str, ...] = ("repeat", "cycle", "drift")
+"""The opt-in layers with settings of their own: giving them switches the layer on."""
 
 BLOCKABLE: tuple[str, ...] = ("no_progress", "repeat", "per_tool")
 """The layers whose stop rung may be preceded by a block (their findings name calls)."""
@@ -88,10 +95,10 @@ class ArgPolicy(_Config):
 
     ``ignore`` drops fields (e.g. a ``timestamp``); ``keep`` keeps only the listed ones;
     ``key`` maps the arguments to what identifies the call. ``warn_after``/``stop_after``
-    replace ``LoopDetection.no_progress_warn_after``/``no_progress_stop_after`` for this
-    tool. ``polls``: the tool polls (a job's status, a queue), so asking for it again while
-    its result changes is waiting, not looping: the repeat layer never counts it then (the
-    same result again still counts as no progress). A tool can declare the same in its
+    replace ``NoProgress.warn_after``/``stop_after`` for this tool. ``polls``: the tool
+    polls (a job's status, a queue), so asking for it again while its result changes is
+    waiting, not looping: the repeat layer never counts it then (the same result again still
+    counts as no progress). A tool can declare the same in its
     metadata: ``loop_key`` (a list of argument names, or a function), ``loop_warn_after``,
     ``loop_stop_after``, ``loop_polls``.
 
@@ -119,88 +126,225 @@ class ArgPolicy(_Config):
         return self
 
 
+class NoProgress(_Config):
+    """The ``no_progress`` layer: a call asked for again after its own identical results.
+
+    Attributes:
+        warn_after: the call's own identical results in a row (whatever ran in between)
+            after which asking for it again warns.
+        stop_after: identical results after which asking again stops (or blocks first,
+            with ``block``).
+        no_content_after: the least count for a call whose result had no content (a silent
+            ``sed -i``): such results say little about the state.
+        call_window: how many calls (not responses) a call is remembered for after its
+            latest request.
+        path_excuse: a call naming one of the same paths (a write between two reads)
+            excuses the next identical result.
+        block: at ``stop_after`` the repeated call is answered with an error saying why
+            instead of running; the run goes on, and asking for it again stops.
+        block_only_interleaved: block (rather than stop) only a repeat after which something
+            was done that may change what it sees: a call new to the run (read-only tools
+            aside) that ran silently or returned something new, or another call whose own
+            result changed. A repeat with nothing new in between stops at once; so does
+            asking again for a refused call with nothing new done since the refusal.
+
+    Example:
+        >>> NoProgress(stop_after=4).warn_after
+        2
+    """
+
+    warn_after: int = Field(default=2, ge=1)
+    stop_after: int = Field(default=3, ge=2)
+    no_content_after: int = Field(default=4, ge=1)
+    call_window: int = Field(default=30, ge=2, le=10_000)
+    path_excuse: bool = True
+    block: bool = True
+    block_only_interleaved: bool = True
+
+    @model_validator(mode="after")
+    def _ordered(self) -> NoProgress:
+        return _warn_before_stop(self)
+
+
+class Repeat(_Config):
+    """The ``repeat`` layer (opt-in): one call present in many responses of the window.
+
+    Attributes:
+        warn_after: responses of the window holding the call that warn.
+        stop_after: responses holding it that stop (or block first, with ``block``).
+        progress_factor: a repeated call whose own results keep changing warns and stops at
+            this many times ``warn_after``/``stop_after`` (capped by the window).
+        block: at ``stop_after`` the call is refused once before the run stops.
+
+    Example:
+        >>> Repeat(stop_after=6).warn_after
+        3
+    """
+
+    warn_after: int = Field(default=3, ge=1)
+    stop_after: int = Field(default=5, ge=2)
+    progress_factor: int = Field(default=3, ge=1)
+    block: bool = False
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Repeat:
+        return _warn_before_stop(self)
+
+
+class Cycle(_Config):
+    """The ``cycle`` layer (opt-in): the same round of responses (A, B, A, B, ...) again.
+
+    Attributes:
+        warn_after: rounds of the cycle that warn.
+        stop_after: rounds that stop.
+        progress_factor: while a result of the round keeps changing, both counts are this
+            many times higher (capped by the window).
+
+    Example:
+        >>> Cycle().stop_after
+        5
+    """
+
+    warn_after: int = Field(default=3, ge=1)
+    stop_after: int = Field(default=5, ge=2)
+    progress_factor: int = Field(default=3, ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Cycle:
+        return _warn_before_stop(self)
+
+
+class Drift(_Config):
+    """The ``drift`` layer (opt-in): one tool returning the same result to calls whose
+    arguments change a little each time (a command that grows or drifts).
+
+    Attributes:
+        warn_after: such results in a row that warn.
+        stop_after: such results in a row that stop.
+
+    Example:
+        >>> Drift().stop_after
+        4
+    """
+
+    warn_after: int = Field(default=3, ge=1)
+    stop_after: int = Field(default=4, ge=2)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Drift:
+        return _warn_before_stop(self)
+
+
+class SameReply(_Config):
+    """The ``same_reply`` layer: the same response (the same calls) again and again.
+
+    Attributes:
+        stop_after: this many times in a row stops, whatever the results: a runaway, such
+            as an insertion applied again and again (None: never; tools declared ``polls``
+            whose results move are waiting).
+
+    Example:
+        >>> SameReply().stop_after
+        8
+    """
+
+    stop_after: int | None = Field(default=8, ge=2)
+
+
+class Calls(_Config):
+    """How the detector tells calls apart and counts them over its window, and the caps of
+    the ``per_tool`` layer.
+
+    Attributes:
+        window: how many recent tool-calling responses the repeat, cycle and per-tool layers
+            look at.
+        normalize_results: compare results with their volatile parts (ids, timestamps,
+            durations, temp paths) replaced.
+        arg_policies: per-tool identity and no-progress thresholds (``"*"``: tools without
+            their own).
+        read_only_tools: tools whose calls change nothing: they never excuse another call's
+            repeat. Tools whose metadata carries MCP's ``readOnlyHint`` count too.
+        per_tool: windowed caps on calls of one tool name (any arguments), the ``per_tool``
+            layer: reaching the cap warns, exceeding it stops.
+        block_per_tool: a call over its tool's cap is refused once before the run stops.
+
+    Example:
+        >>> Calls(per_tool={"search": 8}).per_tool["search"]
+        8
+    """
+
+    window: int = Field(default=20, ge=2, le=1000)
+    normalize_results: bool = True
+    arg_policies: dict[str, ArgPolicy] = Field(default_factory=dict)
+    read_only_tools: tuple[str, ...] = ()
+    per_tool: dict[str, int] = Field(default_factory=dict)
+    block_per_tool: bool = False
+
+    @model_validator(mode="after")
+    def _named(self) -> Calls:
+        for tool, cap in self.per_tool.items():
+            if not tool:
+                raise ValueError("Calls: per_tool keys must be tool names")
+            if cap < 1:
+                raise ValueError(f"Calls: per_tool[{tool!r}] must be >= 1")
+        if not all(self.read_only_tools) or len(set(self.read_only_tools)) != len(
+                self.read_only_tools):
+            raise ValueError("Calls: read_only_tools must be distinct tool names")
+        return self
+
+
+def _warn_before_stop(settings: Any) -> Any:
+    if settings.stop_after <= settings.warn_after:
+        raise ValueError(f"{type(settings).__name__}: stop_after must be greater than warn_after")
+    return settings
+
+
 class LoopDetection(_Config):
     """Runaway tool-loop detection: warn, block the repeated call, then stop.
 
+    Which layers run, one small settings model per layer (each threshold means one thing),
+    how calls are told apart, and what a stop does.
+
     Attributes:
-        no_progress_warn_after: a call's own identical results in a row (whatever ran in
-            between) after which asking for it again warns.
-        no_progress_stop_after: identical results after which asking again stops (or
-            blocks, when ``"no_progress"`` is in ``block``).
-        call_window: how many calls (not responses) a call is remembered for after its
-            latest request.
-        no_content_after: the least count for a call whose result had no content (a
-            silent ``sed -i``): such results say little about the state.
-        path_excuse: a call naming one of the same paths (a write between two reads)
-            excuses the next identical result.
-        normalize_results: compare results with their volatile parts (ids, timestamps,
-            durations, temp paths) replaced.
-        warn_after: responses of the window holding one call signature that warn
-            (repeat layer), or rounds of a cycle that warn (cycle layer).
-        stop_after: the same counts that stop.
-        window: how many recent tool-calling responses the repeat, cycle and per-tool
-            layers look at.
-        progress_factor: a repeated call whose own results keep changing warns and stops
-            at this many times ``warn_after``/``stop_after`` (capped by the window).
-        same_reply_stop_after: the same response (the same calls) this many times in a
-            row stops, whatever the results: a runaway, such as an insertion applied again
-            and again (None: off; tools declared ``polls`` whose results move are waiting).
-        drift_warn_after: near-repeats (``drift`` layer): one tool returning the same
-            result this many times in a row to calls whose arguments change a little each
-            time (a command that grows or drifts) warns...
-        drift_stop_after: ...and this many times stops.
-        per_tool: optional windowed caps on calls of one tool name (any arguments):
-            reaching the cap warns, exceeding it stops.
-        block: the layers whose stop is preceded by a block: the repeated call is
-            answered with an error saying why instead of running, the run goes on, and
-            asking for it again stops. Layers: ``no_progress``, ``repeat``, ``per_tool``.
-        block_only_interleaved: the no-progress layer refuses (rather than stops) only a
-            repeat after which something was done that may change what it sees: a call new
-            to the run (read-only tools aside) that ran silently or returned something new,
-            or another call whose own result changed. A repeat with nothing new in between
-            stops at once; so does asking again for a refused call with nothing new done
-            since the refusal (after something new, it runs again).
         layers: the layers that run (default ``DEFAULT_LAYERS``: ``no_progress``,
-            ``same_reply``, ``per_tool``, ``text``; ``repeat``, ``drift`` and ``cycle`` are
-            opt-in, and giving ``repeat``'s or ``drift``'s own thresholds switches them on).
-        arg_policies: per-tool identity and thresholds (``"*"``: tools without their own).
-        read_only_tools: tools whose calls change nothing: they never excuse another
-            call's repeat. Tools whose metadata carries MCP's ``readOnlyHint`` count too.
+            ``same_reply``, ``per_tool``, ``text``; ``repeat``, ``cycle`` and ``drift`` are
+            opt-in, and giving their own settings switches them on).
+        no_progress: ``NoProgress``: a call asked for again after its own identical results.
+        repeat: ``Repeat``: one call in many responses of the window.
+        cycle: ``Cycle``: the same round of responses again.
+        drift: ``Drift``: the same result to calls that change a little.
+        same_reply: ``SameReply``: the same response again and again.
+        calls: ``Calls``: the window, what makes two calls the same, read-only tools, and
+            the ``per_tool`` caps.
         ask_human: instead of stopping a loop, ``interrupt()`` with the evidence and resume
-            with ``{"action": "continue" | "stop" | "hint", "hint": ...}`` (needs a
-            checkpointer).
+            with LangChain's human-in-the-loop decisions ``{"decisions": [{"type": "approve"
+            | "edit" | "reject", ...}]}`` (needs a checkpointer).
 
     Example:
-        >>> LoopDetection(per_tool={"search": 8}).per_tool["search"]
+        >>> LoopDetection(calls=Calls(per_tool={"search": 8})).calls.per_tool["search"]
         8
-        >>> LoopDetection(read_only_tools=["think", "get_order"]).read_only_tools
-        ('think', 'get_order')
+        >>> LoopDetection(repeat=Repeat(stop_after=6)).layers
+        ('no_progress', 'repeat', 'same_reply', 'per_tool', 'text')
     """
 
-    no_progress_warn_after: int = Field(default=2, ge=1)
-    no_progress_stop_after: int = Field(default=3, ge=2)
-    call_window: int = Field(default=30, ge=2, le=10_000)
-    no_content_after: int = Field(default=4, ge=1)
-    path_excuse: bool = True
-    normalize_results: bool = True
-    warn_after: int = Field(default=3, ge=1)
-    stop_after: int = Field(default=5, ge=2)
-    window: int = Field(default=20, ge=2, le=1000)
-    progress_factor: int = Field(default=3, ge=1)
-    same_reply_stop_after: int | None = Field(default=8, ge=2)
-    drift_warn_after: int = Field(default=3, ge=1)
-    drift_stop_after: int = Field(default=4, ge=2)
-    per_tool: dict[str, int] = Field(default_factory=dict)
-    block: tuple[str, ...] = ("no_progress",)
-    block_only_interleaved: bool = True
     layers: tuple[str, ...] = DEFAULT_LAYERS
-    arg_policies: dict[str, ArgPolicy] = Field(default_factory=dict)
-    read_only_tools: tuple[str, ...] = ()
+    no_progress: NoProgress = NoProgress()
+    repeat: Repeat = Repeat()
+    cycle: Cycle = Cycle()
+    drift: Drift = Drift()
+    same_reply: SameReply = SameReply()
+    calls: Calls = Calls()
     ask_human: bool = False
+
+    @property
+    def blocking(self) -> tuple[str, ...]:
+        """The layers whose stop is preceded by a block (of ``BLOCKABLE``)."""
+        flags = (self.no_progress.block, self.repeat.block, self.calls.block_per_tool)
+        return tuple(layer for layer, on in zip(BLOCKABLE, flags, strict=True) if on)
 
     def policy(self, tool: str) -> ArgPolicy | None:
         """The tool's policy (its own, else the ``"*"`` one)."""
-        return self.arg_policies.get(tool) or self.arg_policies.get("*")
+        return self.calls.arg_policies.get(tool) or self.calls.arg_policies.get("*")
 
     def with_tool_hints(self, tools: Sequence[Any]) -> LoopDetection:
         """This configuration plus what the tools' metadata declares (explicit settings win).
@@ -211,51 +355,35 @@ class LoopDetection(_Config):
             ...     lambda key: key, name="lookup", description="Read a record.",
             ...     metadata={"readOnlyHint": True, "loop_key": ["key"], "loop_stop_after": 5})
             >>> cfg = LoopDetection().with_tool_hints([lookup])
-            >>> cfg.read_only_tools, cfg.arg_policies["lookup"].stop_after
+            >>> cfg.calls.read_only_tools, cfg.calls.arg_policies["lookup"].stop_after
             (('lookup',), 5)
         """
-        hinted = [t.name for t in tools
-                  if read_only_hint(t) and t.name not in self.read_only_tools]
-        policies = {t.name: p for t in tools if t.name not in self.arg_policies
+        calls = self.calls
+        hinted = [t.name for t in tools if read_only_hint(t) and t.name not in calls.read_only_tools]
+        policies = {t.name: p for t in tools if t.name not in calls.arg_policies
                     and (p := tool_policy(getattr(t, "metadata", None) or {})) is not None}
         if not hinted and not policies:
             return self
-        return self.model_copy(update={"read_only_tools": (*self.read_only_tools, *hinted),
-                                       "arg_policies": {**self.arg_policies, **policies}})
+        hints = calls.model_copy(update={"read_only_tools": (*calls.read_only_tools, *hinted),
+                                         "arg_policies": {**calls.arg_policies, **policies}})
+        return self.model_copy(update={"calls": hints})
 
     @model_validator(mode="before")
     @classmethod
     def _layers_of_given_settings(cls, data: Any) -> Any:
-        """An opt-in layer whose own thresholds are given runs (unless ``layers`` is given)."""
+        """An opt-in layer whose own settings are given runs (unless ``layers`` is given)."""
         if not isinstance(data, Mapping) or "layers" in data:
             return data
-        wanted = {layer for layer, names in LAYER_FIELDS.items() if set(names).intersection(data)}
+        wanted = set(OPT_IN).intersection(data)
         if not wanted:
             return data
         return {**data, "layers": tuple(x for x in LAYERS if x in DEFAULT_LAYERS or x in wanted)}
 
     @model_validator(mode="after")
     def _ordered(self) -> LoopDetection:
-        if self.stop_after <= self.warn_after:
-            raise ValueError("LoopDetection: stop_after must be greater than warn_after")
-        if self.no_progress_stop_after <= self.no_progress_warn_after:
-            raise ValueError(
-                "LoopDetection: no_progress_stop_after must be greater than no_progress_warn_after"
-            )
-        if self.drift_stop_after <= self.drift_warn_after:
-            raise ValueError("LoopDetection: drift_stop_after must be greater than drift_warn_after")
-        if self.window < self.stop_after:
-            raise ValueError("LoopDetection: window must be at least stop_after")
-        for tool, cap in self.per_tool.items():
-            if not tool:
-                raise ValueError("LoopDetection: per_tool keys must be tool names")
-            if cap < 1:
-                raise ValueError(f"LoopDetection: per_tool[{tool!r}] must be >= 1")
-        if not all(self.read_only_tools) or len(set(self.read_only_tools)) != len(
-                self.read_only_tools):
-            raise ValueError("LoopDetection: read_only_tools must be distinct tool names")
-        if not set(self.block) <= set(BLOCKABLE):
-            raise ValueError(f"LoopDetection: block takes layers of {BLOCKABLE}")
+        for name in ("repeat", "cycle"):
+            if self.calls.window < getattr(self, name).stop_after:
+                raise ValueError(f"LoopDetection: calls.window must be at least {name}.stop_after")
         if not set(self.layers) <= set(LAYERS):
             raise ValueError(f"LoopDetection: layers takes names of {LAYERS}")
         return self
@@ -352,9 +480,6 @@ class Limits(_Config):
         budget_scope: ``"run"`` (default): ``token_budget`` is per run, and in a chat every
             message is a run; ``"thread"``: one budget for the whole thread (every run's
             tokens count, and what a person adds at a check-in stays added).
-        max_model_calls: deprecated (moved to ``Iterations.max_model_calls``; accepted
-            with a ``DeprecationWarning`` until 0.4). The graph fills it in from
-            ``Iterations`` for the limit checks.
 
     Example:
         >>> Limits(token_budget=10_000, budget_pressure={"threshold": 0.7}).budget_pressure.threshold
@@ -372,22 +497,12 @@ class Limits(_Config):
     budget_pressure: BudgetPressure | None = None
     budget_check_in: bool = Field(default=False, strict=True)
     budget_scope: Literal["run", "thread"] = "run"
-    max_model_calls: int | None = Field(default=None, ge=1, exclude=True, repr=False)
 
     @model_validator(mode="after")
     def _check_in_needs_a_budget(self) -> Limits:
         if self.budget_check_in and self.token_budget is None:
             raise ValueError("Limits: budget_check_in needs a token_budget")
         return self
-
-    @model_validator(mode="before")
-    @classmethod
-    def _moved_max_model_calls(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and "max_model_calls" in data:
-            warnings.warn("Limits(max_model_calls=...) is deprecated: it is a per-iteration "
-                          "limit, use Iterations(max_model_calls=...)", DeprecationWarning,
-                          stacklevel=3)
-        return data
 
 
 class Approval(_Config):

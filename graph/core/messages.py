@@ -13,7 +13,8 @@ pressure), ``loop_notice`` (a loop warning, or a person's hint about a loop); wh
 sources merge into one message, the first of that order names it and
 ``additional_kwargs["lc_data"]["sources"]`` lists them all. Every notice carries
 langchain-core's notification metadata (``lc_source="langgraph_loop"``), so one rule finds
-them all: ``is_notice`` (which also knows 0.2's ``name="loop_warning"``). Its id starts with
+them all: ``is_notice`` (0.2's ``name="loop_warning"`` is translated once a run starts on
+such a thread: ``core/upgrade.py``). Its id starts with
 ``HIDDEN_ID_PREFIX`` (``do-not-render-``), the prefix chat UIs such as Agent Chat UI keep
 out of the transcript, unless the app asked to show notices (``hidden=False``): a person
 never sees the loop's words to the model as if they had typed them.
@@ -76,7 +77,6 @@ __all__ = [
     "CONTINUE_NAME",
     "CUT_KEY",
     "HIDDEN_ID_PREFIX",
-    "LEGACY_NOTICE_NAME",
     "LOOP_NOTICE",
     "NOTICE_NAMES",
     "NOTICE_SOURCE",
@@ -126,8 +126,6 @@ LOOP_NOTICE = "loop_notice"
 """A loop warning from the loop detector, or a person's hint about a loop."""
 NOTICE_NAMES = (STOP_NOTICE, BUDGET_NOTICE, LOOP_NOTICE)
 """The notices' names, in the order that names a merged one."""
-LEGACY_NOTICE_NAME = "loop_warning"
-"""0.2's one name for every notice (threads it stored still hold it; ``is_notice`` knows it)."""
 NOTICE_SOURCE = "langgraph_loop"
 """The notices' ``additional_kwargs["lc_source"]`` (langchain-core's notification metadata)."""
 CONTINUE_NAME = "loop_continue"
@@ -386,12 +384,12 @@ def run_request(messages: Sequence[BaseMessage]) -> tuple[int, str | None]:
 
 
 def is_notice(message: BaseMessage) -> bool:
-    """Is this a notice the loop delivered to the model (any kind, 0.2's included)?
+    """Is this a notice the loop delivered to the model (any kind)?
 
     The one rule to filter notices out of a transcript (a UI, an evaluation).
 
     Example:
-        >>> is_notice(HumanMessage("Stop repeating.", name="loop_warning"))  # stored by 0.2
+        >>> is_notice(HumanMessage("Stop repeating.", name="loop_notice"))
         True
         >>> is_notice(HumanMessage("hi")), is_notice(HumanMessage("go on", name="loop_continue"))
         (False, False)
@@ -401,8 +399,7 @@ def is_notice(message: BaseMessage) -> bool:
     if message.additional_kwargs.get("lc_source") == NOTICE_SOURCE:
         return True
     tag = message.additional_kwargs.get("langgraph_loop")
-    return (isinstance(tag, dict) and tag.get("kind") == "notice") or message.name in (
-        *NOTICE_NAMES, LEGACY_NOTICE_NAME)
+    return (isinstance(tag, dict) and tag.get("kind") == "notice") or message.name in NOTICE_NAMES
 
 
 def notice_message(notices: Sequence[Notice], *, hidden: bool = True) -> HumanMessage | None:

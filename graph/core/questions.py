@@ -5,8 +5,9 @@ A question is a ``HITLRequest`` with one action: its ``name`` is what a UI shows
 panel's title, so it says why the run is asking ("Loop detected: search"); its
 ``description`` says what each decision does; its ``args`` are the few values a person may
 edit. The answer is LangChain's ``{"decisions": [{"type": "approve" | "edit" | "reject",
-...}]}`` with one decision. Until 0.5 the answers of 0.3 (``{"action": ...}``, or an action
-name) are accepted too, with a ``DeprecationWarning`` (``legacy``).
+...}]}`` with one decision; any other shape (0.3's ``{"action": ...}`` or an action name
+included) is a ``ValueError`` naming this one, raised inside ``interrupt()`` so the run stays
+paused and can be resumed with a right answer.
 
 Example:
     >>> request = one_action("Loop detected: search", {"hint": ""}, "What to do.")
@@ -14,15 +15,17 @@ Example:
     [{'action_name': 'Loop detected: search', 'allowed_decisions': ['approve', 'edit', 'reject']}]
     >>> the_decision({"decisions": [{"type": "approve"}]}, "loop question")
     {'type': 'approve'}
-    >>> the_decision({"action": "stop"}, "loop question") is None  # 0.3's shape
-    True
+    >>> try:
+    ...     the_decision({"action": "stop"}, "loop question")  # 0.3's shape
+    ... except ValueError as exc:
+    ...     print(str(exc)[:61])
+    loop question: {'action': 'stop'} is not an answer 0.4 takes
     >>> whole_number("20,000", "tokens")
     20000
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -38,7 +41,7 @@ from langchain.agents.middleware.human_in_the_loop import (
 from pydantic import Discriminator
 from typing_extensions import TypedDict
 
-__all__ = ["DECISIONS", "Decisions", "is_decisions", "legacy", "one_action", "the_decision",
+__all__ = ["DECISIONS", "Decisions", "decisions_shape", "is_decisions", "one_action", "the_decision",
            "whole_number"]
 
 DECISIONS: tuple[DecisionType, ...] = ("approve", "edit", "reject")
@@ -63,15 +66,25 @@ def is_decisions(value: Any) -> bool:
     return isinstance(value, Mapping) and "decisions" in value
 
 
-def the_decision(value: Any, what: str) -> dict[str, Any] | None:
-    """The one decision of a ``{"decisions": [...]}`` answer; None for another shape.
+def decisions_shape(value: Any, what: str) -> Any:
+    """``value`` if it is ``{"decisions": [...]}``; else a ``ValueError`` naming that shape
+    (0.3's ``{"action": ...}`` answers and action names were removed in 0.4)."""
+    if not is_decisions(value):
+        raise ValueError(f"{what}: {value!r:.80} is not an answer 0.4 takes (0.3's answer shapes "
+                         f"were removed): answer with LangChain's human-in-the-loop decisions, "
+                         f"{{'decisions': [{{'type': 'approve' | 'edit' | 'reject', ...}}]}} "
+                         f"(docs/deployment.md)")
+    return value
+
+
+def the_decision(value: Any, what: str) -> dict[str, Any]:
+    """The one decision of a ``{"decisions": [...]}`` answer.
 
     Raises:
-        ValueError: not exactly one decision, or one of an unknown type.
+        ValueError: another shape (0.3's ``{"action": ...}`` or an action name: the message
+            names the shape to send), not exactly one decision, or one of an unknown type.
     """
-    if not is_decisions(value):
-        return None
-    decisions = value["decisions"]
+    decisions = decisions_shape(value, what)["decisions"]
     if not isinstance(decisions, list) or len(decisions) != 1 or not isinstance(decisions[0], Mapping):
         raise ValueError(f"{what}: answer with {{'decisions': [one decision]}}, got {value!r}")
     decision = dict(decisions[0])
@@ -79,13 +92,6 @@ def the_decision(value: Any, what: str) -> dict[str, Any] | None:
         raise ValueError(f"{what}: the decision's type must be one of {', '.join(DECISIONS)}, "
                          f"got {decision.get('type')!r}")
     return decision
-
-
-def legacy(what: str, value: Any) -> None:
-    """Warn that ``value`` is 0.3's answer shape (accepted until 0.5)."""
-    warnings.warn(f"{what}: the answer {value!r} is 0.3's shape, accepted until 0.5; answer with "
-                  "LangChain's human-in-the-loop decisions, {'decisions': [{'type': 'approve' | "
-                  "'edit' | 'reject', ...}]} (docs/deployment.md)", DeprecationWarning, stacklevel=4)
 
 
 def whole_number(value: Any, what: str) -> int:

@@ -1,15 +1,16 @@
 """Everything the builder was given, validated once, plus per-run overrides.
 
-Nodes read a ``LoopSettings``; ``settings.for_run(runtime.context)`` applies the
-overrides a caller passed as LangGraph runtime context, nested by group
-(``LoopContext``): each group is merged over the graph's own configuration model and
-validated by it, the same way in-process and on LangGraph Server.
+Nodes read a ``LoopSettings``: the groups as given (``settings.iterations.max``,
+``settings.limits.budget_pressure``, ``settings.hooks.tool_filter``, ...).
+``settings.for_run(runtime.context)`` applies the overrides a caller passed as LangGraph
+runtime context, nested by group (``LoopContext``; checked and merged by
+``core/overrides.py``), the same way in-process and on LangGraph Server.
 
 Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel
     >>> s = LoopSettings.build(ScriptedChatModel(script=[]))
     >>> run = s.for_run({"iterations": {"max": 3}, "limits": {"max_tool_calls": 7}})
-    >>> run.max_iterations, run.limits.max_tool_calls
+    >>> run.iterations.max, run.limits.max_tool_calls
     (3, 7)
     >>> try:
     ...     s.for_run({"limits": {"final_answr": False}})
@@ -21,199 +22,43 @@ Example:
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, get_type_hints
+from typing import Any
 
-from langchain.agents.middleware.types import AgentMiddleware, AgentState
+from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
 from langchain_core.tools import BaseTool
 from langchain_core.tools import tool as as_tool
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, TypeAdapter, ValidationError
-from typing_extensions import is_typeddict
+from pydantic import BaseModel, ValidationError
 
-from langgraph_loop.core.callbacks import LegacyContinuation
 from langgraph_loop.core.config import (
     Approval,
-    BudgetPressure,
     Compaction,
     Hooks,
     Iterations,
-    Judge,
     Limits,
     LoopDetection,
-    StallDetection,
+)
+from langgraph_loop.core.hosting import (
+    NODE_HOOKS,
+    can_jump_to,
+    check_middleware,
+    check_state_schema,
+    overrides_hook,
 )
 from langgraph_loop.core.models import ChatRunnable, primary_chat_model, resolve_model
+from langgraph_loop.core.overrides import checked_groups, explain, given, merged, run_overrides
+from langgraph_loop.core.removed import KEYWORDS, removed_keyword
 from langgraph_loop.core.shape import Shape
-from langgraph_loop.core.state import (
-    IterationsOverrides,
-    LimitsOverrides,
-    LoopContext,
-    LoopDetectionOverrides,
-    LoopState,
-)
 from langgraph_loop.core.structured import StructuredOutput, resolve_response_format
 
-__all__ = [
-    "GROUPS",
-    "JUMP_TARGETS",
-    "LOOP_KEYS",
-    "MOVED",
-    "NODE_HOOKS",
-    "OVERRIDES",
-    "SHARED_KEYS",
-    "DuplicateMiddlewareError",
-    "LoopSettings",
-    "can_jump_to",
-    "check_middleware",
-    "check_state_schema",
-    "fields_of",
-    "overrides_hook",
-    "regroup",
-    "run_overrides",
-    "split_provider_tools",
-]
+__all__ = ["LoopSettings", "split_provider_tools"]
 
 Callback = Callable[..., Any]
-
-
-OVERRIDES: tuple[str, ...] = tuple(LoopContext.__annotations__)
-"""The keys a run's ``context=`` may hold (declared once, in ``LoopContext``): the groups,
-and the deprecated flat names of 0.2."""
-
-GROUPS: dict[str, tuple[type[BaseModel], Any]] = {
-    "iterations": (Iterations, IterationsOverrides),
-    "limits": (Limits, LimitsOverrides),
-    "loop_detection": (LoopDetection, LoopDetectionOverrides),
-}
-"""Each per-run override group: the configuration model it is merged over, and the
-``LoopContext`` declaration of its overridable fields."""
-
-FLAT: dict[str, tuple[str, ...]] = {
-    "max_iterations": ("iterations", "max"),
-    "max_model_calls": ("iterations", "max_model_calls"),
-    "consecutive": ("iterations", "stall", "consecutive"),
-    "tolerance": ("iterations", "stall", "tolerance"),
-    "max_tool_calls": ("limits", "max_tool_calls"),
-    "token_budget": ("limits", "token_budget"),
-    "max_duration_s": ("limits", "max_duration_s"),
-    "max_tool_output_chars": ("limits", "max_tool_output_chars"),
-    "threshold": ("limits", "budget_pressure", "threshold"),
-    **{name: ("loop_detection", name) for name in LoopDetectionOverrides.__annotations__},
-}
-"""The deprecated flat override names of 0.2 and where each now sits."""
-
-MOVED: dict[str, tuple[str, str]] = {
-    "max_iterations": ("iterations", "max"),
-    "should_continue": ("iterations", "should_continue"),
-    "judge": ("iterations", "judge"),
-    "next_message": ("iterations", "continuation"),
-    "prompt_factory": ("iterations", "continuation"),
-    "record_feedback": ("iterations", "record_feedback"),
-    "inject_progress": ("iterations", "inject_progress"),
-    "fresh_context": ("iterations", "fresh_context"),
-    "stall_detection": ("iterations", "stall"),
-    "budget_pressure": ("limits", "budget_pressure"),
-    "tool_filter": ("hooks", "tool_filter"),
-}
-"""``create_loop_agent``'s keywords of 0.2 that moved into a group: (group, field)."""
-
-LOOP_KEYS = frozenset(LoopState.__annotations__) - {"messages", "todos", "mode"}
-"""State keys the loop owns: a tool's ``Command`` cannot write them."""
-
-
-SHARED_KEYS = frozenset(get_type_hints(AgentState))
-"""The keys of LangChain's ``AgentState`` (``messages``, ``jump_to``, ``structured_response``):
-every middleware schema declares them; the loop's declaration of each serves both."""
-
-
-def check_state_schema(schema: Any, where: str) -> None:
-    """A ``state_schema`` (the user's or a middleware's, ``where`` names it) may extend
-    ``LoopState`` or LangChain's ``AgentState`` and add keys (``todos`` and ``mode`` are the
-    user's: ``TodoListMiddleware`` shares ``todos``); re-declaring a key the loop owns
-    (``LOOP_KEYS``) with another type is a ``ValueError`` naming the keys (its writes would break the loop).
-
-    Example:
-        >>> from langchain.agents import AgentState
-        >>> class Mine(AgentState):
-        ...     usage: int
-        >>> try:
-        ...     check_state_schema(Mine, "middleware M")
-        ... except ValueError as exc:
-        ...     print(str(exc)[:72])
-        middleware M: state_schema Mine declares ['usage'], keys the loop owns (
-    """
-    if schema is None:
-        return
-    own = get_type_hints(LoopState, include_extras=True)
-    hints = get_type_hints(schema, include_extras=True)
-    clash = sorted(k for k, v in hints.items()
-                   if k in LOOP_KEYS and k not in SHARED_KEYS and v != own[k])
-    if clash:
-        raise ValueError(f"{where}: state_schema {schema.__name__} declares {clash}, keys the loop "
-                         f"owns (LoopState) with another type; rename them")
-
-
-def _declared(schema: Any) -> set[str]:
-    """The field names a user context type declares (TypedDict, dataclass or pydantic)."""
-    fields = getattr(schema, "model_fields", None) or getattr(schema, "__dataclass_fields__", None)
-    return set(fields or getattr(schema, "__annotations__", {}))
-
-
-def run_overrides(context: Any, schema: Any = None) -> Mapping[str, Any] | None:
-    """The per-run overrides a run's ``context=`` carries (None: none); the one place they
-    are read from a context.
-
-    Without a user ``context_schema`` the context holds overrides only: any ``Mapping``
-    (an unknown key is an error when validated); anything else is a ``ValueError``. With
-    one, the context is the user's: the override names (``LoopContext``) may sit beside its
-    fields (mapping keys or attributes), and a mapping key that is neither is an error.
-
-    Example:
-        >>> from types import MappingProxyType
-        >>> dict(run_overrides(MappingProxyType({"max_tool_calls": 2})))
-        {'max_tool_calls': 2}
-        >>> try:
-        ...     run_overrides("max_tool_calls=2")
-        ... except ValueError as exc:
-        ...     print(str(exc)[:48])
-        context: expected a mapping of per-run overrides
-        >>> from dataclasses import dataclass
-        >>> @dataclass
-        ... class Ctx:
-        ...     user_id: str
-        >>> run_overrides(Ctx("u"), Ctx), run_overrides({"user_id": "u", "max_tool_calls": 1}, Ctx)
-        (None, {'max_tool_calls': 1})
-    """
-    if context is None:
-        return None
-    if schema is None:
-        if isinstance(context, Mapping):
-            return context
-        raise ValueError(f"context: expected a mapping of per-run overrides (a dict with any of "
-                         f"{', '.join(OVERRIDES)}), got {type(context).__name__} {context!r:.60}")
-    if isinstance(context, Mapping):
-        unknown = sorted(k for k in context if k not in OVERRIDES and k not in _declared(schema))
-        if unknown:
-            raise ValueError(f"invalid run context: unknown keys {unknown} (neither fields of "
-                             f"{getattr(schema, '__name__', schema)} nor per-run overrides)")
-        found = {k: context[k] for k in OVERRIDES if k in context}
-    else:
-        found = {k: getattr(context, k) for k in OVERRIDES if getattr(context, k, None) is not None}
-    return found or None
-
-
-_GROUPS: dict[str, tuple[str, ...]] = {
-    group: tuple(name for name in OVERRIDES if name in model.model_fields)
-    for group, model in (("limits", Limits), ("loop_detection", LoopDetection),
-                         ("stall_detection", StallDetection), ("budget_pressure", BudgetPressure))
-}
-"""Which configuration model each override belongs to (``max_iterations`` is top level)."""
 
 
 def split_provider_tools(tools: Any) -> tuple[Any, tuple[dict[str, Any], ...]]:
@@ -253,92 +98,12 @@ def _coerce_tools(tools: Sequence[Any] | BaseTool | Callable[..., Any]) -> tuple
     return tuple(out)
 
 
-# --- the user's middleware (``create_agent``'s checks and hook lists) ----------------------
-
-NODE_HOOKS = ("before_agent", "before_model", "after_model", "after_agent")
-"""The ``AgentMiddleware`` hooks that are graph nodes (each with its async twin ``a<hook>``)."""
-
-
-class DuplicateMiddlewareError(ValueError, AssertionError):
-    """Two middleware share a name. ``create_agent`` raises ``AssertionError`` for it; the
-    builder's errors are ``ValueError``s: this is both, so either ``except`` catches it."""
-
-
-def overrides_hook(middleware: AgentMiddleware[Any, Any], hook: str) -> bool:
-    """Does ``middleware`` implement ``hook`` (sync or async), as ``create_agent`` asks?
-
-    Example:
-        >>> from langchain.agents.middleware import ModelRetryMiddleware
-        >>> m = ModelRetryMiddleware()
-        >>> overrides_hook(m, "wrap_model_call"), overrides_hook(m, "before_model")
-        (True, False)
-    """
-    cls = type(middleware)
-    return any(getattr(cls, name) is not getattr(AgentMiddleware, name) for name in (hook, f"a{hook}"))
-
-
-JUMP_TARGETS = ("model", "tools", "end")
-"""Where a middleware node hook may jump (``jump_to``), as in ``create_agent``."""
-
-
-def can_jump_to(middleware: AgentMiddleware[Any, Any], hook: str) -> tuple[str, ...]:
-    """Where a node hook may jump (``@hook_config(can_jump_to=[...])`` on its sync method,
-    else its async one), as ``create_agent`` reads it."""
-    cls = type(middleware)
-    for name in (hook, f"a{hook}"):
-        method = getattr(cls, name, None)
-        targets = getattr(method, "__can_jump_to__", None)
-        if method is not getattr(AgentMiddleware, name, None) and targets is not None:
-            return tuple(targets)
-    return ()
-
-
-def check_middleware(middleware: Any) -> tuple[AgentMiddleware[Any, Any], ...]:
-    """The ``middleware`` list checked: ``AgentMiddleware`` instances with distinct names
-    (``DuplicateMiddlewareError`` otherwise, as ``create_agent``), jumps the loop maps.
-
-    Example:
-        >>> from langchain.agents.middleware import ModelRetryMiddleware
-        >>> try:
-        ...     check_middleware([ModelRetryMiddleware(), ModelRetryMiddleware()])
-        ... except ValueError as exc:
-        ...     print(exc)
-        middleware: please remove duplicate middleware instances (names: ['ModelRetryMiddleware'])
-    """
-    if isinstance(middleware, AgentMiddleware) or not isinstance(middleware, Iterable):
-        raise ValueError(f"middleware must be a list of AgentMiddleware, got "
-                         f"{type(middleware).__name__}")
-    items = tuple(middleware)
-    for item in items:
-        if not isinstance(item, AgentMiddleware):
-            raise ValueError(f"middleware: {item!r:.80} is not an AgentMiddleware")
-    names = [m.name for m in items]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise DuplicateMiddlewareError(f"middleware: please remove duplicate middleware "
-                                       f"instances (names: {dupes})")
-    for m in items:
-        for hook in NODE_HOOKS:
-            unknown = sorted(set(can_jump_to(m, hook)) - set(JUMP_TARGETS))
-            if unknown:
-                raise ValueError(f"middleware {m.name}.{hook}: can_jump_to {unknown} (known: "
-                                 f"'model', 'tools', 'end')")
-        if set(can_jump_to(m, "after_agent")) - {"end"}:
-            raise ValueError(f"middleware {m.name}.after_agent: only a jump to 'end' has a "
-                             f"meaning after the loop ended")
-    return items
-
-
 @dataclass(frozen=True)
 class LoopSettings:
     """The validated configuration of one compiled loop graph.
 
-    The groups are stored as given (``iterations``, ``limits``, ``hooks``, ...); the
-    nodes read the names of 0.2, filled in from the groups when the settings are made
-    (``max_iterations`` is ``iterations.max``, ``budget_pressure`` is
-    ``limits.budget_pressure``, ...).
-    ``limits`` is the engine's view: the run's ``Limits`` with ``max_model_calls``
-    filled in from ``iterations.max_model_calls``, so the limit checks read one object.
+    The groups are stored as given (``iterations``, ``limits``, ``hooks``, ...) and the
+    nodes read them there (``settings.iterations.max``, ``settings.hooks.tool_filter``).
     """
 
     model: ChatRunnable
@@ -370,57 +135,29 @@ class LoopSettings:
     ``tools``, first, as ``create_agent`` orders them."""
     _cache: dict[str, LoopSettings] = field(default_factory=dict, compare=False, repr=False)
 
-    # --- read from the groups once, when made (the nodes read them on every step) ----------
-    max_iterations: int | None = field(init=False, compare=False, repr=False)
-    """``iterations.max``."""
-    should_continue: Callback | None = field(init=False, compare=False, repr=False)
-    """``iterations.should_continue``."""
-    judge: Judge | None = field(init=False, compare=False, repr=False)
-    """``iterations.judge``."""
-    continuation: Callback | None = field(init=False, compare=False, repr=False)
-    """``iterations.continuation`` (0.2's ``next_message``/``prompt_factory``)."""
-    record_feedback: Callback | None = field(init=False, compare=False, repr=False)
-    """``iterations.record_feedback``."""
-    inject_progress: bool = field(init=False, compare=False, repr=False)
-    """``iterations.inject_progress``."""
-    fresh_context: bool = field(init=False, compare=False, repr=False)
-    """``iterations.fresh_context``."""
-    stall_detection: StallDetection | None = field(init=False, compare=False, repr=False)
-    """``iterations.stall``."""
-    budget_pressure: BudgetPressure | None = field(init=False, compare=False, repr=False)
-    """``limits.budget_pressure``."""
-    tool_filter: Callback | None = field(init=False, compare=False, repr=False)
-    """``hooks.tool_filter``."""
     output_tools: frozenset[str] = field(init=False, compare=False, repr=False)
     """The structured-output tools' names (their calls are answers, not work)."""
 
     def __post_init__(self) -> None:
-        it = self.iterations
-        derived = {
-            "max_iterations": it.max, "should_continue": it.should_continue, "judge": it.judge,
-            "continuation": it.continuation, "record_feedback": it.record_feedback,
-            "inject_progress": it.inject_progress, "fresh_context": it.fresh_context,
-            "stall_detection": it.stall, "budget_pressure": self.limits.budget_pressure,
-            "tool_filter": self.hooks.tool_filter,
-            "output_tools": self.structured.tool_names if self.structured is not None else frozenset(),
-        }
-        for name, value in derived.items():
-            object.__setattr__(self, name, value)
+        tools = self.structured.tool_names if self.structured is not None else frozenset()
+        object.__setattr__(self, "output_tools", tools)
 
     @classmethod
     def build(cls, model: ChatRunnable | str, tools: Sequence[Any] | BaseTool | Callback | None = (),
               **kwargs: Any) -> LoopSettings:
         """Validate the builder's arguments (``ValueError`` naming the argument).
 
-        Takes ``create_loop_agent``'s keywords; the keywords of 0.2 that moved into a
-        group (``MOVED``) are taken too, without a warning (``create_loop_agent`` warns).
+        Takes ``create_loop_agent``'s keywords; a keyword 0.4 removed is a ``TypeError``
+        naming what to write instead (``core/removed.py``).
         """
+        removed = sorted(set(kwargs) & set(KEYWORDS))
+        if removed:
+            raise removed_keyword(removed)
         model = resolve_model(model)
         tools, kwargs["provider_tools"] = split_provider_tools(() if tools is None else tools)
-        kwargs = regroup(kwargs)
         kwargs.update(_check_types(kwargs))
-        kwargs["iterations"], kwargs["limits"] = _synced(kwargs.get("iterations") or Iterations(),
-                                                         kwargs.get("limits") or Limits())
+        kwargs["iterations"] = kwargs.get("iterations") or Iterations()
+        kwargs["limits"] = kwargs.get("limits") or Limits()
         kwargs["hooks"] = kwargs.get("hooks") or Hooks()
         kwargs["middleware"] = check_middleware(kwargs.get("middleware") or ())
         coerced = _coerce_tools(tools)
@@ -455,11 +192,10 @@ class LoopSettings:
         detection = self.loop_detection
         if detection is None:
             return
-        self._check_tool_names("loop_detection.per_tool", detection.per_tool)
-        self._check_tool_names("loop_detection.arg_policies", detection.arg_policies, wildcard=True)
-        self._check_tool_names("loop_detection.read_only_tools", detection.read_only_tools)
-
-    # --- the names the nodes read (0.2's flat keywords) -------------------------------------
+        calls = detection.calls
+        self._check_tool_names("loop_detection.calls.per_tool", calls.per_tool)
+        self._check_tool_names("loop_detection.calls.arg_policies", calls.arg_policies, wildcard=True)
+        self._check_tool_names("loop_detection.calls.read_only_tools", calls.read_only_tools)
 
     # --- derived -----------------------------------------------------------------------------
 
@@ -478,7 +214,7 @@ class LoopSettings:
 
         jumps = tuple((f"{m.name}.{hook}", targets) for hook in NODE_HOOKS for m in self.hooked(hook)
                       if (targets := can_jump_to(m, hook)))
-        return Shape(judge=self.judge is not None, approval=self.approval is not None,
+        return Shape(judge=self.iterations.judge is not None, approval=self.approval is not None,
                      compaction=self.compaction is not None,
                      respond=self.structured is not None,
                      final_answer=self.limits.final_answer,
@@ -494,8 +230,8 @@ class LoopSettings:
     @property
     def recursion_limit(self) -> int:
         """The compiled graph's recursion limit: room for every configured iteration."""
-        return self.shape.recursion_limit(max_model_calls=self.limits.max_model_calls,
-                                          max_iterations=self.max_iterations)
+        return self.shape.recursion_limit(max_model_calls=self.iterations.max_model_calls,
+                                          max_iterations=self.iterations.max)
 
     # --- per-run overrides -------------------------------------------------------------------
 
@@ -511,16 +247,12 @@ class LoopSettings:
         return self.for_run(run_overrides(context, self.context_schema))
 
     def overrides(self, context: Any) -> dict[str, Any]:
-        """A run's overrides, validated (``ValueError`` otherwise): what the run stores.
-
-        The flat names of 0.2 get a ``DeprecationWarning`` here (once per run start).
-        """
+        """A run's overrides, validated (``ValueError`` otherwise): what the run stores."""
         if context is None:
             return {}
-        given = dict(run_overrides(context, self.context_schema) or {})
-        nested(given, warn=True)
-        self.for_run(given)
-        return given
+        found = dict(run_overrides(context, self.context_schema) or {})
+        self.for_run(found)
+        return found
 
     def for_run(self, context: Mapping[str, Any] | None) -> LoopSettings:
         """These settings with a run's overrides applied and validated."""
@@ -533,220 +265,23 @@ class LoopSettings:
             key, cached = None, None
         if cached is not None:
             return cached
-        resolved = self._apply(nested(context))
+        resolved = self._apply(checked_groups(context))
         if key is not None and len(self._cache) < 64:
             self._cache[key] = resolved
         return resolved
 
-    def _apply(self, context: dict[str, Any]) -> LoopSettings:
+    def _apply(self, context: dict[str, dict[str, Any]]) -> LoopSettings:
         changes: dict[str, Any] = {}
         for group, update in context.items():
-            model, declared = GROUPS[group]
-            checked = _checked(group, update, model, declared)
             current = getattr(self, group)
             if current is None:
                 raise ValueError(f"invalid run context: {group} is disabled for this graph "
-                                 f"(given: {_given(checked)})")
-            changes[group] = _merged(group, current, checked)
-        iterations, limits = changes.get("iterations", self.iterations), changes.get("limits", self.limits)
-        changes["iterations"], changes["limits"] = _synced(iterations, limits, moved=False)
+                                 f"(given: {given(update)})")
+            changes[group] = merged(group, current, update)
         return replace(self, **changes, _cache={})
 
 
-# --- per-run overrides: nesting, checking, merging ------------------------------------------
-
-def nested(context: Mapping[str, Any], *, warn: bool = False) -> dict[str, Any]:
-    """A run's overrides nested by group: the deprecated flat names moved into their groups.
-
-    ``ValueError`` for a key that is neither a group nor a flat name (listing the groups),
-    a group that is not a mapping, or a field given both flat and nested.
-
-    Example:
-        >>> nested({"max_tool_calls": 2, "threshold": 0.5, "iterations": {"max": 3}})
-        {'iterations': {'max': 3}, 'limits': {'max_tool_calls': 2, 'budget_pressure': {'threshold': 0.5}}}
-    """
-    out: dict[str, Any] = {}
-    for group, value in context.items():
-        if group in GROUPS:
-            if not isinstance(value, Mapping):
-                model = GROUPS[group][0]
-                raise ValueError(f"invalid run context: {group}: expected a mapping of "
-                                 f"{model.__name__} fields, got {type(value).__name__} {value!r:.60}")
-            out[group] = {k: dict(v) if isinstance(v, Mapping) else v for k, v in value.items()}
-        elif group not in FLAT:
-            raise ValueError(f"invalid run context: unknown key {group!r} (per-run override "
-                             f"groups: {', '.join(GROUPS)})")
-    flat = [name for name in context if name in FLAT]
-    for name in flat:
-        *where, leaf = FLAT[name]
-        target = out
-        for part in where:
-            target = target.setdefault(part, {})
-            if not isinstance(target, dict):
-                raise ValueError(f"invalid run context: {'.'.join(where)}: expected a mapping")
-        if leaf in target:
-            raise ValueError(f"invalid run context: {'.'.join(FLAT[name])} given twice (as the "
-                             f"deprecated flat {name!r} too)")
-        target[leaf] = context[name]
-    if flat and warn:
-        moved = ", ".join(f"{n} -> {'.'.join(FLAT[n])}" for n in flat)
-        warnings.warn(f"flat per-run override names are deprecated; nest them by group, "
-                      f"e.g. context={{'limits': {{'max_tool_calls': 2}}}} ({moved})",
-                      DeprecationWarning, stacklevel=3)
-    return out
-
-
-def fields_of(model: type[BaseModel]) -> tuple[str, ...]:
-    """A configuration model's fields as users write them (deprecated ones left out)."""
-    return tuple(name for name, info in model.model_fields.items() if not info.exclude)
-
-
-_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
-
-
-def _checked(path: str, given: Any, model: type[BaseModel], declared: Any) -> dict[str, Any]:
-    """One group of overrides checked against its ``LoopContext`` declaration (strictly:
-    ``True`` is not a count and ``"3"`` not a number; a deployed graph gets JSON numbers)."""
-    if not isinstance(given, Mapping):
-        raise ValueError(f"invalid run context: {path}: expected a mapping of {model.__name__} "
-                         f"fields, got {type(given).__name__} {given!r:.60}")
-    hints = get_type_hints(declared, include_extras=True)
-    out: dict[str, Any] = {}
-    for name, value in given.items():
-        where = f"{path}.{name}"
-        if name not in fields_of(model):
-            raise ValueError(f"invalid run context: {where}: unknown field (fields of "
-                             f"{model.__name__}: {', '.join(fields_of(model))})")
-        if name not in hints:
-            raise ValueError(f"invalid run context: {where}: not overridable per run (per-run "
-                             f"fields of {path}: {', '.join(hints)})")
-        hint = hints[name]
-        if is_typeddict(hint):
-            sub = _model_of(model, name)
-            out[name] = _checked(where, value, sub, hint)
-            continue
-        adapter = _ADAPTERS.get(hint) or _ADAPTERS.setdefault(hint, TypeAdapter(hint))
-        try:
-            out[name] = adapter.validate_python(value, strict=True)
-        except ValidationError as exc:
-            why = "; ".join(str(e.get("msg", "")) for e in exc.errors())
-            raise ValueError(f"invalid run context: {where}: {why} (got {value!r})") from exc
-    return out
-
-
-def _model_of(model: type[BaseModel], name: str) -> type[BaseModel]:
-    """The configuration model a field of ``model`` holds (``stall``: ``StallDetection``)."""
-    for candidate in (StallDetection, BudgetPressure):
-        if candidate in getattr(model.model_fields[name].annotation, "__args__", ()):
-            return candidate
-    raise TypeError(f"{model.__name__}.{name} holds no configuration model")
-
-
-def _merged(path: str, current: BaseModel, update: Mapping[str, Any]) -> BaseModel:
-    """``current`` with ``update`` applied, validated by its own model (nested groups too).
-    Only the fields given (at build time or now) are passed, so a model's own rules for what
-    was given apply (``LoopDetection``: a layer's thresholds given switch the layer on)."""
-    fields = {k: getattr(current, k) for k in fields_of(type(current)) if k in current.model_fields_set}
-    for name, value in update.items():
-        inner = getattr(current, name)
-        if not isinstance(value, dict):
-            fields[name] = value
-        elif inner is None and name == "stall":
-            raise ValueError(f"invalid run context: {path}.stall is disabled for this graph "
-                             f"(given: {_given(value)})")
-        else:
-            fields[name] = _merged(f"{path}.{name}", inner if inner is not None else BudgetPressure(),
-                                   value)
-    try:
-        return type(current)(**fields)
-    except ValidationError as exc:
-        raise ValueError(f"invalid run context ({_given(update)}) for {path}: {_explain(exc)}") from exc
-
-
-def _given(update: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in sorted(update.items()))
-
-
-def _synced(iterations: Iterations, limits: Limits, *, moved: bool = True) -> tuple[Iterations, Limits]:
-    """``iterations`` with a deprecated ``Limits(max_model_calls=...)`` moved into it (when
-    ``moved``), and ``limits`` with ``max_model_calls`` set from ``iterations`` (the engine's
-    view). ``ValueError`` when both say it."""
-    if moved and "max_model_calls" in limits.model_fields_set:
-        if "max_model_calls" in iterations.model_fields_set:
-            raise ValueError("max_model_calls given twice: as iterations.max_model_calls and as "
-                             "the deprecated limits.max_model_calls")
-        iterations = iterations.model_copy(update={"max_model_calls": limits.max_model_calls})
-        iterations.model_fields_set.add("max_model_calls")
-    if limits.max_model_calls != iterations.max_model_calls or moved:
-        limits = limits.model_copy(update={"max_model_calls": iterations.max_model_calls})
-    return iterations, limits
-
-
-# --- the builder's keywords ------------------------------------------------------------------
-
-def regroup(options: Mapping[str, Any], *, warn: bool = False, stacklevel: int = 2) -> dict[str, Any]:
-    """The builder's keywords with those of 0.2 (``MOVED``) moved into their groups.
-
-    Each old keyword is checked as 0.2 checked it (the same error texts), then set on its
-    group (a model is copied, a dict extended). ``warn`` issues one ``DeprecationWarning``
-    per old keyword, naming the new spelling. ``ValueError`` when a field is given both
-    ways. ``prompt_factory`` wins over ``next_message`` when both are given, as in 0.2.
-
-    Example:
-        >>> regroup({"max_iterations": 3, "limits": {"token_budget": 9}})
-        {'limits': {'token_budget': 9}, 'iterations': {'max': 3}}
-    """
-    out = {k: v for k, v in options.items() if k not in MOVED}
-    old = {k: options[k] for k in MOVED if k in options}
-    if "prompt_factory" in old and "next_message" in old:
-        old.pop("next_message")
-    for name, given in _check_old(old).items():
-        group, field_name = MOVED[name]
-        if warn:
-            model = GROUPS.get(group, (Hooks,))[0].__name__
-            warnings.warn(f"create_loop_agent({name}=...) is deprecated: use "
-                          f"{group}={model}({field_name}=...)", DeprecationWarning,
-                          stacklevel=stacklevel + 1)
-        legacy = name in ("next_message", "prompt_factory") and given is not None
-        value = LegacyContinuation(given, name) if legacy else given
-        current = out.get(group)
-        if isinstance(current, BaseModel):
-            if field_name in current.model_fields_set:
-                raise ValueError(f"{name} given twice: as {group}.{field_name} and as the "
-                                 f"deprecated {name}=")
-            out[group] = current.model_copy(update={field_name: value})
-            out[group].model_fields_set.add(field_name)
-        elif isinstance(current, Mapping):
-            if field_name in current:
-                raise ValueError(f"{name} given twice: as {group}.{field_name} and as the "
-                                 f"deprecated {name}=")
-            out[group] = {**current, field_name: value}
-        else:
-            out[group] = {field_name: value}
-    return out
-
-
-def _check_old(old: Mapping[str, Any]) -> dict[str, Any]:
-    """0.2's checks of its keywords, with its error texts; dicts made models."""
-    max_iterations = old.get("max_iterations")
-    if max_iterations is not None and (
-        not isinstance(max_iterations, int) or isinstance(max_iterations, bool) or max_iterations < 1
-    ):
-        raise ValueError(f"max_iterations must be an int >= 1 or None, got {max_iterations!r}")
-    for name in ("should_continue", "next_message", "record_feedback", "prompt_factory",
-                 "tool_filter"):
-        if old.get(name) is not None and not callable(old[name]):
-            raise ValueError(f"{name} must be callable")
-    for flag in ("inject_progress", "fresh_context"):
-        if flag in old and not isinstance(old[flag], bool):
-            raise ValueError(f"{flag} must be True or False, got {old[flag]!r}")
-    checked = dict(old)
-    for name, model in (("judge", Judge), ("stall_detection", StallDetection),
-                        ("budget_pressure", BudgetPressure)):
-        if name in old:
-            checked[name] = _as_model(name, old[name], model)
-    return checked
-
+# --- the builder's configuration objects -----------------------------------------------
 
 def _as_model(name: str, value: Any, model: type[BaseModel]) -> BaseModel | None:
     """``value`` as a ``model`` (a dict of its fields is validated into one); ``ValueError``
@@ -760,7 +295,7 @@ def _as_model(name: str, value: Any, model: type[BaseModel]) -> BaseModel | None
     try:
         return model(**value)
     except ValidationError as exc:
-        raise ValueError(f"{name}: {_explain(exc)}") from exc
+        raise ValueError(f"{name}: {explain(exc)}") from exc
 
 
 _MODELS: dict[str, type[BaseModel]] = {
@@ -801,19 +336,3 @@ def _check_types(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     if agent_name is not None and not isinstance(agent_name, str):
         raise ValueError(f"name must be a str or None, got {type(agent_name).__name__}")
     return out
-
-
-def _explain(exc: ValidationError) -> str:
-    """One line per problem, naming the field (an unknown field lists the model's fields)."""
-    parts: list[str] = []
-    for error in exc.errors():
-        loc = tuple(error.get("loc", ()))
-        field_name = ".".join(str(x) for x in loc) or "value"
-        msg = str(error.get("msg", "")).removeprefix("Value error, ")
-        if ": unknown field (fields of " in msg:  # the config models' own check (``_Config``)
-            parts.append(f"{field_name}.{msg}" if loc else msg)
-        else:
-            parts.append(f"{field_name}: {msg} (got {error.get('input')!r})"
-                         if field_name != "value" else msg)
-    return "; ".join(parts)
-

@@ -110,8 +110,6 @@ class RunInfo(TypedDict, total=False):
     id: str
     started_at: float
     request_id: str | None
-    tool_calls: int
-    """Written by earlier versions only (the count is in the call log: ``executed_calls``)."""
     auto_rounds: int
     finalized: bool
     """No final-answer call follows the stop (made, skipped, or not needed)."""
@@ -360,17 +358,14 @@ def answer_text(message: BaseMessage | None) -> str:
 
 
 def executed_calls(state: Mapping[str, Any]) -> int:
-    """Tool executions of the run so far: the newest call-log entry holds the count (a run an
-    earlier version started kept it in ``run``).
+    """Tool executions of the run so far: the newest call-log entry holds the count.
 
     Example:
-        >>> executed_calls({"call_log": [{"executed": 3}]}), executed_calls({"run": {"tool_calls": 2}})
-        (3, 2)
+        >>> executed_calls({"call_log": [{"executed": 3}]}), executed_calls({})
+        (3, 0)
     """
     log = state.get("call_log") or []
-    if log and "executed" in log[-1]:
-        return int(log[-1]["executed"])
-    return int((state.get("run") or {}).get("tool_calls", 0))
+    return int(log[-1].get("executed", 0)) if log else 0
 
 
 def calls_of_iteration(log: Sequence[CallRecord], iteration: int) -> list[CallRecord]:
@@ -549,8 +544,6 @@ class LoopState(LoopOutput, total=False):
 
     run: RunInfo
     iteration_info: IterationInfo
-    pass_info: IterationInfo
-    """Written by 0.2 (read by ``iteration_info()`` when a 0.2 thread resumes; never written)."""
     review: Review | None
     thread_budget: ThreadBudget
     call_log: Annotated[list[LoggedCall], DeltaChannel(_log_reducer, snapshot_frequency=SNAPSHOT_EVERY)]
@@ -588,14 +581,27 @@ class LimitsOverrides(TypedDict, total=False):
     budget_pressure: BudgetPressureOverrides
 
 
-class LoopDetectionOverrides(TypedDict, total=False):
-    """``loop_detection`` fields a run may override (``LoopDetection``)."""
+class ThresholdOverrides(TypedDict, total=False):
+    """A layer's thresholds a run may override (``NoProgress``, ``Repeat``, ``Cycle``)."""
 
     warn_after: int
     stop_after: int
+
+
+class CallsOverrides(TypedDict, total=False):
+    """``loop_detection.calls`` fields a run may override (``Calls``)."""
+
     window: int
-    no_progress_warn_after: int
-    no_progress_stop_after: int
+
+
+class LoopDetectionOverrides(TypedDict, total=False):
+    """``loop_detection`` fields a run may override (``LoopDetection``), by layer. A run that
+    gives an opt-in layer's thresholds (``repeat``, ``cycle``) switches that layer on."""
+
+    no_progress: ThresholdOverrides
+    repeat: ThresholdOverrides
+    cycle: ThresholdOverrides
+    calls: CallsOverrides
 
 
 class LoopContext(TypedDict, total=False):
@@ -607,44 +613,27 @@ class LoopContext(TypedDict, total=False):
     configuration model of the same name and validated by it. Only numbers are
     overridable: nothing that would need another graph (a judge, approval).
 
-    The flat names of 0.2 (``max_iterations``, ``max_tool_calls``, ``threshold``, ...)
-    still work until 0.4, with a ``DeprecationWarning``.
+    A flat name of 0.2 (``max_tool_calls``, ``threshold``, ...) is refused with its nested
+    spelling (``core/removed.py``).
 
     Example:
         >>> from langgraph_loop.core.state import LoopContext
         >>> context: LoopContext = {"iterations": {"max": 3},
         ...                         "limits": {"budget_pressure": {"threshold": 0.5}}}
-        >>> sorted(LoopContext.__annotations__)[:3]
-        ['consecutive', 'iterations', 'limits']
+        >>> sorted(LoopContext.__annotations__)
+        ['iterations', 'limits', 'loop_detection']
     """
 
     iterations: IterationsOverrides
     limits: LimitsOverrides
     loop_detection: LoopDetectionOverrides
-    # deprecated flat names (0.2), mapped into the groups until 0.4
-    max_iterations: Annotated[int | None, Field(ge=1)]
-    max_model_calls: Annotated[int | None, Field(ge=1)]
-    max_tool_calls: Annotated[int | None, Field(ge=1)]
-    token_budget: Annotated[int | None, Field(ge=1)]
-    max_duration_s: Annotated[float | None, Field(gt=0)]
-    max_tool_output_chars: Annotated[int | None, Field(ge=100)]
-    warn_after: int
-    stop_after: int
-    window: int
-    no_progress_warn_after: int
-    no_progress_stop_after: int
-    consecutive: int
-    tolerance: float
-    threshold: float
 
 
 def iteration_info(state: LoopState) -> IterationInfo:
-    """The current iteration's bookkeeping (from ``pass_info`` on a thread 0.2 paused).
+    """The current iteration's bookkeeping.
 
     Example:
-        >>> iteration_info({"pass_info": {"model_calls": 2}})["model_calls"]
-        2
-        >>> iteration_info({"iteration_info": {"model_calls": 1}, "pass_info": {"model_calls": 2}})
+        >>> iteration_info({"iteration_info": {"model_calls": 1}})
         {'model_calls': 1}
     """
-    return state.get("iteration_info") or state.get("pass_info") or {}
+    return state.get("iteration_info") or {}

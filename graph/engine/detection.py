@@ -23,7 +23,7 @@ other names, a path inside one of its folders, or a folder holding one of its pa
 
 **Signatures.** A *call signature* is a short hash of the tool name and the canonical JSON of
 its arguments: key order does not matter, and arguments given as a JSON string or as a dict
-give the same signature. A tool's ``ArgPolicy`` (``LoopDetection.arg_policies``, or the
+give the same signature. A tool's ``ArgPolicy`` (``Calls.arg_policies``, or the
 tool's ``metadata["loop_key"]``) decides what counts: ``ignore`` a ``timestamp``, ``keep``
 only a ``path``, or a ``key`` function of the arguments; the policy under ``"*"`` applies to
 tools without their own. A *response signature* is the multiset of a response's call
@@ -40,7 +40,7 @@ feeds it a finished reply.
 **The state** holds short hashes and small ints only, bounded by the windows:
 
 - ``calls``: one :class:`CallRecord` per call signature requested within the last
-  ``LoopDetection.call_window`` calls (or still in the response window);
+  ``NoProgress.call_window`` calls (or still in the response window);
 - ``window``: the last ``window`` responses that called tools (:class:`Response`), for the
   repeat, cycle and per-tool layers;
 - ``n``/``responses``: calls and tool-calling responses seen in this run;
@@ -62,7 +62,7 @@ something new: ``fresh_at``; no other call's own result moved: ``changed_at``). 
 **The layers**, ranked; each finding climbs a ladder: **warn** (a notice), **block** (the
 repeated call is answered with an error saying why and not run; the run goes on), **stop**
 (``loop_detected``). A layer blocks before it stops only when listed in
-``LoopDetection.block``; asking for a blocked call again stops.
+``NoProgress.block``, ``Repeat.block``, ``Calls.block_per_tool``; asking for a blocked call again stops.
 
 - **no progress** (per call, across interleaving): a call asked for again after its own last
   ``no_progress_warn_after``/``no_progress_stop_after`` results were the same; a result without
@@ -323,7 +323,7 @@ def canonical_args(args: Any) -> Any:
 
 
 def _apply_policy(name: str, value: Any, config: LoopDetection | None) -> Any:
-    policy = config.policy(name) if config is not None and config.arg_policies else None
+    policy = config.policy(name) if config is not None and config.calls.arg_policies else None
     if policy is None or not isinstance(value, dict):
         return value
     if policy.key is not None:
@@ -361,7 +361,8 @@ def call_signature(name: str | None, args: Any, config: LoopDetection | None = N
     if malformed:
         return digest(_dump([name, {"__malformed__": value if isinstance(value, str) else _dump(value)}]),
                       SIG_LEN)
-    kept = _apply_policy(str(name), value, config) if config is not None and config.arg_policies else value
+    policies = config is not None and config.calls.arg_policies
+    kept = _apply_policy(str(name), value, config) if policies else value
     if kept is value and dumped is not None:  # = _dump([name, value])
         named = encode_basestring(name) if type(name) is str else _ENCODER.encode(name)
         return digest(f"[{named},{dumped}]", SIG_LEN)
@@ -420,7 +421,7 @@ def sign_calls(ai: AIMessage, config: LoopDetection | None = None) -> list[Signe
         >>> [(c.name, c.malformed) for c in sign_calls(ai)]
         [('f', False), ('f', True)]
     """
-    paths = config is not None and config.path_excuse
+    paths = config is not None and config.no_progress.path_excuse
     out = []
     for c in ai.tool_calls:
         args = canonical_args(c["args"]) if isinstance(c["args"], str) else c["args"]
@@ -550,7 +551,7 @@ def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
             continue
         content = message.content
         result = Result(content if isinstance(content, str) else result_text(content),
-                        normalized=config.normalize_results)
+                        normalized=config.calls.normalize_results)
         repeated = "result" in old and old["result"] == result
         fresh = fresh or _done_something(old, content, result, calls, config)
         same = old.get("same", 0) + 1 if repeated else 1
@@ -595,7 +596,7 @@ def _done_something(old: CallRecord, content: Any, result: Result,
         >>> _done_something({"tool": "t", "result": Result("x")}, "", Result(""), seen, cfg)
         False
     """
-    if "result" in old or old.get("tool") in config.read_only_tools:
+    if "result" in old or old.get("tool") in config.calls.read_only_tools:
         return False
     return is_empty(content) or not any(r.get("result") == result for r in calls.values())
 
@@ -650,14 +651,14 @@ def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection)
     entry: Response = {"calls": sorted(sigs)}
     if len(sigs) != 1:
         entry["sig"] = response_signature(sigs)
-    entries = [*(det.get("window") or []), entry][-config.window:]
+    entries = [*(det.get("window") or []), entry][-config.calls.window:]
     records = dict(det.get("calls") or {})
     count, at, changed_at = det.get("n", 0), det.get("responses", 0) + 1, det.get("changed_at", 0)
     fresh_at = det.get("fresh_at", 0)
     for c in calls:
         count += 1
         old: CallRecord = records.pop(c.sig) if c.sig in records else {"tool": c.name}  # back in last
-        if c.paths and c.name not in config.read_only_tools:
+        if c.paths and c.name not in config.calls.read_only_tools:
             _touch(records, c)
         record: CallRecord = {**old, "tool": c.name, "args": c.args, "last": count, "at": at}
         if "last" in old:
@@ -667,7 +668,7 @@ def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection)
         if c.paths:
             record["paths"], record["dirs"] = list(c.paths), list(c.dirs)
         records[c.sig] = record
-    floor = count - config.call_window  # a record older than this stays only while in the window
+    floor = count - config.no_progress.call_window  # older: kept only while in the window
     stale = []  # the records are in the order of their latest request: the old ones come first
     for sig, rec in records.items():
         if rec.get("last", 0) > floor:
@@ -783,9 +784,9 @@ def _cycle(det: DetectorState, config: LoopDetection) -> list[Finding]:
     block = win[len(win) - length :][:period]  # the first round, in the model's order
     latest = det.get("changed_at")  # progressing: a result moved in the last round
     progressing = latest is not None and latest >= det.get("responses", 0) - period
-    warn, stop = (config.warn_after, config.stop_after)
+    warn, stop = (config.cycle.warn_after, config.cycle.stop_after)
     if progressing:
-        warn, stop = scaled(warn, stop, config.progress_factor, config.window // period)
+        warn, stop = scaled(warn, stop, config.cycle.progress_factor, config.calls.window // period)
     if reps < warn:
         return []
     rot = [response_sig(e) for e in block]
@@ -814,13 +815,14 @@ def _call_finding(det: DetectorState, layer: str, sig: str, rung: str, count: in
 def _thresholds(rec: CallRecord, config: LoopDetection) -> tuple[int, int]:
     """The no-progress warn and stop counts for this call (its tool's own, the least count
     for a result without content)."""
-    policy = config.policy(rec["tool"]) if config.arg_policies else None
+    policy = config.policy(rec["tool"]) if config.calls.arg_policies else None
     warn = (policy.warn_after if policy is not None and policy.warn_after is not None
-            else config.no_progress_warn_after)
+            else config.no_progress.warn_after)
     stop = (policy.stop_after if policy is not None and policy.stop_after is not None
-            else config.no_progress_stop_after)
+            else config.no_progress.stop_after)
     if rec.get("empty"):
-        return max(warn, config.no_content_after), max(stop, config.no_content_after)
+        least = config.no_progress.no_content_after
+        return max(warn, least), max(stop, least)
     return warn, stop
 
 
@@ -829,9 +831,9 @@ def _blocks(rec: CallRecord, config: LoopDetection) -> bool:
     when something that may change what it sees happened since its previous request (a call
     new to the run, or another call's result moved): the run goes on and the model may change
     course. A repeat with nothing new in between is stopped at once."""
-    if "no_progress" not in config.block:
+    if not config.no_progress.block:
         return False
-    return not config.block_only_interleaved or not rec.get("unchanged")
+    return not config.no_progress.block_only_interleaved or not rec.get("unchanged")
 
 
 def _no_progress(det: DetectorState, asked: Mapping[str, tuple[str, ...]],
@@ -845,7 +847,7 @@ def _no_progress(det: DetectorState, asked: Mapping[str, tuple[str, ...]],
         same = rec.get("same", 0)
         warn, stop = _thresholds(rec, config)
         if rec.get("refused"):
-            if "no_progress" in config.block and not rec.get("unchanged"):
+            if config.no_progress.block and not rec.get("unchanged"):
                 continue  # refused, then something was done as the refusal asked: it runs again
             rung = "stop"
         elif same >= stop:
@@ -866,22 +868,22 @@ def _repeat(det: DetectorState, asked: Mapping[str, tuple[str, ...]],
     win = det["window"]
     for sig, ids in asked.items():
         rec = det["calls"][sig]
-        if "between" not in rec and config.warn_after > 1:
+        if "between" not in rec and config.repeat.warn_after > 1:
             continue  # asked for the first time (since its record began): one response holds it
         where = [i for i, e in enumerate(win) if sig in e["calls"]]
         progressing = bool(rec.get("moved"))
-        policy = config.policy(rec["tool"]) if config.arg_policies else None
+        policy = config.policy(rec["tool"]) if config.calls.arg_policies else None
         if progressing and policy is not None and policy.polls:
             continue  # a poll whose result moves is waiting, not looping
-        warn, stop = (_repeat_thresholds(rec, config) if config.arg_policies
-                      else (config.warn_after, config.stop_after))
+        warn, stop = (_repeat_thresholds(rec, config) if config.calls.arg_policies
+                      else (config.repeat.warn_after, config.repeat.stop_after))
         if progressing:
-            warn, stop = scaled(warn, stop, config.progress_factor, config.window)
+            warn, stop = scaled(warn, stop, config.repeat.progress_factor, config.calls.window)
         if len(where) < warn:
             continue
         rung = "warn"
         if len(where) >= stop:
-            rung = "block" if "repeat" in config.block and not rec.get("refused") else "stop"
+            rung = "block" if config.repeat.block and not rec.get("refused") else "stop"
         out.append(_call_finding(det, "repeat", sig, rung, len(where), stop, ids,
                                  progressing=progressing,
                                  since=det.get("responses", 0) - len(win) + where[0] + 1))
@@ -891,8 +893,8 @@ def _repeat(det: DetectorState, asked: Mapping[str, tuple[str, ...]],
 def _repeat_thresholds(rec: CallRecord, config: LoopDetection) -> tuple[int, int]:
     """``warn_after``/``stop_after``, raised for a tool with its own higher thresholds (in
     requests: one more than its identical results)."""
-    policy = config.policy(rec["tool"]) if config.arg_policies else None
-    warn, stop = config.warn_after, config.stop_after
+    policy = config.policy(rec["tool"]) if config.calls.arg_policies else None
+    warn, stop = config.repeat.warn_after, config.repeat.stop_after
     if policy is not None and policy.warn_after is not None:
         warn = max(warn, policy.warn_after + 1)
     if policy is not None and policy.stop_after is not None:
@@ -906,12 +908,12 @@ def _drift(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetectio
     out = []
     for name in dict.fromkeys(c.name for c in calls):
         entry = (det.get("drift") or {}).get(name)
-        if entry is None or entry[2] < config.drift_warn_after:
+        if entry is None or entry[2] < config.drift.warn_after:
             continue
         mine = [c for c in calls if c.name == name]
-        rung = "stop" if entry[2] >= config.drift_stop_after else "warn"
+        rung = "stop" if entry[2] >= config.drift.stop_after else "warn"
         out.append(Finding(layer="drift", rung=rung, key=f"drift:{name}", count=entry[2],
-                           threshold=config.drift_stop_after, tool=name, args=mine[0].args,
+                           threshold=config.drift.stop_after, tool=name, args=mine[0].args,
                            calls=tuple(c.label for c in mine), seen=len(det["window"]),
                            since=entry[3], ids=tuple(c.id for c in mine)))
     return out
@@ -919,8 +921,8 @@ def _drift(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetectio
 
 def _same_reply(det: DetectorState, calls: Sequence[SignedCall],
                 config: LoopDetection) -> list[Finding]:
-    limit, count = config.same_reply_stop_after, det.get("same_reply", 0)
-    if limit is None or count < limit or (config.arg_policies and all(
+    limit, count = config.same_reply.stop_after, det.get("same_reply", 0)
+    if limit is None or count < limit or (config.calls.arg_policies and all(
             (p := config.policy(c.name)) is not None and p.polls and det["calls"][c.sig].get("moved")
             for c in calls)):
         return []  # (a reply of polls whose results move is waiting, not a runaway)
@@ -934,10 +936,10 @@ def _same_reply(det: DetectorState, calls: Sequence[SignedCall],
 def _per_tool(det: DetectorState, calls: Sequence[SignedCall],
               config: LoopDetection) -> list[Finding]:
     out: list[Finding] = []
-    if not config.per_tool:
+    if not config.calls.per_tool:
         return out
     for name in dict.fromkeys(c.name for c in calls):
-        cap = config.per_tool.get(name)
+        cap = config.calls.per_tool.get(name)
         if cap is None:
             continue
         mine = [s for e in det["window"] for s in e["calls"] if det["calls"][s]["tool"] == name]
@@ -945,7 +947,7 @@ def _per_tool(det: DetectorState, calls: Sequence[SignedCall],
             continue
         refused = any(det["calls"][s].get("refused") for s in mine)
         rung = "warn" if len(mine) == cap else (
-            "block" if "per_tool" in config.block and not refused else "stop")
+            "block" if config.calls.block_per_tool and not refused else "stop")
         out.append(Finding(layer="per_tool", rung=rung, key=f"tool:{name}", count=len(mine),
                            threshold=cap, tool=name, seen=len(det["window"]),
                            ids=tuple(c.id for c in calls if c.name == name)))
@@ -974,7 +976,7 @@ def _warnings(findings: Sequence[Finding], warned: list[str],
             if f.layer == "cycle":  # the cycle's calls are covered by this warning
                 warned.extend(k for k in (f"call:{s}" for s in f.sigs) if k not in warned)
         out.append(LoopWarning("|".join(f.key for f in fresh), layer,
-                               warning_text(fresh, config.block),
+                               warning_text(fresh, config.blocking),
                                tuple(c for f in fresh for c in (f.calls or (f.tool,))),
                                max(f.count for f in fresh)))
     return out

@@ -19,8 +19,8 @@ result, and what each decision does. Resume with ``{"decisions": [decision]}``:
 - ``{"type": "reject", "message": "..."}``: stop; the model gives its final answer and reads
   the person's reason.
 
-0.3's answers (``"continue"``, ``"stop"``, ``{"action": "hint", "hint": "..."}``) are taken
-until 0.5, with a ``DeprecationWarning``. The answer is validated inside ``interrupt()`` (its
+Any other shape (0.3's ``"continue"``, ``"stop"``, ``{"action": "hint", ...}`` included) is
+refused with a message naming this one. The answer is validated inside ``interrupt()`` (its
 ``response_schema``, ``ANSWER``), as approval's is: a malformed resume is a ``ValueError``
 (pydantic's ``ValidationError``) raised before LangGraph stores it, so the thread stays
 paused at the same question and the next valid answer works. (Checked after ``interrupt()``
@@ -38,14 +38,13 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal
 
 from langchain.agents.middleware.human_in_the_loop import HITLRequest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import interrupt
 from pydantic import BeforeValidator
-from typing_extensions import TypedDict
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.compat import checkpointer
@@ -59,11 +58,11 @@ from langgraph_loop.core.messages import (
     is_notice,
     is_redirect,
 )
-from langgraph_loop.core.questions import Decisions, legacy, one_action, the_decision
+from langgraph_loop.core.questions import Decisions, one_action, the_decision
 from langgraph_loop.core.stop import Guard
 from langgraph_loop.engine.detection import Finding, result_text, sign_calls
 
-__all__ = ["ACTIONS", "ANSWER", "HISTORY_LIMIT", "QUESTION_TEXT", "QUESTION_TITLE", "LoopAnswer",
+__all__ = ["ACTIONS", "ANSWER", "HISTORY_LIMIT", "QUESTION_TEXT", "QUESTION_TITLE",
            "ask", "began_at", "checkpoint_before", "evidence", "first_cut", "parse_answer",
            "question", "typed_instead"]
 
@@ -172,27 +171,15 @@ def question(guard: Guard, finding: Finding, results: Sequence[str]) -> HITLRequ
     return one_action(QUESTION_TITLE.format(tools=clip(tools, 80)), {"hint": ""}, text)
 
 
-def _legacy_answer(value: Any) -> tuple[Action, str | None]:
-    """0.3's answer: an action name, or ``{"action", "hint"}``."""
-    answer: Mapping[str, Any] = {"action": value} if isinstance(value, str) else value
-    if not isinstance(answer, Mapping) or answer.get("action") not in ACTIONS:
-        raise ValueError("loop question: answer with {'decisions': [{'type': 'approve'}]} (go "
-                         "on), an 'edit' whose args hold a 'hint', or a 'reject' (stop); got "
-                         f"{value!r}")
-    hint = answer.get("hint")
-    if answer["action"] == "hint" and not (isinstance(hint, str) and hint.strip()):
-        raise ValueError("loop question: a 'hint' answer needs a non-empty 'hint' text")
-    action: Action = answer["action"]
-    return action, hint if action == "hint" else None
+def parse_answer(value: Any) -> tuple[Action, str | None]:
+    """``(action, text)`` from a resume value: ``continue``; ``hint`` with the hint; ``stop``
+    with the person's reason (or None).
 
-
-def _parse(value: Any, *, warn: bool) -> tuple[Action, str | None]:
+    Raises:
+        ValueError: not one decision of approve, edit (with a ``hint``) or reject (0.3's
+            answers included: the message names the shape to send).
+    """
     decision = the_decision(value, "loop question")
-    if decision is None:
-        parsed = _legacy_answer(value)
-        if warn:
-            legacy("loop question", value)
-        return parsed
     if decision["type"] == "approve":
         return "continue", None
     if decision["type"] == "reject":
@@ -206,32 +193,14 @@ def _parse(value: Any, *, warn: bool) -> tuple[Action, str | None]:
     return ("hint", hint.strip()) if hint.strip() else ("continue", None)
 
 
-def parse_answer(value: Any) -> tuple[Action, str | None]:
-    """``(action, text)`` from a resume value: ``continue``; ``hint`` with the hint; ``stop``
-    with the person's reason (or None). 0.3's shapes warn (``DeprecationWarning``).
-
-    Raises:
-        ValueError: not one decision of approve, edit (with a ``hint``) or reject.
-    """
-    return _parse(value, warn=True)
-
-
-class LoopAnswer(TypedDict):
-    """0.3's answer to the loop question, as a dict (deprecated)."""
-
-    action: Action
-    hint: NotRequired[str]
-
-
 def _checked(value: Any) -> Any:
-    _parse(value, warn=False)
+    parse_answer(value)
     return value
 
 
-ANSWER = Annotated[Decisions | Action | LoopAnswer, BeforeValidator(_checked)]
-"""The resume schema of the loop question: ``{"decisions": [one decision]}`` (0.3's action
-name or ``LoopAnswer`` until 0.5), checked by ``parse_answer`` inside ``interrupt()``, before
-LangGraph stores the value."""
+ANSWER = Annotated[Decisions, BeforeValidator(_checked)]
+"""The resume schema of the loop question: ``{"decisions": [one decision]}``, checked by
+``parse_answer`` inside ``interrupt()``, before LangGraph stores the value."""
 
 
 def typed_instead(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:

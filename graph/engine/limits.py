@@ -19,8 +19,8 @@ argument) instead of stopping; ``check_in`` applies the answers until the call f
 person stops the run: approve adds the tokens offered, an edit adds the edited ``tokens``
 (with a ``message``, the message is added to the transcript as the user's:
 ``redirect_message``), reject stops as without a check-in (the model reads the reason). An
-answer is validated before anything is applied (``parse_budget_answer``; 0.3's
-``{"action": ...}`` answers until 0.5, with a ``DeprecationWarning``).
+answer is validated before anything is applied (``parse_budget_answer``; any other shape,
+0.3's ``{"action": ...}`` included, is refused naming this one).
 
 **Per run or per thread** (``Limits.budget_scope``). ``"run"``: every run (in a chat, every
 message) has the budget; what its calls spend counts, the thread's context included, since
@@ -43,8 +43,8 @@ Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel
     >>> from langgraph_loop.core.settings import LoopSettings
     >>> from langgraph_loop.core.config import BudgetPressure, Limits
-    >>> s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=100),
-    ...                        budget_pressure=BudgetPressure(threshold=0.8))
+    >>> s = LoopSettings.build(ScriptedChatModel(), limits=Limits(
+    ...     token_budget=100, budget_pressure=BudgetPressure(threshold=0.8)))
     >>> timeout_guard({"run": {"started_at": 0.0}}, s, now=5.0) is None
     True
     >>> budget_pressure_guard({"usage": {"total_tokens": 85}, "run": {"pressure_queued": True}}, s)
@@ -66,16 +66,15 @@ from langchain_core.language_models import BaseChatModel, BaseLanguageModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from langgraph_loop.core.messages import REDIRECT_KIND, is_blocked
-from langgraph_loop.core.questions import Decisions, legacy, one_action, the_decision, whole_number
+from langgraph_loop.core.questions import Decisions, one_action, the_decision, whole_number
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, person_stop, stop_instruction
 
 __all__ = [
-    "BUDGET_ACTIONS",
     "BUDGET_ANSWER",
     "BUDGET_TEXT",
     "BUDGET_TITLE",
@@ -117,9 +116,6 @@ PER_MESSAGE = 10
 
 PRESSURE_SOURCE = "budget_pressure"
 """The ``source`` of the pressure notice in the deferred-notice queue."""
-
-BUDGET_ACTIONS = ("extend", "stop", "redirect")
-"""0.3's answers at the budget check-in (``BudgetAnswer``), taken until 0.5."""
 
 MAX_EXTENSION = 10**12
 """The most tokens one answer at the budget may add (a checkpoint stores 64-bit integers)."""
@@ -381,17 +377,13 @@ class BudgetAnswer(BaseModel):
     ``extend`` by ``tokens``, ``stop`` (with their reason as ``message``), or ``redirect``:
     add ``message`` as theirs (and ``tokens``, if given).
 
-    0.3's answers had this shape (``{"action": "extend", "tokens": N}``, ``"stop"``,
-    ``{"action": "redirect", "message": "..."}``); they are accepted until 0.5. An extension
-    is at most ``MAX_EXTENSION`` tokens.
+    An extension is at most ``MAX_EXTENSION`` tokens.
 
     Example:
-        >>> BudgetAnswer.model_validate({"action": "extend", "tokens": 5000}).tokens
+        >>> BudgetAnswer(action="extend", tokens=5000).tokens
         5000
-        >>> BudgetAnswer.model_validate("stop").action
-        'stop'
         >>> try:
-        ...     BudgetAnswer.model_validate({"action": "extend"})
+        ...     BudgetAnswer(action="extend")
         ... except ValueError as exc:
         ...     print("'extend' needs 'tokens'" in str(exc))
         True
@@ -402,11 +394,6 @@ class BudgetAnswer(BaseModel):
     action: Literal["extend", "stop", "redirect"]
     tokens: int | None = Field(default=None, ge=1, le=MAX_EXTENSION, strict=True)
     message: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _named(cls, data: Any) -> Any:
-        return {"action": data} if isinstance(data, str) else data
 
     @model_validator(mode="after")
     def _complete(self) -> BudgetAnswer:
@@ -454,24 +441,25 @@ def budget_question(why: Guard, scope: str = "run") -> HITLRequest:
     return one_action(BUDGET_TITLE, {"tokens": tokens}, text)
 
 
-def _legacy_budget(value: Any) -> BudgetAnswer:
-    try:
-        return BudgetAnswer.model_validate(value)
-    except ValidationError as exc:
-        raise ValueError("token budget: answer with {'decisions': [{'type': 'approve'}]} (add "
-                         "the tokens offered), an 'edit' whose args hold 'tokens', or a "
-                         f"'reject' (stop); got {value!r}: {exc}") from None
+def parse_budget_answer(value: Any, offered: int = ROUND_TO) -> BudgetAnswer:
+    """What a person decided at the budget: approve adds the ``offered`` tokens, an edit
+    the edited ``tokens`` (a number or its text: ``"20000"``; with a ``message`` it is also
+    added as theirs), reject stops (its ``message``: their reason).
 
+    Example:
+        >>> edit = {"type": "edit", "edited_action": {"name": BUDGET_TITLE, "args": {"tokens": "20000"}}}
+        >>> parse_budget_answer({"decisions": [edit]}).tokens
+        20000
+        >>> parse_budget_answer({"decisions": [{"type": "approve"}]}, 5000).tokens
+        5000
 
-def _parse_budget(value: Any, offered: int, *, warn: bool) -> BudgetAnswer:
+    Raises:
+        ValueError: not a valid answer (0.3's shapes included: the message names the shape
+            to send).
+    """
     if isinstance(value, BudgetAnswer):
         return value
     decision = the_decision(value, "token budget")
-    if decision is None:
-        answer = _legacy_budget(value)
-        if warn:
-            legacy("token budget", value)
-        return answer
     if decision["type"] == "approve":
         return BudgetAnswer(action="extend", tokens=offered)
     if decision["type"] == "reject":
@@ -488,32 +476,14 @@ def _parse_budget(value: Any, offered: int, *, warn: bool) -> BudgetAnswer:
     return BudgetAnswer(action="extend", tokens=tokens)
 
 
-def parse_budget_answer(value: Any, offered: int = ROUND_TO) -> BudgetAnswer:
-    """What a person decided at the budget: approve adds the ``offered`` tokens, an edit
-    the edited ``tokens`` (a number or its text: ``"20000"``; with a ``message`` it is also
-    added as theirs), reject stops (its ``message``: their reason). 0.3's answers warn.
-
-    Example:
-        >>> edit = {"type": "edit", "edited_action": {"name": BUDGET_TITLE, "args": {"tokens": "20000"}}}
-        >>> parse_budget_answer({"decisions": [edit]}).tokens
-        20000
-        >>> parse_budget_answer({"decisions": [{"type": "approve"}]}, 5000).tokens
-        5000
-
-    Raises:
-        ValueError: not a valid answer.
-    """
-    return _parse_budget(value, offered, warn=True)
-
-
 def _checked(value: Any) -> Any:
-    _parse_budget(value, ROUND_TO, warn=False)
+    parse_budget_answer(value)
     return value
 
 
-BUDGET_ANSWER = Annotated[Decisions | dict[str, Any] | str, BeforeValidator(_checked)]
-"""The check-in's resume schema: ``{"decisions": [one decision]}`` (0.3's answers until
-0.5), checked by ``parse_budget_answer`` inside ``interrupt()``, before it is stored."""
+BUDGET_ANSWER = Annotated[Decisions, BeforeValidator(_checked)]
+"""The check-in's resume schema: ``{"decisions": [one decision]}``, checked by
+``parse_budget_answer`` inside ``interrupt()``, before it is stored."""
 
 
 def redirect_message(text: str) -> HumanMessage:
@@ -601,7 +571,7 @@ def pressure_seen(state: LoopState) -> bool:
 
 def budget_pressure_guard(state: LoopState, settings: LoopSettings) -> Guard | None:
     """``budget_pressure`` once the model has seen the pressure notice, else None."""
-    pressure, budget = settings.budget_pressure, run_budget(state, settings)
+    pressure, budget = settings.limits.budget_pressure, run_budget(state, settings)
     if pressure is None or budget is None or not pressure_seen(state):
         return None
     return guard("budget_pressure", StopReason.BUDGET_PRESSURE, threshold=pressure.threshold,

@@ -65,7 +65,7 @@ def test_runaway_answer_is_true_to_its_checks_and_explains_the_extra_call() -> N
 def test_poll_progress_repeats_more_than_a_loop_may_and_is_never_flagged() -> None:
     state, _ = play(SCENARIOS["poll-progress"])
     polls = [c for c in state["iterations"][0]["tool_calls"] if c["name"] == "job_status"]
-    assert len(polls) == 7 > LoopDetection().stop_after
+    assert len(polls) == 7 > LoopDetection().repeat.stop_after
     assert loop_warnings(state["messages"]) == 0
     assert not any(is_notice(m) for m in state["messages"])
 

@@ -22,7 +22,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.types import Command, Durability, interrupt
 from pydantic import SecretStr
 
-from langgraph_loop import LoopDetection, create_loop_agent
+from langgraph_loop import LoopDetection, Repeat, create_loop_agent
 from langgraph_loop.core.compat import (
     checkpointer,
     durable,
@@ -137,7 +137,7 @@ def add(a: int, b: int) -> int:
 async def test_edges_and_the_loop_detector_have_no_callback_run_of_their_own(mode: str) -> None:
     same = [("add", {"a": 1, "b": 2})]  # the second identical call warns: the detector acts once
     agent = create_loop_agent(ScriptedChatModel(script=[same, same, "3"]), [add],
-                              loop_detection=LoopDetection(warn_after=2, stop_after=4))
+                              loop_detection=LoopDetection(repeat=Repeat(warn_after=2, stop_after=4)))
     runs = Runs()
     state = {"messages": [HumanMessage("1+2?")]}
     if mode == "sync":

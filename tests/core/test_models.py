@@ -11,7 +11,7 @@ from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.retry import RunnableRetry
 from langchain_openai import ChatOpenAI
 
-from langgraph_loop import Judge, create_loop_agent
+from langgraph_loop import Iterations, Judge, create_loop_agent
 from langgraph_loop.core.models import chat_models, map_chat_models, primary_chat_model, resolve_model
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.nodes.model import system_message
@@ -64,13 +64,13 @@ def test_a_system_message_prompt_is_kept_with_its_name() -> None:
 def test_judge_criteria_join_a_system_message_prompt() -> None:
     judge = Judge(model=ScriptedChatModel(), criteria=["cite sources"])
     text = LoopSettings.build(ScriptedChatModel(), system_prompt=SystemMessage("Be terse.", name="p"),
-                              judge=judge)
+                              iterations=Iterations(judge=judge))
     merged = system_message(text, None)
     assert merged is not None and merged.name == "p"
     assert str(merged.content).startswith("Be terse.\n\n") and "cite sources" in str(merged.content)
     blocks = [{"type": "text", "text": "Be terse.", "cache_control": {"type": "ephemeral"}}]
     cached = system_message(LoopSettings.build(ScriptedChatModel(), system_prompt=SystemMessage(blocks),
-                                               judge=judge), None)
+                                               iterations=Iterations(judge=judge)), None)
     assert cached is not None and cached.content[0] == blocks[0]  # type: ignore[index]
     assert "cite sources" in cached.content[1]["text"]  # type: ignore[index]
 

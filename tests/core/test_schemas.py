@@ -43,7 +43,9 @@ def test_input_output_and_context_schemas_build(agent: Any) -> None:
                "context": agent.get_context_jsonschema()}
     assert "messages" in schemas["input"]["properties"]
     assert {"stop_reason", "iterations", "structured_response"} <= set(schemas["output"]["properties"])
-    assert "max_iterations" in schemas["context"]["properties"]
+    assert set(schemas["context"]["properties"]) == {"iterations", "limits", "loop_detection"}
+    loop = schemas["context"]["$defs"]["LoopDetectionOverrides"]["properties"]
+    assert set(loop) == {"no_progress", "repeat", "cycle", "calls"}
     json.dumps(schemas)  # what the server sends
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_type_hints
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
+from typing_extensions import is_typeddict
 
 from langgraph_loop import (
     BudgetPressure,
@@ -17,7 +18,9 @@ from langgraph_loop import (
     StopReason,
     create_loop_agent,
 )
-from langgraph_loop.core.settings import FLAT, GROUPS, LoopSettings
+from langgraph_loop.core.overrides import GROUPS
+from langgraph_loop.core.removed import CONTEXT
+from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopContext
 from langgraph_loop.scripted import ScriptedChatModel
 
@@ -34,11 +37,13 @@ GOOD: dict[tuple[str, ...], Any] = {
     ("limits", "max_duration_s"): 1.5,
     ("limits", "max_tool_output_chars"): 500,
     ("limits", "budget_pressure", "threshold"): 0.5,
-    ("loop_detection", "warn_after"): 2,
-    ("loop_detection", "stop_after"): 6,
-    ("loop_detection", "window"): 30,
-    ("loop_detection", "no_progress_warn_after"): 1,
-    ("loop_detection", "no_progress_stop_after"): 4,
+    ("loop_detection", "repeat", "warn_after"): 2,
+    ("loop_detection", "repeat", "stop_after"): 6,
+    ("loop_detection", "cycle", "warn_after"): 2,
+    ("loop_detection", "cycle", "stop_after"): 6,
+    ("loop_detection", "calls", "window"): 30,
+    ("loop_detection", "no_progress", "warn_after"): 1,
+    ("loop_detection", "no_progress", "stop_after"): 4,
 }
 
 
@@ -48,9 +53,17 @@ def _nest(path: tuple[str, ...], value: Any) -> dict[str, Any]:
     return value
 
 
-def test_every_override_is_covered_and_has_a_flat_name_of_0_2() -> None:
-    assert set(GROUPS) | set(FLAT) == set(LoopContext.__annotations__)
-    assert set(GOOD) == set(FLAT.values())
+def _paths(declared: Any, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    out: set[tuple[str, ...]] = set()
+    for name, hint in get_type_hints(declared).items():
+        out |= _paths(hint, (*prefix, name)) if is_typeddict(hint) else {(*prefix, name)}
+    return out
+
+
+def test_every_override_is_covered_and_the_context_holds_only_the_groups() -> None:
+    assert set(GROUPS) == set(LoopContext.__annotations__)
+    assert set(GOOD) == _paths(LoopContext)
+    assert not set(CONTEXT) & set(LoopContext.__annotations__)  # 0.2's flat names are gone
 
 
 @pytest.mark.parametrize("path", sorted(GOOD), ids=".".join)
@@ -65,8 +78,15 @@ def test_each_override_reaches_the_settings(path: tuple[str, ...]) -> None:
 
 
 def test_max_model_calls_override_reaches_the_limit_checks() -> None:
-    assert SETTINGS.limits.max_model_calls == 25
-    assert SETTINGS.for_run({"iterations": {"max_model_calls": 4}}).limits.max_model_calls == 4
+    assert SETTINGS.iterations.max_model_calls == 25
+    assert SETTINGS.for_run({"iterations": {"max_model_calls": 4}}).iterations.max_model_calls == 4
+
+
+def test_a_threshold_given_per_run_switches_its_opt_in_layer_on_as_at_build_time() -> None:
+    assert "repeat" not in SETTINGS.loop_detection.layers  # type: ignore[union-attr]
+    run = SETTINGS.for_run({"loop_detection": {"repeat": {"stop_after": 6}}}).loop_detection
+    assert run is not None and "repeat" in run.layers and run.repeat.stop_after == 6
+    assert run.layers == LoopDetection(repeat={"stop_after": 6}).layers  # type: ignore[arg-type]
 
 
 BAD: list[tuple[dict[str, Any], str]] = [
@@ -76,10 +96,14 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"limits": {"token_budget": 0}}, "limits.token_budget"),
     ({"limits": {"max_duration_s": 0}}, "limits.max_duration_s"),
     ({"limits": {"max_tool_output_chars": 10}}, "limits.max_tool_output_chars"),
-    ({"loop_detection": {"warn_after": 0}}, "warn_after"),
-    ({"loop_detection": {"stop_after": 2, "warn_after": 3}}, "stop_after"),
-    ({"loop_detection": {"window": 1}}, "window"),
-    ({"loop_detection": {"no_progress_stop_after": 1}}, "no_progress_stop_after"),
+    ({"loop_detection": {"repeat": {"warn_after": 0}}}, "warn_after"),
+    ({"loop_detection": {"repeat": {"stop_after": 2, "warn_after": 3}}},
+     "Repeat: stop_after must be greater than warn_after"),
+    ({"loop_detection": {"calls": {"window": 1}}}, "window"),
+    ({"loop_detection": {"no_progress": {"stop_after": 1}}}, "stop_after"),
+    ({"loop_detection": {"warn_after": 2}},
+     "loop_detection.warn_after: unknown field (fields of LoopDetection: layers, no_progress, "),
+    ({"loop_detection": {"drift": {"warn_after": 2}}}, "loop_detection.drift: not overridable per run"),
     ({"iterations": {"stall": {"consecutive": 1}}}, "consecutive"),
     ({"iterations": {"stall": {"tolerance": 1.5}}}, "tolerance"),
     ({"limits": {"budget_pressure": {"threshold": 1.0}}}, "threshold"),
@@ -101,6 +125,7 @@ BAD: list[tuple[dict[str, Any], str]] = [
      "unknown key 'limit' (per-run override groups: iterations, limits, loop_detection)"),
     ({"limits": 3}, "limits: expected a mapping of Limits fields, got int 3"),
     ({"max_itterations": 3}, "unknown key 'max_itterations'"),
+    ({"max_iterations": 3}, "'max_iterations' was removed in 0.4: use {\"iterations\": {\"max\": ...}}"),
 ]
 
 
@@ -121,7 +146,8 @@ def test_bad_override_raises_at_run_start_naming_the_field(
 def test_override_of_a_disabled_guard_is_an_error() -> None:
     agent = create_loop_agent(ScriptedChatModel(script=["x"]), loop_detection=None)
     with pytest.raises(ValueError, match="loop_detection is disabled"):
-        agent.invoke({"messages": [HumanMessage("hi")]}, context={"loop_detection": {"warn_after": 2}})
+        agent.invoke({"messages": [HumanMessage("hi")]},
+                     context={"loop_detection": {"repeat": {"warn_after": 2}}})
     with pytest.raises(ValueError, match=r"iterations\.stall is disabled"):
         agent.invoke({"messages": [HumanMessage("hi")]},
                      context={"iterations": {"stall": {"consecutive": 2}}})
@@ -199,7 +225,7 @@ def test_stall_and_loop_detection_overrides(scripted: list[ScriptedChatModel]) -
     scripted.append(looping)
     detector = create_loop_agent(looping, [fetch], loop_detection=LoopDetection())
     state = detector.invoke({"messages": [HumanMessage("go")]},
-                            context={"loop_detection": {"warn_after": 1, "stop_after": 2,
-                                                        "no_progress_stop_after": 10}})
+                            context={"loop_detection": {"repeat": {"warn_after": 1, "stop_after": 2},
+                                                        "no_progress": {"stop_after": 10}}})
     assert state["stop_reason"] == StopReason.LOOP_DETECTED
     assert looping.request_tools == [["fetch"], ["fetch"], []]

@@ -20,7 +20,7 @@ from typing import Any, get_type_hints
 import pytest
 from typing_extensions import is_typeddict
 
-from langgraph_loop.core.settings import GROUPS
+from langgraph_loop.core.overrides import GROUPS
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"

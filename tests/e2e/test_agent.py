@@ -208,8 +208,8 @@ def test_invalid_configuration_is_a_clear_error() -> None:
     model = ScriptedChatModel()
     with pytest.raises(ValueError, match="iterations: max"):
         create_loop_agent(model, iterations={"max": 0})
-    with pytest.raises(ValueError, match="unknown arguments"):
-        create_loop_agent(model, max_iteration=3)
+    with pytest.raises(TypeError, match="unknown arguments"):
+        create_loop_agent(model, max_iteration=3)  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="max_tool_calls"):
         Limits(max_tool_calls=0)
     with pytest.raises(ValueError, match="duplicate tool names"):

@@ -10,7 +10,6 @@ note saying so).
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,7 +22,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import SecretStr
 
-from langgraph_loop import Iterations, Judge, Limits, LoopDetection, create_loop_agent
+from langgraph_loop import Iterations, Judge, Limits, LoopDetection, Repeat, create_loop_agent
 from langgraph_loop.core.callbacks import CallbackError
 from langgraph_loop.core.messages import LOOP_NOTICE, check_pairing
 from langgraph_loop.scripted import ScriptedChatModel
@@ -81,7 +80,7 @@ def test_provider_failure_is_retried_then_raised_and_the_thread_resumes(
     server.script += [tool_calls(call), tool_calls(call)] + [error(500, "overloaded")] * 3 + [
         text("Paris: 21C.")]
     agent = create_loop_agent(_llm(server), [lookup], checkpointer=InMemorySaver(),
-                              loop_detection=LoopDetection(warn_after=2, stop_after=4))
+                              loop_detection=LoopDetection(repeat=Repeat(warn_after=2, stop_after=4)))
     with pytest.raises(openai.InternalServerError, match="overloaded"):
         agent.invoke({"messages": [HumanMessage("Weather in Paris?")]}, _cfg("down"))
     stored = agent.get_state(_cfg("down"))
@@ -98,15 +97,14 @@ def test_judge_answering_garbage_counts_as_not_answered(scripted: list[ScriptedC
     model = ScriptedChatModel(script=["first try", "second try"])
     judge = ScriptedChatModel(script=["¯\\_(ツ)_/¯ {answered: maybe"])
     scripted += [model, judge]
-    agent = create_loop_agent(model, judge=Judge(model=judge), max_iterations=2)
+    agent = create_loop_agent(model, iterations=Iterations(judge=Judge(model=judge), max=2))
     result = agent.invoke({"messages": [HumanMessage("Do it.")]})
     assert result["stop_reason"] == "max_iterations"
     assert result["iterations"][0]["verdict"]["answered"] is False
     assert model.calls == 2 and judge.calls == 1  # the capped pass asks no judge
 
 
-@pytest.mark.parametrize("name", ["should_continue", "next_message", "record_feedback",
-                                  "prompt_factory"])
+@pytest.mark.parametrize("name", ["should_continue", "continuation", "record_feedback"])
 def test_callback_that_raises_names_itself_and_the_thread_resumes(
         scripted: list[ScriptedChatModel], name: str) -> None:
     model = ScriptedChatModel(script=["pass one", "pass two"])
@@ -116,13 +114,13 @@ def test_callback_that_raises_names_itself_and_the_thread_resumes(
     def callback(*args: Any) -> Any:
         if broken.pop() if broken else False:
             raise ZeroDivisionError("oops")
-        return {"should_continue": args[0]["iteration"] < 2, "next_message": "Go on.",
-                "record_feedback": "noted", "prompt_factory": "Go on."}[name]
+        return {"should_continue": args[0]["iteration"] < 2, "continuation": "Go on.",
+                "record_feedback": "noted"}[name]
 
     options: dict[str, Any] = {name: callback}
     if name != "should_continue":
         options["should_continue"] = lambda s: s["iteration"] < 2
-    agent = create_loop_agent(model, checkpointer=InMemorySaver(), **options)
+    agent = create_loop_agent(model, checkpointer=InMemorySaver(), iterations=Iterations(**options))
     with pytest.raises(CallbackError, match=f"{name} raised ZeroDivisionError: oops"):
         agent.invoke({"messages": [HumanMessage("Do it.")]}, _cfg(name))
     assert not check_pairing(agent.get_state(_cfg(name)).values["messages"])
@@ -134,17 +132,12 @@ def test_callback_that_raises_names_itself_and_the_thread_resumes(
 @pytest.mark.parametrize(("options", "field"), [
     ({"limits": {"max_tool_calls": 0}}, "limits: max_tool_calls"),
     ({"limits": "strict"}, "limits: expected a Limits"),
-    ({"loop_detection": {"warn_after": 4, "stop_after": 3}}, "loop_detection"),
-    ({"judge": "gpt-4o"}, "judge: expected a Judge"),
+    ({"loop_detection": {"repeat": {"warn_after": 4, "stop_after": 3}}},
+     "loop_detection: repeat: Repeat: stop_after must be greater than warn_after"),
     ({"compaction": 8000}, "compaction: expected a Compaction"),
     ({"hooks": ["on_tool_call"]}, "hooks: expected a Hooks"),
-    ({"stall_detection": {"consecutive": 1}}, "stall_detection: consecutive"),
     ({"approval": {"tools": ["nope"]}}, "approval.tools: unknown tools"),
-    ({"max_iterations": True}, "max_iterations"),
-    ({"fresh_context": "no"}, "fresh_context"),
     ({"system_prompt": 42}, "system_prompt"),
-    ({"tool_filter": "add"}, "tool_filter must be callable"),
-    ({"max_iteration": 3}, "unknown arguments ['max_iteration']"),
     ({"iterations": {"max": 0}}, "iterations: max: Input should be greater than or equal to 1"),
     ({"iterations": {"max": True}}, "iterations: max: Input should be a valid integer"),
     ({"iterations": {"judge": "gpt-4o"}}, "iterations: judge: Input should be a valid dictionary"),
@@ -161,10 +154,21 @@ def test_callback_that_raises_names_itself_and_the_thread_resumes(
      "limits: budget_pressure.treshold: unknown field (fields of BudgetPressure: threshold, instruction)"),
 ])
 def test_invalid_configuration_names_the_field(options: dict[str, Any], field: str) -> None:
-    with pytest.raises(ValueError) as info, warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # the 0.2 keywords above
+    with pytest.raises(ValueError) as info:
         create_loop_agent(ScriptedChatModel(script=[]), [add], **options)
     assert field in str(info.value)
+
+
+@pytest.mark.parametrize(("options", "text"), [
+    ({"max_iteration": 3}, "create_loop_agent: unknown arguments ['max_iteration']"),
+    ({"max_iterations": 3}, "create_loop_agent(max_iterations=...) was removed in 0.4: use "
+                            "iterations=Iterations(max=...)"),
+])
+def test_an_unknown_or_removed_keyword_is_a_type_error_naming_it(options: dict[str, Any],
+                                                                  text: str) -> None:
+    with pytest.raises(TypeError) as info:
+        create_loop_agent(ScriptedChatModel(script=[]), [add], **options)
+    assert str(info.value) == text
 
 
 @pytest.mark.parametrize(("build", "text"), [
@@ -187,14 +191,14 @@ def test_configuration_may_be_given_as_dicts(scripted: list[ScriptedChatModel]) 
     assert result["stop_reason"] == "max_tool_calls" and result["messages"][-1].content == "stopped"
 
 
-@pytest.mark.parametrize("context", [None, {"max_tool_output_chars": 150}])
+@pytest.mark.parametrize("context", [None, {"limits": {"max_tool_output_chars": 150}}])
 def test_oversized_tool_output_is_cut_with_a_note(scripted: list[ScriptedChatModel],
                                                   context: dict[str, Any] | None) -> None:
     model = ScriptedChatModel(script=[[("dump", {})], "ok"])
     scripted.append(model)
     agent = create_loop_agent(model, [dump], limits=Limits(max_tool_output_chars=300))
     result = agent.invoke({"messages": [HumanMessage("dump it")]}, context=context)
-    limit = (context or {}).get("max_tool_output_chars", 300)
+    limit = (context or {}).get("limits", {}).get("max_tool_output_chars", 300)
     sent = model.requests[1][-1]
     assert isinstance(sent, ToolMessage)
     assert sent.content == ("0123456789" * 500)[:limit] + (

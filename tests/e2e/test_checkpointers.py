@@ -20,7 +20,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langgraph_loop import LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import LoopDetection, Repeat, StopReason, create_loop_agent
 from langgraph_loop.core.messages import check_pairing
 from langgraph_loop.scripted import ScriptedChatModel
 
@@ -51,7 +51,7 @@ def new_model(scripted: list[ScriptedChatModel]) -> ScriptedChatModel:
 
 def build(model: ScriptedChatModel, saver: BaseCheckpointSaver[Any]) -> Any:
     return create_loop_agent(model, [get_weather], checkpointer=saver,
-                             loop_detection=LoopDetection(warn_after=3, stop_after=4))
+                             loop_detection=LoopDetection(repeat=Repeat(warn_after=3, stop_after=4)))
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from langchain_core.tools import tool
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from langgraph_loop import LoopDetection, create_loop_agent
+from langgraph_loop import LoopDetection, Repeat, create_loop_agent
 from langgraph_loop.core.messages import LOOP_NOTICE
 from langgraph_loop.core.state import executed_calls
 from langgraph_loop.scripted import ScriptedChatModel
@@ -70,7 +70,7 @@ def build(checkpointer: Any) -> tuple[Any, ScriptedChatModel]:
     RAN.clear()
     model = ScriptedChatModel(default=reply)
     agent = create_loop_agent(model, [mark], checkpointer=checkpointer,
-                              loop_detection=LoopDetection(warn_after=2, stop_after=4))
+                              loop_detection=LoopDetection(repeat=Repeat(warn_after=2, stop_after=4)))
     return agent, model
 
 

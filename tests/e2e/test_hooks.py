@@ -16,6 +16,7 @@ from langgraph_loop import (
     Iterations,
     Limits,
     LoopDetection,
+    Repeat,
     StopReason,
     create_loop_agent,
 )
@@ -182,7 +183,7 @@ def test_loop_warning_budget_pressure_and_stop_events(scripted: list[ScriptedCha
     agent = create_loop_agent(model, [search],
                               limits=Limits(token_budget=10**6,
                                             budget_pressure=BudgetPressure(threshold=0.00001)),
-                              loop_detection=LoopDetection(warn_after=2, stop_after=3))
+                              loop_detection=LoopDetection(repeat=Repeat(warn_after=2, stop_after=3)))
     events = events_of(agent, go())
     names = [e["event"] for e in events]
     assert names.count("stop") == 1 and names[-1] == "stop"

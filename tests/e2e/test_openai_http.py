@@ -22,7 +22,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import SecretStr
 
-from langgraph_loop import Iterations, Judge, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import Iterations, Judge, LoopDetection, Repeat, StopReason, create_loop_agent
 from tests.support.openai_server import (
     JSON,
     OpenAIServer,
@@ -147,7 +147,7 @@ def test_loop_hard_stop_ends_with_an_answer_that_may_not_use_tools(openai_server
         text("I keep getting no results; stopping.") if body.get("tool_choice") == "none"
         else tool_calls([("search", {"query": "same"})]))
     agent = create_loop_agent(chat(openai_server), [search],
-                              loop_detection=LoopDetection(warn_after=2, stop_after=3))
+                              loop_detection=LoopDetection(repeat=Repeat(warn_after=2, stop_after=3)))
     state = agent.invoke({"messages": [HumanMessage("Find it")]})
 
     assert state["stop_reason"] == StopReason.LOOP_DETECTED
@@ -321,7 +321,7 @@ def test_the_readme_token_recipe_prints_only_what_the_model_said(
     openai_server.script += [tool_calls(call, content="Searching.")] * 3 + [
         text("Nothing new today.")]
     agent = create_loop_agent(chat(openai_server), [search],
-                              loop_detection=LoopDetection(warn_after=2, stop_after=3))
+                              loop_detection=LoopDetection(repeat=Repeat(warn_after=2, stop_after=3)))
     printed: list[str] = []
     parts: list[Any] = []
 
@@ -351,7 +351,7 @@ def test_the_final_answer_call_is_bounded_by_what_is_left_of_the_budget(
     openai_server.script += [tool_calls(call, usage=(100, 20))] * 3 + [
         text("Summary.", usage=(150, 3))]
     agent = create_loop_agent(chat(openai_server), [search],
-                              loop_detection=LoopDetection(warn_after=2, stop_after=3),
+                              loop_detection=LoopDetection(repeat=Repeat(warn_after=2, stop_after=3)),
                               limits={"token_budget": 1100})  # the stop notice asks more
     result = agent.invoke({"messages": [HumanMessage("Any news?")]})
     assert result["stop_reason"] == StopReason.LOOP_DETECTED

@@ -16,7 +16,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 
-from langgraph_loop import Iterations, Limits, LoopDetection, create_loop_agent
+from langgraph_loop import Calls, Iterations, Limits, LoopDetection, SameReply, create_loop_agent
 from langgraph_loop.core.config import ArgPolicy
 from langgraph_loop.engine.detection import normalize
 from langgraph_loop.scripted import ScriptedChatModel
@@ -211,12 +211,12 @@ def test_a_runaway_repeat_stops_at_8_in_a_row_and_a_declared_poll_finishes() -> 
     """The same call back to back 8 times stops whatever it returns (issue 37: 15 before); a
     tool declared as polled waits while its result moves."""
     advancing = [f"job 7: {10 * i} % done" for i in range(12)]
-    polled = LoopDetection(arg_policies={"poll": ArgPolicy(polls=True)})
+    polled = LoopDetection(calls=Calls(arg_policies={"poll": ArgPolicy(polls=True)}))
     assert poll_run(advancing, loop_detection=polled)[:2] == (None, "completed")
     assert poll_run(advancing, loop_detection=LoopDetection())[:3] == (7, "loop_detected", "same_reply")
     growing = [f"[File: A.java ({33 * (i + 1)} lines total)]" for i in range(20)]
     assert poll_run(growing, loop_detection=LoopDetection())[:3] == (7, "loop_detected", "same_reply")
-    was = LoopDetection(same_reply_stop_after=15)
+    was = LoopDetection(same_reply=SameReply(stop_after=15))
     assert poll_run(growing, loop_detection=was)[:3] == (14, "loop_detected", "same_reply")
 
 

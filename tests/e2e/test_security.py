@@ -29,7 +29,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 from pydantic import SecretStr
 
-from langgraph_loop import Approval, Hooks, LoopDetection, create_loop_agent
+from langgraph_loop import Approval, Hooks, LoopDetection, Repeat, create_loop_agent
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.openai_server import OpenAIServer, text, tool_calls
 
@@ -160,7 +160,7 @@ def test_api_key_reaches_the_provider_and_nothing_else(
     conn = sqlite3.connect(db, check_same_thread=False)
     try:
         agent = create_loop_agent(llm, [status], checkpointer=SqliteSaver(conn),
-                                  loop_detection=LoopDetection(warn_after=2, stop_after=4))
+                                  loop_detection=LoopDetection(repeat=Repeat(warn_after=2, stop_after=4)))
         events = list(agent.stream({"messages": [HumanMessage("status?")]}, _cfg("keys"),
                                    stream_mode=["values", "updates", "messages", "custom",
                                                 "debug", "tasks", "checkpoints"]))

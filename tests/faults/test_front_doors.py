@@ -11,18 +11,19 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from langgraph_loop import LoopDetection, create_loop_agent
+from langgraph_loop import Calls, LoopDetection, create_loop_agent
 from langgraph_loop.app.server import context_problem
 from langgraph_loop.app.server import graph as served
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.helpers import add, boom
 
 TYPOS: list[tuple[dict[str, Any], str]] = [
-    ({"per_tool": {"ad": 3}}, "loop_detection.per_tool: unknown tools ['ad']; known: ['add', 'boom']"),
-    ({"arg_policies": {"bom": {"stop_after": 4}}},
-     "loop_detection.arg_policies: unknown tools ['bom']; known: ['add', 'boom']"),
-    ({"read_only_tools": ["add", "lookup"]},
-     "loop_detection.read_only_tools: unknown tools ['lookup']; known: ['add', 'boom']"),
+    ({"calls": {"per_tool": {"ad": 3}}},
+     "loop_detection.calls.per_tool: unknown tools ['ad']; known: ['add', 'boom']"),
+    ({"calls": {"arg_policies": {"bom": {"stop_after": 4}}}},
+     "loop_detection.calls.arg_policies: unknown tools ['bom']; known: ['add', 'boom']"),
+    ({"calls": {"read_only_tools": ["add", "lookup"]}},
+     "loop_detection.calls.read_only_tools: unknown tools ['lookup']; known: ['add', 'boom']"),
 ]
 
 
@@ -37,9 +38,9 @@ def test_a_tool_name_the_graph_does_not_have_is_refused_at_build_time(
 
 
 def test_the_wildcard_policy_and_known_names_are_accepted() -> None:
+    policies = {"*": {"stop_after": 4}, "boom": {"stop_after": 4}}
     create_loop_agent(ScriptedChatModel(), [add, boom], loop_detection=LoopDetection(
-        per_tool={"add": 3}, arg_policies={"*": {"stop_after": 4}, "boom": {"stop_after": 4}},
-        read_only_tools=["add"]))
+        calls=Calls(per_tool={"add": 3}, arg_policies=policies, read_only_tools=["add"])))
 
 
 def test_approval_says_it_the_same_way() -> None:

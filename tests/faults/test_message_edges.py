@@ -77,20 +77,11 @@ def test_removing_it_through_invoke_takes_its_results_too(saver: SqliteSaver) ->
     assert [m.type for m in model.requests[-1]] == ["human", "ai", "human"]
 
 
-@pytest.mark.parametrize("how", ["continuation", "prompt_factory"])
-def test_a_continuation_that_answers_none_never_sends_the_text_none(
-        saver: SqliteSaver, how: str) -> None:
+def test_a_continuation_that_answers_none_never_sends_the_text_none(saver: SqliteSaver) -> None:
     model = ScriptedChatModel(script=["draft", "final"])
-    keyword: dict[str, Any] = (
-        {"iterations": Iterations(max=2, should_continue=lambda s: True,
-                                  continuation=lambda state, feedback: None)}
-        if how == "continuation" else
-        {"iterations": Iterations(max=2, should_continue=lambda s: True),
-         "prompt_factory": lambda state: None})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        agent = create_loop_agent(model, [add], checkpointer=saver, **keyword)
-    agent.invoke({"messages": [HumanMessage("Write a haiku.")]}, thread(how))
+    agent = create_loop_agent(model, [add], checkpointer=saver, iterations=Iterations(
+        max=2, should_continue=lambda s: True, continuation=lambda state, feedback: None))
+    agent.invoke({"messages": [HumanMessage("Write a haiku.")]}, thread("continuation"))
     sent = [str(m.content) for m in model.requests[-1]]
     assert "None" not in sent
     assert sent[-1] == "Write a haiku."  # None: the previous iteration's input again

@@ -63,7 +63,7 @@ from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 
-from langgraph_loop import Approval, Iterations, Limits, LoopDetection, create_loop_agent
+from langgraph_loop import Approval, Iterations, Limits, LoopDetection, Repeat, create_loop_agent
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.faults.support import as_stored, check_pairing, priced, stored, text_of
 
@@ -491,7 +491,7 @@ def run_example(c: dict[str, Any], segments: list[str], script: list[tuple[Any, 
         limits=Limits(max_tool_calls=c["max_tool_calls"], token_budget=c["token_budget"],
                       final_answer=c["final_answer"], max_tool_output_chars=c["max_tool_output_chars"]),
         approval=Approval(tools=("danger",)) if c["approval"] else None,
-        loop_detection=LoopDetection(warn_after=2, stop_after=3) if c["detection"] else None,
+        loop_detection=LoopDetection(repeat=Repeat(warn_after=2, stop_after=3)) if c["detection"] else None,
     )
     output_caps: list[int | None] = []
     for n, spec in enumerate(turns):

@@ -21,6 +21,7 @@ from langgraph_loop import Approval, Limits, StopReason, create_loop_agent
 from langgraph_loop.middleware import LoopDetectionMiddleware, TokenBudgetMiddleware
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.faults.support import assert_valid, text_of
+from tests.helpers import add_tokens
 
 PAGE = "result text " * 60
 
@@ -69,11 +70,11 @@ def test_a_huge_extension_is_a_value_error_naming_tokens_and_the_pause_stays_ope
         assert agent.invoke(go(), config)["__interrupt__"]
         before, asked = agent.get_state(config), len(model.requests)
         with pytest.raises(ValueError, match=r"tokens\n.*less than or equal to 1000000000000"):
-            agent.invoke(Command(resume={"action": "extend", "tokens": 10**30}), config)
+            agent.invoke(Command(resume=add_tokens(10**30)), config)
         after = agent.get_state(config)
         assert after.values == before.values and len(after.interrupts) == 1
         assert len(model.requests) == asked
-        done = agent.invoke(Command(resume={"action": "extend", "tokens": 10**12}), config)
+        done = agent.invoke(Command(resume=add_tokens(10**12)), config)
     assert "__interrupt__" not in done and done["messages"][-1].content == "All found."
 
 
@@ -99,7 +100,7 @@ def test_an_empty_resume_is_a_value_error_saying_what_to_send(
         after = agent.get_state(config)
         assert after.values == before.values and after.next == before.next
         answer = ({"decisions": [{"type": "approve"}]} if door is _gated
-                  else {"action": "extend", "tokens": 10_000})
+                  else add_tokens(10_000))
         done = agent.invoke(Command(resume=answer), config)
     assert done["stop_reason"] == StopReason.COMPLETED
 

@@ -19,7 +19,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
-from langgraph_loop import LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import LoopDetection, Repeat, StopReason, create_loop_agent
 from langgraph_loop.core.messages import is_notice
 from langgraph_loop.middleware import LoopDetectionMiddleware
 from langgraph_loop.scripted import ScriptedChatModel
@@ -239,7 +239,7 @@ def _same_decisions(script: Any, config: LoopDetection) -> tuple[Any, Any, Scrip
     return graph.invoke(request), agent.invoke(request), graph_model, agent_model
 
 
-@pytest.mark.parametrize("config", [LoopDetection(), LoopDetection(warn_after=2, stop_after=4),
+@pytest.mark.parametrize("config", [LoopDetection(), LoopDetection(repeat=Repeat(warn_after=2, stop_after=4)),
                                     LoopDetection(layers=("repeat", "cycle"))])
 def test_the_middleware_decides_as_the_graph(scripted: list[ScriptedChatModel],
                                              config: LoopDetection) -> None:
@@ -314,8 +314,10 @@ async def test_ask_human_continue_runs_the_calls_and_a_hint_reaches_the_model(
         assert "__interrupt__" in again
         hinted = [r for r in model.requests if is_notice(r[-1]) and "Check the logs." in str(r[-1].content)]
         assert len(hinted) == 1
-        with pytest.warns(DeprecationWarning, match="0.3's shape"):  # 0.3's answer, until 0.5
-            done = await agent.ainvoke(Command(resume="stop"), config)
+        with pytest.raises(ValueError, match=r"0\.3's answer shapes were removed"):  # 0.3's answer
+            await agent.ainvoke(Command(resume="stop"), config)
+        assert (await agent.aget_state(config)).interrupts  # still paused at the question
+        done = await agent.ainvoke(Command(resume={"decisions": [{"type": "reject"}]}), config)
     assert done["stop_reason"] == StopReason.LOOP_DETECTED
 
 

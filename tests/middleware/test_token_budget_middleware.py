@@ -306,10 +306,13 @@ async def test_a_redirect_reaches_the_model_as_the_users_message(
             ask(), config)
         assert paused["__interrupt__"]
         agent = agent_of(second, 3000, check_in=True, checkpointer=saver)
-        # a redirect alone adds to a call that did not fit: the person is asked again
-        with pytest.warns(DeprecationWarning, match="0.3's shape"):  # 0.3's answer, until 0.5
-            again = await agent.ainvoke(
+        # 0.3's answer is refused naming the shape to send, and the run stays paused
+        with pytest.raises(ValueError, match=r"0\.3's answer shapes were removed"):
+            await agent.ainvoke(
                 Command(resume={"action": "redirect", "message": "Please wrap up now."}), config)
+        assert (await agent.aget_state(config)).interrupts and second.requests == []
+        # too few tokens with the message: the person is asked again, the message kept
+        again = await agent.ainvoke(Command(resume=add_tokens(1, "Please wrap up now.")), config)
         assert again["__interrupt__"] and second.requests == []
         done = await agent.ainvoke(Command(resume=add_tokens(2000)), config)
     assert done.get("stop_reason") is None and done["messages"][-1].content == (
@@ -331,10 +334,12 @@ def test_a_wrong_answer_raises_writes_nothing_and_the_next_one_works(
         _paused(first, saver, config)
         agent = agent_of(second, 3000, check_in=True, checkpointer=saver)
         before = agent.get_state(config)
-        for wrong, says in [({"action": "extend"}, "'extend' needs 'tokens'"),
-                            ({"action": "extend", "tokens": 0}, "greater than or equal to 1"),
-                            ({"action": "redirect", "message": " "}, "non-empty 'message'"),
-                            ({"action": "more"}, "action"), (42, "answer with"),
+        removed = r"0.3's answer shapes were removed\): answer with LangChain's"
+        for wrong, says in [({"action": "extend"}, removed),  # 0.3's answers
+                            ({"action": "extend", "tokens": 5000}, removed),
+                            ({"action": "redirect", "message": " "}, removed),
+                            ({"action": "more"}, removed), (42, "answer with"),
+                            (add_tokens(0), "must be a whole number >= 1"),
                             (add_tokens("2k"), "must be a whole number"),
                             ({"decisions": [{"type": "approve"}] * 2}, "one decision")]:
             with pytest.raises(ValueError, match=says):

@@ -244,6 +244,22 @@ def test_malformed_resume_is_an_error_and_the_thread_stays_paused(
     assert result["stop_reason"] == StopReason.COMPLETED
 
 
+@pytest.mark.parametrize("answer", ["approve", {"action": "approve"}, [{"type": "approve"}]])
+def test_an_answer_not_in_decisions_names_the_shape_and_the_thread_stays_paused(
+    scripted: list[ScriptedChatModel], answer: Any,
+) -> None:
+    agent, _, disk, first = _paused(scripted)
+    with pytest.raises(ValueError, match=r"approval: .* is not an answer 0\.4 takes .* answer with "
+                                         r"LangChain's human-in-the-loop decisions, \{'decisions'"):
+        agent.invoke(Command(resume=answer), _cfg())
+    after = agent.get_state(_cfg())
+    assert disk.ran == [] and [i.id for i in after.interrupts] == [first["__interrupt__"][0].id]
+    result = agent.invoke(Command(resume={"decisions": [{"type": "approve"}, {"type": "reject"}]}),
+                          _cfg())
+    assert sorted(disk.ran, key=str) == [("delete_file", {"path": "/a"}), ("list_files", {"path": "/"})]
+    assert result["stop_reason"] == StopReason.COMPLETED
+
+
 async def test_async_pause_and_resume(scripted: list[ScriptedChatModel]) -> None:
     model = ScriptedChatModel(script=[MIXED, "All done."])
     scripted.append(model)

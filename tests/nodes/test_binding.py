@@ -14,7 +14,7 @@ from langchain_core.runnables import Runnable
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
-from langgraph_loop import Iterations, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import Iterations, LoopDetection, Repeat, StopReason, create_loop_agent
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.engine.final import forbid_tools, none_choice, without_tool_calls
 from langgraph_loop.nodes.binding import call_model, final_model
@@ -100,7 +100,8 @@ def test_a_dropped_call_never_runs_and_the_run_ends_on_text(scripted: list) -> N
     model = ConverseLike(script=[[("add", {"a": 1, "b": 1})]] * 3 + [
         AIMessage("final", tool_calls=[{"name": "add", "args": {"a": 0, "b": 0}, "id": "late"}])])
     scripted.append(model)
-    agent = create_loop_agent(model, [add], loop_detection=LoopDetection(warn_after=2, stop_after=3))
+    agent = create_loop_agent(model, [add], loop_detection=LoopDetection(repeat=Repeat(warn_after=2,
+                                                                                       stop_after=3)))
     out = agent.invoke({"messages": [HumanMessage("go")]})
     assert out["stop_reason"] == StopReason.LOOP_DETECTED and out["messages"][-1].content == "final"
     assert out["messages"][-1].tool_calls == [] and model.request_tool_choice[-1] is None

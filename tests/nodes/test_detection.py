@@ -14,7 +14,15 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
-from langgraph_loop.core.config import DEFAULT_LAYERS, LAYERS, ArgPolicy, LoopDetection
+from langgraph_loop.core.config import (
+    DEFAULT_LAYERS,
+    LAYERS,
+    ArgPolicy,
+    Calls,
+    LoopDetection,
+    NoProgress,
+    Repeat,
+)
 from langgraph_loop.engine.decision import block_answers
 from langgraph_loop.engine.detection import (
     Observation,
@@ -26,11 +34,11 @@ from langgraph_loop.engine.detection import (
 )
 
 _IDS = itertools.count(1)
-Calls = Sequence[tuple[str, dict[str, Any]]]
+CallList = Sequence[tuple[str, dict[str, Any]]]
 Result = tuple[str, str]  # a tool result's content and status
 
 
-def reply(calls: Calls, invalid: Sequence[tuple[str, str]] = ()) -> AIMessage:
+def reply(calls: CallList, invalid: Sequence[tuple[str, str]] = ()) -> AIMessage:
     return AIMessage("", tool_calls=[{"name": n, "args": a, "id": f"c{next(_IDS)}"}
                                      for n, a in calls],
                      invalid_tool_calls=[{"name": n, "args": raw, "id": f"c{next(_IDS)}",
@@ -57,7 +65,7 @@ class Sim:
             return f"{name} result #{next(self.counter)}"
         return f"{name}{json.dumps(args, sort_keys=True)} is always the same"
 
-    def step(self, calls: Calls, *, results: str | None = None,
+    def step(self, calls: CallList, *, results: str | None = None,
              invalid: Sequence[tuple[str, str]] = (),
              returns: Sequence[Result] | None = None) -> Observation:
         """One response; ``returns`` gives each call's (content, status) explicitly."""
@@ -76,7 +84,7 @@ class Sim:
         self.pending = [*(m for m in self.pending if m.tool_call_id not in obs.blocks), *blocked]
         return obs
 
-    def run(self, responses: Sequence[Calls]) -> list[Observation]:
+    def run(self, responses: Sequence[CallList]) -> list[Observation]:
         return [self.step(r) for r in responses]
 
 
@@ -115,11 +123,11 @@ def test_signature_ignores_key_order_and_json_string_arguments() -> None:
 
 
 def test_arg_policies_ignore_keep_and_wildcard() -> None:
-    cfg = LoopDetection(arg_policies={
+    cfg = LoopDetection(calls=Calls(arg_policies={
         "log": ArgPolicy(ignore=("timestamp",)),
         "read": ArgPolicy(keep=("path",)),
         "*": ArgPolicy(ignore=("request_id",)),
-    })
+    }))
     assert call_signature("log", {"m": 1, "timestamp": 1}, cfg) == call_signature(
         "log", {"m": 1, "timestamp": 2}, cfg)
     assert call_signature("log", {"m": 1}, cfg) != call_signature("log", {"m": 2}, cfg)
@@ -146,7 +154,8 @@ def test_malformed_calls_are_signed_from_their_raw_text() -> None:
 
 
 def test_argument_policy_makes_calls_that_differ_only_in_ignored_fields_repeat() -> None:
-    sim = Sim(LoopDetection(arg_policies={"log": ArgPolicy(ignore=("timestamp",))}, layers=REPEATS.layers))
+    sim = Sim(LoopDetection(layers=REPEATS.layers,
+                            calls=Calls(arg_policies={"log": ArgPolicy(ignore=("timestamp",))})))
     obs = sim.run([[("log", {"msg": "hi", "timestamp": t})] for t in range(3)])
     assert layers(obs[-1]) == ["repeat"]
 
@@ -190,7 +199,7 @@ def test_twenty_distinct_calls_never_warn(results: str) -> None:
 
 
 def test_repeats_are_counted_within_the_window_only() -> None:
-    sim = Sim(LoopDetection(window=6))
+    sim = Sim(LoopDetection(calls=Calls(window=6)))
     responses = []
     for i in range(8):
         responses += [X] + [[("search", {"q": f"{i}-{j}"})] for j in range(3)]
@@ -199,7 +208,7 @@ def test_repeats_are_counted_within_the_window_only() -> None:
 
 
 def test_the_warning_is_given_again_after_the_signature_left_the_window() -> None:
-    sim = Sim(LoopDetection(window=5, layers=REPEATS.layers))
+    sim = Sim(LoopDetection(layers=REPEATS.layers, calls=Calls(window=5)))
     first = sim.run([X] * 3)
     sim.run([[("other", {"i": i})] for i in range(5)])
     again = sim.run([X] * 3)
@@ -334,10 +343,13 @@ def test_a_repeat_back_to_back_or_after_nothing_new_is_stopped_without_a_block()
 
 def test_the_ladder_per_layer() -> None:
     """``block=()`` stops at once; ``block_only_interleaved=False`` blocks back-to-back repeats."""
-    assert rungs(Sim(LoopDetection(block=()), results="same").run([X] * 4))[3] == "stop:no_progress"
-    always = Sim(LoopDetection(block_only_interleaved=False), results="same").run([X] * 5)
+    assert rungs(Sim(LoopDetection(no_progress=NoProgress(block=False)),
+                     results="same").run([X] * 4))[3] == "stop:no_progress"
+    always = Sim(LoopDetection(no_progress=NoProgress(block_only_interleaved=False)),
+                 results="same").run([X] * 5)
     assert rungs(always)[3:] == ["block", "stop:no_progress"]
-    repeat = Sim(LoopDetection(block=("repeat",), layers=REPEATS.layers)).run([X] * 6)
+    repeat = Sim(LoopDetection(layers=REPEATS.layers, no_progress=NoProgress(block=False),
+                               repeat=Repeat(block=True))).run([X] * 6)
     assert rungs(repeat)[2:] == ["warn:repeat", "ok", "block", "stop:repeat"]
 
 
@@ -358,7 +370,7 @@ def test_volatile_parts_of_results_do_not_make_them_different() -> None:
     obs = [sim.step(X, returns=[(f"Ran 3 tests in 0.{i}s at 2025-11-19T00:0{i}:00 (pid {i})",
                                  "success")]) for i in range(4)]
     assert rungs(obs)[2:] == ["warn:no_progress", "stop:no_progress"]
-    raw = Sim(LoopDetection(normalize_results=False))
+    raw = Sim(LoopDetection(calls=Calls(normalize_results=False)))
     assert all(o.stop is None for o in [raw.step(X, returns=[(f"in 0.{i}s", "success")])
                                          for i in range(4)])
 
@@ -393,7 +405,7 @@ def test_a_write_naming_the_same_path_excuses_the_next_read() -> None:
 
 
 def test_a_read_only_tool_naming_the_path_excuses_nothing() -> None:
-    sim = Sim(LoopDetection(read_only_tools=("grep",)))
+    sim = Sim(LoopDetection(calls=Calls(read_only_tools=("grep",))))
     obs = []
     for _ in range(4):
         obs.append(sim.step([("bash", {"command": "cat src/app.py"})], returns=[("x", "success")]))
@@ -436,8 +448,8 @@ def test_a_tool_declares_what_makes_two_calls_the_same_and_its_thresholds() -> N
     obs = [sim.step([("read", {"path": "a", "offset": i})], returns=[("same", "success")])
            for i in range(6)]
     assert rungs(obs) == ["ok", "ok", "warn:no_progress", "ok", "ok", "stop:no_progress"]
-    explicit = LoopDetection(arg_policies={"read": ArgPolicy()}).with_tool_hints(tools)
-    assert explicit.arg_policies["read"] == ArgPolicy()  # explicit settings win
+    explicit = LoopDetection(calls=Calls(arg_policies={"read": ArgPolicy()})).with_tool_hints(tools)
+    assert explicit.calls.arg_policies["read"] == ArgPolicy()  # explicit settings win
 
 
 def test_a_poll_with_a_constant_sleep_needs_the_sleep_tools_own_thresholds() -> None:
@@ -451,7 +463,7 @@ def test_a_poll_with_a_constant_sleep_needs_the_sleep_tools_own_thresholds() -> 
         return out
 
     assert "block" in rungs(poll(Sim()))  # the status moves: the sleep is refused, not stopped
-    relaxed = LoopDetection(arg_policies={"sleep": ArgPolicy(warn_after=50, stop_after=60)})
+    relaxed = LoopDetection(calls=Calls(arg_policies={"sleep": ArgPolicy(warn_after=50, stop_after=60)}))
     assert all(not o.warnings and o.stop is None and not o.blocks for o in poll(Sim(relaxed)))
 
 
@@ -464,8 +476,8 @@ def test_read_only_hints_in_tool_metadata() -> None:
              named("nested", {"annotations": {"readOnlyHint": True}}),
              named("writer", {"readOnlyHint": False}), named("plain", None),
              named("think", {"readOnlyHint": True})]
-    cfg = LoopDetection(read_only_tools=("think",)).with_tool_hints(tools)
-    assert cfg.read_only_tools == ("think", "mcp_lookup", "nested")
+    cfg = LoopDetection(calls=Calls(read_only_tools=("think",))).with_tool_hints(tools)
+    assert cfg.calls.read_only_tools == ("think", "mcp_lookup", "nested")
     plain = LoopDetection()
     assert plain.with_tool_hints([named("plain", None)]) is plain
 
@@ -514,7 +526,7 @@ def test_identical_failing_calls_between_new_calls(between: Between, rungs_witho
     nothing: the retry stops."""
     obs = retries(Sim(), between)
     assert rungs(obs) == rungs_without_hints
-    hinted = retries(Sim(LoopDetection(read_only_tools=("think", "get_flight_status"))), between)
+    hinted = retries(Sim(LoopDetection(calls=Calls(read_only_tools=("think", "get_flight_status")))), between)
     assert rungs(hinted) == ["ok", "ok", "warn:no_progress", "stop:no_progress"]
     assert hinted[-1].stop is not None and hinted[-1].stop["progressing"] is False
 
@@ -523,7 +535,7 @@ def test_identical_failing_calls_between_new_calls(between: Between, rungs_witho
 
 
 def test_per_tool_cap_warns_when_reached_and_stops_when_exceeded() -> None:
-    sim = Sim(LoopDetection(per_tool={"fetch": 4}))
+    sim = Sim(LoopDetection(calls=Calls(per_tool={"fetch": 4})))
     obs = sim.run([[("fetch", {"url": str(i)})] for i in range(5)])
     assert [layers(o) for o in obs[:4]] == [[], [], [], ["per_tool"]]
     assert "fetch 4 times" in obs[3].warnings[0].text
@@ -532,14 +544,15 @@ def test_per_tool_cap_warns_when_reached_and_stops_when_exceeded() -> None:
 
 
 def test_per_tool_cap_with_a_block_rung() -> None:
-    sim = Sim(LoopDetection(per_tool={"fetch": 2}, block=("per_tool",)))
+    sim = Sim(LoopDetection(no_progress=NoProgress(block=False), calls=Calls(per_tool={"fetch": 2},
+                                                                             block_per_tool=True)))
     obs = sim.run([[("fetch", {"url": str(i)})] for i in range(4)])
     assert rungs(obs) == ["ok", "warn:per_tool", "block", "stop:per_tool"]
     assert "over its limit of 2" in next(iter(obs[2].blocks.values()))
 
 
 def test_per_tool_cap_counts_parallel_calls_and_is_windowed() -> None:
-    sim = Sim(LoopDetection(per_tool={"fetch": 4}, window=5))
+    sim = Sim(LoopDetection(calls=Calls(per_tool={"fetch": 4}, window=5)))
     first = sim.step([("fetch", {"url": "a"}), ("fetch", {"url": "b"}), ("fetch", {"url": "c"})])
     assert first.stop is None and not first.warnings
     sim.run([[("other", {"i": i})] for i in range(5)])  # the fetches leave the window
@@ -581,19 +594,19 @@ def test_a_text_reply_only_absorbs_the_results() -> None:
 
 def test_config_validation() -> None:
     with pytest.raises(ValueError, match="stop_after"):
-        LoopDetection(warn_after=5, stop_after=5)
+        LoopDetection(repeat=Repeat(warn_after=5, stop_after=5))
     with pytest.raises(ValueError, match="window"):
-        LoopDetection(window=4)
+        LoopDetection(calls=Calls(window=4))
     with pytest.raises(ValueError, match="per_tool"):
-        LoopDetection(per_tool={"fetch": 0})
+        LoopDetection(calls=Calls(per_tool={"fetch": 0}))
     with pytest.raises(ValueError):
-        LoopDetection(progress_factor=0)
+        LoopDetection(repeat=Repeat(progress_factor=0))
     with pytest.raises(ValueError, match="read_only_tools"):
-        LoopDetection(read_only_tools=("think", "think"))
+        LoopDetection(calls=Calls(read_only_tools=("think", "think")))
     with pytest.raises(ValueError, match="read_only_tools"):
-        LoopDetection(read_only_tools=("",))
+        LoopDetection(calls=Calls(read_only_tools=("",)))
     with pytest.raises(ValueError):
-        LoopDetection(read_only_tools="think")  # type: ignore[arg-type]
+        LoopDetection(calls=Calls(read_only_tools="think"))  # type: ignore[arg-type]
 
 
 def test_a_reply_cut_while_streaming_warns_once_then_stops() -> None:
@@ -620,7 +633,8 @@ def test_a_call_is_remembered_while_in_the_window_or_recent_and_no_longer() -> N
     holds it or it was requested within the last ``call_window`` calls; the records are in the
     order of their latest request. Random replies of 1-3 calls over a small pool."""
     rng = random.Random(11)
-    config = LoopDetection(window=5, call_window=7, layers=("no_progress",))
+    config = LoopDetection(layers=("no_progress",), no_progress=NoProgress(call_window=7),
+                           calls=Calls(window=5))
     for _ in range(40):
         det: dict[str, Any] = {}
         latest: dict[str, int] = {}
@@ -634,9 +648,9 @@ def test_a_call_is_remembered_while_in_the_window_or_recent_and_no_longer() -> N
             for sig in sigs:
                 count += 1
                 latest[sig] = count
-            windows = [*windows, set(sigs)][-config.window:]
+            windows = [*windows, set(sigs)][-config.calls.window:]
             expected = {s for s, last in latest.items()
-                        if any(s in w for w in windows) or last > count - config.call_window}
+                        if any(s in w for w in windows) or last > count - config.no_progress.call_window}
             assert set(det["calls"]) == expected
             lasts = [r["last"] for r in det["calls"].values()]
             assert lasts == sorted(lasts)

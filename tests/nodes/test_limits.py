@@ -82,12 +82,12 @@ def pressure_due(state: Any, settings: Any) -> bool:
 
 def test_pressure_due_once_per_run_at_threshold() -> None:
     from langgraph_loop.core.settings import LoopSettings
-    s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=1000),
-                           budget_pressure=BudgetPressure(threshold=0.5))
+    s = LoopSettings.build(ScriptedChatModel(), limits=Limits(
+        token_budget=1000, budget_pressure=BudgetPressure(threshold=0.5)))
     assert not pressure_due({"usage": {"total_tokens": 499}, "run": {}}, s)
     assert pressure_due({"usage": {"total_tokens": 500}, "run": {}}, s)
     assert not pressure_due({"usage": {"total_tokens": 900}, "run": {"pressure_queued": True}}, s)
-    no_budget = LoopSettings.build(ScriptedChatModel(), budget_pressure=BudgetPressure())
+    no_budget = LoopSettings.build(ScriptedChatModel(), limits=Limits(budget_pressure=BudgetPressure()))
     assert not pressure_due({"usage": {"total_tokens": 10**9}, "run": {}}, no_budget)
 
 
@@ -103,8 +103,8 @@ def test_pressure_seen_only_after_delivery() -> None:
 def test_budget_pressure_guard_needs_budget_and_config() -> None:
     from langgraph_loop.core.settings import LoopSettings
     state: Any = {"run": {"pressure_queued": True}, "usage": {"total_tokens": 850}}
-    on = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=1000),
-                            budget_pressure=BudgetPressure())
+    on = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=1000,
+                                                               budget_pressure=BudgetPressure()))
     assert budget_pressure_guard(state, on) == {
         "guard": "budget_pressure", "reason": "budget_pressure", "threshold": 0.8,
         "limit": 1000, "value": 850}
@@ -370,7 +370,7 @@ def _stall_text(messages: list[BaseMessage]) -> Any:
 STOP_PATHS: dict[str, tuple[Any, dict[str, Any], int]] = {
     # name: (model default, create_loop_agent options, token budget)
     "token_budget": (_numbered_calls, {"loop_detection": None}, 600),
-    "loop_detected": (_same_call, {"loop_detection": {"warn_after": 2, "stop_after": 3}}, 800),
+    "loop_detected": (_same_call, {"loop_detection": {"repeat": {"warn_after": 2, "stop_after": 3}}}, 800),
     "max_model_calls": (_numbered_calls, {"iterations": {"max_model_calls": 3}}, 400),
     "max_tool_calls": (_numbered_calls, {"limits": {"max_tool_calls": 2}}, 400),
     "budget_pressure": (_wrap_up_on_notice, {"limits": {"budget_pressure": {"threshold": 0.1}},
@@ -592,8 +592,7 @@ def test_a_wrong_answer_leaves_the_graph_paused_for_a_valid_one(
             assert after.next == before.next and after.values == before.values
             assert len(after.interrupts) == 1
         assert second.requests == []
-        with pytest.warns(DeprecationWarning, match="0.3's shape"):  # 0.3's answer, until 0.5
-            done = graph.invoke(Command(resume={"action": "extend", "tokens": 10_000}), config)
+        done = graph.invoke(Command(resume=add_tokens("10000")), config)  # a UI sends text
     assert done["stop_reason"] == StopReason.COMPLETED and done["messages"][-1].content == "All found."
 
 
@@ -648,5 +647,13 @@ def test_check_in_applies_answers_in_order_until_the_call_fits_or_a_stop() -> No
                                    {"action": "stop", "tokens": 1}, {"action": "stop", "why": 1}])
 def test_a_wrong_budget_answer_is_refused(wrong: Any) -> None:
     from langgraph_loop.engine.limits import parse_budget_answer
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"token budget: .* is not an answer 0.4 takes \(0.3's "
+                                         r"answer shapes were removed\): answer with LangChain's "
+                                         r"human-in-the-loop decisions, \{'decisions'"):
         parse_budget_answer(wrong)
+
+
+@pytest.mark.parametrize("tokens", [5000, "5000", " 5,000 ", "5_000"])
+def test_the_check_in_takes_tokens_as_a_number_or_its_text(tokens: Any) -> None:
+    from langgraph_loop.engine.limits import parse_budget_answer
+    assert parse_budget_answer(add_tokens(tokens)).tokens == 5000

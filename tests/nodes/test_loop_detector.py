@@ -12,7 +12,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langgraph_loop import Limits, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import Calls, Limits, LoopDetection, StopReason, create_loop_agent
 from langgraph_loop.core.messages import check_pairing, is_blocked
 from langgraph_loop.scripted import ScriptedChatModel, repeat
 
@@ -345,8 +345,8 @@ def test_per_run_override_of_thresholds(scripted: list[ScriptedChatModel]) -> No
     model = ScriptedChatModel(script=[X, X, "done"])
     scripted.append(model)
     agent = create_loop_agent(model, [search_tool()[0]],
-                              loop_detection=LoopDetection(per_tool={"search": 10}))
-    result = agent.invoke(ask(), context={"loop_detection": {"warn_after": 2, "stop_after": 4}})
+                              loop_detection=LoopDetection(calls=Calls(per_tool={"search": 10})))
+    result = agent.invoke(ask(), context={"loop_detection": {"repeat": {"warn_after": 2, "stop_after": 4}}})
     assert len(warnings_in(result["messages"])) == 1
 
 

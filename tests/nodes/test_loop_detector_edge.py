@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langgraph_loop import LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import Calls, LoopDetection, Repeat, StopReason, create_loop_agent
 from langgraph_loop.engine.decision import DetectorMemo, RunView, results_before
 from langgraph_loop.engine.detection import observe
 from langgraph_loop.scripted import ScriptedChatModel
@@ -78,8 +78,8 @@ def test_a_stop_runs_the_detector_node_once_and_ends_with_a_final_answer(
         scripted: list[ScriptedChatModel]) -> None:
     model = ScriptedChatModel(default=rounds(20, repeat_at=tuple(range(20))))
     scripted.append(model)
-    agent = create_loop_agent(model, [echo], loop_detection=LoopDetection(warn_after=2,
-                                                                          stop_after=3))
+    agent = create_loop_agent(model, [echo], loop_detection=LoopDetection(repeat=Repeat(warn_after=2,
+                                                                                        stop_after=3)))
     runs = node_runs(agent, {})
     # the repeat warns at the 2nd call and stops at the 3rd; the final answer has no tools
     assert runs == {"prepare": 1, "model": 4, "tools": 2, "router": 1, "loop_detector": 2}
@@ -104,7 +104,7 @@ def _thread(replies: int) -> list[BaseMessage]:
 
 
 def test_the_state_derived_from_the_transcript_is_the_state_built_reply_by_reply() -> None:
-    config = LoopDetection(window=6)
+    config = LoopDetection(calls=Calls(window=6))
     messages = _thread(30)
     expected: dict[str, Any] = {}
     for i, message in enumerate(messages[:-1]):

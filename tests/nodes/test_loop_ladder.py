@@ -229,8 +229,11 @@ async def test_a_human_decides_in_an_async_run(scripted: list[ScriptedChatModel]
                               loop_detection=LoopDetection(ask_human=True))
     paused = await agent.ainvoke(ask(), cfg("async"))
     assert paused["__interrupt__"][0].value["action_requests"][0]["name"] == "Loop detected: bash"
-    with pytest.warns(DeprecationWarning, match="0.3's shape"):  # 0.3's answer, until 0.5
-        result = await agent.ainvoke(Command(resume="continue"), cfg("async"))
+    with pytest.raises(ValueError, match=r"'continue' is not an answer 0.4 takes .* \{'decisions'"):
+        await agent.ainvoke(Command(resume="continue"), cfg("async"))  # 0.3's answer
+    (still,) = (await agent.aget_state(cfg("async"))).interrupts
+    assert still.value == paused["__interrupt__"][0].value
+    result = await agent.ainvoke(Command(resume={"decisions": [{"type": "approve"}]}), cfg("async"))
     assert result["stop_reason"] == StopReason.COMPLETED
 
 
@@ -247,8 +250,8 @@ def test_a_bad_answer_is_a_clear_error_and_the_next_answer_works(tmp_path: Path)
                           {"decisions": [{"type": "edit", "edited_action": {"name": "x", "args": {
                               "hint": 3}}}]}]
         for answer in bad:
-            with pytest.raises(ValueError, match=r"answer with|needs a non-empty|must be one of|"
-                                                 r"carries its hint"):
+            with pytest.raises(ValueError, match=r"not an answer 0.4 takes|needs a non-empty|"
+                                                 r"must be one of|carries its hint|one decision"):
                 agent(saver).invoke(Command(resume=answer), cfg("bad"))
             (still,) = agent(saver).get_state(cfg("bad")).interrupts
             assert (still.id, still.value) == (asked.id, asked.value)  # paused at the same question

@@ -30,11 +30,12 @@ from langgraph_loop import (
     Judge,
     Limits,
     LoopDetection,
+    Repeat,
     StopReason,
     create_loop_agent,
 )
+from langgraph_loop.core.hosting import DuplicateMiddlewareError
 from langgraph_loop.core.messages import unanswered_tail
-from langgraph_loop.core.settings import DuplicateMiddlewareError
 from langgraph_loop.scripted import ScriptedChatModel
 
 
@@ -234,7 +235,7 @@ def test_loop_detection_stops_a_repeating_call_beside_every_hook(invoke: str) ->
     model = ScriptedChatModel(default=lambda messages: [("lookup", {"q": "same"})],
                               no_tools_reply="I kept looking up the same thing.")
     agent = create_loop_agent(model, [lookup], middleware=EVERY_HOOK,
-                              loop_detection=LoopDetection(warn_after=2, stop_after=3))
+                              loop_detection=LoopDetection(repeat=Repeat(warn_after=2, stop_after=3)))
     payload = {"messages": [HumanMessage("go")]}
     result = run(agent, payload, invoke)
     assert result["stop_reason"] == StopReason.LOOP_DETECTED

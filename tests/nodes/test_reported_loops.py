@@ -12,7 +12,18 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool, tool
 
-from langgraph_loop import Iterations, LoopDetection, StopReason, create_loop_agent, is_notice
+from langgraph_loop import (
+    Calls,
+    Drift,
+    Iterations,
+    LoopDetection,
+    NoProgress,
+    Repeat,
+    SameReply,
+    StopReason,
+    create_loop_agent,
+    is_notice,
+)
 from langgraph_loop.middleware import LoopDetectionMiddleware
 from langgraph_loop.scripted import ScriptedChatModel
 
@@ -111,7 +122,8 @@ def test_one_nudge_per_streak(scripted: list[ScriptedChatModel]) -> None:
     """A frozen streak (the same call, the same result) is warned about once, not every turn."""
     model = ScriptedChatModel(default=lambda m: [("search", {"query": "x"})] if len(m) < 24 else "ok")
     scripted.append(model)
-    patient = LoopDetection(no_progress_stop_after=9, stop_after=12, window=20, same_reply_stop_after=None)
+    patient = LoopDetection(no_progress=NoProgress(stop_after=9), repeat=Repeat(stop_after=12),
+                            same_reply=SameReply(stop_after=None), calls=Calls(window=20))
     result = _graph(model, [search], patient).invoke({"messages": [HumanMessage("go")]})
     texts = [str(m.content) for m in result["messages"] if is_notice(m)]
     # 9 identical results: one warning (after the second; the repeat layer does not warn about
@@ -143,7 +155,7 @@ def test_a_command_that_grows_a_little_each_time_with_the_same_result_is_stopped
 
     model = ScriptedChatModel(default=grows, no_tools_reply="The file is not there.")
     scripted.append(model)
-    drift = LoopDetection(drift_stop_after=4)  # its own threshold given: the layer is on
+    drift = LoopDetection(drift=Drift(stop_after=4))  # its own threshold given: the layer is on
     result = front_door(model, [bash], drift).invoke({"messages": [HumanMessage("find foo")]})
     guard = result.get("stop_guard") or result["iterations"][-1]["guard"]
     assert result["stop_reason"] == StopReason.LOOP_DETECTED

@@ -16,7 +16,7 @@ from langchain.agents.structured_output import (
 from langchain_core.messages import AIMessage, HumanMessage
 from pydantic import BaseModel
 
-from langgraph_loop import Approval, Iterations, Judge, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import Approval, Iterations, Judge, LoopDetection, Repeat, StopReason, create_loop_agent
 from langgraph_loop.core import prompts
 from langgraph_loop.core.shape import Shape
 from langgraph_loop.scripted import ScriptedChatModel
@@ -88,7 +88,7 @@ def test_after_the_cap_the_last_iterations_answer_stays(scripted: list) -> None:
 def test_a_stop_ends_on_a_forced_structured_answer(scripted: list) -> None:
     """After a stop the final-answer call keeps every tool defined and forces the output tool."""
     agent, model = _agent(scripted, [[("add", {"a": 1, "b": 1})]] * 3 + [answer()], response_format=Answer,
-                          loop_detection=LoopDetection(warn_after=2, stop_after=3))
+                          loop_detection=LoopDetection(repeat=Repeat(warn_after=2, stop_after=3)))
     out = agent.invoke(ASK)
     assert out["stop_reason"] == StopReason.LOOP_DETECTED
     assert out["structured_response"] == Answer(city="Paris", year=2024)

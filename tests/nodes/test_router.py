@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
+from langgraph_loop import Iterations
 from langgraph_loop.core.messages import CONTINUE_NAME
 from langgraph_loop.core.prompts import CONTINUE as DEFAULT_CONTINUE
 from langgraph_loop.core.settings import LoopSettings
@@ -108,12 +109,13 @@ def _fresh_state() -> dict:
                      AIMessage("", id="a2", tool_calls=[{"name": "f", "args": {}, "id": "t1"}]),
                      ToolMessage("ok", tool_call_id="t1", id="tm")],
         "iteration": 2, "progress": ["pass 1"],
-        "run": {"request_id": "r"}, "pass_info": {"start_id": "c"},
+        "run": {"request_id": "r"}, "iteration_info": {"start_id": "c"},
     }
 
 
 def test_fresh_context_window() -> None:
-    s = LoopSettings.build(ScriptedChatModel(), system_prompt="Be brief.", fresh_context=True)
+    s = LoopSettings.build(ScriptedChatModel(), system_prompt="Be brief.",
+                           iterations=Iterations(fresh_context=True))
     request = build_request(_fresh_state(), s, [])  # type: ignore[arg-type]
     assert [m.id for m in request[1:]] == ["r", request[2].id, "c", "a2", "tm"]
     assert isinstance(request[0], SystemMessage) and request[0].content == "Be brief."
@@ -121,12 +123,13 @@ def test_fresh_context_window() -> None:
 
 
 def test_fresh_context_without_progress_injection() -> None:
-    s = LoopSettings.build(ScriptedChatModel(), fresh_context=True, inject_progress=False)
+    s = LoopSettings.build(ScriptedChatModel(),
+                           iterations=Iterations(fresh_context=True, inject_progress=False))
     request = build_request(_fresh_state(), s, [])  # type: ignore[arg-type]
     assert [m.id for m in request] == ["r", "c", "a2", "tm"]
 
 
 def test_first_pass_of_fresh_context_sends_the_whole_thread() -> None:
-    s = LoopSettings.build(ScriptedChatModel(), fresh_context=True)
+    s = LoopSettings.build(ScriptedChatModel(), iterations=Iterations(fresh_context=True))
     state = {**_fresh_state(), "iteration": 1}
     assert len(build_request(state, s, [])) == 7  # type: ignore[arg-type]

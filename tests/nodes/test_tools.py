@@ -95,7 +95,7 @@ def test_each_answer_is_capped_and_timed_in_wrap_tool_call_and_keeps_no_stamp() 
         agent = create_loop_agent(model, [shout], checkpointer=saver)
         result = agent.invoke({"messages": [HumanMessage("go")]},
                               {"configurable": {"thread_id": "t"}},
-                              context={"max_tool_output_chars": 100})
+                              context={"limits": {"max_tool_output_chars": 100}})
         answers = [m for m in result["messages"] if isinstance(m, ToolMessage)]
         assert [m.content[:100] for m in answers] == ["x" * 100] * calls
         assert all("500" in m.content[100:] and m.response_metadata == {} for m in answers)

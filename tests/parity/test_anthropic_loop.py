@@ -22,6 +22,7 @@ from langgraph_loop import (
     Iterations,
     Limits,
     LoopDetection,
+    Repeat,
     StopReason,
     create_loop_agent,
 )
@@ -111,7 +112,8 @@ def test_loop_warning_sits_after_the_tool_results(anthropic_server: AnthropicSer
     """A repeated call draws a warning; the model sees it after the tool results of its turn
     (``tool_result`` blocks first, as Anthropic requires)."""
     anthropic_server.script += [tool_use([same_search()])] * 3 + [text("I will stop repeating.")]
-    agent = create_loop_agent(claude(anthropic_server), [search], loop_detection=LoopDetection(warn_after=2))
+    agent = create_loop_agent(claude(anthropic_server), [search],
+                              loop_detection=LoopDetection(repeat=Repeat(warn_after=2)))
     result = agent.invoke(ASK)
     warnings = [m for m in result["messages"] if m.type == "human" and m.name == "loop_notice"]
     assert warnings, "no loop warning was given"

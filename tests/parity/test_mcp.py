@@ -10,7 +10,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 
-from langgraph_loop import Iterations, Limits, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import Calls, Iterations, Limits, LoopDetection, StopReason, create_loop_agent
 from langgraph_loop.scripted import ScriptedChatModel, repeat
 from tests.conftest import MCPTools
 from tests.parity.compare import call, calls, normalise_messages, same
@@ -123,12 +123,12 @@ async def test_read_only_hint_is_honoured(mcp_tools: MCPTools) -> None:
     lookup = mcp_tools["lookup"]
     assert lookup.metadata and lookup.metadata["readOnlyHint"] is True
     hinted = await _retries_before_stop([lookup], LoopDetection())
-    named = await _retries_before_stop([lookup], LoopDetection(read_only_tools=("lookup",)))
+    named = await _retries_before_stop([lookup], LoopDetection(calls=Calls(read_only_tools=("lookup",))))
     unhinted_lookup = lookup.model_copy(update={"metadata": None})
     unhinted = await _retries_before_stop([unhinted_lookup], LoopDetection())
     assert hinted == named, "readOnlyHint must count as declaring the tool read-only"
     # Since issue 22 no other call's fresh result excuses a repeat, so here the hint no longer
     # changes when the loop stops; it is still read from the MCP tool's metadata:
-    assert LoopDetection().with_tool_hints([lookup]).read_only_tools == ("lookup",)
-    assert LoopDetection().with_tool_hints([unhinted_lookup]).read_only_tools == ()
+    assert LoopDetection().with_tool_hints([lookup]).calls.read_only_tools == ("lookup",)
+    assert LoopDetection().with_tool_hints([unhinted_lookup]).calls.read_only_tools == ()
     assert unhinted == hinted

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 
-from langgraph_loop import Iterations, Limits, LoopDetection, create_loop_agent
+from langgraph_loop import Iterations, Limits, LoopDetection, Repeat, create_loop_agent
 from langgraph_loop.core.messages import check_pairing
 from langgraph_loop.scripted import ScriptedChatModel, repeat
 from tests import helpers
@@ -64,7 +64,7 @@ def test_invariants_hold_for_random_behaviour(script: list[Any], limits: dict[st
     per_iteration = limits.pop("max_model_calls")
     agent = create_loop_agent(
         model, [add, boom], limits=Limits(**limits),
-        loop_detection=LoopDetection(warn_after=2, stop_after=3) if detection else None,
+        loop_detection=LoopDetection(repeat=Repeat(warn_after=2, stop_after=3)) if detection else None,
         iterations=Iterations(max=None if runaway else 3, max_model_calls=per_iteration),
     )
     result = agent.invoke({"messages": [HumanMessage("go")]}, {"recursion_limit": recursion})

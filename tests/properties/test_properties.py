@@ -37,12 +37,14 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph_loop import (
     Approval,
     BudgetPressure,
+    Calls,
     Compaction,
     Hooks,
     Iterations,
     Judge,
     Limits,
     LoopDetection,
+    Repeat,
     StallDetection,
     create_loop_agent,
 )
@@ -199,7 +201,8 @@ def build(c: dict[str, Any], script: list[tuple[Any, ...]], world: World,
     detection = None
     if c["detection"] is not None:
         warn, extra = c["detection"]
-        detection = LoopDetection(warn_after=warn, stop_after=warn + extra, window=10)
+        detection = LoopDetection(repeat=Repeat(warn_after=warn, stop_after=warn + extra),
+                                  calls=Calls(window=10))
     loop, hooks = _callbacks(c)
     with _fast_retries():
         agent = create_loop_agent(

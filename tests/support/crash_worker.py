@@ -27,7 +27,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 
-from langgraph_loop import LoopDetection, create_loop_agent
+from langgraph_loop import LoopDetection, Repeat, create_loop_agent
 from langgraph_loop.core.messages import check_pairing, is_notice, unanswered_tail
 from langgraph_loop.core.state import executed_calls
 from langgraph_loop.scripted import ScriptedChatModel
@@ -75,7 +75,7 @@ def reply(messages: list[BaseMessage]) -> Any:
 def build(checkpointer: Any) -> Any:
     model = ScriptedChatModel(default=reply)
     return create_loop_agent(model, [work], checkpointer=checkpointer,
-                             loop_detection=LoopDetection(warn_after=2, stop_after=4))
+                             loop_detection=LoopDetection(repeat=Repeat(warn_after=2, stop_after=4)))
 
 
 def saved_results(backend: str, target: str) -> int:

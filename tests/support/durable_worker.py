@@ -27,7 +27,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.types import Command
 
-from langgraph_loop import Approval, Iterations, LoopDetection, create_loop_agent
+from langgraph_loop import Approval, Iterations, LoopDetection, Repeat, create_loop_agent
 from langgraph_loop.core.messages import is_notice
 from langgraph_loop.core.state import executed_calls
 from langgraph_loop.scripted import ScriptedChatModel
@@ -84,7 +84,7 @@ def build(checkpointer: Any) -> Any:
     return create_loop_agent(
         model, [search, deploy], checkpointer=checkpointer,
         iterations=Iterations(max=5, should_continue=lambda state: state["iteration"] < 2),
-        loop_detection=LoopDetection(warn_after=2, stop_after=4),
+        loop_detection=LoopDetection(repeat=Repeat(warn_after=2, stop_after=4)),
         approval=Approval(tools=["deploy"], resolver=lambda _r: {"decisions": [{"type": "approve"}]},
                           max_auto_rounds=1),
     )

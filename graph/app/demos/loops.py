@@ -87,7 +87,7 @@ def loop_stopped(console: Console, checkpointer: Any) -> dict[str, Any]:
 def poll_progress(console: Console, checkpointer: Any) -> dict[str, Any]:
     """Polling whose results change is progress: the same call 7 times, where a repeat
     with unchanged results would be warned at 3 and stopped at 5 (a poll that keeps
-    changing is warned only at 9 = 3 × warn_after and stopped at 15)."""
+    changing is warned only at 9 = 3 × Repeat.warn_after and stopped at 15)."""
     poll = [("job_status", {"job_id": "rna-7"})]
     model = ScriptedChatModel(default=lambda m: "Job rna-7 finished."
                               if "finished" in str(m[-1].content) else poll)

@@ -1,0 +1,209 @@
+"""Per-run overrides: a run's ``context=``, nested by group, checked and merged over the
+graph's own configuration.
+
+``LoopContext`` (``core/state.py``) declares what a run may override; each group given is
+checked against that declaration (strictly: ``True`` is not a count and ``"3"`` not a
+number; a deployed graph gets JSON numbers), merged over the graph's model of the same name
+and validated by it, the same way in-process and on LangGraph Server. A flat name of 0.2
+(``{"max_tool_calls": 2}``) is refused with its nested spelling (``core/removed.py``).
+
+Example:
+    >>> from langgraph_loop.core.config import Limits
+    >>> merged("limits", Limits(max_tool_calls=3), {"token_budget": 900}).token_budget
+    900
+    >>> try:
+    ...     checked_groups({"max_tool_calls": 2})
+    ... except ValueError as exc:
+    ...     print(exc)
+    invalid run context: 'max_tool_calls' was removed in 0.4: use {"limits": {"max_tool_calls": ...}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from typing_extensions import is_typeddict
+
+from langgraph_loop.core.config import Iterations, Limits, LoopDetection
+from langgraph_loop.core.removed import CONTEXT, removed_context
+from langgraph_loop.core.state import (
+    IterationsOverrides,
+    LimitsOverrides,
+    LoopContext,
+    LoopDetectionOverrides,
+)
+
+__all__ = ["GROUPS", "OVERRIDES", "checked_groups", "explain", "fields_of", "given", "merged",
+           "run_overrides"]
+
+OVERRIDES: tuple[str, ...] = tuple(LoopContext.__annotations__)
+"""The keys a run's ``context=`` may hold (declared once, in ``LoopContext``): the groups."""
+
+GROUPS: dict[str, tuple[type[BaseModel], Any]] = {
+    "iterations": (Iterations, IterationsOverrides),
+    "limits": (Limits, LimitsOverrides),
+    "loop_detection": (LoopDetection, LoopDetectionOverrides),
+}
+"""Each per-run override group: the configuration model it is merged over, and the
+``LoopContext`` declaration of its overridable fields."""
+
+
+def _declared(schema: Any) -> set[str]:
+    """The field names a user context type declares (TypedDict, dataclass or pydantic)."""
+    fields = getattr(schema, "model_fields", None) or getattr(schema, "__dataclass_fields__", None)
+    return set(fields or getattr(schema, "__annotations__", {}))
+
+
+def run_overrides(context: Any, schema: Any = None) -> Mapping[str, Any] | None:
+    """The per-run overrides a run's ``context=`` carries (None: none); the one place they
+    are read from a context.
+
+    Without a user ``context_schema`` the context holds overrides only: any ``Mapping``
+    (an unknown key is an error when checked); anything else is a ``ValueError``. With
+    one, the context is the user's: the groups (``LoopContext``) may sit beside its fields
+    (mapping keys or attributes), and a mapping key that is neither is an error.
+
+    Example:
+        >>> from types import MappingProxyType
+        >>> dict(run_overrides(MappingProxyType({"limits": {"max_tool_calls": 2}})))
+        {'limits': {'max_tool_calls': 2}}
+        >>> try:
+        ...     run_overrides("max_tool_calls=2")
+        ... except ValueError as exc:
+        ...     print(str(exc)[:48])
+        context: expected a mapping of per-run overrides
+        >>> from dataclasses import dataclass
+        >>> @dataclass
+        ... class Ctx:
+        ...     user_id: str
+        >>> run_overrides(Ctx("u"), Ctx), run_overrides({"user_id": "u", "limits": {}}, Ctx)
+        (None, {'limits': {}})
+    """
+    if context is None:
+        return None
+    if schema is None:
+        if isinstance(context, Mapping):
+            return context
+        raise ValueError(f"context: expected a mapping of per-run overrides (a dict with any of "
+                         f"{', '.join(OVERRIDES)}), got {type(context).__name__} {context!r:.60}")
+    if isinstance(context, Mapping):
+        unknown = sorted(k for k in context if k not in OVERRIDES and k not in _declared(schema))
+        for name in unknown:
+            if name in CONTEXT:
+                raise ValueError(removed_context(name))
+        if unknown:
+            raise ValueError(f"invalid run context: unknown keys {unknown} (neither fields of "
+                             f"{getattr(schema, '__name__', schema)} nor per-run overrides)")
+        found = {k: context[k] for k in OVERRIDES if k in context}
+    else:
+        found = {k: getattr(context, k) for k in OVERRIDES if getattr(context, k, None) is not None}
+    return found or None
+
+
+def checked_groups(context: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A run's overrides checked against ``LoopContext``, by group.
+
+    ``ValueError`` for a key that is not a group (a flat name of 0.2 names its nested
+    spelling), a group that is not a mapping, an unknown or not overridable field, or a
+    value of the wrong type.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for group, value in context.items():
+        if group in GROUPS:
+            model, declared = GROUPS[group]
+            out[group] = _checked(group, value, model, declared)
+        elif group in CONTEXT:
+            raise ValueError(removed_context(group))
+        else:
+            raise ValueError(f"invalid run context: unknown key {group!r} (per-run override "
+                             f"groups: {', '.join(GROUPS)})")
+    return out
+
+
+def fields_of(model: type[BaseModel]) -> tuple[str, ...]:
+    """A configuration model's fields as users write them."""
+    return tuple(model.model_fields)
+
+
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+
+
+def _checked(path: str, given: Any, model: type[BaseModel], declared: Any) -> dict[str, Any]:
+    """One group of overrides checked against its ``LoopContext`` declaration."""
+    if not isinstance(given, Mapping):
+        raise ValueError(f"invalid run context: {path}: expected a mapping of {model.__name__} "
+                         f"fields, got {type(given).__name__} {given!r:.60}")
+    hints = get_type_hints(declared, include_extras=True)
+    out: dict[str, Any] = {}
+    for name, value in given.items():
+        where = f"{path}.{name}"
+        if name not in fields_of(model):
+            raise ValueError(f"invalid run context: {where}: unknown field (fields of "
+                             f"{model.__name__}: {', '.join(fields_of(model))})")
+        if name not in hints:
+            raise ValueError(f"invalid run context: {where}: not overridable per run (per-run "
+                             f"fields of {path}: {', '.join(hints)})")
+        hint = hints[name]
+        if is_typeddict(hint):
+            out[name] = _checked(where, value, model_of(model, name), hint)
+            continue
+        adapter = _ADAPTERS.get(hint) or _ADAPTERS.setdefault(hint, TypeAdapter(hint))
+        try:
+            out[name] = adapter.validate_python(value, strict=True)
+        except ValidationError as exc:
+            why = "; ".join(str(e.get("msg", "")) for e in exc.errors())
+            raise ValueError(f"invalid run context: {where}: {why} (got {value!r})") from exc
+    return out
+
+
+def model_of(model: type[BaseModel], name: str) -> type[BaseModel]:
+    """The configuration model a field of ``model`` holds (``Iterations.stall``:
+    ``StallDetection``; an optional one's too)."""
+    annotation = model.model_fields[name].annotation
+    for candidate in (annotation, *getattr(annotation, "__args__", ())):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    raise TypeError(f"{model.__name__}.{name} holds no configuration model")
+
+
+def merged(path: str, current: BaseModel, update: Mapping[str, Any]) -> BaseModel:
+    """``current`` with ``update`` applied, validated by its own model (nested groups too).
+    Only the fields given (at build time or now) are passed, so a model's own rules for what
+    was given apply (``LoopDetection``: a layer's settings given switch the layer on)."""
+    fields = {k: getattr(current, k) for k in fields_of(type(current)) if k in current.model_fields_set}
+    for name, value in update.items():
+        inner = getattr(current, name)
+        if not isinstance(value, dict):
+            fields[name] = value
+        elif inner is None and name == "stall":
+            raise ValueError(f"invalid run context: {path}.stall is disabled for this graph "
+                             f"(given: {given(value)})")
+        else:
+            inner = inner if inner is not None else model_of(type(current), name)()
+            fields[name] = merged(f"{path}.{name}", inner, value)
+    try:
+        return type(current)(**fields)
+    except ValidationError as exc:
+        raise ValueError(f"invalid run context ({given(update)}) for {path}: {explain(exc)}") from exc
+
+
+def given(update: Mapping[str, Any]) -> str:
+    """The overrides given, for an error message."""
+    return ", ".join(f"{k}={v!r}" for k, v in sorted(update.items()))
+
+
+def explain(exc: ValidationError) -> str:
+    """One line per problem, naming the field (an unknown field lists the model's fields)."""
+    parts: list[str] = []
+    for error in exc.errors():
+        loc = tuple(error.get("loc", ()))
+        field_name = ".".join(str(x) for x in loc) or "value"
+        msg = str(error.get("msg", "")).removeprefix("Value error, ")
+        if ": unknown field (fields of " in msg or " was removed in 0.4: " in msg:
+            parts.append(f"{field_name}.{msg}" if loc else msg)  # the models' own check (``_Config``)
+        else:
+            parts.append(f"{field_name}: {msg} (got {error.get('input')!r})"
+                         if field_name != "value" else msg)
+    return "; ".join(parts)

@@ -1,0 +1,53 @@
+"""Reading a thread that 0.2 or 0.3 stored: the one translator, run once per run start.
+
+0.4 reads only its own state shapes on every step. What an earlier version stored that a
+new run on the same thread still reads is translated here, when ``prepare`` starts a run
+(``nodes/prepare.py: start_run``), and written back, so later steps and later runs find
+0.4's shapes:
+
+- a notice 0.2 stored, a ``HumanMessage`` named ``"loop_warning"``, becomes a notice as 0.4
+  marks it (``lc_source``, named ``loop_notice``; the same id, text and place), so
+  ``is_notice`` (a UI's filter, fresh context, compaction) finds it by 0.4's marks alone.
+
+What a run keeps only while it runs is not translated, because a new run starts it afresh:
+0.2's ``pass_info`` (now ``iteration_info``), ``run["review"]`` (now ``review``),
+``run["tool_calls"]`` (now the call log's count) and 0.3's flat per-run overrides in
+``run["overrides"]``. A run 0.2 or 0.3 left paused is therefore resumed by 0.4 without them:
+finish such runs before upgrading (resumed with flat overrides, it fails naming the nested
+spelling; ``core/removed.py``).
+
+Example:
+    >>> from langchain_core.messages import HumanMessage
+    >>> old = HumanMessage("Stop repeating search.", name="loop_warning", id="n1")
+    >>> (new,) = translated([HumanMessage("hi", id="h"), old])
+    >>> new.id, new.name, new.content, new.additional_kwargs["lc_source"]
+    ('n1', 'loop_notice', 'Stop repeating search.', 'langgraph_loop')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.messages import BaseMessage, HumanMessage
+
+from langgraph_loop.core.messages import LOOP_NOTICE, NOTICE_SOURCE
+
+__all__ = ["OLD_NOTICE_NAME", "translated"]
+
+OLD_NOTICE_NAME = "loop_warning"
+"""0.2's one name for every notice."""
+
+
+def translated(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The messages an earlier version stored in a shape 0.4 does not read, in 0.4's shape
+    (same ids: written back, each replaces its old self in place); empty when none."""
+    out: list[BaseMessage] = []
+    for message in messages:
+        if (isinstance(message, HumanMessage) and message.name == OLD_NOTICE_NAME
+                and message.id is not None
+                and message.additional_kwargs.get("lc_source") != NOTICE_SOURCE):
+            marks = {"lc_source": NOTICE_SOURCE, "lc_data": {"kind": LOOP_NOTICE, "sources": ["loop"]},
+                     "langgraph_loop": {"kind": "notice", "sources": ["loop"]}}
+            out.append(message.model_copy(update={
+                "name": LOOP_NOTICE, "additional_kwargs": {**message.additional_kwargs, **marks}}))
+    return out
