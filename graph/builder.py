@@ -283,10 +283,10 @@ class Routes:
         """End the run (through the ``after_agent`` hooks), or start the next iteration."""
         return self.shape.entry if state.get("stop_reason") is None else self.shape.exit
 
-    def jumped(self, node: str, state: LoopState) -> str | None:
+    def jumped(self, node: str, state: Mapping[str, Any]) -> str | None:
         """Where a middleware hook node's ``jump_to`` leads (None: no jump), as
         ``core/shape.py`` maps it; a jump to the tools passes approval for gated calls."""
-        jump = state.get("jump_to")  # type: ignore[typeddict-item]
+        jump = state.get("jump_to")  # AgentState's, in a graph with middleware hook nodes
         if not jump or jump not in dict(self.shape.jumps).get(node, ()):
             return None
         target = self.shape.jump_target(node, jump)

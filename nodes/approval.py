@@ -60,10 +60,10 @@ from pydantic import (
 from typing_extensions import TypedDict
 
 from langgraph_loop.core import prompts
-from langgraph_loop.core.callbacks import call_async, call_sync
+from langgraph_loop.core.callbacks import callback
 from langgraph_loop.core.compat import resuming
 from langgraph_loop.core.config import Approval
-from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
+from langgraph_loop.core.drive import Steps, adrive, aperform, drive, perform
 from langgraph_loop.core.messages import call_label, unanswered_tail
 from langgraph_loop.core.questions import decisions_shape
 from langgraph_loop.core.settings import LoopSettings
@@ -313,8 +313,7 @@ class ApprovalNode(Runnable[LoopState, dict[str, Any]]):
         resolver = gate.resolver
         answer = None
         if resolver is not None:
-            answer = yield Io(call_sync, call_async, (resolver, copy.deepcopy(gate.request)),
-                              {"name": "approval.resolver"})
+            answer = yield callback(resolver, copy.deepcopy(gate.request), name="approval.resolver")
         return gate.decide(answer)
 
 

@@ -53,7 +53,7 @@ from langgraph.runtime import get_runtime
 from pydantic import ValidationError
 
 from langgraph_loop.core import prompts
-from langgraph_loop.core.callbacks import call_async, call_sync
+from langgraph_loop.core.callbacks import callback
 from langgraph_loop.core.config import Judge, JudgeVerdict
 from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
 from langgraph_loop.core.messages import as_message, clip
@@ -271,8 +271,8 @@ class JudgeNode(Runnable[LoopState, dict[str, Any]]):
             return {}
         info = dict(iteration_info(state))
         if settings.iterations.should_continue is not None:
-            go, feedback = normalize_predicate((yield Io(call_sync, call_async, (
-                settings.iterations.should_continue, state), {"name": "should_continue"})))
+            go, feedback = normalize_predicate((yield callback(
+                settings.iterations.should_continue, state, name="should_continue")))
             info["predicate"] = {"continue": go, "feedback": feedback}
             if go:
                 return {"iteration_info": info}

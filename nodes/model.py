@@ -44,7 +44,7 @@ from langgraph.runtime import get_runtime
 from langgraph.types import interrupt
 
 from langgraph_loop.core import prompts
-from langgraph_loop.core.callbacks import call_async, call_sync
+from langgraph_loop.core.callbacks import callback
 from langgraph_loop.core.compat import checkpointer, streams
 from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
 from langgraph_loop.core.messages import (
@@ -290,8 +290,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         chosen = None if call.final else call.settings.hooks.tool_filter  # all tools when None
         offered = None
         if chosen is not None:
-            picked = yield Io(call_sync, call_async, (chosen, state, list(call.settings.tools)),
-                              {"name": "tool_filter"})
+            picked = yield callback(chosen, state, list(call.settings.tools), name="tool_filter")
             offered = pick_tools(picked, call.settings.tools)
         runnable = self._runnable(state, call, offered)
         if isinstance(runnable, dict):

@@ -34,8 +34,8 @@ from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import get_runtime
 
-from langgraph_loop.core.callbacks import call_async, call_sync
-from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
+from langgraph_loop.core.callbacks import callback
+from langgraph_loop.core.drive import Steps, adrive, aperform, drive, perform
 from langgraph_loop.core.history import not_executed
 from langgraph_loop.core.messages import unanswered_tail
 from langgraph_loop.core.settings import LoopSettings
@@ -207,7 +207,7 @@ class PrepareNode(Runnable[LoopState, dict[str, Any]]):
         if not new:
             return update
         if settings.hooks.on_iteration_start is not None:
-            yield Io(call_sync, call_async, (settings.hooks.on_iteration_start, {**state, **update}),
-                     {"name": "hooks.on_iteration_start"})
+            yield callback(settings.hooks.on_iteration_start, {**state, **update},
+                           name="hooks.on_iteration_start")
         emit(get_runtime(), {"event": "iteration_start", "iteration": 1})
         return update

@@ -36,14 +36,15 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import get_runtime
 
 from langgraph_loop.core import prompts
-from langgraph_loop.core.callbacks import call_async, call_sync
+from langgraph_loop.core.callbacks import callback
+from langgraph_loop.core.drive import Steps, adrive, aperform, drive, perform
 from langgraph_loop.core.messages import CONTINUE_NAME, iteration_messages, loop_message, shorten
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import (
@@ -265,7 +266,8 @@ class _End:
     @property
     def view(self) -> LoopState:
         """The state the callbacks see (with this iteration's progress entry)."""
-        return {**self.state, "progress": self.progress}  # type: ignore[typeddict-item]
+        view: LoopState = {**self.state, "progress": self.progress}
+        return view
 
     def ended(self, answer: Any) -> dict[str, Any]:
         """The update once ``on_iteration_end`` answered (True stops: ``terminated``)."""
@@ -307,7 +309,7 @@ class _End:
     def start_view(self, update: dict[str, Any]) -> LoopState:
         """What ``on_iteration_start`` sees."""
         messages = [*(self.state.get("messages") or []), *update["messages"]]
-        return {**self.view, **update, "messages": messages}  # type: ignore[typeddict-item]
+        return cast(LoopState, {**self.view, **update, "messages": messages})
 
 
 class RouterNode(Runnable[LoopState, dict[str, Any]]):
@@ -328,49 +330,33 @@ class RouterNode(Runnable[LoopState, dict[str, Any]]):
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:
         """Sync entry point."""
-        end = _End(state, self.settings.for_runtime(get_runtime()))
-        hooks = end.settings.hooks
-        predicate = end.settings.iterations.should_continue
-        end.decide(call_sync(predicate, state, name="should_continue")
-                   if predicate is not None and end.asks_predicate else None)
-        feedback = end.settings.iterations.record_feedback
-        end.log(call_sync(feedback, state, end.feedback, name="record_feedback")
-                if feedback is not None else None)
-        update = end.ended(call_sync(hooks.on_iteration_end, dict(end.record), end.view,
-                                     name="hooks.on_iteration_end")
-                           if hooks.on_iteration_end is not None else None)
-        if end.stop is not None:
-            return update
-        call = self._continuation_call(end)
-        text = call_sync(call[0], *call[1], name=call[2]) if call is not None else None
-        update = end.next_iteration(update, end.continuation(text, call is not None))
-        if hooks.on_iteration_start is not None:
-            call_sync(hooks.on_iteration_start, end.start_view(update),
-                      name="hooks.on_iteration_start")
-        emit(get_runtime(), {"event": "iteration_start", "iteration": update["iteration"]})
-        return update
+        return drive(self._steps(state), perform)
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> dict[str, Any]:
         """Async entry point."""
+        return await adrive(self._steps(state), aperform)
+
+    def _steps(self, state: LoopState) -> Steps[dict[str, Any]]:
+        """The end of an iteration: the predicate, the feedback log, ``on_iteration_end``; then
+        the stop, or the continuation and ``on_iteration_start``. Each callback is an ``Io``."""
         end = _End(state, self.settings.for_runtime(get_runtime()))
         hooks = end.settings.hooks
         predicate = end.settings.iterations.should_continue
-        end.decide(await call_async(predicate, state, name="should_continue")
+        end.decide((yield callback(predicate, state, name="should_continue"))
                    if predicate is not None and end.asks_predicate else None)
         feedback = end.settings.iterations.record_feedback
-        end.log(await call_async(feedback, state, end.feedback, name="record_feedback")
+        end.log((yield callback(feedback, state, end.feedback, name="record_feedback"))
                 if feedback is not None else None)
-        update = end.ended(await call_async(hooks.on_iteration_end, dict(end.record), end.view,
-                                            name="hooks.on_iteration_end")
+        update = end.ended((yield callback(hooks.on_iteration_end, dict(end.record), end.view,
+                                           name="hooks.on_iteration_end"))
                            if hooks.on_iteration_end is not None else None)
         if end.stop is not None:
             return update
         call = self._continuation_call(end)
-        text = await call_async(call[0], *call[1], name=call[2]) if call is not None else None
+        text = (yield callback(call[0], *call[1], name=call[2])) if call is not None else None
         update = end.next_iteration(update, end.continuation(text, call is not None))
         if hooks.on_iteration_start is not None:
-            await call_async(hooks.on_iteration_start, end.start_view(update),
-                             name="hooks.on_iteration_start")
+            yield callback(hooks.on_iteration_start, end.start_view(update), name="hooks.on_iteration_start")
         emit(get_runtime(), {"event": "iteration_start", "iteration": update["iteration"]})
         return update

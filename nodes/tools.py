@@ -49,7 +49,7 @@ from langgraph.runtime import get_runtime
 from langgraph.types import Command
 
 from langgraph_loop.core import prompts
-from langgraph_loop.core.callbacks import call_async, call_sync
+from langgraph_loop.core.callbacks import callback
 from langgraph_loop.core.compat import durable
 from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
 from langgraph_loop.core.history import resolve_removals
@@ -366,7 +366,7 @@ class ToolsNode(Runnable[LoopState, Any]):
         hook = batch.settings.hooks.on_tool_call
         for record in records:
             if hook is not None:
-                yield Io(call_sync, call_async, (hook, record), {"name": "hooks.on_tool_call"})
+                yield callback(hook, record, name="hooks.on_tool_call")
             emit(runtime, {"event": "tool_call", **record})
         return update
 

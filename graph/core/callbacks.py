@@ -19,8 +19,18 @@ from typing import Any, TypeAlias, TypeVar
 
 from langchain_core.tools import BaseTool
 
-__all__ = ["CallbackError", "Continuation", "FeedbackHook", "ShouldContinue", "ToolFilter",
-           "call_async", "call_sync"]
+from langgraph_loop.core.drive import Io
+
+__all__ = [
+    "CallbackError",
+    "Continuation",
+    "FeedbackHook",
+    "ShouldContinue",
+    "ToolFilter",
+    "call_async",
+    "call_sync",
+    "callback",
+]
 
 T = TypeVar("T")
 MaybeAwaitable: TypeAlias = T | Awaitable[T]
@@ -74,6 +84,12 @@ async def call_async(fn: Callable[..., Any], *args: Any, name: str | None = None
             raise
         raise CallbackError(f"{name} raised {type(exc).__name__}: {exc}") from exc
     return result
+
+
+def callback(fn: Callable[..., Any], *args: Any, name: str) -> Io:
+    """A user's callback as one blocking call of a step (``core/drive.py``): ``call_sync`` in a
+    sync run, ``call_async`` in an async one."""
+    return Io(call_sync, call_async, (fn, *args), {"name": name})
 
 
 async def _await(awaitable: Any) -> Any:
