@@ -160,8 +160,7 @@ def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = N
     upgraded = translated(messages)  # a thread 0.2 stored: read once, in 0.4's shape
     if upgraded:
         by_id = {m.id: m for m in upgraded}
-        messages = [by_id.get(m.id, m) for m in messages]
-    repairs = repair_dangling(messages)
+    repairs = repair_dangling([by_id.get(m.id, m) for m in messages] if upgraded else messages)
     if upgraded or repairs:
         update["messages"] = [*upgraded, *repairs]
     folded = folded_budget(state)
