@@ -18,7 +18,7 @@ Example:
     >>> try:
     ...     the_decision({"action": "stop"}, "loop question")  # 0.3's shape
     ... except ValueError as exc:
-    ...     print(str(exc)[:61])
+    ...     print(str(exc)[:60])
     loop question: {'action': 'stop'} is not an answer 0.4 takes
     >>> whole_number("20,000", "tokens")
     20000
