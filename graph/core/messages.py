@@ -1,31 +1,13 @@
 """What a provider-valid message list is: pairing, the deferred-notice queue, the loop's tags.
 
-**Pairing.** Every AIMessage with tool calls (valid or malformed) must be followed
-immediately by exactly one ToolMessage per call id, with nothing in between; ToolMessages
-appear nowhere else; a system message may only come first.
-
-**Deferred notices.** What the loop tells the model is queued in graph state
-(``pending_notices``), tagged with the run that queued it, and drained by the model node
-right before its next call into ONE ``HumanMessage`` placed after the ToolMessages, never
-between an AIMessage with tool calls and its ToolMessages. It is named by what it says
-(``notice_name``): ``stop_notice`` (the run was stopped), ``budget_notice`` (budget
-pressure), ``loop_notice`` (a loop warning, or a person's hint about a loop); when several
-sources merge into one message, the first of that order names it and
-``additional_kwargs["lc_data"]["sources"]`` lists them all. Every notice carries
-langchain-core's notification metadata (``lc_source="langgraph_loop"``), so one rule finds
-them all: ``is_notice`` (0.2's ``name="loop_warning"`` is translated once a run starts on
-such a thread: ``core/upgrade.py``). Its id starts with
-``HIDDEN_ID_PREFIX`` (``do-not-render-``), the prefix chat UIs such as Agent Chat UI keep
-out of the transcript, unless the app asked to show notices (``hidden=False``): a person
-never sees the loop's words to the model as if they had typed them.
-
-**Text.** One helper each for a message's text: a digest, clipping, shortening, and the
-``name(args)`` label of a tool call.
-
-**Tags.** Messages the loop writes carry a ``name`` saying what they are (``TAGS``) and,
-where a UI may want to hide them, ``additional_kwargs["langgraph_loop"]["kind"]``: a blocked
-call's answer is ``BLOCKED_KIND`` (``is_blocked``); a reply cut while it streamed carries
-``response_metadata[CUT_KEY]`` (``is_cut``).
+The pairing rules (``pairing_problems``, the one definition) and the deferred-notice queue
+are explained in docs/architecture.md ("The pairing invariant", "The deferred-notice queue").
+A drained notice is named by what it says (``notice_name``), carries langchain-core's
+notification metadata (``lc_source``; ``is_notice`` is the one rule that finds notices) and an
+id chat UIs do not render (``HIDDEN_ID_PREFIX``) unless the app shows notices. Messages the
+loop writes carry a ``name`` saying what they are (``TAGS``); a blocked call's answer and a
+reply cut while it streamed are marked too (``is_blocked``, ``is_cut``). Also here: one helper
+each for a message's text.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
