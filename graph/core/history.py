@@ -477,51 +477,46 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
                 input = {**input, "messages": checked_messages(given, messages, saved)}
         return input, kwargs
 
+    def _readable(self, config: RunnableConfig | None) -> bool:
+        """Is there a thread state to read: an id and a checkpointer (the graph's or a parent's)?"""
+        return _thread(config) is not None and (isinstance(self.checkpointer, BaseCheckpointSaver)
+                                                or checkpointer(config) is not None)
+
     def _stored(self, config: RunnableConfig | None) -> StateSnapshot | None:
-        """The thread's state, if there is an id and a checkpointer (the graph's or a parent's)."""
-        if _thread(config) is None or not (isinstance(self.checkpointer, BaseCheckpointSaver)
-                                           or checkpointer(config) is not None):
-            return None
+        """The thread's state, where there is one to read."""
         try:
-            return self.get_state(config or {})
+            return self.get_state(config or {}) if self._readable(config) else None
         except ValueError:  # no checkpointer after all
             return None
 
     async def _astored(self, config: RunnableConfig | None) -> StateSnapshot | None:
         """Async ``_stored``."""
-        if _thread(config) is None or not (isinstance(self.checkpointer, BaseCheckpointSaver)
-                                           or checkpointer(config) is not None):
-            return None
         try:
-            return await self.aget_state(config or {})
+            return await self.aget_state(config or {}) if self._readable(config) else None
         except ValueError:
             return None
 
-    def _saver(self, stored: StateSnapshot) -> tuple[Any, list[str]]:
-        """The checkpointer and the stored last AIMessage's unanswered calls."""
-        _, missing = unanswered_tail(_values(stored).get("messages") or [])
-        saver = self.checkpointer
-        return (saver, missing) if isinstance(saver, BaseCheckpointSaver) else (None, [])
-
-    def _saved(self, input: Any, stored: StateSnapshot | None) -> list[ToolMessage]:
-        """The results a crashed step saved for the stored last AIMessage's calls (a new
-        message on a thread whose last step did not finish)."""
+    def _missing(self, input: Any, stored: StateSnapshot | None) -> list[str]:
+        """The stored last AIMessage's unanswered calls, when a new message continues a thread
+        whose last step did not finish (a crashed step may have saved their results)."""
         if not isinstance(input, Mapping) or stored is None or not stored.next:
             return []
-        saver, missing = self._saver(stored)
-        if not missing:
+        return unanswered_tail(_values(stored).get("messages") or [])[1]
+
+    def _saved(self, input: Any, stored: StateSnapshot | None) -> list[ToolMessage]:
+        """The results a crashed step saved for ``_missing``'s calls."""
+        missing = self._missing(input, stored)
+        if not missing or stored is None or not isinstance(self.checkpointer, BaseCheckpointSaver):
             return []
-        saved = saver.get_tuple(stored.config)
+        saved = self.checkpointer.get_tuple(stored.config)
         return saved_answers(saved.pending_writes or [] if saved else [], missing)
 
     async def _asaved(self, input: Any, stored: StateSnapshot | None) -> list[ToolMessage]:
         """Async ``_saved``."""
-        if not isinstance(input, Mapping) or stored is None or not stored.next:
+        missing = self._missing(input, stored)
+        if not missing or stored is None or not isinstance(self.checkpointer, BaseCheckpointSaver):
             return []
-        saver, missing = self._saver(stored)
-        if not missing:
-            return []
-        saved = await saver.aget_tuple(stored.config)
+        saved = await self.checkpointer.aget_tuple(stored.config)
         return saved_answers(saved.pending_writes or [] if saved else [], missing)
 
     def _update(self, values: Any, messages: Sequence[BaseMessage]) -> Any:
