@@ -30,10 +30,8 @@ from langgraph_loop.core import prompts
 from langgraph_loop.core.removed import removed_field
 
 __all__ = [
-    "BLOCKABLE",
     "DEFAULT_LAYERS",
     "LAYERS",
-    "OPT_IN",
     "Approval",
     "ArgPolicy",
     "BudgetPressure",
@@ -51,8 +49,6 @@ __all__ = [
     "Repeat",
     "SameReply",
     "StallDetection",
-    "read_only_hint",
-    "tool_policy",
 ]
 
 
