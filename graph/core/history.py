@@ -257,7 +257,6 @@ def removal_breaks(stored: Sequence[BaseMessage], new: Sequence[Any]) -> list[st
 
 # --- checking a run's input ------------------------------------------------------------
 
-ACCEPTED = sorted(LoopInput.__annotations__)
 NOTHING = ("input: nothing to work on: the run has no user message (pass "
            "{'messages': [HumanMessage(...)]}, or continue a thread that has one)")
 
@@ -273,7 +272,7 @@ def _has_user_message(messages: Any) -> bool:
 
 
 def input_problem(input: Mapping[str, Any], stored: StateSnapshot | None,
-                  accepted: Sequence[str] = ACCEPTED) -> str | None:
+                  accepted: Sequence[str]) -> str | None:
     """Why a dict input cannot start a run (None when it can); ``stored``: the thread's state."""
     unknown = sorted(str(k) for k in input if k not in accepted)
     if unknown:
