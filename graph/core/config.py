@@ -241,16 +241,11 @@ class Calls(_Config):
     the ``per_tool`` layer.
 
     Attributes:
-        window: how many recent tool-calling responses the repeat, cycle and per-tool layers
-            look at.
-        normalize_results: compare results with their volatile parts (ids, timestamps,
-            durations, temp paths) replaced.
-        arg_policies: per-tool identity and no-progress thresholds (``"*"``: tools without
-            their own).
-        read_only_tools: tools whose calls change nothing: they never excuse another call's
-            repeat. Tools whose metadata carries MCP's ``readOnlyHint`` count too.
-        per_tool: windowed caps on calls of one tool name (any arguments), the ``per_tool``
-            layer: reaching the cap warns, exceeding it stops.
+        window: recent tool-calling responses the repeat, cycle and per-tool layers look at.
+        normalize_results: compare results with their volatile parts replaced.
+        arg_policies: per-tool ``ArgPolicy`` (``"*"``: tools without their own).
+        read_only_tools: tools that change nothing (also MCP's ``readOnlyHint``).
+        per_tool: caps on calls of one tool in the window: reaching one warns, exceeding stops.
         block_per_tool: a call over its tool's cap is refused once before the run stops.
 
     Example:
@@ -296,11 +291,9 @@ class LoopDetection(_Config):
         cycle: ``Cycle``: the same round of responses again.
         drift: ``Drift``: the same result to calls that change a little.
         same_reply: ``SameReply``: the same response again and again.
-        calls: ``Calls``: the window, what makes two calls the same, read-only tools, and
-            the ``per_tool`` caps.
-        ask_human: instead of stopping a loop, ``interrupt()`` with the evidence and resume
-            with LangChain's human-in-the-loop decisions ``{"decisions": [{"type": "approve"
-            | "edit" | "reject", ...}]}`` (needs a checkpointer).
+        calls: ``Calls``: the window, call identity, read-only tools, ``per_tool`` caps.
+        ask_human: ``interrupt()`` with the evidence instead of a loop stop (needs a
+            checkpointer; docs/loop-detection.md, "Let a person decide").
 
     Example:
         >>> LoopDetection(calls=Calls(per_tool={"search": 8})).calls.per_tool["search"]
@@ -437,23 +430,16 @@ class Limits(_Config):
 
     Attributes:
         max_tool_calls: tool executions per run (None = unbounded).
-        token_budget: agent tokens (input + output) per run, the final answer included:
-            the loop stops while the final answer still fits (None = unbounded).
+        token_budget: agent tokens per run, the final answer included (None = unbounded).
         max_duration_s: wall-clock seconds per run, checked between steps.
-        final_answer: after a stop that left tool calls unanswered, answer them with
-            error ToolMessages and make one last model call with no tools bound.
+        final_answer: after a stop, one last model call with no tools bound.
         max_tool_output_chars: longer tool outputs are cut to this size, with a note.
-        max_tool_errors: tool-calling rounds in a row whose every result was an error
-            after which the run stops (``tool_errors``; None = off).
+        max_tool_errors: all-error tool rounds in a row that stop (``tool_errors``).
         budget_pressure: a finalize-now notice near ``token_budget`` (None = off).
-        budget_check_in: at ``token_budget``, pause (``interrupt()``, needs a checkpointer)
-            and ask a person, instead of stopping: LangChain's human-in-the-loop request
-            (``Token budget reached: add more?``), answered ``{"decisions": [...]}``: approve
-            adds the tokens offered, an edit the edited ``tokens``, reject stops. Needs
-            ``token_budget``.
-        budget_scope: ``"run"`` (default): ``token_budget`` is per run, and in a chat every
-            message is a run; ``"thread"``: one budget for the whole thread (every run's
-            tokens count, and what a person adds at a check-in stays added).
+        budget_check_in: at ``token_budget``, ask a person (``interrupt()``) instead of
+            stopping (docs/token-budget.md).
+        budget_scope: ``"run"`` (default): ``token_budget`` is per run; ``"thread"``: one
+            budget for the whole thread.
 
     Example:
         >>> Limits(token_budget=10_000, budget_pressure={"threshold": 0.7}).budget_pressure.threshold
@@ -573,14 +559,12 @@ class Iterations(_Config):
         max_model_calls: model calls per iteration (None = unbounded).
         should_continue: ``(state) -> bool | (bool, feedback)``, asked when an iteration ends.
         judge: a second model that decides whether the original request is answered.
-        continuation: ``(state, feedback) -> str | None``: the text that starts the next
-            iteration (None: send the previous iteration's input again). Without it the
-            default text, with the feedback, is sent.
+        continuation: ``(state, feedback) -> str | None``: the next iteration's text (None:
+            the previous iteration's input again; default: a text with the feedback).
         record_feedback: ``(state, feedback) -> str | None``: an iteration's progress entry
             (default: the start of its answer).
         inject_progress: put the latest progress entry before the continuation text.
-        fresh_context: later iterations see only the request, the progress log and the new
-            iteration, not the earlier iterations' messages.
+        fresh_context: later iterations see only the request, the progress log and their own.
         stall: stop (``stalled``) when iterations repeat themselves without new work.
 
     Example:
