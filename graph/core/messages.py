@@ -311,16 +311,6 @@ HIDDEN_ID_PREFIX = "do-not-render-"
 ``DO_NOT_RENDER_ID_PREFIX``): the notices' ids start with it unless an app shows them."""
 
 
-def hidden_id() -> str:
-    """A fresh message id a chat UI does not render.
-
-    Example:
-        >>> hidden_id().startswith(HIDDEN_ID_PREFIX)
-        True
-    """
-    return f"{HIDDEN_ID_PREFIX}{uuid.uuid4()}"
-
-
 REDIRECT_KIND = "budget_redirect"
 """``additional_kwargs["langgraph_loop"]["kind"]`` of a person's redirect: a message given at
 the token budget's check-in, or one typed while the loop question was open."""
@@ -384,7 +374,7 @@ def notice_message(notices: Sequence[Notice], *, hidden: bool = True) -> HumanMe
     """Merge notices (de-duplicated by text, in order) into one message, named by
     ``notice_name`` and marked with langchain-core's notification metadata
     (``lc_source``/``lc_data``, the keys ``add_notification_metadata`` sets); ``hidden``:
-    an id chat UIs do not render (``hidden_id``)."""
+    an id chat UIs do not render (``HIDDEN_ID_PREFIX``)."""
     texts: list[str] = []
     for notice in notices:
         if notice["text"] not in texts:
@@ -393,7 +383,8 @@ def notice_message(notices: Sequence[Notice], *, hidden: bool = True) -> HumanMe
         return None
     sources = sorted({n["source"] for n in notices})
     name = notice_name(sources)
-    return loop_message("\n\n".join(texts), name=name, id=hidden_id() if hidden else None,
+    message_id = f"{HIDDEN_ID_PREFIX}{uuid.uuid4()}" if hidden else None
+    return loop_message("\n\n".join(texts), name=name, id=message_id,
                         additional_kwargs={
                             "lc_source": NOTICE_SOURCE, "lc_data": {"kind": name, "sources": sources},
                             "langgraph_loop": {"kind": "notice", "sources": sources}})
