@@ -89,8 +89,6 @@ class Shape:
     """
     start_steps: int = field(init=False)
     """Steps a run needs at least: [compaction] model, loop_detector, [judge] router."""
-    _round_needs: tuple[int, int] = field(init=False, repr=False)
-    """Steps a tool round and the finish after it need: (not gated, gated)."""
 
     def __post_init__(self) -> None:
         # a model call: its before_model hooks, [compaction], model, its after_model hooks
@@ -114,9 +112,6 @@ class Shape:
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)
-        after = len(self.after_model)  # the current call's after_model hooks, before its edge
-        object.__setattr__(self, "_round_needs", (after + self.round_steps(gated=False) + finish,
-                                                  after + self.round_steps(gated=True) + finish))
 
     # --- nodes and edge targets --------------------------------------------------------------
     @property
@@ -242,8 +237,9 @@ class Shape:
 
     def can_continue_round(self, remaining: int | None, *, gated: bool) -> bool:
         """On the edge after ``model`` (``remaining`` as ``model`` saw it): may the tools run
-        and the model be called again?"""
-        return remaining is None or remaining - 1 >= self._round_needs[gated]
+        and the model be called again? (The current call's after_model hooks come first.)"""
+        return self.fits(remaining, len(self.after_model) + self.round_steps(gated=gated)
+                         + self.finish_steps)
 
     def can_start_iteration(self, remaining: int | None) -> bool:
         """At ``router``: may another iteration start?"""
