@@ -136,11 +136,8 @@ def create_loop_agent(
         tools: tools, functions, provider-side tool dicts (bound, never run here); one alone is a
             list; None (the default) is none.
         system_prompt: the system prompt of every model call (a ``SystemMessage`` is kept).
-        iterations: the outer loop (``Iterations``): how many iterations and model calls per
-            iteration, ``should_continue``, ``judge``, the ``continuation`` text, the
-            progress log, fresh context, stall detection.
-        limits: per-run limits (``Limits``): tool calls, token budget and budget pressure,
-            time, tool output size, the final answer after a stop.
+        iterations: the outer loop (``Iterations``): how many, when to go on, what starts the next.
+        limits: per-run limits (``Limits``).
         loop_detection: ``LoopDetection()`` by default; None turns detection off.
         approval, compaction: decisions before gated tools run; summaries of old messages.
         hooks: the user's callbacks at points of the loop (``Hooks``), the tool filter included.

@@ -371,10 +371,9 @@ def is_notice(message: BaseMessage) -> bool:
 
 
 def notice_message(notices: Sequence[Notice], *, hidden: bool = True) -> HumanMessage | None:
-    """Merge notices (de-duplicated by text, in order) into one message, named by
-    ``notice_name`` and marked with langchain-core's notification metadata
-    (``lc_source``/``lc_data``, the keys ``add_notification_metadata`` sets); ``hidden``:
-    an id chat UIs do not render (``HIDDEN_ID_PREFIX``)."""
+    """Merge notices (de-duplicated by text, in order) into one message named by
+    ``notice_name``, with the keys langchain-core's ``add_notification_metadata`` sets;
+    ``hidden``: an id chat UIs do not render (``HIDDEN_ID_PREFIX``)."""
     texts: list[str] = []
     for notice in notices:
         if notice["text"] not in texts:
@@ -474,9 +473,7 @@ def _encodable_value(value: Any) -> Any:
 
 def encodable(message: MessageT) -> MessageT:
     """The message with its text and its tool calls' arguments ``encodable_text`` (the same
-    object when there is nothing to escape). Where text enters the transcript, the model
-    node passes each message through this once, so a provider client that encodes strictly
-    can send it and the checkpoint stores the same text.
+    object when there is nothing to escape; docs/reliability.md, "What the loop repairs").
 
     Example:
         >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {"n": "caf\\udce9"}, "id": "c"}])

@@ -1,11 +1,9 @@
 """Per-run overrides: a run's ``context=``, nested by group, checked and merged over the
 graph's own configuration.
 
-``LoopContext`` (``core/state.py``) declares what a run may override; each group given is
-checked against that declaration (strictly: ``True`` is not a count and ``"3"`` not a
-number; a deployed graph gets JSON numbers), merged over the graph's model of the same name
-and validated by it, the same way in-process and on LangGraph Server. A flat name of 0.2
-(``{"max_tool_calls": 2}``) is refused with its nested spelling (``core/removed.py``).
+``LoopContext`` (``core/state.py``) declares what a run may override (README, "Per-run
+overrides"); each group given is checked against it strictly (``True`` is not a count and
+``"3"`` not a number: a deployed graph gets JSON numbers).
 
 Example:
     >>> from langgraph_loop.core.config import Limits

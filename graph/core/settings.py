@@ -100,11 +100,7 @@ def _coerce_tools(tools: Sequence[Any] | BaseTool | Callable[..., Any]) -> tuple
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """The validated configuration of one compiled loop graph.
-
-    The groups are stored as given (``iterations``, ``limits``, ``hooks``, ...) and the
-    nodes read them there (``settings.iterations.max``, ``settings.hooks.tool_filter``).
-    """
+    """The validated configuration of one compiled loop graph, the groups as given."""
 
     model: ChatRunnable
     tools: tuple[BaseTool, ...] = ()
