@@ -87,8 +87,7 @@ def retryable(exc: BaseException) -> bool:
 
 
 RETRY = RetryPolicy(max_attempts=3, initial_interval=0.5, backoff_factor=2.0, retry_on=retryable)
-"""Retries of the nodes that call a model and change nothing before it answers: only what
-the exception says may succeed again (a refused request is raised at once)."""
+"""Retries of the nodes that call a model and change nothing before it answers."""
 
 C = TypeVar("C")
 Configured: TypeAlias = C | Mapping[str, Any] | None
@@ -137,11 +136,8 @@ def create_loop_agent(
         tools: tools, functions, provider-side tool dicts (bound, never run here); one alone is a
             list; None (the default) is none.
         system_prompt: the system prompt of every model call (a ``SystemMessage`` is kept).
-        iterations: the outer loop (``Iterations``): how many iterations and model calls per
-            iteration, ``should_continue``, ``judge``, the ``continuation`` text, the
-            progress log, fresh context, stall detection.
-        limits: per-run limits (``Limits``): tool calls, token budget and budget pressure,
-            time, tool output size, the final answer after a stop.
+        iterations: the outer loop (``Iterations``): how many, when to go on, what starts the next.
+        limits: per-run limits (``Limits``).
         loop_detection: ``LoopDetection()`` by default; None turns detection off.
         approval, compaction: decisions before gated tools run; summaries of old messages.
         hooks: the user's callbacks at points of the loop (``Hooks``), the tool filter included.
@@ -158,22 +154,18 @@ def create_loop_agent(
             and the ``lc_agent_name`` of the run's metadata (as ``create_agent`` sets it).
         transformers: stream transformers for ``stream_events(version="v3")``, after the ones
             ``create_agent`` registers (``core/streams.py``).
-        show_notices: False (default): the notices the loop sends the model (loop warnings,
-            the stop notice, budget pressure) get ids starting ``do-not-render-``, so chat
-            UIs (Agent Chat UI) keep them out of the person's transcript; True: plain ids.
-            The model and the stored thread have them either way.
-        **removed: none taken: 0.2's keywords (``max_iterations``, ``should_continue``,
-            ``judge``, ``next_message``, ``prompt_factory``, ...) were removed in 0.4; one is a
-            ``TypeError`` naming what to write instead (``core/removed.py``), as is any other
-            unknown keyword. A configuration model may also be given as a dict of its fields.
+        show_notices: True: the notices the loop sends the model get plain ids; False
+            (default): ids starting ``do-not-render-``, which chat UIs keep out of view.
+        **removed: none taken: 0.2's keywords are a ``TypeError`` naming what to write instead.
+
+    A configuration model may also be given as a dict of its fields.
 
     Returns:
         The compiled graph; its recursion limit fits the configured limits.
 
     Raises:
         TypeError: a keyword it does not take (0.2's name the group that replaced them).
-        ValueError: an argument is invalid (the message names it); runs raise it for an
-            input they cannot work on (``LoopGraph`` in ``core/history.py``).
+        ValueError: an argument is invalid (the message names it).
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -203,10 +195,8 @@ def create_loop_agent(
 # --- the conditional edges ---------------------------------------------------------------
 
 class Routes:
-    """The graph's conditional edges for one configuration.
-
-    Each takes the state and the run's ``runtime`` (its context carries the per-run
-    overrides) and returns one of the targets ``core/shape.py`` lists for its edge.
+    """The graph's conditional edges: each reads the state and returns one of the targets
+    ``core/shape.py`` lists for its edge.
 
     Example:
         >>> from langchain_core.messages import AIMessage
@@ -231,11 +221,7 @@ class Routes:
 
     def after_model(self, state: LoopState) -> str:
         """The ``loop_detector`` node when the model node kept a decision that acts, else on
-        like ``after_detector`` (the decision was made once, with the reply: this only reads it).
-
-        After a stop the model made the final answer (or none fits): the router ends the run,
-        after ``respond`` reads a structured one.
-        """
+        like ``after_detector``; after a stop (the final answer made), the router."""
         if state.get("stop_reason") is not None:
             return self._respond_or("router", state)
         if "decision" in (state.get("run") or {}):
@@ -310,11 +296,8 @@ class Routes:
 
 
 class Edge(Runnable[LoopState, str]):
-    """A conditional edge run inline, without a callback run of its own.
-
-    LangGraph traces a plain function given as an edge; these routes only read state, so
-    they run directly (a traced run shows the nodes only).
-    """
+    """A conditional edge run inline: LangGraph traces a plain function given as an edge, and
+    these routes only read state (a traced run shows the nodes only)."""
 
     def __init__(self, route: Callable[[LoopState], str]) -> None:
         self.route = route

@@ -6,15 +6,9 @@ token chunks, reports deterministic usage, and records every request it receives
 Script items: a ``str`` (text answer), an ``AIMessage``, a list of ``(name, args)``
 pairs (parallel tool calls), an ``Exception`` (raised), or a callable
 ``(messages) -> item``. When the script runs out, ``default`` is used; without
-one the model raises a clear error. ``max_tokens`` caps the reported output tokens
-(and cuts the text) like a provider's setting. ``no_tools_reply`` (optional) answers requests
-that let the model call no tool (none bound, or ``tool_choice="none"``), such as the loop's
+one the model raises a clear error. ``no_tools_reply`` (optional) answers requests that let
+the model call no tool (none bound, or ``tool_choice="none"``), such as the loop's
 final-answer call, without using the script.
-
-What each request offered is recorded: ``request_tools`` (the tools the model may call:
-none under ``tool_choice="none"``, only the forced one under a tool name),
-``request_defined_tools`` (every tool defined, provider-side tool dicts by their ``name`` or
-``type``) and ``request_tool_choice``.
 
 Example:
     >>> from langchain_core.messages import HumanMessage
@@ -61,13 +55,15 @@ class ScriptedChatModel(BaseChatModel):
     no_tools_reply: Any = None
     requests: list[list[BaseMessage]] = Field(default_factory=list)
     request_tools: list[list[str]] = Field(default_factory=list)
-    """Per request, the tools the model may call."""
+    """Per request, the tools the model may call (none under ``tool_choice="none"``, only the
+    forced one under a tool name)."""
     request_defined_tools: list[list[str]] = Field(default_factory=list)
-    """Per request, every tool defined (callable or not)."""
+    """Per request, every tool defined (provider-side tool dicts by their ``name`` or ``type``)."""
     request_tool_choice: list[Any] = Field(default_factory=list)
     report_usage: bool = True
     max_tokens: int | None = None
-    """Output cap, as a provider's ``max_tokens`` (also per call: ``bind(max_tokens=N)``)."""
+    """Output cap, as a provider's ``max_tokens`` (also per call: ``bind(max_tokens=N)``): caps
+    the reported output tokens and cuts the text."""
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _position: int = PrivateAttr(default=0)
 

@@ -1,14 +1,6 @@
-"""Todos: a tool the agent plans with, and loop helpers that keep it working.
-
-- ``write_todos`` (tool) replaces the ``todos`` list in state (statuses pending,
-  in_progress, completed; a bad item gets a clear error and changes nothing).
-- ``set_mode`` (optional tool) sets ``state["mode"]`` (e.g. "plan" → "execute").
-- ``todos_remaining(modes=None)`` builds a ``should_continue`` predicate: true while a
-  todo is not completed; with ``modes``, only while ``state["mode"]`` is one of them
-  (case-insensitive).
-- ``todos_remaining_message`` is an ``Iterations.continuation`` that lists the open items.
-
-``todos`` and ``mode`` are thread state: they survive runs on the same thread.
+"""Todos: the tools the agent plans with (``write_todos``, ``set_mode``), and the
+``Iterations`` callbacks that keep it working while items are open. ``todos`` and ``mode``
+are thread state: they survive runs on the same thread.
 
 Example:
     >>> from langgraph_loop import create_loop_agent, write_todos, todos_remaining, todos_remaining_message
@@ -112,11 +104,8 @@ def _modes(modes: Sequence[str] | None) -> set[str] | None:
 
 
 def todos_remaining(modes: Sequence[str] | None = None) -> Callable[[Mapping[str, Any]], bool]:
-    """A ``should_continue`` predicate: true while a todo is not completed.
-
-    Raises:
-        ValueError: ``modes`` is empty, a plain string, or names an empty mode.
-    """
+    """A ``should_continue`` predicate: true while a todo is not completed (with ``modes``, only
+    while ``state["mode"]`` is one of them, case-insensitive; a ``ValueError`` for bad ``modes``)."""
     wanted = _modes(modes)
 
     def predicate(state: Mapping[str, Any]) -> bool:

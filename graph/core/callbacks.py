@@ -13,38 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeAlias, TypeVar
-
-from langchain_core.tools import BaseTool
+from typing import Any
 
 from langgraph_loop.core.drive import Io
 
-__all__ = [
-    "CallbackError",
-    "Continuation",
-    "FeedbackHook",
-    "ShouldContinue",
-    "ToolFilter",
-    "call_async",
-    "call_sync",
-    "callback",
-]
-
-T = TypeVar("T")
-MaybeAwaitable: TypeAlias = T | Awaitable[T]
-State: TypeAlias = Mapping[str, Any]
-
-ShouldContinue: TypeAlias = Callable[[State], MaybeAwaitable[bool | tuple[bool, str | None]]]
-"""``should_continue(state) -> bool | (bool, feedback)``: run another iteration?"""
-Continuation: TypeAlias = Callable[[State, str | None], MaybeAwaitable[str | None]]
-"""``continuation(state, feedback) -> str | None``: the next iteration's text (None: re-send
-the previous iteration's input)."""
-FeedbackHook: TypeAlias = Callable[[State, str | None], MaybeAwaitable[str | None]]
-"""``record_feedback(state, feedback) -> str | None``: the progress-log entry of an iteration."""
-ToolFilter: TypeAlias = Callable[[State, list[BaseTool]], MaybeAwaitable[Sequence[BaseTool | str]]]
-"""``tool_filter(state, tools) -> tools``: the tools offered to one model call."""
+__all__ = ["CallbackError", "call_async", "call_sync", "callback"]
 
 
 class CallbackError(RuntimeError):

@@ -30,10 +30,8 @@ from langgraph_loop.core import prompts
 from langgraph_loop.core.removed import removed_field
 
 __all__ = [
-    "BLOCKABLE",
     "DEFAULT_LAYERS",
     "LAYERS",
-    "OPT_IN",
     "Approval",
     "ArgPolicy",
     "BudgetPressure",
@@ -51,8 +49,6 @@ __all__ = [
     "Repeat",
     "SameReply",
     "StallDetection",
-    "read_only_hint",
-    "tool_policy",
 ]
 
 
@@ -93,14 +89,11 @@ BLOCKABLE: tuple[str, ...] = ("no_progress", "repeat", "per_tool")
 class ArgPolicy(_Config):
     """What makes two calls of one tool "the same", and its own stagnation thresholds.
 
-    ``ignore`` drops fields (e.g. a ``timestamp``); ``keep`` keeps only the listed ones;
-    ``key`` maps the arguments to what identifies the call. ``warn_after``/``stop_after``
-    replace ``NoProgress.warn_after``/``stop_after`` for this tool. ``polls``: the tool
-    polls (a job's status, a queue), so asking for it again while its result changes is
-    waiting, not looping: the repeat layer never counts it then (the same result again still
-    counts as no progress). A tool can declare the same in its
-    metadata: ``loop_key`` (a list of argument names, or a function), ``loop_warn_after``,
-    ``loop_stop_after``, ``loop_polls``.
+    ``ignore`` drops fields; ``keep`` keeps only the listed ones; ``key`` maps the arguments
+    to what identifies the call. ``warn_after``/``stop_after`` replace ``NoProgress``'s for
+    this tool. ``polls``: asking again while its result changes is waiting, not looping. A
+    tool's metadata may declare the same (``loop_key``, ``loop_warn_after``,
+    ``loop_stop_after``, ``loop_polls``; docs/loop-detection.md).
 
     Example:
         >>> ArgPolicy(ignore=("timestamp",)).ignore
@@ -130,23 +123,15 @@ class NoProgress(_Config):
     """The ``no_progress`` layer: a call asked for again after its own identical results.
 
     Attributes:
-        warn_after: the call's own identical results in a row (whatever ran in between)
-            after which asking for it again warns.
-        stop_after: identical results after which asking again stops (or blocks first,
-            with ``block``).
-        no_content_after: the least count for a call whose result had no content (a silent
-            ``sed -i``): such results say little about the state.
-        call_window: how many calls (not responses) a call is remembered for after its
-            latest request.
-        path_excuse: a call naming one of the same paths (a write between two reads)
-            excuses the next identical result.
-        block: at ``stop_after`` the repeated call is answered with an error saying why
-            instead of running; the run goes on, and asking for it again stops.
+        warn_after: the call's own identical results after which asking again warns.
+        stop_after: identical results after which asking again stops (or blocks first).
+        no_content_after: the least count for a call whose result had no content.
+        call_window: calls (not responses) a call is remembered for after its last request.
+        path_excuse: a call naming one of the same paths excuses the next identical result.
+        block: at ``stop_after`` the call is answered with an error instead of running;
+            asking for it again stops.
         block_only_interleaved: block (rather than stop) only a repeat after which something
-            was done that may change what it sees: a call new to the run (read-only tools
-            aside) that ran silently or returned something new, or another call whose own
-            result changed. A repeat with nothing new in between stops at once; so does
-            asking again for a refused call with nothing new done since the refusal.
+            new was done that may change what it sees (docs/loop-detection.md, "Reference").
 
     Example:
         >>> NoProgress(stop_after=4).warn_after
@@ -256,16 +241,11 @@ class Calls(_Config):
     the ``per_tool`` layer.
 
     Attributes:
-        window: how many recent tool-calling responses the repeat, cycle and per-tool layers
-            look at.
-        normalize_results: compare results with their volatile parts (ids, timestamps,
-            durations, temp paths) replaced.
-        arg_policies: per-tool identity and no-progress thresholds (``"*"``: tools without
-            their own).
-        read_only_tools: tools whose calls change nothing: they never excuse another call's
-            repeat. Tools whose metadata carries MCP's ``readOnlyHint`` count too.
-        per_tool: windowed caps on calls of one tool name (any arguments), the ``per_tool``
-            layer: reaching the cap warns, exceeding it stops.
+        window: recent tool-calling responses the repeat, cycle and per-tool layers look at.
+        normalize_results: compare results with their volatile parts replaced.
+        arg_policies: per-tool ``ArgPolicy`` (``"*"``: tools without their own).
+        read_only_tools: tools that change nothing (also MCP's ``readOnlyHint``).
+        per_tool: caps on calls of one tool in the window: reaching one warns, exceeding stops.
         block_per_tool: a call over its tool's cap is refused once before the run stops.
 
     Example:
@@ -300,25 +280,20 @@ def _warn_before_stop(settings: Any) -> Any:
 
 
 class LoopDetection(_Config):
-    """Runaway tool-loop detection: warn, block the repeated call, then stop.
-
-    Which layers run, one small settings model per layer (each threshold means one thing),
-    how calls are told apart, and what a stop does.
+    """Runaway tool-loop detection: warn, block the repeated call, then stop
+    (docs/loop-detection.md, "Reference").
 
     Attributes:
-        layers: the layers that run (default ``DEFAULT_LAYERS``: ``no_progress``,
-            ``same_reply``, ``per_tool``, ``text``; ``repeat``, ``cycle`` and ``drift`` are
-            opt-in, and giving their own settings switches them on).
+        layers: the layers that run (default ``DEFAULT_LAYERS``; giving an opt-in layer's
+            settings switches it on).
         no_progress: ``NoProgress``: a call asked for again after its own identical results.
         repeat: ``Repeat``: one call in many responses of the window.
         cycle: ``Cycle``: the same round of responses again.
         drift: ``Drift``: the same result to calls that change a little.
         same_reply: ``SameReply``: the same response again and again.
-        calls: ``Calls``: the window, what makes two calls the same, read-only tools, and
-            the ``per_tool`` caps.
-        ask_human: instead of stopping a loop, ``interrupt()`` with the evidence and resume
-            with LangChain's human-in-the-loop decisions ``{"decisions": [{"type": "approve"
-            | "edit" | "reject", ...}]}`` (needs a checkpointer).
+        calls: ``Calls``: the window, call identity, read-only tools, ``per_tool`` caps.
+        ask_human: ``interrupt()`` with the evidence instead of a loop stop (needs a
+            checkpointer; docs/loop-detection.md, "Let a person decide").
 
     Example:
         >>> LoopDetection(calls=Calls(per_tool={"search": 8})).calls.per_tool["search"]
@@ -423,13 +398,9 @@ def tool_policy(metadata: Mapping[str, Any]) -> ArgPolicy | None:
 
 
 class StallDetection(_Config):
-    """Stop with ``stalled`` when iterations stop making progress.
-
-    Checked at the end of an iteration that would otherwise continue, over the last
-    ``consecutive`` iterations: the same answer text, or the same tool calls with the
-    same results, or token totals within ``tolerance`` of each other
-    (``max - min <= tolerance * min``). An iteration that ran a tool call no earlier one
-    made (new work) is never part of a stall. Details: ``nodes/stall.py``.
+    """Stop with ``stalled`` when the last ``consecutive`` iterations repeat themselves: the
+    same answer, the same calls and results, or token totals within ``tolerance``
+    (``max - min <= tolerance * min``); new work is never a stall (``nodes/stall.py``).
 
     Example:
         >>> StallDetection().consecutive
@@ -441,13 +412,9 @@ class StallDetection(_Config):
 
 
 class BudgetPressure(_Config):
-    """Finalize-now notice when agent tokens reach ``threshold × Limits.token_budget``.
-
-    The ``instruction`` is queued as a deferred notice (once per run); the model sees
-    it as the last message of its next request; the run stops with
-    ``budget_pressure`` at the end of that iteration unless it ends as ``completed``
-    anyway. Needs ``Limits.token_budget``; exceeding the budget itself stops at once
-    with ``token_budget``.
+    """Finalize-now notice when agent tokens reach ``threshold × Limits.token_budget``
+    (docs/token-budget.md): the run stops with ``budget_pressure`` at the end of that
+    iteration unless it ends as ``completed`` anyway.
 
     Example:
         >>> BudgetPressure(threshold=0.7).threshold
@@ -463,23 +430,16 @@ class Limits(_Config):
 
     Attributes:
         max_tool_calls: tool executions per run (None = unbounded).
-        token_budget: agent tokens (input + output) per run, the final answer included:
-            the loop stops while the final answer still fits (None = unbounded).
+        token_budget: agent tokens per run, the final answer included (None = unbounded).
         max_duration_s: wall-clock seconds per run, checked between steps.
-        final_answer: after a stop that left tool calls unanswered, answer them with
-            error ToolMessages and make one last model call with no tools bound.
+        final_answer: after a stop, one last model call with no tools bound.
         max_tool_output_chars: longer tool outputs are cut to this size, with a note.
-        max_tool_errors: tool-calling rounds in a row whose every result was an error
-            after which the run stops (``tool_errors``; None = off).
+        max_tool_errors: all-error tool rounds in a row that stop (``tool_errors``).
         budget_pressure: a finalize-now notice near ``token_budget`` (None = off).
-        budget_check_in: at ``token_budget``, pause (``interrupt()``, needs a checkpointer)
-            and ask a person, instead of stopping: LangChain's human-in-the-loop request
-            (``Token budget reached: add more?``), answered ``{"decisions": [...]}``: approve
-            adds the tokens offered, an edit the edited ``tokens``, reject stops. Needs
-            ``token_budget``.
-        budget_scope: ``"run"`` (default): ``token_budget`` is per run, and in a chat every
-            message is a run; ``"thread"``: one budget for the whole thread (every run's
-            tokens count, and what a person adds at a check-in stays added).
+        budget_check_in: at ``token_budget``, ask a person (``interrupt()``) instead of
+            stopping (docs/token-budget.md).
+        budget_scope: ``"run"`` (default): ``token_budget`` is per run; ``"thread"``: one
+            budget for the whole thread.
 
     Example:
         >>> Limits(token_budget=10_000, budget_pressure={"threshold": 0.7}).budget_pressure.threshold
@@ -533,19 +493,13 @@ class Compaction(_Config):
 
 
 class Hooks(_Config):
-    """The user's callbacks at points of the loop; sync or async.
+    """The user's callbacks at points of the loop; sync or async (README, "Configuration models").
 
-    Order per iteration: ``on_iteration_start(state)``, then ``on_tool_call(record)`` for
-    each executed or refused call (``{name, args, status, duration_s, iteration}``),
-    then ``on_iteration_end(record, state)`` with the iteration record (a copy);
-    returning True stops the run with ``terminated``. A hook that raises stops the
-    run with ``graph.callbacks.CallbackError`` naming the hook (the original
-    exception is its ``__cause__``); with a checkpointer, ``invoke(None, config)``
-    resumes the thread at the failed step. The same events, plus ``loop_warning``,
-    ``budget_pressure`` and one ``stop`` per run, are emitted on
-    ``stream_mode="custom"`` as JSON-friendly dicts ``{"event": ..., ...}``.
-    ``tool_filter(state, tools) -> tools`` chooses the tools offered to each model call
-    (names or tools); a call of a tool not offered is refused at execution.
+    Per iteration: ``on_iteration_start(state)``, ``on_tool_call(record)`` for each executed
+    or refused call, ``on_iteration_end(record, state)`` (True stops the run with
+    ``terminated``). A hook that raises stops the run with ``CallbackError`` naming it.
+    ``tool_filter(state, tools) -> tools`` chooses the tools offered to each model call; a
+    call of a tool not offered is refused at execution.
 
     Example:
         >>> Hooks(on_tool_call=print).on_iteration_start is None
@@ -605,16 +559,12 @@ class Iterations(_Config):
         max_model_calls: model calls per iteration (None = unbounded).
         should_continue: ``(state) -> bool | (bool, feedback)``, asked when an iteration ends.
         judge: a second model that decides whether the original request is answered.
-        continuation: ``(state, feedback) -> str | None``: the text that starts the next
-            iteration (None: send the previous iteration's input again). Without it the
-            default text, with the feedback, is sent. It replaces ``next_message``
-            (the same callback) and ``prompt_factory(state)``, which is
-            ``lambda state, feedback: str(prompt_factory(state))``.
+        continuation: ``(state, feedback) -> str | None``: the next iteration's text (None:
+            the previous iteration's input again; default: a text with the feedback).
         record_feedback: ``(state, feedback) -> str | None``: an iteration's progress entry
             (default: the start of its answer).
         inject_progress: put the latest progress entry before the continuation text.
-        fresh_context: later iterations see only the request, the progress log and the new
-            iteration, not the earlier iterations' messages.
+        fresh_context: later iterations see only the request, the progress log and their own.
         stall: stop (``stalled``) when iterations repeat themselves without new work.
 
     Example:

@@ -2,40 +2,11 @@
 
 ``LoopGraph`` (what ``create_loop_agent`` returns; built as ``Pregel.copy`` builds copies,
 since LangGraph runs no user code before it saves an input) checks ``stream``/``astream``
-and ``update_state``/``bulk_update_state`` calls first: unknown keys, no user message, a
-resume of a thread not paused, a ``Command`` with nothing in it (``resume=None``), an invalid
-``context=`` are ``ValueError``s. A run's ``messages`` go through ``checked_messages``: merged
-with the stored thread as the messages channel would merge them, the result must keep the
-pairing rules (``core/messages.py``).
-
-Repaired, the same way every time (nothing is lost):
-
-- an input AIMessage's call without a ToolMessage is answered ``not_executed`` after it;
-- a stored HumanMessage sent again at the end of the input (LangGraph wrote its id into the
-  object) is a new turn under a fresh id, not a replacement;
-- the stored last AIMessage's calls a crashed step finished keep their saved results
-  (``saved_answers``, from the checkpoint's task writes).
-
-``update_state`` is checked the same way, without the fresh id (editing by id is its purpose),
-leaving the calls it ends on open for the tools; ``bulk_update_state`` checks each update on
-the thread the ones before it leave (``update_state`` is one of them). In both, removing an id
-the thread does not hold is a ``ValueError`` (as ``add_messages`` says it), and removing an
-AIMessage removes the ToolMessages of its calls with it (``resolve_removals``). LangGraph's
-own ``update_state`` then writes the update and takes the graph's edge after the node it is
-made as; calls it leaves open go where that edge leads (``_continued``): written as the model
-on a finished thread, the thread reopens and the calls run next, as under ``create_agent``;
-written as the tools, they are answered ``not_executed`` (the model comes next).
-
-Rejected (a ``ValueError`` naming the input message, the rule; nothing written): an unknown
-role, a ToolMessage answering no open call, a system message not first, shared call ids, the
-removal of a tool result whose call stays (remove the AIMessage too, or replace the result).
-
-A run on a thread that has a run in progress in this process (same checkpointer) is refused
-with ``ThreadBusyError``, nothing run or written: two runs at once would interleave their
-writes in one history; an edit then (``update_state``) is refused the same way: it would land
-between a call and its result. A stream its reader left (``break``) is closed first: at once
-in sync code, by the event loop a turn or two later in async code, and an async run waits for
-that.
+and ``update_state``/``bulk_update_state`` calls first. A run's ``messages`` are merged with
+the stored thread as the messages channel would merge them, and the result must keep the
+pairing rules (``core/messages.py``). What is repaired and what is a ``ValueError``:
+docs/reliability.md ("What the loop repairs, what it rejects", "Edits keep the thread
+valid"); one run at a time per thread in a process (``ThreadBusyError``): docs/deployment.md.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -83,8 +54,8 @@ from langgraph_loop.core.messages import (
 )
 from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState
 
-__all__ = ["RULES", "LoopGraph", "ThreadBusyError", "answer_unanswered", "checked_messages", "input_problem",
-           "not_executed", "removal_breaks", "resolve_removals", "resume_problem", "saved_answers"]
+__all__ = ["LoopGraph", "ThreadBusyError", "checked_messages", "not_executed", "removal_breaks",
+           "resolve_removals"]
 
 RULES: dict[str, str] = {
     "system_first": "a system message may only come first in a thread",
@@ -127,9 +98,8 @@ def _explain(problem: Problem, message: BaseMessage, index: int) -> str:
 def checked_messages(value: Any, stored: Sequence[BaseMessage],
                      saved: Sequence[ToolMessage] = (), *, update: bool = False
                      ) -> list[BaseMessage]:
-    """The messages a run writes for the input ``value`` on a thread holding ``stored``,
-    repaired, or a ``ValueError`` (module docstring). ``saved``: ``saved_answers``;
-    ``update``: the messages of an ``update_state``."""
+    """The messages a run writes for ``value`` on a thread holding ``stored``, repaired, or a
+    ``ValueError``. ``saved``: ``saved_answers``; ``update``: an ``update_state``'s."""
     given = _as_messages(value)
     messages = given if update else _fresh_turn(given, stored)
     where = {id(m): i for i, m in enumerate(messages)}  # the caller's index of each message
@@ -217,11 +187,8 @@ def answer_unanswered(messages: Sequence[BaseMessage], *, open_end: bool = False
 
 
 def resolve_removals(stored: Sequence[BaseMessage], new: Sequence[Any]) -> list[Any]:
-    """``new`` with its ``RemoveMessage``s resolved as LangGraph's ``add_messages`` does.
-
-    ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` removes everything before it (each stored
-    message by id: the messages channel stores only the change); removing an id that is
-    neither stored nor written before it is a ``ValueError``.
+    """``new`` with its ``RemoveMessage``s resolved as ``add_messages`` does, each stored one by id
+    (the messages channel stores only the change); an unknown id is a ``ValueError``.
 
     Example:
         >>> old = [HumanMessage("a", id="1")]
@@ -272,8 +239,7 @@ def _with_answers_removed(stored: Sequence[BaseMessage], new: list[Any]) -> list
 
 
 def removal_breaks(stored: Sequence[BaseMessage], new: Sequence[Any]) -> list[str]:
-    """The pairing rules ``new`` (a node's messages update, removals resolved) would break in
-    ``stored`` that held before, one line each (empty: the update keeps the thread valid).
+    """The pairing rules ``new`` (a messages update, removals resolved) would break in ``stored``.
 
     Example:
         >>> from langchain_core.messages import AIMessage
@@ -291,7 +257,6 @@ def removal_breaks(stored: Sequence[BaseMessage], new: Sequence[Any]) -> list[st
 
 # --- checking a run's input ------------------------------------------------------------
 
-ACCEPTED = sorted(LoopInput.__annotations__)
 NOTHING = ("input: nothing to work on: the run has no user message (pass "
            "{'messages': [HumanMessage(...)]}, or continue a thread that has one)")
 
@@ -307,13 +272,8 @@ def _has_user_message(messages: Any) -> bool:
 
 
 def input_problem(input: Mapping[str, Any], stored: StateSnapshot | None,
-                  accepted: Sequence[str] = ACCEPTED) -> str | None:
-    """Why a dict input cannot start a run (None when it can).
-
-    ``stored`` is the thread's saved state (None without a thread or checkpoint);
-    ``accepted`` the input keys (``LoopInput``'s, plus a user state schema's and the
-    middleware's).
-    """
+                  accepted: Sequence[str]) -> str | None:
+    """Why a dict input cannot start a run (None when it can); ``stored``: the thread's state."""
     unknown = sorted(str(k) for k in input if k not in accepted)
     if unknown:
         return f"input: unknown key(s) {unknown}; a run accepts {sorted(accepted)}"
@@ -370,13 +330,10 @@ def _merged(state: Mapping[str, Any], values: Mapping[str, Any]) -> list[BaseMes
 
 def _continued(values: Mapping[str, Any], as_node: str | None, state: Mapping[str, Any]
                ) -> dict[str, Any]:
-    """An update made as ``as_node`` (None: as LangGraph infers) on a thread holding ``state``,
-    with the calls it leaves open sent where they run, as the edge after ``as_node`` goes on.
-
-    As ``tools``, the model comes next and the calls would never run: they are answered
-    ``not_executed`` (a provider rejects a call without a result). As ``model`` on a finished
-    thread (``stop_reason`` set), the stop is cleared, so the model's edge sends them to the
-    tools, as under ``create_agent``.
+    """An update made as ``as_node`` on a thread holding ``state``, with the calls it leaves open
+    sent where the edge after ``as_node`` goes: as ``tools`` the model comes next, so they are
+    answered ``not_executed``; as ``model`` on a finished thread the stop is cleared, so the
+    tools run them, as under ``create_agent``.
 
     Example:
         >>> from langchain_core.messages import AIMessage
@@ -408,9 +365,8 @@ _CLOSING: set[tuple[int, str, str]] = set()
 """The running threads whose async run is being closed (its reader left it: ``_astream``)."""
 
 ABANDONED_TURNS = 3
-"""Event-loop turns an async run waits for a busy thread's run to start closing: the loop
-closes an async generator its reader left (``break``) one or two turns later, where Python
-closes a sync one at once."""
+"""Event-loop turns an async run waits for a busy thread's run to start closing (the loop
+closes an async generator its reader left one or two turns later)."""
 
 
 def _key(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | None:
@@ -453,9 +409,7 @@ def _idle(saver: Any, config: RunnableConfig | None) -> None:
 
 
 async def _aclaim(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | None:
-    """``_claim`` for an async run: a run its reader left is waited for while the event loop
-    closes it (``ABANDONED_TURNS`` for the close to start, then until it ends); a run still
-    read is a ``ThreadBusyError``."""
+    """``_claim`` for an async run: waits while a run its reader left is closed."""
     turns = 0
     while True:
         try:
@@ -477,11 +431,8 @@ def _release(key: tuple[int, str, str] | None) -> None:
 
 
 class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput]):
-    """A ``CompiledStateGraph`` that checks a run's input first (see module docstring).
-
-    ``check_context`` validates a run's ``context=`` (the builder passes
-    ``LoopSettings.overrides``); a resume runs under the run's stored overrides.
-    """
+    """A ``CompiledStateGraph`` that checks a run's input first; ``check_context`` validates a
+    run's ``context=``, and a resume runs under the run's stored overrides."""
 
     def __init__(self, *, check_context: Callable[[Any], object] | None = None,
                  **kwargs: Any) -> None:
@@ -490,8 +441,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
 
     @property
     def _accepted(self) -> tuple[str, ...]:
-        """The input keys a run accepts: the input schema's, and the keys a user's or a
-        middleware's ``state_schema`` keeps out of it (dropped, as ``create_agent`` drops them)."""
+        """The input schema's keys, and those a user's or middleware's ``state_schema`` adds."""
         state = set(self.builder.state_schema.__annotations__) - set(LoopState.__annotations__)
         return (*self.builder.input_schema.__annotations__, *sorted(state))
 
@@ -526,58 +476,50 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
                 input = {**input, "messages": checked_messages(given, messages, saved)}
         return input, kwargs
 
+    def _readable(self, config: RunnableConfig | None) -> bool:
+        """Is there a thread state to read: an id and a checkpointer (the graph's or a parent's)?"""
+        return _thread(config) is not None and (isinstance(self.checkpointer, BaseCheckpointSaver)
+                                                or checkpointer(config) is not None)
+
     def _stored(self, config: RunnableConfig | None) -> StateSnapshot | None:
-        """The thread's state, where there is one to read: an id and a checkpointer (the
-        graph's, or a parent's)."""
-        if _thread(config) is None or not (isinstance(self.checkpointer, BaseCheckpointSaver)
-                                           or checkpointer(config) is not None):
-            return None
+        """The thread's state, where there is one to read."""
         try:
-            return self.get_state(config or {})
+            return self.get_state(config or {}) if self._readable(config) else None
         except ValueError:  # no checkpointer after all
             return None
 
     async def _astored(self, config: RunnableConfig | None) -> StateSnapshot | None:
         """Async ``_stored``."""
-        if _thread(config) is None or not (isinstance(self.checkpointer, BaseCheckpointSaver)
-                                           or checkpointer(config) is not None):
-            return None
         try:
-            return await self.aget_state(config or {})
+            return await self.aget_state(config or {}) if self._readable(config) else None
         except ValueError:
             return None
 
-    def _saver(self, stored: StateSnapshot) -> tuple[Any, list[str]]:
-        """The checkpointer and the stored last AIMessage's unanswered calls."""
-        _, missing = unanswered_tail(_values(stored).get("messages") or [])
-        saver = self.checkpointer
-        return (saver, missing) if isinstance(saver, BaseCheckpointSaver) else (None, [])
-
-    def _saved(self, input: Any, stored: StateSnapshot | None) -> list[ToolMessage]:
-        """The results a crashed step saved for the stored last AIMessage's calls, when a new
-        message continues a thread whose last step did not finish (else none)."""
+    def _missing(self, input: Any, stored: StateSnapshot | None) -> list[str]:
+        """The stored last AIMessage's unanswered calls, when a new message continues a thread
+        whose last step did not finish (a crashed step may have saved their results)."""
         if not isinstance(input, Mapping) or stored is None or not stored.next:
             return []
-        saver, missing = self._saver(stored)
-        if not missing:
+        return unanswered_tail(_values(stored).get("messages") or [])[1]
+
+    def _saved(self, input: Any, stored: StateSnapshot | None) -> list[ToolMessage]:
+        """The results a crashed step saved for ``_missing``'s calls."""
+        missing = self._missing(input, stored)
+        if not missing or stored is None or not isinstance(self.checkpointer, BaseCheckpointSaver):
             return []
-        saved = saver.get_tuple(stored.config)
+        saved = self.checkpointer.get_tuple(stored.config)
         return saved_answers(saved.pending_writes or [] if saved else [], missing)
 
     async def _asaved(self, input: Any, stored: StateSnapshot | None) -> list[ToolMessage]:
         """Async ``_saved``."""
-        if not isinstance(input, Mapping) or stored is None or not stored.next:
+        missing = self._missing(input, stored)
+        if not missing or stored is None or not isinstance(self.checkpointer, BaseCheckpointSaver):
             return []
-        saver, missing = self._saver(stored)
-        if not missing:
-            return []
-        saved = await saver.aget_tuple(stored.config)
+        saved = await self.checkpointer.aget_tuple(stored.config)
         return saved_answers(saved.pending_writes or [] if saved else [], missing)
 
     def _update(self, values: Any, messages: Sequence[BaseMessage]) -> Any:
-        """``update_state`` values with their messages checked against the thread's ``messages``
-        (``checked_messages``) and their removals resolved (``resolve_removals``: an unknown id is
-        a ``ValueError``)."""
+        """``update_state`` values with their removals resolved and their messages checked."""
         if not isinstance(values, Mapping) or "messages" not in values:
             return values
         given = resolve_removals(messages, _as_list(values["messages"]))
@@ -585,9 +527,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
 
     def _checked_updates(self, supersteps: Sequence[Sequence[StateUpdate]],
                          stored: StateSnapshot | None) -> list[list[StateUpdate]]:
-        """``bulk_update_state``'s updates as they are written: each checked (``_update``) on
-        the thread the updates before it leave, its open calls sent on (``_continued``);
-        LangGraph then writes them and takes the graph's edges."""
+        """The updates, each checked on the thread the ones before it leave (``_continued``)."""
         state = _values(stored)
         checked: list[list[StateUpdate]] = []
         for step in supersteps:
@@ -605,9 +545,8 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
 
     def bulk_update_state(self, config: RunnableConfig,
                           supersteps: Sequence[Sequence[StateUpdate]]) -> RunnableConfig:
-        """``CompiledStateGraph.bulk_update_state`` (and so ``update_state``) after the checks:
-        each update's messages (``ValueError``), no run in progress on the thread in this
-        process (``ThreadBusyError``); the updates as ``_checked_updates`` leaves them."""
+        """``bulk_update_state`` (and so ``update_state``) after the checks (``ValueError``,
+        ``ThreadBusyError``)."""
         if _is_subgraph(config):
             return super().bulk_update_state(config, supersteps)
         _idle(self.checkpointer, config)
@@ -624,8 +563,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
 
     def stream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> Iterator[Any]:
-        """``CompiledStateGraph.stream`` after the input check (``ValueError``); a second run
-        on a thread with a run in progress in this process is a ``ThreadBusyError``."""
+        """``stream`` after the input check (``ValueError``, ``ThreadBusyError``)."""
         if _is_subgraph(config):
             return super().stream(input, config, **kwargs)
         stored = self._stored(config)
@@ -646,8 +584,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
 
     def astream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
                 **kwargs: Any) -> AsyncIterator[Any]:
-        """``CompiledStateGraph.astream`` after the input check (``ValueError``, or
-        ``ThreadBusyError`` as ``stream``)."""
+        """``astream`` after the input check (``ValueError``, ``ThreadBusyError``)."""
         return self._astream(input, config, **kwargs)
 
     async def _astream(self, input: Any, config: RunnableConfig | None,

@@ -1,31 +1,13 @@
 """What a provider-valid message list is: pairing, the deferred-notice queue, the loop's tags.
 
-**Pairing.** Every AIMessage with tool calls (valid or malformed) must be followed
-immediately by exactly one ToolMessage per call id, with nothing in between; ToolMessages
-appear nowhere else; a system message may only come first.
-
-**Deferred notices.** What the loop tells the model is queued in graph state
-(``pending_notices``), tagged with the run that queued it, and drained by the model node
-right before its next call into ONE ``HumanMessage`` placed after the ToolMessages, never
-between an AIMessage with tool calls and its ToolMessages. It is named by what it says
-(``notice_name``): ``stop_notice`` (the run was stopped), ``budget_notice`` (budget
-pressure), ``loop_notice`` (a loop warning, or a person's hint about a loop); when several
-sources merge into one message, the first of that order names it and
-``additional_kwargs["lc_data"]["sources"]`` lists them all. Every notice carries
-langchain-core's notification metadata (``lc_source="langgraph_loop"``), so one rule finds
-them all: ``is_notice`` (0.2's ``name="loop_warning"`` is translated once a run starts on
-such a thread: ``core/upgrade.py``). Its id starts with
-``HIDDEN_ID_PREFIX`` (``do-not-render-``), the prefix chat UIs such as Agent Chat UI keep
-out of the transcript, unless the app asked to show notices (``hidden=False``): a person
-never sees the loop's words to the model as if they had typed them.
-
-**Text.** One helper each for a message's text: a digest, clipping, shortening, and the
-``name(args)`` label of a tool call.
-
-**Tags.** Messages the loop writes carry a ``name`` saying what they are (``TAGS``) and,
-where a UI may want to hide them, ``additional_kwargs["langgraph_loop"]["kind"]``: a blocked
-call's answer is ``BLOCKED_KIND`` (``is_blocked``); a reply cut while it streamed carries
-``response_metadata[CUT_KEY]`` (``is_cut``).
+The pairing rules (``pairing_problems``, the one definition) and the deferred-notice queue
+are explained in docs/architecture.md ("The pairing invariant", "The deferred-notice queue").
+A drained notice is named by what it says (``notice_name``), carries langchain-core's
+notification metadata (``lc_source``; ``is_notice`` is the one rule that finds notices) and an
+id chat UIs do not render (``HIDDEN_ID_PREFIX``) unless the app shows notices. Messages the
+loop writes carry a ``name`` saying what they are (``TAGS``); a blocked call's answer and a
+reply cut while it streamed are marked too (``is_blocked``, ``is_cut``). Also here: one helper
+each for a message's text.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -76,12 +58,10 @@ __all__ = [
     "BUDGET_NOTICE",
     "CONTINUE_NAME",
     "CUT_KEY",
-    "HIDDEN_ID_PREFIX",
     "LOOP_NOTICE",
     "NOTICE_NAMES",
     "NOTICE_SOURCE",
     "PROGRESS_NAME",
-    "RESPOND_NAME",
     "STOP_NOTICE",
     "SUMMARY_NAME",
     "TAGS",
@@ -100,7 +80,6 @@ __all__ = [
     "drain",
     "encodable",
     "encodable_text",
-    "hidden_id",
     "is_blocked",
     "is_cut",
     "is_notice",
@@ -108,7 +87,6 @@ __all__ = [
     "iteration_messages",
     "loop_message",
     "notice_message",
-    "notice_name",
     "pairing_problems",
     "queue_notice",
     "reply_text",
@@ -333,16 +311,6 @@ HIDDEN_ID_PREFIX = "do-not-render-"
 ``DO_NOT_RENDER_ID_PREFIX``): the notices' ids start with it unless an app shows them."""
 
 
-def hidden_id() -> str:
-    """A fresh message id a chat UI does not render.
-
-    Example:
-        >>> hidden_id().startswith(HIDDEN_ID_PREFIX)
-        True
-    """
-    return f"{HIDDEN_ID_PREFIX}{uuid.uuid4()}"
-
-
 REDIRECT_KIND = "budget_redirect"
 """``additional_kwargs["langgraph_loop"]["kind"]`` of a person's redirect: a message given at
 the token budget's check-in, or one typed while the loop question was open."""
@@ -403,10 +371,9 @@ def is_notice(message: BaseMessage) -> bool:
 
 
 def notice_message(notices: Sequence[Notice], *, hidden: bool = True) -> HumanMessage | None:
-    """Merge notices (de-duplicated by text, in order) into one message, named by
-    ``notice_name`` and marked with langchain-core's notification metadata
-    (``lc_source``/``lc_data``, the keys ``add_notification_metadata`` sets); ``hidden``:
-    an id chat UIs do not render (``hidden_id``)."""
+    """Merge notices (de-duplicated by text, in order) into one message named by
+    ``notice_name``, with the keys langchain-core's ``add_notification_metadata`` sets;
+    ``hidden``: an id chat UIs do not render (``HIDDEN_ID_PREFIX``)."""
     texts: list[str] = []
     for notice in notices:
         if notice["text"] not in texts:
@@ -415,7 +382,8 @@ def notice_message(notices: Sequence[Notice], *, hidden: bool = True) -> HumanMe
         return None
     sources = sorted({n["source"] for n in notices})
     name = notice_name(sources)
-    return loop_message("\n\n".join(texts), name=name, id=hidden_id() if hidden else None,
+    message_id = f"{HIDDEN_ID_PREFIX}{uuid.uuid4()}" if hidden else None
+    return loop_message("\n\n".join(texts), name=name, id=message_id,
                         additional_kwargs={
                             "lc_source": NOTICE_SOURCE, "lc_data": {"kind": name, "sources": sources},
                             "langgraph_loop": {"kind": "notice", "sources": sources}})
@@ -505,9 +473,7 @@ def _encodable_value(value: Any) -> Any:
 
 def encodable(message: MessageT) -> MessageT:
     """The message with its text and its tool calls' arguments ``encodable_text`` (the same
-    object when there is nothing to escape). Where text enters the transcript, the model
-    node passes each message through this once, so a provider client that encodes strictly
-    can send it and the checkpoint stores the same text.
+    object when there is nothing to escape; docs/reliability.md, "What the loop repairs").
 
     Example:
         >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {"n": "caf\\udce9"}, "id": "c"}])

@@ -1,11 +1,9 @@
 """Per-run overrides: a run's ``context=``, nested by group, checked and merged over the
 graph's own configuration.
 
-``LoopContext`` (``core/state.py``) declares what a run may override; each group given is
-checked against that declaration (strictly: ``True`` is not a count and ``"3"`` not a
-number; a deployed graph gets JSON numbers), merged over the graph's model of the same name
-and validated by it, the same way in-process and on LangGraph Server. A flat name of 0.2
-(``{"max_tool_calls": 2}``) is refused with its nested spelling (``core/removed.py``).
+``LoopContext`` (``core/state.py``) declares what a run may override (README, "Per-run
+overrides"); each group given is checked against it strictly (``True`` is not a count and
+``"3"`` not a number: a deployed graph gets JSON numbers).
 
 Example:
     >>> from langgraph_loop.core.config import Limits
@@ -35,8 +33,7 @@ from langgraph_loop.core.state import (
     LoopDetectionOverrides,
 )
 
-__all__ = ["GROUPS", "OVERRIDES", "checked_groups", "explain", "fields_of", "given", "merged",
-           "run_overrides"]
+__all__ = ["GROUPS", "OVERRIDES", "checked_groups", "explain", "given", "merged", "run_overrides"]
 
 OVERRIDES: tuple[str, ...] = tuple(LoopContext.__annotations__)
 """The keys a run's ``context=`` may hold (declared once, in ``LoopContext``): the groups."""
@@ -122,11 +119,6 @@ def checked_groups(context: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def fields_of(model: type[BaseModel]) -> tuple[str, ...]:
-    """A configuration model's fields as users write them."""
-    return tuple(model.model_fields)
-
-
 _ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
 
 
@@ -139,9 +131,9 @@ def _checked(path: str, given: Any, model: type[BaseModel], declared: Any) -> di
     out: dict[str, Any] = {}
     for name, value in given.items():
         where = f"{path}.{name}"
-        if name not in fields_of(model):
+        if name not in model.model_fields:
             raise ValueError(f"invalid run context: {where}: unknown field (fields of "
-                             f"{model.__name__}: {', '.join(fields_of(model))})")
+                             f"{model.__name__}: {', '.join(model.model_fields)})")
         if name not in hints:
             raise ValueError(f"invalid run context: {where}: not overridable per run (per-run "
                              f"fields of {path}: {', '.join(hints)})")
@@ -172,7 +164,7 @@ def merged(path: str, current: BaseModel, update: Mapping[str, Any]) -> BaseMode
     """``current`` with ``update`` applied, validated by its own model (nested groups too).
     Only the fields given (at build time or now) are passed, so a model's own rules for what
     was given apply (``LoopDetection``: a layer's settings given switch the layer on)."""
-    fields = {k: getattr(current, k) for k in fields_of(type(current)) if k in current.model_fields_set}
+    fields = {k: getattr(current, k) for k in type(current).model_fields if k in current.model_fields_set}
     for name, value in update.items():
         inner = getattr(current, name)
         if not isinstance(value, dict):

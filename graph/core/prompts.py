@@ -22,7 +22,6 @@ __all__ = [
     "CUT_REPLY",
     "EDIT_NOTE",
     "FEEDBACK",
-    "INVALID_ARGS",
     "INVALID_JSON",
     "JUDGE_INSTRUCTIONS",
     "JUDGE_INTRO",
@@ -116,7 +115,6 @@ BUDGET_PRESSURE = (
 UNKNOWN_TOOL = "Error: unknown tool {name}. Available tools: {available}."
 NOT_OFFERED = "Error: tool {name} is not available at this point of the task; it was not run."
 TOOL_LIMIT = "Error: tool call limit for this run reached; this call was not run."
-INVALID_ARGS = "Error: invalid arguments for tool {name}: {error}"
 TOOL_RAISED = "Error: the tool raised {kind}: {error}"
 NO_ANSWER = "Error: the tool returned no result for this call (its result answered another call)."
 INVALID_JSON = ("Error: the arguments of this call to {name} are not valid JSON ({error}); "

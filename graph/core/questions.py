@@ -41,8 +41,7 @@ from langchain.agents.middleware.human_in_the_loop import (
 from pydantic import Discriminator
 from typing_extensions import TypedDict
 
-__all__ = ["DECISIONS", "Decisions", "decisions_shape", "is_decisions", "one_action", "the_decision",
-           "whole_number"]
+__all__ = ["DECISIONS", "Decisions", "decisions_shape", "one_action", "the_decision", "whole_number"]
 
 DECISIONS: tuple[DecisionType, ...] = ("approve", "edit", "reject")
 """The decisions a question takes (LangChain's, without ``respond``)."""
@@ -61,15 +60,10 @@ def one_action(name: str, args: dict[str, Any], description: str) -> HITLRequest
                                                     allowed_decisions=list(DECISIONS))])
 
 
-def is_decisions(value: Any) -> bool:
-    """Is this answer in the human-in-the-loop format (``{"decisions": [...]}``)?"""
-    return isinstance(value, Mapping) and "decisions" in value
-
-
 def decisions_shape(value: Any, what: str) -> Any:
     """``value`` if it is ``{"decisions": [...]}``; else a ``ValueError`` naming that shape
     (0.3's ``{"action": ...}`` answers and action names were removed in 0.4)."""
-    if not is_decisions(value):
+    if not (isinstance(value, Mapping) and "decisions" in value):
         raise ValueError(f"{what}: {value!r:.80} is not an answer 0.4 takes (0.3's answer shapes "
                          f"were removed): answer with LangChain's human-in-the-loop decisions, "
                          f"{{'decisions': [{{'type': 'approve' | 'edit' | 'reject', ...}}]}} "
@@ -78,12 +72,7 @@ def decisions_shape(value: Any, what: str) -> Any:
 
 
 def the_decision(value: Any, what: str) -> dict[str, Any]:
-    """The one decision of a ``{"decisions": [...]}`` answer.
-
-    Raises:
-        ValueError: another shape (0.3's ``{"action": ...}`` or an action name: the message
-            names the shape to send), not exactly one decision, or one of an unknown type.
-    """
+    """The one decision of a ``{"decisions": [...]}`` answer (else a ``ValueError``)."""
     decisions = decisions_shape(value, what)["decisions"]
     if not isinstance(decisions, list) or len(decisions) != 1 or not isinstance(decisions[0], Mapping):
         raise ValueError(f"{what}: answer with {{'decisions': [one decision]}}, got {value!r}")
@@ -95,12 +84,8 @@ def the_decision(value: Any, what: str) -> dict[str, Any]:
 
 
 def whole_number(value: Any, what: str) -> int:
-    """A whole number >= 1 from an edited value: a UI sends an edited number as text
-    (``"20000"``; ``,``, ``_`` and spaces between digits are taken).
-
-    Raises:
-        ValueError: not a whole number >= 1.
-    """
+    """A whole number >= 1 (else a ``ValueError``) from an edited value: a UI sends an edited
+    number as text (``"20000"``; ``,``, ``_`` and spaces between digits are taken)."""
     number: Any = value
     if isinstance(value, str):
         digits = value.strip().replace(",", "").replace("_", "").replace(" ", "")

@@ -100,11 +100,7 @@ def _coerce_tools(tools: Sequence[Any] | BaseTool | Callable[..., Any]) -> tuple
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """The validated configuration of one compiled loop graph.
-
-    The groups are stored as given (``iterations``, ``limits``, ``hooks``, ...) and the
-    nodes read them there (``settings.iterations.max``, ``settings.hooks.tool_filter``).
-    """
+    """The validated configuration of one compiled loop graph, the groups as given."""
 
     model: ChatRunnable
     tools: tuple[BaseTool, ...] = ()
@@ -145,11 +141,8 @@ class LoopSettings:
     @classmethod
     def build(cls, model: ChatRunnable | str, tools: Sequence[Any] | BaseTool | Callback | None = (),
               **kwargs: Any) -> LoopSettings:
-        """Validate the builder's arguments (``ValueError`` naming the argument).
-
-        Takes ``create_loop_agent``'s keywords; a keyword 0.4 removed is a ``TypeError``
-        naming what to write instead (``core/removed.py``).
-        """
+        """Validate ``create_loop_agent``'s keywords (``ValueError`` naming the argument; one
+        0.4 removed is a ``TypeError`` naming what to write instead)."""
         removed = sorted(set(kwargs) & set(KEYWORDS))
         if removed:
             raise removed_keyword(removed)
@@ -236,11 +229,8 @@ class LoopSettings:
     # --- per-run overrides -------------------------------------------------------------------
 
     def for_runtime(self, runtime: Runtime[Any] | None) -> LoopSettings:
-        """These settings with the running graph's overrides (its runtime context) applied.
-
-        On a resume the context holds the overrides the run started with: ``prepare`` stores
-        them in ``run["overrides"]`` and ``LoopGraph`` passes them again.
-        """
+        """These settings with the running graph's overrides (its runtime context) applied; a
+        resume's context holds the run's own (``run["overrides"]``, passed again by ``LoopGraph``)."""
         context = runtime.context if runtime is not None else None
         if context is None:  # no context, no overrides: the common case, every step
             return self

@@ -1,21 +1,13 @@
 """The graph's shape: its nodes, the targets of every edge, and the step budget, all derived
 from the same configuration flags (the one place they are written down).
 
-The flags: ``judge`` (a judge node before the router), ``approval`` (before gated tools),
-``compaction`` (before every model call), ``respond`` (reads the structured answer of a reply
-when ``response_format`` is set),
-``final_answer`` (a tools-free last call after a stop), and the user's middleware node hooks
-(``before_agent``, ``before_model``, ``after_model``, ``after_agent``: a node each, named and
-chained as ``create_agent`` does; ``jumps``: where each may jump). ``graph/builder.py`` wires the
-graph from a ``Shape``; the routes return its node names; the nodes ask it whether the
-steps to finish cleanly still fit.
-
-LangGraph's recursion limit is handled with ``RemainingSteps``: a node that sees
-``remaining`` may still schedule ``remaining - 1`` steps. The loop continues only while
-the steps to finish cleanly (answer pending calls, final answer, router) would still fit
-after the next round, so ``GraphRecursionError`` never escapes. A clean tool round is two
-steps, ``model -> tools``: the engine decides in ``model`` and the ``loop_detector`` node
-runs only when the decision acts (a warning, a block or a stop).
+The flags are the optional nodes (``judge``, ``approval``, ``compaction``, ``respond``,
+``final_answer``) and the user's middleware node hooks, named and chained as ``create_agent``
+does (docs/architecture.md, "The graph"). ``graph/builder.py`` wires the graph from a
+``Shape``; the nodes ask it whether the steps to finish cleanly still fit: with
+``RemainingSteps`` a node that sees ``remaining`` may still schedule ``remaining - 1`` steps,
+so the loop goes on only while finishing cleanly would fit after the next round, and
+``GraphRecursionError`` never escapes.
 
 Example:
     >>> shape = Shape()
@@ -97,8 +89,6 @@ class Shape:
     """
     start_steps: int = field(init=False)
     """Steps a run needs at least: [compaction] model, loop_detector, [judge] router."""
-    _round_needs: tuple[int, int] = field(init=False, repr=False)
-    """Steps a tool round and the finish after it need: (not gated, gated)."""
 
     def __post_init__(self) -> None:
         # a model call: its before_model hooks, [compaction], model, its after_model hooks
@@ -122,9 +112,6 @@ class Shape:
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)
-        after = len(self.after_model)  # the current call's after_model hooks, before its edge
-        object.__setattr__(self, "_round_needs", (after + self.round_steps(gated=False) + finish,
-                                                  after + self.round_steps(gated=True) + finish))
 
     # --- nodes and edge targets --------------------------------------------------------------
     @property
@@ -250,8 +237,9 @@ class Shape:
 
     def can_continue_round(self, remaining: int | None, *, gated: bool) -> bool:
         """On the edge after ``model`` (``remaining`` as ``model`` saw it): may the tools run
-        and the model be called again?"""
-        return remaining is None or remaining - 1 >= self._round_needs[gated]
+        and the model be called again? (The current call's after_model hooks come first.)"""
+        return self.fits(remaining, len(self.after_model) + self.round_steps(gated=gated)
+                         + self.finish_steps)
 
     def can_start_iteration(self, remaining: int | None) -> bool:
         """At ``router``: may another iteration start?"""

@@ -451,8 +451,7 @@ def _show(config: RunnableConfig, messages: Sequence[BaseMessage]) -> Runnable[A
 def show_messages(config: RunnableConfig, messages: Sequence[BaseMessage]) -> None:
     """Hand ``messages`` a node writes to ``stream_mode="messages"`` now, before the model call
     that follows them (LangGraph shows a node's messages when the node ends: a notice would
-    come after the reply it preceded). They get ids, so the node's end does not show them
-    again. Only while that stream listens: it costs a callback run named as the node.
+    come after the reply it preceded). Only while that stream listens.
 
     Example:
         >>> show_messages({}, []) is None
@@ -532,15 +531,8 @@ class LoopOutput(LoopInput, total=False):
 
 
 class LoopState(LoopOutput, total=False):
-    """The full state schema of the compiled graph.
-
-    Public keys (see the README's state keys): ``messages``, ``stop_reason``, ``stop_guard``, ``iteration``,
-    ``iterations``, ``usage``, ``judge_usage``, ``progress``, ``todos``, ``mode``,
-    ``pending_notices``, ``verdict``. The rest belong to the nodes: ``run`` (per-run
-    bookkeeping, ``prepare`` resets it), ``iteration_info`` (the current iteration's),
-    ``review`` (approval decisions for the ``tools`` node), ``call_log`` (the run's tool calls),
-    ``thread_budget`` (per thread: the token budget's earlier runs).
-    """
+    """The full state schema of the compiled graph: the public keys (README, "State keys") and
+    the nodes' own."""
 
     run: RunInfo
     iteration_info: IterationInfo
@@ -605,16 +597,9 @@ class LoopDetectionOverrides(TypedDict, total=False):
 
 
 class LoopContext(TypedDict, total=False):
-    """Per-run overrides through LangGraph's runtime context, nested by group (all optional).
-
-    The one declaration of what a run may override: per-run validation
-    (``graph/core/settings.py``) is derived from it, in-process and on LangGraph Server
-    (this is the graph's context schema). Each group is merged over the graph's own
-    configuration model of the same name and validated by it. Only numbers are
-    overridable: nothing that would need another graph (a judge, approval).
-
-    A flat name of 0.2 (``max_tool_calls``, ``threshold``, ...) is refused with its nested
-    spelling (``core/removed.py``).
+    """Per-run overrides through LangGraph's runtime context, nested by group (all optional;
+    README, "Per-run overrides"). The one declaration of what a run may override: per-run
+    validation (``core/overrides.py``) is derived from it, in-process and on LangGraph Server.
 
     Example:
         >>> from langgraph_loop.core.state import LoopContext

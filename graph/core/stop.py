@@ -54,13 +54,8 @@ GuardName = Literal["limits", "loop_detector", "stall_detection", "budget_pressu
 
 
 class Guard(TypedDict, total=False):
-    """Why a run stopped: ``state["stop_guard"]`` and an iteration record's ``guard``.
-
-    ``guard`` names the guard, ``reason`` is the ``StopReason`` value; the other
-    keys depend on the guard (``limit``/``value`` for limits, ``layer``/``tool``/
-    ``count``/``rung``/``began``/``checkpoint_id``/... for the loop detector,
-    ``iterations``/``totals`` for stalls; 0.2 wrote ``passes``).
-    """
+    """Why a run stopped: ``state["stop_guard"]`` and an iteration record's ``guard``: which
+    guard, the ``StopReason`` value, and details that depend on the guard."""
 
     guard: Required[GuardName]
     reason: Required[str]

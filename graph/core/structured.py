@@ -86,12 +86,8 @@ def supports_native_output(model: Any, tools: Sequence[Any]) -> bool:
 
 def resolve_response_format(response_format: Any, model: Any,
                             tools: Sequence[Any]) -> StructuredOutput | None:
-    """The strategy for ``response_format`` (None: no structured output).
-
-    Raises:
-        ValueError: an unsupported schema type (LangChain's message), or an output tool
-            whose name a tool of the agent already has.
-    """
+    """The strategy for ``response_format`` (None: no structured output); a ``ValueError`` for
+    an unsupported schema type or an output tool named as one of the agent's tools."""
     if response_format is None:
         return None
     strategy = response_format

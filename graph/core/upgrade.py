@@ -1,20 +1,11 @@
 """Reading a thread that 0.2 or 0.3 stored: the one translator, run once per run start.
 
 0.4 reads only its own state shapes on every step. What an earlier version stored that a
-new run on the same thread still reads is translated here, when ``prepare`` starts a run
-(``nodes/prepare.py: start_run``), and written back, so later steps and later runs find
-0.4's shapes:
-
-- a notice 0.2 stored, a ``HumanMessage`` named ``"loop_warning"``, becomes a notice as 0.4
-  marks it (``lc_source``, named ``loop_notice``; the same id, text and place), so
-  ``is_notice`` (a UI's filter, fresh context, compaction) finds it by 0.4's marks alone.
-
-What a run keeps only while it runs is not translated, because a new run starts it afresh:
-0.2's ``pass_info`` (now ``iteration_info``), ``run["review"]`` (now ``review``),
-``run["tool_calls"]`` (now the call log's count) and 0.3's flat per-run overrides in
-``run["overrides"]``. A run 0.2 or 0.3 left paused is therefore resumed by 0.4 without them:
-finish such runs before upgrading (resumed with flat overrides, it fails naming the nested
-spelling; ``core/removed.py``).
+new run on the same thread still reads is translated here, when ``prepare`` starts a run,
+and written back: a notice 0.2 stored (a ``HumanMessage`` named ``"loop_warning"``) becomes
+a notice as 0.4 marks it, the same id, text and place. What a run keeps only while it runs
+is not translated (a new run starts it afresh): finish runs 0.2 or 0.3 left paused before
+upgrading (CHANGELOG, 0.4.0).
 
 Example:
     >>> from langchain_core.messages import HumanMessage
