@@ -57,7 +57,7 @@ def measure(rounds: int, reps: int = 300) -> dict[str, Any]:
     request = next(m for m in reversed(messages) if isinstance(m, HumanMessage))
     run = {"id": uuid.uuid4().hex, "started_at": time.time(), "tool_calls": RUN_ROUNDS,
            "request_id": request.id}
-    state: Any = {"pending_notices": [], "run": run, "iteration": 1,
+    state: Any = {"loop_notices": [], "run": run, "iteration": 1,
                   "iteration_info": {"model_calls": 1}, "usage": {"total_tokens": 100}}
     reply, policy = messages[-1], policy_of(settings)
     view = run_view(state, settings, reply)

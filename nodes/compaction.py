@@ -180,7 +180,7 @@ class CompactionNode(Runnable[LoopState, dict[str, Any]]):
         if compaction is None or (state.get("stop_reason") is not None and (
                 run.get("finalized") or not settings.limits.final_answer)):
             return None
-        notice = drain(state.get("pending_notices"), run=str(run.get("id")),
+        notice = drain(state.get("loop_notices"), run=str(run.get("id")),
                        hidden=not settings.show_notices)
         request = build_request(state, settings, [notice] if notice is not None else [])
         # the tools apart: langchain-openai's counter ignores them, with a warning

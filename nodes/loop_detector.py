@@ -34,11 +34,11 @@ from langgraph.runtime import Runtime
 from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.messages import is_cut, work_call_ids
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import LoopState, emit
+from langgraph_loop.core.state import LoopAllowed, LoopState, emit
 from langgraph_loop.core.stop import stop_update
 from langgraph_loop.engine.decision import Decision
 from langgraph_loop.engine.dialogue import ask
-from langgraph_loop.nodes.view import run_view
+from langgraph_loop.nodes.view import allowed_in, run_view
 
 __all__ = ["LoopDetector", "apply", "settle"]
 
@@ -102,14 +102,15 @@ def apply(decision: Decision, state: LoopState, settings: LoopSettings,
         update.update(stop_update(run, why, finalized=finalized))
         run = update["run"]
     if decision.allow is not None:
-        run = {**run, "loop_allowed": decision.allowed(run.get("loop_allowed"))}
+        update["loop_allowed"] = LoopAllowed(run=run.get("request_id"),
+                                             allowed=decision.allowed(allowed_in(state)) or {})
     pressure = settings.limits.budget_pressure
     if decision.pressure and pressure is not None:
         run["pressure_queued"] = True
-    queue = list(state.get("pending_notices") or [])
+    queue = list(state.get("loop_notices") or [])
     notices = decision.notices(str(run.get("id")), queue, pressure)
     if notices != queue:
-        update["pending_notices"] = notices
+        update["loop_notices"] = notices
     for event in decision.events(run_view(state, settings), pressure):
         emit(runtime, event)
     if run != before:

@@ -312,7 +312,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         run: RunInfo = state.get("run") or {}  # type: ignore[assignment]  # never changed in place
         update: dict[str, Any] = {}
         stop = state.get("stop_reason")
-        pending = state.get("pending_notices") or []
+        pending = state.get("loop_notices") or []
         first = state.get("iteration", 1) == 1 and not iteration_info(state).get("model_calls")
         limits = settings.limits
         timeout = (timeout_guard(state, settings)
@@ -363,7 +363,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
                        or guard("router", state.get("stop_reason") or "completed"))
             why["final_answer"] = skipped_answer(room)
             return {**call.update, **stop_update(call.run, why, finalized=True),  # type: ignore[arg-type]
-                    "pending_notices": []}
+                    "loop_notices": []}
         return self._final if room is None else final_model(self.settings, room)  # bounded by what is left
 
     def record(self, state: LoopState, call: Call, reply: AIMessage,
@@ -398,6 +398,6 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         if run is not state.get("run") and run != state.get("run"):
             update["run"] = run
         if call.drained:
-            update["pending_notices"] = []
+            update["loop_notices"] = []
         return update
 

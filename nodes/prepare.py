@@ -145,7 +145,7 @@ def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = N
         "usage": new_usage(),
         "judge_usage": new_usage(),
         "progress": [],
-        "pending_notices": [],
+        "loop_notices": [],
         "verdict": None,
         "review": None,
         "stop_reason": None,

@@ -279,7 +279,7 @@ class _End:
                                   "progress": self.progress}
         if self.stop is not None:
             why = self.record["guard"] or guard("router", self.stop)
-            update.update(stop_update(self.state.get("run") or {}, why), pending_notices=[])
+            update.update(stop_update(self.state.get("run") or {}, why), loop_notices=[])
             emit(get_runtime(), {"event": "stop", "reason": self.stop.value,
                                  "iteration": self.record["iteration"], "guard": self.record["guard"]})
         return update

@@ -24,7 +24,7 @@ from langgraph_loop.engine.decision import Policy, RunView
 from langgraph_loop.engine.limits import budget_spent, elapsed, run_budget
 from langgraph_loop.nodes.approval import needs_approval
 
-__all__ = ["policy_of", "run_view"]
+__all__ = ["allowed_in", "policy_of", "run_view"]
 
 
 def policy_of(settings: LoopSettings) -> Policy:
@@ -32,6 +32,13 @@ def policy_of(settings: LoopSettings) -> Policy:
     return Policy(detection=settings.loop_detection, limits=settings.limits,
                   max_model_calls=settings.iterations.max_model_calls,
                   pressure=settings.limits.budget_pressure, output_tools=settings.output_tools)
+
+
+def allowed_in(state: LoopState) -> dict[str, int] | None:
+    """The loops a person let go on in the run under way (``state["loop_allowed"]``)."""
+    stored = state.get("loop_allowed")
+    run = state.get("run") or {}
+    return stored["allowed"] if stored and stored["run"] == run.get("request_id") else None
 
 
 def run_view(state: LoopState, settings: LoopSettings, reply: AIMessage | None = None,
@@ -42,7 +49,7 @@ def run_view(state: LoopState, settings: LoopSettings, reply: AIMessage | None =
     remaining = state.get("remaining_steps")
     gated = reply is not None and needs_approval(reply, settings.approval)
     return RunView(
-        id=run.get("id"), request_id=run.get("request_id"), allowed=run.get("loop_allowed"),
+        id=run.get("id"), request_id=run.get("request_id"), allowed=allowed_in(state),
         model_calls=iteration_info(state).get("model_calls", 0), tool_calls=executed_calls(state),
         usage=state.get("usage"), spent=budget_spent(state, settings), budget=run_budget(state, settings),
         pressure_queued=bool(run.get("pressure_queued")),

@@ -391,7 +391,7 @@ def notice_message(notices: Sequence[Notice], *, hidden: bool = True) -> HumanMe
 
 def drain(pending: Sequence[Notice] | None, *, run: str, hidden: bool = True) -> HumanMessage | None:
     """This run's queued notices as one message (other runs' are dropped); the caller empties
-    the queue (``pending_notices=[]``) with the message."""
+    the queue (``loop_notices=[]``) with the message."""
     return notice_message([n for n in (pending or []) if n["run"] == run], hidden=hidden)
 
 

@@ -52,6 +52,7 @@ __all__ = [
     "IterationsOverrides",
     "LimitsOverrides",
     "LoggedCall",
+    "LoopAllowed",
     "LoopBlockEvent",
     "LoopContext",
     "LoopDetectionOverrides",
@@ -104,6 +105,15 @@ class Todo(TypedDict):
     status: Literal["pending", "in_progress", "completed"]
 
 
+class LoopAllowed(TypedDict):
+    """Loops a person let go on at the loop question (``LoopDetection(ask_human=True)``), in the
+    run ``run`` (its request message id): finding key → its count then. The same key and shape
+    at both front doors (``state["loop_allowed"]``)."""
+
+    run: str | None
+    allowed: dict[str, int]
+
+
 class RunInfo(TypedDict, total=False):
     """Per-run bookkeeping (``state["run"]``), reset by ``prepare``."""
 
@@ -118,8 +128,6 @@ class RunInfo(TypedDict, total=False):
     """Tokens a person added to this run's ``token_budget`` at a check-in."""
     overrides: dict[str, Any]
     """The run's per-run overrides (its ``context=``), so every resume enforces them."""
-    loop_allowed: dict[str, int]
-    """Loops a human let go on (``LoopDetection.ask_human``): finding key → its count then."""
     decision: dict[str, Any]
     """The engine's decision on the newest reply when it acts (``graph/engine/detection.py``:
     ``DecisionRecord``), kept from the model node until the ``loop_detector`` node applies it."""
@@ -525,7 +533,8 @@ class LoopOutput(LoopInput, total=False):
     usage: Usage
     judge_usage: Usage
     progress: list[str]
-    pending_notices: list[Notice]
+    loop_notices: list[Notice]
+    loop_allowed: LoopAllowed | None
     verdict: dict[str, Any] | None
     structured_response: Any
 

@@ -566,7 +566,7 @@ def pressure_seen(state: LoopState) -> bool:
     """The budget-pressure notice was queued in this run and has been delivered."""
     if not (state.get("run") or {}).get("pressure_queued"):
         return False
-    return not any(n.get("source") == PRESSURE_SOURCE for n in state.get("pending_notices") or [])
+    return not any(n.get("source") == PRESSURE_SOURCE for n in state.get("loop_notices") or [])
 
 
 def budget_pressure_guard(state: LoopState, settings: LoopSettings) -> Guard | None:

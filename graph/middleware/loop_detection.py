@@ -85,7 +85,7 @@ from langgraph_loop.core.messages import (
     drain,
     run_request,
 )
-from langgraph_loop.core.state import emit
+from langgraph_loop.core.state import LoopAllowed, emit
 from langgraph_loop.core.stop import Guard
 from langgraph_loop.engine.decision import (
     Decision,
@@ -116,7 +116,7 @@ class LoopDetectionState(AgentState[Any]):
     """The deferred-notice queue: warnings waiting for the next model call."""
     loop_question: NotRequired[Annotated[DecisionRecord | None, PrivateStateAttr]]
     """A stop waiting for a person (``ask_human``), about the newest reply."""
-    loop_allowed: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
+    loop_allowed: NotRequired[Annotated[LoopAllowed | None, PrivateStateAttr]]
     """Loops a person let go on in this run: ``{"run": id, "allowed": {key: count}}``."""
     loop_refused: NotRequired[Annotated[dict[str, str] | None, PrivateStateAttr]]
     """The newest reply's refused calls that wait for the tools step: ``{call id: answer}``."""
@@ -354,8 +354,8 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         if decision.guard is not None:
             return decision, None
         update = {**turn.update, "loop_question": None, "jump_to": "tools",
-                  "loop_allowed": {"run": turn.run["id"],
-                                   "allowed": decision.allowed(turn.run.get("loop_allowed"))}}
+                  "loop_allowed": LoopAllowed(run=turn.run["id"],
+                                              allowed=decision.allowed(turn.run.get("loop_allowed")) or {})}
         notices = decision.notices(str(turn.run["id"]))
         if notices:
             update["loop_notices"] = notices

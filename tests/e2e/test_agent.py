@@ -97,7 +97,7 @@ def test_final_answer_off_ends_without_another_model_call(scripted: list) -> Non
     assert model.calls == 2
     assert types(result["messages"])[-2:] == ["ai+calls", "tool:error"]
     assert result["stop_reason"] == StopReason.MAX_MODEL_CALLS
-    assert result["pending_notices"] == []
+    assert result["loop_notices"] == []
 
 
 def test_max_tool_calls_caps_executions_and_stops(scripted: list) -> None:

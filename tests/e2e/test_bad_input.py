@@ -85,11 +85,11 @@ def test_provider_failure_is_retried_then_raised_and_the_thread_resumes(
         agent.invoke({"messages": [HumanMessage("Weather in Paris?")]}, _cfg("down"))
     stored = agent.get_state(_cfg("down"))
     assert stored.next == ("model",) and not check_pairing(stored.values["messages"])
-    assert [n["source"] for n in stored.values["pending_notices"]] == ["loop"]
+    assert [n["source"] for n in stored.values["loop_notices"]] == ["loop"]
     result = agent.invoke(None, _cfg("down"))
     assert result["stop_reason"] == "completed" and result["messages"][-1].content == "Paris: 21C."
     warnings = [m for m in result["messages"] if m.type == "human" and m.name == LOOP_NOTICE]
-    assert len(warnings) == 1 and result["pending_notices"] == []
+    assert len(warnings) == 1 and result["loop_notices"] == []
     assert len(server.requests) == 6 and result["iterations"][0]["model_calls"] == 3
 
 

@@ -96,7 +96,7 @@ def check_thread(i: int, result: dict[str, Any], stored: dict[str, Any]) -> None
         assert tool_results == [f"T{i} step 0 done"] * 2 + [f"T{i} step 1 done", f"T{i} step 2 done"]
         (warning,) = [m for m in messages if m.type == "human" and m.name == LOOP_NOTICE]
         assert f'"thread":{i}' in str(warning.content).replace(" ", "")
-        assert values["pending_notices"] == []
+        assert values["loop_notices"] == []
         (record,) = values["iterations"]
         assert [c["args"]["thread"] for c in record["tool_calls"]] == [i] * 4
         assert record["model_calls"] == 4

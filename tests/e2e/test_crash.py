@@ -100,7 +100,7 @@ def run_story(backend: str, target: str, mode: str, workdir: Path, fast: int) ->
     assert result["tool_results"] == [f"result {i}" for i in range(N)] * 2
     (warning,) = result["warnings"]  # the warning queued before the crash, delivered once
     assert "same arguments" in warning or "repeat" in warning.lower()
-    assert result["pending_notices"] == []
+    assert result["loop_notices"] == []
     assert result["records"] == [2 * N] and result["run_tool_calls"] == 2 * N
     assert result["usage"] == result["usage_of_messages"] > 0
 
@@ -147,7 +147,7 @@ def test_kill_at_a_random_point_then_resume(tmp_path: Path, request: pytest.Fixt
     assert len(ran) == expected, (kill_at, expected, ran)
     assert result["stop_reason"] == "completed" and result["problems"] == []
     assert result["tool_results"] == [f"result {i}" for i in range(N)] * 2
-    assert len(result["warnings"]) == 1 and result["pending_notices"] == []
+    assert len(result["warnings"]) == 1 and result["loop_notices"] == []
     assert result["records"] == [2 * N] and result["run_tool_calls"] == 2 * N
     assert result["usage"] == result["usage_of_messages"] > 0
 

@@ -49,7 +49,7 @@ def assert_paused(state: dict[str, Any]) -> None:
     assert state["iteration"] == 2 and state["iterations"] == 1
     assert state["auto_rounds"] == 1  # the resolver decided the first deploy
     assert state["tool_calls"] == 2  # search, then the auto-approved deploy
-    assert state["pending_notices"] == ["loop"]  # the repeat warning waits for the next call
+    assert state["loop_notices"] == ["loop"]  # the repeat warning waits for the next call
     assert state["todos"] == TODOS
     assert state["progress"] == ["Pass 1: the service is green."]
     assert state["usage"]["total_tokens"] > 0
@@ -62,7 +62,7 @@ def assert_completed(report: dict[str, Any], before_usage: int) -> None:
     assert result["records"] == [["search"], ["deploy", "deploy"]]
     assert result["messages"][-3:] == ["tool:deploy", "human:loop_notice", "ai"]
     assert 'deploy({"env":"staging"}) with the same arguments' in result["warning_before_answer"][0]
-    assert after["pending_notices"] == [] and after["tool_calls"] == 3
+    assert after["loop_notices"] == [] and after["tool_calls"] == 3
     assert after["progress"] == ["Pass 1: the service is green.", "Deployed to staging."]
     assert after["todos"] == TODOS and after["auto_rounds"] == 1
     assert after["usage"]["total_tokens"] > before_usage
@@ -81,7 +81,7 @@ def run_story(backend: str, target: str, workdir: Path, *, crash: bool) -> None:
         stored = seen["before"]
         assert stored["next"] == ["tools"]  # the decision was saved before the crash
         assert stored["review"]["decisions"] == {"call_3": {"type": "approve"}}
-        assert stored["pending_notices"] == ["loop"] and stored["todos"] == TODOS
+        assert stored["loop_notices"] == ["loop"] and stored["todos"] == TODOS
         assert stored["auto_rounds"] == 1 and stored["tool_calls"] == 2
     else:
         seen, done = phase("resume", backend, target, workdir)

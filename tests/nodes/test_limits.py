@@ -93,11 +93,11 @@ def test_pressure_due_once_per_run_at_threshold() -> None:
 
 def test_pressure_seen_only_after_delivery() -> None:
     queued = {"run": {"pressure_queued": True},
-              "pending_notices": [{"run": "r", "key": "budget_pressure", "text": "t",
+              "loop_notices": [{"run": "r", "key": "budget_pressure", "text": "t",
                                    "source": "budget_pressure"}]}
     assert not pressure_seen(queued)  # type: ignore[arg-type]
-    assert pressure_seen({"run": {"pressure_queued": True}, "pending_notices": []})
-    assert not pressure_seen({"run": {"pressure_queued": False}, "pending_notices": []})
+    assert pressure_seen({"run": {"pressure_queued": True}, "loop_notices": []})
+    assert not pressure_seen({"run": {"pressure_queued": False}, "loop_notices": []})
 
 
 def test_budget_pressure_guard_needs_budget_and_config() -> None:
@@ -166,7 +166,7 @@ async def test_pressure_within_a_pass_is_the_last_message_then_stop(
     assert "budget_notice" not in [m.name for m in model.requests[1]]
     # the notice is persisted in the transcript, exactly where the model saw it
     assert [m.name for m in state["messages"] if m.type == "human"] == [None, "budget_notice"]
-    assert state["pending_notices"] == []
+    assert state["loop_notices"] == []
     assert len(state["iterations"]) == 1
     assert state["iterations"][0]["guard"] == {
         "guard": "budget_pressure", "reason": "budget_pressure", "threshold": 0.2,
@@ -255,7 +255,7 @@ def test_pressure_is_queued_once_and_dropped_for_the_next_run(
     assert model.requests[2][-1].content == "next question"
     # the thread keeps run 1's delivered notice; run 2 gets no new one
     assert [m.name for m in model.requests[3]].count("budget_notice") == 1
-    assert second["pending_notices"] == []
+    assert second["loop_notices"] == []
 
 
 # --- time cap -----------------------------------------------------------------------
@@ -455,7 +455,7 @@ def test_no_room_for_the_final_answer_ends_without_it_and_says_so(
     assert last.type == "tool" and last.status == "error" and "token budget" in last.content
     guard = state["iterations"][-1]["guard"]
     assert guard["final_answer"].startswith("skipped: the token budget leaves about 0 tokens")
-    assert state["pending_notices"] == []
+    assert state["loop_notices"] == []
 
 
 # --- checking in with a person at the budget (Limits.budget_check_in) -----------------------

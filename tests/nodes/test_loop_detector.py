@@ -73,7 +73,7 @@ async def test_three_identical_calls_warn_in_the_fourth_request_once(
     stored = agent.get_state(cfg("t")).values["messages"]
     assert len(warnings_in(stored)) == 1 and len(warnings_in(result["messages"])) == 1
     assert result["stop_reason"] == StopReason.COMPLETED and len(ran) == 3
-    assert result["pending_notices"] == []
+    assert result["loop_notices"] == []
 
 
 def test_parallel_calls_in_another_order_count_as_the_same(
@@ -203,8 +203,8 @@ def test_undelivered_warnings_are_dropped_when_the_run_ends(
                               limits=Limits(max_tool_calls=3, final_answer=False))
     result = agent.invoke(ask(), cfg("s"))
     assert result["stop_reason"] == StopReason.MAX_TOOL_CALLS  # the warning was queued ...
-    assert result["pending_notices"] == [] and warnings_in(result["messages"]) == []
-    assert agent.get_state(cfg("s")).values["pending_notices"] == []  # ... and dropped
+    assert result["loop_notices"] == [] and warnings_in(result["messages"]) == []
+    assert agent.get_state(cfg("s")).values["loop_notices"] == []  # ... and dropped
     assert check_pairing(result["messages"]) == []
 
 
@@ -264,7 +264,7 @@ def test_warning_queued_before_an_interrupt_is_delivered_after_resume_in_a_new_p
     agent.invoke(None, cfg("i"), interrupt_before=["tools"])
     paused = agent.get_state(cfg("i"))
     assert paused.next == ("tools",)
-    assert [n["source"] for n in paused.values["pending_notices"]] == ["loop"]
+    assert [n["source"] for n in paused.values["loop_notices"]] == ["loop"]
     # a "restart": a new graph and model over the same checkpointer
     second = ScriptedChatModel(script=["Here is x."])
     scripted.append(second)
@@ -303,12 +303,12 @@ def test_warnings_of_an_earlier_run_are_dropped_and_counters_reset(
     agent.invoke(ask(), cfg("n"), interrupt_before=["tools"])
     agent.invoke(None, cfg("n"), interrupt_before=["tools"])
     agent.invoke(None, cfg("n"), interrupt_before=["tools"])
-    assert agent.get_state(cfg("n")).values["pending_notices"]  # queued, then abandoned
+    assert agent.get_state(cfg("n")).values["loop_notices"]  # queued, then abandoned
     result = agent.invoke(ask("something else"), cfg("n"))  # a new run on the thread
     second_run = model.requests[3:]
     assert not any(warnings_in(r) for r in second_run)  # and X once more does not warn
     assert result["stop_reason"] == StopReason.COMPLETED
-    assert result["pending_notices"] == []
+    assert result["loop_notices"] == []
 
 
 def test_two_threads_on_one_graph_never_share_counters(

@@ -72,7 +72,7 @@ def test_invariants_hold_for_random_behaviour(script: list[Any], limits: dict[st
         assert not check_pairing(request), check_pairing(request)
     assert not check_pairing(result["messages"])
     assert result["stop_reason"] is not None
-    assert result["pending_notices"] == []
+    assert result["loop_notices"] == []
     if limits["max_tool_calls"] is not None:
         assert len(helpers.EXECUTED) <= limits["max_tool_calls"]
     ais = [m for m in result["messages"] if isinstance(m, AIMessage)]

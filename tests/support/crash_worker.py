@@ -114,7 +114,7 @@ def report(result: dict[str, Any]) -> dict[str, Any]:
         "warnings": [m.content for m in messages
                      if is_notice(m)],
         "records": [len(r["tool_calls"]) for r in result.get("iterations") or []],
-        "pending_notices": result.get("pending_notices"),
+        "loop_notices": result.get("loop_notices"),
         "usage": result["usage"]["total_tokens"],
         "usage_of_messages": sum((m.usage_metadata or {}).get("total_tokens", 0)
                                  for m in messages if isinstance(m, AIMessage)),

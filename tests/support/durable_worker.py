@@ -105,7 +105,7 @@ def snapshot(agent: Any, config: RunnableConfig) -> dict[str, Any]:
         "auto_rounds": run.get("auto_rounds"),
         "tool_calls": executed_calls(values),
         "review": values.get("review"),
-        "pending_notices": [n["source"] for n in values.get("pending_notices") or []],
+        "loop_notices": [n["source"] for n in values.get("loop_notices") or []],
         "todos": values.get("todos"),
         "progress": values.get("progress"),
         "messages": [m.type for m in values.get("messages") or []],

@@ -254,7 +254,7 @@ def check_run(world: World, run: int, values: dict[str, Any], *, cap: int | None
               gated: set[str]) -> None:
     """The invariants of one finished run."""
     assert values["stop_reason"] is not None
-    assert values["pending_notices"] == []
+    assert values["loop_notices"] == []
     mine = [(name, call_id) for r, name, call_id in world.executions if r == run]
     stopped = False
     for entry in world.log:
