@@ -29,8 +29,11 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/langgraph-loop demo
 
+# The whole suite on two workers, a test module at a time (a module's servers and virtualenvs
+# are built once), the longest modules first (tests/conftest.py).
+WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # Everything but the ecosystem group (LangGraph Server, Aegra, notebooks, the wheel), with
 # hypothesis' dev profile, on two workers: the quick check while working.
@@ -54,10 +57,24 @@ notebooks: $(STAMP)
 picture: $(STAMP)
 	$(PY) -c "from langgraph_loop.app.picture import write_picture; print(*write_picture())"
 
-# The suite without the "ecosystem" group (LangGraph Server, notebooks, wheel build) against the
-# lowest versions pyproject.toml allows (.ci/lowest.txt), and on Python 3.13. These virtualenvs
-# hold a regular (non-editable) install of the checkout, refreshed before every run.
-COMPAT_TESTS := -m "not ecosystem" tests
+# The suite against the lowest versions pyproject.toml allows (.ci/lowest.txt), and on Python
+# 3.13. These virtualenvs hold a regular (non-editable) install of the checkout, refreshed before
+# every run. They run every library module through the in-process tests; what they leave to
+# make test, where it runs on the newest versions and Python 3.11:
+# - the "ecosystem" group (LangGraph Server, Aegra, notebooks, the wheel build);
+# - tests/langchain_agents: LangChain's own create_agent tests (the lowest langchain has no
+#   copy to run; on 3.13 they would test the same newest versions as make test);
+# - tests that only drive the library from fresh interpreters: the documentation's snippets
+#   (tests/docs), SIGKILL and resume across processes (e2e/test_crash.py, e2e/test_durable.py;
+#   faults/test_crash_recovery.py and e2e/test_checkpointers.py keep the savers covered), the
+#   benchmark scripts (e2e/test_bench_systems.py, test_real_traces.py, test_rivals.py) and the
+#   CLI's exit codes (app/test_exit_codes.py; app/test_cli.py runs the CLI in process).
+# Hypothesis runs its "dev" profile here (100 examples a property test, 30 for the async one).
+COMPAT_TESTS := -m "not ecosystem" tests --ignore=tests/langchain_agents --ignore=tests/docs \
+    --ignore=tests/e2e/test_crash.py --ignore=tests/e2e/test_durable.py \
+    --ignore=tests/e2e/test_bench_systems.py --ignore=tests/e2e/test_real_traces.py \
+    --ignore=tests/e2e/test_rivals.py --ignore=tests/app/test_exit_codes.py
+COMPAT_ENV := HYPOTHESIS_PROFILE=dev
 
 # The checkout is installed from a copy (SOURCE), so two of these builds running at once never
 # share setuptools' build/ folder.
@@ -74,7 +91,7 @@ test-lowest: .venv-lowest/.installed-stamp
 	$(call SOURCE,.venv-lowest)
 	.venv-lowest/bin/python -m pip install -q --no-deps --force-reinstall .venv-lowest/src
 	.venv-lowest/bin/python -m pip list 2>/dev/null | grep -E "^(langgraph|langchain-core|langchain-openai|pydantic) "
-	.venv-lowest/bin/python -m pytest -q $(COMPAT_TESTS)
+	$(COMPAT_ENV) .venv-lowest/bin/python -m pytest -q $(COMPAT_TESTS)
 
 # python3.13 may be a pyenv shim that only works with that version selected: take the first
 # interpreter that runs.
@@ -92,7 +109,7 @@ PY313 ?= $(shell for c in python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3.13
 test-py313: .venv-py313/.installed-stamp
 	$(call SOURCE,.venv-py313)
 	.venv-py313/bin/python -m pip install -q --no-deps --force-reinstall .venv-py313/src
-	.venv-py313/bin/python -m pytest -q $(COMPAT_TESTS)
+	$(COMPAT_ENV) .venv-py313/bin/python -m pytest -q $(COMPAT_TESTS)
 
 test-compat: test-lowest test-py313
 

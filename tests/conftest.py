@@ -1,6 +1,7 @@
 """Shared fixtures: scripted models with the pairing check, the loopback OpenAI and Anthropic
 servers, the stdio MCP server's tools, and PostgreSQL (a throwaway server per session, a fresh
-database per test)."""
+database per test); and how ``make test`` spreads the suite over two workers
+(:func:`pytest_collection_modifyitems`)."""
 
 from __future__ import annotations
 
@@ -20,13 +21,44 @@ from tests.support.openai_server import OpenAIServer
 from tests.support.openai_server import check_pairing as check_wire_pairing
 from tests.support.postgres import fresh_database, pg_uri
 
-# Property-test budgets: ``ci`` (the default) fits ``make test`` on 2 cores; ``dev`` is a
-# quick local run; ``long`` is for a soak run (HYPOTHESIS_PROFILE=long).
-settings.register_profile("ci", max_examples=1000, deadline=None, database=None,
+# Property-test budgets: ``ci`` (the default; ``make test``) fits 2 shared cores: 500 examples a
+# property test (the async fuzz test 150, tests/faults/test_properties.py 1,000 runs); at 1,000
+# the fuzz test alone passed pytest-timeout's 300 s on a loaded machine. ``dev`` is a quick
+# local run and the compat runs; ``long`` is for a soak run (HYPOTHESIS_PROFILE=long).
+settings.register_profile("ci", max_examples=500, deadline=None, database=None,
                           print_blob=True)
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.register_profile("long", max_examples=20_000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+# ``make test`` runs on two pytest-xdist workers with ``--dist loadfile``: a test module is one
+# unit of work, so a module that starts something once (a wheel's virtualenv, Aegra and its
+# database, LangGraph Server, the recorded traces) does it once, on one worker. (``--dist
+# loadgroup`` with ``xdist_group`` marks would be finer, but pytest-xdist 3.8 sets the group on
+# a node attribute pytest 9.2 no longer reads: every test lands in a group of its own.) Modules
+# never share anything else: their own temporary directories, free ports, a PostgreSQL server
+# per worker and a fresh database per test. ``--no-loadscope-reorder`` keeps the order below:
+# the longest modules first (minutes each; a hypothesis test cannot be split across workers),
+# so that no worker is left with one of them at the end.
+LONG_FIRST = (
+    "tests/properties/test_properties.py",
+    "tests/ecosystem/test_wheel.py",
+    "tests/faults/test_properties.py",
+    "tests/ecosystem/test_aegra.py",
+    "tests/e2e/test_crash.py",
+    "tests/docs/test_docs.py",
+)
+
+
+def _long_rank(item: pytest.Item) -> int:
+    module = item.nodeid.split("::", 1)[0]
+    return LONG_FIRST.index(module) if module in LONG_FIRST else len(LONG_FIRST)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The ``LONG_FIRST`` modules first, in that order (the sort keeps the rest in place)."""
+    items.sort(key=_long_rank)
 
 
 def assert_provider_valid(model: ScriptedChatModel) -> None:
