@@ -134,14 +134,15 @@ def test_token_budget_exceeded_stops_at_once(scripted: list) -> None:
 def test_time_cap_stops_between_steps(scripted: list) -> None:
     @tool
     def slow() -> str:
-        """Takes a while."""
-        time.sleep(0.05)
+        """Takes a while: longer than the cap (the first model step takes far less, even on a
+        loaded machine)."""
+        time.sleep(0.6)
         return "done"
 
     model = ScriptedChatModel(default=repeat([("slow", {})]), no_tools_reply="time is up")
     scripted.append(model)
     agent = create_loop_agent(model, [slow], loop_detection=None,
-                              limits=Limits(max_duration_s=0.01))
+                              limits=Limits(max_duration_s=0.5))
     result = agent.invoke({"messages": [HumanMessage("go")]})
     assert result["stop_reason"] == StopReason.TIMEOUT
     assert model.calls == 2 and model.request_tools[1] == []

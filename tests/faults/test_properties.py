@@ -36,7 +36,7 @@ while ``TOOL_CALL_CLASS_FIXED`` is on (it is: the tools node's rebuild on ``Tool
 fixed it).
 
 Budget: the hypothesis profile's ``max_examples`` examples of two runs each (``ci``: 1,000
-examples, 2,000 runs; ``HYPOTHESIS_PROFILE=dev``: 100 examples, 200 runs).
+examples, 1,000 runs; ``HYPOTHESIS_PROFILE=dev``: 100 examples, 200 runs).
 """
 
 from __future__ import annotations
