@@ -1,30 +1,12 @@
 """The user's LangChain ``AgentMiddleware`` inside the loop graph, with ``create_agent``'s semantics.
 
-``create_loop_agent(..., middleware=[...])`` hosts each hook where ``create_agent`` runs it:
-
-- ``wrap_model_call`` wraps the ``model`` node's call: the middleware get a real
-  ``ModelRequest`` (the request the loop built: system prompt, fresh context, delivered
-  notices, the tool filter's pick, the final answer's tool choice) and a handler that calls
-  the model. The first middleware is the outermost layer; an ``ExtendedModelResponse``'s
-  command is applied after the node's own update (inner layers' commands first), as there.
-  A request the middleware changed (model, tools, ``tool_choice``, ``response_format``,
-  ``model_settings``) is bound as ``create_agent`` binds it; an unchanged one is bound as the
-  loop binds it. The engine decides on the reply the chain returns. With a ``wrap_model_call``
-  middleware the call is not streamed by the loop (the text-loop cut of ``graph/engine/text_loop.py``
-  is skipped; the other layers decide on the whole reply).
-- ``wrap_tool_call`` wraps each tool call in ``ToolNode``; the loop's own per-call work
-  (argument copy, output cap, timing, in ``nodes/tools.py``) stays innermost, so a retry
-  retries the real call and each attempt is timed and capped. Tool errors reach the
-  middleware as exceptions (as under ``create_agent``) and become error results outside them.
-- ``before_agent``, ``before_model``, ``after_model``, ``after_agent`` are graph nodes
-  (``HookNode``), named and chained as ``create_agent`` does (``core/shape.py``): each costs one
-  graph step where it runs. ``jump_to`` (declared with ``can_jump_to``): ``"model"`` to the
-  next model call (its ``before_model`` hooks first), ``"tools"`` to the tools (through
-  approval for gated calls), ``"end"`` to ``middleware_end``, which stops the run with
-  ``terminated`` and answers the reply's unanswered calls (the pairing invariant), then the
-  router ends it (``after_agent`` hooks run last).
-- Middleware ``state_schema``s are merged into the graph state (``merged_schemas``), their
-  ``tools`` added to the agent's (``core/settings.py``).
+Each hook runs where ``create_agent`` runs it (``docs/middleware.md#what-runs-where``):
+``wrap_model_call`` around the ``model`` node's call (with it the call is not streamed by the
+loop, so the text-loop cut is skipped), ``wrap_tool_call`` around each call in ``ToolNode``
+with the loop's own per-call work innermost (``nodes/tools.py``), and the node hooks as graph
+nodes (``HookNode``) named and chained as ``create_agent`` does (``core/shape.py``); ``jump_to``
+``"end"`` goes to ``middleware_end``, which answers the reply's unanswered calls. Middleware
+``state_schema``s are merged into the graph state (``merged_schemas``).
 
 Example:
     >>> from langchain.agents.middleware import dynamic_prompt

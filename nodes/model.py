@@ -1,23 +1,13 @@
 """The ``model`` node: deliver queued notices, build the request, call the model.
 
-Order of work in one step:
-1. a stop decided earlier (or the time cap, checked here between steps) turns the
-   call into the *final answer* call: the tools stay defined but their use is forbidden
-   (``nodes/binding.py``), tool calls in the reply are not executed (they are moved to
-   ``response_metadata`` so the transcript stays provider-valid);
-2. the deferred-notice queue of this run is drained into ONE
-   ``HumanMessage(name="loop_warning")`` appended after the ToolMessages (and handed to
-   ``stream_mode="messages"`` before the call, so a UI shows it before the reply);
-3. the request is built (``build_request``: system prompt, fresh-context window) and the
-   tool filter picks the tools offered; the model is called; the reply gets the agent's
-   ``name``; usage and the iteration's model-call count are recorded. A call LangChain
-   streams anyway is streamed here while the ``text`` layer is on, and cut when its text
-   loops (``graph/engine/text_loop.py``): the cut reply keeps its text, not its tool calls;
-4. the engine decides on the reply, once (``graph/engine/detection.py: decide``: the inner
-   limits, the loop layers, budget pressure); a decision that acts is kept in
-   ``run["decision"]`` for the ``loop_detector`` node, which applies it.
-
-If the model raises, nothing is written: queued notices stay queued for the retry.
+Order of work in one step (``docs/architecture.md``): a stop decided earlier (or the time cap)
+turns the call into the tools-free *final answer* call (``nodes/binding.py``); the run's queued
+notices are delivered as ONE ``HumanMessage(name="loop_notice")`` after the ToolMessages; the
+request is built (``build_request``) and the model called, streamed and cut when its text loops
+while the ``text`` layer is on (``graph/engine/text_loop.py``); the engine decides on the reply
+once (``graph/engine/decision.py: decide``), and a decision that acts is kept in
+``run["decision"]`` for the ``loop_detector`` node. If the model raises, nothing is written:
+queued notices stay queued for the retry.
 
 Example:
     >>> from langchain_core.messages import HumanMessage

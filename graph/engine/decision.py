@@ -1,28 +1,15 @@
 """The decision on a reply, and its effects: what both front doors carry out.
 
-``decide(reply, transcript, view, policy)`` is the engine's one entry point. It reads the reply,
-the messages before it, a small frozen view of the run (``RunView``: its ids, counts and budget,
-filled in by each door from its own state) and the policy (``Policy``: the loop layers and the
-limits), and returns ``None`` for a clean reply or a ``Decision``: the inner limits first
-(token budget, time, model calls, tool calls, graph steps, consecutive tool errors), then the
-loop layers (``engine/detection.py``), then whether the budget-pressure notice is due.
-
-A decision's **effects** are written here, once, and each door maps them onto its own state:
-
-- ``answers()``: the ToolMessages that answer the reply's calls instead of running them (the
-  refused calls of a block; every call of a stopped reply), so the thread stays provider-valid;
-- ``notices(run)``: what to queue for the model's next call (warnings, a person's hint, budget
-  pressure), as deferred-notice queue entries;
-- ``events()``: the typed events to emit (``loop_warning``, ``loop_block``, ``budget_pressure``);
-- ``guard``: the stop record, and ``final_notice``: what the tools-free final answer is told;
-- ``located``/``settled``: where a loop began (the checkpoint to fork from), and what a person
-  answered to the loop question (``LoopDetection(ask_human=True)``, ``engine/dialogue.py``).
-
-The detector's state before a reply is derived from the run's transcript: ``DetectorMemo``
-folds every earlier reply of the run and remembers the state after each (bounded, keyed by run
-id and reply id), so with the memo warm one decision costs one ``observe``, O(window), whatever
-the thread's length; a process that has not seen the run (a restart, another worker) replays
-it and gets the same state.
+``decide(reply, transcript, view, policy)`` is the engine's one entry point: the reply, the
+messages before it, a small frozen view of the run (``RunView``, filled in by each door from its
+own state) and the policy (``Policy``) → ``None`` for a clean reply, or a ``Decision``.
+Its effects are written here, once, and each door maps them onto its own state: ``answers()``
+(the ToolMessages answering calls not run, so the thread stays provider-valid), ``notices(run)``,
+``events()``, ``guard`` and ``final_notice``, ``located``/``settled`` (``engine/dialogue.py``).
+The order of the checks: the inner limits, the loop layers (``engine/detection.py``), then
+budget pressure. ``DetectorMemo`` remembers the detector's state after each reply of a run
+(bounded), so with the memo warm one decision costs one ``observe``, O(window), whatever the
+thread's length; a process that has not seen the run replays it and gets the same state.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage

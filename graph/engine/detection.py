@@ -6,89 +6,16 @@ the **layers** → the **ladder** (warn → block → stop) → the **findings**
 decision on a reply (the inner limits, then these layers) is ``engine/decision.py: decide``. No
 LangGraph types appear in the signatures: the inputs are messages and a ``LoopDetection``.
 
-**Results.** Two results are *the same* when their normalized text is equal: content blocks
-lose their ``id`` (MCP adapters give every block of every result a fresh one), and volatile
-parts of the text are replaced by placeholders: UUIDs, timestamps and clock times, ``0x``
-addresses, durations (``in 0.12s``), temp paths, prefixed ids (``toolu_…``, ``call_…``,
-``msg_…``, MCP ``block_…``), epoch numbers, pids, the shell's line counter
-(``bash: line 36191:``), random seeds and Python object ids (``graph/engine/normalize.py``). A result
-is compared as a text first (``Result``) and normalized, once (a memo), only when two results
-could still be equal once normalized: normalization keeps the line count, so results of
-different line counts never are. A result has *no content* when it holds nothing but markup,
-whitespace and a zero exit status (a silent ``sed -i``), which its first line tells.
-
-**Paths.** The path-like tokens in a call's arguments (``src/app.py``, ``build/text``) and the
-folders that hold them, hashed short: two calls *touch* each other when one names a path the
-other names, a path inside one of its folders, or a folder holding one of its paths.
-
-**Signatures.** A *call signature* is a short hash of the tool name and the canonical JSON of
-its arguments: key order does not matter, and arguments given as a JSON string or as a dict
-give the same signature. A tool's ``ArgPolicy`` (``Calls.arg_policies``, or the
-tool's ``metadata["loop_key"]``) decides what counts: ``ignore`` a ``timestamp``, ``keep``
-only a ``path``, or a ``key`` function of the arguments; the policy under ``"*"`` applies to
-tools without their own. A *response signature* is the multiset of a response's call
-signatures. Malformed calls (``invalid_tool_calls``) are signed from their raw text.
-
-**Text loops.** Gemini CLI's content-loop rule (``loopDetectionService.ts``) on a reply's text
-and reasoning, fed line by line: a 50-character chunk seen 10 times, close together, over the
-last 5,000 characters. It reads prose only: code is skipped; tables, CSV rows, list items,
-separator rows, dividers and box drawing restart it unread (their lines loop when one comes
-10 times among 20); headings restart it. The rule lives beside the stream it watches
-(``graph/engine/text_loop.py``: the ``model`` node feeds it while a reply streams); the text layer here
-feeds it a finished reply.
-
-**The state** holds short hashes and small ints only, bounded by the windows:
-
-- ``calls``: one :class:`CallRecord` per call signature requested within the last
-  ``NoProgress.call_window`` calls (or still in the response window);
-- ``window``: the last ``window`` responses that called tools (:class:`Response`), for the
-  repeat, cycle and per-tool layers;
-- ``n``/``responses``: calls and tool-calling responses seen in this run;
-- ``reply``/``same_reply``: the newest response signature and how many times in a row it came;
-- ``warned``: keys already warned about by the response-level layers;
-- ``cuts``: replies cut while streaming because their text looped;
-- ``pending``: call id → signature for the newest response, until its results arrive.
-
-**Progress is judged per call, from its own results.** A call's ``same`` counts its own
-executions in a row that returned the same result, whatever ran in between. Only its own result
-changing starts the count again; and a call that *touches* it (a ``sed -i x.py`` between two
-``cat x.py``) excuses its next repeat, which then neither is judged nor extends the count.
-What ran in between decides the rung: ``unchanged`` says nothing was done since its previous
-request that may change what it sees (no call new to the run that ran silently or returned
-something new: ``fresh_at``; no other call's own result moved: ``changed_at``). Read-only tools
-(``read_only_tools`` or MCP's ``readOnlyHint``) touch nothing and do nothing. A repeat that was
-*blocked* is remembered as ``refused``.
-
-**The layers**, ranked; each finding climbs a ladder: **warn** (a notice), **block** (the
-repeated call is answered with an error saying why and not run; the run goes on), **stop**
-(``loop_detected``). A layer blocks before it stops only when listed in
-``NoProgress.block``, ``Repeat.block``, ``Calls.block_per_tool``; asking for a blocked call again stops.
-
-- **no progress** (per call, across interleaving): a call asked for again after its own last
-  ``no_progress_warn_after``/``no_progress_stop_after`` results were the same; a result without
-  content counts from ``no_content_after``; a tool may declare its own thresholds. Its block is
-  used only for a repeat after which something was done (not ``unchanged``:
-  ``block_only_interleaved``); a repeat with nothing new in between stops at once. A refused
-  call runs again once something new was done, and stops the run when asked for again without.
-  Work through a list (one call per item, answered alike) is never judged: every item is a new
-  call.
-- **cycle**, **repeat** and **drift** are opt-in (``layers``; see ``LoopDetection``).
-- **cycle**: the sequence of response signatures ends in a repeating
-  block of period 2-4 (A,B,A,B,A...), ``warn_after``/``stop_after`` rounds, relaxed while
-  results move.
-- **repeat**: one call signature in ``warn_after``/``stop_after`` responses of the window;
-  ``progress_factor`` times higher (capped by the window) while its own result moves.
-- **same reply**: the same response ``same_reply_stop_after`` (8) times in a row, whatever the
-  results (a runaway insertion whose file grows each time); a declared poll whose result moves
-  waits.
-- **per tool**: ``per_tool={"fetch": 30}`` allows that many calls of a tool in the window;
-  reaching it warns, exceeding it stops (or blocks).
-- **text**: the reply's own text repeats itself: a warning; a reply cut while it streamed gets
-  a notice, and the run's second one stops.
-
-**One step** (:func:`observe`): the detector's state after the previous reply, the new reply and
-the results before it → the state after it, and the findings. The state before a reply is
-derived from the run's transcript (``engine/decision.py: DetectorMemo``), never checkpointed.
+What the user gets (what counts as a loop, the layers, the ladder, per-tool policies) is in
+``docs/loop-detection.md`` (``#what-counts-as-a-loop``, ``#the-ladder-warn-block-stop``,
+``#what-counts-as-the-same-call-per-tool``). Beyond it: a *call signature* hashes the tool name
+and the canonical JSON of its arguments (key order, and a JSON string versus a dict, do not
+matter), filtered by the tool's ``ArgPolicy``; malformed calls (``invalid_tool_calls``) are
+signed from their raw text. A result is compared as a text first (``Result``) and normalized,
+once (a memo), only when two results could still be equal: normalization keeps the line count.
+Two calls *touch* when one names a path the other names, a path inside one of its folders, or
+a folder holding one of its paths. The state (:class:`DetectorState`) holds short hashes and
+small ints only, bounded by the windows.
 
 Example:
     >>> from langchain_core.messages import AIMessage, ToolMessage
@@ -180,7 +107,7 @@ def result_text(content: Any) -> str:
 
 
 def content_hash(content: Any, *, normalized: bool = True) -> str:
-    """A short hash of a tool result: equal for the same result (see module docstring).
+    """A short hash of a tool result: equal for the same result (``engine/normalize.py``).
 
     One result is hashed twice per round (its call record, then the detector) and normalized
     and SHA-1'd once: the hashes of the last ``MEMO_RESULTS`` results are kept, keyed by the text
@@ -491,7 +418,10 @@ class CallRecord(TypedDict, total=False):
 
 
 class DetectorState(TypedDict, total=False):
-    """The detector's state (see module docstring)."""
+    """The detector's state: ``window`` holds the last tool-calling responses; ``n`` and
+    ``responses`` count calls and tool-calling responses; ``reply``/``same_reply`` the newest
+    response signature and its run; ``warned`` keys already warned about; ``pending`` call id →
+    signature for the newest response, until its results arrive."""
 
     window: list[Response]
     calls: dict[str, CallRecord]
@@ -838,7 +768,7 @@ def _blocks(rec: CallRecord, config: LoopDetection) -> bool:
 
 def _no_progress(det: DetectorState, asked: Mapping[str, tuple[str, ...]],
                  config: LoopDetection) -> list[Finding]:
-    """Calls asked for again after their own identical results (see module docstring)."""
+    """Calls asked for again after their own identical results (``docs/loop-detection.md``)."""
     out = []
     for sig, ids in asked.items():
         rec = det["calls"][sig]

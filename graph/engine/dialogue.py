@@ -1,31 +1,13 @@
 """Where a loop began, and letting a human decide about a loop stop (``LoopDetection.ask_human``).
 
-**Where it began.** Every loop stop's guard says where the loop began: ``began`` holds the
-run's tool-calling response it began at and that reply's message id, and ``checkpoint_id``
-the checkpoint from just before the model wrote that reply (the one whose ``next`` is the
-model call), found in the thread's history through the checkpointer's public ``list``. Fork
-the thread there with LangGraph time travel (``docs/loop-detection.md``). Without a
-checkpointer, or with ``durability="exit"`` (no checkpoint per step), it is None.
+Every loop stop's guard says where the loop began (``began``, and ``checkpoint_id`` from the
+checkpointer's public ``list``); with ``ask_human=True`` a stop becomes ``interrupt(question)``.
+The answers and what they do: ``docs/loop-detection.md#let-a-person-decide``.
 
-**A human decides.** With ``ask_human=True`` a loop stop becomes ``interrupt(question)``, a
-LangChain human-in-the-loop request (``core/questions.py``) with one action, titled
-``Loop detected: <tool>``; its description shows the repeated calls, how often, the last
-result, and what each decision does. Resume with ``{"decisions": [decision]}``:
-
-- ``{"type": "approve"}``: go on: the calls run; this loop is not stopped again before it
-  repeats as often once more;
-- ``{"type": "edit", "edited_action": {"name": ..., "args": {"hint": "..."}}}``: go on, and the
-  model gets the hint as a notice (an empty hint: as approve);
-- ``{"type": "reject", "message": "..."}``: stop; the model gives its final answer and reads
-  the person's reason.
-
-Any other shape (0.3's ``"continue"``, ``"stop"``, ``{"action": "hint", ...}`` included) is
-refused with a message naming this one. The answer is validated inside ``interrupt()`` (its
-``response_schema``, ``ANSWER``), as approval's is: a malformed resume is a ``ValueError``
-(pydantic's ``ValidationError``) raised before LangGraph stores it, so the thread stays
-paused at the same question and the next valid answer works. (Checked after ``interrupt()``
-returned, the bad value would stay in the task's resume list, and every later answer would
-fail with it.)
+The answer is validated inside ``interrupt()`` (its ``response_schema``, ``ANSWER``), as
+approval's is: a malformed resume raises before LangGraph stores it, so the thread stays paused
+at the same question. (Checked after ``interrupt()`` returned, the bad value would stay in the
+task's resume list, and every later answer would fail with it.)
 
 Example:
     >>> parse_answer({"decisions": [{"type": "edit", "edited_action": {

@@ -1,43 +1,15 @@
 """The inner limits as pure decisions: time, the token budget and its check-in, budget
 pressure and consecutive tool errors (the checks after a reply: ``engine/decision.py: limit_stop``).
 
-Each check returns a ``Guard`` (``core/stop.py``) saying why the run must stop, or None.
-
-**Token budget.** ``Limits.token_budget`` is a cost cap on the agent's tokens in a run.
-Before each regular model call the loop stops (``token_budget``) unless what is left covers
-this call and a tools-free final answer after it (``call_guard``); the final-answer call is
-then bound with ``max_tokens`` (where the model takes it) to the room left (``answer_room``),
-and skipped when that room is below ``MIN_FINAL_OUTPUT``. ``budget_guard`` and
-``final_answer_room`` apply these rules to the graph's state; ``TokenBudgetMiddleware`` applies
-the same rules to a ``create_agent`` thread, where what a run spent is read from its replies
-(``spent_tokens``).
-
-**Checking in** (``Limits.budget_check_in``, ``TokenBudgetMiddleware(budget_check_in=True)``). At the
-budget a person is asked (``interrupt()``, ``budget_question``: LangChain's human-in-the-loop
-request, titled ``Token budget reached: add more?``, with the tokens to add as its one
-argument) instead of stopping; ``check_in`` applies the answers until the call fits or the
-person stops the run: approve adds the tokens offered, an edit adds the edited ``tokens``
-(with a ``message``, the message is added to the transcript as the user's:
-``redirect_message``), reject stops as without a check-in (the model reads the reason). An
-answer is validated before anything is applied (``parse_budget_answer``; any other shape,
-0.3's ``{"action": ...}`` included, is refused naming this one).
-
-**Per run or per thread** (``Limits.budget_scope``). ``"run"``: every run (in a chat, every
-message) has the budget; what its calls spend counts, the thread's context included, since
-every call sends it. ``"thread"``: one budget for the whole thread: the earlier runs' tokens
-(``state["thread_budget"]``, folded in by ``prepare``) count too, and what a person adds at
-a check-in stays added.
-
-**Budget pressure.** When agent tokens reach ``threshold × token_budget`` the instruction
-is queued (once per run) and the model sees it on its next call; the run then stops with
-``budget_pressure`` at the end of that iteration.
-
-**Consecutive tool errors** (``Limits.max_tool_errors``, stop reason ``tool_errors``). A
-*failed round* is a tool-calling reply whose every result was an error (a tool that raised, an
-unknown tool, invalid arguments); answers the loop detector wrote itself (a blocked call)
-neither count nor break the streak. When the last ``max_tool_errors`` rounds of the run all
-failed and the model asks for more tools, the run stops. The scan walks back from the end and
-stops at the first round with a success, the run's request or the limit.
+Each check returns a ``Guard`` (``core/stop.py``) saying why the run must stop, or None. What
+the user gets: ``docs/token-budget.md`` (the budget, its check-in and ``budget_scope``) and
+``docs/loop-detection.md#reference`` (``max_tool_errors``). Beyond it: ``call_guard`` lets a
+regular call out only if what is left covers it and a tools-free final answer after it
+(``answer_room`` bounds that answer, skipped below ``MIN_FINAL_OUTPUT``); ``budget_guard`` and
+``final_answer_room`` apply the rules to the graph's state, ``TokenBudgetMiddleware`` to a
+``create_agent`` thread (``spent_tokens``). A check-in answer is validated before anything is
+applied (``parse_budget_answer``). A *failed round* (every result an error) ignores answers
+the detector wrote itself; the scan walks back to the first success, the request or the limit.
 
 Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel

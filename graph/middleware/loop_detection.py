@@ -1,40 +1,10 @@
 """``LoopDetectionMiddleware``: the loop detector of ``create_loop_agent``, for ``create_agent``.
 
-The same engine (``graph/engine/detection.py``) decides, over the same transcript, with the
-same ``LoopDetection`` configuration, as the graph's model node does: a call repeated without
-progress, a cycle, a runaway same reply, a per-tool cap, a reply whose text loops. Its
-decision climbs the same ladder:
-
-- **warn**: a notice is queued in the thread's state (``loop_notices``) and delivered right
-  before the next model call, after the tool results: one ``HumanMessage`` the model sees and
-  the thread keeps (pairing intact), as in the graph;
-- **block**: the repeated call is answered with an error result instead of running. When it
-  was the reply's only call the answer follows the reply at once and the model is asked again
-  in the same step, so a middleware that asks a person about the reply's calls (LangChain's
-  ``HumanInTheLoopMiddleware``) never asks about a refused call; beside calls that run, it is
-  answered when the tools run (``wrap_tool_call``), one result per call whatever a person
-  decides about it;
-- **stop**: every call of the reply is answered with an error result, the model makes one
-  last call with no tool use allowed (the tools stay defined, ``tool_choice`` none where the
-  provider takes it) and the run ends on that answer; ``stop_reason`` (``"loop_detected"``)
-  and the guard (``stop_guard``: the layer, the calls, where the loop began) are in the
-  agent's output state.
-
-With ``LoopDetection(ask_human=True)`` and a checkpointer, a stop asks a person first, with
-the evidence (``interrupt()``: LangChain's human-in-the-loop request, titled ``Loop detected:
-<tool>``, as the graph asks it: ``graph/engine/dialogue.py``). The reply is kept and the run goes
-back to the model node (``jump_to``), which asks before any model call, so a resume never
-calls the model twice for one reply: ``{"decisions": [{"type": "reject", "message": ...}]}``
-stops as above (the model reads the reason), ``approve`` runs the reply's calls, an ``edit``
-with ``{"hint": "..."}`` runs them and gives the model the hint as a notice. A new user
-message sent instead of an answer (a chat UI's placeholder answering the paused calls first)
-is a redirect of the paused run: the calls are recorded as not run and the run, with its
-detector window, goes on (``graph/engine/dialogue.py: typed_instead``).
-
-Everything else happens inside the model call (``wrap_model_call``): a clean round costs no
-graph step. The detector's state is derived from the thread's messages since the run's
-request, never kept in process memory (a memo only spares replaying them): a run resumed by
-another agent object, in another process, decides as an uninterrupted one would.
+The same engine (``graph/engine/detection.py``), configuration and ladder (warn, block, stop,
+``ask_human``) as the graph's model node, over the same transcript; everything happens inside
+the model call (``wrap_model_call``) and the detector's state is derived from the thread's
+messages, so a resumed run decides as an uninterrupted one would. What each rung does at this
+door, and where it differs from the graph: ``docs/middleware.md#loopdetectionmiddleware``.
 
 Example:
     >>> from langchain.agents import create_agent
@@ -181,7 +151,7 @@ def _refusal(request: ToolCallRequest) -> ToolMessage | None:
 
 class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
     """Detect a looping agent in ``create_agent``: warn, block the repeated call, then stop
-    with a final answer (see the module docstring).
+    with a final answer (``docs/middleware.md``).
 
     Args:
         config: the ``LoopDetection`` settings (default: ``LoopDetection()``, as the

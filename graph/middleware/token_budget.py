@@ -1,32 +1,10 @@
 """``TokenBudgetMiddleware``: the hard token budget of ``create_loop_agent``, for ``create_agent``.
 
-No request that would go over the budget is sent. Before every model call the same rule as
-the graph's model node decides (``graph/engine/limits.py``: ``call_guard``): the call goes out only
-if what is left of the run's budget covers it and a final answer after it. When it does not:
-
-- **stop** (the default): the model makes the final answer instead, with the stop notice
-  after the tool results, every tool still defined but none usable (``tool_choice`` none
-  where the provider takes it) and ``max_tokens`` bounded to the room left (where the model
-  takes it); with less room than ``MIN_FINAL_OUTPUT`` no call is made at all. The notice
-  and the answer stay in the thread; ``stop_reason`` (``"token_budget"``) and the guard
-  (``stop_guard``: the budget, what was spent, the estimate) are in the output state; the
-  run ends (the answer has no tool calls).
-- **check in** (``budget_check_in=True``, needs a checkpointer): a person is asked first
-  (``interrupt()``: LangChain's human-in-the-loop request ``Token budget reached: add more?``,
-  as the graph asks it, ``graph/engine/limits.py``), before any model call, and the run resumes with
-  ``Command(resume={"decisions": [decision]})``: approve adds the tokens offered, an edit the
-  edited ``tokens`` (a UI may send the number as text), kept in the thread's state, and the
-  call goes on if it fits now (else the person is asked again); reject stops as above (the
-  model reads the reason). A wrong answer raises ``ValueError`` and nothing is saved, so the
-  run stays paused for a valid one. 0.3's ``{"action": ...}`` answers are taken until 0.5.
-
-``budget_scope="run"`` (default): the budget is per run: the run starts at the newest user message
-that is neither a notice of the loop's nor a redirect; in a chat, every message is a run, and
-every call of it counts the whole context it sends. ``budget_scope="thread"``: one budget for the
-thread, every reply of it counted. What was spent is read from the replies (their
-``usage_metadata``; counted with ``count_tokens`` where a model reports none), never kept in
-process memory, so a run resumed by another agent object counts the same. Everything
-happens inside the model call (``wrap_model_call``): a clean round costs no graph step.
+No request that would go over the budget is sent: before every model call the graph's rule
+(``graph/engine/limits.py: call_guard``) decides, inside ``wrap_model_call``. What a stop and a
+check-in do, and ``budget_scope``: ``docs/token-budget.md#tokenbudgetmiddleware``. What was
+spent is read from the replies' ``usage_metadata`` (``count_tokens`` where a model reports
+none), never kept in process memory, so a run resumed by another agent object counts the same.
 
 Example:
     >>> from langchain.agents import create_agent
@@ -138,8 +116,8 @@ def _response(result: ModelResponse[Any] | AIMessage) -> ModelResponse[Any]:
 
 class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
     """A hard token budget per run for ``create_agent``: no request over it is sent; at the
-    budget the run ends with a final answer that fits, or a person is asked (see the module
-    docstring).
+    budget the run ends with a final answer that fits, or a person is asked
+    (``docs/token-budget.md``).
 
     Args:
         token_budget: agent tokens (input + output of every model call, the final answer
