@@ -112,7 +112,7 @@ def check_schemas_answer(url: str) -> None:
     assert "stop_reason" in schemas["output_schema"]["properties"]
     context = schemas["context_schema"]["properties"]
     assert {"iterations", "limits", "loop_detection"} <= set(context)
-    assert "max_iterations" in context  # the flat names of 0.2, deprecated until 0.4
+    assert "max_iterations" not in context  # 0.2's flat names went in 0.4 (a clear error instead)
 
 
 def check_per_run_context_overrides_limits(url: str) -> None:
