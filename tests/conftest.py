@@ -32,6 +32,15 @@ settings.register_profile("long", max_examples=20_000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """LangChain's vendored copy (tests/langchain_agents) ships the snapshots of tests that are not
+    collected here (their cassettes are not in the package): syrupy would report them as unused
+    and fail the whole run. Set here, not in the copy's conftest: under pytest-xdist the
+    controller, which writes syrupy's report, never loads a conftest below ``tests/``."""
+    if hasattr(config.option, "warn_unused_snapshots"):
+        config.option.warn_unused_snapshots = True
+
+
 # ``make test`` runs on two pytest-xdist workers with ``--dist loadfile``: a test module is one
 # unit of work, so a module that starts something once (a wheel's virtualenv, Aegra and its
 # database, LangGraph Server, the recorded traces) does it once, on one worker. (``--dist
