@@ -84,7 +84,7 @@ SOURCE = rm -rf $(1)/src && mkdir -p $(1)/src && cp -r graph nodes pyproject.tom
 	test -x .venv-lowest/bin/python || python3.11 -m venv .venv-lowest
 	.venv-lowest/bin/python -m pip install -q --upgrade pip
 	$(call SOURCE,.venv-lowest)
-	.venv-lowest/bin/python -m pip install -q ".venv-lowest/src[dev]" -c .ci/lowest.txt
+	.venv-lowest/bin/python -m pip install -q ".venv-lowest/src[test]" -c .ci/lowest.txt
 	touch $@
 
 test-lowest: .venv-lowest/.installed-stamp
@@ -103,7 +103,7 @@ PY313 ?= $(shell for c in python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3.13
 	test -x .venv-py313/bin/python || $(PY313) -m venv .venv-py313
 	.venv-py313/bin/python -m pip install -q --upgrade pip
 	$(call SOURCE,.venv-py313)
-	.venv-py313/bin/python -m pip install -q ".venv-py313/src[dev]"
+	.venv-py313/bin/python -m pip install -q ".venv-py313/src[test]"
 	touch $@
 
 test-py313: .venv-py313/.installed-stamp
