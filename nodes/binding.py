@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,7 +35,6 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
 from langchain_core.runnables.config import merge_configs
 from langchain_core.tools import BaseTool
-from langchain_openai.chat_models.base import BaseChatOpenAI
 
 from langgraph_loop.core.models import ChatRunnable, map_chat_models
 from langgraph_loop.core.settings import LoopSettings
@@ -42,7 +42,7 @@ from langgraph_loop.core.structured import StructuredOutput
 from langgraph_loop.nodes.limits import max_tokens_of
 
 __all__ = ["COMPACTION", "FINAL_ANSWER", "JUDGE", "call_model", "final_model", "forbid_tools",
-           "native_kwargs", "none_choice", "tagged"]
+           "native_kwargs", "none_choice", "openai_compatible", "tagged"]
 
 FINAL_ANSWER = "final_answer"
 JUDGE = "judge"
@@ -94,13 +94,29 @@ def forbid_tools(chat: Any, tools: Sequence[Any], **kwargs: Any) -> Runnable[Any
     return chat.bind_tools(tools, **kwargs)  # type: ignore[no-any-return]
 
 
+def openai_compatible(chat: Any) -> bool:
+    """Is ``chat`` an OpenAI-compatible chat model (``langchain_openai``'s ``BaseChatOpenAI``:
+    ``ChatOpenAI``, ``AzureChatOpenAI``, ``ChatDeepSeek``, ``ChatXAI``...)?
+
+    Asked without importing ``langchain_openai`` (and the ``openai`` SDK): such a model's class
+    can only exist once its module is loaded, so an app on another provider never pays for it.
+
+    Example:
+        >>> from langgraph_loop.scripted import ScriptedChatModel
+        >>> openai_compatible(ScriptedChatModel())
+        False
+    """
+    base = sys.modules.get("langchain_openai.chat_models.base")
+    return base is not None and isinstance(chat, base.BaseChatOpenAI)
+
+
 def native_kwargs(structured: StructuredOutput | None, chat: Any) -> dict[str, Any]:
     """``ProviderStrategy``'s model arguments for this chat model (``strict`` on OpenAI's
     chat completions, as ``create_agent`` sets it)."""
     if structured is None or not structured.native:
         return {}
     kwargs = structured.strategy.to_model_kwargs()  # type: ignore[union-attr]
-    if isinstance(chat, BaseChatOpenAI) and not getattr(chat, "use_responses_api", False):
+    if openai_compatible(chat) and not getattr(chat, "use_responses_api", False):
         kwargs["strict"] = True
     return kwargs
 
