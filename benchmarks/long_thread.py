@@ -147,7 +147,7 @@ def grow(system: str, marks: Sequence[int], low: int, high: int) -> dict[str, An
         for turn in range(rounds // ROUNDS_PER_TURN):
             model.goal = (turn + 1) * ROUNDS_PER_TURN
             request = {"messages": [HumanMessage(f"Turn {turn}: read the next {ROUNDS_PER_TURN} files.")]}
-            turns.append(cpu_ms(lambda: agent.invoke(request, config)))
+            turns.append(cpu_ms(lambda r=request: agent.invoke(r, config)))
             if model.goal not in marks:
                 continue
             state = agent.get_state(config)
