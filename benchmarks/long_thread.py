@@ -11,6 +11,9 @@ shared machine) and every figure at a mark is a median:
   median of the turns ending at the mark and the two before it; **start** is the median of the
   first three turns (rounds 10-30), and **×start** a mark's turn over it;
 - **get_state ms**: CPU of ``get_state`` on the thread, median of 5;
+- **loads/turn**: how many times the turn ending at the mark read the thread's history
+  (``get_delta_channel_history``: a replay of the writes since the last snapshot; a
+  deterministic count, 0 for ``create_agent``, whose checkpoints hold the whole list);
 - **db MB**: the SQLite file after ``PRAGMA wal_checkpoint(TRUNCATE)``;
 - **peak RSS MB**: the process's peak resident memory so far (``ru_maxrss``), the thread's
   outputs (precomputed) included;
@@ -106,6 +109,16 @@ def read_tool(outputs: Sequence[str]) -> BaseTool:
     return read
 
 
+class CountingSaver(SqliteSaver):
+    """A ``SqliteSaver`` that counts the history replays it serves (``loads``)."""
+
+    loads = 0
+
+    def get_delta_channel_history(self, *, config: Any, channels: Sequence[str]) -> Any:
+        self.loads += 1
+        return super().get_delta_channel_history(config=config, channels=channels)
+
+
 def build(system: str, model: TurnModel, tools: list[BaseTool], saver: SqliteSaver) -> Any:
     """The compiled agent of ``system`` on ``saver``."""
     if system == "create_agent":
@@ -140,14 +153,16 @@ def grow(system: str, marks: Sequence[int], low: int, high: int) -> dict[str, An
     with tempfile.TemporaryDirectory(prefix="lgl-long-") as directory:
         path = Path(directory) / "thread.sqlite"
         conn = sqlite3.connect(path, check_same_thread=False)
-        saver = SqliteSaver(conn)
+        saver = CountingSaver(conn)
         saver.setup()
         agent = build(system, model, [read_tool(outputs)], saver)
         config: Any = {"configurable": {"thread_id": "long"}, "recursion_limit": 1_000}
         for turn in range(rounds // ROUNDS_PER_TURN):
             model.goal = (turn + 1) * ROUNDS_PER_TURN
             request = {"messages": [HumanMessage(f"Turn {turn}: read the next {ROUNDS_PER_TURN} files.")]}
+            saver.loads = 0
             turns.append(cpu_ms(lambda r=request: agent.invoke(r, config)))
+            loads = saver.loads
             if model.goal not in marks:
                 continue
             state = agent.get_state(config)
@@ -155,7 +170,8 @@ def grow(system: str, marks: Sequence[int], low: int, high: int) -> dict[str, An
             rows.append({"rounds": model.goal, "turn_ms": statistics.median(turns[-3:]),
                          "get_state_ms": statistics.median(cpu_ms(lambda: agent.get_state(config))
                                                            for _ in range(5)),
-                         "messages": len(state.values["messages"]), "db_mb": db_mb(saver, path),
+                         "messages": len(state.values["messages"]), "loads_per_turn": loads,
+                         "db_mb": db_mb(saver, path),
                          "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
         conn.close()
     start = statistics.median(turns[:3])
@@ -192,11 +208,12 @@ def run_child(system: str, marks: Sequence[int], low: int, high: int) -> dict[st
 
 def report(results: list[dict[str, Any]], imports: dict[str, float]) -> list[str]:
     """The markdown tables and the issue-42 targets."""
-    lines = ["| system | rounds | messages | turn ms (×start) | get_state ms | db MB | peak RSS MB |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| system | rounds | messages | turn ms (×start) | loads/turn | get_state ms | db MB "
+             "| peak RSS MB |", "|---|---|---|---|---|---|---|---|"]
     for result in results:
         lines += [f"| {result['system']} | {m['rounds']} | {m['messages']} | {m['turn_ms']:.0f} "
-                  f"({m['x_start']:.2f}×) | {m['get_state_ms']:.1f} | {m['db_mb']:.1f} | "
+                  f"({m['x_start']:.2f}×) | {m['loads_per_turn']} | {m['get_state_ms']:.1f} | "
+                  f"{m['db_mb']:.2f} | "
                   f"{m['peak_rss_mb']:.0f} |" for m in result["marks"]]
     base, ours = imports[IMPORTS[0]], imports[IMPORTS[1]]
     lines += ["", f"import CPU ms: langchain.agents {base:.0f}, langgraph_loop {ours:.0f} "

@@ -283,6 +283,26 @@ def input_problem(input: Mapping[str, Any], stored: StateSnapshot | None,
     return None if _has_user_message(saved or []) else NOTHING
 
 
+def new_user_messages(input: Any) -> bool:
+    """Is ``input`` new user messages only (no ids)? Checking them needs nothing of the stored
+    thread: they match no stored id, break no pairing and answer no call, so a run with such
+    an input loads the thread once (LangGraph's own load), not twice.
+
+    Example:
+        >>> new_user_messages({"messages": [("user", "hi")]}), new_user_messages({"messages": []})
+        (True, False)
+        >>> new_user_messages({"messages": [HumanMessage("hi", id="h1")]})
+        False
+    """
+    if not isinstance(input, Mapping) or not input.get("messages"):
+        return False
+    try:
+        messages = _as_messages(input["messages"])
+    except ValueError:
+        return False  # the full check names the fault
+    return all(isinstance(m, HumanMessage) and m.id is None for m in messages)
+
+
 def resume_problem(stored: StateSnapshot | None, thread: Any) -> str | None:
     """Why ``Command(resume=...)`` cannot resume this thread (None when it can)."""
     if stored is not None and stored.interrupts:
@@ -476,22 +496,43 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
                 input = {**input, "messages": checked_messages(given, messages, saved)}
         return input, kwargs
 
-    def _readable(self, config: RunnableConfig | None) -> bool:
-        """Is there a thread state to read: an id and a checkpointer (the graph's or a parent's)?"""
-        return _thread(config) is not None and (isinstance(self.checkpointer, BaseCheckpointSaver)
-                                                or checkpointer(config) is not None)
+    def _saver(self, config: RunnableConfig | None) -> BaseCheckpointSaver[Any] | None:
+        """The checkpointer holding the config's thread (the graph's or a parent's; None: no
+        thread id or no checkpointer)."""
+        if _thread(config) is None:
+            return None
+        return self.checkpointer if isinstance(self.checkpointer, BaseCheckpointSaver) \
+            else checkpointer(config)
+
+    def _light(self, input: Any, config: RunnableConfig | None) -> bool:
+        """Can ``input`` be checked without loading the thread (``new_user_messages``, and
+        the newest checkpoint holds no pending writes: no saved result of an unfinished step)?
+        One checkpoint read, no history replayed."""
+        saver = self._saver(config)
+        if saver is None or not new_user_messages(input):
+            return False
+        head = saver.get_tuple(config or {})
+        return head is None or not head.pending_writes
+
+    async def _alight(self, input: Any, config: RunnableConfig | None) -> bool:
+        """Async ``_light``."""
+        saver = self._saver(config)
+        if saver is None or not new_user_messages(input):
+            return False
+        head = await saver.aget_tuple(config or {})
+        return head is None or not head.pending_writes
 
     def _stored(self, config: RunnableConfig | None) -> StateSnapshot | None:
         """The thread's state, where there is one to read."""
         try:
-            return self.get_state(config or {}) if self._readable(config) else None
+            return self.get_state(config or {}) if self._saver(config) else None
         except ValueError:  # no checkpointer after all
             return None
 
     async def _astored(self, config: RunnableConfig | None) -> StateSnapshot | None:
         """Async ``_stored``."""
         try:
-            return await self.aget_state(config or {}) if self._readable(config) else None
+            return await self.aget_state(config or {}) if self._saver(config) else None
         except ValueError:
             return None
 
@@ -566,11 +607,12 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         """``stream`` after the input check (``ValueError``, ``ThreadBusyError``)."""
         if _is_subgraph(config):
             return super().stream(input, config, **kwargs)
-        stored = self._stored(config)
+        light = self._light(input, config)
+        stored = None if light else self._stored(config)
         saved = self._saved(input, stored) if stored is not None else []
         input, kwargs = self._checked(input, config, kwargs, stored, saved)
         chunks = super().stream(input, config, **kwargs)
-        if stored is None:  # no thread kept (no checkpointer or thread id): nothing to guard
+        if stored is None and not light:  # no thread kept (no checkpointer or id): no guard
             return chunks
         return self._alone(chunks, config)
 
@@ -596,7 +638,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         key = await _aclaim(self.checkpointer, config)
         chunks: AsyncIterator[Any] | None = None
         try:
-            stored = await self._astored(config)
+            stored = None if await self._alight(input, config) else await self._astored(config)
             saved = await self._asaved(input, stored)
             input, kwargs = self._checked(input, config, kwargs, stored, saved)
             chunks = super().astream(input, config, **kwargs)
