@@ -28,13 +28,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any, cast
 
-from langchain_core.messages import (
-    BaseMessage,
-    HumanMessage,
-    RemoveMessage,
-    ToolMessage,
-    convert_to_messages,
-)
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, ToolMessage, convert_to_messages
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
@@ -43,6 +37,7 @@ from langgraph.types import Command, StateSnapshot, StateUpdate
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.compat import checkpointer
+from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
 from langgraph_loop.core.messages import (
     Problem,
     as_text,
@@ -504,60 +499,29 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         return self.checkpointer if isinstance(self.checkpointer, BaseCheckpointSaver) \
             else checkpointer(config)
 
-    def _light(self, input: Any, config: RunnableConfig | None) -> bool:
-        """Can ``input`` be checked without loading the thread (``new_user_messages``, and
-        the newest checkpoint holds no pending writes: no saved result of an unfinished step)?
-        One checkpoint read, no history replayed."""
+    def _reads(self, input: Any, config: RunnableConfig | None
+               ) -> Steps[tuple[StateSnapshot | None, list[ToolMessage], bool]]:
+        """What the check reads of the thread: its state (None: none to read, or none needed:
+        ``new_user_messages`` on a thread whose newest checkpoint holds no pending writes, so
+        the run's own load is the turn's only one), the results a crashed step saved for the
+        stored last AIMessage's unanswered calls, and whether there is a thread to guard."""
         saver = self._saver(config)
-        if saver is None or not new_user_messages(input):
-            return False
-        head = saver.get_tuple(config or {})
-        return head is None or not head.pending_writes
-
-    async def _alight(self, input: Any, config: RunnableConfig | None) -> bool:
-        """Async ``_light``."""
-        saver = self._saver(config)
-        if saver is None or not new_user_messages(input):
-            return False
-        head = await saver.aget_tuple(config or {})
-        return head is None or not head.pending_writes
-
-    def _stored(self, config: RunnableConfig | None) -> StateSnapshot | None:
-        """The thread's state, where there is one to read."""
+        if saver is None:
+            return None, [], False
+        if new_user_messages(input):
+            head = yield Io(saver.get_tuple, saver.aget_tuple, (config or {},))
+            if head is None or not head.pending_writes:
+                return None, [], True
         try:
-            return self.get_state(config or {}) if self._saver(config) else None
+            stored = yield Io(self.get_state, self.aget_state, (config or {},))
         except ValueError:  # no checkpointer after all
-            return None
-
-    async def _astored(self, config: RunnableConfig | None) -> StateSnapshot | None:
-        """Async ``_stored``."""
-        try:
-            return await self.aget_state(config or {}) if self._saver(config) else None
-        except ValueError:
-            return None
-
-    def _missing(self, input: Any, stored: StateSnapshot | None) -> list[str]:
-        """The stored last AIMessage's unanswered calls, when a new message continues a thread
-        whose last step did not finish (a crashed step may have saved their results)."""
-        if not isinstance(input, Mapping) or stored is None or not stored.next:
-            return []
-        return unanswered_tail(_values(stored).get("messages") or [])[1]
-
-    def _saved(self, input: Any, stored: StateSnapshot | None) -> list[ToolMessage]:
-        """The results a crashed step saved for ``_missing``'s calls."""
-        missing = self._missing(input, stored)
-        if not missing or stored is None or not isinstance(self.checkpointer, BaseCheckpointSaver):
-            return []
-        saved = self.checkpointer.get_tuple(stored.config)
-        return saved_answers(saved.pending_writes or [] if saved else [], missing)
-
-    async def _asaved(self, input: Any, stored: StateSnapshot | None) -> list[ToolMessage]:
-        """Async ``_saved``."""
-        missing = self._missing(input, stored)
-        if not missing or stored is None or not isinstance(self.checkpointer, BaseCheckpointSaver):
-            return []
-        saved = await self.checkpointer.aget_tuple(stored.config)
-        return saved_answers(saved.pending_writes or [] if saved else [], missing)
+            return None, [], False
+        missing = unanswered_tail(_values(stored).get("messages") or [])[1] \
+            if isinstance(input, Mapping) and stored.next else []
+        if not missing or not isinstance(self.checkpointer, BaseCheckpointSaver):
+            return stored, [], True
+        saved = yield Io(self.checkpointer.get_tuple, self.checkpointer.aget_tuple, (stored.config,))
+        return stored, saved_answers(saved.pending_writes or [] if saved else [], missing), True
 
     def _update(self, values: Any, messages: Sequence[BaseMessage]) -> Any:
         """``update_state`` values with their removals resolved and their messages checked."""
@@ -591,7 +555,8 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         if _is_subgraph(config):
             return super().bulk_update_state(config, supersteps)
         _idle(self.checkpointer, config)
-        return super().bulk_update_state(config, self._checked_updates(supersteps, self._stored(config)))
+        stored = drive(self._reads(None, config), perform)[0]
+        return super().bulk_update_state(config, self._checked_updates(supersteps, stored))
 
     async def abulk_update_state(self, config: RunnableConfig,
                                  supersteps: Sequence[Sequence[StateUpdate]]) -> RunnableConfig:
@@ -599,7 +564,8 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         if _is_subgraph(config):
             return await super().abulk_update_state(config, supersteps)
         _idle(self.checkpointer, config)
-        checked = self._checked_updates(supersteps, await self._astored(config))
+        stored = (await adrive(self._reads(None, config), aperform))[0]
+        checked = self._checked_updates(supersteps, stored)
         return await super().abulk_update_state(config, checked)
 
     def stream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
@@ -607,12 +573,10 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         """``stream`` after the input check (``ValueError``, ``ThreadBusyError``)."""
         if _is_subgraph(config):
             return super().stream(input, config, **kwargs)
-        light = self._light(input, config)
-        stored = None if light else self._stored(config)
-        saved = self._saved(input, stored) if stored is not None else []
+        stored, saved, kept = drive(self._reads(input, config), perform)
         input, kwargs = self._checked(input, config, kwargs, stored, saved)
         chunks = super().stream(input, config, **kwargs)
-        if stored is None and not light:  # no thread kept (no checkpointer or id): no guard
+        if not kept:  # no thread kept (no checkpointer or thread id): nothing to guard
             return chunks
         return self._alone(chunks, config)
 
@@ -638,8 +602,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         key = await _aclaim(self.checkpointer, config)
         chunks: AsyncIterator[Any] | None = None
         try:
-            stored = None if await self._alight(input, config) else await self._astored(config)
-            saved = await self._asaved(input, stored)
+            stored, saved, _ = await adrive(self._reads(input, config), aperform)
             input, kwargs = self._checked(input, config, kwargs, stored, saved)
             chunks = super().astream(input, config, **kwargs)
             async for chunk in chunks:
