@@ -33,13 +33,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langgraph.runtime import get_runtime
 from langgraph.types import Overwrite
@@ -68,16 +62,8 @@ from langgraph_loop.engine.limits import (
 from langgraph_loop.nodes.binding import COMPACTION, tagged
 from langgraph_loop.nodes.model import build_request, estimate_usage
 
-__all__ = [
-    "CompactionNode",
-    "Plan",
-    "Split",
-    "compaction_writes",
-    "plan_compaction",
-    "render",
-    "summary_message",
-    "summary_prompt",
-]
+__all__ = ["CompactionNode", "Plan", "Split", "compaction_writes", "plan_compaction", "render",
+           "summary_message", "summary_prompt"]
 
 
 @dataclass(frozen=True)

@@ -39,15 +39,7 @@ from langgraph_loop.core.drive import Steps, adrive, aperform, drive, perform
 from langgraph_loop.core.history import not_executed
 from langgraph_loop.core.messages import unanswered_tail
 from langgraph_loop.core.settings import LoopSettings
-from langgraph_loop.core.state import (
-    RESET,
-    LoopState,
-    RunInfo,
-    ThreadBudget,
-    emit,
-    new_iteration,
-    new_usage,
-)
+from langgraph_loop.core.state import RESET, LoopState, RunInfo, ThreadBudget, emit, new_iteration, new_usage
 from langgraph_loop.core.stop import StopReason, limit_guard, stop_update
 from langgraph_loop.core.upgrade import translated
 from langgraph_loop.engine.dialogue import typed_instead

@@ -28,13 +28,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any, cast
 
-from langchain_core.messages import (
-    BaseMessage,
-    HumanMessage,
-    RemoveMessage,
-    ToolMessage,
-    convert_to_messages,
-)
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, ToolMessage, convert_to_messages
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
@@ -43,6 +37,7 @@ from langgraph.types import Command, StateSnapshot, StateUpdate
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.compat import checkpointer
+from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
 from langgraph_loop.core.messages import (
     Problem,
     as_text,
@@ -283,6 +278,26 @@ def input_problem(input: Mapping[str, Any], stored: StateSnapshot | None,
     return None if _has_user_message(saved or []) else NOTHING
 
 
+def new_user_messages(input: Any) -> bool:
+    """Is ``input`` new user messages only (no ids)? Checking them needs nothing of the stored
+    thread: they match no stored id, break no pairing and answer no call, so a run with such
+    an input loads the thread once (LangGraph's own load), not twice.
+
+    Example:
+        >>> new_user_messages({"messages": [("user", "hi")]}), new_user_messages({"messages": []})
+        (True, False)
+        >>> new_user_messages({"messages": [HumanMessage("hi", id="h1")]})
+        False
+    """
+    if not isinstance(input, Mapping) or not input.get("messages"):
+        return False
+    try:
+        messages = _as_messages(input["messages"])
+    except ValueError:
+        return False  # the full check names the fault
+    return all(isinstance(m, HumanMessage) and m.id is None for m in messages)
+
+
 def resume_problem(stored: StateSnapshot | None, thread: Any) -> str | None:
     """Why ``Command(resume=...)`` cannot resume this thread (None when it can)."""
     if stored is not None and stored.interrupts:
@@ -476,47 +491,37 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
                 input = {**input, "messages": checked_messages(given, messages, saved)}
         return input, kwargs
 
-    def _readable(self, config: RunnableConfig | None) -> bool:
-        """Is there a thread state to read: an id and a checkpointer (the graph's or a parent's)?"""
-        return _thread(config) is not None and (isinstance(self.checkpointer, BaseCheckpointSaver)
-                                                or checkpointer(config) is not None)
+    def _saver(self, config: RunnableConfig | None) -> BaseCheckpointSaver[Any] | None:
+        """The checkpointer holding the config's thread (the graph's or a parent's; None: no
+        thread id or no checkpointer)."""
+        if _thread(config) is None:
+            return None
+        return self.checkpointer if isinstance(self.checkpointer, BaseCheckpointSaver) \
+            else checkpointer(config)
 
-    def _stored(self, config: RunnableConfig | None) -> StateSnapshot | None:
-        """The thread's state, where there is one to read."""
+    def _reads(self, input: Any, config: RunnableConfig | None
+               ) -> Steps[tuple[StateSnapshot | None, list[ToolMessage], bool]]:
+        """What the check reads of the thread: its state (None: none to read, or none needed:
+        ``new_user_messages`` on a thread whose newest checkpoint holds no pending writes, so
+        the run's own load is the turn's only one), the results a crashed step saved for the
+        stored last AIMessage's unanswered calls, and whether there is a thread to guard."""
+        saver = self._saver(config)
+        if saver is None:
+            return None, [], False
+        if new_user_messages(input):
+            head = yield Io(saver.get_tuple, saver.aget_tuple, (config or {},))
+            if head is None or not head.pending_writes:
+                return None, [], True
         try:
-            return self.get_state(config or {}) if self._readable(config) else None
+            stored = yield Io(self.get_state, self.aget_state, (config or {},))
         except ValueError:  # no checkpointer after all
-            return None
-
-    async def _astored(self, config: RunnableConfig | None) -> StateSnapshot | None:
-        """Async ``_stored``."""
-        try:
-            return await self.aget_state(config or {}) if self._readable(config) else None
-        except ValueError:
-            return None
-
-    def _missing(self, input: Any, stored: StateSnapshot | None) -> list[str]:
-        """The stored last AIMessage's unanswered calls, when a new message continues a thread
-        whose last step did not finish (a crashed step may have saved their results)."""
-        if not isinstance(input, Mapping) or stored is None or not stored.next:
-            return []
-        return unanswered_tail(_values(stored).get("messages") or [])[1]
-
-    def _saved(self, input: Any, stored: StateSnapshot | None) -> list[ToolMessage]:
-        """The results a crashed step saved for ``_missing``'s calls."""
-        missing = self._missing(input, stored)
-        if not missing or stored is None or not isinstance(self.checkpointer, BaseCheckpointSaver):
-            return []
-        saved = self.checkpointer.get_tuple(stored.config)
-        return saved_answers(saved.pending_writes or [] if saved else [], missing)
-
-    async def _asaved(self, input: Any, stored: StateSnapshot | None) -> list[ToolMessage]:
-        """Async ``_saved``."""
-        missing = self._missing(input, stored)
-        if not missing or stored is None or not isinstance(self.checkpointer, BaseCheckpointSaver):
-            return []
-        saved = await self.checkpointer.aget_tuple(stored.config)
-        return saved_answers(saved.pending_writes or [] if saved else [], missing)
+            return None, [], False
+        missing = unanswered_tail(_values(stored).get("messages") or [])[1] \
+            if isinstance(input, Mapping) and stored.next else []
+        if not missing or not isinstance(self.checkpointer, BaseCheckpointSaver):
+            return stored, [], True
+        saved = yield Io(self.checkpointer.get_tuple, self.checkpointer.aget_tuple, (stored.config,))
+        return stored, saved_answers(saved.pending_writes or [] if saved else [], missing), True
 
     def _update(self, values: Any, messages: Sequence[BaseMessage]) -> Any:
         """``update_state`` values with their removals resolved and their messages checked."""
@@ -550,7 +555,8 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         if _is_subgraph(config):
             return super().bulk_update_state(config, supersteps)
         _idle(self.checkpointer, config)
-        return super().bulk_update_state(config, self._checked_updates(supersteps, self._stored(config)))
+        stored = drive(self._reads(None, config), perform)[0]
+        return super().bulk_update_state(config, self._checked_updates(supersteps, stored))
 
     async def abulk_update_state(self, config: RunnableConfig,
                                  supersteps: Sequence[Sequence[StateUpdate]]) -> RunnableConfig:
@@ -558,7 +564,8 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         if _is_subgraph(config):
             return await super().abulk_update_state(config, supersteps)
         _idle(self.checkpointer, config)
-        checked = self._checked_updates(supersteps, await self._astored(config))
+        stored = (await adrive(self._reads(None, config), aperform))[0]
+        checked = self._checked_updates(supersteps, stored)
         return await super().abulk_update_state(config, checked)
 
     def stream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
@@ -566,11 +573,10 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         """``stream`` after the input check (``ValueError``, ``ThreadBusyError``)."""
         if _is_subgraph(config):
             return super().stream(input, config, **kwargs)
-        stored = self._stored(config)
-        saved = self._saved(input, stored) if stored is not None else []
+        stored, saved, kept = drive(self._reads(input, config), perform)
         input, kwargs = self._checked(input, config, kwargs, stored, saved)
         chunks = super().stream(input, config, **kwargs)
-        if stored is None:  # no thread kept (no checkpointer or thread id): nothing to guard
+        if not kept:  # no thread kept (no checkpointer or thread id): nothing to guard
             return chunks
         return self._alone(chunks, config)
 
@@ -596,8 +602,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         key = await _aclaim(self.checkpointer, config)
         chunks: AsyncIterator[Any] | None = None
         try:
-            stored = await self._astored(config)
-            saved = await self._asaved(input, stored)
+            stored, saved, _ = await adrive(self._reads(input, config), aperform)
             input, kwargs = self._checked(input, config, kwargs, stored, saved)
             chunks = super().astream(input, config, **kwargs)
             async for chunk in chunks:

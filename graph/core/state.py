@@ -38,50 +38,15 @@ from langgraph_loop.core.compat import messages_delta_reducer, streams_messages
 from langgraph_loop.core.messages import Notice, digest
 from langgraph_loop.core.stop import Guard, StopReason
 
-__all__ = [
-    "ApprovalAutoEvent",
-    "BudgetPressureEvent",
-    "CallRecord",
-    "CompactionEvent",
-    "Event",
-    "EventName",
-    "IterationEndEvent",
-    "IterationInfo",
-    "IterationRecord",
-    "IterationStartEvent",
-    "IterationsOverrides",
-    "LimitsOverrides",
-    "LoggedCall",
-    "LoopAllowed",
-    "LoopBlockEvent",
-    "LoopContext",
-    "LoopDetectionOverrides",
-    "LoopInput",
-    "LoopOutput",
-    "LoopState",
-    "LoopWarningEvent",
-    "Notice",
-    "Review",
-    "RunInfo",
-    "StopEvent",
-    "ThreadBudget",
-    "Todo",
-    "ToolCallEvent",
-    "Usage",
-    "add_usage",
-    "answer_text",
-    "ashow_messages",
-    "build_record",
-    "calls_of_iteration",
-    "emit",
-    "executed_calls",
-    "iteration_info",
-    "latest_answer",
-    "new_iteration",
-    "new_usage",
-    "show_messages",
-    "usage_of",
-]
+__all__ = ["ApprovalAutoEvent", "BudgetPressureEvent", "CallRecord", "CompactionEvent", "Event",
+           "EventName", "IterationEndEvent", "IterationInfo", "IterationRecord",
+           "IterationStartEvent", "IterationsOverrides", "LimitsOverrides", "LoggedCall",
+           "LoopAllowed", "LoopBlockEvent", "LoopContext", "LoopDetectionOverrides", "LoopInput",
+           "LoopOutput", "LoopState", "LoopWarningEvent", "Notice", "Review", "RunInfo",
+           "StopEvent", "ThreadBudget", "Todo", "ToolCallEvent", "Usage", "add_usage",
+           "answer_text", "ashow_messages", "build_record", "calls_of_iteration", "emit",
+           "executed_calls", "iteration_info", "latest_answer", "new_iteration", "new_usage",
+           "show_messages", "usage_of"]
 
 EventName = Literal["iteration_start", "tool_call", "loop_warning", "loop_block",
                     "budget_pressure", "approval_auto", "compaction", "iteration_end", "stop"]
@@ -495,8 +460,14 @@ def _log_reducer(state: list[Any] | None, writes: Sequence[Any]) -> list[Any]:
     return out
 
 
-SNAPSHOT_EVERY = 500
-"""A full snapshot of a delta channel every this many writes (bounds replay on load)."""
+SNAPSHOT_EVERY = 40
+"""A full snapshot of the messages every this many writes: loading a thread reads one snapshot
+and at most this many steps after it, so it stays near-flat in the thread's length, while the
+snapshots keep storage at about 1/40 of a full copy per step (benchmarks/long_thread.py)."""
+
+LOG_SNAPSHOT_EVERY = 10
+"""The call log's (small, per run): its snapshot is always nearer than the messages', so a load
+walks back no further than the messages need."""
 
 MESSAGES: DeltaChannel[list[Any]] = DeltaChannel(
     messages_delta_reducer, snapshot_frequency=SNAPSHOT_EVERY
@@ -547,7 +518,7 @@ class LoopState(LoopOutput, total=False):
     iteration_info: IterationInfo
     review: Review | None
     thread_budget: ThreadBudget
-    call_log: Annotated[list[LoggedCall], DeltaChannel(_log_reducer, snapshot_frequency=SNAPSHOT_EVERY)]
+    call_log: Annotated[list[LoggedCall], DeltaChannel(_log_reducer, snapshot_frequency=LOG_SNAPSHOT_EVERY)]
     remaining_steps: RemainingSteps
 
 
