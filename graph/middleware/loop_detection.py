@@ -40,7 +40,7 @@ from langchain.agents.middleware.types import (
     PrivateStateAttr,
     ToolCallRequest,
 )
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.graph.message import add_messages
@@ -68,7 +68,16 @@ from langgraph_loop.engine.decision import (
     stop_answers,
 )
 from langgraph_loop.engine.dialogue import ask, typed_instead
-from langgraph_loop.middleware.stopping import final_call, notice_for, stopped, stored_stop
+from langgraph_loop.middleware.stopping import (
+    Outgoing,
+    answer_of,
+    asend,
+    final_call,
+    notice_for,
+    send,
+    stop_record,
+    stored_stop,
+)
 
 __all__ = ["LoopDetectionMiddleware", "LoopDetectionState"]
 
@@ -127,11 +136,6 @@ def _with(messages: Sequence[BaseMessage], writes: list[BaseMessage]) -> list[An
     return list(merged)
 
 
-def _response(result: ModelResponse[Any] | AIMessage) -> ModelResponse[Any]:
-    """The handler's result as a ``ModelResponse``."""
-    return result if isinstance(result, ModelResponse) else ModelResponse(result=[result])
-
-
 def _reply_of(response: ModelResponse[Any]) -> AIMessage | None:
     """The reply among a response's messages (the first AIMessage)."""
     return next((m for m in response.result if isinstance(m, AIMessage)), None)
@@ -147,6 +151,19 @@ def _refusal(request: ToolCallRequest) -> ToolMessage | None:
     call = request.tool_call
     text = (request.state.get("loop_refused") or {}).get(call.get("id"))  # type: ignore[union-attr]
     return None if text is None else block_answer(str(call.get("id")), call.get("name"), text)
+
+
+def _paused(messages: Sequence[BaseMessage]) -> tuple[AIMessage, list[ToolMessage], int] | None:
+    """The newest reply with calls, the answers after it and its index (None: the thread
+    does not end on a reply with calls and its answers)."""
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if isinstance(message, AIMessage):
+            answers = [m for m in messages[i + 1:] if isinstance(m, ToolMessage)]
+            return (message, answers, i) if call_ids(message) else None
+        if not isinstance(message, (ToolMessage, HumanMessage)):
+            return None
+    return None
 
 
 class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
@@ -268,9 +285,6 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         result = [*turn.fixed, *([turn.notice] if turn.notice is not None else []), *response.result]
         update = dict(turn.update)
         if decision is not None and ai is not None:
-            runtime = turn.request.runtime
-            if self._asks(decision):
-                update.update(loop_question=decision.record(), jump_to="model")
             if decision.blocks:
                 if _all_refused(ai, decision):
                     result += decision.answers()
@@ -281,7 +295,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
             if notices != queue:
                 update["loop_notices"] = notices
             for event in decision.events():
-                emit(runtime, event)
+                emit(turn.request.runtime, event)
         return result, update
 
     @staticmethod
@@ -292,35 +306,44 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         return ExtendedModelResponse(answer, Command(update=update)) if update else answer
 
     # --- a stop ------------------------------------------------------------------------------
-    def _final_request(self, turn: _Turn, ai: AIMessage, why: Guard
-                       ) -> tuple[list[BaseMessage], ModelRequest[Any]]:
-        """The messages a stop writes after the reply (its calls answered, the stop notice),
-        and the final-answer call (``stopping.py``)."""
-        notice = notice_for(why, turn.run["id"], hidden=not self.show_notices)
-        tail: list[Any] = [*stop_answers(ai, why), *([notice] if notice else [])]
-        sent: list[Any] = list(turn.request.messages)
-        head = sent if sent and sent[-1] is ai else [*sent, ai]
-        return tail, final_call(turn.request, [*head, *tail])
+    def _stop(self, turn: _Turn, response: ModelResponse[Any], ai: AIMessage, decision: Decision) -> Result:
+        """A stop found on the reply: its calls answered as not run; the stop notice and record
+        (or, with ``ask_human``, the question waiting). The final answer is the next model
+        step's call (``_pending``): the route goes there whatever other hooks run between, as
+        no call of the reply is left unanswered."""
+        assert decision.guard is not None
+        written = [*turn.fixed, *([turn.notice] if turn.notice is not None else []), *response.result,
+                   *stop_answers(ai, decision.guard)]
+        update = {**turn.update, "jump_to": "model"}
+        if self._asks(decision):
+            update["loop_question"] = decision.record()
+        else:
+            notice = notice_for(decision.guard, turn.run["id"], hidden=not self.show_notices)
+            written += [notice] if notice is not None else []
+            update.update(stop_record(turn.request.runtime, decision.guard))
+        return self._result(turn, written, update)
 
-    def _stopped(self, turn: _Turn, ai: AIMessage, why: Guard, tail: list[BaseMessage],
-                 final: ModelResponse[Any], *, reply: list[BaseMessage]) -> Result:
-        """What a stop writes: the reply (unless kept already), its answers, the stop notice,
-        the final answer (its tool calls dropped); the stop record."""
-        answer, record = stopped(turn.request.runtime, why, final)
-        result: list[BaseMessage] = [*turn.fixed, *([turn.notice] if turn.notice is not None else []),
-                                     *reply, *tail, *answer]
-        return self._result(turn, result, {**turn.update, **record, "loop_question": None})
+    def _pending(self, turn: _Turn) -> tuple[AIMessage, Guard] | None:
+        """The reply a stop of the step before answered, and the stop, when its final answer
+        is still to come (None: none waits)."""
+        why = stored_stop(turn.request.state)
+        if why is None or why.get("guard") != "loop_detector" or turn.request.state.get("loop_question"):
+            return None
+        start, _ = run_request(turn.messages)
+        found = _paused(turn.messages)
+        return (found[0], why) if found is not None and found[2] > start else None
 
     def _answered(self, turn: _Turn) -> tuple[Decision | None, Result | None]:
         """A stop that waited for a person: ask (``interrupt()``); continue → the reply's calls
-        run (a hint is queued); stop → the decision to carry out. Nothing waiting: (None, None)."""
+        run (their answers go, a hint is queued); stop → the decision to carry out. Nothing
+        waiting: (None, None)."""
         record = cast("DecisionRecord | None", turn.request.state.get("loop_question"))
-        messages = turn.messages
-        ai = messages[-1] if messages else None
-        if not record or turn.fixed or not isinstance(ai, AIMessage):
+        found = _paused(turn.messages)
+        if not record or turn.fixed or found is None:
             return None, None
+        ai, answers, index = found
         decision = Decision.of(ai, record).settled(  # validated before it is stored
-            messages, turn.run["request_id"], self._detection(turn.request.tools), ask)
+            turn.messages[:index + 1], turn.run["request_id"], self._detection(turn.request.tools), ask)
         if decision.guard is not None:
             return decision, None
         update = {**turn.update, "loop_question": None, "jump_to": "tools",
@@ -329,32 +352,52 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         notices = decision.notices(str(turn.run["id"]))
         if notices:
             update["loop_notices"] = notices
-        return None, ExtendedModelResponse(ModelResponse(result=[]), Command(update=update))
+        gone: list[BaseMessage] = [RemoveMessage(id=str(m.id)) for m in answers]
+        return None, ExtendedModelResponse(ModelResponse(result=gone), Command(update=update))
+
+    def _final(self, turn: _Turn, why: Guard, written: list[BaseMessage], final: ModelResponse[Any],
+               update: dict[str, Any]) -> Result:
+        """The final answer's step: what it writes before the answer, the answer."""
+        result = [*turn.fixed, *([turn.notice] if turn.notice is not None else []), *written,
+                  *answer_of(final, why)]
+        return self._result(turn, result, {**turn.update, **update})
 
     # --- the hooks ---------------------------------------------------------------------------
-    def _steps(self, request: ModelRequest[Any]) -> Generator[ModelRequest[Any], ModelResponse[Any], Result]:
-        """One model call's work, for both hooks: yields each request to send (the call, and
-        the tools-free final answer after a stop), receives its response, returns the result."""
+    def _steps(self, request: ModelRequest[Any]) -> Generator[Outgoing, ModelResponse[Any], Result]:
+        """One model call's work, for both hooks: yields each call to send (the call, or a
+        stop's tools-free final answer), receives its response, returns the result."""
         turn = self._turn(request)
+        shown = [turn.notice] if turn.notice is not None else []
         asked, went_on = self._answered(turn)
         if went_on is not None:
             return went_on
-        if asked is not None and asked.guard is not None:
-            tail, final = self._final_request(turn, asked.ai, asked.guard)
-            return self._stopped(turn, asked.ai, asked.guard, tail, (yield final), reply=[])
+        if asked is not None and asked.guard is not None:  # a person chose the stop
+            found = _paused(turn.messages)
+            assert found is not None
+            ids = [m.id for m in found[1]]
+            answers: list[BaseMessage] = [a.model_copy(update={"id": i}) for a, i in
+                                          zip(stop_answers(asked.ai, asked.guard), ids, strict=False)]
+            notice = notice_for(asked.guard, turn.run["id"], hidden=not self.show_notices)
+            tail = [*answers, *([notice] if notice is not None else [])]
+            record = stop_record(turn.request.runtime, asked.guard)
+            final = yield Outgoing(final_call(turn.request, _with(turn.request.messages, tail)),
+                                   [*shown, *tail], final=True)
+            return self._final(turn, asked.guard, tail, final, {**record, "loop_question": None})
+        pending = self._pending(turn)
+        if pending is not None:
+            final = yield Outgoing(final_call(turn.request, turn.request.messages), shown, final=True)
+            return self._final(turn, pending[1], [], final, {})
         while True:
-            response = yield turn.request
+            response = yield Outgoing(turn.request, shown)
             ai = _reply_of(response)
             decision = self._decide(turn, ai)
-            if decision is not None and decision.guard is not None and ai is not None \
-                    and not self._asks(decision):
-                tail, final = self._final_request(turn, ai, decision.guard)
-                return self._stopped(turn, ai, decision.guard, tail, (yield final),
-                                     reply=response.result)
+            if decision is not None and decision.guard is not None and ai is not None:
+                return self._stop(turn, response, ai, decision)
             written, update = self._written(turn, response, decision)
-            if ai is None or decision is None or self._asks(decision) or not _all_refused(ai, decision):
+            if ai is None or decision is None or not _all_refused(ai, decision):
                 return self._result(turn, written, update, response.structured_response)
             turn = self._again(turn, written, update)  # nothing to run: the model goes on
+            shown = []
 
     def wrap_tool_call(
         self,
@@ -380,7 +423,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> Result:
         """Deliver queued notices, call the model, decide on the reply and apply the decision."""
-        return drive(self._steps(request), lambda sent: _response(handler(sent)))
+        return drive(self._steps(request), lambda call: send(handler, call))
 
     async def awrap_model_call(
         self,
@@ -388,7 +431,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> Result:
         """Async ``wrap_model_call``."""
-        async def call(sent: ModelRequest[Any]) -> ModelResponse[Any]:
-            return _response(await handler(sent))
+        async def sent(call: Outgoing) -> ModelResponse[Any]:
+            return await asend(handler, call)
 
-        return await adrive(self._steps(request), call)
+        return await adrive(self._steps(request), sent)

@@ -58,7 +58,16 @@ from langgraph_loop.engine.limits import (
     skipped_answer,
     spent_tokens,
 )
-from langgraph_loop.middleware.stopping import final_call, notice_for, stopped, stored_stop
+from langgraph_loop.middleware.stopping import (
+    Outgoing,
+    answer_of,
+    asend,
+    final_call,
+    notice_for,
+    send,
+    stop_record,
+    stored_stop,
+)
 
 __all__ = ["BudgetExtension", "TokenBudgetMiddleware", "TokenBudgetState"]
 
@@ -107,11 +116,6 @@ def _sent(request: ModelRequest[Any], extra: Sequence[BaseMessage] = ()) -> list
     """The messages a request sends: its system message, its messages, ``extra``."""
     head = [request.system_message] if request.system_message is not None else []
     return [*head, *request.messages, *extra]
-
-
-def _response(result: ModelResponse[Any] | AIMessage) -> ModelResponse[Any]:
-    """The handler's result as a ``ModelResponse``."""
-    return result if isinstance(result, ModelResponse) else ModelResponse(result=[result])
 
 
 class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
@@ -226,7 +230,8 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         """The stop: a redirect, the notice and the final answer (its tool calls dropped) in
         the thread; the stop record; without a final answer, the run ends here."""
         assert turn.why is not None
-        answer, record = stopped(turn.request.runtime, turn.why, final)
+        record = stop_record(turn.request.runtime, turn.why)
+        answer = answer_of(final, turn.why) if final is not None else []
         result: list[BaseMessage] = [*turn.added]
         if answer:
             result += [*([notice] if notice is not None else []), *answer]
@@ -244,9 +249,10 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         """Send the call if it fits the budget; else ask a person, or make the final answer."""
         turn = self._turn(request)
         if turn.why is None:
-            return self._went_on(turn, _response(handler(turn.request)))
+            return self._went_on(turn, send(handler, Outgoing(turn.request, turn.added)))
         notice, final = self._final_request(turn)
-        return self._stopped(turn, notice, _response(handler(final)) if final else None)
+        shown = [*turn.added, *([notice] if notice is not None else [])]
+        return self._stopped(turn, notice, send(handler, Outgoing(final, shown, final=True)) if final else None)
 
     async def awrap_model_call(
         self,
@@ -256,6 +262,8 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         """Async ``wrap_model_call``."""
         turn = self._turn(request)
         if turn.why is None:
-            return self._went_on(turn, _response(await handler(turn.request)))
+            return self._went_on(turn, await asend(handler, Outgoing(turn.request, turn.added)))
         notice, final = self._final_request(turn)
-        return self._stopped(turn, notice, _response(await handler(final)) if final else None)
+        shown = [*turn.added, *([notice] if notice is not None else [])]
+        return self._stopped(turn, notice,
+                             await asend(handler, Outgoing(final, shown, final=True)) if final else None)
