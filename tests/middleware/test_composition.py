@@ -1,0 +1,122 @@
+"""Our middleware beside LangChain's own in one ``create_agent`` (issues 39, 41 and 43): the loop
+question under another ``after_model`` hook, a stop under ``ModelCallLimitMiddleware``, the
+messages stream in the order the model saw it, the budget and the detector across
+``SummarizationMiddleware``, a person's words under ``PIIMiddleware``; each beside
+``create_loop_agent`` or plain ``create_agent`` where they define the behaviour."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain.agents.middleware import ModelCallLimitMiddleware, PIIMiddleware
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command
+
+from langgraph_loop import LoopDetection, StopReason, create_loop_agent
+from langgraph_loop.core.messages import is_notice
+from langgraph_loop.middleware import LoopDetectionMiddleware, TokenBudgetMiddleware
+from langgraph_loop.scripted import ScriptedChatModel
+
+RUNS: Counter[str] = Counter()
+
+
+@tool
+def status(job: str) -> str:
+    """The status of a build job."""
+    RUNS["status"] += 1
+    return f"{job}: pending"
+
+
+def polling(messages: list[BaseMessage]) -> Any:
+    return [("status", {"job": "build"})]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_counts() -> None:
+    RUNS.clear()
+
+
+def kinds(messages: list[BaseMessage]) -> list[str]:
+    return ["notice" if is_notice(m) else m.type for m in messages]
+
+
+# --- 43.1: the loop question under another after_model hook ----------------------------------
+
+@pytest.mark.parametrize("answer", ["reject", "approve"])
+def test_the_loop_question_is_asked_under_another_after_model_hook(
+        scripted: list[ScriptedChatModel], tmp_path: Path, answer: str) -> None:
+    model = ScriptedChatModel(default=polling, no_tools_reply="Still pending; I stopped.")
+    scripted.append(model)
+    with SqliteSaver.from_conn_string(str(tmp_path / "q.db")) as saver:
+        agent = create_agent(model, [status], checkpointer=saver, middleware=[
+            PIIMiddleware("email", strategy="redact", apply_to_output=True),
+            LoopDetectionMiddleware(LoopDetection(ask_human=True))])
+        config = {"configurable": {"thread_id": "q"}, "recursion_limit": 40}
+        paused = agent.invoke({"messages": [HumanMessage("done?")]}, config)
+        assert [i.value["action_requests"][0]["name"] for i in paused["__interrupt__"]] == [
+            "Loop detected: status"]
+        assert RUNS["status"] == 3 and len(model.requests) == 4  # the 4th call has not run
+        done = agent.invoke(Command(resume={"decisions": [{"type": answer}]}), config)
+    if answer == "reject":
+        assert done["stop_reason"] == StopReason.LOOP_DETECTED and RUNS["status"] == 3
+        assert done["messages"][-1].content == "Still pending; I stopped."
+        assert kinds(done["messages"])[-4:] == ["ai", "tool", "notice", "ai"]
+        assert model.request_tools[-1] == []
+    else:  # the stopped call ran after all; the loop goes on until it repeats as often again
+        assert RUNS["status"] == 4 + 2 and "__interrupt__" in done
+    tool_answers = [m for m in done["messages"] if isinstance(m, ToolMessage)]
+    calls = [c["id"] for m in done["messages"] if isinstance(m, AIMessage) for c in m.tool_calls]
+    assert sorted(m.tool_call_id for m in tool_answers) == sorted(calls[:len(tool_answers)])
+
+
+# --- issue 39: a stop never pushes another middleware's model-call limit over ------------------
+
+def test_a_loop_stop_keeps_within_model_call_limit_middleware(scripted: list[ScriptedChatModel]) -> None:
+    alone = ScriptedChatModel(default=polling, no_tools_reply="pending")
+    ours = ScriptedChatModel(default=polling, no_tools_reply="pending")
+    scripted += [alone, ours]
+    create_agent(alone, [status], middleware=[ModelCallLimitMiddleware(run_limit=4)]).invoke(
+        {"messages": [HumanMessage("done?")]})
+    result = create_agent(ours, [status], middleware=[
+        ModelCallLimitMiddleware(run_limit=4), LoopDetectionMiddleware()]).invoke(
+        {"messages": [HumanMessage("done?")]})
+    assert len(alone.requests) == len(ours.requests) == 4
+    assert result["stop_reason"] == StopReason.LOOP_DETECTED
+    assert result["messages"][-1].content.startswith("Model call limits exceeded")
+    # with room for it, the final answer is the step after the stop: 5 calls under a limit of 5
+    roomy = ScriptedChatModel(default=polling, no_tools_reply="Still pending.")
+    scripted.append(roomy)
+    done = create_agent(roomy, [status], middleware=[
+        ModelCallLimitMiddleware(run_limit=5), LoopDetectionMiddleware()]).invoke(
+        {"messages": [HumanMessage("done?")]})
+    assert len(roomy.requests) == 5 and done["messages"][-1].content == "Still pending."
+
+
+# --- 43.7: the messages stream in the order the model saw it ----------------------------------
+
+def streamed(agent: Any) -> list[tuple[str, bool]]:
+    """What ``stream_mode="messages"`` hands out, one entry per message: its kind and whether
+    it came from the final-answer call (tagged ``final_answer``)."""
+    out: list[tuple[str, bool, str]] = []
+    for message, meta in agent.stream({"messages": [HumanMessage("done?")]}, stream_mode="messages"):
+        kind = "notice" if is_notice(message) else "ai" if message.type.startswith("AI") else message.type
+        if not out or out[-1][2] != message.id:
+            out.append((kind, "final_answer" in (meta.get("tags") or []), str(message.id)))
+    return [(kind, final) for kind, final, _ in out]
+
+
+def test_the_stream_reads_in_order_under_create_agent_as_in_the_graph(
+        scripted: list[ScriptedChatModel]) -> None:
+    models = [ScriptedChatModel(default=polling, no_tools_reply="Still pending.") for _ in range(2)]
+    scripted += models
+    graph = streamed(create_loop_agent(models[0], [status]))
+    middleware = streamed(create_agent(models[1], [status], middleware=[LoopDetectionMiddleware()]))
+    assert middleware == graph
+    assert graph[-5:] == [("notice", False), ("ai", False), ("tool", False), ("notice", False),
+                          ("ai", True)]
