@@ -183,6 +183,8 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
     """
 
     state_schema = LoopDetectionState
+    built_in_as = "loop_detection=LoopDetection(...) (on by default)"
+    """What ``create_loop_agent`` takes instead (it refuses this middleware)."""
 
     def __init__(self, config: LoopDetection | dict[str, Any] | None = None, *,
                  show_notices: bool = False) -> None:

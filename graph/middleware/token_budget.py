@@ -142,6 +142,8 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
     """
 
     state_schema = TokenBudgetState
+    built_in_as = "limits=Limits(token_budget=..., budget_check_in=..., budget_scope=...)"
+    """What ``create_loop_agent`` takes instead (it refuses this middleware)."""
 
     def __init__(self, *, token_budget: int | None = None, budget_check_in: bool = False,
                  budget_scope: Literal["run", "thread"] = "run", show_notices: bool = False,

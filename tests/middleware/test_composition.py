@@ -6,6 +6,7 @@ messages stream in the order the model saw it, the budget and the detector acros
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -120,3 +121,15 @@ def test_the_stream_reads_in_order_under_create_agent_as_in_the_graph(
     assert middleware == graph
     assert graph[-5:] == [("notice", False), ("ai", False), ("tool", False), ("notice", False),
                           ("ai", True)]
+
+
+# --- 43.8: our middleware in create_loop_agent ---------------------------------------------------
+
+@pytest.mark.parametrize(("middleware", "instead"), [
+    (LoopDetectionMiddleware(), "loop_detection=LoopDetection"),
+    (TokenBudgetMiddleware(token_budget=1000), "limits=Limits(token_budget=")])
+def test_create_loop_agent_refuses_our_middleware_naming_its_own_setting(
+        middleware: Any, instead: str) -> None:
+    with pytest.raises(ValueError, match=rf"{type(middleware).__name__} is for create_agent; "
+                                         rf"create_loop_agent has it built in: pass {re.escape(instead)}"):
+        create_loop_agent(ScriptedChatModel(script=["hi"]), [status], middleware=[middleware])
