@@ -43,7 +43,6 @@ from langchain.agents.middleware.types import (
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
-from langgraph.graph.message import add_messages
 from langgraph.types import Command
 
 from langgraph_loop.core.compat import checkpointer
@@ -67,16 +66,18 @@ from langgraph_loop.engine.decision import (
     decide,
     stop_answers,
 )
-from langgraph_loop.engine.dialogue import ask, typed_instead
+from langgraph_loop.engine.dialogue import ask
 from langgraph_loop.middleware.stopping import (
     Outgoing,
     answer_of,
+    applied,
     asend,
     final_call,
     notice_for,
     send,
     stop_record,
     stored_stop,
+    thread_of,
 )
 
 __all__ = ["LoopDetectionMiddleware", "LoopDetectionState"]
@@ -128,12 +129,6 @@ def _run_of(state: Any, messages: Sequence[BaseMessage]) -> tuple[dict[str, Any]
     return {"id": request, "request_id": request,
             "loop_allowed": allowed.get("allowed") if request and allowed.get("run") == request
             else None}, first
-
-
-def _with(messages: Sequence[BaseMessage], writes: list[BaseMessage]) -> list[Any]:
-    """``messages`` with ``writes`` applied as the thread's reducer applies them."""
-    merged: Any = add_messages(list(messages), writes)  # type: ignore[arg-type]
-    return list(merged)
 
 
 def _reply_of(response: ModelResponse[Any]) -> AIMessage | None:
@@ -224,12 +219,10 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         (``typed_instead``: its calls recorded as not run, the run and its window go on);
         ``earlier``: the call before it in the same model step."""
         state = request.state
-        messages: list[BaseMessage] = list(state.get("messages") or [])
         update: dict[str, Any] = dict(earlier.update) if earlier is not None else {}
-        fixed = (typed_instead(messages) if earlier is None and state.get("loop_question") else None) or []
+        messages, fixed = thread_of(state) if earlier is None else (list(state.get("messages") or []), [])
         if fixed:
-            messages = _with(messages, fixed)
-            request = request.override(messages=_with(list(request.messages), fixed))
+            request = request.override(messages=applied(list(request.messages), fixed))
             update["loop_question"] = None
         run, first = _run_of(state, messages)
         notice = drain(state.get("loop_notices") or [], run=str(run["id"]),  # type: ignore[arg-type]
@@ -382,7 +375,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
             notice = notice_for(asked.guard, turn.run["id"], hidden=not self.show_notices)
             tail = [*answers, *([notice] if notice is not None else [])]
             record = stop_record(turn.request.runtime, asked.guard)
-            final = yield Outgoing(final_call(turn.request, _with(turn.request.messages, tail)),
+            final = yield Outgoing(final_call(turn.request, applied(turn.request.messages, tail)),
                                    [*shown, *tail], final=True)
             return self._final(turn, asked.guard, tail, final, {**record, "loop_question": None})
         pending = self._pending(turn)

@@ -28,15 +28,17 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMes
 from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.config import merge_configs
 from langgraph.config import get_config
+from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 
 from langgraph_loop.core.messages import notice_message
 from langgraph_loop.core.state import StopEvent, ashow_messages, emit, show_messages
 from langgraph_loop.core.stop import Guard, stop_fields
+from langgraph_loop.engine.dialogue import typed_instead
 from langgraph_loop.engine.final import final_answer, none_choice, stop_notice
 
-__all__ = ["FINAL_ANSWER", "Outgoing", "answer_of", "asend", "final_call", "notice_for", "send",
-           "stop_record", "stored_stop"]
+__all__ = ["FINAL_ANSWER", "Outgoing", "answer_of", "applied", "asend", "final_call", "notice_for",
+           "send", "stop_record", "stored_stop", "thread_of"]
 
 FINAL_ANSWER = "final_answer"
 """The tag and run name of the final-answer call (the graph's too)."""
@@ -73,6 +75,21 @@ async def asend(handler: Callable[[ModelRequest[Any]], Awaitable[Any]], call: Ou
         return _response(await handler(call.request))
     step: RunnableLambda[Any, Any] = RunnableLambda(lambda _: None, afunc=handler, name=FINAL_ANSWER)
     return _response(await step.ainvoke(call.request, merge_configs(config, {"tags": [FINAL_ANSWER]})))
+
+
+def applied(messages: Sequence[BaseMessage], writes: Sequence[BaseMessage]) -> list[Any]:
+    """``messages`` with ``writes`` applied as the thread's reducer applies them."""
+    merged: Any = add_messages(list(messages), list(writes))  # type: ignore[arg-type]
+    return list(merged)
+
+
+def thread_of(state: Mapping[str, Any]) -> tuple[list[BaseMessage], list[BaseMessage]]:
+    """The thread as both middlewares read it, and the writes that make it so: a message a
+    person typed while the loop question was open is a redirect of the paused run
+    (``typed_instead``), not a new run, whichever of the two reads it first."""
+    messages: list[BaseMessage] = list(state.get("messages") or [])
+    fixed = (typed_instead(messages) if state.get("loop_question") else None) or []
+    return (applied(messages, fixed) if fixed else messages), fixed
 
 
 def stored_stop(state: Mapping[str, Any]) -> Guard | None:

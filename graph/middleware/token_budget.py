@@ -67,6 +67,7 @@ from langgraph_loop.middleware.stopping import (
     send,
     stop_record,
     stored_stop,
+    thread_of,
 )
 
 __all__ = ["BudgetExtension", "TokenBudgetMiddleware", "TokenBudgetState"]
@@ -175,7 +176,7 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
     def _turn(self, request: ModelRequest[Any]) -> _Turn:
         """The budget rule on this call; with ``budget_check_in``, a person decides first."""
         state = request.state
-        messages: Sequence[BaseMessage] = state.get("messages") or []
+        messages, _ = thread_of(state)  # a message typed at the loop question: no new run
         start, run = run_request(messages)
         per_run = self.budget_scope == "run"  # per thread: every reply counts, an extension stays
         key = run if per_run else None

@@ -133,3 +133,51 @@ def test_create_loop_agent_refuses_our_middleware_naming_its_own_setting(
     with pytest.raises(ValueError, match=rf"{type(middleware).__name__} is for create_agent; "
                                          rf"create_loop_agent has it built in: pass {re.escape(instead)}"):
         create_loop_agent(ScriptedChatModel(script=["hi"]), [status], middleware=[middleware])
+
+
+# --- issue 41: a message typed at the loop question is no new run for the budget ---------------
+
+BUDGET = 2800
+PAGE = "result text " * 60
+"""A search result of about 180 tokens."""
+
+
+@tool
+def search(query: str) -> str:
+    """Search the web."""
+    return f"{query}: {PAGE}"
+
+
+def stuck_then_searching(messages: list[BaseMessage]) -> Any:
+    """Polls the same status until a person types, then searches on, a new query each time."""
+    typed = any(isinstance(m, HumanMessage) and m.content == "try the search instead" for m in messages)
+    if not typed:
+        return [("search", {"query": "status"})]
+    return [("search", {"query": f"q{sum(isinstance(m, ToolMessage) for m in messages)}"})]
+
+
+def spent(messages: list[BaseMessage]) -> int:
+    return sum(m.usage_metadata["total_tokens"] for m in messages
+               if isinstance(m, AIMessage) and m.usage_metadata)
+
+
+@pytest.mark.parametrize("order", ["budget first", "loop first"])
+def test_a_message_typed_at_the_loop_question_keeps_the_runs_budget(
+        scripted: list[ScriptedChatModel], tmp_path: Path, order: str) -> None:
+    model = ScriptedChatModel(default=stuck_then_searching, no_tools_reply="Here is what I have.")
+    scripted.append(model)
+    ours = [TokenBudgetMiddleware(token_budget=BUDGET), LoopDetectionMiddleware(LoopDetection(ask_human=True))]
+    with SqliteSaver.from_conn_string(str(tmp_path / "t.db")) as saver:
+        agent = create_agent(model, [search], checkpointer=saver,
+                             middleware=ours if order == "budget first" else ours[::-1])
+        config = {"configurable": {"thread_id": "t"}, "recursion_limit": 200}
+        paused = agent.invoke({"messages": [HumanMessage("find the status")]}, config)
+        assert "__interrupt__" in paused
+        before = spent(paused["messages"])
+        done = agent.invoke({"messages": [HumanMessage("try the search instead")]}, config)
+    # one run, one budget: what the run spent before the question counts, so the next search
+    # (about 1,900 tokens with an answer after it) does not fit; the run ends on an answer
+    assert done["stop_reason"] == StopReason.TOKEN_BUDGET
+    assert done["stop_guard"]["limit"] == BUDGET and done["stop_guard"]["value"] == before == 1427
+    assert done["messages"][-1].content == "Here is what I have." and len(model.requests) == 5
+    assert spent(done["messages"]) <= BUDGET
