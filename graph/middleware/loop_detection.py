@@ -44,6 +44,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, Remove
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.types import Command
+from typing_extensions import TypedDict
 
 from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
@@ -66,6 +67,7 @@ from langgraph_loop.engine.decision import (
     decide,
     stop_answers,
 )
+from langgraph_loop.engine.detection import DetectorState
 from langgraph_loop.engine.dialogue import ask
 from langgraph_loop.middleware.stopping import (
     Outgoing,
@@ -98,8 +100,19 @@ class LoopDetectionState(AgentState[Any]):
     """A stop waiting for a person (``ask_human``), about the newest reply."""
     loop_allowed: NotRequired[Annotated[LoopAllowed | None, PrivateStateAttr]]
     """Loops a person let go on in this run: ``{"run": id, "allowed": {key: count}}``."""
+    loop_detector: NotRequired[Annotated[DetectorSnapshot | None, PrivateStateAttr]]
+    """The detector's state after the newest reply (``DetectorSnapshot``)."""
     loop_refused: NotRequired[Annotated[dict[str, str] | None, PrivateStateAttr]]
     """The newest reply's refused calls that wait for the tools step: ``{call id: answer}``."""
+
+
+class DetectorSnapshot(TypedDict):
+    """The detector's state after the run's newest reply: the thread derives it, this copy
+    stands in when a middleware rewrote the thread (``SummarizationMiddleware``)."""
+
+    run: str | None
+    reply: str | None
+    state: DetectorState
 
 
 @dataclass
@@ -120,11 +133,13 @@ class _Turn:
 
 
 def _run_of(state: Any, messages: Sequence[BaseMessage]) -> tuple[dict[str, Any], bool]:
-    """The run a model call belongs to, named by its request (``run_request``: a notice or a
-    person's redirect starts none), and whether no reply has come since (the run's first
+    """The run a model call belongs to, named by its request (``run_request``: a notice, a
+    person's redirect or a summary starts none), and whether no reply has come since (the run's first
     call)."""
     start, request = run_request(messages)
     first = not any(isinstance(m, AIMessage) for m in messages[start + 1:])
+    if request is None:  # the request was summarized away: the run the detector last saw
+        request = (state.get("loop_detector") or {}).get("run")
     allowed = state.get("loop_allowed") or {}
     return {"id": request, "request_id": request,
             "loop_allowed": allowed.get("allowed") if request and allowed.get("run") == request
@@ -259,8 +274,15 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
             messages.append(turn.notice)
         view = RunView(id=turn.run["id"], request_id=turn.run["request_id"],
                        allowed=turn.run["loop_allowed"])
-        decision = decide(ai, messages, view, Policy(detection=self._detection(turn.request.tools)),
-                          self.memo)
+        detection = self._detection(turn.request.tools)
+        kept: DetectorSnapshot = turn.request.state.get("loop_detector") or {}  # type: ignore[assignment]
+        last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        cut = not any(m.id == view.request_id for m in messages)  # the run's start summarized away
+        if cut and kept.get("run") == view.id and last is not None and kept.get("reply") == last.id:
+            self.memo.remember(view.id, last, detection, kept["state"])
+        decision = decide(ai, messages, view, Policy(detection=detection), self.memo)
+        turn.update["loop_detector"] = DetectorSnapshot(
+            run=view.id, reply=ai.id, state=self.memo.state_before([*messages, ai], view, detection))
         if decision is not None and decision.guard is not None:
             decision = decision.located([*messages, ai], turn.run["request_id"], get_config())
         return decision

@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain.agents.middleware import ModelCallLimitMiddleware, PIIMiddleware
+from langchain.agents.middleware import ModelCallLimitMiddleware, PIIMiddleware, SummarizationMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
-from langgraph_loop import LoopDetection, StopReason, create_loop_agent
+from langgraph_loop import Limits, LoopDetection, StopReason, create_loop_agent
+from langgraph_loop.engine.limits import count_tokens
 from langgraph_loop.core.messages import is_notice
 from langgraph_loop.middleware import LoopDetectionMiddleware, TokenBudgetMiddleware
 from langgraph_loop.scripted import ScriptedChatModel
@@ -181,3 +182,51 @@ def test_a_message_typed_at_the_loop_question_keeps_the_runs_budget(
     assert done["stop_guard"]["limit"] == BUDGET and done["stop_guard"]["value"] == before == 1427
     assert done["messages"][-1].content == "Here is what I have." and len(model.requests) == 5
     assert spent(done["messages"]) <= BUDGET
+
+
+# --- 43.2 / issue 39: summarization hides neither spend nor a loop --------------------------------
+
+@tool
+def deploy(target: str) -> str:
+    """Deploy to a target."""
+    RUNS["deploy"] += 1
+    return "Error: the deploy service is unavailable"
+
+
+def summarizing() -> SummarizationMiddleware:
+    """A summary every few messages, keeping only the newest round."""
+    return SummarizationMiddleware(ScriptedChatModel(default="The agent has been working."),
+                                   trigger=("messages", 6), keep=("messages", 3))
+
+
+@pytest.mark.parametrize("door", ["create_agent", "create_loop_agent"])
+def test_summarization_does_not_hide_spend_from_the_budget(
+        scripted: list[ScriptedChatModel], door: str) -> None:
+    model = ScriptedChatModel(default=lambda messages: [("search", {"query": f"q{len(messages)}-{RUNS['n']}"})],
+                              no_tools_reply="Here is what I found.")
+    scripted.append(model)
+    RUNS["n"] = 0
+    if door == "create_agent":
+        agent = create_agent(model, [search], middleware=[summarizing(), TokenBudgetMiddleware(token_budget=4000)])
+    else:
+        agent = create_loop_agent(model, [search], middleware=[summarizing()],
+                                  limits=Limits(token_budget=4000), loop_detection=None)
+    result = agent.invoke({"messages": [HumanMessage("research")]}, {"recursion_limit": 200})
+    assert result["stop_reason"] == StopReason.TOKEN_BUDGET
+    # what was actually sent, read from the model's side: input and output of every call
+    total = sum(count_tokens(model, r) for r in model.requests)
+    assert total <= 4000
+
+
+@pytest.mark.parametrize("door", ["create_agent", "create_loop_agent"])
+def test_summarization_does_not_reset_the_loop_detector(scripted: list[ScriptedChatModel], door: str) -> None:
+    model = ScriptedChatModel(default=lambda messages: [("deploy", {"target": "prod"})],
+                              no_tools_reply="The deploy service is down; I stopped.")
+    scripted.append(model)
+    if door == "create_agent":
+        agent = create_agent(model, [deploy], middleware=[summarizing(), LoopDetectionMiddleware()])
+    else:
+        agent = create_loop_agent(model, [deploy], middleware=[summarizing()])
+    result = agent.invoke({"messages": [HumanMessage("deploy it")]}, {"recursion_limit": 200})
+    assert result["stop_reason"] == StopReason.LOOP_DETECTED
+    assert RUNS["deploy"] <= 5
