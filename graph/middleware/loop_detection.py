@@ -39,10 +39,12 @@ from langchain.agents.middleware.types import (
     OmitFromInput,
     PrivateStateAttr,
     ToolCallRequest,
+    hook_config,
 )
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
+from langgraph.runtime import Runtime
 from langgraph.types import Command
 from typing_extensions import TypedDict
 
@@ -106,6 +108,13 @@ class LoopDetectionState(AgentState[Any]):
     """The newest reply's refused calls that wait for the tools step: ``{call id: answer}``."""
 
 
+STEP_COUNTERS = ("run_model_call_count", "thread_model_call_count")
+"""State keys of a middleware that limits model calls by counting model steps (LangChain's
+``ModelCallLimitMiddleware``): beside one, a stop's final answer is a model step of its own,
+so that limit applies to it. Without one it is made in the stop's step, so no other
+``after_model`` hook (``HumanInTheLoopMiddleware``) is shown the stopped reply's calls."""
+
+
 class DetectorSnapshot(TypedDict):
     """The detector's state after the run's newest reply: the thread derives it, this copy
     stands in when a middleware rewrote the thread (``SummarizationMiddleware``)."""
@@ -163,19 +172,6 @@ def _refusal(request: ToolCallRequest) -> ToolMessage | None:
     return None if text is None else block_answer(str(call.get("id")), call.get("name"), text)
 
 
-def _paused(messages: Sequence[BaseMessage]) -> tuple[AIMessage, list[ToolMessage], int] | None:
-    """The newest reply with calls, the answers after it and its index (None: the thread
-    does not end on a reply with calls and its answers)."""
-    for i in range(len(messages) - 1, -1, -1):
-        message = messages[i]
-        if isinstance(message, AIMessage):
-            answers = [m for m in messages[i + 1:] if isinstance(m, ToolMessage)]
-            return (message, answers, i) if call_ids(message) else None
-        if not isinstance(message, (ToolMessage, HumanMessage)):
-            return None
-    return None
-
-
 class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
     """Detect a looping agent in ``create_agent``: warn, block the repeated call, then stop
     with a final answer (``docs/middleware.md``).
@@ -195,6 +191,13 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
     state_schema = LoopDetectionState
     built_in_as = "loop_detection=LoopDetection(...) (on by default)"
     """What ``create_loop_agent`` takes instead (it refuses this middleware)."""
+
+    def __new__(cls, config: LoopDetection | dict[str, Any] | None = None, **kwargs: Any
+                ) -> LoopDetectionMiddleware:
+        asks = (config.get("ask_human") if isinstance(config, dict)
+                else getattr(config, "ask_human", False))
+        return super().__new__(_AskingLoopDetection if cls is LoopDetectionMiddleware and asks is True
+                               else cls)
 
     def __init__(self, config: LoopDetection | dict[str, Any] | None = None, *,
                  show_notices: bool = False) -> None:
@@ -323,61 +326,41 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         return ExtendedModelResponse(answer, Command(update=update)) if update else answer
 
     # --- a stop ------------------------------------------------------------------------------
-    def _stop(self, turn: _Turn, response: ModelResponse[Any], ai: AIMessage, decision: Decision) -> Result:
-        """A stop found on the reply: its calls answered as not run; the stop notice and record
-        (or, with ``ask_human``, the question waiting). The final answer is the next model
-        step's call (``_pending``): the route goes there whatever other hooks run between, as
-        no call of the reply is left unanswered."""
+    def _stop(self, turn: _Turn, response: ModelResponse[Any], ai: AIMessage, decision: Decision
+              ) -> tuple[list[BaseMessage], dict[str, Any], Outgoing | None]:
+        """A stop found on the reply: what the step writes (the reply, its calls answered as not
+        run, the stop notice), the update (the stop record), and the final-answer call to make
+        in this step (None: the next model step makes it, see ``STEP_COUNTERS``; no call is
+        left unanswered, so the route gets there whatever other hooks run between); with
+        ``ask_human`` the reply waits for the question (``_AskingLoopDetection.after_model``)."""
         assert decision.guard is not None
-        written = [*turn.fixed, *([turn.notice] if turn.notice is not None else []), *response.result,
-                   *stop_answers(ai, decision.guard)]
+        written = [*turn.fixed, *([turn.notice] if turn.notice is not None else []), *response.result]
+        if self._asks(decision):  # the reply waits, its calls unanswered, for ``after_model``
+            return written, {**turn.update, "loop_question": decision.record()}, None
+        answers: list[BaseMessage] = list(stop_answers(ai, decision.guard))
+        written += answers
         update = {**turn.update, "jump_to": "model"}
-        if self._asks(decision):
-            update["loop_question"] = decision.record()
-        else:
-            notice = notice_for(decision.guard, turn.run["id"], hidden=not self.show_notices)
-            written += [notice] if notice is not None else []
-            update.update(stop_record(turn.request.runtime, decision.guard))
-        return self._result(turn, written, update)
+        notice = notice_for(decision.guard, turn.run["id"], hidden=not self.show_notices)
+        written += [notice] if notice is not None else []
+        update.update(stop_record(turn.request.runtime, decision.guard))
+        if any(key in turn.request.state for key in STEP_COUNTERS):
+            return written, update, None
+        sent: list[Any] = list(turn.request.messages)
+        head = sent if sent and sent[-1] is ai else [*sent, ai]
+        tail: list[Any] = [*answers, *([notice] if notice is not None else [])]
+        del update["jump_to"]
+        return written, update, Outgoing(final_call(turn.request, [*head, *tail]), tail, final=True)
 
-    def _pending(self, turn: _Turn) -> tuple[AIMessage, Guard] | None:
-        """The reply a stop of the step before answered, and the stop, when its final answer
-        is still to come (None: none waits)."""
+    def _pending(self, turn: _Turn) -> Guard | None:
+        """The stop of a step before whose final answer is still to come: the run's newest
+        reply has calls, answered (None: no answer waits)."""
         why = stored_stop(turn.request.state)
-        if why is None or why.get("guard") != "loop_detector" or turn.request.state.get("loop_question"):
+        if why is None or why.get("guard") != "loop_detector":
             return None
         start, _ = run_request(turn.messages)
-        found = _paused(turn.messages)
-        return (found[0], why) if found is not None and found[2] > start else None
-
-    def _answered(self, turn: _Turn) -> tuple[Decision | None, Result | None]:
-        """A stop that waited for a person: ask (``interrupt()``); continue → the reply's calls
-        run (their answers go, a hint is queued); stop → the decision to carry out. Nothing
-        waiting: (None, None)."""
-        record = cast("DecisionRecord | None", turn.request.state.get("loop_question"))
-        found = _paused(turn.messages)
-        if not record or turn.fixed or found is None:
-            return None, None
-        ai, answers, index = found
-        decision = Decision.of(ai, record).settled(  # validated before it is stored
-            turn.messages[:index + 1], turn.run["request_id"], self._detection(turn.request.tools), ask)
-        if decision.guard is not None:
-            return decision, None
-        update = {**turn.update, "loop_question": None, "jump_to": "tools",
-                  "loop_allowed": LoopAllowed(run=turn.run["id"],
-                                              allowed=decision.allowed(turn.run.get("loop_allowed")) or {})}
-        notices = decision.notices(str(turn.run["id"]))
-        if notices:
-            update["loop_notices"] = notices
-        gone: list[BaseMessage] = [RemoveMessage(id=str(m.id)) for m in answers]
-        return None, ExtendedModelResponse(ModelResponse(result=gone), Command(update=update))
-
-    def _final(self, turn: _Turn, why: Guard, written: list[BaseMessage], final: ModelResponse[Any],
-               update: dict[str, Any]) -> Result:
-        """The final answer's step: what it writes before the answer, the answer."""
-        result = [*turn.fixed, *([turn.notice] if turn.notice is not None else []), *written,
-                  *answer_of(final, why)]
-        return self._result(turn, result, {**turn.update, **update})
+        last = next((i for i in range(len(turn.messages) - 1, start, -1)
+                     if isinstance(turn.messages[i], AIMessage)), None)
+        return why if last is not None and call_ids(turn.messages[last]) else None  # type: ignore[arg-type]
 
     # --- the hooks ---------------------------------------------------------------------------
     def _steps(self, request: ModelRequest[Any]) -> Generator[Outgoing, ModelResponse[Any], Result]:
@@ -385,31 +368,21 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         stop's tools-free final answer), receives its response, returns the result."""
         turn = self._turn(request)
         shown = [turn.notice] if turn.notice is not None else []
-        asked, went_on = self._answered(turn)
-        if went_on is not None:
-            return went_on
-        if asked is not None and asked.guard is not None:  # a person chose the stop
-            found = _paused(turn.messages)
-            assert found is not None
-            ids = [m.id for m in found[1]]
-            answers: list[BaseMessage] = [a.model_copy(update={"id": i}) for a, i in
-                                          zip(stop_answers(asked.ai, asked.guard), ids, strict=False)]
-            notice = notice_for(asked.guard, turn.run["id"], hidden=not self.show_notices)
-            tail = [*answers, *([notice] if notice is not None else [])]
-            record = stop_record(turn.request.runtime, asked.guard)
-            final = yield Outgoing(final_call(turn.request, applied(turn.request.messages, tail)),
-                                   [*shown, *tail], final=True)
-            return self._final(turn, asked.guard, tail, final, {**record, "loop_question": None})
         pending = self._pending(turn)
-        if pending is not None:
-            final = yield Outgoing(final_call(turn.request, turn.request.messages), shown, final=True)
-            return self._final(turn, pending[1], [], final, {})
+        if pending is not None:  # the answer to a stop of the step before
+            final: ModelResponse[Any] = yield Outgoing(final_call(turn.request, turn.request.messages),
+                                                       shown, final=True)
+            return self._result(turn, [*([turn.notice] if turn.notice else []), *answer_of(final, pending)],
+                                turn.update)
         while True:
             response = yield Outgoing(turn.request, shown)
             ai = _reply_of(response)
             decision = self._decide(turn, ai)
             if decision is not None and decision.guard is not None and ai is not None:
-                return self._stop(turn, response, ai, decision)
+                written, update, now = self._stop(turn, response, ai, decision)
+                if now is not None:
+                    written += answer_of((yield now), decision.guard)
+                return self._result(turn, written, update)
             written, update = self._written(turn, response, decision)
             if ai is None or decision is None or not _all_refused(ai, decision):
                 return self._result(turn, written, update, response.structured_response)
@@ -452,3 +425,42 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
             return await asend(handler, call)
 
         return await adrive(self._steps(request), sent)
+
+
+class _AskingLoopDetection(LoopDetectionMiddleware):
+    """``LoopDetectionMiddleware`` with ``ask_human``: the loop question is asked in an
+    ``after_model`` hook, as LangChain's human-in-the-loop asks, so a resume runs only the
+    question (never the model again) and the answer takes effect whatever other middleware
+    hooks the agent has. It costs one graph step per model call, as any ``after_model``
+    hook does; without ``ask_human`` the class has none."""
+
+    @property
+    def name(self) -> str:
+        return "LoopDetectionMiddleware"
+
+    @hook_config(can_jump_to=["model"])
+    def after_model(self, state: LoopDetectionState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Ask about the reply a stop waits on; continue → its calls run; stop → its calls
+        are answered and the next model step makes the final answer."""
+        record = cast("DecisionRecord | None", state.get("loop_question"))
+        messages = list(state.get("messages") or [])
+        ai = messages[-1] if messages else None
+        if not record or not isinstance(ai, AIMessage):
+            return None
+        run, _ = _run_of(state, messages)
+        decision = Decision.of(ai, record).settled(messages, run["request_id"], self.config, ask)
+        if decision.guard is not None:
+            notice = notice_for(decision.guard, run["id"], hidden=not self.show_notices)
+            return {"messages": [*stop_answers(ai, decision.guard), *([notice] if notice else [])],
+                    **stop_record(runtime, decision.guard), "loop_question": None, "jump_to": "model"}
+        update: dict[str, Any] = {"loop_question": None, "loop_allowed": LoopAllowed(
+            run=run["id"], allowed=decision.allowed(run.get("loop_allowed")) or {})}
+        notices = decision.notices(str(run["id"]))
+        if notices:
+            update["loop_notices"] = notices
+        return update
+
+    @hook_config(can_jump_to=["model"])
+    async def aafter_model(self, state: LoopDetectionState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async ``after_model``."""
+        return self.after_model(state, runtime)

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple, cast
 
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, RemoveMessage
 from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.config import merge_configs
 from langgraph.config import get_config
@@ -79,7 +79,9 @@ async def asend(handler: Callable[[ModelRequest[Any]], Awaitable[Any]], call: Ou
 
 def applied(messages: Sequence[BaseMessage], writes: Sequence[BaseMessage]) -> list[Any]:
     """``messages`` with ``writes`` applied as the thread's reducer applies them."""
-    merged: Any = add_messages(list(messages), list(writes))  # type: ignore[arg-type]
+    ids = {m.id for m in messages}  # writes applied already: their removals are done
+    kept = [w for w in writes if not (isinstance(w, RemoveMessage) and w.id not in ids)]
+    merged: Any = add_messages(list(messages), kept)  # type: ignore[arg-type]
     return list(merged)
 
 

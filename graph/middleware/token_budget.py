@@ -61,6 +61,7 @@ from langgraph_loop.engine.limits import (
 from langgraph_loop.middleware.stopping import (
     Outgoing,
     answer_of,
+    applied,
     asend,
     final_call,
     notice_for,
@@ -187,7 +188,9 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
     def _turn(self, request: ModelRequest[Any]) -> _Turn:
         """The budget rule on this call; with ``budget_check_in``, a person decides first."""
         state = request.state
-        messages, _ = thread_of(state)  # a message typed at the loop question: no new run
+        messages, fixed = thread_of(state)  # a message typed at the loop question: no new run
+        if fixed:  # the loop middleware writes them; this call is sent as it would send it
+            request = request.override(messages=applied(request.messages, fixed))
         start, run = run_request(messages)
         per_run = self.budget_scope == "run"  # per thread: every reply counts, an extension stays
         counted: dict[str, Any] = state.get("budget_spent") or {}  # type: ignore[assignment]
@@ -255,7 +258,9 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         assert turn.why is not None
         record = stop_record(turn.request.runtime, turn.why)
         answer = answer_of(final, turn.why) if final is not None else []
-        result: list[BaseMessage] = [*turn.added]
+        # what the rest of the chain wrote before its reply (the loop's writes for a typed answer)
+        before = [m for m in (final.result if final else []) if not isinstance(m, AIMessage)]
+        result: list[BaseMessage] = [*before, *turn.added]
         if answer:
             result += [*([notice] if notice is not None else []), *answer]
         update = {**(self._counted(turn, sent, final) if sent is not None else turn.update), **record}

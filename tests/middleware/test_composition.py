@@ -20,8 +20,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from langgraph_loop import Limits, LoopDetection, StopReason, create_loop_agent
-from langgraph_loop.engine.limits import count_tokens
 from langgraph_loop.core.messages import is_notice
+from langgraph_loop.engine.limits import count_tokens
 from langgraph_loop.middleware import LoopDetectionMiddleware, TokenBudgetMiddleware
 from langgraph_loop.scripted import ScriptedChatModel
 
@@ -167,7 +167,8 @@ def test_a_message_typed_at_the_loop_question_keeps_the_runs_budget(
         scripted: list[ScriptedChatModel], tmp_path: Path, order: str) -> None:
     model = ScriptedChatModel(default=stuck_then_searching, no_tools_reply="Here is what I have.")
     scripted.append(model)
-    ours = [TokenBudgetMiddleware(token_budget=BUDGET), LoopDetectionMiddleware(LoopDetection(ask_human=True))]
+    ours = [TokenBudgetMiddleware(token_budget=BUDGET),
+            LoopDetectionMiddleware(LoopDetection(ask_human=True))]
     with SqliteSaver.from_conn_string(str(tmp_path / "t.db")) as saver:
         agent = create_agent(model, [search], checkpointer=saver,
                              middleware=ours if order == "budget first" else ours[::-1])
@@ -202,12 +203,12 @@ def summarizing() -> SummarizationMiddleware:
 @pytest.mark.parametrize("door", ["create_agent", "create_loop_agent"])
 def test_summarization_does_not_hide_spend_from_the_budget(
         scripted: list[ScriptedChatModel], door: str) -> None:
-    model = ScriptedChatModel(default=lambda messages: [("search", {"query": f"q{len(messages)}-{RUNS['n']}"})],
+    model = ScriptedChatModel(default=lambda messages: [("search", {"query": f"q{len(messages)}"})],
                               no_tools_reply="Here is what I found.")
     scripted.append(model)
-    RUNS["n"] = 0
     if door == "create_agent":
-        agent = create_agent(model, [search], middleware=[summarizing(), TokenBudgetMiddleware(token_budget=4000)])
+        agent = create_agent(model, [search],
+                             middleware=[summarizing(), TokenBudgetMiddleware(token_budget=4000)])
     else:
         agent = create_loop_agent(model, [search], middleware=[summarizing()],
                                   limits=Limits(token_budget=4000), loop_detection=None)
