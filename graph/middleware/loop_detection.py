@@ -1,10 +1,7 @@
 """``LoopDetectionMiddleware``: the loop detector of ``create_loop_agent``, for ``create_agent``.
 
-The same engine (``graph/engine/detection.py``), configuration and ladder (warn, block, stop,
-``ask_human``) as the graph's model node, over the same transcript; everything happens inside
-the model call (``wrap_model_call``) and the detector's state is derived from the thread's
-messages, so a resumed run decides as an uninterrupted one would. What each rung does at this
-door, and where it differs from the graph: ``docs/middleware.md#loopdetectionmiddleware``.
+The graph's engine, configuration and ladder (warn, block, stop, ``ask_human``), inside the
+model call, over the thread's messages: ``docs/middleware.md#loopdetectionmiddleware``.
 
 Example:
     >>> from langchain.agents import create_agent
@@ -126,11 +123,8 @@ class DetectorSnapshot(TypedDict):
 
 @dataclass
 class _Turn:
-    """One model call as the middleware sees it: the request it sends (the queued notice
-    added), that notice, the run (its request message), the thread as it stands (``messages``:
-    with a typed answer's writes applied), what is written besides (``fixed``: those writes,
-    first), and the messages earlier calls of the same model step wrote (replies whose calls
-    were all refused)."""
+    """One model call: the request (the queued notice added), that notice, the run, the thread
+    (a typed answer's writes, ``fixed``, applied), and what earlier calls of the step wrote."""
 
     request: ModelRequest[Any]
     notice: HumanMessage | None
@@ -142,9 +136,8 @@ class _Turn:
 
 
 def _run_of(state: Any, messages: Sequence[BaseMessage]) -> tuple[dict[str, Any], bool]:
-    """The run a model call belongs to, named by its request (``run_request``: a notice, a
-    person's redirect or a summary starts none), and whether no reply has come since (the run's first
-    call)."""
+    """The run a model call belongs to (named by its request, ``run_request``), and whether
+    it is the run's first call."""
     start, request = run_request(messages)
     first = not any(isinstance(m, AIMessage) for m in messages[start + 1:])
     if request is None:  # the request was summarized away: the run the detector last saw
@@ -219,8 +212,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         self._hinted: dict[tuple[int, ...], LoopDetection] = {}
 
     def _detection(self, tools: Sequence[Any]) -> LoopDetection:
-        """The configuration plus what the call's tools declare (MCP's ``readOnlyHint``, a
-        ``loop_key``), as the graph reads them; worked out once per set of tools."""
+        """The configuration plus what the call's tools declare, once per set of tools."""
         key = tuple(id(t) for t in tools)
         found = self._hinted.get(key)
         if found is None:
@@ -232,10 +224,8 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
 
     # --- before the call --------------------------------------------------------------------
     def _turn(self, request: ModelRequest[Any], earlier: _Turn | None = None) -> _Turn:
-        """The request with this run's queued notice delivered (after the tool results); a
-        message typed while the loop question was open taken as a redirect of the paused run
-        (``typed_instead``: its calls recorded as not run, the run and its window go on);
-        ``earlier``: the call before it in the same model step."""
+        """The call with this run's queued notice delivered and a typed answer taken as a
+        redirect (``thread_of``); ``earlier``: the call before it in the same model step."""
         state = request.state
         update: dict[str, Any] = dict(earlier.update) if earlier is not None else {}
         messages, fixed = thread_of(state) if earlier is None else (list(state.get("messages") or []), [])
@@ -256,9 +246,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
                      earlier.earlier if earlier is not None else [])
 
     def _again(self, turn: _Turn, written: list[BaseMessage], update: dict[str, Any]) -> _Turn:
-        """The next call of the same model step, after a reply whose calls were all refused:
-        the request and the state with what that reply wrote (its refusals answered; a typed
-        answer's writes are in the thread already)."""
+        """The next call of the step, after a reply whose calls were all refused."""
         state: dict[str, Any] = dict(turn.request.state)
         new = [m for m in written if all(m is not f for f in turn.fixed)]
         sent: list[Any] = [*turn.request.messages, *(m for m in new if m is not turn.notice)]
@@ -296,11 +284,9 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
 
     def _written(self, turn: _Turn, response: ModelResponse[Any], decision: Decision | None
                  ) -> tuple[list[BaseMessage], dict[str, Any]]:
-        """What a call with no stop writes: the notice, the reply, warnings, and blocks: the
-        refused calls answered at once when the reply has no other call (the model is asked
-        again in the same step), else when the tools run (``wrap_tool_call``), so another
-        middleware that asks a person about the reply's calls after the model (LangChain's
-        human-in-the-loop) never sees a refused call answered already."""
+        """What a call with no stop writes: the notice, the reply, warnings, and refusals (at
+        once when nothing of the reply runs, else in ``wrap_tool_call``: a person asked about
+        the reply's calls never sees a refused one answered already)."""
         ai = _reply_of(response)
         result = [*turn.fixed, *([turn.notice] if turn.notice is not None else []), *response.result]
         update = dict(turn.update)
@@ -428,11 +414,9 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
 
 
 class _AskingLoopDetection(LoopDetectionMiddleware):
-    """``LoopDetectionMiddleware`` with ``ask_human``: the loop question is asked in an
-    ``after_model`` hook, as LangChain's human-in-the-loop asks, so a resume runs only the
-    question (never the model again) and the answer takes effect whatever other middleware
-    hooks the agent has. It costs one graph step per model call, as any ``after_model``
-    hook does; without ``ask_human`` the class has none."""
+    """``LoopDetectionMiddleware`` with ``ask_human`` (``__new__`` picks it): the question is
+    asked in an ``after_model`` hook, as LangChain's human-in-the-loop asks, so a resume runs
+    only the question and any other hooks may run between; one graph step per model call."""
 
     @property
     def name(self) -> str:
