@@ -4,10 +4,8 @@ Every loop stop's guard says where the loop began (``began``, and ``checkpoint_i
 checkpointer's public ``list``); with ``ask_human=True`` a stop becomes ``interrupt(question)``.
 The answers and what they do: ``docs/loop-detection.md#let-a-person-decide``.
 
-The answer is validated inside ``interrupt()`` (its ``response_schema``, ``ANSWER``), as
-approval's is: a malformed resume raises before LangGraph stores it, so the thread stays paused
-at the same question. (Checked after ``interrupt()`` returned, the bad value would stay in the
-task's resume list, and every later answer would fail with it.)
+The answer is validated inside ``interrupt()`` (``ANSWER``): a malformed resume raises before
+LangGraph stores it (stored, it would fail every later answer), so the thread stays paused.
 
 Example:
     >>> parse_answer({"decisions": [{"type": "edit", "edited_action": {

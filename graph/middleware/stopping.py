@@ -1,14 +1,9 @@
 """What both our middlewares share inside ``create_agent``: sending a call, and a stop.
 
-A stop is decided by the engine (a loop stop, ``graph/engine/decision.py``; the token budget,
-``graph/engine/limits.py``). The middleware answers the calls not run, writes the stop notice
-(``engine/final.py: stop_notice``) and the stop record ``stop_reason``/``stop_guard``
-(``core/stop.py: stop_fields``, the keys the graph writes), and makes one **final-answer call**
-(``final_call``): every tool still defined and none usable. That call is a model call of its own
-(``Outgoing.final``): tagged ``final_answer`` like the graph's, and, for a loop stop, made in the
-next model step, so another middleware's model-call limit counts it. What a step writes before
-its call (a notice, the stop's answers) is shown to ``stream_mode="messages"`` first
-(``core/state.py: show_messages``), so a stream reads in the order the model saw.
+A stop (decided by the engine) answers the calls not run, writes the stop notice and record
+(``stop_reason``/``stop_guard``, the graph's keys) and makes one tools-free final-answer call,
+tagged ``final_answer`` like the graph's. What a step writes before a call is shown to
+``stream_mode="messages"`` first, so a stream reads in the order the model saw.
 
 Example:
     >>> from langgraph_loop.core.stop import guard
