@@ -1,8 +1,9 @@
 """Our middleware beside LangChain's own in one ``create_agent`` (issues 39, 41 and 43): the loop
 question under another ``after_model`` hook, a stop under ``ModelCallLimitMiddleware``, the
-messages stream in the order the model saw it, the budget and the detector across
-``SummarizationMiddleware``, a person's words under ``PIIMiddleware``; each beside
-``create_loop_agent`` or plain ``create_agent`` where they define the behaviour."""
+messages stream in the order the model saw it, ``create_loop_agent`` refusing our middleware, a
+message typed at the loop question, the budget and the detector across
+``SummarizationMiddleware``; each beside ``create_loop_agent`` or plain ``create_agent`` where
+they define the behaviour."""
 
 from __future__ import annotations
 
