@@ -1,22 +1,12 @@
 """The ``approval`` node: a decision for every gated call before any call of the message runs.
 
-When the model's reply asks for a tool listed in ``Approval.tools``, this node builds
-one request, LangChain's human-in-the-loop ``HITLRequest``::
-
-    {"action_requests": [{"name", "args", "description"}, ...],   # one per gated call
-     "review_configs": [{"action_name", "allowed_decisions"}, ...]}  # one per gated tool
-
-and gets one decision per gated call, in order: from ``Approval.resolver`` (at most
-``max_auto_rounds`` gated messages per run) or from a human through LangGraph's
-``interrupt()``; the run resumes with ``Command(resume={"decisions": [...]})``.
-Decisions are LangChain's ``ApproveDecision`` ``{"type": "approve"}``, ``EditDecision``
-``{"type": "edit", "edited_action": {"name", "args"}}`` (same tool, or an ungated known
-tool) and ``RejectDecision`` ``{"type": "reject", "message": ...}`` (not ``respond``).
-
-The answer is validated inside ``interrupt()`` (its ``response_schema``): a malformed
-resume is a ``ValueError`` and the thread stays paused. The decisions go to
-``state["review"]`` (a key this node owns); the ``tools`` node applies them
-(``apply_review``), and a gated call without a recorded decision never runs.
+A reply asking for a tool in ``Approval.tools`` gets one LangChain human-in-the-loop request
+(``HITLRequest``: an action per gated call, a review config per gated tool) and one decision
+per gated call, from ``Approval.resolver`` (at most ``max_auto_rounds`` gated messages per run)
+or a person through ``interrupt()``, validated inside it (a malformed resume raises and the
+thread stays paused). The decisions go to ``state["review"]``; the ``tools`` node applies them
+(``apply_review``), and a gated call without one never runs. Shapes and meaning:
+``docs/reliability.md``.
 
 Example:
     >>> calls = [{"name": "rm", "args": {"path": "/tmp/x"}, "id": "c1"}]
@@ -35,28 +25,12 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Annotated, Any
 
-from langchain.agents.middleware.human_in_the_loop import (
-    ActionRequest,
-    ApproveDecision,
-    DecisionType,
-    EditDecision,
-    HITLRequest,
-    RejectDecision,
-    ReviewConfig,
-)
+from langchain.agents.middleware.human_in_the_loop import ActionRequest, HITLRequest, ReviewConfig
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langgraph.runtime import get_runtime
 from langgraph.types import interrupt
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    Discriminator,
-    Field,
-    TypeAdapter,
-    ValidationError,
-)
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
 from langgraph_loop.core import prompts
@@ -65,31 +39,16 @@ from langgraph_loop.core.compat import resuming
 from langgraph_loop.core.config import Approval
 from langgraph_loop.core.drive import Steps, adrive, aperform, drive, perform
 from langgraph_loop.core.messages import call_label, unanswered_tail
-from langgraph_loop.core.questions import decisions_shape
+from langgraph_loop.core.questions import DECISIONS, Decision, decisions_shape
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, emit
 
-__all__ = [
-    "DECISION_TYPES",
-    "ApprovalNode",
-    "ApprovalResponse",
-    "Decision",
-    "Reviewed",
-    "apply_review",
-    "approval_request",
-    "auto_allowed",
-    "check_decisions",
-    "edit_note",
-    "mark_edited",
-    "needs_approval",
-    "reject_text",
-    "response_schema",
-]
+__all__ = ["DECISION_TYPES", "ApprovalNode", "ApprovalResponse", "Decision", "Reviewed", "apply_review",
+           "approval_request", "auto_allowed", "check_decisions", "edit_note", "mark_edited",
+           "needs_approval", "reject_text", "response_schema"]
 
-DECISION_TYPES: tuple[DecisionType, ...] = ("approve", "edit", "reject")
-
-Decision = Annotated[ApproveDecision | EditDecision | RejectDecision, Discriminator("type")]
-"""One reviewer decision: LangChain's HITL decision types this loop accepts (not ``respond``)."""
+DECISION_TYPES = DECISIONS
+"""The decisions a reviewer may give (LangChain's, without ``respond``)."""
 
 
 class ApprovalResponse(TypedDict):

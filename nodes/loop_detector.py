@@ -1,15 +1,10 @@
 """The ``loop_detector`` node: the graph applies what the engine decided about a reply.
 
-The decision on a reply (the inner limits, the loop-detection layers, budget pressure) is a
-pure function of the engine (``graph/engine/decision.py: decide``), computed once, by the
-``model`` node right after the reply is recorded. When it acts, the model node keeps it in
-``run["decision"]`` (plain values, checkpointed with the reply) and the edge after ``model``
-sends the run here; a clean reply goes straight to the tools. This node maps the decision's
-effects onto the graph's state (``apply``): its answers (blocked calls, or every call of a
-stopped reply) follow the reply, so the stored thread stays provider-valid whatever happens
-next; its notices go to the deferred-notice queue; its events are emitted; a stop is written
-with ``stop_update``. With ``LoopDetection(ask_human=True)`` a person decides first
-(``Decision.settled``: ``interrupt()``, which must not sit in the retried model node).
+The model node computes the engine's decision on a reply once (``engine/decision.py: decide``)
+and keeps it in ``run["decision"]``; the edge sends an acting decision here. ``apply`` maps its
+effects onto the graph's state: answers right after the reply (the thread stays
+provider-valid), notices to the queue, events, the stop (``stop_update``). With ``ask_human`` a
+person decides first (``interrupt()``, which must not sit in the retried model node).
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage

@@ -112,6 +112,9 @@ def check_middleware(middleware: Any) -> tuple[AgentMiddleware[Any, Any], ...]:
     for item in items:
         if not isinstance(item, AgentMiddleware):
             raise ValueError(f"middleware: {item!r:.80} is not an AgentMiddleware")
+        if instead := getattr(item, "built_in_as", None):  # ours: the loop has it already
+            raise ValueError(f"middleware: {item.name} is for create_agent; create_loop_agent has "
+                             f"it built in: pass {instead} instead")
     names = [m.name for m in items]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

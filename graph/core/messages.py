@@ -335,7 +335,8 @@ def as_redirect(message: HumanMessage) -> HumanMessage:
 
 def run_request(messages: Sequence[BaseMessage]) -> tuple[int, str | None]:
     """Where a run starts in a thread (its request's index, 0 when none) and the request's id:
-    the newest user message that is neither a notice nor a person's redirect (the one rule both
+    the newest user message that is neither a notice, a person's redirect nor a summary
+    (LangChain's ``SummarizationMiddleware`` writes one as a user message) (the one rule both
     middlewares read a run by, since ``create_agent`` keeps no run record).
 
     Example:
@@ -346,7 +347,8 @@ def run_request(messages: Sequence[BaseMessage]) -> tuple[int, str | None]:
     """
     for i in range(len(messages) - 1, -1, -1):
         message = messages[i]
-        if isinstance(message, HumanMessage) and not is_notice(message) and not is_redirect(message):
+        if (isinstance(message, HumanMessage) and not is_notice(message) and not is_redirect(message)
+                and message.additional_kwargs.get("lc_source") != "summarization"):  # a summary
             return i, message.id
     return 0, None
 

@@ -41,16 +41,20 @@ from langchain.agents.middleware.human_in_the_loop import (
 from pydantic import Discriminator
 from typing_extensions import TypedDict
 
-__all__ = ["DECISIONS", "Decisions", "decisions_shape", "one_action", "the_decision", "whole_number"]
+__all__ = ["DECISIONS", "Decision", "Decisions", "decisions_shape", "one_action", "the_decision",
+           "whole_number"]
 
 DECISIONS: tuple[DecisionType, ...] = ("approve", "edit", "reject")
 """The decisions a question takes (LangChain's, without ``respond``)."""
+
+Decision = Annotated[ApproveDecision | EditDecision | RejectDecision, Discriminator("type")]
+"""One decision: LangChain's human-in-the-loop decision types, without ``respond``."""
 
 
 class Decisions(TypedDict):
     """A person's answer: one decision (LangChain's ``HITLResponse``)."""
 
-    decisions: list[Annotated[ApproveDecision | EditDecision | RejectDecision, Discriminator("type")]]
+    decisions: list[Decision]
 
 
 def one_action(name: str, args: dict[str, Any], description: str) -> HITLRequest:

@@ -4,10 +4,8 @@ Every loop stop's guard says where the loop began (``began``, and ``checkpoint_i
 checkpointer's public ``list``); with ``ask_human=True`` a stop becomes ``interrupt(question)``.
 The answers and what they do: ``docs/loop-detection.md#let-a-person-decide``.
 
-The answer is validated inside ``interrupt()`` (its ``response_schema``, ``ANSWER``), as
-approval's is: a malformed resume raises before LangGraph stores it, so the thread stays paused
-at the same question. (Checked after ``interrupt()`` returned, the bad value would stay in the
-task's resume list, and every later answer would fail with it.)
+The answer is validated inside ``interrupt()`` (``ANSWER``): a malformed resume raises before
+LangGraph stores it (stored, it would fail every later answer), so the thread stays paused.
 
 Example:
     >>> parse_answer({"decisions": [{"type": "edit", "edited_action": {
@@ -213,12 +211,15 @@ def typed_instead(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:
     given = {m.tool_call_id: m.id for m in messages[index + 1:-1] if isinstance(m, ToolMessage)}
     answers: list[BaseMessage] = [
         ToolMessage(prompts.TYPED_INSTEAD, tool_call_id=i, name=names.get(i), status="error",
-                    id=given.get(i), additional_kwargs={"langgraph_loop": {"kind": BLOCKED_KIND}})
+                    id=given.get(i) or f"typed-instead-{i}",  # applied twice: the same writes
+                    additional_kwargs={"langgraph_loop": {"kind": BLOCKED_KIND}})
         for i in call_ids(ai)]
     if all(i in given for i in call_ids(ai)):  # each answer replaces the placeholder, in place
         return [*answers, as_redirect(person)]
     later = [m for m in messages[index + 1:] if not isinstance(m, ToolMessage)]
-    return [*(RemoveMessage(id=str(m.id)) for m in later), *answers, *later[:-1], as_redirect(person)]
+    moved = [m.model_copy(update={"id": f"{m.id}-moved"}) for m in later[:-1]]  # a kept id stays put
+    return [*(RemoveMessage(id=str(m.id)) for m in later), *answers, *moved,
+            as_redirect(person.model_copy(update={"id": f"{person.id}-moved"}))]
 
 
 def ask(loop_question: HITLRequest) -> tuple[Action, str | None]:

@@ -1,10 +1,7 @@
 """``LoopDetectionMiddleware``: the loop detector of ``create_loop_agent``, for ``create_agent``.
 
-The same engine (``graph/engine/detection.py``), configuration and ladder (warn, block, stop,
-``ask_human``) as the graph's model node, over the same transcript; everything happens inside
-the model call (``wrap_model_call``) and the detector's state is derived from the thread's
-messages, so a resumed run decides as an uninterrupted one would. What each rung does at this
-door, and where it differs from the graph: ``docs/middleware.md#loopdetectionmiddleware``.
+The graph's engine, configuration and ladder (warn, block, stop, ``ask_human``), inside the
+model call, over the thread's messages: ``docs/middleware.md#loopdetectionmiddleware``.
 
 Example:
     >>> from langchain.agents import create_agent
@@ -39,12 +36,14 @@ from langchain.agents.middleware.types import (
     OmitFromInput,
     PrivateStateAttr,
     ToolCallRequest,
+    hook_config,
 )
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
-from langgraph.graph.message import add_messages
+from langgraph.runtime import Runtime
 from langgraph.types import Command
+from typing_extensions import TypedDict
 
 from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
@@ -67,8 +66,20 @@ from langgraph_loop.engine.decision import (
     decide,
     stop_answers,
 )
-from langgraph_loop.engine.dialogue import ask, typed_instead
-from langgraph_loop.middleware.stopping import final_call, notice_for, stopped, stored_stop
+from langgraph_loop.engine.detection import DetectorState
+from langgraph_loop.engine.dialogue import ask
+from langgraph_loop.middleware.stopping import (
+    Outgoing,
+    answer_of,
+    applied,
+    asend,
+    final_call,
+    notice_for,
+    send,
+    stop_record,
+    stored_stop,
+    thread_of,
+)
 
 __all__ = ["LoopDetectionMiddleware", "LoopDetectionState"]
 
@@ -88,17 +99,32 @@ class LoopDetectionState(AgentState[Any]):
     """A stop waiting for a person (``ask_human``), about the newest reply."""
     loop_allowed: NotRequired[Annotated[LoopAllowed | None, PrivateStateAttr]]
     """Loops a person let go on in this run: ``{"run": id, "allowed": {key: count}}``."""
+    loop_detector: NotRequired[Annotated[DetectorSnapshot | None, PrivateStateAttr]]
+    """The detector's state after the newest reply (``DetectorSnapshot``)."""
     loop_refused: NotRequired[Annotated[dict[str, str] | None, PrivateStateAttr]]
     """The newest reply's refused calls that wait for the tools step: ``{call id: answer}``."""
 
 
+STEP_COUNTERS = ("run_model_call_count", "thread_model_call_count")
+"""State keys of a middleware that limits model calls by counting model steps (LangChain's
+``ModelCallLimitMiddleware``): beside one, a stop's final answer is a model step of its own,
+so that limit applies to it. Without one it is made in the stop's step, so no other
+``after_model`` hook (``HumanInTheLoopMiddleware``) is shown the stopped reply's calls."""
+
+
+class DetectorSnapshot(TypedDict):
+    """The detector's state after the run's newest reply: the thread derives it, this copy
+    stands in when a middleware rewrote the thread (``SummarizationMiddleware``)."""
+
+    run: str | None
+    reply: str | None
+    state: DetectorState
+
+
 @dataclass
 class _Turn:
-    """One model call as the middleware sees it: the request it sends (the queued notice
-    added), that notice, the run (its request message), the thread as it stands (``messages``:
-    with a typed answer's writes applied), what is written besides (``fixed``: those writes,
-    first), and the messages earlier calls of the same model step wrote (replies whose calls
-    were all refused)."""
+    """One model call: the request (the queued notice added), that notice, the run, the thread
+    (a typed answer's writes, ``fixed``, applied), and what earlier calls of the step wrote."""
 
     request: ModelRequest[Any]
     notice: HumanMessage | None
@@ -110,26 +136,16 @@ class _Turn:
 
 
 def _run_of(state: Any, messages: Sequence[BaseMessage]) -> tuple[dict[str, Any], bool]:
-    """The run a model call belongs to, named by its request (``run_request``: a notice or a
-    person's redirect starts none), and whether no reply has come since (the run's first
-    call)."""
+    """The run a model call belongs to (named by its request, ``run_request``), and whether
+    it is the run's first call."""
     start, request = run_request(messages)
     first = not any(isinstance(m, AIMessage) for m in messages[start + 1:])
+    if request is None:  # the request was summarized away: the run the detector last saw
+        request = (state.get("loop_detector") or {}).get("run")
     allowed = state.get("loop_allowed") or {}
     return {"id": request, "request_id": request,
             "loop_allowed": allowed.get("allowed") if request and allowed.get("run") == request
             else None}, first
-
-
-def _with(messages: Sequence[BaseMessage], writes: list[BaseMessage]) -> list[Any]:
-    """``messages`` with ``writes`` applied as the thread's reducer applies them."""
-    merged: Any = add_messages(list(messages), writes)  # type: ignore[arg-type]
-    return list(merged)
-
-
-def _response(result: ModelResponse[Any] | AIMessage) -> ModelResponse[Any]:
-    """The handler's result as a ``ModelResponse``."""
-    return result if isinstance(result, ModelResponse) else ModelResponse(result=[result])
 
 
 def _reply_of(response: ModelResponse[Any]) -> AIMessage | None:
@@ -166,6 +182,15 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
     """
 
     state_schema = LoopDetectionState
+    built_in_as = "loop_detection=LoopDetection(...) (on by default)"
+    """What ``create_loop_agent`` takes instead (it refuses this middleware)."""
+
+    def __new__(cls, config: LoopDetection | dict[str, Any] | None = None, **kwargs: Any
+                ) -> LoopDetectionMiddleware:
+        asks = (config.get("ask_human") if isinstance(config, dict)
+                else getattr(config, "ask_human", False))
+        return super().__new__(_AskingLoopDetection if cls is LoopDetectionMiddleware and asks is True
+                               else cls)
 
     def __init__(self, config: LoopDetection | dict[str, Any] | None = None, *,
                  show_notices: bool = False) -> None:
@@ -187,8 +212,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         self._hinted: dict[tuple[int, ...], LoopDetection] = {}
 
     def _detection(self, tools: Sequence[Any]) -> LoopDetection:
-        """The configuration plus what the call's tools declare (MCP's ``readOnlyHint``, a
-        ``loop_key``), as the graph reads them; worked out once per set of tools."""
+        """The configuration plus what the call's tools declare, once per set of tools."""
         key = tuple(id(t) for t in tools)
         found = self._hinted.get(key)
         if found is None:
@@ -200,17 +224,13 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
 
     # --- before the call --------------------------------------------------------------------
     def _turn(self, request: ModelRequest[Any], earlier: _Turn | None = None) -> _Turn:
-        """The request with this run's queued notice delivered (after the tool results); a
-        message typed while the loop question was open taken as a redirect of the paused run
-        (``typed_instead``: its calls recorded as not run, the run and its window go on);
-        ``earlier``: the call before it in the same model step."""
+        """The call with this run's queued notice delivered and a typed answer taken as a
+        redirect (``thread_of``); ``earlier``: the call before it in the same model step."""
         state = request.state
-        messages: list[BaseMessage] = list(state.get("messages") or [])
         update: dict[str, Any] = dict(earlier.update) if earlier is not None else {}
-        fixed = (typed_instead(messages) if earlier is None and state.get("loop_question") else None) or []
+        messages, fixed = thread_of(state) if earlier is None else (list(state.get("messages") or []), [])
         if fixed:
-            messages = _with(messages, fixed)
-            request = request.override(messages=_with(list(request.messages), fixed))
+            request = request.override(messages=applied(list(request.messages), fixed))
             update["loop_question"] = None
         run, first = _run_of(state, messages)
         notice = drain(state.get("loop_notices") or [], run=str(run["id"]),  # type: ignore[arg-type]
@@ -226,9 +246,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
                      earlier.earlier if earlier is not None else [])
 
     def _again(self, turn: _Turn, written: list[BaseMessage], update: dict[str, Any]) -> _Turn:
-        """The next call of the same model step, after a reply whose calls were all refused:
-        the request and the state with what that reply wrote (its refusals answered; a typed
-        answer's writes are in the thread already)."""
+        """The next call of the step, after a reply whose calls were all refused."""
         state: dict[str, Any] = dict(turn.request.state)
         new = [m for m in written if all(m is not f for f in turn.fixed)]
         sent: list[Any] = [*turn.request.messages, *(m for m in new if m is not turn.notice)]
@@ -247,8 +265,15 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
             messages.append(turn.notice)
         view = RunView(id=turn.run["id"], request_id=turn.run["request_id"],
                        allowed=turn.run["loop_allowed"])
-        decision = decide(ai, messages, view, Policy(detection=self._detection(turn.request.tools)),
-                          self.memo)
+        detection = self._detection(turn.request.tools)
+        kept: DetectorSnapshot = turn.request.state.get("loop_detector") or {}  # type: ignore[assignment]
+        last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        cut = not any(m.id == view.request_id for m in messages)  # the run's start summarized away
+        if cut and kept.get("run") == view.id and last is not None and kept.get("reply") == last.id:
+            self.memo.remember(view.id, last, detection, kept["state"])
+        decision = decide(ai, messages, view, Policy(detection=detection), self.memo)
+        turn.update["loop_detector"] = DetectorSnapshot(
+            run=view.id, reply=ai.id, state=self.memo.state_before([*messages, ai], view, detection))
         if decision is not None and decision.guard is not None:
             decision = decision.located([*messages, ai], turn.run["request_id"], get_config())
         return decision
@@ -259,18 +284,13 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
 
     def _written(self, turn: _Turn, response: ModelResponse[Any], decision: Decision | None
                  ) -> tuple[list[BaseMessage], dict[str, Any]]:
-        """What a call with no stop writes: the notice, the reply, warnings, and blocks: the
-        refused calls answered at once when the reply has no other call (the model is asked
-        again in the same step), else when the tools run (``wrap_tool_call``), so another
-        middleware that asks a person about the reply's calls after the model (LangChain's
-        human-in-the-loop) never sees a refused call answered already."""
+        """What a call with no stop writes: the notice, the reply, warnings, and refusals (at
+        once when nothing of the reply runs, else in ``wrap_tool_call``: a person asked about
+        the reply's calls never sees a refused one answered already)."""
         ai = _reply_of(response)
         result = [*turn.fixed, *([turn.notice] if turn.notice is not None else []), *response.result]
         update = dict(turn.update)
         if decision is not None and ai is not None:
-            runtime = turn.request.runtime
-            if self._asks(decision):
-                update.update(loop_question=decision.record(), jump_to="model")
             if decision.blocks:
                 if _all_refused(ai, decision):
                     result += decision.answers()
@@ -281,7 +301,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
             if notices != queue:
                 update["loop_notices"] = notices
             for event in decision.events():
-                emit(runtime, event)
+                emit(turn.request.runtime, event)
         return result, update
 
     @staticmethod
@@ -292,69 +312,68 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         return ExtendedModelResponse(answer, Command(update=update)) if update else answer
 
     # --- a stop ------------------------------------------------------------------------------
-    def _final_request(self, turn: _Turn, ai: AIMessage, why: Guard
-                       ) -> tuple[list[BaseMessage], ModelRequest[Any]]:
-        """The messages a stop writes after the reply (its calls answered, the stop notice),
-        and the final-answer call (``stopping.py``)."""
-        notice = notice_for(why, turn.run["id"], hidden=not self.show_notices)
-        tail: list[Any] = [*stop_answers(ai, why), *([notice] if notice else [])]
+    def _stop(self, turn: _Turn, response: ModelResponse[Any], ai: AIMessage, decision: Decision
+              ) -> tuple[list[BaseMessage], dict[str, Any], Outgoing | None]:
+        """A stop found on the reply: what the step writes (the reply, its calls answered as not
+        run, the stop notice), the update (the stop record), and the final-answer call to make
+        in this step (None: the next model step makes it, see ``STEP_COUNTERS``; no call is
+        left unanswered, so the route gets there whatever other hooks run between); with
+        ``ask_human`` the reply waits for the question (``_AskingLoopDetection.after_model``)."""
+        assert decision.guard is not None
+        written = [*turn.fixed, *([turn.notice] if turn.notice is not None else []), *response.result]
+        if self._asks(decision):  # the reply waits, its calls unanswered, for ``after_model``
+            return written, {**turn.update, "loop_question": decision.record()}, None
+        answers: list[BaseMessage] = list(stop_answers(ai, decision.guard))
+        written += answers
+        update = {**turn.update, "jump_to": "model"}
+        notice = notice_for(decision.guard, turn.run["id"], hidden=not self.show_notices)
+        written += [notice] if notice is not None else []
+        update.update(stop_record(turn.request.runtime, decision.guard))
+        if any(key in turn.request.state for key in STEP_COUNTERS):
+            return written, update, None
         sent: list[Any] = list(turn.request.messages)
         head = sent if sent and sent[-1] is ai else [*sent, ai]
-        return tail, final_call(turn.request, [*head, *tail])
+        tail: list[Any] = [*answers, *([notice] if notice is not None else [])]
+        del update["jump_to"]
+        return written, update, Outgoing(final_call(turn.request, [*head, *tail]), tail, final=True)
 
-    def _stopped(self, turn: _Turn, ai: AIMessage, why: Guard, tail: list[BaseMessage],
-                 final: ModelResponse[Any], *, reply: list[BaseMessage]) -> Result:
-        """What a stop writes: the reply (unless kept already), its answers, the stop notice,
-        the final answer (its tool calls dropped); the stop record."""
-        answer, record = stopped(turn.request.runtime, why, final)
-        result: list[BaseMessage] = [*turn.fixed, *([turn.notice] if turn.notice is not None else []),
-                                     *reply, *tail, *answer]
-        return self._result(turn, result, {**turn.update, **record, "loop_question": None})
-
-    def _answered(self, turn: _Turn) -> tuple[Decision | None, Result | None]:
-        """A stop that waited for a person: ask (``interrupt()``); continue → the reply's calls
-        run (a hint is queued); stop → the decision to carry out. Nothing waiting: (None, None)."""
-        record = cast("DecisionRecord | None", turn.request.state.get("loop_question"))
-        messages = turn.messages
-        ai = messages[-1] if messages else None
-        if not record or turn.fixed or not isinstance(ai, AIMessage):
-            return None, None
-        decision = Decision.of(ai, record).settled(  # validated before it is stored
-            messages, turn.run["request_id"], self._detection(turn.request.tools), ask)
-        if decision.guard is not None:
-            return decision, None
-        update = {**turn.update, "loop_question": None, "jump_to": "tools",
-                  "loop_allowed": LoopAllowed(run=turn.run["id"],
-                                              allowed=decision.allowed(turn.run.get("loop_allowed")) or {})}
-        notices = decision.notices(str(turn.run["id"]))
-        if notices:
-            update["loop_notices"] = notices
-        return None, ExtendedModelResponse(ModelResponse(result=[]), Command(update=update))
+    def _pending(self, turn: _Turn) -> Guard | None:
+        """The stop of a step before whose final answer is still to come: the run's newest
+        reply has calls, answered (None: no answer waits)."""
+        why = stored_stop(turn.request.state)
+        if why is None or why.get("guard") != "loop_detector":
+            return None
+        start, _ = run_request(turn.messages)
+        last = next((i for i in range(len(turn.messages) - 1, start, -1)
+                     if isinstance(turn.messages[i], AIMessage)), None)
+        return why if last is not None and call_ids(turn.messages[last]) else None  # type: ignore[arg-type]
 
     # --- the hooks ---------------------------------------------------------------------------
-    def _steps(self, request: ModelRequest[Any]) -> Generator[ModelRequest[Any], ModelResponse[Any], Result]:
-        """One model call's work, for both hooks: yields each request to send (the call, and
-        the tools-free final answer after a stop), receives its response, returns the result."""
+    def _steps(self, request: ModelRequest[Any]) -> Generator[Outgoing, ModelResponse[Any], Result]:
+        """One model call's work, for both hooks: yields each call to send (the call, or a
+        stop's tools-free final answer), receives its response, returns the result."""
         turn = self._turn(request)
-        asked, went_on = self._answered(turn)
-        if went_on is not None:
-            return went_on
-        if asked is not None and asked.guard is not None:
-            tail, final = self._final_request(turn, asked.ai, asked.guard)
-            return self._stopped(turn, asked.ai, asked.guard, tail, (yield final), reply=[])
+        shown = [turn.notice] if turn.notice is not None else []
+        pending = self._pending(turn)
+        if pending is not None:  # the answer to a stop of the step before
+            final: ModelResponse[Any] = yield Outgoing(final_call(turn.request, turn.request.messages),
+                                                       shown, final=True)
+            return self._result(turn, [*([turn.notice] if turn.notice else []), *answer_of(final, pending)],
+                                turn.update)
         while True:
-            response = yield turn.request
+            response = yield Outgoing(turn.request, shown)
             ai = _reply_of(response)
             decision = self._decide(turn, ai)
-            if decision is not None and decision.guard is not None and ai is not None \
-                    and not self._asks(decision):
-                tail, final = self._final_request(turn, ai, decision.guard)
-                return self._stopped(turn, ai, decision.guard, tail, (yield final),
-                                     reply=response.result)
+            if decision is not None and decision.guard is not None and ai is not None:
+                written, update, now = self._stop(turn, response, ai, decision)
+                if now is not None:
+                    written += answer_of((yield now), decision.guard)
+                return self._result(turn, written, update)
             written, update = self._written(turn, response, decision)
-            if ai is None or decision is None or self._asks(decision) or not _all_refused(ai, decision):
+            if ai is None or decision is None or not _all_refused(ai, decision):
                 return self._result(turn, written, update, response.structured_response)
             turn = self._again(turn, written, update)  # nothing to run: the model goes on
+            shown = []
 
     def wrap_tool_call(
         self,
@@ -380,7 +399,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> Result:
         """Deliver queued notices, call the model, decide on the reply and apply the decision."""
-        return drive(self._steps(request), lambda sent: _response(handler(sent)))
+        return drive(self._steps(request), lambda call: send(handler, call))
 
     async def awrap_model_call(
         self,
@@ -388,7 +407,44 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> Result:
         """Async ``wrap_model_call``."""
-        async def call(sent: ModelRequest[Any]) -> ModelResponse[Any]:
-            return _response(await handler(sent))
+        async def sent(call: Outgoing) -> ModelResponse[Any]:
+            return await asend(handler, call)
 
-        return await adrive(self._steps(request), call)
+        return await adrive(self._steps(request), sent)
+
+
+class _AskingLoopDetection(LoopDetectionMiddleware):
+    """``LoopDetectionMiddleware`` with ``ask_human`` (``__new__`` picks it): the question is
+    asked in an ``after_model`` hook, as LangChain's human-in-the-loop asks, so a resume runs
+    only the question and any other hooks may run between; one graph step per model call."""
+
+    @property
+    def name(self) -> str:
+        return "LoopDetectionMiddleware"
+
+    @hook_config(can_jump_to=["model"])
+    def after_model(self, state: LoopDetectionState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Ask about the reply a stop waits on; continue → its calls run; stop → its calls
+        are answered and the next model step makes the final answer."""
+        record = cast("DecisionRecord | None", state.get("loop_question"))
+        messages = list(state.get("messages") or [])
+        ai = messages[-1] if messages else None
+        if not record or not isinstance(ai, AIMessage):
+            return None
+        run, _ = _run_of(state, messages)
+        decision = Decision.of(ai, record).settled(messages, run["request_id"], self.config, ask)
+        if decision.guard is not None:
+            notice = notice_for(decision.guard, run["id"], hidden=not self.show_notices)
+            return {"messages": [*stop_answers(ai, decision.guard), *([notice] if notice else [])],
+                    **stop_record(runtime, decision.guard), "loop_question": None, "jump_to": "model"}
+        update: dict[str, Any] = {"loop_question": None, "loop_allowed": LoopAllowed(
+            run=run["id"], allowed=decision.allowed(run.get("loop_allowed")) or {})}
+        notices = decision.notices(str(run["id"]))
+        if notices:
+            update["loop_notices"] = notices
+        return update
+
+    @hook_config(can_jump_to=["model"])
+    async def aafter_model(self, state: LoopDetectionState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async ``after_model``."""
+        return self.after_model(state, runtime)

@@ -1,38 +1,92 @@
-"""How our middleware carries out a stop inside ``create_agent`` (both middlewares, one place).
+"""What both our middlewares share inside ``create_agent``: sending a call, and a stop.
 
-A stop is decided by the engine (a loop stop, ``graph/engine/decision.py``; the token budget,
-``graph/engine/limits.py``). Inside the model call that found it, the middleware then:
-
-1. sends the **final-answer call** (``final_call``): the request with what the stop writes after
-   the reply (its calls answered, the stop notice: ``engine/final.py: stop_notice``), every tool
-   still defined and none usable (``tool_choice`` none where the provider takes it);
-2. **records the stop** (``stopped``): the final answer as stored (its calls dropped, never
-   empty: ``engine/final.py: final_answer``), the ``stop`` event, and the stop record
-   ``stop_reason``/``stop_guard`` (``core/stop.py: stop_fields``), the same keys the graph writes.
+A stop (decided by the engine) answers the calls not run, writes the stop notice and record
+(``stop_reason``/``stop_guard``, the graph's keys) and makes one tools-free final-answer call,
+tagged ``final_answer`` like the graph's. What a step writes before a call is shown to
+``stream_mode="messages"`` first, so a stream reads in the order the model saw.
 
 Example:
     >>> from langgraph_loop.core.stop import guard
-    >>> answer, update = stopped(None, guard("limits", "token_budget", limit=10, value=12), None)
-    >>> answer, update["stop_reason"], update["stop_guard"]["limit"]
-    ([], 'token_budget', 10)
+    >>> update = stop_record(None, guard("limits", "token_budget", limit=10, value=12))
+    >>> update["stop_reason"], update["stop_guard"]["limit"]
+    ('token_budget', 10)
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, NamedTuple, cast
 
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables.config import merge_configs
+from langgraph.config import get_config
+from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 
 from langgraph_loop.core.messages import notice_message
-from langgraph_loop.core.state import StopEvent, emit
+from langgraph_loop.core.state import StopEvent, ashow_messages, emit, show_messages
 from langgraph_loop.core.stop import Guard, stop_fields
+from langgraph_loop.engine.dialogue import typed_instead
 from langgraph_loop.engine.final import final_answer, none_choice, stop_notice
 
-__all__ = ["final_call", "notice_for", "stopped", "stored_stop"]
+__all__ = ["FINAL_ANSWER", "Outgoing", "answer_of", "applied", "asend", "final_call", "notice_for",
+           "send", "stop_record", "stored_stop", "thread_of"]
+
+FINAL_ANSWER = "final_answer"
+"""The tag and run name of the final-answer call (the graph's too)."""
+
+
+class Outgoing(NamedTuple):
+    """A call to send: the request, the messages the step writes before it (shown to the
+    messages stream first), and whether it is the final answer."""
+
+    request: ModelRequest[Any]
+    shown: Sequence[BaseMessage] = ()
+    final: bool = False
+
+
+def _response(result: ModelResponse[Any] | AIMessage) -> ModelResponse[Any]:
+    return result if isinstance(result, ModelResponse) else ModelResponse(result=[result])
+
+
+def send(handler: Callable[[ModelRequest[Any]], Any], call: Outgoing) -> ModelResponse[Any]:
+    """Send ``call`` through ``handler`` (the rest of ``create_agent``'s chain)."""
+    config = get_config()
+    show_messages(config, [m for m in call.shown if isinstance(m, BaseMessage)])
+    if not call.final:
+        return _response(handler(call.request))
+    step = RunnableLambda(handler, name=FINAL_ANSWER)
+    return _response(step.invoke(call.request, merge_configs(config, {"tags": [FINAL_ANSWER]})))
+
+
+async def asend(handler: Callable[[ModelRequest[Any]], Awaitable[Any]], call: Outgoing) -> ModelResponse[Any]:
+    """Async ``send``."""
+    config = get_config()
+    await ashow_messages(config, list(call.shown))
+    if not call.final:
+        return _response(await handler(call.request))
+    step: RunnableLambda[Any, Any] = RunnableLambda(lambda _: None, afunc=handler, name=FINAL_ANSWER)
+    return _response(await step.ainvoke(call.request, merge_configs(config, {"tags": [FINAL_ANSWER]})))
+
+
+def applied(messages: Sequence[BaseMessage], writes: Sequence[BaseMessage]) -> list[Any]:
+    """``messages`` with ``writes`` applied as the thread's reducer applies them."""
+    ids = {m.id for m in messages}  # writes applied already: their removals are done
+    kept = [w for w in writes if not (isinstance(w, RemoveMessage) and w.id not in ids)]
+    merged: Any = add_messages(list(messages), kept)  # type: ignore[arg-type]
+    return list(merged)
+
+
+def thread_of(state: Mapping[str, Any]) -> tuple[list[BaseMessage], list[BaseMessage]]:
+    """The thread as both middlewares read it, and the writes that make it so: a message a
+    person typed while the loop question was open is a redirect of the paused run
+    (``typed_instead``), not a new run, whichever of the two reads it first."""
+    messages: list[BaseMessage] = list(state.get("messages") or [])
+    fixed = (typed_instead(messages) if state.get("loop_question") else None) or []
+    return (applied(messages, fixed) if fixed else messages), fixed
 
 
 def stored_stop(state: Mapping[str, Any]) -> Guard | None:
@@ -56,10 +110,13 @@ def final_call(request: ModelRequest[Any], messages: Sequence[AnyMessage],
     return request.override(messages=list(messages), tool_choice=choice, **extra)
 
 
-def stopped(runtime: Runtime[Any] | None, why: Guard, final: ModelResponse[Any] | None
-            ) -> tuple[list[BaseMessage], dict[str, Any]]:
-    """The final answer to store (none when no call was made) and the stop record; the
-    ``stop`` event is emitted."""
-    reply = next((m for m in final.result if isinstance(m, AIMessage)), None) if final else None
+def stop_record(runtime: Runtime[Any] | None, why: Guard) -> dict[str, Any]:
+    """The stop record to write; the ``stop`` event is emitted."""
     emit(runtime, StopEvent(event="stop", reason=why["reason"], iteration=1, guard=why))
-    return ([final_answer(reply, why["reason"])] if reply is not None else []), dict(stop_fields(why))
+    return dict(stop_fields(why))
+
+
+def answer_of(final: ModelResponse[Any], why: Guard) -> list[BaseMessage]:
+    """The final answer as stored (its calls dropped, never empty)."""
+    reply = next((m for m in final.result if isinstance(m, AIMessage)), None)
+    return [final_answer(reply, why["reason"])] if reply is not None else []

@@ -58,9 +58,20 @@ from langgraph_loop.engine.limits import (
     skipped_answer,
     spent_tokens,
 )
-from langgraph_loop.middleware.stopping import final_call, notice_for, stopped, stored_stop
+from langgraph_loop.middleware.stopping import (
+    Outgoing,
+    answer_of,
+    applied,
+    asend,
+    final_call,
+    notice_for,
+    send,
+    stop_record,
+    stored_stop,
+    thread_of,
+)
 
-__all__ = ["BudgetExtension", "TokenBudgetMiddleware", "TokenBudgetState"]
+__all__ = ["BudgetExtension", "BudgetSpent", "TokenBudgetMiddleware", "TokenBudgetState"]
 
 Result = ModelResponse[Any] | ExtendedModelResponse[Any]
 
@@ -77,6 +88,14 @@ class BudgetExtension(TypedDict):
     tokens: int
 
 
+class BudgetSpent(TypedDict):
+    """What the run (``budget_scope="thread"``: the thread) has spent, kept as the replies
+    come, so a middleware that rewrites the thread (``SummarizationMiddleware``) hides none."""
+
+    run: str | None
+    tokens: int
+
+
 class TokenBudgetState(AgentState[Any]):
     """The channels ``TokenBudgetMiddleware`` owns (merged into the agent's state)."""
 
@@ -88,6 +107,8 @@ class TokenBudgetState(AgentState[Any]):
     none fitted, ``human`` when a person chose the stop."""
     budget_extra: NotRequired[Annotated[BudgetExtension | None, PrivateStateAttr]]
     """What a person granted at a check-in, for the run it was granted in."""
+    budget_spent: NotRequired[Annotated[BudgetSpent | None, PrivateStateAttr]]
+    """What was spent, counted as the replies come (``BudgetSpent``)."""
 
 
 @dataclass
@@ -99,6 +120,7 @@ class _Turn:
     why: Guard | None
     budget: int
     spent: int
+    key: str | None
     added: list[HumanMessage] = field(default_factory=list)
     update: dict[str, Any] = field(default_factory=dict)
 
@@ -107,11 +129,6 @@ def _sent(request: ModelRequest[Any], extra: Sequence[BaseMessage] = ()) -> list
     """The messages a request sends: its system message, its messages, ``extra``."""
     head = [request.system_message] if request.system_message is not None else []
     return [*head, *request.messages, *extra]
-
-
-def _response(result: ModelResponse[Any] | AIMessage) -> ModelResponse[Any]:
-    """The handler's result as a ``ModelResponse``."""
-    return result if isinstance(result, ModelResponse) else ModelResponse(result=[result])
 
 
 class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
@@ -138,6 +155,8 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
     """
 
     state_schema = TokenBudgetState
+    built_in_as = "limits=Limits(token_budget=..., budget_check_in=..., budget_scope=...)"
+    """What ``create_loop_agent`` takes instead (it refuses this middleware)."""
 
     def __init__(self, *, token_budget: int | None = None, budget_check_in: bool = False,
                  budget_scope: Literal["run", "thread"] = "run", show_notices: bool = False,
@@ -169,13 +188,18 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
     def _turn(self, request: ModelRequest[Any]) -> _Turn:
         """The budget rule on this call; with ``budget_check_in``, a person decides first."""
         state = request.state
-        messages: Sequence[BaseMessage] = state.get("messages") or []
+        messages, fixed = thread_of(state)  # a message typed at the loop question: no new run
+        if fixed:  # the loop middleware writes them; this call is sent as it would send it
+            request = request.override(messages=applied(request.messages, fixed))
         start, run = run_request(messages)
         per_run = self.budget_scope == "run"  # per thread: every reply counts, an extension stays
-        key = run if per_run else None
+        counted: dict[str, Any] = state.get("budget_spent") or {}  # type: ignore[assignment]
+        key = (run or counted.get("run")) if per_run else None  # no request: summarized away
         granted: dict[str, Any] = state.get("budget_extra") or {}  # type: ignore[assignment]
         extra = int(granted.get("tokens") or 0) if granted.get("run") == key else 0
         spent = spent_tokens(messages, start if per_run else 0, request.model)
+        if counted and counted.get("run") == key:  # what the thread no longer shows counts too
+            spent = max(spent, int(counted.get("tokens") or 0))
         update: dict[str, Any] = {}
         if (stop := stored_stop(state)) is not None and stop["reason"] == StopReason.TOKEN_BUDGET and not any(
                 isinstance(m, AIMessage) for m in messages[start + 1:]):
@@ -187,14 +211,14 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
 
         why = over(extra, [])
         if why is None or not self.budget_check_in or checkpointer(get_config()) is None:
-            return _Turn(request, why, self.token_budget + extra, spent, update=update)
+            return _Turn(request, why, self.token_budget + extra, spent, key, update=update)
         asked = check_in(over, partial(interrupt, response_schema=BUDGET_ANSWER), extra=extra,
                          scope=self.budget_scope)
         if asked.extra != extra:
             update["budget_extra"] = BudgetExtension(run=key, tokens=asked.extra)
         if asked.added:
             request = request.override(messages=[*request.messages, *asked.added])
-        return _Turn(request, asked.stop, self.token_budget + asked.extra, spent, asked.added, update)
+        return _Turn(request, asked.stop, self.token_budget + asked.extra, spent, key, asked.added, update)
 
     def _final_request(self, turn: _Turn) -> tuple[HumanMessage | None, ModelRequest[Any] | None]:
         """The stop notice and the final answer's request (None: no room for an answer)."""
@@ -213,24 +237,33 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         return notice, final_call(turn.request, [*turn.request.messages, *tail], settings)
 
     # --- after the call ----------------------------------------------------------------------
+    def _counted(self, turn: _Turn, sent: ModelRequest[Any], response: ModelResponse[Any] | None
+                 ) -> dict[str, Any]:
+        """The update that counts the reply to ``sent`` (``budget_spent``)."""
+        reply = [m for m in response.result if isinstance(m, AIMessage)][:1] if response else []
+        messages = _sent(sent)
+        used = spent_tokens([*messages, *reply], len(messages), sent.model)
+        return {**turn.update, "budget_spent": BudgetSpent(run=turn.key, tokens=turn.spent + used)}
+
     def _went_on(self, turn: _Turn, response: ModelResponse[Any]) -> Result:
-        """A call that fitted: the reply, and any redirect or extension a person gave."""
-        if not turn.added and not turn.update:
-            return response
+        """A call that fitted: the reply, any redirect or extension a person gave, the count."""
         answer = ModelResponse(result=[*turn.added, *response.result],
                                structured_response=response.structured_response)
-        return ExtendedModelResponse(answer, Command(update=turn.update)) if turn.update else answer
+        return ExtendedModelResponse(answer, Command(update=self._counted(turn, turn.request, response)))
 
-    def _stopped(self, turn: _Turn, notice: HumanMessage | None,
+    def _stopped(self, turn: _Turn, notice: HumanMessage | None, sent: ModelRequest[Any] | None,
                  final: ModelResponse[Any] | None) -> Result:
         """The stop: a redirect, the notice and the final answer (its tool calls dropped) in
         the thread; the stop record; without a final answer, the run ends here."""
         assert turn.why is not None
-        answer, record = stopped(turn.request.runtime, turn.why, final)
-        result: list[BaseMessage] = [*turn.added]
+        record = stop_record(turn.request.runtime, turn.why)
+        answer = answer_of(final, turn.why) if final is not None else []
+        # what the rest of the chain wrote before its reply (the loop's writes for a typed answer)
+        before = [m for m in (final.result if final else []) if not isinstance(m, AIMessage)]
+        result: list[BaseMessage] = [*before, *turn.added]
         if answer:
             result += [*([notice] if notice is not None else []), *answer]
-        update = {**turn.update, **record}
+        update = {**(self._counted(turn, sent, final) if sent is not None else turn.update), **record}
         if not answer:
             update["jump_to"] = "end"
         return ExtendedModelResponse(ModelResponse(result=result), Command(update=update))
@@ -244,9 +277,11 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         """Send the call if it fits the budget; else ask a person, or make the final answer."""
         turn = self._turn(request)
         if turn.why is None:
-            return self._went_on(turn, _response(handler(turn.request)))
+            return self._went_on(turn, send(handler, Outgoing(turn.request, turn.added)))
         notice, final = self._final_request(turn)
-        return self._stopped(turn, notice, _response(handler(final)) if final else None)
+        shown = [*turn.added, *([notice] if notice is not None else [])]
+        return self._stopped(turn, notice, final,
+                             send(handler, Outgoing(final, shown, final=True)) if final else None)
 
     async def awrap_model_call(
         self,
@@ -256,6 +291,8 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         """Async ``wrap_model_call``."""
         turn = self._turn(request)
         if turn.why is None:
-            return self._went_on(turn, _response(await handler(turn.request)))
+            return self._went_on(turn, await asend(handler, Outgoing(turn.request, turn.added)))
         notice, final = self._final_request(turn)
-        return self._stopped(turn, notice, _response(await handler(final)) if final else None)
+        shown = [*turn.added, *([notice] if notice is not None else [])]
+        return self._stopped(turn, notice, final,
+                             await asend(handler, Outgoing(final, shown, final=True)) if final else None)
