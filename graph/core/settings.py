@@ -51,7 +51,14 @@ from langgraph_loop.core.hosting import (
     overrides_hook,
 )
 from langgraph_loop.core.models import ChatRunnable, primary_chat_model, resolve_model
-from langgraph_loop.core.overrides import checked_groups, explain, given, merged, run_overrides
+from langgraph_loop.core.overrides import (
+    checked_groups,
+    context_type,
+    explain,
+    given,
+    merged,
+    run_overrides,
+)
 from langgraph_loop.core.removed import KEYWORDS, removed_keyword
 from langgraph_loop.core.shape import Shape
 from langgraph_loop.core.structured import StructuredOutput, resolve_response_format
@@ -161,6 +168,8 @@ class LoopSettings:
                                                        [*coerced, *kwargs["provider_tools"]])
         if kwargs.get("loop_detection") is not None:  # MCP read-only hints in tool metadata
             kwargs["loop_detection"] = kwargs["loop_detection"].with_tool_hints(coerced)
+        if kwargs.get("context_schema") is not None:  # the groups beside the user's fields
+            kwargs["context_schema"] = context_type(kwargs["context_schema"])
         check_state_schema(kwargs.get("state_schema"), "state_schema")
         for m in kwargs["middleware"]:
             check_state_schema(m.state_schema, f"middleware {m.name}")
