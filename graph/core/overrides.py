@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import field, is_dataclass, make_dataclass
-from typing import Any, get_origin, get_type_hints
+from typing import Any, Required, get_origin, get_type_hints
 
 from pydantic import BaseModel, TypeAdapter, ValidationError, create_model
-from typing_extensions import Required, TypedDict, is_typeddict
+from typing_extensions import TypedDict, is_typeddict
 
 from langgraph_loop.core.config import Iterations, Limits, LoopDetection
 from langgraph_loop.core.removed import CONTEXT, removed_context
