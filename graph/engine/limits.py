@@ -73,6 +73,7 @@ __all__ = [
     "redirect_message",
     "run_budget",
     "skipped_answer",
+    "skipped_reply",
     "spent_tokens",
     "suggested_tokens",
     "summary_room",
@@ -82,6 +83,11 @@ __all__ = [
 
 MIN_FINAL_OUTPUT = 50
 """The least output room (tokens) worth a final-answer call under a token budget."""
+
+NO_ROOM = ("(No answer: the run stopped ({reason}) with about {room:,} tokens of its token "
+           "budget left, fewer than the {least} an answer needs, so the model was not asked for "
+           "one. A larger token_budget leaves room for it.)")
+"""The run's last message when the budget leaves no room for a final answer."""
 
 PER_MESSAGE = 10
 """Tokens counted per message on top of its text (conservative)."""
@@ -302,6 +308,18 @@ def skipped_answer(room: int) -> str:
     """The guard's ``final_answer`` note when no final answer fits."""
     return (f"skipped: the token budget leaves about {max(room, 0)} tokens, fewer than "
             f"{MIN_FINAL_OUTPUT} for an answer")
+
+
+def skipped_reply(why: Guard, room: int, name: str | None = None) -> AIMessage:
+    """The run's last message when no final answer fits (no model call): the loop says why,
+    so a run never ends on the user's own question (``messages[-1]``).
+
+    Example:
+        >>> skipped_reply({"guard": "limits", "reason": "token_budget"}, 12).content[:58]
+        '(No answer: the run stopped (token_budget) with about 12 t'
+    """
+    return AIMessage(NO_ROOM.format(reason=why.get("reason") or "stopped", room=max(room, 0),
+                                    least=MIN_FINAL_OUTPUT), name=name)
 
 
 def spent_tokens(messages: Sequence[BaseMessage], start: int = 0, model: Any = None) -> int:

@@ -228,9 +228,10 @@ def test_pressure_then_budget_exceeded_in_the_final_pass_is_token_budget(
     assert state["stop_reason"] == StopReason.TOKEN_BUDGET
     assert model.request_tools == [["search"], ["search"]]
     assert model.requests[1][-1].name == "budget_notice"
-    assert [(m.type, m.name if m.type == "human" else None) for m in state["messages"][-3:]] == [
-        ("human", "budget_notice"), ("ai", None), ("tool", None)]
-    assert state["messages"][-1].status == "error"
+    assert [(m.type, m.name if m.type == "human" else None) for m in state["messages"][-4:]] == [
+        ("human", "budget_notice"), ("ai", None), ("tool", None), ("ai", None)]
+    assert state["messages"][-2].status == "error"
+    assert state["messages"][-1].content.startswith("(No answer: the run stopped (token_budget)")
     assert state["iterations"][-1]["guard"]["final_answer"].startswith("skipped")
 
 
@@ -442,7 +443,7 @@ def test_no_room_for_the_final_answer_ends_without_it_and_says_so(
     scripted: list[ScriptedChatModel],
 ) -> None:
     """One reply overshoots the budget (a regular call is not bounded): its calls get error
-    ToolMessages and there is no final call."""
+    ToolMessages and there is no final call: the loop's own last message says why (issue 43.12)."""
     model = ScriptedChatModel(script=[ai(calls=[("search", {"q": "a"})], total=100),
                                       ai(calls=[("search", {"q": "b"})], total=950)],
                               no_tools_reply="never sent")
@@ -451,8 +452,12 @@ def test_no_room_for_the_final_answer_ends_without_it_and_says_so(
     state = agent.invoke(go())
     assert state["stop_reason"] == StopReason.TOKEN_BUDGET
     assert model.request_tools == [["search"], ["search"]]
-    last = state["messages"][-1]
+    last, said = state["messages"][-2:]
     assert last.type == "tool" and last.status == "error" and "token budget" in last.content
+    assert said.type == "ai" and not said.tool_calls and said.content == (
+        "(No answer: the run stopped (token_budget) with about 0 tokens of its token budget left, "
+        "fewer than the 50 an answer needs, so the model was not asked for one. A larger "
+        "token_budget leaves room for it.)")
     guard = state["iterations"][-1]["guard"]
     assert guard["final_answer"].startswith("skipped: the token budget leaves about 0 tokens")
     assert state["loop_notices"] == []
@@ -657,3 +662,14 @@ def test_a_wrong_budget_answer_is_refused(wrong: Any) -> None:
 def test_the_check_in_takes_tokens_as_a_number_or_its_text(tokens: Any) -> None:
     from langgraph_loop.engine.limits import parse_budget_answer
     assert parse_budget_answer(add_tokens(tokens)).tokens == 5000
+
+
+def test_a_budget_too_small_for_the_first_call_ends_on_an_assistant_message_saying_why() -> None:
+    """Issue 43.12: the README's ``messages[-1]`` is an answer, not the user's own question."""
+    model = ScriptedChatModel(script=[], no_tools_reply="never sent")
+    state = create_loop_agent(model, limits=Limits(token_budget=20)).invoke(
+        {"messages": [HumanMessage("What is the capital of France? Please explain.")]})
+    assert state["stop_reason"] == StopReason.TOKEN_BUDGET and model.calls == 0
+    assert [m.type for m in state["messages"]] == ["human", "ai"]
+    assert state["messages"][-1].content.startswith(
+        "(No answer: the run stopped (token_budget) with about 0 tokens of its token budget left")
