@@ -306,20 +306,6 @@ _MODELS: dict[str, type[BaseModel]] = {
 def _check_types(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """Configuration objects of the right type (a dict of fields is validated into one)
     and a ``str`` system prompt; a ``ValueError`` names the argument.
-
-    Example:
-        >>> _check_types({"limits": {"max_tool_calls": 3}})["limits"].max_tool_calls
-        3
-        >>> try:
-        ...     _check_types({"limits": {"max_tool_calls": 0}})
-        ... except ValueError as exc:
-        ...     print(str(exc).splitlines()[0])
-        limits: max_tool_calls: Input should be greater than or equal to 1 (got 0)
-        >>> try:
-        ...     _check_types({"limits": {"final_answr": False}})
-        ... except ValueError as exc:
-        ...     print(str(exc)[:53])
-        limits: final_answr: unknown field (fields of Limits:
     """
     out: dict[str, Any] = {}
     for name, model in _MODELS.items():

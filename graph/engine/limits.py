@@ -1,15 +1,10 @@
 """The inner limits as pure decisions: time, the token budget and its check-in, budget
-pressure and consecutive tool errors (the checks after a reply: ``engine/decision.py: limit_stop``).
+pressure and consecutive tool errors (after a reply: ``engine/decision.py: limit_stop``).
 
-Each check returns a ``Guard`` (``core/stop.py``) saying why the run must stop, or None. What
-the user gets: ``docs/token-budget.md`` (the budget, its check-in and ``budget_scope``) and
-``docs/loop-detection.md#reference`` (``max_tool_errors``). Beyond it: ``call_guard`` lets a
-regular call out only if what is left covers it and a tools-free final answer after it
-(``answer_room`` bounds that answer, skipped below ``MIN_FINAL_OUTPUT``); ``budget_guard`` and
-``final_answer_room`` apply the rules to the graph's state, ``TokenBudgetMiddleware`` to a
-``create_agent`` thread (``spent_tokens``). A check-in answer is validated before anything is
-applied (``parse_budget_answer``). A *failed round* (every result an error) ignores answers
-the detector wrote itself; the scan walks back to the first success, the request or the limit.
+Each check returns a ``Guard`` (``core/stop.py``) or None; docs/token-budget.md says what the
+user gets. A regular call goes out only if what is left covers it and a tools-free final
+answer after it (``call_guard``); a *failed round* (every result an error) ignores the
+answers the detector wrote itself.
 
 Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel
@@ -46,40 +41,13 @@ from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, person_stop, stop_instruction
 
-__all__ = [
-    "BUDGET_ANSWER",
-    "BUDGET_TEXT",
-    "BUDGET_TITLE",
-    "MAX_EXTENSION",
-    "MIN_FINAL_OUTPUT",
-    "PRESSURE_SOURCE",
-    "BudgetAnswer",
-    "CheckIn",
-    "answer_room",
-    "budget_guard",
-    "budget_pressure_guard",
-    "budget_question",
-    "budget_spent",
-    "call_guard",
-    "check_in",
-    "count_tokens",
-    "estimate_input",
-    "estimate_tokens",
-    "failed_rounds",
-    "final_answer_room",
-    "max_tokens_of",
-    "parse_budget_answer",
-    "pressure_seen",
-    "redirect_message",
-    "run_budget",
-    "skipped_answer",
-    "skipped_reply",
-    "spent_tokens",
-    "suggested_tokens",
-    "summary_room",
-    "timeout_guard",
-    "tool_errors_guard",
-]
+__all__ = ["BUDGET_ANSWER", "BUDGET_TEXT", "BUDGET_TITLE", "MAX_EXTENSION", "MIN_FINAL_OUTPUT",
+           "PRESSURE_SOURCE", "BudgetAnswer", "CheckIn", "answer_room", "budget_guard",
+           "budget_pressure_guard", "budget_question", "budget_spent", "call_guard", "check_in",
+           "count_tokens", "estimate_input", "estimate_tokens", "failed_rounds", "final_answer_room",
+           "max_tokens_of", "parse_budget_answer", "pressure_seen", "redirect_message", "run_budget",
+           "skipped_answer", "skipped_reply", "spent_tokens", "suggested_tokens", "summary_room",
+           "timeout_guard", "tool_errors_guard"]
 
 MIN_FINAL_OUTPUT = 50
 """The least output room (tokens) worth a final-answer call under a token budget."""
@@ -182,10 +150,6 @@ def estimate_tokens(messages: Sequence[BaseMessage], tools: Sequence[BaseTool] =
                     per_message: int = 3) -> int:
     """A conservative count without the model's tokenizer: about 4 ASCII characters per token,
     half a token per UTF-8 byte of any other script, and ``per_message`` per message.
-
-    Example:
-        >>> estimate_tokens([HumanMessage("data " * 100)]) < estimate_tokens([HumanMessage("数据" * 100)])
-        True
     """
     base = count_tokens_approximately(list(messages), tools=list(tools) or None,
                                       extra_tokens_per_message=per_message)
@@ -197,11 +161,6 @@ def count_tokens(model: Any, messages: Sequence[BaseMessage], tools: Sequence[Ba
     """The model's own count (``get_num_tokens_from_messages``) when it has one that works,
     else ``estimate_tokens`` (``per_message``: its overhead per message): the one token
     counter of the loop (the budget counts ``PER_MESSAGE``, compaction the default).
-
-    Example:
-        >>> from langgraph_loop.scripted import ScriptedChatModel
-        >>> count_tokens(ScriptedChatModel(), [HumanMessage("x" * 400)]) > 100
-        True
     """
     if _has_counter(model):
         try:
@@ -368,15 +327,6 @@ class BudgetAnswer(BaseModel):
     add ``message`` as theirs (and ``tokens``, if given).
 
     An extension is at most ``MAX_EXTENSION`` tokens.
-
-    Example:
-        >>> BudgetAnswer(action="extend", tokens=5000).tokens
-        5000
-        >>> try:
-        ...     BudgetAnswer(action="extend")
-        ... except ValueError as exc:
-        ...     print("'extend' needs 'tokens'" in str(exc))
-        True
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
