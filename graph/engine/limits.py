@@ -269,7 +269,7 @@ def skipped_answer(room: int) -> str:
             f"{MIN_FINAL_OUTPUT} for an answer")
 
 
-def skipped_reply(why: Guard, room: int, name: str | None = None) -> AIMessage:
+def skipped_reply(why: Mapping[str, Any], room: int, name: str | None = None) -> AIMessage:
     """The run's last message when no final answer fits (no model call): the loop says why,
     so a run never ends on the user's own question (``messages[-1]``).
 
