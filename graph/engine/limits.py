@@ -317,6 +317,8 @@ BUDGET_TEXT = (
     "- Reject: stop here; the agent gives its final answer with what is left (your reason is "
     "passed to it).")
 """The check-in's description: where the budget stands and what each decision does."""
+WAITING = "Your message, sent to the agent with its next model call: {messages}"
+"""Added to the description while a person's redirect waits for the budget to allow a call."""
 ROUND_TO = 1000
 """The suggested extension is rounded up to a multiple of this."""
 
@@ -361,9 +363,10 @@ def suggested_tokens(why: Guard) -> int:
     return max(ROUND_TO, -(-short // ROUND_TO) * ROUND_TO)
 
 
-def budget_question(why: Guard, scope: str = "run") -> HITLRequest:
+def budget_question(why: Guard, scope: str = "run", waiting: Sequence[BaseMessage] = ()) -> HITLRequest:
     """What the person is asked at the budget: a one-action human-in-the-loop request whose
-    ``tokens`` (``suggested_tokens``) a person approves or edits; reject stops.
+    ``tokens`` (``suggested_tokens``) a person approves or edits; reject stops. ``waiting``:
+    their messages of this check-in, not yet sent (quoted, so a paused thread shows them).
 
     Example:
         >>> q = budget_question({"guard": "limits", "reason": "token_budget", "limit": 2000,
@@ -378,6 +381,8 @@ def budget_question(why: Guard, scope: str = "run") -> HITLRequest:
     text = BUDGET_TEXT.format(scope="conversation" if scope == "thread" else scope,
                               spent=int(why.get("value") or 0), budget=int(why.get("limit") or 0),
                               needed=int(why.get("estimate") or 0), tokens=tokens)
+    if waiting:
+        text += "\n\n" + WAITING.format(messages=" / ".join(str(m.content) for m in waiting))
     return one_action(BUDGET_TITLE, {"tokens": tokens}, text)
 
 
@@ -468,7 +473,7 @@ def check_in(over: Callable[[int, Sequence[BaseMessage]], Guard | None], ask: Ca
     """
     added: list[HumanMessage] = []
     while (why := over(extra, added)) is not None:
-        answer = parse_budget_answer(ask(budget_question(why, scope)), suggested_tokens(why))
+        answer = parse_budget_answer(ask(budget_question(why, scope, added)), suggested_tokens(why))
         if answer.action == "stop":
             stopped: Guard = {**why, "human": person_stop(answer.message)}
             return CheckIn(extra, added, stopped)

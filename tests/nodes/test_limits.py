@@ -579,6 +579,29 @@ def test_a_redirect_with_tokens_reaches_the_model_after_the_tool_results(
     assert done["iteration"] == 1  # the same run, the same pass
 
 
+def test_a_redirect_with_too_few_tokens_asks_again_showing_the_persons_message(
+        scripted: list[ScriptedChatModel], tmp_path: Path) -> None:
+    """Issue 43.12: while the budget still does not allow a call, the paused thread shows the
+    person's redirect (in the question it asks again); approving then sends it once."""
+    first, second, third = researcher(), researcher(), researcher()
+    scripted += [first, second, third]
+    with SqliteSaver.from_conn_string(str(tmp_path / "r.db")) as saver:
+        config = thread()
+        checking(first, saver).invoke(go(), config)
+        checking(second, saver).invoke(Command(resume=add_tokens(1, "Please wrap up now.")), config)
+        paused = checking(second, saver).get_state(config)
+        (question,) = paused.interrupts
+        (action,) = question.value["action_requests"]
+        assert action["description"].endswith(
+            "\n\nYour message, sent to the agent with its next model call: Please wrap up now.")
+        assert second.requests == []  # still no call
+        done = checking(third, saver).invoke(Command(resume={"decisions": [{"type": "approve"}]}),
+                                             config)
+    (sent,) = third.requests
+    assert [k for k, _ in shape_of(sent)][-3:] == ["ai", "tool", "redirect"]
+    assert [m.content for m in done["messages"] if is_redirect(m)] == ["Please wrap up now."]
+
+
 def test_a_wrong_answer_leaves_the_graph_paused_for_a_valid_one(
         scripted: list[ScriptedChatModel], tmp_path: Path) -> None:
     first, second = researcher(8), researcher(8)
