@@ -70,6 +70,7 @@ from langgraph_loop.engine.limits import (
     count_tokens,
     final_answer_room,
     skipped_answer,
+    skipped_reply,
     timeout_guard,
 )
 from langgraph_loop.nodes.binding import FINAL_ANSWER, call_model, final_model, tagged
@@ -353,7 +354,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
                        or guard("router", state.get("stop_reason") or "completed"))
             why["final_answer"] = skipped_answer(room)
             return {**call.update, **stop_update(call.run, why, finalized=True),  # type: ignore[arg-type]
-                    "loop_notices": []}
+                    "loop_notices": [], "messages": [skipped_reply(why, room, call.settings.name)]}
         return self._final if room is None else final_model(self.settings, room)  # bounded by what is left
 
     def record(self, state: LoopState, call: Call, reply: AIMessage,

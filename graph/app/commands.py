@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sqlite3
 import sys
 import tempfile
@@ -17,7 +18,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import openai
 from langchain_core.messages import HumanMessage
@@ -35,7 +36,15 @@ from langgraph_loop.app.picture import example_agent, mermaid, render_png
 from langgraph_loop.app.progress import Progress, run_with_progress
 from langgraph_loop.app.review import decisions_for
 from langgraph_loop.builder import create_loop_agent
-from langgraph_loop.core.config import Approval, Iterations, Limits
+from langgraph_loop.core.config import (
+    Approval,
+    BudgetPressure,
+    Hooks,
+    Iterations,
+    Limits,
+    StallDetection,
+)
+from langgraph_loop.core.history import LoopGraph
 from langgraph_loop.core.stop import StopReason
 from langgraph_loop.scripted import ScriptedChatModel
 
@@ -179,10 +188,10 @@ def demo_tools() -> tuple[Any, ...]:
 
 
 @contextmanager
-def provider_errors(model: Any, thread: str) -> Iterator[None]:
-    """The model endpoint's errors, after the retries, as one line and a hint."""
+def provider_errors(model: Any, resume: str) -> Iterator[None]:
+    """The model endpoint's errors, after the retries, as one line and a hint (``resume``:
+    how to retry)."""
     endpoint = getattr(model, "openai_api_base", None) or "the OpenAI API"
-    resume = f"`langgraph-loop run \"...\" --thread {thread}` continues this thread"
     try:
         yield
     except openai.APIConnectionError as exc:  # also a timeout
@@ -229,9 +238,70 @@ def exit_code(stop_reason: str | None) -> int:
     return NO_STOP_REASON if stop_reason is None else EXIT_CODES[StopReason(stop_reason)]
 
 
+NEEDS_JUDGE = ("max_iterations", "stall", "stop_file")
+"""``run`` flags that only matter when an iteration can be followed by another (``--judge``)."""
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _options(args: argparse.Namespace, model: Any, tools: tuple[Any, ...]) -> dict[str, Any]:
+    """``create_loop_agent``'s keywords for ``run``'s flags (``UsageError`` for a flag that
+    needs another: ``--max-iterations``, ``--stall``, ``--stop-file`` need ``--judge``,
+    ``--budget-pressure`` needs ``--token-budget``)."""
+    judged = getattr(args, "judge", False)
+    given = [n for n in NEEDS_JUDGE if getattr(args, n, None) is not None]
+    if given and not judged:
+        flag = _flag(given[0])
+        raise UsageError(f"{flag} needs --judge: without a judge a run ends at the model's first "
+                         "answer, so there is no second iteration", hint=f"`langgraph-loop run "
+                         f"\"...\" --judge {flag} {getattr(args, given[0])}`")
+    budget, pressure = getattr(args, "token_budget", None), getattr(args, "budget_pressure", None)
+    if pressure is not None and budget is None:
+        raise UsageError("--budget-pressure needs --token-budget: it is a fraction of the budget",
+                         hint=f"`langgraph-loop run \"...\" --token-budget 20000 "
+                              f"--budget-pressure {pressure}`")
+    stall, stop_file = getattr(args, "stall", None), getattr(args, "stop_file", None)
+    if stall == 1:
+        raise UsageError("--stall: expected 2 or more iterations (one iteration cannot repeat itself)")
+    iterations = Iterations(
+        judge=Judge(model=model) if judged else None,  # without a judge: one iteration
+        max=(getattr(args, "max_iterations", None) or RUN_MAX_ITERATIONS) if judged else 1,
+        max_model_calls=getattr(args, "max_model_calls", None) or 25,
+        stall=StallDetection(consecutive=stall) if stall else None)
+    limits = Limits(max_tool_calls=getattr(args, "max_tool_calls", None), token_budget=budget,
+                    budget_pressure=BudgetPressure(threshold=pressure) if pressure else None,
+                    max_tool_errors=getattr(args, "max_tool_errors", None),
+                    max_duration_s=getattr(args, "timeout", None))
+    hooks = Hooks(on_iteration_end=lambda record, state: stop_file.exists()) if stop_file else None
+    return {"iterations": iterations, "limits": limits, "hooks": hooks,
+            "approval": Approval(tools=GATED_TOOLS) if tools else None}  # send_email asks a human
+
+
+def _retry_hint(args: argparse.Namespace, thread: str) -> str:
+    """The command that retries this run's request on its thread, as the person typed it."""
+    argv = list(getattr(args, "argv", None) or ["run", args.task])
+    if not args.thread:
+        argv += ["--thread", thread]
+    return f"`{shlex.join(['langgraph-loop', *argv])}` retries it on this thread"
+
+
+def _inputs(agent: Any, config: RunnableConfig, task: str) -> Any:
+    """The run's input: the task as a new message, or None (go on from the stored step) when the
+    thread's last run stopped on an error before answering this same task, so a retry does
+    not store the question twice."""
+    stored = agent.get_state(config)
+    if stored.next and not stored.interrupts:
+        asked = [m for m in stored.values.get("messages") or [] if isinstance(m, HumanMessage)]
+        if asked and asked[-1].content == task:
+            return None
+    return {"messages": [HumanMessage(task)]}
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     """Run a task on a stored thread with live progress; the exit code says how it stopped
-    (``EXIT_CODES``).
+    (``EXIT_CODES``; the limit flags make every stop reachable).
 
     With ``--judge`` the model also judges each iteration; an iteration it finds unfinished is
     followed by another, up to ``--max-iterations``. With ``--json`` the progress and the
@@ -240,27 +310,25 @@ def run(args: argparse.Namespace, console: Console) -> int:
     """
 
     judged = getattr(args, "judge", False)
-    max_iterations = getattr(args, "max_iterations", None)
-    if max_iterations is not None and not judged:
-        raise UsageError("--max-iterations needs --judge: without a judge a run ends at the "
-                         "model's first answer, so there is no second iteration to cap",
-                         hint=f"`langgraph-loop run \"...\" --judge --max-iterations "
-                              f"{max_iterations}`")
     model = model_from_env(os.environ)
     thread = args.thread or uuid.uuid4().hex[:8]
     tools = demo_tools() if getattr(args, "demo_tools", False) else ()
-    gated = Approval(tools=GATED_TOOLS) if tools else None  # send_email asks a human
-    with sqlite_saver(args.db) as saver, provider_errors(model, thread):
-        agent = create_loop_agent(model, tools, checkpointer=saver, approval=gated,
-                                  # without a judge a run has one iteration (as before --judge)
-                                  iterations=Iterations(
-                                      judge=Judge(model=model) if judged else None,
-                                      max=(max_iterations or RUN_MAX_ITERATIONS) if judged else 1))
+    options = _options(args, model, tools)
+    with sqlite_saver(args.db) as saver, provider_errors(model, _retry_hint(args, thread)):
+        agent = create_loop_agent(model, tools, checkpointer=saver, **options)
         config: RunnableConfig = {"configurable": {"thread_id": thread}}
-        inputs: Any = {"messages": [HumanMessage(args.task)]}
+        if getattr(args, "recursion_limit", None):
+            config["recursion_limit"] = args.recursion_limit
+        context, check = getattr(args, "context", None), cast(LoopGraph, agent).check_context
+        try:  # the graph's own check of per-run overrides, before anything runs
+            if check is not None:
+                check(context)
+        except ValueError as exc:
+            raise UsageError(f"--context: {exc}") from exc
+        inputs = _inputs(agent, config, args.task)
         progress = Progress()  # one count for the run, across its approval pauses
         while True:  # resume after each approval the person at the terminal gives
-            state = run_with_progress(agent, inputs, config, console, progress)
+            state = run_with_progress(agent, inputs, config, console, progress, context)
             paused = agent.get_state(config).interrupts
             if not paused:
                 break

@@ -53,17 +53,17 @@ class Progress:
 
 
 def run_with_progress(agent: Any, inputs: Any, config: Any, console: Console,
-                      progress: Progress | None = None) -> dict[str, Any]:
+                      progress: Progress | None = None, context: Any = None) -> dict[str, Any]:
     """Stream a run, showing a live progress line; returns the final state.
 
     The live line is redrawn in place on a terminal; the final counts are printed once
     when the run ends (also when the output is not a terminal). A run resumed after an
     approval pause passes the ``progress`` of its first part, so the counts go on from
-    there instead of starting again at zero.
+    there instead of starting again at zero. ``context``: the run's per-run overrides.
     """
     progress = progress if progress is not None else Progress()
     with Live(progress.line(), console=console, transient=True, refresh_per_second=8) as live:
-        for part in agent.stream(inputs, config, stream_mode=["updates", "custom"]):
+        for part in agent.stream(inputs, config, stream_mode=["updates", "custom"], context=context):
             progress.feed(part)
             live.update(progress.line())
     console.print(progress.line(), style="dim", markup=False, highlight=False)

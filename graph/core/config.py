@@ -9,8 +9,10 @@ Example:
     5
     >>> Limits(max_tool_calls=20).max_tool_calls
     20
-    >>> LoopDetection(repeat=Repeat(warn_after=2, stop_after=4)).calls.window
-    20
+    >>> LoopDetection(repeat=Repeat(warn_after=2, stop_after=4)).layers  # given: switched on
+    ('no_progress', 'repeat', 'same_reply', 'per_tool', 'text')
+    >>> Limits(token_budget=10_000, budget_pressure={"threshold": 0.7}).budget_pressure.threshold
+    0.7
     >>> try:
     ...     LoopDetection(repeat=Repeat(warn_after=5, stop_after=3))
     ... except ValueError as exc:
@@ -29,27 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from langgraph_loop.core import prompts
 from langgraph_loop.core.removed import removed_field
 
-__all__ = [
-    "DEFAULT_LAYERS",
-    "LAYERS",
-    "Approval",
-    "ArgPolicy",
-    "BudgetPressure",
-    "Calls",
-    "Compaction",
-    "Cycle",
-    "Drift",
-    "Hooks",
-    "Iterations",
-    "Judge",
-    "JudgeVerdict",
-    "Limits",
-    "LoopDetection",
-    "NoProgress",
-    "Repeat",
-    "SameReply",
-    "StallDetection",
-]
+__all__ = ["DEFAULT_LAYERS", "LAYERS", "Approval", "ArgPolicy", "BudgetPressure", "Calls", "Compaction",
+           "Cycle", "Drift", "Hooks", "Iterations", "Judge", "JudgeVerdict", "Limits", "LoopDetection",
+           "NoProgress", "Repeat", "SameReply", "StallDetection"]
 
 
 class _Config(BaseModel):
@@ -94,12 +78,6 @@ class ArgPolicy(_Config):
     this tool. ``polls``: asking again while its result changes is waiting, not looping. A
     tool's metadata may declare the same (``loop_key``, ``loop_warn_after``,
     ``loop_stop_after``, ``loop_polls``; docs/loop-detection.md).
-
-    Example:
-        >>> ArgPolicy(ignore=("timestamp",)).ignore
-        ('timestamp',)
-        >>> ArgPolicy(keep=("path",), stop_after=5).stop_after
-        5
     """
 
     ignore: tuple[str, ...] = ()
@@ -132,10 +110,6 @@ class NoProgress(_Config):
             asking for it again stops.
         block_only_interleaved: block (rather than stop) only a repeat after which something
             new was done that may change what it sees (docs/loop-detection.md, "Reference").
-
-    Example:
-        >>> NoProgress(stop_after=4).warn_after
-        2
     """
 
     warn_after: int = Field(default=2, ge=1)
@@ -160,10 +134,6 @@ class Repeat(_Config):
         progress_factor: a repeated call whose own results keep changing warns and stops at
             this many times ``warn_after``/``stop_after`` (capped by the window).
         block: at ``stop_after`` the call is refused once before the run stops.
-
-    Example:
-        >>> Repeat(stop_after=6).warn_after
-        3
     """
 
     warn_after: int = Field(default=3, ge=1)
@@ -184,10 +154,6 @@ class Cycle(_Config):
         stop_after: rounds that stop.
         progress_factor: while a result of the round keeps changing, both counts are this
             many times higher (capped by the window).
-
-    Example:
-        >>> Cycle().stop_after
-        5
     """
 
     warn_after: int = Field(default=3, ge=1)
@@ -206,10 +172,6 @@ class Drift(_Config):
     Attributes:
         warn_after: such results in a row that warn.
         stop_after: such results in a row that stop.
-
-    Example:
-        >>> Drift().stop_after
-        4
     """
 
     warn_after: int = Field(default=3, ge=1)
@@ -227,10 +189,6 @@ class SameReply(_Config):
         stop_after: this many times in a row stops, whatever the results: a runaway, such
             as an insertion applied again and again (None: never; tools declared ``polls``
             whose results move are waiting).
-
-    Example:
-        >>> SameReply().stop_after
-        8
     """
 
     stop_after: int | None = Field(default=8, ge=2)
@@ -247,10 +205,6 @@ class Calls(_Config):
         read_only_tools: tools that change nothing (also MCP's ``readOnlyHint``).
         per_tool: caps on calls of one tool in the window: reaching one warns, exceeding stops.
         block_per_tool: a call over its tool's cap is refused once before the run stops.
-
-    Example:
-        >>> Calls(per_tool={"search": 8}).per_tool["search"]
-        8
     """
 
     window: int = Field(default=20, ge=2, le=1000)
@@ -294,12 +248,6 @@ class LoopDetection(_Config):
         calls: ``Calls``: the window, call identity, read-only tools, ``per_tool`` caps.
         ask_human: ``interrupt()`` with the evidence instead of a loop stop (needs a
             checkpointer; docs/loop-detection.md, "Let a person decide").
-
-    Example:
-        >>> LoopDetection(calls=Calls(per_tool={"search": 8})).calls.per_tool["search"]
-        8
-        >>> LoopDetection(repeat=Repeat(stop_after=6)).layers
-        ('no_progress', 'repeat', 'same_reply', 'per_tool', 'text')
     """
 
     layers: tuple[str, ...] = DEFAULT_LAYERS
@@ -401,10 +349,6 @@ class StallDetection(_Config):
     """Stop with ``stalled`` when the last ``consecutive`` iterations repeat themselves: the
     same answer, the same calls and results, or token totals within ``tolerance``
     (``max - min <= tolerance * min``); new work is never a stall (``nodes/stall.py``).
-
-    Example:
-        >>> StallDetection().consecutive
-        3
     """
 
     consecutive: int = Field(default=3, ge=2)
@@ -415,10 +359,6 @@ class BudgetPressure(_Config):
     """Finalize-now notice when agent tokens reach ``threshold × Limits.token_budget``
     (docs/token-budget.md): the run stops with ``budget_pressure`` at the end of that
     iteration unless it ends as ``completed`` anyway.
-
-    Example:
-        >>> BudgetPressure(threshold=0.7).threshold
-        0.7
     """
 
     threshold: float = Field(default=0.8, gt=0.0, lt=1.0)
@@ -440,12 +380,6 @@ class Limits(_Config):
             stopping (docs/token-budget.md).
         budget_scope: ``"run"`` (default): ``token_budget`` is per run; ``"thread"``: one
             budget for the whole thread.
-
-    Example:
-        >>> Limits(token_budget=10_000, budget_pressure={"threshold": 0.7}).budget_pressure.threshold
-        0.7
-        >>> Limits(token_budget=10_000, budget_check_in=True).budget_check_in
-        True
     """
 
     max_tool_calls: int | None = Field(default=None, ge=1)
@@ -467,10 +401,6 @@ class Limits(_Config):
 
 class Approval(_Config):
     """Human approval of gated tools through ``interrupt()``.
-
-    Example:
-        >>> Approval(tools=["delete_file"]).max_auto_rounds
-        3
     """
 
     tools: tuple[str, ...] = Field(min_length=1)
@@ -481,10 +411,6 @@ class Approval(_Config):
 
 class Compaction(_Config):
     """Replace the oldest messages by a summary when a request grows too large.
-
-    Example:
-        >>> Compaction(max_tokens=8000).keep_last
-        6
     """
 
     max_tokens: int = Field(ge=100)
@@ -500,10 +426,6 @@ class Hooks(_Config):
     ``terminated``). A hook that raises stops the run with ``CallbackError`` naming it.
     ``tool_filter(state, tools) -> tools`` chooses the tools offered to each model call; a
     call of a tool not offered is refused at execution.
-
-    Example:
-        >>> Hooks(on_tool_call=print).on_iteration_start is None
-        True
     """
 
     on_iteration_start: Callable[..., Any] | None = None
@@ -514,10 +436,6 @@ class Hooks(_Config):
 
 class JudgeVerdict(BaseModel):
     """The judge's structured answer.
-
-    Example:
-        >>> JudgeVerdict(answered=False, reasoning="the date is missing").answered
-        False
     """
 
     answered: bool = Field(description="True only if the original request is fully answered.")
@@ -526,11 +444,6 @@ class JudgeVerdict(BaseModel):
 
 class Judge(_Config):
     """A second model that decides whether the original request is answered.
-
-    Example:
-        >>> from langgraph_loop.scripted import ScriptedChatModel
-        >>> Judge(model=ScriptedChatModel(script=[]), criteria=["cite sources"]).criteria
-        ('cite sources',)
     """
 
     model: BaseChatModel
@@ -566,15 +479,6 @@ class Iterations(_Config):
         inject_progress: put the latest progress entry before the continuation text.
         fresh_context: later iterations see only the request, the progress log and their own.
         stall: stop (``stalled``) when iterations repeat themselves without new work.
-
-    Example:
-        >>> from langgraph_loop.scripted import ScriptedChatModel
-        >>> loop = Iterations(max=3, should_continue=lambda state: state["iteration"] < 2,
-        ...                   continuation=lambda state, feedback: "Check your answer once more.")
-        >>> loop.max, loop.max_model_calls, loop.stall
-        (3, 25, None)
-        >>> Iterations(judge={"model": ScriptedChatModel(script=[])}).judge.criteria
-        ()
     """
 
     max: int | None = Field(default=10, ge=1, strict=True)

@@ -19,10 +19,11 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, get_type_hints
+from dataclasses import field, is_dataclass, make_dataclass
+from typing import Any, Required, get_origin, get_type_hints
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
-from typing_extensions import is_typeddict
+from pydantic import BaseModel, TypeAdapter, ValidationError, create_model
+from typing_extensions import TypedDict, is_typeddict
 
 from langgraph_loop.core.config import Iterations, Limits, LoopDetection
 from langgraph_loop.core.removed import CONTEXT, removed_context
@@ -33,7 +34,8 @@ from langgraph_loop.core.state import (
     LoopDetectionOverrides,
 )
 
-__all__ = ["GROUPS", "OVERRIDES", "checked_groups", "explain", "given", "merged", "run_overrides"]
+__all__ = ["GROUPS", "OVERRIDES", "checked_groups", "context_type", "explain", "given", "merged",
+           "run_overrides"]
 
 OVERRIDES: tuple[str, ...] = tuple(LoopContext.__annotations__)
 """The keys a run's ``context=`` may hold (declared once, in ``LoopContext``): the groups."""
@@ -53,6 +55,40 @@ def _declared(schema: Any) -> set[str]:
     return set(fields or getattr(schema, "__annotations__", {}))
 
 
+def context_type(schema: Any) -> Any:
+    """The user's ``context_schema`` with the override groups declared beside its fields (same
+    name; a subclass of a dataclass or pydantic model), so that LangGraph's coercion of a dict
+    context and LangGraph Server, which drops undeclared keys, keep them.
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> @dataclass
+        ... class Ctx:
+        ...     user_id: str
+        >>> made = context_type(Ctx)(user_id="u", limits={"max_tool_calls": 2})
+        >>> isinstance(made, Ctx), made.limits
+        (True, {'max_tool_calls': 2})
+    """
+    declared = _declared(schema) if schema is not None else set(OVERRIDES)
+    groups = {k: v for k, v in get_type_hints(LoopContext).items() if k not in declared}
+    if not groups:
+        return schema
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        fields: Any = {k: (v | None, None) for k, v in groups.items()}
+        return create_model(schema.__name__, __base__=schema, __module__=schema.__module__, **fields)
+    if is_dataclass(schema) and isinstance(schema, type):
+        return make_dataclass(schema.__name__, [(k, v | None, field(default=None, kw_only=True))
+                                                for k, v in groups.items()],
+                              bases=(schema,), frozen=schema.__dataclass_params__.frozen,  # type: ignore[attr-defined]
+                              namespace={"__module__": schema.__module__})
+    if is_typeddict(schema):
+        own = {k: v if k not in schema.__required_keys__ or get_origin(v) is Required else Required[v]
+               for k, v in get_type_hints(schema, include_extras=True).items()}
+        return TypedDict(schema.__name__, {**own, **groups}, total=False)  # type: ignore[operator]
+    raise ValueError(f"context_schema: expected a TypedDict, a dataclass or a pydantic model, "
+                     f"got {schema!r:.60}")
+
+
 def run_overrides(context: Any, schema: Any = None) -> Mapping[str, Any] | None:
     """The per-run overrides a run's ``context=`` carries (None: none); the one place they
     are read from a context.
@@ -63,14 +99,6 @@ def run_overrides(context: Any, schema: Any = None) -> Mapping[str, Any] | None:
     (mapping keys or attributes), and a mapping key that is neither is an error.
 
     Example:
-        >>> from types import MappingProxyType
-        >>> dict(run_overrides(MappingProxyType({"limits": {"max_tool_calls": 2}})))
-        {'limits': {'max_tool_calls': 2}}
-        >>> try:
-        ...     run_overrides("max_tool_calls=2")
-        ... except ValueError as exc:
-        ...     print(str(exc)[:48])
-        context: expected a mapping of per-run overrides
         >>> from dataclasses import dataclass
         >>> @dataclass
         ... class Ctx:

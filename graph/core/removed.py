@@ -81,6 +81,9 @@ def removed_keyword(names: Iterable[str]) -> TypeError:
     names = sorted(names)
     lines = [f"create_loop_agent({n}=...) was removed in 0.4: use {KEYWORDS[n]}"
              for n in names if n in KEYWORDS]
+    if {"next_message", "prompt_factory"} <= set(names):  # 0.2 ran one of them: say it, drop none
+        lines.append("next_message and prompt_factory both become the one continuation: write "
+                     "one callback (state, feedback) -> str | None that does what both did")
     unknown = [n for n in names if n not in KEYWORDS]
     if unknown:
         lines.append(f"create_loop_agent: unknown arguments {unknown}")

@@ -51,7 +51,14 @@ from langgraph_loop.core.hosting import (
     overrides_hook,
 )
 from langgraph_loop.core.models import ChatRunnable, primary_chat_model, resolve_model
-from langgraph_loop.core.overrides import checked_groups, explain, given, merged, run_overrides
+from langgraph_loop.core.overrides import (
+    checked_groups,
+    context_type,
+    explain,
+    given,
+    merged,
+    run_overrides,
+)
 from langgraph_loop.core.removed import KEYWORDS, removed_keyword
 from langgraph_loop.core.shape import Shape
 from langgraph_loop.core.structured import StructuredOutput, resolve_response_format
@@ -161,6 +168,8 @@ class LoopSettings:
                                                        [*coerced, *kwargs["provider_tools"]])
         if kwargs.get("loop_detection") is not None:  # MCP read-only hints in tool metadata
             kwargs["loop_detection"] = kwargs["loop_detection"].with_tool_hints(coerced)
+        if kwargs.get("context_schema") is not None:  # the groups beside the user's fields
+            kwargs["context_schema"] = context_type(kwargs["context_schema"])
         check_state_schema(kwargs.get("state_schema"), "state_schema")
         for m in kwargs["middleware"]:
             check_state_schema(m.state_schema, f"middleware {m.name}")
@@ -297,20 +306,6 @@ _MODELS: dict[str, type[BaseModel]] = {
 def _check_types(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """Configuration objects of the right type (a dict of fields is validated into one)
     and a ``str`` system prompt; a ``ValueError`` names the argument.
-
-    Example:
-        >>> _check_types({"limits": {"max_tool_calls": 3}})["limits"].max_tool_calls
-        3
-        >>> try:
-        ...     _check_types({"limits": {"max_tool_calls": 0}})
-        ... except ValueError as exc:
-        ...     print(str(exc).splitlines()[0])
-        limits: max_tool_calls: Input should be greater than or equal to 1 (got 0)
-        >>> try:
-        ...     _check_types({"limits": {"final_answr": False}})
-        ... except ValueError as exc:
-        ...     print(str(exc)[:53])
-        limits: final_answr: unknown field (fields of Limits:
     """
     out: dict[str, Any] = {}
     for name, model in _MODELS.items():

@@ -1,15 +1,10 @@
 """The inner limits as pure decisions: time, the token budget and its check-in, budget
-pressure and consecutive tool errors (the checks after a reply: ``engine/decision.py: limit_stop``).
+pressure and consecutive tool errors (after a reply: ``engine/decision.py: limit_stop``).
 
-Each check returns a ``Guard`` (``core/stop.py``) saying why the run must stop, or None. What
-the user gets: ``docs/token-budget.md`` (the budget, its check-in and ``budget_scope``) and
-``docs/loop-detection.md#reference`` (``max_tool_errors``). Beyond it: ``call_guard`` lets a
-regular call out only if what is left covers it and a tools-free final answer after it
-(``answer_room`` bounds that answer, skipped below ``MIN_FINAL_OUTPUT``); ``budget_guard`` and
-``final_answer_room`` apply the rules to the graph's state, ``TokenBudgetMiddleware`` to a
-``create_agent`` thread (``spent_tokens``). A check-in answer is validated before anything is
-applied (``parse_budget_answer``). A *failed round* (every result an error) ignores answers
-the detector wrote itself; the scan walks back to the first success, the request or the limit.
+Each check returns a ``Guard`` (``core/stop.py``) or None; docs/token-budget.md says what the
+user gets. A regular call goes out only if what is left covers it and a tools-free final
+answer after it (``call_guard``); a *failed round* (every result an error) ignores the
+answers the detector wrote itself.
 
 Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel
@@ -46,42 +41,21 @@ from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, person_stop, stop_instruction
 
-__all__ = [
-    "BUDGET_ANSWER",
-    "BUDGET_TEXT",
-    "BUDGET_TITLE",
-    "MAX_EXTENSION",
-    "MIN_FINAL_OUTPUT",
-    "PRESSURE_SOURCE",
-    "BudgetAnswer",
-    "CheckIn",
-    "answer_room",
-    "budget_guard",
-    "budget_pressure_guard",
-    "budget_question",
-    "budget_spent",
-    "call_guard",
-    "check_in",
-    "count_tokens",
-    "estimate_input",
-    "estimate_tokens",
-    "failed_rounds",
-    "final_answer_room",
-    "max_tokens_of",
-    "parse_budget_answer",
-    "pressure_seen",
-    "redirect_message",
-    "run_budget",
-    "skipped_answer",
-    "spent_tokens",
-    "suggested_tokens",
-    "summary_room",
-    "timeout_guard",
-    "tool_errors_guard",
-]
+__all__ = ["BUDGET_ANSWER", "BUDGET_TEXT", "BUDGET_TITLE", "MAX_EXTENSION", "MIN_FINAL_OUTPUT",
+           "PRESSURE_SOURCE", "BudgetAnswer", "CheckIn", "answer_room", "budget_guard",
+           "budget_pressure_guard", "budget_question", "budget_spent", "call_guard", "check_in",
+           "count_tokens", "estimate_input", "estimate_tokens", "failed_rounds", "final_answer_room",
+           "max_tokens_of", "parse_budget_answer", "pressure_seen", "redirect_message", "run_budget",
+           "skipped_answer", "skipped_reply", "spent_tokens", "suggested_tokens", "summary_room",
+           "timeout_guard", "tool_errors_guard"]
 
 MIN_FINAL_OUTPUT = 50
 """The least output room (tokens) worth a final-answer call under a token budget."""
+
+NO_ROOM = ("(No answer: the run stopped ({reason}) with about {room:,} tokens of its token "
+           "budget left, fewer than the {least} an answer needs, so the model was not asked for "
+           "one. A larger token_budget leaves room for it.)")
+"""The run's last message when the budget leaves no room for a final answer."""
 
 PER_MESSAGE = 10
 """Tokens counted per message on top of its text (conservative)."""
@@ -176,10 +150,6 @@ def estimate_tokens(messages: Sequence[BaseMessage], tools: Sequence[BaseTool] =
                     per_message: int = 3) -> int:
     """A conservative count without the model's tokenizer: about 4 ASCII characters per token,
     half a token per UTF-8 byte of any other script, and ``per_message`` per message.
-
-    Example:
-        >>> estimate_tokens([HumanMessage("data " * 100)]) < estimate_tokens([HumanMessage("数据" * 100)])
-        True
     """
     base = count_tokens_approximately(list(messages), tools=list(tools) or None,
                                       extra_tokens_per_message=per_message)
@@ -191,11 +161,6 @@ def count_tokens(model: Any, messages: Sequence[BaseMessage], tools: Sequence[Ba
     """The model's own count (``get_num_tokens_from_messages``) when it has one that works,
     else ``estimate_tokens`` (``per_message``: its overhead per message): the one token
     counter of the loop (the budget counts ``PER_MESSAGE``, compaction the default).
-
-    Example:
-        >>> from langgraph_loop.scripted import ScriptedChatModel
-        >>> count_tokens(ScriptedChatModel(), [HumanMessage("x" * 400)]) > 100
-        True
     """
     if _has_counter(model):
         try:
@@ -304,6 +269,18 @@ def skipped_answer(room: int) -> str:
             f"{MIN_FINAL_OUTPUT} for an answer")
 
 
+def skipped_reply(why: Mapping[str, Any], room: int, name: str | None = None) -> AIMessage:
+    """The run's last message when no final answer fits (no model call): the loop says why,
+    so a run never ends on the user's own question (``messages[-1]``).
+
+    Example:
+        >>> skipped_reply({"guard": "limits", "reason": "token_budget"}, 12).content[:58]
+        '(No answer: the run stopped (token_budget) with about 12 t'
+    """
+    return AIMessage(NO_ROOM.format(reason=why.get("reason") or "stopped", room=max(room, 0),
+                                    least=MIN_FINAL_OUTPUT), name=name)
+
+
 def spent_tokens(messages: Sequence[BaseMessage], start: int = 0, model: Any = None) -> int:
     """Agent tokens of the replies in ``messages[start:]``: what each reported, or for a
     reply without usage what the model node would record (``count_tokens`` of the messages
@@ -340,6 +317,8 @@ BUDGET_TEXT = (
     "- Reject: stop here; the agent gives its final answer with what is left (your reason is "
     "passed to it).")
 """The check-in's description: where the budget stands and what each decision does."""
+WAITING = "Your message, sent to the agent with its next model call: {messages}"
+"""Added to the description while a person's redirect waits for the budget to allow a call."""
 ROUND_TO = 1000
 """The suggested extension is rounded up to a multiple of this."""
 
@@ -350,15 +329,6 @@ class BudgetAnswer(BaseModel):
     add ``message`` as theirs (and ``tokens``, if given).
 
     An extension is at most ``MAX_EXTENSION`` tokens.
-
-    Example:
-        >>> BudgetAnswer(action="extend", tokens=5000).tokens
-        5000
-        >>> try:
-        ...     BudgetAnswer(action="extend")
-        ... except ValueError as exc:
-        ...     print("'extend' needs 'tokens'" in str(exc))
-        True
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -393,9 +363,10 @@ def suggested_tokens(why: Guard) -> int:
     return max(ROUND_TO, -(-short // ROUND_TO) * ROUND_TO)
 
 
-def budget_question(why: Guard, scope: str = "run") -> HITLRequest:
+def budget_question(why: Guard, scope: str = "run", waiting: Sequence[BaseMessage] = ()) -> HITLRequest:
     """What the person is asked at the budget: a one-action human-in-the-loop request whose
-    ``tokens`` (``suggested_tokens``) a person approves or edits; reject stops.
+    ``tokens`` (``suggested_tokens``) a person approves or edits; reject stops. ``waiting``:
+    their messages of this check-in, not yet sent (quoted, so a paused thread shows them).
 
     Example:
         >>> q = budget_question({"guard": "limits", "reason": "token_budget", "limit": 2000,
@@ -410,6 +381,8 @@ def budget_question(why: Guard, scope: str = "run") -> HITLRequest:
     text = BUDGET_TEXT.format(scope="conversation" if scope == "thread" else scope,
                               spent=int(why.get("value") or 0), budget=int(why.get("limit") or 0),
                               needed=int(why.get("estimate") or 0), tokens=tokens)
+    if waiting:
+        text += "\n\n" + WAITING.format(messages=" / ".join(str(m.content) for m in waiting))
     return one_action(BUDGET_TITLE, {"tokens": tokens}, text)
 
 
@@ -500,7 +473,7 @@ def check_in(over: Callable[[int, Sequence[BaseMessage]], Guard | None], ask: Ca
     """
     added: list[HumanMessage] = []
     while (why := over(extra, added)) is not None:
-        answer = parse_budget_answer(ask(budget_question(why, scope)), suggested_tokens(why))
+        answer = parse_budget_answer(ask(budget_question(why, scope, added)), suggested_tokens(why))
         if answer.action == "stop":
             stopped: Guard = {**why, "human": person_stop(answer.message)}
             return CheckIn(extra, added, stopped)

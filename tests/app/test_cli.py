@@ -185,8 +185,58 @@ def test_unreachable_endpoint_is_one_line_and_a_hint(
     error, hint = error_lines(out)
     assert code == 2
     assert error.startswith(f"error: cannot reach the model endpoint {closed}")
-    assert hint.endswith("`langgraph-loop run \"...\" --thread t9` continues this thread")
+    assert hint.endswith(f"`langgraph-loop run hello --db {tmp_path / 't.sqlite'} --thread t9` "
+                         "retries it on this thread")
     assert len(waits) == 2 + 3 * 2  # retried (twice by the client in each of three graph attempts)
+
+
+def test_the_retry_hint_followed_as_written_asks_the_question_once(
+    openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import shlex
+
+    from tests.support.postgres import free_port
+
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")  # down
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    monkeypatch.setenv("LANGGRAPH_LOOP_MODEL", "m")
+    code, out = run_cli(capsys, "run", "What is 2+2?", "--db", str(tmp_path / "t.sqlite"))
+    hint = error_lines(out)[1]
+    assert code == 2
+    command = shlex.split(hint.split("`")[1])  # the hint's command, as a shell would read it
+    assert command[:3] == ["langgraph-loop", "run", "What is 2+2?"]
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)  # the endpoint is back
+    openai_server.script += [text("4.", usage=(10, 2))]
+    code, out = run_cli(capsys, *command[1:])
+    assert code == 0 and "4." in out.splitlines()
+    assert openai_server.requests[0]["messages"] == [{"role": "user", "content": "What is 2+2?"}]
+    thread = command[command.index("--thread") + 1]
+    code, out = run_cli(capsys, "show", thread, "--db", str(tmp_path / "t.sqlite"))
+    assert [line.split()[1] for line in out.splitlines() if line.split()[:1] in (["0"], ["1"], ["2"])
+            ] == ["user", "assistant"]  # the question stored once, then the answer
+
+
+def test_json_says_a_usage_error_on_stdout(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    code = main(["run", "hello", "--json", "--thread", "t1", "--db", str(tmp_path / "t.sqlite")])
+    out = capsys.readouterr()
+    result = json.loads(out.out)
+    assert code == 2 and result["exit_code"] == 2 and result["stop_reason"] is None
+    assert result["thread"] == "t1" and result["error"].startswith("no model configured.")
+    assert "error: no model configured" in out.err  # the person still reads it
+    with pytest.raises(SystemExit) as exited:  # a bad flag, found by the argument parser
+        main(["run", "hello", "--json", "--max-tool-calls", "none"])
+    out = capsys.readouterr()
+    result = json.loads(out.out)
+    assert exited.value.code == 2 and result["exit_code"] == 2
+    assert result["error"] == ("langgraph-loop run: argument --max-tool-calls: expected a number of "
+                               "tool calls, 1 or more, got 'none'")
+    assert "error: argument --max-tool-calls" in out.err
 
 
 def test_png_without_a_renderer_names_the_extra(

@@ -51,3 +51,10 @@ def test_the_sections_a_user_looks_for_are_there() -> None:
         assert name in headings, name
     assert headings.index("## Install") < headings.index("## Quickstart")
     assert Path(README.parent / "benchmarks" / "README.md").is_file()
+
+
+def test_right_after_the_two_commands_a_user_reads_how_to_install_it() -> None:
+    """Issue 43.12: a user of the library meets ``pip install`` before the developer set-up."""
+    after = TEXT.split("make test\n```\n", 1)[1].lstrip("\n").split("\n\n", 1)[0]
+    assert after.startswith("Using it in your own project? `pip install .` in a checkout")
+    assert "[Install](#install)" in after and "make" not in after.replace("no `make` needed", "")

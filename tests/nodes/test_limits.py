@@ -228,9 +228,10 @@ def test_pressure_then_budget_exceeded_in_the_final_pass_is_token_budget(
     assert state["stop_reason"] == StopReason.TOKEN_BUDGET
     assert model.request_tools == [["search"], ["search"]]
     assert model.requests[1][-1].name == "budget_notice"
-    assert [(m.type, m.name if m.type == "human" else None) for m in state["messages"][-3:]] == [
-        ("human", "budget_notice"), ("ai", None), ("tool", None)]
-    assert state["messages"][-1].status == "error"
+    assert [(m.type, m.name if m.type == "human" else None) for m in state["messages"][-4:]] == [
+        ("human", "budget_notice"), ("ai", None), ("tool", None), ("ai", None)]
+    assert state["messages"][-2].status == "error"
+    assert state["messages"][-1].content.startswith("(No answer: the run stopped (token_budget)")
     assert state["iterations"][-1]["guard"]["final_answer"].startswith("skipped")
 
 
@@ -442,7 +443,7 @@ def test_no_room_for_the_final_answer_ends_without_it_and_says_so(
     scripted: list[ScriptedChatModel],
 ) -> None:
     """One reply overshoots the budget (a regular call is not bounded): its calls get error
-    ToolMessages and there is no final call."""
+    ToolMessages and there is no final call: the loop's own last message says why (issue 43.12)."""
     model = ScriptedChatModel(script=[ai(calls=[("search", {"q": "a"})], total=100),
                                       ai(calls=[("search", {"q": "b"})], total=950)],
                               no_tools_reply="never sent")
@@ -451,8 +452,12 @@ def test_no_room_for_the_final_answer_ends_without_it_and_says_so(
     state = agent.invoke(go())
     assert state["stop_reason"] == StopReason.TOKEN_BUDGET
     assert model.request_tools == [["search"], ["search"]]
-    last = state["messages"][-1]
+    last, said = state["messages"][-2:]
     assert last.type == "tool" and last.status == "error" and "token budget" in last.content
+    assert said.type == "ai" and not said.tool_calls and said.content == (
+        "(No answer: the run stopped (token_budget) with about 0 tokens of its token budget left, "
+        "fewer than the 50 an answer needs, so the model was not asked for one. A larger "
+        "token_budget leaves room for it.)")
     guard = state["iterations"][-1]["guard"]
     assert guard["final_answer"].startswith("skipped: the token budget leaves about 0 tokens")
     assert state["loop_notices"] == []
@@ -574,6 +579,29 @@ def test_a_redirect_with_tokens_reaches_the_model_after_the_tool_results(
     assert done["iteration"] == 1  # the same run, the same pass
 
 
+def test_a_redirect_with_too_few_tokens_asks_again_showing_the_persons_message(
+        scripted: list[ScriptedChatModel], tmp_path: Path) -> None:
+    """Issue 43.12: while the budget still does not allow a call, the paused thread shows the
+    person's redirect (in the question it asks again); approving then sends it once."""
+    first, second, third = researcher(), researcher(), researcher()
+    scripted += [first, second, third]
+    with SqliteSaver.from_conn_string(str(tmp_path / "r.db")) as saver:
+        config = thread()
+        checking(first, saver).invoke(go(), config)
+        checking(second, saver).invoke(Command(resume=add_tokens(1, "Please wrap up now.")), config)
+        paused = checking(second, saver).get_state(config)
+        (question,) = paused.interrupts
+        (action,) = question.value["action_requests"]
+        assert action["description"].endswith(
+            "\n\nYour message, sent to the agent with its next model call: Please wrap up now.")
+        assert second.requests == []  # still no call
+        done = checking(third, saver).invoke(Command(resume={"decisions": [{"type": "approve"}]}),
+                                             config)
+    (sent,) = third.requests
+    assert [k for k, _ in shape_of(sent)][-3:] == ["ai", "tool", "redirect"]
+    assert [m.content for m in done["messages"] if is_redirect(m)] == ["Please wrap up now."]
+
+
 def test_a_wrong_answer_leaves_the_graph_paused_for_a_valid_one(
         scripted: list[ScriptedChatModel], tmp_path: Path) -> None:
     first, second = researcher(8), researcher(8)
@@ -657,3 +685,14 @@ def test_a_wrong_budget_answer_is_refused(wrong: Any) -> None:
 def test_the_check_in_takes_tokens_as_a_number_or_its_text(tokens: Any) -> None:
     from langgraph_loop.engine.limits import parse_budget_answer
     assert parse_budget_answer(add_tokens(tokens)).tokens == 5000
+
+
+def test_a_budget_too_small_for_the_first_call_ends_on_an_assistant_message_saying_why() -> None:
+    """Issue 43.12: the README's ``messages[-1]`` is an answer, not the user's own question."""
+    model = ScriptedChatModel(script=[], no_tools_reply="never sent")
+    state = create_loop_agent(model, limits=Limits(token_budget=20)).invoke(
+        {"messages": [HumanMessage("What is the capital of France? Please explain.")]})
+    assert state["stop_reason"] == StopReason.TOKEN_BUDGET and model.calls == 0
+    assert [m.type for m in state["messages"]] == ["human", "ai"]
+    assert state["messages"][-1].content.startswith(
+        "(No answer: the run stopped (token_budget) with about 0 tokens of its token budget left")
