@@ -1,23 +1,12 @@
 """The ``router`` node: the one place that ends an iteration, records it, and decides.
 
-Every path to the end of a run goes through here: natural iteration ends (continue or
-stop) and stops decided elsewhere (limits, loop detector), so every iteration gets its
-record and undelivered notices are dropped when a run ends.
-
-Deciding at the end of an iteration (``decide``): with neither a predicate nor a judge
-the first natural completion ends the run (``completed``). On the capped iteration
-neither is asked (``max_iterations``). The predicate is asked first; if it asks to
-continue the loop continues; if it says stop, the judge (when configured) decides.
-
-When the loop would otherwise continue, ``guard_at_iteration_end`` may still stop it, in
-order: the **time cap** (``timeout``), **budget pressure** once the model has seen the
-notice (``budget_pressure``), a **stall** over the run's records (``stalled``).
-
-The next iteration starts with a *continuation message* (``name="loop_continue"``): the
-default text (with the feedback from the predicate or the judge), or the text of
-``Iterations.continuation`` (None from it re-sends the previous iteration's input). With
-``inject_progress`` and a kept transcript only the latest progress entry is added: the
-transcript already holds the earlier iterations.
+Every path to the end of a run goes through here (stops decided elsewhere too), so every
+iteration gets its record and undelivered notices are dropped when a run ends. ``decide``: with
+neither a predicate nor a judge the first natural completion ends the run; on the capped
+iteration neither is asked; the predicate first, and if it says stop, the judge. A run that
+would continue may still stop at ``guard_at_iteration_end`` (time cap, budget pressure once the
+model saw the notice, stall). The next iteration starts with a continuation message: the default
+text with the feedback, or ``Iterations.continuation``'s (None re-sends the previous input).
 
 Example:
     >>> decide(iteration=1, max_iterations=10, has_condition=False, predicate=None, verdict=None)
@@ -186,11 +175,8 @@ def resend_message(
     fresh_context: bool,
     feedback: str | None,
 ) -> HumanMessage:
-    """The continuation returned None: re-send the previous iteration's input.
-
-    Its content is kept as it was (multimodal included). With fresh context the
-    run's original request is already in every request, so re-sending it would
-    duplicate it: the default text is sent instead.
+    """The continuation returned None: re-send the previous iteration's input as it was (with
+    fresh context the run's request is in every request already: the default text instead).
 
     Example:
         >>> first = HumanMessage("Write a haiku.", id="r1")
