@@ -75,12 +75,8 @@ def retry_text(error: StructuredOutputError, handle_errors: Any) -> str | None:
 
 
 def read_tool_answer(ai: AIMessage, structured: StructuredOutput) -> tuple[list[ToolMessage], Any]:
-    """The answers to the reply's output-tool calls and the parsed response (None when the
-    model must try again).
-
-    Raises:
-        StructuredOutputError: the failure, when ``handle_errors`` does not cover it.
-    """
+    """The answers to the reply's output-tool calls and the parsed response (None: the model
+    must try again); ``StructuredOutputError`` when ``handle_errors`` does not cover a failure."""
     strategy = structured.strategy
     assert isinstance(strategy, ToolStrategy)
     calls = [c for c in ai.tool_calls if c["name"] in structured.tool_names]
@@ -105,11 +101,8 @@ def read_tool_answer(ai: AIMessage, structured: StructuredOutput) -> tuple[list[
 
 
 def read_native_answer(ai: AIMessage, structured: StructuredOutput) -> Any:
-    """The reply's text parsed with the ``ProviderStrategy`` schema.
-
-    Raises:
-        StructuredOutputValidationError: the text is not valid JSON for the schema.
-    """
+    """The reply's text parsed with the ``ProviderStrategy`` schema (else
+    ``StructuredOutputValidationError``)."""
     strategy = structured.strategy
     assert isinstance(strategy, ProviderStrategy)
     try:

@@ -67,14 +67,9 @@ def normalize_predicate(result: Any) -> tuple[bool, str | None]:
     raise TypeError(f"should_continue must return bool or (bool, feedback), got {result!r}")
 
 
-def decide(
-    *,
-    iteration: int,
-    max_iterations: int | None,
-    has_condition: bool,
-    predicate: tuple[bool, str | None] | None,
-    verdict: dict[str, Any] | None,
-) -> tuple[StopReason | None, str | None]:
+def decide(*, iteration: int, max_iterations: int | None, has_condition: bool,
+           predicate: tuple[bool, str | None] | None,
+           verdict: dict[str, Any] | None) -> tuple[StopReason | None, str | None]:
     """Stop reason (None = continue) and the feedback for the next iteration."""
     if not has_condition:
         return StopReason.COMPLETED, None
@@ -168,13 +163,8 @@ def continuation_message(content: str | list[Any]) -> HumanMessage:
     return loop_message(content, name=CONTINUE_NAME, id=uuid.uuid4().hex)
 
 
-def resend_message(
-    previous: Sequence[BaseMessage] | None,
-    *,
-    request_id: str | None,
-    fresh_context: bool,
-    feedback: str | None,
-) -> HumanMessage:
+def resend_message(previous: Sequence[BaseMessage] | None, *, request_id: str | None,
+                   fresh_context: bool, feedback: str | None) -> HumanMessage:
     """The continuation returned None: re-send the previous iteration's input as it was (with
     fresh context the run's request is in every request already: the default text instead).
 

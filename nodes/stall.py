@@ -78,9 +78,8 @@ def _same(records: Sequence[IterationRecord], key: str) -> bool:
     return len(values) == 1 and None not in values
 
 
-def stall_guard(
-    records: Sequence[IterationRecord], config: StallDetection, *, new_work: Mapping[int, bool]
-) -> Guard | None:
+def stall_guard(records: Sequence[IterationRecord], config: StallDetection, *,
+                new_work: Mapping[int, bool]) -> Guard | None:
     """The stall the last ``consecutive`` records show, or None (see module docstring)."""
     window = list(records)[-config.consecutive :]
     if len(window) < config.consecutive:

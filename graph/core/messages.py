@@ -232,9 +232,8 @@ def unanswered_tail(messages: Sequence[BaseMessage]) -> tuple[int, list[str]]:
 
 # --- the deferred-notice queue ---------------------------------------------------------------
 
-def queue_notice(
-    pending: Sequence[Notice] | None, *, run: str, key: str, text: str, source: str
-) -> list[Notice]:
+def queue_notice(pending: Sequence[Notice] | None, *, run: str, key: str, text: str,
+                 source: str) -> list[Notice]:
     """Return the queue with a notice added, unless one with the same key is queued."""
     current = list(pending or [])
     if any(n["key"] == key and n["run"] == run for n in current):

@@ -81,11 +81,8 @@ def _check(model: Any) -> None:
 
 
 def resolve_model(model: Any) -> ChatRunnable:
-    """The model to call: a string through ``init_chat_model``, anything else checked.
-
-    Raises:
-        ValueError: ``model`` is none of the accepted kinds (the message lists them).
-    """
+    """The model to call: a string through ``init_chat_model``, anything else checked (a
+    ``ValueError`` listing the accepted kinds)."""
     if isinstance(model, str):
         model = init_chat_model(model)
     _check(model)

@@ -85,11 +85,8 @@ def result_text(content: Any) -> str:
 
 
 def content_hash(content: Any, *, normalized: bool = True) -> str:
-    """A short hash of a tool result: equal for the same result (``engine/normalize.py``).
-
-    A result is hashed twice per round, normalized once: the last ``MEMO_RESULTS`` hashes are
-    kept, keyed by a long text's length, ends and ``hash()`` so little text is kept alive.
-    """
+    """A short hash of a tool result, equal for the same result once normalized; memoized (the
+    last ``MEMO_RESULTS``; a long text keyed by its length, ends and ``hash()``)."""
     text = content if isinstance(content, str) else result_text(content)
     if not normalized:
         return digest(text, HASH_LEN)
@@ -853,20 +850,11 @@ def _allowed(finding: Finding, allowed: Mapping[str, int] | None) -> bool:
     return since is not None and finding.count < since + finding.threshold
 
 
-def observe(
-    detector: Mapping[str, Any],
-    ai: AIMessage,
-    results: Sequence[ToolMessage],
-    config: LoopDetection,
-    allowed: Mapping[str, int] | None = None,
-    *,
-    calls: Sequence[SignedCall] | None = None,
-) -> Observation:
-    """Absorb the previous round's ``results``, then run the layers on the reply ``ai``.
-
-    ``detector`` (``{}`` at a run's start) is never mutated; ``allowed``: finding key → its count
-    when a person let that loop go on; ``calls``: ``sign_calls(ai, config)``, if already made.
-    """
+def observe(detector: Mapping[str, Any], ai: AIMessage, results: Sequence[ToolMessage],
+            config: LoopDetection, allowed: Mapping[str, int] | None = None, *,
+            calls: Sequence[SignedCall] | None = None) -> Observation:
+    """Absorb the previous round's ``results``, then run the layers on the reply ``ai``
+    (``detector`` is never mutated; ``allowed``: finding key → the count a person let go on)."""
     det = absorb(detector or {}, results, config)
     if is_cut(ai):  # cut while it streamed (no calls left): a notice, or the stop
         cuts = det.get("cuts", 0) + 1

@@ -115,16 +115,10 @@ def without_tool_calls(message: AIMessage, keep: Collection[str] = ()) -> AIMess
     for key, (*calls, ended) in _CALL_FINISH.items():
         if not kept and metadata.get(key) in calls:
             metadata[key] = ended
-    return message.model_copy(
-        update={
-            "content": _without_call_blocks(message.content, {c.get("id") for c in dropped}),
-            "tool_calls": kept,
-            "invalid_tool_calls": [],
-            "tool_call_chunks": [],
-            "additional_kwargs": kwargs,
-            "response_metadata": metadata,
-        }
-    )
+    content = _without_call_blocks(message.content, {c.get("id") for c in dropped})
+    return message.model_copy(update={"content": content, "tool_calls": kept, "invalid_tool_calls": [],
+                                      "tool_call_chunks": [], "additional_kwargs": kwargs,
+                                      "response_metadata": metadata})
 
 
 def stop_notice(why: Guard, run: str) -> Notice:
