@@ -296,13 +296,6 @@ class RouterNode(Runnable[LoopState, dict[str, Any]]):
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
 
-    def _continuation_call(self, end: _End) -> tuple[Any, tuple[Any, ...], str] | None:
-        """The callback that writes the next input (named as the user gave it)."""
-        continuation = end.settings.iterations.continuation
-        if continuation is None:
-            return None
-        return continuation, (end.view, end.feedback), "continuation"
-
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:
         """Sync entry point."""
@@ -329,9 +322,10 @@ class RouterNode(Runnable[LoopState, dict[str, Any]]):
                            if hooks.on_iteration_end is not None else None)
         if end.stop is not None:
             return update
-        call = self._continuation_call(end)
-        text = (yield callback(call[0], *call[1], name=call[2])) if call is not None else None
-        update = end.next_iteration(update, end.continuation(text, call is not None))
+        continuation = end.settings.iterations.continuation
+        text = ((yield callback(continuation, end.view, end.feedback, name="continuation"))
+                if continuation is not None else None)
+        update = end.next_iteration(update, end.continuation(text, continuation is not None))
         if hooks.on_iteration_start is not None:
             yield callback(hooks.on_iteration_start, end.start_view(update), name="hooks.on_iteration_start")
         emit(get_runtime(), {"event": "iteration_start", "iteration": update["iteration"]})
