@@ -248,12 +248,11 @@ def _dump(value: Any) -> str:
 def call_signature(name: str | None, args: Any, config: LoopDetection | None = None, *,
                    malformed: bool = False, dumped: str | None = None) -> str:
     """Tool name + canonical JSON of its (policy-filtered) arguments (``dumped``: theirs), hashed."""
-    value = canonical_args(args) if isinstance(args, str) else args
+    value = canonical_args(args)
     if malformed:
         return digest(_dump([name, {"__malformed__": value if isinstance(value, str) else _dump(value)}]),
                       SIG_LEN)
-    policies = config is not None and config.calls.arg_policies
-    kept = _apply_policy(str(name), value, config) if policies else value
+    kept = _apply_policy(str(name), value, config)
     if kept is value and dumped is not None:  # = _dump([name, value])
         named = encode_basestring(name) if type(name) is str else _ENCODER.encode(name)
         return digest(f"[{named},{dumped}]", SIG_LEN)
@@ -267,10 +266,9 @@ def args_text(args: Any, *, malformed: bool = False, dumped: str | None = None) 
         >>> args_text('{"b": 1, "a": 2}'), args_text("{oops", malformed=True)
         ('{"a":2,"b":1}', '<invalid JSON arguments: {oops>')
     """
-    value = canonical_args(args) if isinstance(args, str) else args
-    text = value if isinstance(value, str) else dumped if dumped is not None else _dump(value)
-    if len(text) > LABEL_ARGS:
-        text = text[: LABEL_ARGS - 1] + "…"
+    value = canonical_args(args)
+    text = clip(value if isinstance(value, str) else dumped if dumped is not None else _dump(value),
+                LABEL_ARGS)
     return f"<invalid JSON arguments: {text}>" if malformed else text
 
 
@@ -315,7 +313,7 @@ def sign_calls(ai: AIMessage, config: LoopDetection | None = None) -> list[Signe
     paths = config is not None and config.no_progress.path_excuse
     out = []
     for c in ai.tool_calls:
-        args = canonical_args(c["args"]) if isinstance(c["args"], str) else c["args"]
+        args = canonical_args(c["args"])
         dumped = _dump(args)
         named, folders = path_keys(args, dumped=dumped) if paths else ((), ())
         out.append(SignedCall(str(c.get("id")), call_signature(c["name"], args, config, dumped=dumped),
