@@ -194,11 +194,10 @@ class _End:
         iteration = state.get("iteration", 1)
         loop = settings.iterations
         self.has_condition = loop.should_continue is not None or loop.judge is not None
-        capped = settings.iterations.max is not None and iteration >= settings.iterations.max
+        capped = loop.max is not None and iteration >= loop.max
         self.predicate = iteration_info(state).get("predicate")
-        self.asks_predicate = (self.stop is None and self.has_condition and not capped
-                               and self.predicate is None and settings.iterations.should_continue is not None)
         self.ask = self.stop is None and self.has_condition and not capped
+        self.asks_predicate = self.ask and self.predicate is None and loop.should_continue is not None
         self.record: IterationRecord = {}
         self.progress: list[str] = []
 
