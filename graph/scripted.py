@@ -1,14 +1,11 @@
 """A scripted chat model: the built-in demo model and the test driver.
 
-It replays a script of replies, supports ``bind_tools`` like a real provider, streams
-token chunks, reports deterministic usage, and records every request it receives.
-
-Script items: a ``str`` (text answer), an ``AIMessage``, a list of ``(name, args)``
-pairs (parallel tool calls), an ``Exception`` (raised), or a callable
-``(messages) -> item``. When the script runs out, ``default`` is used; without
-one the model raises a clear error. ``no_tools_reply`` (optional) answers requests that let
-the model call no tool (none bound, or ``tool_choice="none"``), such as the loop's
-final-answer call, without using the script.
+It replays a script of replies, binds tools like a real provider, streams token chunks,
+reports deterministic usage, and records every request. Script items: a ``str`` (text answer),
+an ``AIMessage``, a list of ``(name, args)`` pairs (parallel tool calls), an ``Exception``
+(raised), or a callable ``(messages) -> item``. When the script runs out, ``default`` is used
+(without one: ``ScriptExhaustedError``). ``no_tools_reply`` answers requests that let the model
+call no tool (such as the loop's final-answer call) without using the script.
 
 Example:
     >>> from langchain_core.messages import HumanMessage
@@ -71,9 +68,8 @@ class ScriptedChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "scripted"
 
-    def bind_tools(
-        self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any
-    ) -> Runnable[LanguageModelInput, AIMessage]:
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None,
+                   **kwargs: Any) -> Runnable[LanguageModelInput, AIMessage]:
         """Bind tools in the OpenAI format, as real providers do; provider-side tool dicts
         (``{"type": "web_search"}``) are bound as they are."""
         formatted = [t if _provider_side(t) else convert_to_openai_tool(t) for t in tools]
@@ -102,9 +98,7 @@ class ScriptedChatModel(BaseChatModel):
             elif self.default is not None:
                 item = self.default
             else:
-                raise ScriptExhaustedError(
-                    f"scripted model: script of {len(self.script)} replies exhausted"
-                )
+                raise ScriptExhaustedError(f"scripted model: script of {len(self.script)} replies exhausted")
         return self._to_message(item, messages, kwargs.get("max_tokens", self.max_tokens))
 
     def _to_message(self, item: Any, messages: list[BaseMessage],
@@ -118,10 +112,8 @@ class ScriptedChatModel(BaseChatModel):
         elif isinstance(item, AIMessage):
             message = item.model_copy()
         elif isinstance(item, list):
-            calls = [
-                {"name": name, "args": args, "id": f"call_{next(_IDS)}", "type": "tool_call"}
-                for name, args in item
-            ]
+            calls = [{"name": name, "args": args, "id": f"call_{next(_IDS)}", "type": "tool_call"}
+                     for name, args in item]
             message = AIMessage(content="", tool_calls=calls)
         else:
             raise TypeError(f"scripted model: unsupported script item {item!r}")
@@ -132,27 +124,16 @@ class ScriptedChatModel(BaseChatModel):
             if max_tokens is not None and out > max_tokens:  # cut, as a provider would
                 out = max_tokens
                 message.content = text[: max(0, max_tokens - 5) * 4]
-            message.usage_metadata = {
-                "input_tokens": inp, "output_tokens": out, "total_tokens": inp + out,
-            }
+            message.usage_metadata = {"input_tokens": inp, "output_tokens": out, "total_tokens": inp + out}
         return message
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         return ChatResult(generations=[ChatGeneration(message=self._next(messages, kwargs))])
 
-    def _stream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> Iterator[ChatGenerationChunk]:
+    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                run_manager: CallbackManagerForLLMRun | None = None,
+                **kwargs: Any) -> Iterator[ChatGenerationChunk]:
         message = self._next(messages, kwargs)
         for chunk in _chunks(message):
             if run_manager and isinstance(chunk.content, str) and chunk.content:
@@ -166,17 +147,10 @@ def _chunks(message: AIMessage) -> Iterator[AIMessageChunk]:
     words = text.split(" ") if text else []
     for i, word in enumerate(words):
         yield AIMessageChunk(content=word if i == 0 else " " + word, id=message.id)
-    calls = [
-        tool_call_chunk(name=c["name"], args=_json(c["args"]), id=c["id"], index=i)
-        for i, c in enumerate(message.tool_calls)
-    ]
-    yield AIMessageChunk(
-        content="" if words else message.content,
-        tool_call_chunks=calls,
-        usage_metadata=message.usage_metadata,
-        id=message.id,
-        chunk_position="last",
-    )
+    calls = [tool_call_chunk(name=c["name"], args=json.dumps(c["args"]), id=c["id"], index=i)
+             for i, c in enumerate(message.tool_calls)]
+    yield AIMessageChunk(content="" if words else message.content, tool_call_chunks=calls,
+                         usage_metadata=message.usage_metadata, id=message.id, chunk_position="last")
 
 
 def _provider_side(tool: Any) -> bool:
@@ -203,10 +177,6 @@ def _usable_tools(defined: list[str], tool_choice: Any) -> list[str]:
     if isinstance(tool_choice, str) and tool_choice in defined:
         return [tool_choice]
     return defined
-
-
-def _json(args: Any) -> str:
-    return json.dumps(args)
 
 
 def repeat(item: Any) -> Callable[[list[BaseMessage]], Any]:

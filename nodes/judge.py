@@ -1,22 +1,16 @@
 """The ``judge`` node: at a natural iteration end, ask the predicate, then a second model.
 
-Order: on the capped iteration nothing is asked (the router stops with
-``max_iterations``). The predicate is asked first and its answer is stored in
-``iteration_info["predicate"]`` for the router; if it asks to continue, the judge model
-is not called. Otherwise the judge model sees its instructions (criteria filled in), the
-run's original request (content kept as sent, images included) and the latest answer,
-and returns a ``JudgeVerdict`` through ``with_structured_output`` (text fallback below).
-Judge calls run with ``tags=["judge"]`` and ``run_name="judge"`` so streaming UIs can
-hide them; their usage goes to ``judge_usage``. A failed call is retried once as a plain
-text call (which also covers models whose structured mode fails); a second failure
-counts as "not answered", with the error in the verdict (and so in the iteration record).
+Nothing is asked on the capped iteration. The predicate's answer is kept in
+``iteration_info["predicate"]`` for the router; if it asks to continue, the judge is not called.
+The judge sees its instructions, the run's original request (as sent) and the latest answer, and
+returns a ``JudgeVerdict``; its calls are tagged ``judge`` and counted in ``judge_usage``. A
+failed call is retried once as plain text; a second failure reads "not answered", with the error
+in the verdict.
 
-**Reading a verdict.** A structured ``JudgeVerdict`` is used when the judge model returns
-one. Otherwise the reply text is read: the instructions ask for a last line
-``VERDICT: DONE`` or ``VERDICT: MORE``. ``MORE`` wins when both appear, no marker means
-"not answered", and a negative JSON verdict in the text (``"answered": false``) never
-reads as success. The markers are chosen so neither contains the other, nor the JSON
-field name (``UNANSWERED`` contains ``ANSWERED``; ``DONE``/``MORE`` have no such trap).
+**Reading a verdict in text.** The instructions ask for a last line ``VERDICT: DONE`` or
+``VERDICT: MORE``. ``MORE`` wins when both appear, no marker means "not answered", and a negative
+JSON verdict in the text (``"answered": false``) never reads as success. The markers are chosen so
+neither contains the other, nor the JSON field name (``UNANSWERED`` contains ``ANSWERED``).
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -27,15 +21,8 @@ Example:
     ['system', 'human', 'human', 'human']
     >>> parse_text_verdict("Looks complete.\\nVERDICT: DONE")
     {'answered': True, 'reasoning': 'Looks complete.'}
-    >>> parse_text_verdict("VERDICT: DONE ... actually no. VERDICT: MORE")["answered"]
-    False
     >>> parse_text_verdict('{"answered": false, "reasoning": "no sources"} VERDICT: DONE')
     {'answered': False, 'reasoning': 'no sources'}
-    >>> parse_text_verdict("I think it is fine.")["answered"]
-    False
-    >>> print(judge_instructions(None, ["cite sources"]).split("\\n\\n")[-1])
-    The response must satisfy all of the following criteria:
-    - cite sources
 """
 
 from __future__ import annotations
@@ -72,15 +59,8 @@ from langgraph_loop.core.structured import StructuredReply, as_structured
 from langgraph_loop.nodes.binding import JUDGE, tagged
 from langgraph_loop.nodes.router import normalize_predicate
 
-__all__ = ["JUDGE_TAG", "JudgeNode", "criteria_block", "judge_config", "judge_instructions",
-           "judge_request", "original_request", "parse_text_verdict", "resolve_verdict"]
-
-JUDGE_TAG = JUDGE
-
-
-def judge_config(config: RunnableConfig | None) -> RunnableConfig:
-    """The node's config with the judge's tag and run name."""
-    return tagged(config or {}, JUDGE)
+__all__ = ["JudgeNode", "criteria_block", "judge_instructions", "judge_request", "original_request",
+           "parse_text_verdict", "resolve_verdict"]
 
 
 def original_request(state: LoopState) -> BaseMessage | None:
@@ -123,10 +103,8 @@ def criteria_block(criteria: Sequence[str]) -> str:
 
 
 def judge_instructions(instructions: str | None, criteria: Sequence[str]) -> str:
-    """The judge's system prompt with ``{criteria}`` filled in.
-
-    Custom instructions that do not mention the ``VERDICT:`` markers get the marker
-    instruction appended, so the text fallback still works for them.
+    """The judge's system prompt with ``{criteria}`` filled in; custom instructions without the
+    ``VERDICT:`` markers get the marker instruction appended (the text fallback needs it).
 
     Example:
         >>> judge_instructions("Be strict.{criteria}", ["short"]).startswith("Be strict.")
@@ -166,7 +144,7 @@ def _bounded(text: str) -> str:
 
 
 def parse_text_verdict(text: str) -> dict[str, Any]:
-    """Read a verdict from a reply that is not structured (see module docstring)."""
+    """Read a verdict from a reply that is not structured (the rules: module docstring)."""
     marks = {m.upper() for m in _MARKER.findall(text)}
     obj = _json_object(text)
     in_json = _json_answered(text, obj)
@@ -277,10 +255,11 @@ class JudgeNode(Runnable[LoopState, dict[str, Any]]):
             if go:
                 return {"iteration_info": info}
         errors: list[str] = []
-        for runnable, structured in self._attempts(settings.iterations.judge):
+        judge = settings.iterations.judge
+        for runnable, structured in self._attempts(judge):
             try:
                 result = yield Io(runnable.invoke, runnable.ainvoke,
-                                  (judge_request(state, settings.iterations.judge), judge_config(config)))
+                                  (judge_request(state, judge), tagged(config or {}, JUDGE)))
                 verdict, usage = _read(result, structured)
             except GraphBubbleUp:
                 raise

@@ -1,25 +1,12 @@
 """The ``respond`` node: read the structured answer ``response_format`` asks for.
 
-As under ``create_agent``, the response format is bound on every model call of the loop
-(``nodes/binding.py``): ``ToolStrategy`` adds one output tool per schema and makes the model
-call a tool, ``ProviderStrategy`` asks the provider for JSON. The edge after ``model`` (after
-the loop detector when it acts) comes here when the newest reply carries the answer: a call
-of an output tool, or with ``ProviderStrategy`` a reply without tool calls. The node parses
-it with LangChain's bindings (``langchain.agents.structured_output``) and writes
-``structured_response``; the answer then ends the iteration like a text answer (the
-predicate or the judge may still ask for another one, which replaces it).
-
-- ``ToolStrategy``: each output-tool call is answered with a ToolMessage (the strategy's
-  ``tool_message_content``, else "Returning structured response: ..."). A call that does
-  not parse, or several output calls in one reply, are answered with the text
-  ``handle_errors`` gives and the model is asked again (``structured_response`` cleared);
-  when ``handle_errors`` does not cover the error it is raised. The agent's other calls in
-  the same reply still run.
-- ``ProviderStrategy``: the reply's text is parsed; text that does not parse raises
-  ``StructuredOutputValidationError``.
-
-After a stop, the final-answer call is made with the format bound too (an output tool
-forced), so the run still ends on a structured answer when one fits.
+As under ``create_agent``, the format is bound on every model call (``nodes/binding.py``), the
+final-answer call included, and parsed with LangChain's bindings; the answer ends the iteration
+like a text answer (docs/architecture.md, "The graph"). ``ToolStrategy``: each output-tool call
+is answered with a ToolMessage; a call that does not parse, or several in one reply, get the text
+``handle_errors`` gives and the model is asked again (an error it does not cover is raised); the
+reply's other calls still run. ``ProviderStrategy``: text that does not parse raises
+``StructuredOutputValidationError``.
 
 Example:
     >>> from pydantic import BaseModel
@@ -88,12 +75,8 @@ def retry_text(error: StructuredOutputError, handle_errors: Any) -> str | None:
 
 
 def read_tool_answer(ai: AIMessage, structured: StructuredOutput) -> tuple[list[ToolMessage], Any]:
-    """The answers to the reply's output-tool calls and the parsed response (None when the
-    model must try again).
-
-    Raises:
-        StructuredOutputError: the failure, when ``handle_errors`` does not cover it.
-    """
+    """The answers to the reply's output-tool calls and the parsed response (None: the model
+    must try again); ``StructuredOutputError`` when ``handle_errors`` does not cover a failure."""
     strategy = structured.strategy
     assert isinstance(strategy, ToolStrategy)
     calls = [c for c in ai.tool_calls if c["name"] in structured.tool_names]
@@ -118,11 +101,8 @@ def read_tool_answer(ai: AIMessage, structured: StructuredOutput) -> tuple[list[
 
 
 def read_native_answer(ai: AIMessage, structured: StructuredOutput) -> Any:
-    """The reply's text parsed with the ``ProviderStrategy`` schema.
-
-    Raises:
-        StructuredOutputValidationError: the text is not valid JSON for the schema.
-    """
+    """The reply's text parsed with the ``ProviderStrategy`` schema (else
+    ``StructuredOutputValidationError``)."""
     strategy = structured.strategy
     assert isinstance(strategy, ProviderStrategy)
     try:

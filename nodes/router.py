@@ -1,23 +1,12 @@
 """The ``router`` node: the one place that ends an iteration, records it, and decides.
 
-Every path to the end of a run goes through here: natural iteration ends (continue or
-stop) and stops decided elsewhere (limits, loop detector), so every iteration gets its
-record and undelivered notices are dropped when a run ends.
-
-Deciding at the end of an iteration (``decide``): with neither a predicate nor a judge
-the first natural completion ends the run (``completed``). On the capped iteration
-neither is asked (``max_iterations``). The predicate is asked first; if it asks to
-continue the loop continues; if it says stop, the judge (when configured) decides.
-
-When the loop would otherwise continue, ``guard_at_iteration_end`` may still stop it, in
-order: the **time cap** (``timeout``), **budget pressure** once the model has seen the
-notice (``budget_pressure``), a **stall** over the run's records (``stalled``).
-
-The next iteration starts with a *continuation message* (``name="loop_continue"``): the
-default text (with the feedback from the predicate or the judge), or the text of
-``Iterations.continuation`` (None from it re-sends the previous iteration's input). With
-``inject_progress`` and a kept transcript only the latest progress entry is added: the
-transcript already holds the earlier iterations.
+Every path to the end of a run goes through here (stops decided elsewhere too), so every
+iteration gets its record and undelivered notices are dropped when a run ends. ``decide``: with
+neither a predicate nor a judge the first natural completion ends the run; on the capped
+iteration neither is asked; the predicate first, and if it says stop, the judge. A run that
+would continue may still stop at ``guard_at_iteration_end`` (time cap, budget pressure once the
+model saw the notice, stall). The next iteration starts with a continuation message: the default
+text with the feedback, or ``Iterations.continuation``'s (None re-sends the previous input).
 
 Example:
     >>> decide(iteration=1, max_iterations=10, has_condition=False, predicate=None, verdict=None)
@@ -78,14 +67,9 @@ def normalize_predicate(result: Any) -> tuple[bool, str | None]:
     raise TypeError(f"should_continue must return bool or (bool, feedback), got {result!r}")
 
 
-def decide(
-    *,
-    iteration: int,
-    max_iterations: int | None,
-    has_condition: bool,
-    predicate: tuple[bool, str | None] | None,
-    verdict: dict[str, Any] | None,
-) -> tuple[StopReason | None, str | None]:
+def decide(*, iteration: int, max_iterations: int | None, has_condition: bool,
+           predicate: tuple[bool, str | None] | None,
+           verdict: dict[str, Any] | None) -> tuple[StopReason | None, str | None]:
     """Stop reason (None = continue) and the feedback for the next iteration."""
     if not has_condition:
         return StopReason.COMPLETED, None
@@ -179,18 +163,10 @@ def continuation_message(content: str | list[Any]) -> HumanMessage:
     return loop_message(content, name=CONTINUE_NAME, id=uuid.uuid4().hex)
 
 
-def resend_message(
-    previous: Sequence[BaseMessage] | None,
-    *,
-    request_id: str | None,
-    fresh_context: bool,
-    feedback: str | None,
-) -> HumanMessage:
-    """The continuation returned None: re-send the previous iteration's input.
-
-    Its content is kept as it was (multimodal included). With fresh context the
-    run's original request is already in every request, so re-sending it would
-    duplicate it: the default text is sent instead.
+def resend_message(previous: Sequence[BaseMessage] | None, *, request_id: str | None,
+                   fresh_context: bool, feedback: str | None) -> HumanMessage:
+    """The continuation returned None: re-send the previous iteration's input as it was (with
+    fresh context the run's request is in every request already: the default text instead).
 
     Example:
         >>> first = HumanMessage("Write a haiku.", id="r1")
@@ -218,11 +194,10 @@ class _End:
         iteration = state.get("iteration", 1)
         loop = settings.iterations
         self.has_condition = loop.should_continue is not None or loop.judge is not None
-        capped = settings.iterations.max is not None and iteration >= settings.iterations.max
+        capped = loop.max is not None and iteration >= loop.max
         self.predicate = iteration_info(state).get("predicate")
-        self.asks_predicate = (self.stop is None and self.has_condition and not capped
-                               and self.predicate is None and settings.iterations.should_continue is not None)
         self.ask = self.stop is None and self.has_condition and not capped
+        self.asks_predicate = self.ask and self.predicate is None and loop.should_continue is not None
         self.record: IterationRecord = {}
         self.progress: list[str] = []
 
@@ -320,13 +295,6 @@ class RouterNode(Runnable[LoopState, dict[str, Any]]):
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
 
-    def _continuation_call(self, end: _End) -> tuple[Any, tuple[Any, ...], str] | None:
-        """The callback that writes the next input (named as the user gave it)."""
-        continuation = end.settings.iterations.continuation
-        if continuation is None:
-            return None
-        return continuation, (end.view, end.feedback), "continuation"
-
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:
         """Sync entry point."""
@@ -353,9 +321,10 @@ class RouterNode(Runnable[LoopState, dict[str, Any]]):
                            if hooks.on_iteration_end is not None else None)
         if end.stop is not None:
             return update
-        call = self._continuation_call(end)
-        text = (yield callback(call[0], *call[1], name=call[2])) if call is not None else None
-        update = end.next_iteration(update, end.continuation(text, call is not None))
+        continuation = end.settings.iterations.continuation
+        text = ((yield callback(continuation, end.view, end.feedback, name="continuation"))
+                if continuation is not None else None)
+        update = end.next_iteration(update, end.continuation(text, continuation is not None))
         if hooks.on_iteration_start is not None:
             yield callback(hooks.on_iteration_start, end.start_view(update), name="hooks.on_iteration_start")
         emit(get_runtime(), {"event": "iteration_start", "iteration": update["iteration"]})

@@ -1,20 +1,11 @@
 """Stall detection: iterations that repeat themselves without new work (``StallDetection``).
 
-The router asks it at an iteration end, when the loop would otherwise continue. Rules, over
-the last ``consecutive`` iterations (the current one included):
-
-* *repeated answer*: they all end with the same answer text (whitespace and case
-  ignored), or
-* *repeated work*: they all made the same tool calls (name, arguments) with the
-  same results, or
-* *flat tokens*: every total is > 0 and ``max - min <= tolerance * min`` (every
-  pair within the tolerance of the smaller one; no drift through a chain of
-  small steps),
-
-and in every case none of those iterations after the first (the baseline the others
-repeat) did *new work*: a tool call (name, arguments, result) that ran and that no
-earlier iteration of the run made. Growing work is never a stall, whatever the token
-counts or the answer text say.
+The router asks it when the loop would otherwise continue. Over the last ``consecutive``
+iterations (the current one included): the same answer text (whitespace and case ignored), the
+same tool calls with the same results, or flat tokens (every total > 0 and ``max - min <=
+tolerance * min``: no drift through small steps); and in every case none of them after the
+first did *new work* (a call, with its result, no earlier iteration made). Growing work is
+never a stall.
 
 Example:
     >>> flat_tokens([1000, 1040, 980], tolerance=0.10)
@@ -87,9 +78,8 @@ def _same(records: Sequence[IterationRecord], key: str) -> bool:
     return len(values) == 1 and None not in values
 
 
-def stall_guard(
-    records: Sequence[IterationRecord], config: StallDetection, *, new_work: Mapping[int, bool]
-) -> Guard | None:
+def stall_guard(records: Sequence[IterationRecord], config: StallDetection, *,
+                new_work: Mapping[int, bool]) -> Guard | None:
     """The stall the last ``consecutive`` records show, or None (see module docstring)."""
     window = list(records)[-config.consecutive :]
     if len(window) < config.consecutive:

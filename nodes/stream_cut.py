@@ -1,9 +1,8 @@
 """Stream a model call and close it as soon as its text loops (``engine/text_loop.py``).
 
 When LangChain would stream the call anyway and the ``text`` layer is on, the ``model`` node
-consumes ``stream()`` instead of ``invoke()``; the same chunks reach the same callback handlers.
-When the rule fires the stream is closed, and with it the provider's HTTP response: generation
-stops, and the reply is built from the chunks so far (``build_reply``).
+consumes ``stream()`` instead of ``invoke()`` (the same chunks reach the same handlers). When the
+rule fires the stream is closed, and with it the provider's response: generation stops.
 """
 
 from __future__ import annotations

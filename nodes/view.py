@@ -1,8 +1,7 @@
 """The graph's side of the engine: its state read as a ``RunView``, its settings as a ``Policy``.
 
-The engine (``langgraph_loop.engine``) takes no graph state: the ``model`` node hands it the
-reply, the messages before it, and these two small frozen records. ``LoopDetectionMiddleware``
-fills in the same records from a ``create_agent`` thread (``graph/middleware/loop_detection.py``).
+The engine takes no graph state: the ``model`` node hands it these two frozen records;
+``LoopDetectionMiddleware`` fills in the same ones from a ``create_agent`` thread.
 
 Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel

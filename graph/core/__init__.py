@@ -1,4 +1,2 @@
-"""The core layer: stop reasons, state schema, configuration, settings, pairing, notices.
-
-It imports nothing of ``langgraph_loop`` above it; the nodes and the builder build on it.
-"""
+"""The core layer (stop reasons, state, configuration, settings, pairing, notices); it imports
+nothing of ``langgraph_loop`` above it."""

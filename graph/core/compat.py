@@ -1,51 +1,28 @@
-"""The LangGraph and LangChain internals this package relies on, in one place, and why; each
-is pinned by the test named beside it (``tests/core/test_compat.py`` unless another file is named).
+"""The LangGraph and LangChain internals this package relies on, in one place, and why; each is
+pinned by the test named beside it (``tests/core/test_compat.py`` unless another file is named).
+LangGraph has no public API (as of 1.2) for five of them, LangChain (langchain-core 1.7) for two:
 
-LangGraph has no public API (as of 1.2) for five things the loop needs, LangChain (as of
-langchain-core 1.7) for two:
-
-- ``messages_delta_reducer``: the batch reducer of LangGraph's delta messages channel
-  (each checkpoint stores only a step's new messages). LangGraph recognises this
-  function by identity to give ids to string, dict and tuple messages before they are
-  saved, so a reducer of our own would lose that
-  (``test_the_delta_reducer_gives_plain_messages_stable_ids``).
-- ``durable(config)``: is the running step saved as it goes (a checkpointer, and a
-  durability other than ``"exit"``)? The ``tools`` node runs a batch of calls as
-  LangGraph tasks only then: their results are saved one by one, so a crash in a batch
-  re-runs only the unfinished calls. LangGraph passes the durability in the config only
-  (``test_durable_means_a_checkpointer_and_not_exit_durability``).
-- ``resuming(config)``: is the running step being resumed with an answer to its
-  interrupt? The ``approval`` node must not ask its resolver again then: the human
-  answered because the resolver handed over
-  (``test_resuming_is_true_only_when_the_interrupted_step_runs_again``).
-- ``checkpointer(config)``: the running graph's checkpointer (None without one). A loop
-  stop records the checkpoint from just before the loop began (read from the thread's
-  history with the checkpointer's public ``list``), and asks a human only when a
-  checkpointer can hold the interrupt (``test_checkpointer_is_the_running_graphs_saver``).
-- ``streams_messages(config)``: is ``stream_mode="messages"`` listening to the running step
-  (LangGraph's handler for it among the step's callbacks)? Only then does the ``model`` node
-  hand a notice to that stream before the model call (``core/state.py: show_messages``),
-  so a traced run nobody streams has no extra run named as the node
-  (``tests/e2e/test_ui_streams.py: test_a_notice_and_the_stop_notice_come_before_the_replies_they_preceded``,
+- ``messages_delta_reducer``: the batch reducer of the delta messages channel; LangGraph gives
+  ids to plain messages only for this function, by identity, so a reducer of our own would lose
+  that (``test_the_delta_reducer_gives_plain_messages_stable_ids``).
+- ``durable(config)``: is the step saved as it goes? Only then does ``tools`` run a batch as tasks,
+  so a crash re-runs only unfinished calls (``test_durable_means_a_checkpointer_and_not_exit_durability``).
+- ``resuming(config)``: is the step resumed with an answer to its interrupt (``approval`` must not
+  ask its resolver again)? (``test_resuming_is_true_only_when_the_interrupted_step_runs_again``).
+- ``checkpointer(config)``: the running graph's checkpointer, for a loop stop's checkpoint and the
+  loop question (``test_checkpointer_is_the_running_graphs_saver``).
+- ``streams_messages(config)``: is ``stream_mode="messages"`` listening? Only then does ``model``
+  hand a notice to that stream (``tests/e2e/test_ui_streams.py:
+  test_a_notice_and_the_stop_notice_come_before_the_replies_they_preceded``,
   ``test_edges_and_the_loop_detector_have_no_callback_run_of_their_own``).
-- ``would_stream(chat, handlers, kwargs, async_api=...)``: would ``chat.invoke`` stream this
-  call through the v1 callbacks (``on_llm_new_token``)? LangChain's own rule
-  (``BaseChatModel._should_stream``: a streaming handler such as ``stream_mode="messages"``'s, or
-  ``streaming=True``, unless ``disable_streaming`` says no); a v2 protocol handler makes
-  ``invoke`` emit protocol events instead, which ``stream()`` does not
-  (``test_would_stream_is_langchains_own_rule_for_invoke``). ``streams(runnable, config,
-  async_api=...)`` asks it of the chat model a call runs first (through bindings and
-  fallbacks; never for a retry, an LLM cache or a configurable model, where ``stream()`` would
-  behave differently). The ``model`` node streams such a call itself to cut a runaway reply
-  (``graph/engine/text_loop.py``; ``test_a_call_is_streamed_when_langchain_would_stream_it_anyway``,
+- ``would_stream``/``streams``: would ``invoke`` stream this call anyway (LangChain's
+  ``_should_stream``; never through a retry, a cache or a configurable model)? Then ``model``
+  streams it itself to cut a runaway reply (``test_would_stream_is_langchains_own_rule_for_invoke``,
+  ``test_a_call_is_streamed_when_langchain_would_stream_it_anyway``,
   ``test_a_call_keeps_invoke_where_stream_would_behave_differently``,
   ``test_fallbacks_stream_as_their_primary_model_does``).
-
-LangChain keeps one class private that ``create_agent`` registers on every agent it compiles:
-
-- ``SubagentTransformer``: the stream transformer behind ``stream_events(version="v3")``'s
-  ``.subagents`` projection (nested named agents). A drop-in registers what ``create_agent``
-  registers, in the same order (``core/streams.py``;
+- ``SubagentTransformer`` (LangChain, private): ``create_agent`` registers it on every agent, so a
+  drop-in does too (``core/streams.py``;
   ``tests/parity/test_dropin.py: test_v3_stream_events_project_the_tool_calls_without_opt_in``).
 
 When LangGraph or LangChain changes one of them, those tests fail before the loop misbehaves.
@@ -127,12 +104,9 @@ def would_stream(chat: BaseChatModel, handlers: Sequence[Any], kwargs: Mapping[s
 
 
 def streams(runnable: Any, config: RunnableConfig, *, async_api: bool) -> bool:
-    """Would LangChain stream this call anyway (so ``stream()`` may replace ``invoke()``)?
-
-    It looks through the bindings and fallbacks around the chat model the call streams from
-    first, gathering the kwargs and callback handlers bound there (a retry, a configurable
-    model or anything else keeps ``invoke``, and so does a model that reads an LLM cache).
-    """
+    """Would LangChain stream this call anyway (so ``stream()`` may replace ``invoke()``)? Reads
+    the kwargs and handlers bound around the first chat model (through bindings and fallbacks; a
+    retry, a configurable model, anything else or an LLM cache keeps ``invoke``)."""
     kwargs: dict[str, Any] = {}
     bound: list[Any] = []
     chat: Any = runnable

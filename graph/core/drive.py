@@ -1,11 +1,8 @@
 """Sync and async from one core: a step's work as a generator that yields its I/O.
 
-A node (or a middleware hook) writes its work once, as a generator: every call that blocks —
-the model, a user's callback, the messages stream — is yielded as an ``Io`` (what to call in a
-sync run, what to await in an async one, and the arguments); the generator receives the result
-(or the exception, thrown in where it yielded) and finally returns the update. ``drive`` and
-``adrive`` are the only sync/async twins, and they are the same loop. ``LoopDetectionMiddleware``
-drives its hook the same way, its I/O being the handler LangChain passes in.
+A node (or a middleware hook) writes its work once, as a generator: every call that blocks is
+yielded as an ``Io``; the generator receives the result (or the exception, thrown in where it
+yielded) and returns the update. ``drive`` and ``adrive`` are the only sync/async twins.
 
 Example:
     >>> import asyncio

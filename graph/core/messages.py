@@ -1,13 +1,9 @@
 """What a provider-valid message list is: pairing, the deferred-notice queue, the loop's tags.
 
-The pairing rules (``pairing_problems``, the one definition) and the deferred-notice queue
-are explained in docs/architecture.md ("The pairing invariant", "The deferred-notice queue").
-A drained notice is named by what it says (``notice_name``), carries langchain-core's
-notification metadata (``lc_source``; ``is_notice`` is the one rule that finds notices) and an
-id chat UIs do not render (``HIDDEN_ID_PREFIX``) unless the app shows notices. Messages the
-loop writes carry a ``name`` saying what they are (``TAGS``); a blocked call's answer and a
-reply cut while it streamed are marked too (``is_blocked``, ``is_cut``). Also here: one helper
-each for a message's text.
+``pairing_problems`` is the one definition of the pairing rules; they and the deferred-notice
+queue are explained in docs/architecture.md ("The pairing invariant", "The deferred-notice
+queue"). ``is_notice`` is the one rule that finds notices; the messages the loop writes are
+named by what they are (``TAGS``). Also here: one helper each for a message's text.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -40,61 +36,20 @@ import uuid
 from collections.abc import Collection, Sequence
 from typing import Any, Literal, NamedTuple, TypeVar
 
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from typing_extensions import TypedDict
 
 from langgraph_loop.core import prompts
 
 MessageT = TypeVar("MessageT", bound=BaseMessage)
 
-__all__ = [
-    "BLOCKED_KIND",
-    "BUDGET_NOTICE",
-    "CONTINUE_NAME",
-    "CUT_KEY",
-    "LOOP_NOTICE",
-    "NOTICE_NAMES",
-    "NOTICE_SOURCE",
-    "PROGRESS_NAME",
-    "STOP_NOTICE",
-    "SUMMARY_NAME",
-    "TAGS",
-    "Notice",
-    "Problem",
-    "as_message",
-    "as_redirect",
-    "as_text",
-    "call_ids",
-    "call_label",
-    "cap_output",
-    "check_pairing",
-    "clip",
-    "describe",
-    "digest",
-    "drain",
-    "encodable",
-    "encodable_text",
-    "is_blocked",
-    "is_cut",
-    "is_notice",
-    "is_redirect",
-    "iteration_messages",
-    "loop_message",
-    "notice_message",
-    "pairing_problems",
-    "queue_notice",
-    "reply_text",
-    "shorten",
-    "unanswered_tail",
-    "with_unique_call_ids",
-    "work_call_ids",
-]
+__all__ = ["BLOCKED_KIND", "BUDGET_NOTICE", "CONTINUE_NAME", "CUT_KEY", "LOOP_NOTICE", "NOTICE_NAMES",
+           "NOTICE_SOURCE", "PROGRESS_NAME", "STOP_NOTICE", "SUMMARY_NAME", "TAGS", "Notice", "Problem",
+           "as_message", "as_redirect", "as_text", "call_ids", "call_label", "cap_output", "check_pairing",
+           "clip", "describe", "digest", "drain", "encodable", "encodable_text", "is_blocked", "is_cut",
+           "is_notice", "is_redirect", "iteration_messages", "loop_message", "notice_message",
+           "pairing_problems", "queue_notice", "reply_text", "shorten", "unanswered_tail",
+           "with_unique_call_ids", "work_call_ids"]
 
 STOP_NOTICE = "stop_notice"
 """The notice that the run was stopped (the tools-free final answer call reads it)."""
@@ -277,9 +232,8 @@ def unanswered_tail(messages: Sequence[BaseMessage]) -> tuple[int, list[str]]:
 
 # --- the deferred-notice queue ---------------------------------------------------------------
 
-def queue_notice(
-    pending: Sequence[Notice] | None, *, run: str, key: str, text: str, source: str
-) -> list[Notice]:
+def queue_notice(pending: Sequence[Notice] | None, *, run: str, key: str, text: str,
+                 source: str) -> list[Notice]:
     """Return the queue with a notice added, unless one with the same key is queued."""
     current = list(pending or [])
     if any(n["key"] == key and n["run"] == run for n in current):
@@ -307,13 +261,11 @@ def notice_name(sources: Collection[str]) -> str:
 
 
 HIDDEN_ID_PREFIX = "do-not-render-"
-"""The id prefix of a message chat UIs keep out of the transcript (Agent Chat UI's
-``DO_NOT_RENDER_ID_PREFIX``): the notices' ids start with it unless an app shows them."""
+"""The id prefix chat UIs keep out of the transcript (Agent Chat UI's ``DO_NOT_RENDER_ID_PREFIX``)."""
 
 
 REDIRECT_KIND = "budget_redirect"
-"""``additional_kwargs["langgraph_loop"]["kind"]`` of a person's redirect: a message given at
-the token budget's check-in, or one typed while the loop question was open."""
+"""The tag kind of a person's message given at the budget check-in or the loop question."""
 
 
 def is_redirect(message: BaseMessage) -> bool:
@@ -335,9 +287,8 @@ def as_redirect(message: HumanMessage) -> HumanMessage:
 
 def run_request(messages: Sequence[BaseMessage]) -> tuple[int, str | None]:
     """Where a run starts in a thread (its request's index, 0 when none) and the request's id:
-    the newest user message that is neither a notice, a person's redirect nor a summary
-    (LangChain's ``SummarizationMiddleware`` writes one as a user message) (the one rule both
-    middlewares read a run by, since ``create_agent`` keeps no run record).
+    the newest user message that is neither a notice, a redirect nor a summary (LangChain's
+    ``SummarizationMiddleware`` writes one as a user message); ``create_agent`` keeps no run record.
 
     Example:
         >>> redirect = HumanMessage("wrap up", additional_kwargs={"langgraph_loop": {"kind": REDIRECT_KIND}})
@@ -354,9 +305,7 @@ def run_request(messages: Sequence[BaseMessage]) -> tuple[int, str | None]:
 
 
 def is_notice(message: BaseMessage) -> bool:
-    """Is this a notice the loop delivered to the model (any kind)?
-
-    The one rule to filter notices out of a transcript (a UI, an evaluation).
+    """Is this a notice the loop delivered to the model (the one rule to filter notices out)?
 
     Example:
         >>> is_notice(HumanMessage("Stop repeating.", name="loop_notice"))
@@ -413,12 +362,8 @@ _SHORT = 4096
 
 
 def digest(text: str, length: int = 16) -> str:
-    """A short, stable hex digest of any ``text`` (its first ``length`` characters, at most
-    40); lone surrogates (``os.listdir``'s undecodable bytes) are hashed as they are.
-
-    The fastest stable hash at each size: Python's own BLAKE2b for a short text (a call's
-    signature, a short result: OpenSSL's SHA-1 costs a context of its own per call, several
-    times the hashing), OpenSSL's SHA-1 for a long one (faster per byte).
+    """A short, stable hex digest of any ``text`` (``length`` ≤ 40; lone surrogates hashed as
+    they are): BLAKE2b for a short text, SHA-1 (faster per byte) for a long one.
 
     Example:
         >>> digest("x") == digest("x", 40)[:16], len(digest("y" * 5000, 40))

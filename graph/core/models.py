@@ -1,11 +1,7 @@
-"""The agent's model as ``create_agent`` accepts it: a chat model, a ``"provider:model"``
-string (resolved with LangChain's ``init_chat_model``), or a Runnable wrapping chat models
-(``with_fallbacks``, ``with_retry``, ``bind``, ``with_config``, a configurable
-``init_chat_model``).
-
-A wrapper is kept as it is; what the loop binds per call (tools, a tool choice, an output
-cap) is bound on each chat model inside it (``map_chat_models``), so a retry or a fallback
-still wraps the bound model and each chat model gets the binding its provider understands.
+"""The agent's model as ``create_agent`` accepts it: a chat model, a ``"provider:model"`` string,
+or a Runnable wrapping chat models. A wrapper is kept; what the loop binds per call is bound on
+each chat model inside it (``map_chat_models``), so a retry or a fallback still wraps the bound
+model and each chat model gets the binding its provider understands.
 
 Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel
@@ -85,11 +81,8 @@ def _check(model: Any) -> None:
 
 
 def resolve_model(model: Any) -> ChatRunnable:
-    """The model to call: a string through ``init_chat_model``, anything else checked.
-
-    Raises:
-        ValueError: ``model`` is none of the accepted kinds (the message lists them).
-    """
+    """The model to call: a string through ``init_chat_model``, anything else checked (a
+    ``ValueError`` listing the accepted kinds)."""
     if isinstance(model, str):
         model = init_chat_model(model)
     _check(model)

@@ -1,12 +1,6 @@
 """The graph's shape: its nodes, the targets of every edge, and the step budget, all derived
-from the same configuration flags (the one place they are written down).
-
-The flags are the optional nodes (``judge``, ``approval``, ``compaction``, ``respond``,
-``final_answer``) and the user's middleware node hooks, named and chained as ``create_agent``
-does (docs/architecture.md, "The graph"). ``graph/builder.py`` wires the graph from a
-``Shape``; the nodes ask it whether the steps to finish cleanly still fit: with
-``RemainingSteps`` a node that sees ``remaining`` may still schedule ``remaining - 1`` steps,
-so the loop goes on only while finishing cleanly would fit after the next round, and
+from the same flags (the optional nodes and the user's middleware hooks; docs/architecture.md,
+"The graph"). The loop goes on only while finishing cleanly would fit after the next round, so
 ``GraphRecursionError`` never escapes.
 
 Example:
@@ -41,10 +35,7 @@ UNBOUNDED_LIMIT = 10_000
 
 @dataclass(frozen=True)
 class Shape:
-    """Which optional nodes the graph has, and everything that follows from that.
-
-    The step counts a run reads on every round are worked out once, when the shape is made.
-    """
+    """Which optional nodes the graph has, and everything that follows (worked out once)."""
 
     judge: bool = False
     approval: bool = False
@@ -81,12 +72,8 @@ class Shape:
     answer_steps: int = field(init=False)
     """Steps after ``loop_detector`` stops the run: the final answer, [respond], router."""
     finish_steps: int = field(init=False)
-    """Graph steps needed after the model's edge decides, whatever it decides.
-
-    A stop: loop_detector, then the final answer, [respond] and the router (or only the
-    router without a final answer). An iteration end: [loop_detector] (it may queue the
-    budget-pressure notice on a text reply), [respond] [judge] router.
-    """
+    """Graph steps needed after the model's edge decides, whatever it decides: a stop
+    (loop_detector, [final answer], [respond], router) or an iteration end."""
     start_steps: int = field(init=False)
     """Steps a run needs at least: [compaction] model, loop_detector, [judge] router."""
 
@@ -246,12 +233,8 @@ class Shape:
         return self.fits(remaining, self.model_steps + self.finish_steps)
 
     def recursion_limit(self, *, max_model_calls: int | None, max_iterations: int | None) -> int:
-        """A recursion limit that fits the configured limits (10,000 when unbounded).
-
-        Every model call of an iteration may start a round (counted with its possible
-        ``loop_detector`` step), every iteration ends with up to three steps, and the run
-        with the finish path plus ten of slack.
-        """
+        """A recursion limit that fits the configured limits (10,000 when unbounded): a round per
+        model call, three steps per iteration end, the finish path and ten of slack."""
         if max_model_calls is None or max_iterations is None:
             return UNBOUNDED_LIMIT
         per_iteration = max_model_calls * (self.round_steps(gated=self.approval)

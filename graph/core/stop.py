@@ -1,11 +1,7 @@
-"""Where a run stops and why: stop reasons, guards, their wording, and the one function
-that applies a stop.
-
-A *guard* says why a run stopped: ``{"guard": <which guard>, "reason": <StopReason value>,
-...details}``. It is kept in ``state["stop_guard"]`` while the run goes on to its final answer and
-ends up in the last iteration record. Every node that stops a run builds its guard here
-and writes the stop with :func:`stop_update`; the model-facing texts that explain a stop
-are formatted here from the templates in ``core/prompts.py``.
+"""Where a run stops and why: stop reasons, guards, their wording, and the one function that
+applies a stop (:func:`stop_update`). A *guard* (``state["stop_guard"]``, then the last iteration
+record) says which guard stopped the run, the ``StopReason`` and details; the texts that explain a
+stop are formatted here from ``core/prompts.py``.
 
 Example:
     >>> from langgraph_loop import StopReason
@@ -54,8 +50,7 @@ GuardName = Literal["limits", "loop_detector", "stall_detection", "budget_pressu
 
 
 class Guard(TypedDict, total=False):
-    """Why a run stopped: ``state["stop_guard"]`` and an iteration record's ``guard``: which
-    guard, the ``StopReason`` value, and details that depend on the guard."""
+    """Why a run stopped: which guard, the ``StopReason`` value, and the guard's details."""
 
     guard: Required[GuardName]
     reason: Required[str]
@@ -118,10 +113,8 @@ def stop_fields(why: Guard) -> StopFields:
 
 
 def stop_update(run: Mapping[str, Any], why: Guard, *, finalized: bool | None = None) -> dict[str, Any]:
-    """The graph's update that stops the run: the stop record (``stop_fields``), and in ``run``
-    whether a final-answer call follows (``finalized=True``: none, the reply is already text
-    or no room is left for one). The one place the graph writes a stop.
-    """
+    """The graph's update that stops the run (the one place it writes a stop): the stop record,
+    and ``run["finalized"]`` (True: no final-answer call follows)."""
     new_run = dict(run)
     if finalized is not None:
         new_run["finalized"] = finalized
@@ -138,13 +131,11 @@ EXPLAIN: dict[str, str] = {
     "loop_detected:text": "your replies kept repeating the same text",
     "tool_errors": "the tool calls failed too many times in a row",
 }
-"""Why a stop happened, in words (the model and the iteration records read them); a
-``reason:layer`` key words one loop layer's stop."""
+"""Why a stop happened, in words; a ``reason:layer`` key words one loop layer's stop."""
 
 
 def _explain(why: Guard, said: str | None = None) -> str:
-    """Why this stop happened, in words (``said``, else its layer's own when it has one); a
-    person's choice when a person stopped the run at a question."""
+    """Why this stop happened, in words (``said``, else its layer's, else its reason's)."""
     said = said or EXPLAIN.get(f"{why['reason']}:{why.get('layer')}") or EXPLAIN.get(
         why["reason"], why["reason"])
     return prompts.STOPPED_BY_PERSON.format(why=said) if why.get("human") else said

@@ -1,10 +1,8 @@
 """The stream transformers a compiled agent registers, as ``create_agent`` registers them.
 
-``stream_events(version="v3")`` (and ``stream(..., version="v3")``) projects a run through the
-graph's transformers: LangGraph's ``ToolCallTransformer`` (``.tool_calls``), LangChain's
-``SubagentTransformer`` (``.subagents``), then each middleware's ``transformers`` (PII redaction
-of streamed text, internal-call filtering), then the caller's ``transformers=``; a factory listed
-twice is registered once.
+``stream_events(version="v3")`` projects a run through them: ``ToolCallTransformer``
+(``.tool_calls``), ``SubagentTransformer`` (``.subagents``), each middleware's ``transformers``,
+then the caller's ``transformers=``.
 
 Example:
     >>> from langgraph.prebuilt import ToolCallTransformer

@@ -1,15 +1,10 @@
 """The decision on a reply, and its effects: what both front doors carry out.
 
-``decide(reply, transcript, view, policy)`` is the engine's one entry point: the reply, the
-messages before it, a small frozen view of the run (``RunView``, filled in by each door from its
-own state) and the policy (``Policy``) → ``None`` for a clean reply, or a ``Decision``.
-Its effects are written here, once, and each door maps them onto its own state: ``answers()``
-(the ToolMessages answering calls not run, so the thread stays provider-valid), ``notices(run)``,
-``events()``, ``guard`` and ``final_notice``, ``located``/``settled`` (``engine/dialogue.py``).
-The order of the checks: the inner limits, the loop layers (``engine/detection.py``), then
-budget pressure. ``DetectorMemo`` remembers the detector's state after each reply of a run
-(bounded), so with the memo warm one decision costs one ``observe``, O(window), whatever the
-thread's length; a process that has not seen the run replays it and gets the same state.
+``decide(reply, transcript, view, policy)`` is the engine's one entry point (docs/architecture.md,
+"One engine, two front doors"): ``None`` for a clean reply, or a ``Decision`` whose effects are
+written here once and mapped by each door onto its own state. ``DetectorMemo`` keeps the
+detector's state after each reply, so a decision costs one ``observe`` whatever the thread's
+length; a process that has not seen the run replays it and gets the same state.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -39,21 +34,9 @@ from typing_extensions import TypedDict
 from langgraph_loop.core import prompts
 from langgraph_loop.core.config import BudgetPressure, Limits, LoopDetection
 from langgraph_loop.core.messages import BLOCKED_KIND, Notice, call_ids, queue_notice, work_call_ids
-from langgraph_loop.core.state import (
-    BudgetPressureEvent,
-    Event,
-    LoopBlockEvent,
-    LoopWarningEvent,
-    Usage,
-)
+from langgraph_loop.core.state import BudgetPressureEvent, Event, LoopBlockEvent, LoopWarningEvent, Usage
 from langgraph_loop.core.stop import Guard, StopReason, limit_guard, person_stop, stop_answer_text
-from langgraph_loop.engine.detection import (
-    DetectorState,
-    Finding,
-    LoopWarning,
-    observe,
-    sign_calls,
-)
+from langgraph_loop.engine.detection import DetectorState, Finding, LoopWarning, observe, sign_calls
 from langgraph_loop.engine.dialogue import began_at, checkpoint_before, evidence, first_cut, question
 from langgraph_loop.engine.limits import PRESSURE_SOURCE, tool_errors_guard
 
@@ -145,8 +128,7 @@ MEMO_SIZE = 4096
 
 
 def results_before(messages: Sequence[BaseMessage], end: int) -> list[ToolMessage]:
-    """The ToolMessages among ``messages[:end]`` after the last AIMessage there: the results
-    of the round before a reply that comes at ``end``.
+    """The results of the round before a reply at ``end`` (the ToolMessages after the last AIMessage).
 
     Example:
         >>> msgs = [AIMessage("a"), ToolMessage("r", tool_call_id="c"), AIMessage("b")]
@@ -165,12 +147,9 @@ def results_before(messages: Sequence[BaseMessage], end: int) -> list[ToolMessag
 
 
 class DetectorMemo:
-    """Detector states after each reply of a run (a bounded cache of a pure function).
-
-    An entry holds the reply object it was computed after and is used only for that object: a
-    thread edited by id (``update_state`` rewriting a reply) is read back from its checkpoint as
-    new objects, so the run is replayed from the thread as it reads then.
-    """
+    """Detector states after each reply of a run (a bounded cache of a pure function). An entry
+    is used only for the reply object it was computed after: a thread edited by id is read back
+    as new objects, so the run is replayed as it reads then."""
 
     def __init__(self, size: int = MEMO_SIZE) -> None:
         self.size = size
@@ -228,9 +207,8 @@ class DetectorMemo:
 # --- the decision and its effects -------------------------------------------------------------
 
 class DecisionRecord(TypedDict, total=False):
-    """A decision that acts, as plain values: what a door keeps in its state between the reply
-    that made it and the step that applies it (the graph's ``loop_detector`` node, the loop
-    question of the middleware); checkpointed."""
+    """A decision that acts, as plain values: what a door keeps (checkpointed) between the reply
+    that made it and the step that applies it."""
 
     guard: Guard
     warnings: list[dict[str, Any]]
@@ -241,12 +219,9 @@ class DecisionRecord(TypedDict, total=False):
 
 @dataclass(frozen=True)
 class Decision:
-    """What the engine concluded about the newest reply (see the module docstring).
-
-    ``guard`` stops the run; ``warnings`` are queued; ``blocks`` answer calls (by id) with an
-    error instead of running them; ``pressure`` queues the budget-pressure notice; ``finding``
-    is the loop finding behind a loop stop; ``allow``/``hint``: a person let the loop go on.
-    """
+    """What the engine concluded about the newest reply: ``guard`` stops the run, ``warnings``
+    are queued, ``blocks`` (call id → error text) answer calls instead of running them,
+    ``pressure`` queues the budget-pressure notice, ``finding`` is behind a loop stop."""
 
     ai: AIMessage
     guard: Guard | None = None
@@ -368,16 +343,9 @@ class Decision:
 
 def decide(reply: AIMessage, transcript: Sequence[BaseMessage], view: RunView, policy: Policy,
            memo: DetectorMemo | None = None) -> Decision | None:
-    """The decision on ``reply``: the inner limits, then the loop layers, then whether the
-    budget-pressure notice is due; None when there is nothing to do (a clean reply).
-
-    Args:
-        reply: the new reply.
-        transcript: the messages before it (the thread, with any notice sent with the call).
-        view: the run (``RunView``).
-        policy: what to check (``Policy``).
-        memo: the detector states of earlier replies (a fresh one replays the run).
-    """
+    """The decision on ``reply`` (``transcript``: the messages before it): the inner limits,
+    then the loop layers, then budget pressure; None for a clean reply. ``memo``: the detector
+    states of earlier replies (a fresh one replays the run)."""
     why = limit_stop(reply, transcript, view, policy)
     if why is not None:
         return Decision(reply, guard=why)

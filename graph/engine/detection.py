@@ -1,21 +1,11 @@
 """Loop detection, the engine's core: pure decisions over a run's replies and their results.
 
-Read top-down: **normalization** (what a result, a call and a reply's text say, for comparing
-them) → the detector's **state** (derived from the run's transcript, never checkpointed) →
-the **layers** → the **ladder** (warn → block → stop) → the **findings** and their texts. The
-decision on a reply (the inner limits, then these layers) is ``engine/decision.py: decide``. No
-LangGraph types appear in the signatures: the inputs are messages and a ``LoopDetection``.
-
-What the user gets (what counts as a loop, the layers, the ladder, per-tool policies) is in
-``docs/loop-detection.md`` (``#what-counts-as-a-loop``, ``#the-ladder-warn-block-stop``,
-``#what-counts-as-the-same-call-per-tool``). Beyond it: a *call signature* hashes the tool name
-and the canonical JSON of its arguments (key order, and a JSON string versus a dict, do not
-matter), filtered by the tool's ``ArgPolicy``; malformed calls (``invalid_tool_calls``) are
-signed from their raw text. A result is compared as a text first (``Result``) and normalized,
-once (a memo), only when two results could still be equal: normalization keeps the line count.
-Two calls *touch* when one names a path the other names, a path inside one of its folders, or
-a folder holding one of its paths. The state (:class:`DetectorState`) holds short hashes and
-small ints only, bounded by the windows.
+Read top-down: normalization → the detector's state (derived from the run's transcript, never
+checkpointed; short hashes and small ints, bounded by the windows) → the layers → the ladder
+(warn → block → stop) → the findings and their texts. ``engine/decision.py: decide`` runs the
+inner limits, then these layers. What counts as a loop, the layers, the ladder and per-tool
+policies: ``docs/loop-detection.md``. A call signature hashes the tool name and the canonical JSON
+of its ``ArgPolicy``-filtered arguments (malformed calls: their raw text).
 
 Example:
     >>> from langchain_core.messages import AIMessage, ToolMessage
@@ -50,31 +40,19 @@ from langchain_core.messages import AIMessage, ToolMessage
 from typing_extensions import TypedDict
 
 from langgraph_loop.core.config import LoopDetection
-from langgraph_loop.core.messages import (
-    call_label,
-    clip,
-    digest,
-    is_blocked,
-    is_cut,
-    reply_text,
-)
+from langgraph_loop.core.messages import call_label, clip, digest, is_blocked, is_cut, reply_text
 from langgraph_loop.core.stop import Guard, guard
 from langgraph_loop.engine.normalize import VOLATILE, normalize
 from langgraph_loop.engine.text_loop import SHORTEST_LOOP, text_loop
 
-__all__ = [
-    "RANK", "TEXT_CUTS", "VOLATILE", "CallRecord",
-    "DetectorState", "Finding", "LoopWarning", "Observation", "Response", "Result", "SignedCall", "absorb",
-    "args_text", "block_text", "call_signature", "canonical_args", "content_hash", "cycle_of",
-    "is_empty", "normalize", "observe", "path_keys", "push", "response_sig",
-    "response_signature", "result_text", "scaled", "sign_calls", "stop_guard",
-    "text_cut", "text_cut_text", "text_loop_text", "text_stop_guard", "warning_text",
-]
+__all__ = ["RANK", "TEXT_CUTS", "VOLATILE", "CallRecord", "DetectorState", "Finding", "LoopWarning",
+           "Observation", "Response", "Result", "SignedCall", "absorb", "args_text", "block_text",
+           "call_signature", "canonical_args", "content_hash", "cycle_of", "is_empty", "normalize", "observe",
+           "path_keys", "push", "response_sig", "response_signature", "result_text", "scaled", "sign_calls",
+           "stop_guard", "text_cut", "text_cut_text", "text_loop_text", "text_stop_guard", "warning_text"]
 
 
-# ============================================================================================
-# Results and calls: a result's identity (normalizing it: graph/engine/normalize.py), paths, signatures
-# ============================================================================================
+# --- results and calls: a result's identity, the paths a call names, signatures ---
 
 HASH_LEN = 8  # hex digits: no collision in practice among the window's few dozen results
 
@@ -107,14 +85,8 @@ def result_text(content: Any) -> str:
 
 
 def content_hash(content: Any, *, normalized: bool = True) -> str:
-    """A short hash of a tool result: equal for the same result (``engine/normalize.py``).
-
-    One result is hashed twice per round (its call record, then the detector) and normalized
-    and SHA-1'd once: the hashes of the last ``MEMO_RESULTS`` results are kept, keyed by the text
-    up to ``MEMO_CHARS`` characters and above by its length, its ends and Python's own hash of it
-    (a SipHash, kept by the string once computed: a fraction of a SHA-1), so little text is kept
-    alive.
-    """
+    """A short hash of a tool result, equal for the same result once normalized; memoized (the
+    last ``MEMO_RESULTS``; a long text keyed by its length, ends and ``hash()``)."""
     text = content if isinstance(content, str) else result_text(content)
     if not normalized:
         return digest(text, HASH_LEN)
@@ -139,14 +111,9 @@ _MEMO_LOCK = threading.Lock()
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Result:
-    """A tool result as the detector compares it: equal to another when their texts are equal,
-    or, ``normalized``, equal once their volatile parts are replaced (``normalize``).
-
-    Comparing costs about what reading costs: the texts are compared first (the same text is
-    the usual repeat), and a text is normalized (once: ``content_hash``'s memo) only when the
-    two could still be equal once normalized: normalization never adds or removes a line break
-    (no ``VOLATILE`` match holds one), so texts of different line counts never are. Distinct
-    5-50 KB outputs, round after round, are never normalized.
+    """A tool result as the detector compares it: equal when the texts are, or (``normalized``)
+    once their volatile parts are replaced. Texts are compared first; one is normalized only when
+    the line counts match (normalization keeps them), so distinct large outputs never are.
 
     Example:
         >>> Result("Ran 4 tests in 0.012s") == Result("Ran 4 tests in 0.398s")
@@ -160,7 +127,6 @@ class Result:
     text: str
     normalized: bool = True
     _digest: str | None = field(default=None, init=False, repr=False)
-    """``content_hash(text)``, once asked for (a result is compared round after round)."""
 
     def digest(self) -> str:
         """``content_hash`` of the text (computed once per result)."""
@@ -204,8 +170,7 @@ def is_empty(content: Any) -> bool:
 
 
 def path_keys(args: Any, *, dumped: str | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The path-like tokens in a call's arguments (``src/app.py``) and the folders that hold
-    them (``a/b/c.py`` → ``a/b``, ``a``), hashed short (``dumped``: the arguments' ``_dump``).
+    """The path-like tokens in a call's arguments and the folders holding them, hashed short.
 
     Example:
         >>> paths, dirs = path_keys({"command": "cat build/text/index.txt"})
@@ -269,8 +234,7 @@ def _str_keys(value: Any) -> Any:
     return value
 
 
-_ENCODER = json.JSONEncoder(**_JSON)
-"""``json.dumps(value, **_JSON)`` without building an encoder for every call."""
+_ENCODER = json.JSONEncoder(**_JSON)  # json.dumps without an encoder built per call
 
 
 def _dump(value: Any) -> str:
@@ -284,12 +248,11 @@ def _dump(value: Any) -> str:
 def call_signature(name: str | None, args: Any, config: LoopDetection | None = None, *,
                    malformed: bool = False, dumped: str | None = None) -> str:
     """Tool name + canonical JSON of its (policy-filtered) arguments (``dumped``: theirs), hashed."""
-    value = canonical_args(args) if isinstance(args, str) else args
+    value = canonical_args(args)
     if malformed:
         return digest(_dump([name, {"__malformed__": value if isinstance(value, str) else _dump(value)}]),
                       SIG_LEN)
-    policies = config is not None and config.calls.arg_policies
-    kept = _apply_policy(str(name), value, config) if policies else value
+    kept = _apply_policy(str(name), value, config)
     if kept is value and dumped is not None:  # = _dump([name, value])
         named = encode_basestring(name) if type(name) is str else _ENCODER.encode(name)
         return digest(f"[{named},{dumped}]", SIG_LEN)
@@ -303,10 +266,9 @@ def args_text(args: Any, *, malformed: bool = False, dumped: str | None = None) 
         >>> args_text('{"b": 1, "a": 2}'), args_text("{oops", malformed=True)
         ('{"a":2,"b":1}', '<invalid JSON arguments: {oops>')
     """
-    value = canonical_args(args) if isinstance(args, str) else args
-    text = value if isinstance(value, str) else dumped if dumped is not None else _dump(value)
-    if len(text) > LABEL_ARGS:
-        text = text[: LABEL_ARGS - 1] + "…"
+    value = canonical_args(args)
+    text = clip(value if isinstance(value, str) else dumped if dumped is not None else _dump(value),
+                LABEL_ARGS)
     return f"<invalid JSON arguments: {text}>" if malformed else text
 
 
@@ -351,7 +313,7 @@ def sign_calls(ai: AIMessage, config: LoopDetection | None = None) -> list[Signe
     paths = config is not None and config.no_progress.path_excuse
     out = []
     for c in ai.tool_calls:
-        args = canonical_args(c["args"]) if isinstance(c["args"], str) else c["args"]
+        args = canonical_args(c["args"])
         dumped = _dump(args)
         named, folders = path_keys(args, dumped=dumped) if paths else ((), ())
         out.append(SignedCall(str(c.get("id")), call_signature(c["name"], args, config, dumped=dumped),
@@ -364,9 +326,7 @@ def sign_calls(ai: AIMessage, config: LoopDetection | None = None) -> list[Signe
     return out
 
 
-# ============================================================================================
-# The detector's state, and how results update it
-# ============================================================================================
+# --- The detector's state, and how results update it ---
 
 class Response(TypedDict):
     """One tool-calling response in the window."""
@@ -392,8 +352,7 @@ class CallRecord(TypedDict, total=False):
     since: int
     """The response (of the run, 1-based) whose execution of it began these ``same`` results."""
     moved: bool
-    """Its last result differed from the one before, or came after a call touching its paths
-    (it may progress: the repeat layer relaxes its thresholds)."""
+    """Its last result changed, or came after a call touching its paths (the repeat layer relaxes)."""
     empty: bool
     """Its last result had no content."""
     failed: bool
@@ -401,8 +360,7 @@ class CallRecord(TypedDict, total=False):
     warned: bool
     """Warned about during this run of identical results."""
     touched: bool
-    """A call touching its paths was requested since its last request: its next repeat is
-    not judged."""
+    """A call touching its paths was requested since its last request: its next repeat is not judged."""
     refused: bool
     """Its last request was blocked: asking for it again stops."""
     between: bool
@@ -410,18 +368,16 @@ class CallRecord(TypedDict, total=False):
     at: int
     """The response (of the run, 1-based) of its latest request."""
     unchanged: bool
-    """Nothing that may change what it sees happened since its previous request: no call new
-    to the run (read-only tools aside) was made after it, and no call's own result moved
-    (calls run beside it included)."""
+    """Since its previous request no call new to the run (read-only aside) was made and no
+    call's own result moved."""
     paths: list[str]
     dirs: list[str]
 
 
 class DetectorState(TypedDict, total=False):
-    """The detector's state: ``window`` holds the last tool-calling responses; ``n`` and
-    ``responses`` count calls and tool-calling responses; ``reply``/``same_reply`` the newest
-    response signature and its run; ``warned`` keys already warned about; ``pending`` call id →
-    signature for the newest response, until its results arrive."""
+    """The detector's state: ``window`` the last tool-calling responses; ``n``/``responses`` count
+    calls and responses; ``reply``/``same_reply`` the newest response signature and its run;
+    ``warned`` keys warned about; ``pending`` call id → signature until its results arrive."""
 
     window: list[Response]
     calls: dict[str, CallRecord]
@@ -431,8 +387,7 @@ class DetectorState(TypedDict, total=False):
     changed_at: int
     """The number of the latest response whose results moved (a call's own result changed)."""
     fresh_at: int
-    """The number of the latest response holding a call not made before in this run (tools
-    known to be read-only aside): something that may change what other calls see."""
+    """The number of the latest response holding a call new to the run (read-only tools aside)."""
     reply: str
     same_reply: int
     warned: list[str]
@@ -440,8 +395,7 @@ class DetectorState(TypedDict, total=False):
     cuts: int
     """Replies of this run cut while streaming because their text looped."""
     drift: dict[str, list[Any]]
-    """Per tool: ``[result, arguments text, results in a row, response it began at, call
-    signature]``: the same result to calls whose arguments changed a little each time."""
+    """Per tool: ``[result, arguments text, results in a row, response it began at, signature]``."""
 
 
 def response_sig(entry: Response) -> str:
@@ -449,22 +403,13 @@ def response_sig(entry: Response) -> str:
     return entry.get("sig") or entry["calls"][0]
 
 
-def args_of(record: CallRecord) -> str:
-    """The call's arguments text (empty when not kept)."""
-    return record.get("args", "")
-
-
 _KEPT = ("tool", "args", "last", "at", "paths", "dirs")
 
 
 def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
            config: LoopDetection) -> DetectorState:
-    """Record the results of the newest response's calls (``pending``); see module docstring.
-
-    A call's record after one of its results keeps what identifies the call and its last
-    request (``_KEPT``); a blocked call was not run: nothing is learnt, and asking for it
-    again stops.
-    """
+    """Record the results of the newest response's calls (``pending``). A blocked call was not
+    run: nothing is learnt, and asking for it again stops."""
     det: DetectorState = dict(detector)  # type: ignore[assignment]
     pending = det.get("pending") or {}
     if not pending:
@@ -514,9 +459,8 @@ def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
 
 def _done_something(old: CallRecord, content: Any, result: Result,
                     calls: Mapping[str, CallRecord], config: LoopDetection) -> bool:
-    """Is this result a call's first that shows something was done (what may change what other
-    calls see)? A call new to the run, not read-only, that ran silently (a ``sed -i``) or
-    returned something the run had not seen. An acknowledgement seen before says nothing new.
+    """Does this result show something was done that may change what other calls see: the
+    first result of a call new to the run, not read-only, that is empty (a ``sed -i``) or new?
 
     Example:
         >>> cfg = LoopDetection()
@@ -537,8 +481,7 @@ DRIFT_SIMILARITY = 0.6
 
 def _drifted(entry: list[Any] | None, result: Result, sig: str, args: str, responses: int) -> list[Any]:
     """A tool's drift entry after one more result: the run grows while the same result comes
-    back to another call (another signature: the same call is the no-progress layer's) whose
-    arguments changed a little; anything else starts a new one.
+    back to another call whose arguments changed a little; anything else starts a new one.
 
     Example:
         >>> none = Result("no matches")
@@ -572,11 +515,8 @@ def _touch(records: dict[str, CallRecord], call: SignedCall) -> None:
 
 
 def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection) -> DetectorState:
-    """Count the response's calls in; prune everything to what the windows hold.
-
-    Each call's record gets its call number and arguments; a call that is not read-only
-    touches the records naming its paths.
-    """
+    """Count the response's calls in (a call not read-only touches the records naming its
+    paths); prune everything to what the windows hold."""
     sigs = [c.sig for c in calls]
     entry: Response = {"calls": sorted(sigs)}
     if len(sigs) != 1:
@@ -618,11 +558,9 @@ def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection)
         responses = {response_sig(e) for e in entries}
         tools = {r["tool"] for r in records.values()}
         warned = [k for k in warned if _relevant(k, inside, responses, tools)]
-    after: DetectorState = {**det, "window": entries, "calls": records, "warned": warned,
-                            "n": count, "responses": det.get("responses", 0) + 1,
-                            "reply": reply, "same_reply": same_reply,
-                            "pending": {c.id: c.sig for c in calls}}
-    return after
+    return {**det, "window": entries, "calls": records, "warned": warned, "n": count,
+            "responses": det.get("responses", 0) + 1, "reply": reply, "same_reply": same_reply,
+            "pending": {c.id: c.sig for c in calls}}
 
 
 def _relevant(key: str, calls: set[str], responses: set[str], tools: set[str]) -> bool:
@@ -633,9 +571,7 @@ def _relevant(key: str, calls: set[str], responses: set[str], tools: set[str]) -
         return any(r in responses for r in ident.split("+"))
     return ident in tools
 
-# ============================================================================================
-# The layers and the ladder
-# ============================================================================================
+# --- The layers and the ladder ---
 
 RANK = ("no_progress", "drift", "cycle", "repeat", "same_reply", "per_tool", "text")
 
@@ -667,10 +603,8 @@ def scaled(warn: int, stop: int, factor: int, cap: int) -> tuple[int, int]:
 
 
 def cycle_of(seq: Sequence[str]) -> tuple[int, int]:
-    """``(period, repetitions)`` of the repeating block the sequence ends in, or (0, 0).
-
-    A started round counts: A,B,A,B,A repeats the block A,B 3 times. Blocks made of
-    one repeated element are not cycles (the repeat layer counts those).
+    """``(period, repetitions)`` of the repeating block the sequence ends in, or (0, 0); a
+    started round counts, a block of one repeated element is no cycle.
 
     Example:
         >>> cycle_of("ABABA"), cycle_of("XABCABC"), cycle_of("AAAA"), cycle_of("ABCD")
@@ -702,7 +636,7 @@ def _periodic(block: Sequence[str], d: int) -> bool:
 
 def _label(det: DetectorState, sig: str) -> str:
     rec = det["calls"][sig]
-    return call_label(rec["tool"], args_of(rec))
+    return call_label(rec["tool"], rec.get("args", ""))
 
 
 def _cycle(det: DetectorState, config: LoopDetection) -> list[Finding]:
@@ -736,14 +670,14 @@ def _call_finding(det: DetectorState, layer: str, sig: str, rung: str, count: in
                   since: int = 0) -> Finding:
     rec = det["calls"][sig]
     return Finding(layer=layer, rung=rung, key=f"call:{sig}", count=count, threshold=threshold,
-                   sigs=(sig,), tool=rec["tool"], args=args_of(rec), calls=(_label(det, sig),),
+                   sigs=(sig,), tool=rec["tool"], args=rec.get("args", ""), calls=(_label(det, sig),),
                    seen=len(det["window"]), progressing=progressing, since=since, ids=ids,
                    refused=bool(rec.get("refused")),
                    unchanged=bool(rec.get("between") and rec.get("unchanged")))
 
 
 def _thresholds(rec: CallRecord, config: LoopDetection) -> tuple[int, int]:
-    """The no-progress warn and stop counts for this call (its tool's own, the least count
+    """The no-progress warn and stop counts (its tool's own; at least ``no_content_after``
     for a result without content)."""
     policy = config.policy(rec["tool"]) if config.calls.arg_policies else None
     warn = (policy.warn_after if policy is not None and policy.warn_after is not None
@@ -757,10 +691,8 @@ def _thresholds(rec: CallRecord, config: LoopDetection) -> tuple[int, int]:
 
 
 def _blocks(rec: CallRecord, config: LoopDetection) -> bool:
-    """Is this stuck call refused rather than stopped? With ``block_only_interleaved``, only
-    when something that may change what it sees happened since its previous request (a call
-    new to the run, or another call's result moved): the run goes on and the model may change
-    course. A repeat with nothing new in between is stopped at once."""
+    """Is this stuck call refused rather than stopped? With ``block_only_interleaved`` only when
+    something that may change what it sees happened since its previous request."""
     if not config.no_progress.block:
         return False
     return not config.no_progress.block_only_interleaved or not rec.get("unchanged")
@@ -821,8 +753,7 @@ def _repeat(det: DetectorState, asked: Mapping[str, tuple[str, ...]],
 
 
 def _repeat_thresholds(rec: CallRecord, config: LoopDetection) -> tuple[int, int]:
-    """``warn_after``/``stop_after``, raised for a tool with its own higher thresholds (in
-    requests: one more than its identical results)."""
+    """``warn_after``/``stop_after``, raised to a tool's own thresholds (plus one: requests)."""
     policy = config.policy(rec["tool"]) if config.calls.arg_policies else None
     warn, stop = config.repeat.warn_after, config.repeat.stop_after
     if policy is not None and policy.warn_after is not None:
@@ -833,8 +764,7 @@ def _repeat_thresholds(rec: CallRecord, config: LoopDetection) -> tuple[int, int
 
 
 def _drift(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection) -> list[Finding]:
-    """A tool asked for again after returning the same result to calls whose arguments
-    changed a little each time (``drift_warn_after``/``drift_stop_after`` results in a row)."""
+    """A tool asked for again after the same result to calls whose arguments changed a little."""
     out = []
     for name in dict.fromkeys(c.name for c in calls):
         entry = (det.get("drift") or {}).get(name)
@@ -918,29 +848,11 @@ def _allowed(finding: Finding, allowed: Mapping[str, int] | None) -> bool:
     return since is not None and finding.count < since + finding.threshold
 
 
-def observe(
-    detector: Mapping[str, Any],
-    ai: AIMessage,
-    results: Sequence[ToolMessage],
-    config: LoopDetection,
-    allowed: Mapping[str, int] | None = None,
-    *,
-    calls: Sequence[SignedCall] | None = None,
-) -> Observation:
-    """Absorb the previous round's results, then run the layers on the new response.
-
-    Args:
-        detector: the detector state (``{}`` at the start of a run); never mutated.
-        ai: the new model reply.
-        results: the ToolMessages of the round before it.
-        config: thresholds, ladders, policies and read-only tools.
-        allowed: finding key → its count when a human let that loop go on.
-        calls: the reply's calls as ``sign_calls(ai, config)`` signs them, when the caller
-            has them already.
-
-    Returns:
-        The new state, the warnings to queue, the calls to block and the stop guard.
-    """
+def observe(detector: Mapping[str, Any], ai: AIMessage, results: Sequence[ToolMessage],
+            config: LoopDetection, allowed: Mapping[str, int] | None = None, *,
+            calls: Sequence[SignedCall] | None = None) -> Observation:
+    """Absorb the previous round's ``results``, then run the layers on the reply ``ai``
+    (``detector`` is never mutated; ``allowed``: finding key → the count a person let go on)."""
     det = absorb(detector or {}, results, config)
     if is_cut(ai):  # cut while it streamed (no calls left): a notice, or the stop
         cuts = det.get("cuts", 0) + 1
@@ -969,24 +881,21 @@ def observe(
         return Observation(state=det, warnings=warnings)
     warned = list(det.get("warned") or [])
     acting = [f for f in findings if f.rung != "warn" and _may_act(f, warned)]
-    warnings += _warnings(findings, warned, config) if findings else []
+    warnings += _warnings(findings, warned, config)
     warns = [f.sigs[0] for f in findings if f.layer == "no_progress" and f.rung == "warn"]
     if warns:  # one no-progress warning per run of identical results
         records = det["calls"] = dict(det["calls"])
         for sig in warns:
             records[sig] = {**records[sig], "warned": True}
     det["warned"] = warned
-    state = det
     stops = [f for f in acting if f.rung == "stop"]
     if stops:
         first = min(stops, key=lambda f: (RANK.index(f.layer), -f.count))
-        return Observation(state=state, stop=stop_guard(first), finding=first)
+        return Observation(state=det, stop=stop_guard(first), finding=first)
     blocks = {i: block_text(f) for f in acting for i in f.ids}
-    return Observation(state=state, warnings=warnings, blocks=blocks)
+    return Observation(state=det, warnings=warnings, blocks=blocks)
 
-# ============================================================================================
-# Findings and what the loop detector says
-# ============================================================================================
+# --- Findings and what the loop detector says ---
 
 TEXT_CUTS = 2
 """Replies of one run cut while streaming (their text looped) that stop the run."""
@@ -1018,8 +927,7 @@ class Finding:
     refused: bool = False
     """The call was blocked before: this request asks for it again."""
     unchanged: bool = False
-    """Other calls ran since its previous request, and none of their results showed a change
-    (no call's own result moved): nothing it may depend on was seen to change."""
+    """Other calls ran since its previous request and no call's own result moved."""
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,8 @@ otherwise) and their use forbidden where the provider can: ``tool_choice="none"`
 ``{"type": "none"}`` for ``langchain-anthropic`` (its string values name a tool). A model whose
 profile says it has no tool choice, a configurable model (its provider is picked per run) and a
 provider that turns ``"none"`` into a call of a tool named none (Bedrock Converse) get the tools
-without a choice (``forbid_tools``). Whatever calls such a final answer still makes are not run:
-they move to ``response_metadata`` (``without_tool_calls``), and a run never ends on an empty
-message (``said_something``).
+without a choice (``forbid_tools``). Calls a final answer still makes are not run: they move to
+``response_metadata`` (``without_tool_calls``), and a run never ends on an empty message.
 
 Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel
@@ -35,8 +34,7 @@ from langgraph_loop.core.messages import Notice, call_label
 from langgraph_loop.core.state import answer_text
 from langgraph_loop.core.stop import Guard, stop_instruction
 
-__all__ = ["final_answer", "forbid_tools", "none_choice", "said_something", "stop_notice",
-           "without_tool_calls"]
+__all__ = ["final_answer", "forbid_tools", "none_choice", "stop_notice", "without_tool_calls"]
 
 
 _NONE_BY_PACKAGE: dict[str, Any] = {"langchain_anthropic": {"type": "none"}}
@@ -117,33 +115,10 @@ def without_tool_calls(message: AIMessage, keep: Collection[str] = ()) -> AIMess
     for key, (*calls, ended) in _CALL_FINISH.items():
         if not kept and metadata.get(key) in calls:
             metadata[key] = ended
-    return message.model_copy(
-        update={
-            "content": _without_call_blocks(message.content, {c.get("id") for c in dropped}),
-            "tool_calls": kept,
-            "invalid_tool_calls": [],
-            "tool_call_chunks": [],
-            "additional_kwargs": kwargs,
-            "response_metadata": metadata,
-        }
-    )
-
-
-def said_something(final: AIMessage, reason: str | None) -> AIMessage:
-    """The final answer, or when it only asked for tools (dropped, ``without_tool_calls``)
-    the text that says so: a run never ends on an empty message.
-
-    Example:
-        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {"x": 1}, "id": "c1"}])
-        >>> said_something(without_tool_calls(ai), "loop_detected").content[:50]
-        '(No answer: the run stopped (loop_detected) and th'
-    """
-    dropped = final.response_metadata.get("langgraph_loop_dropped_tool_calls") or []
-    if not dropped or final.tool_calls or answer_text(final).strip():
-        return final
-    calls = ", ".join(call_label(c.get("name"), c.get("args")) for c in dropped)
-    return final.model_copy(update={"content": prompts.NO_FINAL_ANSWER.format(
-        reason=reason or "stopped", calls=calls)})
+    content = _without_call_blocks(message.content, {c.get("id") for c in dropped})
+    return message.model_copy(update={"content": content, "tool_calls": kept, "invalid_tool_calls": [],
+                                      "tool_call_chunks": [], "additional_kwargs": kwargs,
+                                      "response_metadata": metadata})
 
 
 def stop_notice(why: Guard, run: str) -> Notice:
@@ -154,11 +129,17 @@ def stop_notice(why: Guard, run: str) -> Notice:
 
 def final_answer(reply: AIMessage, reason: str | None, keep: Collection[str] = ()) -> AIMessage:
     """The final answer as stored: the calls it still asked for dropped (but those of the
-    ``keep`` tools: the response format's), and never empty (``said_something``).
+    ``keep`` tools: the response format's); when only calls were dropped, the text that says so.
 
     Example:
         >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
         >>> final_answer(ai, "timeout").content[:42]
         '(No answer: the run stopped (timeout) and '
     """
-    return said_something(without_tool_calls(reply, keep), reason)
+    final = without_tool_calls(reply, keep)
+    dropped = final.response_metadata.get("langgraph_loop_dropped_tool_calls") or []
+    if not dropped or final.tool_calls or answer_text(final).strip():
+        return final
+    calls = ", ".join(call_label(c.get("name"), c.get("args")) for c in dropped)
+    return final.model_copy(update={"content": prompts.NO_FINAL_ANSWER.format(
+        reason=reason or "stopped", calls=calls)})

@@ -2,11 +2,8 @@
 paths, the shell's line counter, object ids) replaced by placeholders, so that two runs of the
 same command that differ only there read alike.
 
-``VOLATILE`` lists the rules and their placeholders; ``normalize`` applies their substitutions
-in that order. The loop detector (``graph/engine/detection.py``: ``Result``,
-``content_hash``) normalizes a result only when two results could still be equal once
-normalized, and then once (a memo). No rule's match holds a line break: normalization keeps a
-text's line count, which lets the detector tell most results apart without normalizing them.
+No rule's match holds a line break: normalization keeps a text's line count, which lets the
+detector (``engine/detection.py: Result``) tell most results apart without normalizing them.
 
 Example:
     >>> normalize("Ran 4 tests in 0.012s at 2025-11-19T00:04:32, id 0x7f3a2c10")
@@ -37,16 +34,13 @@ _VOLATILE = [
     (r"\bid[=:] *'?\d{6,}'?", "id=<n>"),  # Python object ids
 ]
 VOLATILE = [(re.compile(pattern, re.IGNORECASE), repl) for pattern, repl in _VOLATILE]
-"""The volatile parts of a result and their placeholders (``normalize`` replaces them in this
-order)."""
+"""The volatile parts of a result and their placeholders, in the order ``normalize`` applies them."""
 
 
 def normalize(text: str) -> str:
     """The text with its volatile parts (``VOLATILE``) replaced by placeholders, rule by rule.
 
     Example:
-        >>> normalize("Ran 4 tests in 0.012s at 2025-11-19T00:04:32, id 0x7f3a2c10")
-        'Ran 4 tests in <duration> at <time>, id <addr>'
         >>> normalize("/bin/bash: line 36191: javac: command not found")
         '/bin/sh: line <n>: javac: command not found'
     """

@@ -1,12 +1,9 @@
 """The ``text`` loop layer's rule: does a reply's text loop (Gemini CLI's rule, read a line at a time)?
 
-``TextLoop`` reads whole lines (a line longer than ``LINE`` characters in parts, so a runaway
-without newlines is caught too); ``StreamText`` feeds it streamed pieces as they arrive, and
-``build_reply`` makes the reply of a stream cut short: tagged
-``response_metadata["langgraph_loop_cut"] = "text"``, without its reasoning blocks (one cut
-before its signature is rejected when sent back) and with ``prompts.CUT_REPLY`` as its text when
-no text is left. The ``model`` node streams and cuts (``nodes/stream_cut.py``); the detector sends
-the run back to the model with a notice, or stops it at the second cut (``engine/detection.py``).
+``TextLoop`` reads whole lines (a long line in parts, so a runaway without newlines is caught
+too); ``StreamText`` feeds it streamed pieces; ``build_reply`` makes the reply of a stream cut
+short. The ``model`` node streams and cuts (``nodes/stream_cut.py``); the detector warns, then
+stops at the second cut (docs/loop-detection.md).
 
 Example:
     >>> text = StreamText()
@@ -26,11 +23,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any, Literal
 
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessageChunk,
-    message_chunk_to_message,
-)
+from langchain_core.messages import AIMessage, BaseMessageChunk, message_chunk_to_message
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.messages import CUT_KEY, reply_text
@@ -203,8 +196,6 @@ class StreamText:
         return any(self.loop.add(line) for line in text.splitlines(keepends=True))
 
 
-# --- streaming -----------------------------------------------------------------------------------
-
 def _sendable(content: Any) -> Any:
     """A cut reply's content without reasoning blocks, and with text (``prompts.CUT_REPLY``
     when none is left)."""
@@ -218,8 +209,8 @@ def _sendable(content: Any) -> Any:
 
 
 def build_reply(chunks: Sequence[Any], *, cut: bool) -> Any:
-    """The reply the chunks make, merged as ``invoke`` merges them; when ``cut``, tagged and
-    made sendable (see module docstring)."""
+    """The reply the chunks make, merged as ``invoke`` merges them; when ``cut``, tagged
+    (``CUT_KEY``) and without reasoning blocks (one cut before its signature is rejected)."""
     if not chunks:
         raise ValueError("model: the stream returned no chunks")
     head, *rest = chunks
