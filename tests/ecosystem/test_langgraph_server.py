@@ -385,3 +385,19 @@ def test_studio_reads_the_schemas_on_this_python(server_url: str, graph_id: str)
     [assistant] = client.assistants.search(graph_id=graph_id)
     schemas = client.assistants.get_schemas(assistant["assistant_id"])
     assert "iterations" in schemas["context_schema"]["properties"], sys.version
+
+
+def test_a_queued_message_that_meets_an_approval_records_the_gated_call_as_not_run(
+        server_url: str) -> None:
+    client = get_sync_client(url=server_url)
+    thread_id = client.threads.create()["thread_id"]
+    first = client.runs.create(thread_id, CHAT_GRAPH_ID, input=checks.user("please send_email"))
+    second = client.runs.create(thread_id, CHAT_GRAPH_ID, input=checks.user("never mind"))
+    for run in (first, second):
+        client.runs.join(thread_id, run["run_id"])
+    messages = client.threads.get_state(thread_id)["values"]["messages"]
+    typed = next(i for i, m in enumerate(messages) if m["content"] == "never mind")
+    gated = messages[typed - 1]
+    assert (gated["type"], gated["status"]) == ("tool", "error")
+    assert gated["content"].startswith("Error: this call was not executed: the run that requested it ended")
+    assert messages[typed - 2]["tool_calls"][0]["name"] == "send_email"
