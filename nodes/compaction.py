@@ -40,7 +40,14 @@ from langgraph.types import Overwrite
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
-from langgraph_loop.core.messages import SUMMARY_NAME, as_message, call_label, drain, loop_message
+from langgraph_loop.core.messages import (
+    HIDDEN_ID_PREFIX,
+    SUMMARY_NAME,
+    as_message,
+    call_label,
+    drain,
+    loop_message,
+)
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import (
     LoopState,
@@ -120,9 +127,10 @@ def summary_prompt(old: Sequence[BaseMessage]) -> list[BaseMessage]:
             HumanMessage(prompts.SUMMARY_REQUEST.format(transcript=render(old)))]
 
 
-def summary_message(text: str, replaced: int) -> HumanMessage:
-    """The tagged summary that replaces ``replaced`` messages."""
+def summary_message(text: str, replaced: int, *, hidden: bool = True) -> HumanMessage:
+    """The tagged summary that replaces ``replaced`` messages (``hidden``: a do-not-render id)."""
     return loop_message(prompts.SUMMARY.format(replaced=replaced, text=text), name=SUMMARY_NAME,
+                        id=f"{HIDDEN_ID_PREFIX}{uuid.uuid4()}" if hidden else None,
                         additional_kwargs={"langgraph_loop": {"kind": "summary",
                                                               "replaced": replaced}})
 
@@ -217,7 +225,7 @@ class CompactionNode(Runnable[LoopState, dict[str, Any]]):
         under ``summary``, the summary itself (for the messages stream, not a state key)."""
         settings, split = plan.settings, plan.split
         reply = as_message(result, "compaction.summarizer")
-        summary = summary_message(answer_text(reply), len(split.old))
+        summary = summary_message(answer_text(reply), len(split.old), hidden=not settings.show_notices)
         usage = usage_of(reply)
         if usage is None and settings.limits.token_budget is not None:
             usage = estimate_usage(plan.request, reply, plan.summarizer)

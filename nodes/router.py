@@ -34,7 +34,13 @@ from langgraph.runtime import get_runtime
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import callback
 from langgraph_loop.core.drive import Steps, adrive, aperform, drive, perform
-from langgraph_loop.core.messages import CONTINUE_NAME, iteration_messages, loop_message, shorten
+from langgraph_loop.core.messages import (
+    CONTINUE_NAME,
+    HIDDEN_ID_PREFIX,
+    iteration_messages,
+    loop_message,
+    shorten,
+)
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import (
     IterationRecord,
@@ -158,13 +164,14 @@ def continuation_text(feedback: str | None, progress: Sequence[str], inject: boo
     return with_progress(default_message(feedback), progress, inject)
 
 
-def continuation_message(content: str | list[Any]) -> HumanMessage:
-    """A continuation message (tagged, with an id)."""
-    return loop_message(content, name=CONTINUE_NAME, id=uuid.uuid4().hex)
+def continuation_message(content: str | list[Any], *, hidden: bool = True) -> HumanMessage:
+    """A continuation message (tagged; ``hidden``: with an id chat UIs do not render)."""
+    prefix = HIDDEN_ID_PREFIX if hidden else ""
+    return loop_message(content, name=CONTINUE_NAME, id=f"{prefix}{uuid.uuid4().hex}")
 
 
 def resend_message(previous: Sequence[BaseMessage] | None, *, request_id: str | None,
-                   fresh_context: bool, feedback: str | None) -> HumanMessage:
+                   fresh_context: bool, feedback: str | None, hidden: bool = True) -> HumanMessage:
     """The continuation returned None: re-send the previous iteration's input as it was (with
     fresh context the run's request is in every request already: the default text instead).
 
@@ -177,8 +184,8 @@ def resend_message(previous: Sequence[BaseMessage] | None, *, request_id: str | 
     """
     last = previous[0] if previous else None
     if last is None or (fresh_context and last.id == request_id):
-        return continuation_message(default_message(feedback))
-    return continuation_message(last.content)
+        return continuation_message(default_message(feedback), hidden=hidden)
+    return continuation_message(last.content, hidden=hidden)
 
 
 # --- the node --------------------------------------------------------------------------------
@@ -265,15 +272,17 @@ class _End:
 
     def continuation(self, text: Any, asked: bool) -> HumanMessage:
         """The next iteration's input (``text``: the callback's answer, when ``asked``)."""
+        hidden = not self.settings.show_notices
         if not asked:
-            return continuation_message(continuation_text(self.feedback, self.progress, self.inject))
+            return continuation_message(continuation_text(self.feedback, self.progress, self.inject),
+                                        hidden=hidden)
         if text is None:
             start = iteration_info(self.state).get("start_id")
             previous = iteration_messages(self.state.get("messages") or [], start)[:1] if start else []
             return resend_message(previous, request_id=(self.state.get("run") or {}).get("request_id"),
                                   fresh_context=self.settings.iterations.fresh_context,
-                                  feedback=self.feedback)
-        return continuation_message(with_progress(str(text), self.progress, self.inject))
+                                  feedback=self.feedback, hidden=hidden)
+        return continuation_message(with_progress(str(text), self.progress, self.inject), hidden=hidden)
 
     def next_iteration(self, update: dict[str, Any], message: HumanMessage) -> dict[str, Any]:
         """The update that starts the next iteration with ``message``."""

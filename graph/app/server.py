@@ -1,9 +1,9 @@
-"""The graph LangGraph Server serves: ``langgraph.json`` points at ``graph`` here, and at
-``app`` for one check the server would otherwise skip.
+"""The graphs LangGraph Server serves: ``langgraph.json`` points at ``graph`` and
+``chat_graph`` here, and at ``app`` for one check the server would otherwise skip.
 
 The one module that builds graphs when imported: ``graph``, and ``chat_graph`` (the same
 agent set up for people in a chat UI such as Agent Chat UI: it asks them about loops and
-about the conversation's token budget; ``docs/deployment.md``). It is compiled WITHOUT a
+about the conversation's token budget; ``docs/deployment.md``). Both are compiled WITHOUT a
 checkpointer: LangGraph Server persists threads itself (in memory under
 ``langgraph dev``, PostgreSQL in a deployment). The agent (model from the
 environment, demo tools, ``send_email`` gated) is defined in ``graph/app/agent.py``.
@@ -12,16 +12,19 @@ Per-run limits come from the run's context, e.g. with ``langgraph-sdk``:
 ``client.runs.wait(thread_id, "langgraph-loop", input=..., context={"iterations": {"max": 2}})``.
 LangGraph Server keeps only the context keys the graph's context schema declares and drops
 the others silently, before the graph sees them; ``RunContextCheck`` (``app``'s middleware)
-checks a run's ``context`` first with the graph's own check, so a misspelled key is the
-in-process ``ValueError`` text, answered with HTTP 422, and nothing runs. Runs of another
-graph of the same deployment (named by its graph id) are left alone.
+checks a run's ``context`` first with the check of the graph the run is for, so a misspelled
+key is the in-process ``ValueError`` text, answered with HTTP 422, and nothing runs. It is
+given the graphs to check by their ids in ``langgraph.json``; a run names its graph by that id
+or by an assistant's UUID (as Studio does), which the server itself is asked to resolve. Runs
+of the deployment's other graphs are left alone.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Awaitable, Callable, MutableMapping
+import warnings
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 from starlette.middleware import Middleware
@@ -34,12 +37,13 @@ except ImportError:
     from starlette.applications import Starlette as App
 
 __all__ = ["CHAT_GRAPH_ID", "GRAPH_ID", "RunContextCheck", "app", "chat_graph", "context_problem",
-           "graph"]
+           "graph", "run_contexts"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+Check = Callable[[Any], object]
 
 graph = make_graph()
 chat_graph = make_chat_graph()
@@ -51,39 +55,49 @@ CHAT_GRAPH_ID = "langgraph-loop-chat"
 """The chat graph's id in ``langgraph.json`` (the graph to point Agent Chat UI at)."""
 
 
-def _ours(assistant: Any, graph_id: str) -> bool:
-    """Does a run for ``assistant`` (a graph id or an assistant's UUID) maybe run our graph?
-    A UUID may name an assistant of any graph: checked; another graph's id: not ours."""
-    if not isinstance(assistant, str) or assistant == graph_id:
-        return True
+def run_contexts(body: bytes) -> list[tuple[str, Any]]:
+    """``(assistant_id, context)`` of each run a request creates with a context (``body``: its
+    JSON, one run or a list of runs for ``/runs/batch``; malformed JSON is the server's to answer).
+
+    Example:
+        >>> run_contexts(b'[{"assistant_id": "a", "context": {"x": 1}}, {"assistant_id": "b"}]')
+        [('a', {'x': 1})]
+    """
     try:
-        uuid.UUID(assistant)
+        payload = json.loads(body or b"null")
+    except ValueError:
+        return []
+    runs = payload if isinstance(payload, list) else [payload]
+    return [(run["assistant_id"], run["context"]) for run in runs
+            if isinstance(run, dict) and isinstance(run.get("assistant_id"), str) and run.get("context")]
+
+
+def is_uuid(assistant_id: str) -> bool:
+    """Does a run name its assistant by UUID (not by graph id)?"""
+    try:
+        uuid.UUID(assistant_id)
     except ValueError:
         return False
     return True
 
 
-def context_problem(body: bytes, check: Callable[[Any], object],
-                    graph_id: str = GRAPH_ID) -> str | None:
-    """Why a run request's ``context`` is refused (None: no context, a valid one, or a run
-    of another graph of the deployment, named by its id).
-
-    ``body``: the request's JSON (one run, or a list of runs for ``/runs/batch``).
+def context_problem(runs: list[tuple[str, Any]], checks: Mapping[str, Check],
+                    graph_ids: Mapping[str, str | None] | None = None) -> str | None:
+    """Why a run request's context is refused (None: valid, or a run of a graph not in
+    ``checks``), by the check of the graph each run names: by its id, or by an assistant's
+    UUID that ``graph_ids`` maps to its graph id.
 
     Example:
-        >>> context_problem(b'{"context": {"iteratons": {"max": 2}}}', graph.check_context)[:42]
+        >>> checks = {GRAPH_ID: graph.check_context}
+        >>> context_problem([(GRAPH_ID, {"iteratons": {"max": 2}})], checks)[:42]
         "invalid run context: unknown key 'iteraton"
-        >>> context_problem(b'{"context": {"iterations": {"max": 2}}}', graph.check_context) is None
+        >>> context_problem([(GRAPH_ID, {"iterations": {"max": 2}})], checks) is None
         True
-        >>> context_problem(b'{"assistant_id": "other", "context": {"x": 1}}', graph.check_context)
+        >>> context_problem([("other", {"x": 1}), ("5e2b…", {"x": 1})], checks, {"5e2b…": "other"})
     """
-    try:
-        payload = json.loads(body or b"null")
-    except ValueError:
-        return None  # not ours to judge: the server answers malformed JSON
-    for run in payload if isinstance(payload, list) else [payload]:
-        context = run.get("context") if isinstance(run, dict) else None
-        if context and _ours(run.get("assistant_id"), graph_id):
+    for assistant_id, context in runs:
+        check = checks.get(assistant_id) or checks.get((graph_ids or {}).get(assistant_id) or "")
+        if check is not None:
             try:
                 check(context)
             except ValueError as exc:
@@ -92,13 +106,36 @@ def context_problem(body: bytes, check: Callable[[Any], object],
 
 
 class RunContextCheck:
-    """ASGI middleware: a ``POST`` that creates runs has its ``context`` checked by ``check``
-    (the graph's own, ``LoopGraph.check_context``) before the server filters it."""
+    """ASGI middleware: a ``POST`` that creates runs has each run's ``context`` checked by the
+    check of the graph it runs (``LoopGraph.check_context``) before the server filters it.
+
+    Args:
+        app: the ASGI app it wraps (Starlette passes it).
+        graphs: the graphs to check, by their ids in ``langgraph.json``
+            (``{"my-agent": graph}``); runs of the deployment's other graphs are left alone.
+        check: deprecated (0.3): one graph's check, for the graph id ``"langgraph-loop"``.
+
+    Raises:
+        ValueError: no graph to check, or a graph ``create_loop_agent`` did not build.
+    """
 
     def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]],
-                 check: Callable[[Any], object]) -> None:
+                 graphs: Mapping[str, Any] | None = None, *, check: Check | None = None) -> None:
         self.app = app
-        self.check = check
+        self.checks: dict[str, Check] = {}
+        for graph_id, served in (graphs or {}).items():
+            if not callable(getattr(served, "check_context", None)):
+                raise ValueError(f"RunContextCheck: graphs[{graph_id!r}] is not a graph "
+                                 f"create_loop_agent built (it has no check_context)")
+            self.checks[graph_id] = served.check_context
+        if check is not None:
+            warnings.warn(f"RunContextCheck(check=...) checks only runs of the graph id {GRAPH_ID!r}; "
+                          f"pass graphs={{<graph id in langgraph.json>: graph}}",
+                          DeprecationWarning, stacklevel=2)
+            self.checks.setdefault(GRAPH_ID, check)
+        if not self.checks:
+            raise ValueError("RunContextCheck: no graph to check; pass graphs={<graph id in "
+                             "langgraph.json>: graph}")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (scope["type"] != "http" or scope["method"] != "POST"
@@ -111,13 +148,12 @@ class RunContextCheck:
             messages.append(message)
             if message["type"] != "http.request" or not message.get("more_body"):
                 break
-        problem = context_problem(b"".join(m.get("body", b"") for m in messages), self.check)
+        runs = run_contexts(b"".join(m.get("body", b"") for m in messages))
+        graph_ids = {a: await self.graph_of(scope, a) for a, _ in runs
+                     if a not in self.checks and is_uuid(a)}
+        problem = context_problem(runs, self.checks, graph_ids)
         if problem is not None:
-            body = json.dumps({"detail": problem}).encode()
-            await send({"type": "http.response.start", "status": 422,
-                        "headers": [(b"content-type", b"application/json"),
-                                    (b"content-length", str(len(body)).encode())]})
-            await send({"type": "http.response.body", "body": body})
+            await _answer(send, 422, {"detail": problem})
             return
         pending = iter(messages)
 
@@ -126,8 +162,37 @@ class RunContextCheck:
 
         await self.app(scope, replay, send)
 
+    async def graph_of(self, scope: Scope, assistant_id: str) -> str | None:
+        """The graph id of the assistant a UUID names, as the server answers
+        ``GET /assistants/{id}`` with the run request's headers (None: not found, not allowed)."""
+        path = f"{scope.get('root_path', '')}/assistants/{assistant_id}"
+        headers = [(k, v) for k, v in scope["headers"] if k not in (b"content-length", b"content-type")]
+        request = {**scope, "method": "GET", "path": path, "raw_path": path.encode(),
+                   "query_string": b"", "headers": headers}
+        answer: dict[str, Any] = {"status": 0, "body": b""}
 
-app = App(middleware=[Middleware(RunContextCheck, check=graph.check_context)],
+        async def receive() -> Message:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def collect(message: Message) -> None:
+            answer["status"] = message.get("status", answer["status"])
+            answer["body"] += message.get("body", b"")
+
+        await self.app(request, receive, collect)
+        found = json.loads(answer["body"]) if answer["status"] == 200 else None
+        return found.get("graph_id") if isinstance(found, dict) else None
+
+
+async def _answer(send: Send, status: int, payload: Any) -> None:
+    """Send a JSON response."""
+    body = json.dumps(payload).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+app = App(middleware=[Middleware(RunContextCheck, graphs={GRAPH_ID: graph, CHAT_GRAPH_ID: chat_graph})],
           **({"docs_url": None, "redoc_url": None, "openapi_url": None}
              if App.__name__ == "FastAPI" else {}))
 """Routes none (no docs pages of its own either); the middleware the server puts in front of

@@ -3,16 +3,18 @@
 (``tests/support/server_checks.py``); the model is ChatOpenAI talking to the standalone
 loopback OpenAI-compatible server (``python -m tests.support.openai_server``).
 
-Both servers are started once for this module, each in its own process group, on free
-ports, logging under pytest's temporary directory (outside the project), and stopped
-in a ``finally``. ``langgraph dev`` runs in the project root (the paths in
-``langgraph.json`` are relative to it) and keeps its in-memory snapshots in the
+A second ``langgraph dev`` serves a user's own deployment (``tests/support/user_deployment.py``)
+from a scratch project folder. The servers are started once for this module, each in its own
+process group, on free ports, logging under pytest's temporary directory (outside the
+project), and stopped in a ``finally``. ``langgraph dev`` runs in the project root (the paths
+in ``langgraph.json`` are relative to it) and keeps its in-memory snapshots in the
 git-ignored ``.langgraph_api/``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -34,6 +36,7 @@ from langgraph_loop.app.server import CHAT_GRAPH_ID
 from langgraph_loop.app.server import graph as server_graph
 from langgraph_loop.core.prompts import TYPED_INSTEAD
 from tests.support import server_checks as checks
+from tests.support import user_deployment
 from tests.support.postgres import free_port
 
 pytestmark = pytest.mark.ecosystem
@@ -81,28 +84,52 @@ def _wait_until_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> Non
 
 
 @pytest.fixture(scope="module")
-def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``langgraph dev`` on a free port with the loopback model server behind it."""
-    tmp = tmp_path_factory.mktemp("langgraph-server")
+def model_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The loopback OpenAI-compatible model server the deployments' ChatOpenAI talks to."""
+    tmp = tmp_path_factory.mktemp("model-server")
+    port, log = free_port(), tmp / "model-server.log"
+    proc = _popen([sys.executable, "-m", "tests.support.openai_server", "--port", str(port)], log,
+                  _env(), REPO)
+    try:
+        _wait_until_ready(f"http://127.0.0.1:{port}/v1/models", proc, log)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        _stop(proc)
+
+
+def _env(model_url: str | None = None) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "LANGGRAPH_CLI_NO_ANALYTICS": "1",
            "LANGSMITH_TRACING": "false", "LANGGRAPH_LOOP_MODEL": "m", "OPENAI_API_KEY": "test"}
-    model_port, api_port = free_port(), free_port()
-    model_log, api_log = tmp / "model-server.log", tmp / "langgraph-dev.log"
-    model_proc = _popen([sys.executable, "-m", "tests.support.openai_server",
-                         "--port", str(model_port)], model_log, env, REPO)
-    api_proc: subprocess.Popen[bytes] | None = None
+    return env if model_url is None else {**env, "OPENAI_BASE_URL": model_url}
+
+
+def _langgraph_dev(model_url: str, log: Path, cwd: Path, *args: str) -> Iterator[str]:
+    """``langgraph dev`` in ``cwd`` on a free port, until the test module is done."""
+    port = free_port()
+    langgraph = str(Path(sys.executable).parent / "langgraph")
+    proc = _popen([langgraph, "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
+                   "--port", str(port), *args], log, _env(model_url), cwd)
     try:
-        _wait_until_ready(f"http://127.0.0.1:{model_port}/v1/models", model_proc, model_log)
-        env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{model_port}/v1"
-        langgraph = str(Path(sys.executable).parent / "langgraph")
-        api_proc = _popen([langgraph, "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
-                           "--port", str(api_port)], api_log, env, REPO)
-        _wait_until_ready(f"http://127.0.0.1:{api_port}/ok", api_proc, api_log)
-        yield f"http://127.0.0.1:{api_port}"
+        _wait_until_ready(f"http://127.0.0.1:{port}/ok", proc, log)
+        yield f"http://127.0.0.1:{port}"
     finally:
-        if api_proc is not None:
-            _stop(api_proc)
-        _stop(model_proc)
+        _stop(proc)
+
+
+@pytest.fixture(scope="module")
+def server_url(model_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``langgraph dev`` serving this repository's ``langgraph.json``."""
+    log = tmp_path_factory.mktemp("langgraph-server") / "langgraph-dev.log"
+    yield from _langgraph_dev(model_url, log, REPO)
+
+
+@pytest.fixture(scope="module")
+def user_server_url(model_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``langgraph dev`` serving a user's own deployment (``tests/support/user_deployment.py``:
+    their graph under their own id, a second graph with a context of its own)."""
+    project = tmp_path_factory.mktemp("user-project")
+    (project / "langgraph.json").write_text(json.dumps(user_deployment.LANGGRAPH_JSON))
+    yield from _langgraph_dev(model_url, project / "langgraph-dev.log", project)
 
 
 async def test_thread_run_state_and_history(server_url: str) -> None:
@@ -125,10 +152,11 @@ def test_a_misspelled_override_is_the_in_process_error(server_url: str) -> None:
     checks.check_a_misspelled_override_is_the_in_process_error(server_url)
 
 
+@pytest.mark.parametrize("graph_id", [checks.GRAPH_ID, CHAT_GRAPH_ID])
 @pytest.mark.parametrize("context", [{"iteratons": {"max": 2}}, {"max_iteratons": 2},
                                      {"limits": {"final_answr": False}}])
 def test_a_context_the_graph_refuses_is_the_in_process_error_over_http(
-        server_url: str, context: dict[str, object]) -> None:
+        server_url: str, context: dict[str, object], graph_id: str) -> None:
     """The server keeps only the context keys the schema declares: without ``RunContextCheck``
     the misspelled top-level key is dropped and the run goes on. Now every run endpoint answers
     422 with the ``ValueError`` ``invoke`` raises, and no run is made."""
@@ -137,9 +165,9 @@ def test_a_context_the_graph_refuses_is_the_in_process_error_over_http(
     client = get_sync_client(url=server_url)
     thread = client.threads.create()["thread_id"]
     run = {"input": checks.user("hi"), "context": context}
-    for call in (lambda: client.runs.wait(None, checks.GRAPH_ID, **run),
-                 lambda: client.runs.create(thread, checks.GRAPH_ID, **run),
-                 lambda: list(client.runs.stream(thread, checks.GRAPH_ID, **run))):
+    for call in (lambda: client.runs.wait(None, graph_id, **run),
+                 lambda: client.runs.create(thread, graph_id, **run),
+                 lambda: list(client.runs.stream(thread, graph_id, **run))):
         with pytest.raises(httpx.HTTPStatusError) as over_http:
             call()
         assert over_http.value.response.status_code == 422
@@ -254,3 +282,122 @@ def test_over_http_the_budget_check_in_takes_an_edited_number_sent_as_text(serve
     done = client.runs.wait(thread_id, CHAT_GRAPH_ID, command={"resume": {"decisions": [
         {"type": "edit", "edited_action": {"name": action["name"], "args": {"tokens": "20000"}}}]}})
     assert done["stop_reason"] == "completed" and done["messages"][-1]["content"] == "Done."
+
+
+def test_over_http_continuation_and_summary_messages_are_hidden_from_a_chat_ui(
+        user_server_url: str) -> None:
+    """The user's graph goes on for a second pass and compacts its history: the continuation
+    and the summary are user-role messages the model reads, with ids Agent Chat UI does not
+    render, so the person's bubbles hold only what they typed."""
+    client = get_sync_client(url=user_server_url)
+    thread_id = client.threads.create()["thread_id"]
+    out = client.runs.wait(thread_id, user_deployment.USER_GRAPH_ID,
+                           input=checks.user("get_weather for Paris"))
+    assert out["stop_reason"] == "completed" and out["iteration"] == 2
+    loop_written = {m["name"]: m["id"] for m in out["messages"] if m["type"] == "human" and m.get("name")}
+    assert set(loop_written) == {"loop_continue", "loop_summary"}
+    assert all(i.startswith("do-not-render-") for i in loop_written.values())
+    shown = [m["content"] for m in out["messages"]
+             if m["type"] == "human" and not m["id"].startswith("do-not-render-")]
+    assert shown == ["get_weather for Paris"]
+
+
+# --- a user's own deployment: RunContextCheck for their graph id, a second graph -------------
+
+def test_a_users_own_graph_id_gets_the_in_process_error_by_id_and_by_assistant_uuid(
+        user_server_url: str) -> None:
+    """Set up as docs/deployment.md says, under the user's own graph id: a misspelled key is
+    refused (HTTP 422, the ``ValueError`` text) whether the run names the graph by its id or
+    by an assistant's UUID (as Studio does), and no run is made."""
+    context = {"limits": {"max_tool_call": 2}}
+    with pytest.raises(ValueError) as in_process:
+        user_deployment.graph.invoke({"messages": [HumanMessage("hi")]}, context=context)
+    client = get_sync_client(url=user_server_url)
+    [assistant] = client.assistants.search(graph_id=user_deployment.USER_GRAPH_ID)
+    thread = client.threads.create()["thread_id"]
+    for name in (user_deployment.USER_GRAPH_ID, assistant["assistant_id"]):
+        with pytest.raises(httpx.HTTPStatusError) as over_http:
+            client.runs.wait(thread, name, input=checks.user("get_weather"), context=context)
+        assert over_http.value.response.status_code == 422
+        assert over_http.value.response.json()["detail"] == str(in_process.value)
+    assert client.runs.list(thread) == []
+    ok = client.runs.wait(thread, assistant["assistant_id"], input=checks.user("get_weather"),
+                          context={"limits": {"max_tool_calls": 1}})
+    assert ok["stop_reason"] == "max_tool_calls"
+
+
+def test_a_second_graph_of_the_deployment_gets_its_own_context_by_id_and_by_assistant_uuid(
+        user_server_url: str) -> None:
+    """The check is the user's graph's only: the other graph's valid context (a key the loop
+    graph does not know) reaches its tool, whichever way the run names the graph."""
+    client = get_sync_client(url=user_server_url)
+    [assistant] = client.assistants.search(graph_id=user_deployment.OTHER_GRAPH_ID)
+    for name in (user_deployment.OTHER_GRAPH_ID, assistant["assistant_id"]):
+        out = client.runs.wait(None, name, input=checks.user("hi"), context={"customer": "Ada"})
+        assert [m["content"] for m in out["messages"] if m["type"] == "tool"] == ["Hello, Ada"]
+
+
+# --- two messages on one thread: what the current server does --------------------------------
+
+def test_the_default_strategy_queues_a_message_and_a_loop_question_it_meets_is_answered_by_it(
+        server_url: str) -> None:
+    """LangGraph Server's default ``multitask_strategy`` is ``enqueue``: a second message sent
+    while the first run is going waits. When the first run has paused at the loop question,
+    the queued message is the person's answer, as if typed at the question: the paused call is
+    recorded as not run, the message is a redirect of the run, and the question is asked again
+    at once if the agent goes back to the same call (never dropped without a word)."""
+    client = get_sync_client(url=server_url)
+    thread_id = client.threads.create()["thread_id"]
+    first = client.runs.create(thread_id, CHAT_GRAPH_ID, input=checks.user("keep checking get_weather"))
+    second = client.runs.create(thread_id, CHAT_GRAPH_ID, input=checks.user("and in Rome?"))
+    assert [r["multitask_strategy"] for r in (first, second)] == ["enqueue", "enqueue"]
+    for run in (first, second):
+        client.runs.join(thread_id, run["run_id"])
+        assert client.runs.get(thread_id, run["run_id"])["status"] == "success"
+    messages = client.threads.get_state(thread_id)["values"]["messages"]
+    typed = next(i for i, m in enumerate(messages) if m["content"] == "and in Rome?")
+    assert messages[typed]["additional_kwargs"]["langgraph_loop"] == {"kind": "budget_redirect"}
+    paused = messages[typed - 1]
+    assert (paused["type"], paused["status"], paused["content"]) == ("tool", "error", TYPED_INSTEAD)
+    assert [a["name"] for a in _interrupt(client, thread_id)["action_requests"]] == [
+        "Loop detected: get_weather"]
+    open_calls = [c["id"] for m in messages for c in m.get("tool_calls") or []]
+    assert sorted(m["tool_call_id"] for m in messages if m["type"] == "tool") == sorted(open_calls[:-1])
+
+
+def test_reject_is_asked_for_and_answers_a_second_message_with_409(server_url: str) -> None:
+    client = get_sync_client(url=server_url)
+    thread_id = client.threads.create()["thread_id"]
+    first = client.runs.create(thread_id, CHAT_GRAPH_ID, input=checks.user("keep checking get_weather"))
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        client.runs.create(thread_id, CHAT_GRAPH_ID, input=checks.user("and in Rome?"),
+                           multitask_strategy="reject")
+    assert refused.value.response.status_code == 409
+    client.runs.join(thread_id, first["run_id"])
+    assert [r["run_id"] for r in client.runs.list(thread_id)] == [first["run_id"]]
+
+
+@pytest.mark.parametrize("graph_id", [checks.GRAPH_ID, CHAT_GRAPH_ID])
+def test_studio_reads_the_schemas_on_this_python(server_url: str, graph_id: str) -> None:
+    """``GET /assistants/{id}/schemas`` answers 200 for both graphs on the Python the suite
+    runs (3.11 in CI, ``langgraph.json``'s ``python_version``)."""
+    client = get_sync_client(url=server_url)
+    [assistant] = client.assistants.search(graph_id=graph_id)
+    schemas = client.assistants.get_schemas(assistant["assistant_id"])
+    assert "iterations" in schemas["context_schema"]["properties"], sys.version
+
+
+def test_a_queued_message_that_meets_an_approval_records_the_gated_call_as_not_run(
+        server_url: str) -> None:
+    client = get_sync_client(url=server_url)
+    thread_id = client.threads.create()["thread_id"]
+    first = client.runs.create(thread_id, CHAT_GRAPH_ID, input=checks.user("please send_email"))
+    second = client.runs.create(thread_id, CHAT_GRAPH_ID, input=checks.user("never mind"))
+    for run in (first, second):
+        client.runs.join(thread_id, run["run_id"])
+    messages = client.threads.get_state(thread_id)["values"]["messages"]
+    typed = next(i for i, m in enumerate(messages) if m["content"] == "never mind")
+    gated = messages[typed - 1]
+    assert (gated["type"], gated["status"]) == ("tool", "error")
+    assert gated["content"].startswith("Error: this call was not executed: the run that requested it ended")
+    assert messages[typed - 2]["tool_calls"][0]["name"] == "send_email"

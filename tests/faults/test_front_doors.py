@@ -12,7 +12,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from langgraph_loop import Calls, LoopDetection, create_loop_agent
-from langgraph_loop.app.server import context_problem
+from langgraph_loop.app.server import GRAPH_ID, context_problem, run_contexts
 from langgraph_loop.app.server import graph as served
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.helpers import add, boom
@@ -55,5 +55,5 @@ def test_the_servers_check_is_the_in_process_error(context: dict[str, Any]) -> N
     ``invoke`` says, before anything runs."""
     with pytest.raises(ValueError) as caught:
         served.invoke({"messages": [HumanMessage("hi")]}, context=context)
-    body = json.dumps({"input": {}, "context": context}).encode()
-    assert context_problem(body, served.check_context) == str(caught.value)
+    body = json.dumps({"assistant_id": GRAPH_ID, "input": {}, "context": context}).encode()
+    assert context_problem(run_contexts(body), {GRAPH_ID: served.check_context}) == str(caught.value)
