@@ -39,6 +39,7 @@ from langgraph_loop.core.config import (
     Limits,
     LoopDetection,
 )
+from langgraph_loop.core.compat import node_trace_policy
 from langgraph_loop.core.history import LoopGraph
 from langgraph_loop.core.hosting import NODE_HOOKS
 from langgraph_loop.core.messages import is_blocked, is_cut, unanswered_tail
@@ -336,8 +337,12 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
             builder.add_node(name, LoopDetector(settings) if name == "loop_detector"
                              else RespondNode(settings))
             continue
-        if name in hooks or name == "middleware_end":  # the user's middleware hooks
-            builder.add_node(name, hooks.get(name) or middleware_end)
+        if name in hooks:  # the user's middleware hooks, traced as their trace_policy says
+            builder.add_node(name, hooks[name], trace_policy=node_trace_policy(
+                hooks[name].middleware.trace_policy))
+            continue
+        if name == "middleware_end":
+            builder.add_node(name, middleware_end)
             continue
         retry = RETRY if name == "compaction" or (name == "model" and not settings.hooked(
             "wrap_model_call")) else None  # the user's wrap_model_call middleware own the call

@@ -41,12 +41,16 @@ langchain-core 1.7) for two:
   ``test_a_call_keeps_invoke_where_stream_would_behave_differently``,
   ``test_fallbacks_stream_as_their_primary_model_does``).
 
-LangChain keeps one class private that ``create_agent`` registers on every agent it compiles:
+LangChain keeps two things private that ``create_agent`` applies on every agent it compiles:
 
 - ``SubagentTransformer``: the stream transformer behind ``stream_events(version="v3")``'s
   ``.subagents`` projection (nested named agents). A drop-in registers what ``create_agent``
   registers, in the same order (``core/streams.py``;
   ``tests/parity/test_dropin.py: test_v3_stream_events_project_the_tool_calls_without_opt_in``).
+- ``node_trace_policy(policy)``: the ``TracePolicy`` of a middleware hook node: the
+  middleware's own ``trace_policy``, else the default ``configure_trace_policy`` set, read when
+  the run is traced (the default lives in LangChain's private module)
+  (``tests/parity/test_dropin.py: test_a_hook_nodes_trace_omits_what_its_trace_policy_omits``).
 
 When LangGraph or LangChain changes one of them, those tests fail before the loop misbehaves.
 
@@ -64,6 +68,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from langchain.agents._subagent_transformer import SubagentTransformer
+from langchain.agents.middleware._trace_policy import _node_trace_policy
 from langchain_core.caches import BaseCache
 from langchain_core.callbacks import BaseCallbackManager
 from langchain_core.globals import get_llm_cache
@@ -76,11 +81,14 @@ from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.graph.message import _messages_delta_reducer
 from langgraph.pregel._messages import StreamMessagesHandler
 
-__all__ = ["SubagentTransformer", "checkpointer", "durable", "messages_delta_reducer", "resuming",
-           "streams", "streams_messages", "would_stream"]
+__all__ = ["SubagentTransformer", "checkpointer", "durable", "messages_delta_reducer",
+           "node_trace_policy", "resuming", "streams", "streams_messages", "would_stream"]
 
 messages_delta_reducer: Any = _messages_delta_reducer
 """LangGraph's batch reducer for a ``DeltaChannel`` of messages (see the module docstring)."""
+
+node_trace_policy = _node_trace_policy
+"""A middleware hook node's ``TracePolicy``, as ``create_agent`` gives it (see above)."""
 
 
 def _configurable(config: RunnableConfig | None) -> dict[str, Any]:

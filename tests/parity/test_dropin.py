@@ -10,13 +10,21 @@ from typing import Annotated, Any, NotRequired
 
 import pytest
 from langchain.agents import AgentState, create_agent
-from langchain.agents.middleware import AgentMiddleware, HumanInTheLoopMiddleware, hook_config
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    HumanInTheLoopMiddleware,
+    TracePolicy,
+    configure_trace_policy,
+    hook_config,
+    omit_payload,
+)
 from langchain.agents.middleware.types import PrivateStateAttr
 from langchain.agents.structured_output import StructuredOutputError, ToolStrategy
 from langchain_core.exceptions import ModelRateLimitError
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.tools import tool
+from langchain_core.tracers import BaseTracer, Run
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
@@ -136,6 +144,56 @@ def test_compile_keywords_are_passed_through(build: Any) -> None:
     agent.invoke(ask(), thread)
     assert agent.get_state(thread).next == ("tools",)
     assert agent.invoke(None, thread)["messages"][-1].content == "done"
+
+
+# --- a middleware's trace_policy ---------------------------------------------------------------
+
+class Traced(BaseTracer):
+    """Records the inputs of every traced run by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inputs: dict[str, Any] = {}
+
+    def _persist_run(self, run: Run) -> None:
+        pass
+
+    def _on_chain_start(self, run: Run) -> None:
+        self.inputs.setdefault(run.name, run.inputs)
+
+
+class Hooked(AgentMiddleware[Any, Any]):
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return None
+
+    def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return None
+
+
+class Secretive(Hooked):
+    trace_policy = TracePolicy(process_inputs=omit_payload, process_outputs=omit_payload)
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_a_hook_nodes_trace_omits_what_its_trace_policy_omits(build: Any) -> None:
+    tracer = Traced()
+    build(scripted("done"), middleware=[Secretive()]).invoke(ask("my card is 4111"),
+                                                              {"callbacks": [tracer]})
+    assert tracer.inputs["Secretive.before_model"] == {}
+    assert tracer.inputs["Secretive.after_model"] == {}
+    assert "my card is 4111" in str(tracer.inputs["model"])  # the model node is traced as usual
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_the_default_trace_policy_set_after_the_build_applies_to_hook_nodes(build: Any) -> None:
+    tracer = Traced()
+    agent = build(scripted("done"), middleware=[Hooked()])
+    configure_trace_policy(TracePolicy(process_inputs=omit_payload))
+    try:
+        agent.invoke(ask("my card is 4111"), {"callbacks": [tracer]})
+    finally:
+        configure_trace_policy(None)
+    assert tracer.inputs["Hooked.before_model"] == tracer.inputs["Hooked.after_model"] == {}
 
 
 # --- tools a middleware adds ------------------------------------------------------------------
