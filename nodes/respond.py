@@ -14,7 +14,7 @@ predicate or the judge may still ask for another one, which replaces it).
   not parse, or several output calls in one reply, are answered with the text
   ``handle_errors`` gives and the model is asked again (``structured_response`` cleared);
   when ``handle_errors`` does not cover the error it is raised. The agent's other calls in
-  the same reply still run.
+  the same reply still run, then the iteration ends (``create_agent`` ends there too).
 - ``ProviderStrategy``: the reply's text is parsed; text that does not parse raises
   ``StructuredOutputValidationError``.
 

@@ -402,6 +402,22 @@ def test_an_error_out_of_the_wrap_model_call_chain_is_not_retried_by_the_agent(b
     assert len(model.requests) == 1
 
 
+@pytest.mark.parametrize("build", BUILDERS)
+def test_a_reply_with_the_structured_answer_and_another_call_ends_after_that_call(build: Any) -> None:
+    both = AIMessage("", tool_calls=[
+        {"name": "echo", "args": {"text": "x"}, "id": "e1", "type": "tool_call"},
+        {"name": "Answer", "args": {"text": "ok"}, "id": "s1", "type": "tool_call"}])
+    model = scripted(both, "never asked")
+    result = build(model, [echo], response_format=ToolStrategy(Answer)).invoke(ask())
+    assert len(model.requests) == 1
+    assert result["structured_response"] == Answer(text="ok")
+    answers = {m.tool_call_id: (m.name, m.status) for m in result["messages"]
+               if isinstance(m, ToolMessage)}
+    assert answers == {"e1": ("echo", "success"), "s1": ("Answer", "success")}
+    assert result["messages"][-1].type == "tool"
+    assert result.get("stop_reason", "completed") == "completed"
+
+
 # --- the final answer after a middleware stop -------------------------------------------------
 
 @tool
