@@ -31,6 +31,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer, RetryPolicy
 
+from langgraph_loop.core.compat import node_trace_policy
 from langgraph_loop.core.config import (
     Approval,
     Compaction,
@@ -39,7 +40,6 @@ from langgraph_loop.core.config import (
     Limits,
     LoopDetection,
 )
-from langgraph_loop.core.compat import node_trace_policy
 from langgraph_loop.core.history import LoopGraph
 from langgraph_loop.core.hosting import NODE_HOOKS
 from langgraph_loop.core.messages import is_blocked, is_cut, unanswered_tail

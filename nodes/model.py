@@ -1,13 +1,7 @@
-"""The ``model`` node: deliver queued notices, build the request, call the model.
-
-Order of work in one step (``docs/architecture.md``): a stop decided earlier (or the time cap)
-turns the call into the tools-free *final answer* call (``nodes/binding.py``); the run's queued
-notices are delivered as ONE ``HumanMessage(name="loop_notice")`` after the ToolMessages; the
-request is built (``build_request``) and the model called, streamed and cut when its text loops
-while the ``text`` layer is on (``graph/engine/text_loop.py``); the engine decides on the reply
-once (``graph/engine/decision.py: decide``), and a decision that acts is kept in
-``run["decision"]`` for the ``loop_detector`` node. If the model raises, nothing is written:
-queued notices stay queued for the retry.
+"""The ``model`` node: deliver queued notices, build the request, call the model, and have the
+engine decide on the reply once (``docs/architecture.md``). A stop decided earlier turns the
+call into the tools-free final answer (``nodes/binding.py``); a decision that acts is kept in
+``run["decision"]`` for the ``loop_detector`` node. If the model raises, nothing is written.
 
 Example:
     >>> from langchain_core.messages import HumanMessage
@@ -196,13 +190,10 @@ async def _acall(runnable: Runnable[LanguageModelInput, BaseMessage], request: l
 @dataclass
 class Call:
     """One model call as planned: the request, whether it is the final answer, the writes
-    decided before it (a stop found here), and whether the notice queue was drained.
-
-    Text enters the transcript here: the request is sent ``encodable`` (a lone surrogate
-    escaped, ``core/messages.py``), and the stored messages that changed are written back
-    under their ids (``fixed``) with the reply, itself made ``encodable`` by ``record``.
-    Checked: the messages after the newest reply (what came in since the last call), or the
-    whole request on a run's first call (``whole``: it may hold an imported history).
+    decided before it, and whether the notice queue was drained. The request goes
+    ``encodable`` (``core/messages.py``): messages it changed are written back under their ids
+    (``fixed``); checked are the messages since the newest reply, or all on a run's first call
+    (``whole``: it may hold an imported history).
     """
 
     settings: LoopSettings
@@ -214,8 +205,7 @@ class Call:
     update: dict[str, Any] = field(default_factory=dict)
     fixed: list[BaseMessage] = field(default_factory=list)
     watch: bool = False
-    """Stream the call to cut a runaway reply when LangChain would stream it anyway: the
-    ``text`` layer is on (``graph/engine/text_loop.py``)."""
+    """Stream the call to cut a runaway reply (the ``text`` layer is on)."""
     whole: InitVar[bool] = True
 
     def __post_init__(self, whole: bool) -> None:
