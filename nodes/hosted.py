@@ -223,12 +223,14 @@ def _alayer(wrap: Callable[..., Any], inner: AExecute) -> AExecute:
 @dataclass
 class Reply:
     """What the middleware chain returned: the reply the loop records, the messages around it
-    in the response, and the commands to apply after the node's update."""
+    in the response, the response's ``structured_response`` (a middleware may set it), and the
+    commands to apply after the node's update."""
 
     reply: AIMessage
     before: list[BaseMessage] = field(default_factory=list)
     after: list[BaseMessage] = field(default_factory=list)
     commands: list[Command[Any]] = field(default_factory=list)
+    structured: Any = None
 
     @classmethod
     def of(cls, response: ModelResponse[Any], commands: list[Command[Any]]) -> Reply:
@@ -245,11 +247,15 @@ class Reply:
         at = max((i for i, m in enumerate(result) if isinstance(m, AIMessage)), default=-1)
         if at < 0:
             raise ValueError("wrap_model_call middleware: the model response holds no AIMessage")
-        return cls(result[at], result[:at], result[at + 1:], commands)  # type: ignore[arg-type]
+        return cls(result[at], result[:at], result[at + 1:], commands,  # type: ignore[arg-type]
+                   response.structured_response)
 
     def output(self, update: dict[str, Any]) -> Any:
-        """The model node's update with the response's other messages around the reply, then
-        the commands (a list of ``Command``s when there are some)."""
+        """The model node's update with the response's other messages around the reply and its
+        ``structured_response``, then the commands (a list of ``Command``s when there are some:
+        one that writes ``structured_response`` too is LangGraph's ``InvalidUpdateError``)."""
+        if self.structured is not None:
+            update = {**update, "structured_response": self.structured}
         if self.before or self.after:
             *head, reply = update["messages"]
             update = {**update, "messages": [*head, *self.before, reply, *self.after]}
@@ -288,13 +294,13 @@ class ModelCalls:
                             state=state, runtime=get_runtime())  # type: ignore[arg-type]
 
     def bound(self, request: ModelRequest[Any], base: ModelRequest[Any],
-              runnable: Runnable[Any, Any]) -> Runnable[Any, Any]:
-        """The loop's own binding for an unchanged request, else the request bound as
+              binding: Callable[[], Runnable[Any, Any]]) -> Runnable[Any, Any]:
+        """The loop's own ``binding`` for an unchanged request, else the request bound as
         ``create_agent`` binds one (``ValueError`` for tools no one can run)."""
         if (request.model is base.model and _same(request.tools, base.tools)
                 and request.tool_choice == base.tool_choice and not request.model_settings
                 and request.response_format is base.response_format):
-            return runnable
+            return binding()
         known = {t.name for t in self.settings.tools}
         unknown = [t.name for t in request.tools if isinstance(t, BaseTool) and t.name not in known]
         if unknown and not self.dynamic_tools:
@@ -343,14 +349,15 @@ class ModelCalls:
                 read_tool_answer(reply, structured)
         return ModelResponse(result=[reply])
 
-    def invoke(self, state: LoopState, messages: Sequence[BaseMessage], runnable: Runnable[Any, Any],
-               offered: Sequence[BaseTool] | None, final: bool, config: RunnableConfig) -> Reply:
+    def invoke(self, state: LoopState, messages: Sequence[BaseMessage],
+               binding: Callable[[], Runnable[Any, Any]], offered: Sequence[BaseTool] | None,
+               final: bool, config: RunnableConfig) -> Reply:
         """Call the model through the chain (sync)."""
         base = self.request(state, messages, offered, final=final)
 
         def execute(request: ModelRequest[Any]) -> tuple[ModelResponse[Any], list[Command[Any]]]:
             sent = [request.system_message, *request.messages] if request.system_message else request.messages
-            reply = self.bound(request, base, runnable).invoke(list(sent), config)
+            reply = self.bound(request, base, binding).invoke(list(sent), config)
             return self.response(as_message(reply, "model")), []
 
         call: Execute = execute
@@ -359,14 +366,14 @@ class ModelCalls:
         return Reply.of(*call(base))
 
     async def ainvoke(self, state: LoopState, messages: Sequence[BaseMessage],
-                      runnable: Runnable[Any, Any], offered: Sequence[BaseTool] | None,
+                      binding: Callable[[], Runnable[Any, Any]], offered: Sequence[BaseTool] | None,
                       final: bool, config: RunnableConfig) -> Reply:
         """Call the model through the chain (async)."""
         base = self.request(state, messages, offered, final=final)
 
         async def execute(request: ModelRequest[Any]) -> tuple[ModelResponse[Any], list[Command[Any]]]:
             sent = [request.system_message, *request.messages] if request.system_message else request.messages
-            reply = await self.bound(request, base, runnable).ainvoke(list(sent), config)
+            reply = await self.bound(request, base, binding).ainvoke(list(sent), config)
             return self.response(as_message(reply, "model")), []
 
         call: AExecute = execute

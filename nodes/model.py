@@ -14,7 +14,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import InitVar, dataclass, field
 from functools import cached_property, partial
 from typing import Any, cast
@@ -272,17 +272,17 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         if chosen is not None:
             picked = yield callback(chosen, state, list(call.settings.tools), name="tool_filter")
             offered = pick_tools(picked, call.settings.tools)
-        runnable = self._runnable(state, call, offered)
-        if isinstance(runnable, dict):
-            return runnable
+        binding = self._binding(state, call, offered)
+        if isinstance(binding, dict):
+            return binding
         if call.extra:  # the notice reaches the messages stream before the reply
             yield Io(show_messages, ashow_messages, (config, call.extra))
         config = tagged(config, FINAL_ANSWER) if call.final else config
         if self.wrapped is not None:  # through the user's middleware (not streamed: no cut)
             hosted = yield Io(self.wrapped.invoke, self.wrapped.ainvoke,
-                              (state, call.request, runnable, offered, call.final, config))
+                              (state, call.request, binding, offered, call.final, config))
             return hosted.output(self.record(state, call, hosted.reply, offered))
-        result = yield Io(_call, _acall, (runnable, call.request, config, call.watch))
+        result = yield Io(_call, _acall, (binding(), call.request, config, call.watch))
         return self.record(state, call, as_message(result, "model"), offered)
 
     def plan(self, state: LoopState) -> Call | dict[str, Any]:
@@ -330,13 +330,16 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         return Call(settings, build_request(state, settings, final_extra), run, final=True,
                     drained=True, extra=final_extra, update=update, whole=first)
 
-    def _runnable(self, state: LoopState, call: Call, offered: Sequence[BaseTool] | None
-                  ) -> Runnable[LanguageModelInput, BaseMessage] | dict[str, Any]:
-        """The model bound for this call, or the update that skips the final answer."""
+    def _binding(self, state: LoopState, call: Call, offered: Sequence[BaseTool] | None
+                 ) -> Callable[[], Runnable[LanguageModelInput, BaseMessage]] | dict[str, Any]:
+        """What binds the model for this call, run when the call is made (a ``wrap_model_call``
+        middleware may send a request bound otherwise), or the update that skips the final answer."""
         if not any(m.type == "human" for m in call.request):
             raise ValueError("model: the request has no user message; nothing to work on")
+        if not call.final and offered is not None:
+            return partial(call_model, self.settings, offered)
         if not call.final:
-            return self._bound_all if offered is None else call_model(self.settings, offered)
+            return lambda: self._bound_all
         room = final_answer_room({**state, "run": call.run}, call.settings, call.request)
         if room is not None and room < MIN_FINAL_OUTPUT:  # no room for the final answer
             why = dict(call.update.get("stop_guard") or state.get("stop_guard")
@@ -344,7 +347,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             why["final_answer"] = skipped_answer(room)
             return {**call.update, **stop_update(call.run, why, finalized=True),  # type: ignore[arg-type]
                     "loop_notices": []}
-        return self._final if room is None else final_model(self.settings, room)  # bounded by what is left
+        return (lambda: self._final) if room is None else partial(final_model, self.settings, room)
 
     def record(self, state: LoopState, call: Call, reply: AIMessage,
                offered: Sequence[BaseTool] | None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from langchain.agents.middleware import (
     hook_config,
     omit_payload,
 )
-from langchain.agents.middleware.types import PrivateStateAttr
+from langchain.agents.middleware.types import ModelResponse, PrivateStateAttr
 from langchain.agents.structured_output import StructuredOutputError, ToolStrategy
 from langchain_core.exceptions import ModelRateLimitError
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -28,7 +28,7 @@ from langchain_core.tracers import BaseTracer, Run
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from langgraph_loop import create_loop_agent
 from langgraph_loop.middleware import LoopDetectionMiddleware
@@ -416,6 +416,47 @@ def test_a_reply_with_the_structured_answer_and_another_call_ends_after_that_cal
     assert answers == {"e1": ("echo", "success"), "s1": ("Answer", "success")}
     assert result["messages"][-1].type == "tool"
     assert result.get("stop_reason", "completed") == "completed"
+
+
+class SetsStructuredResponse(AgentMiddleware[Any, Any]):
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        response = handler(request)
+        return ModelResponse(result=response.result, structured_response={"from": "middleware"})
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_a_structured_response_a_model_call_middleware_sets_is_the_runs(build: Any) -> None:
+    result = build(scripted("hello"), middleware=[SetsStructuredResponse()]).invoke(ask())
+    assert result["structured_response"] == {"from": "middleware"}
+    assert [m.content for m in result["messages"]] == ["go", "hello"]
+
+
+class Where(BaseModel):
+    place: str
+
+
+class CountsBindings(ScriptedChatModel):
+    bound: list[list[str]] = Field(default_factory=list)
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        self.bound.append(sorted(getattr(t, "name", "") for t in tools))
+        return super().bind_tools(tools, **kwargs)
+
+
+class NarrowsToAnswer(AgentMiddleware[Any, Any]):
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        return handler(request.override(response_format=ToolStrategy(Answer)))
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_a_model_call_middleware_that_narrows_the_response_format_binds_only_its_tool(
+        build: Any) -> None:
+    model = CountsBindings(script=[answer_call({"text": "ok"}, "s1")])
+    result = build(model, [], response_format=ToolStrategy(Answer | Where),
+                   middleware=[NarrowsToAnswer()]).invoke(ask())
+    assert result["structured_response"] == Answer(text="ok")
+    assert model.bound == [["Answer"]]
+    assert model.request_defined_tools == [["Answer"]]
 
 
 # --- the final answer after a middleware stop -------------------------------------------------
