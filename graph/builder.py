@@ -21,7 +21,7 @@ from typing import Any, Never, TypeAlias, TypeVar
 
 from langchain.agents.middleware.types import AgentMiddleware
 from langchain.agents.structured_output import StructuredOutputError
-from langchain_core.messages import SystemMessage
+from langchain_core.messages import SystemMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.cache.base import BaseCache
@@ -31,6 +31,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer, RetryPolicy
 
+from langgraph_loop.core.compat import node_trace_policy
 from langgraph_loop.core.config import (
     Approval,
     Compaction,
@@ -265,6 +266,18 @@ class Routes:
             return self.shape.entry
         return target
 
+    def after_tools(self, state: LoopState) -> str:
+        """The model again; the iteration's end when the reply whose calls ran also gave the
+        structured answer (``create_agent`` ends there too)."""
+        names = self.settings.structured.tool_names if self.settings.structured else ()
+        messages = state.get("messages") or []
+        index, _ = unanswered_tail(messages)
+        if state.get("stop_reason") is None and index >= 0 and any(
+                isinstance(m, ToolMessage) and m.name in names and m.status != "error"
+                for m in messages[index + 1:]):
+            return self.shape.iteration_end
+        return self.shape.entry
+
     def after_router(self, state: LoopState) -> str:
         """End the run (through the ``after_agent`` hooks), or start the next iteration."""
         return self.shape.entry if state.get("stop_reason") is None else self.shape.exit
@@ -336,8 +349,12 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
             builder.add_node(name, LoopDetector(settings) if name == "loop_detector"
                              else RespondNode(settings))
             continue
-        if name in hooks or name == "middleware_end":  # the user's middleware hooks
-            builder.add_node(name, hooks.get(name) or middleware_end)
+        if name in hooks:  # the user's middleware hooks, traced as their trace_policy says
+            builder.add_node(name, hooks[name], trace_policy=node_trace_policy(
+                hooks[name].middleware.trace_policy))
+            continue
+        if name == "middleware_end":
+            builder.add_node(name, middleware_end)
             continue
         retry = RETRY if name == "compaction" or (name == "model" and not settings.hooked(
             "wrap_model_call")) else None  # the user's wrap_model_call middleware own the call
@@ -355,7 +372,12 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
         builder.add_conditional_edges("respond", Edge(routes.after_respond), shape.respond_targets)
     # the next iteration, or the end (through the after_agent hooks)
     builder.add_conditional_edges("router", Edge(routes.after_router), shape.router_targets)
-    for source, target in shape.fixed_edges:
+    fixed = shape.fixed_edges
+    if shape.respond:  # after the tools: the model again, or the end of an answered iteration
+        fixed = [edge for edge in fixed if edge[0] != "tools"]
+        builder.add_conditional_edges("tools", Edge(routes.after_tools),
+                                      sorted({shape.entry, shape.iteration_end}))
+    for source, target in fixed:
         builder.add_edge(source, target)
     for node, default, targets in shape.hook_edges:
         if targets == [default]:

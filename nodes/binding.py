@@ -1,25 +1,12 @@
-"""What the ``model`` node binds on the agent's model for a call.
+"""What the ``model`` node binds on the agent's model for a call, as ``create_agent`` binds it:
+the offered tools, the provider-side tool dicts and the response format (``ToolStrategy``: its
+output tools and ``tool_choice="any"``; ``ProviderStrategy``: the provider's ``response_format``),
+on each chat model inside a wrapper (``core/models.map_chat_models``).
 
-A loop call binds the offered tools, the provider-side tool dicts and the response format
-(``ToolStrategy``: its output tools, and ``tool_choice="any"``; ``ProviderStrategy``: the
-provider's ``response_format``), as ``create_agent`` does.
-
-The final-answer call after a stop keeps every tool **defined** (a history of tool calls and
-results is only valid with tools defined: Anthropic and Bedrock reject it otherwise) and
-forbids their use where the provider can: ``tool_choice="none"``, or the dict
-``{"type": "none"}`` for ``langchain-anthropic`` (its string values name a tool). A model whose
-profile says it has no tool choice, a configurable model (its provider is picked per run) and
-a provider that turns ``"none"`` into a call of a tool named none (Bedrock Converse) get the
-tools without a choice; the model node drops any call such a final answer still makes. With
-``ToolStrategy`` the final call is instead forced to an output tool.
-
-Every binding is made on each chat model inside a wrapper (``core/models.map_chat_models``).
-
-The loop's own calls are tagged and named (``tagged``) so a UI can tell them from the agent's:
-``final_answer`` (the tools-free call after a stop), ``judge``, ``compaction`` (the summarizer).
-
-The final-answer call after a stop keeps the tools defined and forbids their use
-(``engine/final.py: forbid_tools``).
+The final-answer call after a stop keeps every tool defined (a history of tool calls is only
+valid with tools defined) and forbids their use where the provider can
+(``engine/final.py: forbid_tools``); with ``ToolStrategy`` it is forced to an output tool.
+The loop's own calls are tagged and named (``tagged``): ``final_answer``, ``judge``, ``compaction``.
 """
 
 from __future__ import annotations
@@ -57,12 +44,10 @@ def tagged(config: RunnableConfig, name: str) -> RunnableConfig:
     """
     return merge_configs(config, {"tags": [name], "run_name": name})
 
-def openai_compatible(chat: Any) -> bool:
-    """Is ``chat`` an OpenAI-compatible chat model (``langchain_openai``'s ``BaseChatOpenAI``:
-    ``ChatOpenAI``, ``AzureChatOpenAI``, ``ChatDeepSeek``, ``ChatXAI``...)?
 
-    Asked without importing ``langchain_openai`` (and the ``openai`` SDK): such a model's class
-    can only exist once its module is loaded, so an app on another provider never pays for it.
+def openai_compatible(chat: Any) -> bool:
+    """Is ``chat`` a ``langchain_openai`` ``BaseChatOpenAI``? Asked without importing it: such a
+    model's class exists only once its module is loaded, so other apps never pay for the import.
 
     Example:
         >>> from langgraph_loop.scripted import ScriptedChatModel

@@ -1,12 +1,9 @@
 """The user's LangChain ``AgentMiddleware`` inside the loop graph, with ``create_agent``'s semantics.
 
 Each hook runs where ``create_agent`` runs it (``docs/middleware.md#what-runs-where``):
-``wrap_model_call`` around the ``model`` node's call (with it the call is not streamed by the
-loop, so the text-loop cut is skipped), ``wrap_tool_call`` around each call in ``ToolNode``
-with the loop's own per-call work innermost (``nodes/tools.py``), and the node hooks as graph
-nodes (``HookNode``) named and chained as ``create_agent`` does (``core/shape.py``); ``jump_to``
-``"end"`` goes to ``middleware_end``, which answers the reply's unanswered calls. Middleware
-``state_schema``s are merged into the graph state (``merged_schemas``).
+``wrap_model_call`` around the ``model`` node's call, ``wrap_tool_call`` around each call in
+``ToolNode``, the node hooks as graph nodes (``HookNode``); ``jump_to`` ``"end"`` goes to
+``middleware_end``. Middleware ``state_schema``s are merged into the graph state.
 
 Example:
     >>> from langchain.agents.middleware import dynamic_prompt
@@ -76,12 +73,9 @@ def _omitted(hint: Any, flag: str) -> bool:
 
 def merged_schemas(settings: LoopSettings, input_schema: type[Any], output_schema: type[Any]
                    ) -> tuple[type[Any], type[Any], type[Any]]:
-    """The graph's state, input and output schemas with the user's ``state_schema`` and the
-    middleware's: merged as ``create_agent`` merges them (the middleware's in order, then the
-    user's, then the loop's state, which wins a conflict, ``messages`` included; a clash of
-    types was refused at build time), ``jump_to`` from ``AgentState`` with middleware; fields
-    marked ``OmitFromInput``/``OmitFromOutput`` left out of the input and output schemas
-    (``input_schema``/``output_schema``: the loop's).
+    """The graph's state, input and output schemas (``input_schema``/``output_schema``: the
+    loop's) with the user's ``state_schema`` and the middleware's merged as ``create_agent``
+    merges them (the loop's keys win; ``OmitFromInput``/``OmitFromOutput`` fields left out).
     """
     extra: dict[str, Any] = {}
     if settings.middleware:
@@ -136,10 +130,8 @@ class HookNode(Runnable[Any, Any]):
                                                           input, runtime))
 
     def _checked(self, state: Any, update: Any) -> Any:
-        """The hook's update (``_resolved``), or a ``ValueError`` naming the hook: for a
-        ``jump_to`` that names no target (a typo such as ``"finish"``; ``create_agent`` fails
-        too), and for removals that would leave a tool call without its result or a result
-        without its call (the model would be sent a request providers reject)."""
+        """The hook's update (``_resolved``), or a ``ValueError`` naming the hook for a
+        ``jump_to`` that names no target, or removals that would break the pairing."""
         jump = update.get("jump_to") if isinstance(update, dict) else None
         if jump is not None and jump not in JUMP_TARGETS:
             declared = list(can_jump_to(self.middleware, self.hook))
@@ -156,9 +148,8 @@ class HookNode(Runnable[Any, Any]):
 
 
 def _resolved(state: Any, update: Any) -> Any:
-    """A hook's update with its ``RemoveMessage``s resolved against the stored messages as
-    ``add_messages`` resolves them (``REMOVE_ALL_MESSAGES`` spelled out per message: the
-    messages channel of the lowest supported LangGraph does not know it), as a run's input is."""
+    """A hook's update with its ``RemoveMessage``s resolved against the stored messages
+    (``REMOVE_ALL_MESSAGES`` spelled out: the lowest supported LangGraph does not know it)."""
     messages = update.get("messages") if isinstance(update, dict) else None
     if not isinstance(messages, list) or not any(isinstance(m, RemoveMessage) for m in messages):
         return update
@@ -166,9 +157,8 @@ def _resolved(state: Any, update: Any) -> Any:
 
 
 def middleware_end(state: LoopState) -> dict[str, Any]:
-    """The ``middleware_end`` node: a hook jumped to ``"end"``. The run stops
-    (``terminated``, no final-answer call) and the newest reply's unanswered calls get error
-    results, so the thread stays provider-valid; the router then ends the run."""
+    """The ``middleware_end`` node: a hook jumped to ``"end"``. The run stops (``terminated``,
+    no final answer); the newest reply's unanswered calls get error results."""
     messages = state.get("messages") or []
     index, pending = unanswered_tail(messages)
     run = {k: v for k, v in (state.get("run") or {}).items() if k != "decision"}
@@ -233,12 +223,14 @@ def _alayer(wrap: Callable[..., Any], inner: AExecute) -> AExecute:
 @dataclass
 class Reply:
     """What the middleware chain returned: the reply the loop records, the messages around it
-    in the response, and the commands to apply after the node's update."""
+    in the response, the response's ``structured_response`` (a middleware may set it), and the
+    commands to apply after the node's update."""
 
     reply: AIMessage
     before: list[BaseMessage] = field(default_factory=list)
     after: list[BaseMessage] = field(default_factory=list)
     commands: list[Command[Any]] = field(default_factory=list)
+    structured: Any = None
 
     @classmethod
     def of(cls, response: ModelResponse[Any], commands: list[Command[Any]]) -> Reply:
@@ -255,11 +247,15 @@ class Reply:
         at = max((i for i, m in enumerate(result) if isinstance(m, AIMessage)), default=-1)
         if at < 0:
             raise ValueError("wrap_model_call middleware: the model response holds no AIMessage")
-        return cls(result[at], result[:at], result[at + 1:], commands)  # type: ignore[arg-type]
+        return cls(result[at], result[:at], result[at + 1:], commands,  # type: ignore[arg-type]
+                   response.structured_response)
 
     def output(self, update: dict[str, Any]) -> Any:
-        """The model node's update with the response's other messages around the reply, then
-        the commands (a list of ``Command``s when there are some)."""
+        """The model node's update with the response's other messages around the reply and its
+        ``structured_response``, then the commands (a list of ``Command``s when there are some:
+        one that writes ``structured_response`` too is LangGraph's ``InvalidUpdateError``)."""
+        if self.structured is not None:
+            update = {**update, "structured_response": self.structured}
         if self.before or self.after:
             *head, reply = update["messages"]
             update = {**update, "messages": [*head, *self.before, reply, *self.after]}
@@ -298,13 +294,13 @@ class ModelCalls:
                             state=state, runtime=get_runtime())  # type: ignore[arg-type]
 
     def bound(self, request: ModelRequest[Any], base: ModelRequest[Any],
-              runnable: Runnable[Any, Any]) -> Runnable[Any, Any]:
-        """The loop's own binding for an unchanged request, else the request bound as
+              binding: Callable[[], Runnable[Any, Any]]) -> Runnable[Any, Any]:
+        """The loop's own ``binding`` for an unchanged request, else the request bound as
         ``create_agent`` binds one (``ValueError`` for tools no one can run)."""
         if (request.model is base.model and _same(request.tools, base.tools)
                 and request.tool_choice == base.tool_choice and not request.model_settings
                 and request.response_format is base.response_format):
-            return runnable
+            return binding()
         known = {t.name for t in self.settings.tools}
         unknown = [t.name for t in request.tools if isinstance(t, BaseTool) and t.name not in known]
         if unknown and not self.dynamic_tools:
@@ -353,14 +349,15 @@ class ModelCalls:
                 read_tool_answer(reply, structured)
         return ModelResponse(result=[reply])
 
-    def invoke(self, state: LoopState, messages: Sequence[BaseMessage], runnable: Runnable[Any, Any],
-               offered: Sequence[BaseTool] | None, final: bool, config: RunnableConfig) -> Reply:
+    def invoke(self, state: LoopState, messages: Sequence[BaseMessage],
+               binding: Callable[[], Runnable[Any, Any]], offered: Sequence[BaseTool] | None,
+               final: bool, config: RunnableConfig) -> Reply:
         """Call the model through the chain (sync)."""
         base = self.request(state, messages, offered, final=final)
 
         def execute(request: ModelRequest[Any]) -> tuple[ModelResponse[Any], list[Command[Any]]]:
             sent = [request.system_message, *request.messages] if request.system_message else request.messages
-            reply = self.bound(request, base, runnable).invoke(list(sent), config)
+            reply = self.bound(request, base, binding).invoke(list(sent), config)
             return self.response(as_message(reply, "model")), []
 
         call: Execute = execute
@@ -369,14 +366,14 @@ class ModelCalls:
         return Reply.of(*call(base))
 
     async def ainvoke(self, state: LoopState, messages: Sequence[BaseMessage],
-                      runnable: Runnable[Any, Any], offered: Sequence[BaseTool] | None,
+                      binding: Callable[[], Runnable[Any, Any]], offered: Sequence[BaseTool] | None,
                       final: bool, config: RunnableConfig) -> Reply:
         """Call the model through the chain (async)."""
         base = self.request(state, messages, offered, final=final)
 
         async def execute(request: ModelRequest[Any]) -> tuple[ModelResponse[Any], list[Command[Any]]]:
             sent = [request.system_message, *request.messages] if request.system_message else request.messages
-            reply = await self.bound(request, base, runnable).ainvoke(list(sent), config)
+            reply = await self.bound(request, base, binding).ainvoke(list(sent), config)
             return self.response(as_message(reply, "model")), []
 
         call: AExecute = execute
@@ -392,8 +389,7 @@ Wrapper = Callable[[ToolCallRequest, Callable[[ToolCallRequest], Any]], Any]
 
 def _invalid_args(exc: Exception) -> str:
     """``ToolNode``'s handling under ``create_agent``: only invalid arguments become results
-    inside the tool call; anything else is raised (through the middleware; what they raise
-    themselves fails the run)."""
+    inside the call; anything else is raised through the middleware."""
     if isinstance(exc, ToolInvocationError):
         return str(exc)
     raise exc
@@ -402,13 +398,10 @@ def _invalid_args(exc: Exception) -> str:
 def tool_call_wrappers(settings: LoopSettings, own: Wrapper, aown: Wrapper,
                        errors: Callable[[Exception], str]) -> tuple[Wrapper, Wrapper, Any]:
     """``ToolNode``'s ``wrap_tool_call``/``awrap_tool_call`` and ``handle_tool_errors``: the
-    user's wrappers (the first outermost) around the loop's own (``own``/``aown``, innermost).
-
-    With user wrappers and the loop's default error handling, a tool's exception passes
-    through them (so ``ToolRetryMiddleware`` sees it) and ``errors`` turns it into an error
-    result outside them; an exception a middleware raises itself (a refused answer, a failed
-    check, a sync-only hook under ``ainvoke``) fails the run, as under ``create_agent``. A
-    ``handle_tool_errors`` the user gave is ``ToolNode``'s, as given.
+    user's wrappers (the first outermost) around the loop's own (innermost). By default a
+    tool's exception passes through them (``ToolRetryMiddleware`` sees it) and ``errors``
+    makes it an error result outside them; an exception a middleware raises itself fails the
+    run, as under ``create_agent``. A ``handle_tool_errors`` the user gave is used as given.
     """
     users = settings.hooked("wrap_tool_call")
     default = settings.handle_tool_errors is None
@@ -416,6 +409,14 @@ def tool_call_wrappers(settings: LoopSettings, own: Wrapper, aown: Wrapper,
         return own, aown, errors if default else settings.handle_tool_errors
     sync = [m.wrap_tool_call for m in users] + [own]
     asyn = [m.awrap_tool_call for m in users] + [aown]
+
+    def settled(exc: Exception, raised: list[Exception], request: ToolCallRequest) -> ToolMessage | None:
+        """The tool's own exception as an error result; None for any other (a pause, what a
+        middleware raised itself): it fails the run."""
+        if isinstance(exc, GraphBubbleUp) or not default or not any(exc is e for e in raised):
+            return None
+        call = request.tool_call
+        return ToolMessage(errors(exc), tool_call_id=str(call["id"]), name=call["name"], status="error")
 
     def wrap(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
         raised: list[Exception] = []
@@ -431,12 +432,10 @@ def tool_call_wrappers(settings: LoopSettings, own: Wrapper, aown: Wrapper,
             return tool(req) if i == len(sync) else sync[i](req, lambda r: at(i + 1, r))
         try:
             return at(0, request)
-        except GraphBubbleUp:
-            raise
         except Exception as exc:
-            if not default or not any(exc is e for e in raised):  # not the tool's own: fails the run
+            if (answer := settled(exc, raised, request)) is None:
                 raise
-            return _error(request, errors(exc))
+            return answer
 
     async def awrap(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
         raised: list[Exception] = []
@@ -454,16 +453,9 @@ def tool_call_wrappers(settings: LoopSettings, own: Wrapper, aown: Wrapper,
             return await asyn[i](req, lambda r: at(i + 1, r))
         try:
             return await at(0, request)
-        except GraphBubbleUp:
-            raise
         except Exception as exc:
-            if not default or not any(exc is e for e in raised):  # not the tool's own: fails the run
+            if (answer := settled(exc, raised, request)) is None:
                 raise
-            return _error(request, errors(exc))
+            return answer
 
     return wrap, awrap, _invalid_args if default else settings.handle_tool_errors
-
-
-def _error(request: ToolCallRequest, text: str) -> ToolMessage:
-    call = request.tool_call
-    return ToolMessage(text, tool_call_id=str(call["id"]), name=call["name"], status="error")

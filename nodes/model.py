@@ -1,13 +1,7 @@
-"""The ``model`` node: deliver queued notices, build the request, call the model.
-
-Order of work in one step (``docs/architecture.md``): a stop decided earlier (or the time cap)
-turns the call into the tools-free *final answer* call (``nodes/binding.py``); the run's queued
-notices are delivered as ONE ``HumanMessage(name="loop_notice")`` after the ToolMessages; the
-request is built (``build_request``) and the model called, streamed and cut when its text loops
-while the ``text`` layer is on (``graph/engine/text_loop.py``); the engine decides on the reply
-once (``graph/engine/decision.py: decide``), and a decision that acts is kept in
-``run["decision"]`` for the ``loop_detector`` node. If the model raises, nothing is written:
-queued notices stay queued for the retry.
+"""The ``model`` node: deliver queued notices, build the request, call the model, and have the
+engine decide on the reply once (``docs/architecture.md``). A stop decided earlier turns the
+call into the tools-free final answer (``nodes/binding.py``); a decision that acts is kept in
+``run["decision"]`` for the ``loop_detector`` node. If the model raises, nothing is written.
 
 Example:
     >>> from langchain_core.messages import HumanMessage
@@ -20,7 +14,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import InitVar, dataclass, field
 from functools import cached_property, partial
 from typing import Any, cast
@@ -197,13 +191,10 @@ async def _acall(runnable: Runnable[LanguageModelInput, BaseMessage], request: l
 @dataclass
 class Call:
     """One model call as planned: the request, whether it is the final answer, the writes
-    decided before it (a stop found here), and whether the notice queue was drained.
-
-    Text enters the transcript here: the request is sent ``encodable`` (a lone surrogate
-    escaped, ``core/messages.py``), and the stored messages that changed are written back
-    under their ids (``fixed``) with the reply, itself made ``encodable`` by ``record``.
-    Checked: the messages after the newest reply (what came in since the last call), or the
-    whole request on a run's first call (``whole``: it may hold an imported history).
+    decided before it, and whether the notice queue was drained. The request goes
+    ``encodable`` (``core/messages.py``): messages it changed are written back under their ids
+    (``fixed``); checked are the messages since the newest reply, or all on a run's first call
+    (``whole``: it may hold an imported history).
     """
 
     settings: LoopSettings
@@ -215,8 +206,7 @@ class Call:
     update: dict[str, Any] = field(default_factory=dict)
     fixed: list[BaseMessage] = field(default_factory=list)
     watch: bool = False
-    """Stream the call to cut a runaway reply when LangChain would stream it anyway: the
-    ``text`` layer is on (``graph/engine/text_loop.py``)."""
+    """Stream the call to cut a runaway reply (the ``text`` layer is on)."""
     whole: InitVar[bool] = True
 
     def __post_init__(self, whole: bool) -> None:
@@ -283,17 +273,17 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         if chosen is not None:
             picked = yield callback(chosen, state, list(call.settings.tools), name="tool_filter")
             offered = pick_tools(picked, call.settings.tools)
-        runnable = self._runnable(state, call, offered)
-        if isinstance(runnable, dict):
-            return runnable
+        binding = self._binding(state, call, offered)
+        if isinstance(binding, dict):
+            return binding
         if call.extra:  # the notice reaches the messages stream before the reply
             yield Io(show_messages, ashow_messages, (config, call.extra))
         config = tagged(config, FINAL_ANSWER) if call.final else config
         if self.wrapped is not None:  # through the user's middleware (not streamed: no cut)
             hosted = yield Io(self.wrapped.invoke, self.wrapped.ainvoke,
-                              (state, call.request, runnable, offered, call.final, config))
+                              (state, call.request, binding, offered, call.final, config))
             return hosted.output(self.record(state, call, hosted.reply, offered))
-        result = yield Io(_call, _acall, (runnable, call.request, config, call.watch))
+        result = yield Io(_call, _acall, (binding(), call.request, config, call.watch))
         return self.record(state, call, as_message(result, "model"), offered)
 
     def plan(self, state: LoopState) -> Call | dict[str, Any]:
@@ -341,13 +331,16 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         return Call(settings, build_request(state, settings, final_extra), run, final=True,
                     drained=True, extra=final_extra, update=update, whole=first)
 
-    def _runnable(self, state: LoopState, call: Call, offered: Sequence[BaseTool] | None
-                  ) -> Runnable[LanguageModelInput, BaseMessage] | dict[str, Any]:
-        """The model bound for this call, or the update that skips the final answer."""
+    def _binding(self, state: LoopState, call: Call, offered: Sequence[BaseTool] | None
+                 ) -> Callable[[], Runnable[LanguageModelInput, BaseMessage]] | dict[str, Any]:
+        """What binds the model for this call, run when the call is made (a ``wrap_model_call``
+        middleware may send a request bound otherwise), or the update that skips the final answer."""
         if not any(m.type == "human" for m in call.request):
             raise ValueError("model: the request has no user message; nothing to work on")
+        if not call.final and offered is not None:
+            return partial(call_model, self.settings, offered)
         if not call.final:
-            return self._bound_all if offered is None else call_model(self.settings, offered)
+            return lambda: self._bound_all
         room = final_answer_room({**state, "run": call.run}, call.settings, call.request)
         if room is not None and room < MIN_FINAL_OUTPUT:  # no room for the final answer
             why = dict(call.update.get("stop_guard") or state.get("stop_guard")
@@ -355,7 +348,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             why["final_answer"] = skipped_answer(room)
             return {**call.update, **stop_update(call.run, why, finalized=True),  # type: ignore[arg-type]
                     "loop_notices": [], "messages": [skipped_reply(why, room, call.settings.name)]}
-        return self._final if room is None else final_model(self.settings, room)  # bounded by what is left
+        return (lambda: self._final) if room is None else partial(final_model, self.settings, room)
 
     def record(self, state: LoopState, call: Call, reply: AIMessage,
                offered: Sequence[BaseTool] | None) -> dict[str, Any]:

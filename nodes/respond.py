@@ -5,8 +5,8 @@ final-answer call included, and parsed with LangChain's bindings; the answer end
 like a text answer (docs/architecture.md, "The graph"). ``ToolStrategy``: each output-tool call
 is answered with a ToolMessage; a call that does not parse, or several in one reply, get the text
 ``handle_errors`` gives and the model is asked again (an error it does not cover is raised); the
-reply's other calls still run. ``ProviderStrategy``: text that does not parse raises
-``StructuredOutputValidationError``.
+reply's other calls still run, then the iteration ends (``create_agent`` ends there too).
+``ProviderStrategy``: text that does not parse raises ``StructuredOutputValidationError``.
 
 Example:
     >>> from pydantic import BaseModel

@@ -1,26 +1,16 @@
-"""The ``tools`` node: execute the calls of the last AIMessage through LangGraph's ``ToolNode``.
+"""The ``tools`` node: execute the calls of the last AIMessage through LangGraph's ``ToolNode``,
+so every tool feature behaves as in ``create_agent`` (``docs/middleware.md``).
 
-Tool features behave as under ``ToolNode`` (so as in ``create_agent``): injected state, store,
-call id, ``ToolRuntime``; ``Command`` returns; artifacts; async-only tools; ``interrupt()``;
-``handle_tool_errors``. Before: refused calls (unknown, unless a ``wrap_tool_call`` middleware
-may run it; filtered out, beyond ``max_tool_calls``, rejected) never reach ``ToolNode`` and get
-an error ToolMessage. Each call that runs goes to
-``ToolNode`` alone (its ``Send`` input: the call and the loop's state), all of them at once;
-``ToolNode``'s ``wrap_tool_call`` gives the tool its own copy of its args, cuts its answer to
-``max_tool_output_chars`` and times it. After: one ToolMessage per call, in call order, then
-the extra messages tools added; tools cannot write loop-owned keys; the call records, the
-call log and counters are updated; the run stops at the tool-call cap, and ends on the
-results when every executed tool has ``return_direct=True`` (``completed``).
+Refused calls (unknown unless a ``wrap_tool_call`` middleware may run it, filtered out, beyond
+``max_tool_calls``, rejected) never reach ``ToolNode`` and get an error ToolMessage. The others
+go to ``ToolNode`` one each, all at once; its ``wrap_tool_call`` gives a tool its own copy of
+its args, caps its answer and times it. After: one ToolMessage per call in call order, then the
+messages tools added; tools cannot write loop-owned keys; the run stops at the tool-call cap,
+and ends on the results when every executed tool has ``return_direct=True``.
 
-Durability: with a checkpointer (and ``durability`` other than ``"exit"``) a batch's calls
-run as LangGraph tasks, one per call, saved as each finishes: a step run again (crash,
-interrupt, a failing ``on_tool_call`` hook) does not run finished calls again, and
-interrupts of several calls surface together. A single call runs inline unless an
-``on_tool_call`` hook could fail the step after it ran. Tasks show in
-``stream_mode="updates"`` as they finish: ``{"tool_call": {"message", "duration_s"}}``.
-Tasks rather than one ``Send`` per call (as ``create_agent`` does): the calls of a reply are
-planned, answered in call order and counted together in this one step, so a clean round
-stays two steps, and a saved batch costs about what the same ``Send``s would.
+With a checkpointer (durability other than ``"exit"``) a batch's calls run as LangGraph tasks,
+saved as each finishes, so a step run again does not run finished calls again; tasks rather
+than a ``Send`` per call keep a clean round two steps (``docs/reliability.md``).
 
 Example:
     >>> plan_calls([{"name": "a", "args": {}, "id": "1"}, {"name": "zz", "args": {}, "id": "2"}],
@@ -316,12 +306,9 @@ class ToolsNode(Runnable[LoopState, Any]):
         self.node = ToolNode(list(settings.tools), handle_tool_errors=errors,
                              wrap_tool_call=wrap, awrap_tool_call=awrap)
 
-    # ToolNode runs each call through ``wrap_tool_call``: the per-call work is done there
-    # (innermost, inside the user's wrap_tool_call middleware: ``nodes/hosted.py``).
-
     def _per_call(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
-        """``wrap_tool_call``: the tool runs on its own copy of its args; its answer is capped
-        and timed."""
+        """``ToolNode``'s ``wrap_tool_call``, innermost (inside the user's: ``nodes/hosted.py``):
+        the tool runs on its own copy of its args; its answer is capped and timed."""
         started = time.perf_counter()
         return self._capped(request, execute(_own_args(request)), started)
 

@@ -1,6 +1,6 @@
 """The LangGraph and LangChain internals this package relies on, in one place, and why; each is
 pinned by the test named beside it (``tests/core/test_compat.py`` unless another file is named).
-LangGraph has no public API (as of 1.2) for five of them, LangChain (langchain-core 1.7) for two:
+LangGraph has no public API (as of 1.2) for five of them, LangChain (1.5) for three:
 
 - ``messages_delta_reducer``: the batch reducer of the delta messages channel; LangGraph gives
   ids to plain messages only for this function, by identity, so a reducer of our own would lose
@@ -24,6 +24,10 @@ LangGraph has no public API (as of 1.2) for five of them, LangChain (langchain-c
 - ``SubagentTransformer`` (LangChain, private): ``create_agent`` registers it on every agent, so a
   drop-in does too (``core/streams.py``;
   ``tests/parity/test_dropin.py: test_v3_stream_events_project_the_tool_calls_without_opt_in``).
+- ``node_trace_policy(policy)``: the ``TracePolicy`` of a middleware hook node: the
+  middleware's own ``trace_policy``, else the default ``configure_trace_policy`` set, read when
+  the run is traced (the default lives in LangChain's private module)
+  (``tests/parity/test_dropin.py: test_a_hook_nodes_trace_omits_what_its_trace_policy_omits``).
 
 When LangGraph or LangChain changes one of them, those tests fail before the loop misbehaves.
 
@@ -41,6 +45,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from langchain.agents._subagent_transformer import SubagentTransformer
+from langchain.agents.middleware._trace_policy import _node_trace_policy
 from langchain_core.caches import BaseCache
 from langchain_core.callbacks import BaseCallbackManager
 from langchain_core.globals import get_llm_cache
@@ -53,11 +58,14 @@ from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.graph.message import _messages_delta_reducer
 from langgraph.pregel._messages import StreamMessagesHandler
 
-__all__ = ["SubagentTransformer", "checkpointer", "durable", "messages_delta_reducer", "resuming",
-           "streams", "streams_messages", "would_stream"]
+__all__ = ["SubagentTransformer", "checkpointer", "durable", "messages_delta_reducer",
+           "node_trace_policy", "resuming", "streams", "streams_messages", "would_stream"]
 
 messages_delta_reducer: Any = _messages_delta_reducer
 """LangGraph's batch reducer for a ``DeltaChannel`` of messages (see the module docstring)."""
+
+node_trace_policy = _node_trace_policy
+"""A middleware hook node's ``TracePolicy``, as ``create_agent`` gives it (see above)."""
 
 
 def _configurable(config: RunnableConfig | None) -> dict[str, Any]:

@@ -29,10 +29,9 @@ every middleware schema declares them; the loop's declaration of each serves bot
 
 
 def check_state_schema(schema: Any, where: str) -> None:
-    """A ``state_schema`` (the user's or a middleware's, ``where`` names it) may extend
-    ``LoopState`` or LangChain's ``AgentState`` and add keys (``todos`` and ``mode`` are the
-    user's: ``TodoListMiddleware`` shares ``todos``); re-declaring a key the loop owns
-    (``LOOP_KEYS``) with another type is a ``ValueError`` naming the keys (its writes would break the loop).
+    """A ``state_schema`` (the user's or a middleware's: ``where``) may extend ``LoopState`` or
+    ``AgentState`` and add keys; re-declaring a key the loop owns (``LOOP_KEYS``) with another
+    type is a ``ValueError`` naming the keys (its writes would break the loop).
 
     Example:
         >>> from langchain.agents import AgentState
@@ -60,8 +59,7 @@ NODE_HOOKS = ("before_agent", "before_model", "after_model", "after_agent")
 
 
 class DuplicateMiddlewareError(ValueError, AssertionError):
-    """Two middleware share a name. ``create_agent`` raises ``AssertionError`` for it; the
-    builder's errors are ``ValueError``s: this is both, so either ``except`` catches it."""
+    """Two middleware share a name (``create_agent`` raises ``AssertionError``; this is both)."""
 
 
 def overrides_hook(middleware: AgentMiddleware[Any, Any], hook: str) -> bool:
@@ -82,8 +80,8 @@ JUMP_TARGETS = ("model", "tools", "end")
 
 
 def can_jump_to(middleware: AgentMiddleware[Any, Any], hook: str) -> tuple[str, ...]:
-    """Where a node hook may jump (``@hook_config(can_jump_to=[...])`` on its sync method,
-    else its async one), as ``create_agent`` reads it."""
+    """Where a node hook may jump (``@hook_config(can_jump_to=[...])``), as ``create_agent``
+    reads it."""
     cls = type(middleware)
     for name in (hook, f"a{hook}"):
         method = getattr(cls, name, None)

@@ -135,13 +135,14 @@ def test_two_output_calls_are_answered_with_the_handlers_text(scripted: list) ->
         _agent(scripted, [two], response_format=ToolStrategy(Answer, handle_errors=False))[0].invoke(ASK)
 
 
-def test_an_answer_next_to_other_calls_lets_them_run(scripted: list) -> None:
+def test_an_answer_next_to_other_calls_lets_them_run_and_ends_the_iteration(scripted: list) -> None:
     mixed = [("add", {"a": 2, "b": 3}), *answer()]
-    agent, _ = _agent(scripted, [mixed, answer(year=2025)], response_format=Answer)
+    agent, model = _agent(scripted, [mixed, answer(year=2025)], response_format=Answer)
     out = agent.invoke(ASK)
-    assert types(out["messages"])[:4] == ["human", "ai+calls", "tool:success", "tool:success"]
+    assert types(out["messages"]) == ["human", "ai+calls", "tool:success", "tool:success"]
     assert {m.name for m in out["messages"][2:4]} == {"add", "Answer"}
-    assert out["structured_response"].year == 2025
+    assert out["structured_response"].year == 2024  # as create_agent: no second model call
+    assert len(model.requests) == 1 and out["stop_reason"] == "completed"
     assert_valid_thread(out["messages"])
 
 
@@ -185,5 +186,5 @@ def test_a_gated_call_next_to_an_answer_still_asks_for_approval(scripted: list) 
                       response_format=Answer, approval=Approval(tools=["add"], resolver=resolver))
     out = agent.invoke(ASK)
     assert decisions == [["add"]]  # the output call is never gated
-    assert out["structured_response"].year == 2025
+    assert out["structured_response"].year == 2024  # the answer given beside it ends the run
     assert_valid_thread(out["messages"])

@@ -10,17 +10,25 @@ from typing import Annotated, Any, NotRequired
 
 import pytest
 from langchain.agents import AgentState, create_agent
-from langchain.agents.middleware import AgentMiddleware, HumanInTheLoopMiddleware, hook_config
-from langchain.agents.middleware.types import PrivateStateAttr
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    HumanInTheLoopMiddleware,
+    TracePolicy,
+    configure_trace_policy,
+    hook_config,
+    omit_payload,
+)
+from langchain.agents.middleware.types import ModelResponse, PrivateStateAttr
 from langchain.agents.structured_output import StructuredOutputError, ToolStrategy
 from langchain_core.exceptions import ModelRateLimitError
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.tools import tool
+from langchain_core.tracers import BaseTracer, Run
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from langgraph_loop import create_loop_agent
 from langgraph_loop.middleware import LoopDetectionMiddleware
@@ -136,6 +144,56 @@ def test_compile_keywords_are_passed_through(build: Any) -> None:
     agent.invoke(ask(), thread)
     assert agent.get_state(thread).next == ("tools",)
     assert agent.invoke(None, thread)["messages"][-1].content == "done"
+
+
+# --- a middleware's trace_policy ---------------------------------------------------------------
+
+class Traced(BaseTracer):
+    """Records the inputs of every traced run by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inputs: dict[str, Any] = {}
+
+    def _persist_run(self, run: Run) -> None:
+        pass
+
+    def _on_chain_start(self, run: Run) -> None:
+        self.inputs.setdefault(run.name, run.inputs)
+
+
+class Hooked(AgentMiddleware[Any, Any]):
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return None
+
+    def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return None
+
+
+class Secretive(Hooked):
+    trace_policy = TracePolicy(process_inputs=omit_payload, process_outputs=omit_payload)
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_a_hook_nodes_trace_omits_what_its_trace_policy_omits(build: Any) -> None:
+    tracer = Traced()
+    build(scripted("done"), middleware=[Secretive()]).invoke(ask("my card is 4111"),
+                                                              {"callbacks": [tracer]})
+    assert tracer.inputs["Secretive.before_model"] == {}
+    assert tracer.inputs["Secretive.after_model"] == {}
+    assert "my card is 4111" in str(tracer.inputs["model"])  # the model node is traced as usual
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_the_default_trace_policy_set_after_the_build_applies_to_hook_nodes(build: Any) -> None:
+    tracer = Traced()
+    agent = build(scripted("done"), middleware=[Hooked()])
+    configure_trace_policy(TracePolicy(process_inputs=omit_payload))
+    try:
+        agent.invoke(ask("my card is 4111"), {"callbacks": [tracer]})
+    finally:
+        configure_trace_policy(None)
+    assert tracer.inputs["Hooked.before_model"] == tracer.inputs["Hooked.after_model"] == {}
 
 
 # --- tools a middleware adds ------------------------------------------------------------------
@@ -342,6 +400,63 @@ def test_an_error_out_of_the_wrap_model_call_chain_is_not_retried_by_the_agent(b
     with pytest.raises(ModelRateLimitError):
         build(model, middleware=[PassesThrough()]).invoke(ask())
     assert len(model.requests) == 1
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_a_reply_with_the_structured_answer_and_another_call_ends_after_that_call(build: Any) -> None:
+    both = AIMessage("", tool_calls=[
+        {"name": "echo", "args": {"text": "x"}, "id": "e1", "type": "tool_call"},
+        {"name": "Answer", "args": {"text": "ok"}, "id": "s1", "type": "tool_call"}])
+    model = scripted(both, "never asked")
+    result = build(model, [echo], response_format=ToolStrategy(Answer)).invoke(ask())
+    assert len(model.requests) == 1
+    assert result["structured_response"] == Answer(text="ok")
+    answers = {m.tool_call_id: (m.name, m.status) for m in result["messages"]
+               if isinstance(m, ToolMessage)}
+    assert answers == {"e1": ("echo", "success"), "s1": ("Answer", "success")}
+    assert result["messages"][-1].type == "tool"
+    assert result.get("stop_reason", "completed") == "completed"
+
+
+class SetsStructuredResponse(AgentMiddleware[Any, Any]):
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        response = handler(request)
+        return ModelResponse(result=response.result, structured_response={"from": "middleware"})
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_a_structured_response_a_model_call_middleware_sets_is_the_runs(build: Any) -> None:
+    result = build(scripted("hello"), middleware=[SetsStructuredResponse()]).invoke(ask())
+    assert result["structured_response"] == {"from": "middleware"}
+    assert [m.content for m in result["messages"]] == ["go", "hello"]
+
+
+class Where(BaseModel):
+    place: str
+
+
+class CountsBindings(ScriptedChatModel):
+    bound: list[list[str]] = Field(default_factory=list)
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        self.bound.append(sorted(getattr(t, "name", "") for t in tools))
+        return super().bind_tools(tools, **kwargs)
+
+
+class NarrowsToAnswer(AgentMiddleware[Any, Any]):
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        return handler(request.override(response_format=ToolStrategy(Answer)))
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_a_model_call_middleware_that_narrows_the_response_format_binds_only_its_tool(
+        build: Any) -> None:
+    model = CountsBindings(script=[answer_call({"text": "ok"}, "s1")])
+    result = build(model, [], response_format=ToolStrategy(Answer | Where),
+                   middleware=[NarrowsToAnswer()]).invoke(ask())
+    assert result["structured_response"] == Answer(text="ok")
+    assert model.bound == [["Answer"]]
+    assert model.request_defined_tools == [["Answer"]]
 
 
 # --- the final answer after a middleware stop -------------------------------------------------
