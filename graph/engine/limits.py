@@ -42,7 +42,7 @@ from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, person_stop, stop_instruction
 
 __all__ = ["BUDGET_ANSWER", "BUDGET_TEXT", "BUDGET_TITLE", "MAX_EXTENSION", "MIN_FINAL_OUTPUT",
-           "PRESSURE_SOURCE", "BudgetAnswer", "CheckIn", "answer_room", "budget_guard",
+           "NO_ANSWER_KIND", "PRESSURE_SOURCE", "BudgetAnswer", "CheckIn", "answer_room", "budget_guard",
            "budget_pressure_guard", "budget_question", "budget_spent", "call_guard", "check_in",
            "count_tokens", "estimate_input", "estimate_tokens", "failed_rounds", "final_answer_room",
            "max_tokens_of", "parse_budget_answer", "pressure_seen", "redirect_message", "run_budget",
@@ -269,16 +269,23 @@ def skipped_answer(room: int) -> str:
             f"{MIN_FINAL_OUTPUT} for an answer")
 
 
+NO_ANSWER_KIND = "loop_no_answer"
+"""``additional_kwargs["langgraph_loop"]["kind"]`` of the reply the loop writes when no final
+answer fits: no model wrote it, and it spent no tokens (its usage is zero)."""
+
+
 def skipped_reply(why: Mapping[str, Any], room: int, name: str | None = None) -> AIMessage:
     """The run's last message when no final answer fits (no model call): the loop says why,
-    so a run never ends on the user's own question (``messages[-1]``).
+    so a run never ends on the user's own question (``messages[-1]``); tagged ``NO_ANSWER_KIND``.
 
     Example:
         >>> skipped_reply({"guard": "limits", "reason": "token_budget"}, 12).content[:58]
         '(No answer: the run stopped (token_budget) with about 12 t'
     """
     return AIMessage(NO_ROOM.format(reason=why.get("reason") or "stopped", room=max(room, 0),
-                                    least=MIN_FINAL_OUTPUT), name=name)
+                                    least=MIN_FINAL_OUTPUT), name=name,
+                     additional_kwargs={"langgraph_loop": {"kind": NO_ANSWER_KIND}},
+                     usage_metadata={"input_tokens": 0, "output_tokens": 0, "total_tokens": 0})
 
 
 def spent_tokens(messages: Sequence[BaseMessage], start: int = 0, model: Any = None) -> int:

@@ -696,3 +696,19 @@ def test_a_budget_too_small_for_the_first_call_ends_on_an_assistant_message_sayi
     assert [m.type for m in state["messages"]] == ["human", "ai"]
     assert state["messages"][-1].content.startswith(
         "(No answer: the run stopped (token_budget) with about 0 tokens of its token budget left")
+
+
+def test_the_loops_own_no_answer_reply_is_tagged_and_spends_nothing_on_a_thread_budget() -> None:
+    """The reply the loop writes when no answer fits is no model's: tagged, zero usage, so a
+    thread-scoped budget does not count it as spend on the next message."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langgraph_loop.engine.limits import NO_ANSWER_KIND, spent_tokens
+    model = ScriptedChatModel(script=[], no_tools_reply="never sent")
+    agent = create_loop_agent(model, limits=Limits(token_budget=20, budget_scope="thread"),
+                              checkpointer=InMemorySaver())
+    state = agent.invoke({"messages": [HumanMessage("What is the capital of France? Please explain.")]},
+                         {"configurable": {"thread_id": "t"}})
+    reply = state["messages"][-1]
+    assert reply.additional_kwargs["langgraph_loop"]["kind"] == NO_ANSWER_KIND
+    assert spent_tokens(state["messages"]) == 0 and state["usage"]["total_tokens"] == 0
