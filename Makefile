@@ -61,19 +61,23 @@ picture: $(STAMP)
 # 3.13. These virtualenvs hold a regular (non-editable) install of the checkout, refreshed before
 # every run. They run every library module through the in-process tests; what they leave to
 # make test, where it runs on the newest versions and Python 3.11:
-# - the "ecosystem" group (LangGraph Server, Aegra, notebooks, the wheel build);
+# - the "ecosystem" group (LangGraph Server, Aegra, notebooks, the wheel build: tests/ecosystem,
+#   whose tool chain the test extra leaves out);
 # - LangChain 1.5.2's own create_agent tests (tests/langchain_agents/v1_5_2: on 3.13 they would
 #   test the same newest versions as make test); test-lowest runs 1.4.0's copy (v1_4_0) instead;
 # - tests that only drive the library from fresh interpreters: the documentation's snippets
 #   (tests/docs), SIGKILL and resume across processes (e2e/test_crash.py, e2e/test_durable.py;
 #   faults/test_crash_recovery.py and e2e/test_checkpointers.py keep the savers covered), the
-#   benchmark scripts (e2e/test_bench_systems.py, test_real_traces.py, test_rivals.py) and the
-#   CLI's exit codes (app/test_exit_codes.py; app/test_cli.py runs the CLI in process).
+#   benchmark scripts (e2e/test_bench_systems.py, test_real_traces.py, test_rivals.py,
+#   test_long_thread_bench.py) and the CLI's exit codes (app/test_exit_codes.py; app/test_cli.py
+#   runs the CLI in process).
 # Hypothesis runs its "dev" profile here (100 examples a property test, 30 for the async one).
-COMPAT_TESTS := -m "not ecosystem" tests --ignore=tests/langchain_agents/v1_5_2 --ignore=tests/docs \
+COMPAT_TESTS := -m "not ecosystem" tests --ignore=tests/ecosystem \
+    --ignore=tests/langchain_agents/v1_5_2 --ignore=tests/docs \
     --ignore=tests/e2e/test_crash.py --ignore=tests/e2e/test_durable.py \
     --ignore=tests/e2e/test_bench_systems.py --ignore=tests/e2e/test_real_traces.py \
-    --ignore=tests/e2e/test_rivals.py --ignore=tests/app/test_exit_codes.py
+    --ignore=tests/e2e/test_rivals.py --ignore=tests/e2e/test_long_thread_bench.py \
+    --ignore=tests/app/test_exit_codes.py
 COMPAT_ENV := HYPOTHESIS_PROFILE=dev
 
 # The checkout is installed from a copy (SOURCE), so two of these builds running at once never
