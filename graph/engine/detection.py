@@ -975,8 +975,9 @@ def _repeat_text(findings: Sequence[Finding], blocks: Sequence[str]) -> str:
 
 
 def _no_progress_text(findings: Sequence[Finding], blocks: Sequence[str]) -> str:
-    what = _items(findings, lambda f: f"{f.calls[0]} returned the same result the last "
-                                      f"{f.count} times you called it")
+    # Decided when the call is asked for again, read after that call ran: say what was seen before.
+    what = _items(findings, lambda f: f"{f.calls[0]} returned the same result {_times(f.count)} "
+                                      "in a row before you asked for it again")
     return (f"Loop warning: {what}, so calling it again will most likely return the same "
             "thing. Do not call it again with these arguments unless you changed what it "
             "depends on: use that result, try a different tool or different arguments, or give "

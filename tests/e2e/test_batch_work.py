@@ -143,5 +143,5 @@ def test_the_same_request_answered_alike_is_still_stopped(
     assert len(ran) == 3
     assert result["stop_reason"] == StopReason.LOOP_DETECTED
     (warning,) = _warnings(model.requests[3:4])
-    assert "returned the same result the last 2 times" in warning
+    assert "returned the same result twice in a row before you asked for it again" in warning
     assert result["messages"][-1].content == "Issue 101 is labelled."

@@ -35,8 +35,8 @@ mutated, block output past the cap, a ``Command`` writing loop-owned keys) is ge
 while ``TOOL_CALL_CLASS_FIXED`` is on (it is: the tools node's rebuild on ``ToolNode``
 fixed it).
 
-Budget: the hypothesis profile's ``max_examples`` examples of two runs each (``ci``: 500
-examples, 1,000 runs; ``HYPOTHESIS_PROFILE=dev``: 100 examples, 200 runs).
+Budget: the hypothesis profile's ``max_examples`` examples of two runs each (``ci``: 300
+examples, 600 runs; ``HYPOTHESIS_PROFILE=dev``: 100 examples, 200 runs).
 """
 
 from __future__ import annotations

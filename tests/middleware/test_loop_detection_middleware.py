@@ -87,7 +87,7 @@ def test_a_repeated_call_is_warned_then_stopped_with_a_final_answer(
     # the warning reached the model once, right after the third result, before the 4th call
     fourth = shape(model.requests[3])
     assert [t for t, _ in fourth] == ["human", "ai", "tool", "ai", "tool", "ai", "tool", "notice"]
-    assert "returned the same result the last 2 times" in fourth[-1][1]
+    assert "returned the same result twice in a row before you asked for it again" in fourth[-1][1]
     # the thread: the notice kept where the model saw it, the stop answers, the final answer
     kinds = [("notice" if is_notice(m) else m.type) for m in result["messages"]]
     assert kinds == ["human", "ai", "tool", "ai", "tool", "ai", "tool", "notice", "ai", "tool",

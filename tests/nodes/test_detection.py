@@ -275,7 +275,7 @@ def test_cycle_of_parallel_responses_in_another_order() -> None:
 def test_same_call_same_result_warns_and_stops_faster_than_plain_repeats() -> None:
     obs = Sim(results="same").run([X] * 4)
     assert layers(obs[2]) == ["no_progress"]
-    assert "returned the same result the last 2 times" in obs[2].warnings[0].text
+    assert "returned the same result twice in a row before you asked for it again" in obs[2].warnings[0].text
     stop = obs[3].stop
     assert stop is not None and (stop["layer"], stop["count"], stop["rung"]) == ("no_progress", 3,
                                                                                  "stop")

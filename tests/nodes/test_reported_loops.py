@@ -128,7 +128,8 @@ def test_one_nudge_per_streak(scripted: list[ScriptedChatModel]) -> None:
     texts = [str(m.content) for m in result["messages"] if is_notice(m)]
     # 9 identical results: one warning (after the second; the repeat layer does not warn about
     # the same call again), then the stop's notice
-    assert len(texts) == 2 and "returned the same result the last 2 times" in texts[0]
+    assert len(texts) == 2
+    assert "returned the same result twice in a row before you asked for it again" in texts[0]
     assert texts[1].startswith("The run has been stopped")
     assert result["iterations"][-1]["guard"]["count"] == 9
 
