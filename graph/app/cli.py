@@ -38,27 +38,23 @@ def _count(what: str) -> Callable[[str], int]:
     return parse
 
 
-def _seconds(value: str) -> float:
-    """``--timeout``: seconds, more than 0."""
-    try:
-        number = float(value)
-    except ValueError:
-        number = 0.0
-    if not 0 < number < math.inf:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, more than 0, got {value!r}")
-    return number
+def _above_zero(below: float, expected: str) -> Callable[[str], float]:
+    """An argument type: a number more than 0 and less than ``below``; ``expected`` says what."""
+    def parse(value: str) -> float:
+        try:
+            number = float(value)
+        except ValueError:
+            number = 0.0
+        if not 0 < number < below:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {value!r}")
+        return number
+    return parse
 
 
-def _fraction(value: str) -> float:
-    """``--budget-pressure``: a fraction of the token budget, between 0 and 1."""
-    try:
-        number = float(value)
-    except ValueError:
-        number = 0.0
-    if not 0 < number < 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction of the token budget between 0 and 1 "
-                                         f"(e.g. 0.8), got {value!r}")
-    return number
+_seconds = _above_zero(math.inf, "a number of seconds, more than 0")
+"""``--timeout``: seconds, more than 0."""
+_fraction = _above_zero(1, "a fraction of the token budget between 0 and 1 (e.g. 0.8)")
+"""``--budget-pressure``: a fraction of the token budget, between 0 and 1."""
 
 
 def _context(value: str) -> dict[str, Any]:
