@@ -239,6 +239,21 @@ def test_json_says_a_usage_error_on_stdout(
     assert "error: argument --max-tool-calls" in out.err
 
 
+@pytest.mark.parametrize(("flag", "value", "said"), [
+    ("--timeout", "0", "a number of seconds, more than 0"),
+    ("--timeout", "soon", "a number of seconds, more than 0"),
+    ("--budget-pressure", "1.5", "a fraction of the token budget between 0 and 1 (e.g. 0.8)"),
+])
+def test_a_bad_number_is_a_usage_error_naming_the_flag(
+    flag: str, value: str, said: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "hello", "--json", flag, value])
+    result = json.loads(capsys.readouterr().out)
+    assert exited.value.code == 2 and result["exit_code"] == 2
+    assert result["error"] == f"langgraph-loop run: argument {flag}: expected {said}, got {value!r}"
+
+
 def test_png_without_a_renderer_names_the_extra(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
