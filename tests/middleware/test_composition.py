@@ -181,7 +181,7 @@ def test_a_message_typed_at_the_loop_question_keeps_the_runs_budget(
     # one run, one budget: what the run spent before the question counts, so the next search
     # (about 1,900 tokens with an answer after it) does not fit; the run ends on an answer
     assert done["stop_reason"] == StopReason.TOKEN_BUDGET
-    assert done["stop_guard"]["limit"] == BUDGET and done["stop_guard"]["value"] == before == 1427
+    assert done["stop_guard"]["limit"] == BUDGET and done["stop_guard"]["value"] == before > 1_000
     assert done["messages"][-1].content == "Here is what I have." and len(model.requests) == 5
     assert spent(done["messages"]) <= BUDGET
 
