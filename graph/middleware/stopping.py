@@ -55,7 +55,7 @@ def _response(result: ModelResponse[Any] | AIMessage) -> ModelResponse[Any]:
 def send(handler: Callable[[ModelRequest[Any]], Any], call: Outgoing) -> ModelResponse[Any]:
     """Send ``call`` through ``handler`` (the rest of ``create_agent``'s chain)."""
     config = get_config()
-    show_messages(config, [m for m in call.shown if isinstance(m, BaseMessage)])
+    show_messages(config, list(call.shown))
     if not call.final:
         return _response(handler(call.request))
     step = RunnableLambda(handler, name=FINAL_ANSWER)
