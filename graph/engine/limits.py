@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal
 
 from langchain.agents.middleware.human_in_the_loop import HITLRequest
 from langchain_core.language_models import BaseChatModel, BaseLanguageModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage, UsageMetadata
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
@@ -172,12 +172,18 @@ def count_tokens(model: Any, messages: Sequence[BaseMessage], tools: Sequence[Ba
 
 # --- the token budget ------------------------------------------------------------------------
 
+def _reported(message: BaseMessage) -> UsageMetadata | None:
+    """The usage a model call reported for this reply; None for any other message, and for
+    the loop's own no-answer reply (``skipped_reply``: no call, zero usage)."""
+    usage = message.usage_metadata if isinstance(message, AIMessage) else None
+    return usage if usage and usage["input_tokens"] + usage["output_tokens"] else None
+
+
 def _estimate(request: Sequence[BaseMessage], model: Any = None) -> tuple[int, int]:
     """(reported tokens of the newest reply's call, tokens counted of the messages after it)."""
     for i in range(len(request) - 1, -1, -1):
-        message = request[i]
-        if isinstance(message, AIMessage) and message.usage_metadata:
-            usage = message.usage_metadata
+        usage = _reported(request[i])
+        if usage is not None:
             added = count_tokens(model, request[i + 1:], per_message=PER_MESSAGE)
             return usage["input_tokens"] + usage["output_tokens"], added
     return 0, count_tokens(model, request, per_message=PER_MESSAGE)
@@ -206,8 +212,9 @@ def _left(state: LoopState, settings: LoopSettings) -> int | None:
 
 def _last_output(messages: Sequence[BaseMessage]) -> int:
     for message in reversed(messages):
-        if isinstance(message, AIMessage) and message.usage_metadata:
-            return int(message.usage_metadata["output_tokens"])
+        usage = _reported(message)
+        if usage is not None:
+            return int(usage["output_tokens"])
     return MIN_FINAL_OUTPUT
 
 

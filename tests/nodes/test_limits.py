@@ -712,3 +712,28 @@ def test_the_loops_own_no_answer_reply_is_tagged_and_spends_nothing_on_a_thread_
     reply = state["messages"][-1]
     assert reply.additional_kwargs["langgraph_loop"]["kind"] == NO_ANSWER_KIND
     assert spent_tokens(state["messages"]) == 0 and state["usage"]["total_tokens"] == 0
+
+
+def test_a_run_after_a_no_answer_stop_still_counts_the_threads_tool_output() -> None:
+    """Found by the fault fuzz test: the loop's own no-answer reply (zero usage) was taken as
+    the newest model report, so the next run's estimate left out the 1,000-character result
+    before it and a 357-token call went out under a 300-token run budget."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    @tool
+    def fetch() -> str:
+        """Fetch the report."""
+        return "x" * 1000
+
+    model = ScriptedChatModel(script=[AIMessage("", tool_calls=[
+        {"name": "fetch", "args": {}, "id": "c1", "type": "tool_call"}])], default="final answer")
+    agent = create_loop_agent(model, [fetch], checkpointer=InMemorySaver(),
+                              limits=Limits(token_budget=300))
+    config: Any = {"configurable": {"thread_id": "t"}}
+    first = agent.invoke({"messages": [HumanMessage("Work on it.")]}, config)
+    assert first["stop_reason"] == StopReason.TOKEN_BUDGET and model.calls == 1
+    second = agent.invoke({"messages": [HumanMessage("Work on it.")]}, config)
+    assert second["stop_reason"] == StopReason.TOKEN_BUDGET
+    assert model.calls == 1, "the request holding the 1,000-character result does not fit 300 tokens"
+    assert second["usage"]["total_tokens"] == 0
+    assert second["messages"][-1].content.startswith("(No answer: the run stopped (token_budget)")
