@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from langgraph_loop.core.messages import LOOP_NOTICE, NOTICE_SOURCE
+from langgraph_loop.core.messages import LOOP_NOTICE, NOTICE_SOURCE, notice_marks
 
 __all__ = ["OLD_NOTICE_NAME", "translated"]
 
@@ -37,8 +37,7 @@ def translated(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         if (isinstance(message, HumanMessage) and message.name == OLD_NOTICE_NAME
                 and message.id is not None
                 and message.additional_kwargs.get("lc_source") != NOTICE_SOURCE):
-            marks = {"lc_source": NOTICE_SOURCE, "lc_data": {"kind": LOOP_NOTICE, "sources": ["loop"]},
-                     "langgraph_loop": {"kind": "notice", "sources": ["loop"]}}
+            marks = notice_marks(LOOP_NOTICE, ["loop"])
             out.append(message.model_copy(update={
                 "name": LOOP_NOTICE, "additional_kwargs": {**message.additional_kwargs, **marks}}))
     return out

@@ -6,10 +6,26 @@ contract and one runnable example each (issue 38).
 
 from __future__ import annotations
 
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import StructuredTool
 
 from langgraph_loop.core.config import ArgPolicy, LoopDetection, tool_policy
-
+from langgraph_loop.core.messages import (
+    REDIRECT_KIND,
+    as_redirect,
+    call_label,
+    cap_output,
+    clip,
+    digest,
+    encodable,
+    encodable_text,
+    is_redirect,
+    notice_name,
+    reply_text,
+    run_request,
+    shorten,
+    with_unique_call_ids,
+)
 
 # --- core/config.py --------------------------------------------------------------------------
 
@@ -22,7 +38,61 @@ def test_tool_hints_add_the_read_only_tools_and_the_policies_the_metadata_declar
 
 
 def test_a_tools_metadata_declares_its_policy_or_none() -> None:
-    assert tool_policy({"loop_key": ["path"], "loop_stop_after": 5}) == ArgPolicy(keep=("path",), stop_after=5)
-    assert repr(tool_policy({"loop_key": ["path"], "loop_stop_after": 5})) == (
+    policy = tool_policy({"loop_key": ["path"], "loop_stop_after": 5})
+    assert policy == ArgPolicy(keep=("path",), stop_after=5)
+    assert repr(policy) == (
         "ArgPolicy(ignore=(), keep=('path',), key=None, warn_after=None, stop_after=5, polls=False)")
     assert tool_policy({"title": "Read"}) is None
+
+
+# --- core/messages.py ------------------------------------------------------------------------
+
+def test_text_helpers_shorten_clip_digest_and_label_calls() -> None:
+    assert shorten("a   lot\n of   space", 10) == "a lot of …"
+    assert (clip("abcdef", 4), len(digest("x"))) == ("abc…", 16)
+    assert call_label("search", {"q": "café"}) == 'search({"q": "café"})'
+    assert call_label("f", '{"a":1}') == 'f({"a":1})'
+
+
+def test_repeated_call_ids_get_fresh_ones_and_a_reply_without_calls_is_kept() -> None:
+    ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "d"},
+                                   {"name": "f", "args": {"x": 1}, "id": "d"}])
+    ids = [c["id"] for c in with_unique_call_ids(ai).tool_calls]
+    assert (ids[0], ids[1] != "d", with_unique_call_ids(AIMessage("hi")).content) == ("d", True, "hi")
+
+
+def test_a_merged_notice_is_named_by_its_highest_ranked_source() -> None:
+    assert notice_name(["loop"]) == "loop_notice"
+    assert notice_name(["human"]) == "loop_notice"
+    assert notice_name(["loop", "budget_pressure"]) == "budget_notice"
+    assert notice_name(["budget_pressure", "stop", "loop"]) == "stop_notice"
+
+
+def test_a_redirect_keeps_its_id_and_is_no_runs_request() -> None:
+    assert is_redirect(as_redirect(HumanMessage("go on", id="h")))
+    assert as_redirect(HumanMessage("x", id="h")).id == "h"
+    redirect = HumanMessage("wrap up", additional_kwargs={"langgraph_loop": {"kind": REDIRECT_KIND}})
+    notice = HumanMessage("note", additional_kwargs={"lc_source": "langgraph_loop"})
+    assert run_request([HumanMessage("go", id="h1"), notice, redirect]) == (0, "h1")
+    assert run_request([]) == (0, None)
+
+
+def test_digest_uses_one_prefix_for_every_length_and_a_long_text_hashes_to_40() -> None:
+    assert digest("x") == digest("x", 40)[:16]
+    assert len(digest("y" * 5000, 40)) == 40
+
+
+def test_lone_surrogates_are_escaped_in_text_and_in_tool_call_arguments() -> None:
+    assert encodable_text("report\udcff.txt") == "report\\udcff.txt"
+    assert encodable_text("ok") == "ok"
+    ai = AIMessage("", tool_calls=[{"name": "f", "args": {"n": "caf\udce9"}, "id": "c"}])
+    assert encodable(ai).tool_calls[0]["args"] == {"n": "caf\\udce9"}
+    assert encodable(ai) is not ai
+
+
+def test_a_replys_text_includes_its_reasoning_blocks() -> None:
+    assert reply_text([{"type": "thinking", "thinking": "hm"}, {"type": "text", "text": "ok"}]) == "hm\nok"
+
+
+def test_content_blocks_are_cut_to_the_limit_with_a_note() -> None:
+    assert [len(b["text"]) for b in cap_output([{"type": "text", "text": "x" * 300}], 100)] == [100, 59]
