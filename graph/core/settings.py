@@ -35,14 +35,7 @@ from langchain_core.tools import tool as as_tool
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, ValidationError
 
-from langgraph_loop.core.config import (
-    Approval,
-    Compaction,
-    Hooks,
-    Iterations,
-    Limits,
-    LoopDetection,
-)
+from langgraph_loop.core.config import Approval, Compaction, Hooks, Iterations, Limits, LoopDetection
 from langgraph_loop.core.hosting import (
     NODE_HOOKS,
     can_jump_to,
@@ -51,14 +44,7 @@ from langgraph_loop.core.hosting import (
     overrides_hook,
 )
 from langgraph_loop.core.models import ChatRunnable, primary_chat_model, resolve_model
-from langgraph_loop.core.overrides import (
-    checked_groups,
-    context_type,
-    explain,
-    given,
-    merged,
-    run_overrides,
-)
+from langgraph_loop.core.overrides import checked_groups, context_type, explain, given, merged, run_overrides
 from langgraph_loop.core.removed import KEYWORDS, removed_keyword
 from langgraph_loop.core.shape import Shape
 from langgraph_loop.core.structured import StructuredOutput, resolve_response_format
@@ -70,12 +56,7 @@ Callback = Callable[..., Any]
 
 def split_provider_tools(tools: Any) -> tuple[Any, tuple[dict[str, Any], ...]]:
     """The provider-side tool dicts of a tools list (``{"type": "web_search"}``: bound to the
-    model, run by the provider, never here) apart from the tools the graph runs.
-
-    Example:
-        >>> split_provider_tools([len, {"type": "web_search"}])
-        ([<built-in function len>], ({'type': 'web_search'},))
-    """
+    model, run by the provider, never here) apart from the tools the graph runs."""
     if isinstance(tools, BaseTool | Mapping | str | bytes) or not isinstance(tools, Iterable):
         return tools, ()
     items = list(tools)
@@ -174,8 +155,7 @@ class LoopSettings:
         for m in kwargs["middleware"]:
             check_state_schema(m.state_schema, f"middleware {m.name}")
         settings = cls(model=model, tools=coerced, **kwargs)
-        settings._check_approval()
-        settings._check_loop_detection()
+        settings._check_tools_named()
         return settings
 
     def _check_tool_names(self, where: str, names: Iterable[str], *, wildcard: bool = False) -> None:
@@ -185,16 +165,14 @@ class LoopSettings:
         if unknown:
             raise ValueError(f"{where}: unknown tools {unknown}; known: {sorted(known)}")
 
-    def _check_approval(self) -> None:
+    def _check_tools_named(self) -> None:
+        """Approval's and the detector's per-tool settings name the graph's tools (a typo would
+        never match)."""
         if self.approval is not None:
             self._check_tool_names("approval.tools", self.approval.tools)
-
-    def _check_loop_detection(self) -> None:
-        """The detector's per-tool settings name the graph's tools (a typo would never match)."""
-        detection = self.loop_detection
-        if detection is None:
+        if self.loop_detection is None:
             return
-        calls = detection.calls
+        calls = self.loop_detection.calls
         self._check_tool_names("loop_detection.calls.per_tool", calls.per_tool)
         self._check_tool_names("loop_detection.calls.arg_policies", calls.arg_policies, wildcard=True)
         self._check_tool_names("loop_detection.calls.read_only_tools", calls.read_only_tools)

@@ -24,12 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain.agents.structured_output import (
-    AutoStrategy,
-    OutputToolBinding,
-    ProviderStrategy,
-    ToolStrategy,
-)
+from langchain.agents.structured_output import AutoStrategy, OutputToolBinding, ProviderStrategy, ToolStrategy
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.tools import BaseTool

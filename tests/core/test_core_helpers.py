@@ -26,6 +26,7 @@ from langgraph_loop.core.messages import (
     shorten,
     with_unique_call_ids,
 )
+from langgraph_loop.core.settings import split_provider_tools
 
 # --- core/config.py --------------------------------------------------------------------------
 
@@ -96,3 +97,9 @@ def test_a_replys_text_includes_its_reasoning_blocks() -> None:
 
 def test_content_blocks_are_cut_to_the_limit_with_a_note() -> None:
     assert [len(b["text"]) for b in cap_output([{"type": "text", "text": "x" * 300}], 100)] == [100, 59]
+
+
+# --- core/settings.py ------------------------------------------------------------------------
+
+def test_provider_side_tool_dicts_are_split_from_the_tools_the_graph_runs() -> None:
+    assert split_provider_tools([len, {"type": "web_search"}]) == ([len], ({"type": "web_search"},))
