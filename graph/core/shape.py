@@ -13,12 +13,6 @@ Example:
     793
     >>> Shape(judge=True, approval=True).model_targets
     ['approval', 'judge', 'loop_detector', 'router', 'tools']
-    >>> hooked = Shape(before_model=("pii.before_model",), after_model=("pii.after_model",),
-    ...                jumps=(("pii.after_model", ("end",)),))
-    >>> hooked.entry, hooked.reply_node, hooked.model_steps, hooked.finish_steps
-    ('pii.before_model', 'pii.after_model', 3, 5)
-    >>> hooked.model_targets
-    ['loop_detector', 'middleware_end', 'router', 'tools']
 """
 
 from __future__ import annotations
@@ -64,9 +58,7 @@ class Shape:
     iteration_end: str = field(init=False)
     """Where a text reply goes: the judge, or straight to the router."""
     model_steps: int = field(init=False)
-    """A model call: [compaction] model."""
-    end_steps: int = field(init=False)
-    """A text reply ends the iteration: [judge] router."""
+    """A model call: its hooks, [compaction] model."""
     respond_steps: int = field(init=False)
     """Reading a structured answer: [respond]."""
     answer_steps: int = field(init=False)
@@ -93,7 +85,7 @@ class Shape:
             "reply_node": self.after_model[-1] if self.after_model else "model",
             "exit": self.after_agent[0] if self.after_agent else END,
             "iteration_end": "judge" if self.judge else "router",
-            "model_steps": model_steps, "end_steps": end_steps, "respond_steps": respond_steps,
+            "model_steps": model_steps, "respond_steps": respond_steps,
             "answer_steps": model_steps + respond_steps + router_steps, "finish_steps": finish,
             "start_steps": len(self.before_agent) + model_steps + 1 + end_steps,
         }
@@ -108,12 +100,8 @@ class Shape:
                     ("approval", self.approval), ("compaction", self.compaction),
                     ("middleware_end", self.middleware_end)]
         return ["prepare", "model", "loop_detector", "tools", "router",
-                *(name for name, present in optional if present), *self.hook_nodes]
-
-    @property
-    def hook_nodes(self) -> list[str]:
-        """The user's middleware hook nodes."""
-        return [*self.before_agent, *self.before_model, *self.after_model, *self.after_agent]
+                *(name for name, present in optional if present),
+                *self.before_agent, *self.before_model, *self.after_model, *self.after_agent]
 
     @property
     def middleware_end(self) -> bool:
@@ -182,12 +170,9 @@ class Shape:
 
     @property
     def respond_targets(self) -> list[str]:
-        """After ``respond``: the reply's other calls, the model again (the answer did not
-        parse), the iteration's end, or the router after a stop."""
-        targets = {self.entry, "tools", self.iteration_end, "router"}
-        if self.approval:
-            targets.add("approval")
-        return sorted(targets)
+        """After ``respond``: those of ``loop_detector`` but itself (the reply's other calls, the
+        model again when the answer did not parse, the iteration's end, the router after a stop)."""
+        return [target for target in self.detector_targets if target != "respond"]
 
     @property
     def router_targets(self) -> list[str]:

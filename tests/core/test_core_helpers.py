@@ -27,6 +27,7 @@ from langgraph_loop.core.messages import (
     with_unique_call_ids,
 )
 from langgraph_loop.core.settings import split_provider_tools
+from langgraph_loop.core.shape import Shape
 
 # --- core/config.py --------------------------------------------------------------------------
 
@@ -103,3 +104,19 @@ def test_content_blocks_are_cut_to_the_limit_with_a_note() -> None:
 
 def test_provider_side_tool_dicts_are_split_from_the_tools_the_graph_runs() -> None:
     assert split_provider_tools([len, {"type": "web_search"}]) == ([len], ({"type": "web_search"},))
+
+
+# --- core/shape.py ---------------------------------------------------------------------------
+
+def test_middleware_hooks_move_the_entry_and_the_reply_node_and_count_in_the_step_budget() -> None:
+    hooked = Shape(before_model=("pii.before_model",), after_model=("pii.after_model",),
+                   jumps=(("pii.after_model", ("end",)),))
+    assert (hooked.entry, hooked.reply_node, hooked.model_steps, hooked.finish_steps) == (
+        "pii.before_model", "pii.after_model", 3, 5)
+    assert hooked.model_targets == ["loop_detector", "middleware_end", "router", "tools"]
+
+
+def test_respond_may_go_where_the_loop_detector_goes_but_to_itself() -> None:
+    shape = Shape(respond=True, approval=True, judge=True)
+    assert shape.respond_targets == ["approval", "judge", "model", "router", "tools"]
+    assert Shape(respond=True).respond_targets == ["model", "router", "tools"]
