@@ -6,6 +6,8 @@ contract and one runnable example each (issue 38).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import StructuredTool
 
@@ -26,6 +28,7 @@ from langgraph_loop.core.messages import (
     shorten,
     with_unique_call_ids,
 )
+from langgraph_loop.core.overrides import context_type, run_overrides
 from langgraph_loop.core.settings import split_provider_tools
 from langgraph_loop.core.shape import Shape
 
@@ -120,3 +123,21 @@ def test_respond_may_go_where_the_loop_detector_goes_but_to_itself() -> None:
     shape = Shape(respond=True, approval=True, judge=True)
     assert shape.respond_targets == ["approval", "judge", "model", "router", "tools"]
     assert Shape(respond=True).respond_targets == ["model", "router", "tools"]
+
+
+# --- core/overrides.py -----------------------------------------------------------------------
+
+@dataclass
+class Ctx:
+    user_id: str
+
+
+def test_the_context_type_declares_the_groups_beside_the_users_fields() -> None:
+    made = context_type(Ctx)(user_id="u", limits={"max_tool_calls": 2})
+    assert isinstance(made, Ctx)
+    assert made.limits == {"max_tool_calls": 2}  # type: ignore[attr-defined]
+
+
+def test_the_overrides_of_a_user_context_are_its_groups_only() -> None:
+    assert run_overrides(Ctx("u"), Ctx) is None
+    assert run_overrides({"user_id": "u", "limits": {}}, Ctx) == {"limits": {}}
