@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
+from langchain.agents import AgentState
+from langchain.agents.middleware import ModelRetryMiddleware
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import StructuredTool
 
 from langgraph_loop.core.config import ArgPolicy, LoopDetection, tool_policy
+from langgraph_loop.core.hosting import check_middleware, check_state_schema, overrides_hook
 from langgraph_loop.core.messages import (
     REDIRECT_KIND,
     as_redirect,
@@ -141,3 +145,27 @@ def test_the_context_type_declares_the_groups_beside_the_users_fields() -> None:
 def test_the_overrides_of_a_user_context_are_its_groups_only() -> None:
     assert run_overrides(Ctx("u"), Ctx) is None
     assert run_overrides({"user_id": "u", "limits": {}}, Ctx) == {"limits": {}}
+
+
+# --- core/hosting.py -------------------------------------------------------------------------
+
+class Mine(AgentState):
+    usage: int
+
+
+def test_a_schema_that_redeclares_a_key_the_loop_owns_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError) as caught:
+        check_state_schema(Mine, "middleware M")
+    assert str(caught.value)[:72] == "middleware M: state_schema Mine declares ['usage'], keys the loop owns ("
+
+
+def test_a_hook_is_implemented_when_the_class_overrides_it() -> None:
+    m = ModelRetryMiddleware()
+    assert (overrides_hook(m, "wrap_model_call"), overrides_hook(m, "before_model")) == (True, False)
+
+
+def test_two_middleware_of_one_name_are_refused() -> None:
+    with pytest.raises(ValueError) as caught:
+        check_middleware([ModelRetryMiddleware(), ModelRetryMiddleware()])
+    assert str(caught.value) == ("middleware: please remove duplicate middleware instances "
+                                 "(names: ['ModelRetryMiddleware'])")
