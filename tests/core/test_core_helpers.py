@@ -156,7 +156,8 @@ class Mine(AgentState):
 def test_a_schema_that_redeclares_a_key_the_loop_owns_is_refused_naming_it() -> None:
     with pytest.raises(ValueError) as caught:
         check_state_schema(Mine, "middleware M")
-    assert str(caught.value).startswith("middleware M: state_schema Mine declares ['usage'], keys the loop owns (")
+    expected = "middleware M: state_schema Mine declares ['usage'], keys the loop owns ("
+    assert str(caught.value).startswith(expected)
 
 
 def test_a_hook_is_implemented_when_the_class_overrides_it() -> None:
