@@ -17,10 +17,6 @@ Example:
     >>> message = drain(q, run="r1")
     >>> len(q), message.name, message.content, is_notice(message)
     (1, 'loop_notice', 'Stop repeating search.', True)
-    >>> message.id.startswith("do-not-render-"), drain(q, run="r1", hidden=False).id
-    (True, None)
-    >>> drain(queue_notice([], run="old", key="k", text="t", source="s"), run="r2") is None
-    True
 """
 
 from __future__ import annotations

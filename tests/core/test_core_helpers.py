@@ -23,10 +23,12 @@ from langgraph_loop.core.messages import (
     cap_output,
     clip,
     digest,
+    drain,
     encodable,
     encodable_text,
     is_redirect,
     notice_name,
+    queue_notice,
     reply_text,
     run_request,
     shorten,
@@ -35,6 +37,7 @@ from langgraph_loop.core.messages import (
 from langgraph_loop.core.overrides import context_type, run_overrides
 from langgraph_loop.core.settings import split_provider_tools
 from langgraph_loop.core.shape import Shape
+from langgraph_loop.core.stop import StopReason, guard, person_stop, stop_answer_text
 
 # --- core/config.py --------------------------------------------------------------------------
 
@@ -68,6 +71,15 @@ def test_repeated_call_ids_get_fresh_ones_and_a_reply_without_calls_is_kept() ->
                                    {"name": "f", "args": {"x": 1}, "id": "d"}])
     ids = [c["id"] for c in with_unique_call_ids(ai).tool_calls]
     assert (ids[0], ids[1] != "d", with_unique_call_ids(AIMessage("hi")).content) == ("d", True, "hi")
+
+
+def test_a_drained_notice_is_hidden_unless_asked_and_other_runs_notices_are_dropped() -> None:
+    q = queue_notice([], run="r1", key="sig:abc", text="Stop repeating search.", source="loop")
+    message = drain(q, run="r1")
+    assert message is not None and message.id is not None
+    assert message.id.startswith("do-not-render-")
+    assert drain(q, run="r1", hidden=False).id is None  # type: ignore[union-attr]
+    assert drain(queue_notice([], run="old", key="k", text="t", source="s"), run="r2") is None
 
 
 def test_a_merged_notice_is_named_by_its_highest_ranked_source() -> None:
@@ -170,3 +182,18 @@ def test_two_middleware_of_one_name_are_refused() -> None:
         check_middleware([ModelRetryMiddleware(), ModelRetryMiddleware()])
     assert str(caught.value) == ("middleware: please remove duplicate middleware instances "
                                  "(names: ['ModelRetryMiddleware'])")
+
+
+# --- core/stop.py ----------------------------------------------------------------------------
+
+def test_a_guard_holds_the_reasons_value_and_a_person_stop_their_reason() -> None:
+    assert guard("hooks", StopReason.TERMINATED) == {"guard": "hooks", "reason": "terminated"}
+    assert person_stop(None) == {"action": "stop"}
+    assert person_stop("Enough.") == {"action": "stop", "message": "Enough."}
+
+
+def test_the_answer_to_a_call_a_person_stopped_says_a_person_chose_it() -> None:
+    text = stop_answer_text({"guard": "loop_detector", "reason": "loop_detected",
+                             "human": {"action": "stop"}})
+    assert text.removeprefix("Error: not executed: the run was stopped because ") == (
+        "a person supervising this run chose to stop it (a runaway tool loop was detected).")
