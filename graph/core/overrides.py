@@ -9,11 +9,6 @@ Example:
     >>> from langgraph_loop.core.config import Limits
     >>> merged("limits", Limits(max_tool_calls=3), {"token_budget": 900}).token_budget
     900
-    >>> try:
-    ...     checked_groups({"max_tool_calls": 2})
-    ... except ValueError as exc:
-    ...     print(exc)
-    invalid run context: 'max_tool_calls' was removed in 0.4: use {"limits": {"max_tool_calls": ...}}
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Everything the builder was given, validated once, plus per-run overrides.
 
-Nodes read a ``LoopSettings``: the groups as given (``settings.iterations.max``,
-``settings.limits.budget_pressure``, ``settings.hooks.tool_filter``, ...).
-``settings.for_run(runtime.context)`` applies the overrides a caller passed as LangGraph
-runtime context, nested by group (``LoopContext``; checked and merged by
-``core/overrides.py``), the same way in-process and on LangGraph Server.
+Nodes read a ``LoopSettings``: the groups as given (``settings.iterations.max``, ...).
+``settings.for_run(runtime.context)`` applies a run's overrides, nested by group (``LoopContext``;
+checked and merged by ``core/overrides.py``), the same way in-process and on LangGraph Server.
 
 Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel
@@ -12,11 +10,6 @@ Example:
     >>> run = s.for_run({"iterations": {"max": 3}, "limits": {"max_tool_calls": 7}})
     >>> run.iterations.max, run.limits.max_tool_calls
     (3, 7)
-    >>> try:
-    ...     s.for_run({"limits": {"final_answr": False}})
-    ... except ValueError as exc:
-    ...     print(str(exc)[:73])
-    invalid run context: limits.final_answr: unknown field (fields of Limits:
 """
 
 from __future__ import annotations
@@ -185,9 +178,8 @@ class LoopSettings:
 
     @cached_property
     def shape(self) -> Shape:
-        """The graph's shape for these settings (``core/shape.py``): a node per middleware
-        node hook, named as ``create_agent`` names it (``"<name>.before_model"``); the
-        ``after_*`` hooks run in reverse order, as there."""
+        """The graph's shape: a node per middleware node hook, named and ordered as in
+        ``create_agent`` (``"<name>.before_model"``; the ``after_*`` hooks in reverse)."""
         def names(hook: str, reverse: bool = False) -> tuple[str, ...]:
             found = [f"{m.name}.{hook}" for m in self.hooked(hook)]
             return tuple(reversed(found) if reverse else found)
@@ -282,9 +274,8 @@ _MODELS: dict[str, type[BaseModel]] = {
 
 
 def _check_types(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """Configuration objects of the right type (a dict of fields is validated into one)
-    and a ``str`` system prompt; a ``ValueError`` names the argument.
-    """
+    """Configuration objects of the right type (a dict of fields is validated into one), and the
+    plain arguments' types; a ``ValueError`` names the argument."""
     out: dict[str, Any] = {}
     for name, model in _MODELS.items():
         value = _as_model(name, kwargs.get(name), model)

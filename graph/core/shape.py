@@ -11,8 +11,6 @@ Example:
     (True, False)
     >>> shape.recursion_limit(max_model_calls=25, max_iterations=10)
     793
-    >>> Shape(judge=True, approval=True).model_targets
-    ['approval', 'judge', 'loop_detector', 'router', 'tools']
 """
 
 from __future__ import annotations
@@ -59,13 +57,10 @@ class Shape:
     """Where a text reply goes: the judge, or straight to the router."""
     model_steps: int = field(init=False)
     """A model call: its hooks, [compaction] model."""
-    respond_steps: int = field(init=False)
-    """Reading a structured answer: [respond]."""
     answer_steps: int = field(init=False)
     """Steps after ``loop_detector`` stops the run: the final answer, [respond], router."""
     finish_steps: int = field(init=False)
-    """Graph steps needed after the model's edge decides, whatever it decides: a stop
-    (loop_detector, [final answer], [respond], router) or an iteration end."""
+    """Steps needed after the model's edge, whatever it decides: a stop or an iteration end."""
     start_steps: int = field(init=False)
     """Steps a run needs at least: [compaction] model, loop_detector, [judge] router."""
 
@@ -85,7 +80,7 @@ class Shape:
             "reply_node": self.after_model[-1] if self.after_model else "model",
             "exit": self.after_agent[0] if self.after_agent else END,
             "iteration_end": "judge" if self.judge else "router",
-            "model_steps": model_steps, "respond_steps": respond_steps,
+            "model_steps": model_steps,
             "answer_steps": model_steps + respond_steps + router_steps, "finish_steps": finish,
             "start_steps": len(self.before_agent) + model_steps + 1 + end_steps,
         }
@@ -197,10 +192,9 @@ class Shape:
 
     # --- the step budget ---------------------------------------------------------------------
     def round_steps(self, *, gated: bool) -> int:
-        """A tool round after the model's edge: [loop_detector] [respond] [approval] tools,
-        [compaction] model (``loop_detector`` runs only when it acts; counted so a round that
-        warns fits; ``respond`` when the reply also answers, or its answer did not parse)."""
-        return 1 + self.respond_steps + int(gated) + 1 + self.model_steps
+        """A tool round after the model's edge: [loop_detector] [respond] [approval] tools, a model
+        call (``loop_detector`` and ``respond`` counted so a round that warns or answers fits)."""
+        return 1 + int(self.respond) + int(gated) + 1 + self.model_steps
 
     @staticmethod
     def fits(remaining: int | None, steps: int) -> bool:

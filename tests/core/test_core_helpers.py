@@ -34,10 +34,11 @@ from langgraph_loop.core.messages import (
     shorten,
     with_unique_call_ids,
 )
-from langgraph_loop.core.overrides import context_type, run_overrides
-from langgraph_loop.core.settings import split_provider_tools
+from langgraph_loop.core.overrides import checked_groups, context_type, run_overrides
+from langgraph_loop.core.settings import LoopSettings, split_provider_tools
 from langgraph_loop.core.shape import Shape
 from langgraph_loop.core.stop import StopReason, guard, person_stop, stop_answer_text
+from langgraph_loop.scripted import ScriptedChatModel
 
 # --- core/config.py --------------------------------------------------------------------------
 
@@ -121,6 +122,14 @@ def test_content_blocks_are_cut_to_the_limit_with_a_note() -> None:
 
 # --- core/settings.py ------------------------------------------------------------------------
 
+def test_a_misspelled_override_names_the_groups_fields() -> None:
+    settings = LoopSettings.build(ScriptedChatModel(script=[]))
+    with pytest.raises(ValueError) as caught:
+        settings.for_run({"limits": {"final_answr": False}})
+    expected = "invalid run context: limits.final_answr: unknown field (fields of Limits:"
+    assert str(caught.value)[:73] == expected
+
+
 def test_provider_side_tool_dicts_are_split_from_the_tools_the_graph_runs() -> None:
     assert split_provider_tools([len, {"type": "web_search"}]) == ([len], ({"type": "web_search"},))
 
@@ -133,6 +142,8 @@ def test_middleware_hooks_move_the_entry_and_the_reply_node_and_count_in_the_ste
     assert (hooked.entry, hooked.reply_node, hooked.model_steps, hooked.finish_steps) == (
         "pii.before_model", "pii.after_model", 3, 5)
     assert hooked.model_targets == ["loop_detector", "middleware_end", "router", "tools"]
+    assert Shape(judge=True, approval=True).model_targets == [
+        "approval", "judge", "loop_detector", "router", "tools"]
 
 
 def test_respond_may_go_where_the_loop_detector_goes_but_to_itself() -> None:
@@ -152,6 +163,13 @@ def test_the_context_type_declares_the_groups_beside_the_users_fields() -> None:
     made = context_type(Ctx)(user_id="u", limits={"max_tool_calls": 2})
     assert isinstance(made, Ctx)
     assert made.limits == {"max_tool_calls": 2}  # type: ignore[attr-defined]
+
+
+def test_a_flat_context_name_of_0_2_names_its_nested_spelling() -> None:
+    with pytest.raises(ValueError) as caught:
+        checked_groups({"max_tool_calls": 2})
+    assert str(caught.value) == ("invalid run context: 'max_tool_calls' was removed in 0.4: use "
+                                 '{"limits": {"max_tool_calls": ...}}')
 
 
 def test_the_overrides_of_a_user_context_are_its_groups_only() -> None:
