@@ -1,14 +1,8 @@
-"""Configuration models: keyword-only, validated, immutable.
-
-Every model raises ``ValueError`` (pydantic's ``ValidationError`` is one) naming
-the offending field when a value or a combination is invalid.
+"""Configuration models: keyword-only, validated, immutable. Every model raises ``ValueError``
+(pydantic's ``ValidationError`` is one) naming the field when a value or a combination is invalid.
 
 Example:
-    >>> from langgraph_loop import Iterations, Limits, LoopDetection, Repeat
-    >>> Iterations(max=3, max_model_calls=5).max_model_calls
-    5
-    >>> Limits(max_tool_calls=20).max_tool_calls
-    20
+    >>> from langgraph_loop import Limits, LoopDetection, Repeat
     >>> LoopDetection(repeat=Repeat(warn_after=2, stop_after=4)).layers  # given: switched on
     ('no_progress', 'repeat', 'same_reply', 'per_tool', 'text')
     >>> Limits(token_budget=10_000, budget_pressure={"threshold": 0.7}).budget_pressure.threshold
@@ -347,13 +341,9 @@ class Judge(_Config):
 
 
 class Iterations(_Config):
-    """The outer loop: how many iterations, when to go on, and what starts the next one (each
-    field: README, "Configuration models").
-
-    An iteration ends when the model answers without tool calls. With neither
-    ``should_continue`` nor ``judge`` the first such answer ends the run (``completed``);
-    with one of them it decides (the predicate first; when it says stop, the judge).
-    """
+    """The outer loop (each field: README, "Configuration models"). An iteration ends when the
+    model answers without tool calls; then ``should_continue`` decides, and when it says stop,
+    the ``judge``; with neither, the first such answer ends the run (``completed``)."""
 
     max: int | None = Field(default=10, ge=1, strict=True)
     max_model_calls: int | None = Field(default=25, ge=1, strict=True)

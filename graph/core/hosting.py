@@ -1,6 +1,5 @@
-"""The user's middleware and state schemas, checked as ``create_agent`` checks them: the
-hooks that are graph nodes, where a hook may jump, distinct names, and state keys the loop
-owns (``nodes/hosted.py`` hosts the middleware).
+"""The user's middleware and state schemas, checked as ``create_agent`` checks them
+(``nodes/hosted.py`` hosts the middleware).
 
 Example:
     >>> NODE_HOOKS

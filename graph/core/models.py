@@ -1,7 +1,6 @@
 """The agent's model as ``create_agent`` accepts it: a chat model, a ``"provider:model"`` string,
-or a Runnable wrapping chat models. A wrapper is kept; what the loop binds per call is bound on
-each chat model inside it (``map_chat_models``), so a retry or a fallback still wraps the bound
-model and each chat model gets the binding its provider understands.
+or a Runnable wrapping chat models. A wrapper is kept: what the loop binds is bound on each chat
+model inside it (``map_chat_models``), each as its provider understands it.
 
 Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel

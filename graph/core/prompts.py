@@ -1,7 +1,5 @@
-"""Every fixed text the model sees, in one place (loop-detector findings format their own).
-
-Templates use ``str.format`` fields; the nodes fill them in. Changing a text here changes
-what every model call of the loop reads.
+"""Every fixed text the model sees, in one place (loop-detector findings format their own);
+templates use ``str.format`` fields, which the nodes fill in.
 
 Example:
     >>> print(CONTINUE)

@@ -1,7 +1,5 @@
-"""Where a run stops and why: stop reasons, guards, their wording, and the one function that
-applies a stop (:func:`stop_update`). A *guard* (``state["stop_guard"]``, then the last iteration
-record) says which guard stopped the run, the ``StopReason`` and details; the texts that explain a
-stop are formatted here from ``core/prompts.py``.
+"""Where a run stops and why: stop reasons, guards (``state["stop_guard"]``: which guard, the
+``StopReason``, details), their wording, and the one function that applies a stop (``stop_update``).
 
 Example:
     >>> from langgraph_loop import StopReason

@@ -1,8 +1,6 @@
-"""The stream transformers a compiled agent registers, as ``create_agent`` registers them.
-
-``stream_events(version="v3")`` projects a run through them: ``ToolCallTransformer``
-(``.tool_calls``), ``SubagentTransformer`` (``.subagents``), each middleware's ``transformers``,
-then the caller's ``transformers=``.
+"""The stream transformers a compiled agent registers for ``stream_events(version="v3")``, as
+``create_agent`` registers them: ``ToolCallTransformer``, ``SubagentTransformer``, each
+middleware's ``transformers``, then the caller's ``transformers=``.
 
 Example:
     >>> from langgraph.prebuilt import ToolCallTransformer

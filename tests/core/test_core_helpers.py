@@ -13,8 +13,9 @@ from langchain.agents import AgentState
 from langchain.agents.middleware import ModelRetryMiddleware
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import StructuredTool
+from pydantic import BaseModel
 
-from langgraph_loop.core.config import ArgPolicy, LoopDetection, tool_policy
+from langgraph_loop.core.config import ArgPolicy, Iterations, Limits, LoopDetection, tool_policy
 from langgraph_loop.core.hosting import check_middleware, check_state_schema, overrides_hook
 from langgraph_loop.core.messages import (
     REDIRECT_KIND,
@@ -38,9 +39,15 @@ from langgraph_loop.core.overrides import checked_groups, context_type, run_over
 from langgraph_loop.core.settings import LoopSettings, split_provider_tools
 from langgraph_loop.core.shape import Shape
 from langgraph_loop.core.stop import StopReason, guard, person_stop, stop_answer_text
-from langgraph_loop.scripted import ScriptedChatModel
+from langgraph_loop.core.structured import ProviderStrategy, resolve_response_format
+from langgraph_loop.scripted import ScriptedChatModel, _usable_tools
 
 # --- core/config.py --------------------------------------------------------------------------
+
+def test_the_configuration_models_keep_what_they_are_given() -> None:
+    assert Iterations(max=3, max_model_calls=5).max_model_calls == 5
+    assert Limits(max_tool_calls=20).max_tool_calls == 20
+
 
 def test_tool_hints_add_the_read_only_tools_and_the_policies_the_metadata_declares() -> None:
     lookup = StructuredTool.from_function(
@@ -215,3 +222,21 @@ def test_the_answer_to_a_call_a_person_stopped_says_a_person_chose_it() -> None:
                              "human": {"action": "stop"}})
     assert text.removeprefix("Error: not executed: the run was stopped because ") == (
         "a person supervising this run chose to stop it (a runaway tool loop was detected).")
+
+
+# --- core/structured.py ----------------------------------------------------------------------
+
+class Weather(BaseModel):
+    city: str
+
+
+def test_a_provider_strategy_is_native() -> None:
+    assert resolve_response_format(ProviderStrategy(Weather), ScriptedChatModel(), []).native  # type: ignore[union-attr]
+
+
+# --- scripted.py -----------------------------------------------------------------------------
+
+def test_tool_choice_decides_which_tools_a_request_lets_the_model_call() -> None:
+    assert _usable_tools(["a", "b"], "none") == []
+    assert _usable_tools(["a", "b"], "b") == ["b"]
+    assert _usable_tools(["a"], "any") == ["a"]
