@@ -51,8 +51,7 @@ class ScriptedChatModel(BaseChatModel):
     no_tools_reply: Any = None
     requests: list[list[BaseMessage]] = Field(default_factory=list)
     request_tools: list[list[str]] = Field(default_factory=list)
-    """Per request, the tools the model may call (none under ``tool_choice="none"``, only the
-    forced one under a tool name)."""
+    """Per request, the tools the model may call under its ``tool_choice``."""
     request_defined_tools: list[list[str]] = Field(default_factory=list)
     """Per request, every tool defined (provider-side tool dicts by their ``name`` or ``type``)."""
     request_tool_choice: list[Any] = Field(default_factory=list)
@@ -69,8 +68,7 @@ class ScriptedChatModel(BaseChatModel):
 
     def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None,
                    **kwargs: Any) -> Runnable[LanguageModelInput, AIMessage]:
-        """Bind tools in the OpenAI format, as real providers do; provider-side tool dicts
-        (``{"type": "web_search"}``) are bound as they are."""
+        """Bind tools in the OpenAI format, as providers do (provider-side tool dicts as they are)."""
         formatted = [t if _provider_side(t) else convert_to_openai_tool(t) for t in tools]
         if tool_choice is not None:
             kwargs["tool_choice"] = tool_choice

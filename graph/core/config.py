@@ -98,8 +98,7 @@ class ArgPolicy(_Config):
 
 
 class NoProgress(_Ladder):
-    """The ``no_progress`` layer: a call asked for again after its own identical results (each
-    field: docs/loop-detection.md, "Reference")."""
+    """The ``no_progress`` layer: a call asked for again after its own identical results."""
 
     warn_after: int = Field(default=2, ge=1)
     stop_after: int = Field(default=3, ge=2)
@@ -129,8 +128,7 @@ class Cycle(_Ladder):
 
 
 class Drift(_Ladder):
-    """The ``drift`` layer (opt-in): one tool's same result, in a row, to calls whose arguments
-    change a little each time."""
+    """The ``drift`` layer (opt-in): one tool's same result to calls that change a little."""
 
     warn_after: int = Field(default=3, ge=1)
     stop_after: int = Field(default=4, ge=2)
@@ -144,8 +142,7 @@ class SameReply(_Config):
 
 
 class Calls(_Config):
-    """How the detector tells calls apart and counts them over its window, and the ``per_tool``
-    layer's caps (each field: docs/loop-detection.md, "Reference")."""
+    """How the detector tells calls apart and counts them over its window; ``per_tool`` caps."""
 
     window: int = Field(default=20, ge=2, le=1000)
     normalize_results: bool = True
@@ -169,8 +166,7 @@ class Calls(_Config):
 
 class LoopDetection(_Config):
     """Runaway tool-loop detection: warn, block the repeated call, then stop; the layers that run
-    and one settings model per layer (docs/loop-detection.md, "Reference"). Giving an opt-in
-    layer's settings switches it on; ``ask_human``: ``interrupt()`` instead of a loop stop."""
+    and one settings model per layer (each field: docs/loop-detection.md, "Reference")."""
 
     layers: tuple[str, ...] = DEFAULT_LAYERS
     no_progress: NoProgress = NoProgress()
@@ -236,8 +232,7 @@ def read_only_hint(tool: Any) -> bool:
 
 
 def tool_policy(metadata: Mapping[str, Any]) -> ArgPolicy | None:
-    """The policy a tool's metadata declares (``loop_key``, ``loop_warn_after``,
-    ``loop_stop_after``, ``loop_polls``), or None."""
+    """The policy a tool's metadata declares (``loop_key``, ``loop_<field>``), or None."""
     key = metadata.get("loop_key")
     fields: dict[str, Any] = {}
     if callable(key):
@@ -267,8 +262,7 @@ class BudgetPressure(_Config):
 
 
 class Limits(_Config):
-    """Hard limits of one run (each field: README, "Configuration models"; the budget's check-in
-    and scope: docs/token-budget.md). The per-iteration limit is ``Iterations.max_model_calls``."""
+    """Hard limits of one run (README, "Configuration models"; the budget: docs/token-budget.md)."""
 
     max_tool_calls: int | None = Field(default=None, ge=1)
     token_budget: int | None = Field(default=None, ge=1)

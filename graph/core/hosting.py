@@ -61,8 +61,7 @@ JUMP_TARGETS = ("model", "tools", "end")
 
 
 def can_jump_to(middleware: AgentMiddleware[Any, Any], hook: str) -> tuple[str, ...]:
-    """Where a node hook may jump (``@hook_config(can_jump_to=[...])``), as ``create_agent``
-    reads it."""
+    """Where a node hook may jump (``@hook_config(can_jump_to=[...])``), read as ``create_agent`` does."""
     cls = type(middleware)
     for name in (hook, f"a{hook}"):
         method = getattr(cls, name, None)

@@ -274,14 +274,7 @@ def run_request(messages: Sequence[BaseMessage]) -> tuple[int, str | None]:
 
 
 def is_notice(message: BaseMessage) -> bool:
-    """Is this a notice the loop delivered to the model (the one rule to filter notices out)?
-
-    Example:
-        >>> is_notice(HumanMessage("Stop repeating.", name="loop_notice"))
-        True
-        >>> is_notice(HumanMessage("hi")), is_notice(HumanMessage("go on", name="loop_continue"))
-        (False, False)
-    """
+    """Is this a notice the loop delivered to the model (the one rule to filter notices out)?"""
     if not isinstance(message, HumanMessage):
         return False
     if message.additional_kwargs.get("lc_source") == NOTICE_SOURCE:
@@ -290,8 +283,7 @@ def is_notice(message: BaseMessage) -> bool:
 
 
 def notice_marks(name: str, sources: list[str]) -> dict[str, Any]:
-    """A notice's ``additional_kwargs``: the keys langchain-core's ``add_notification_metadata``
-    sets, and the loop's tag."""
+    """A notice's tags: those of langchain-core's ``add_notification_metadata``, and the loop's."""
     return {"lc_source": NOTICE_SOURCE, "lc_data": {"kind": name, "sources": sources},
             "langgraph_loop": {"kind": "notice", "sources": sources}}
 
@@ -313,8 +305,7 @@ def notice_message(notices: Sequence[Notice], *, hidden: bool = True) -> HumanMe
 
 
 def drain(pending: Sequence[Notice] | None, *, run: str, hidden: bool = True) -> HumanMessage | None:
-    """This run's queued notices as one message (other runs' are dropped); the caller empties
-    the queue (``loop_notices=[]``) with the message."""
+    """This run's queued notices as one message (other runs' dropped); the caller empties the queue."""
     return notice_message([n for n in (pending or []) if n["run"] == run], hidden=hidden)
 
 

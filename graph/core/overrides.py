@@ -147,8 +147,7 @@ def _checked(path: str, given: Any, model: type[BaseModel], declared: Any) -> di
 
 
 def model_of(model: type[BaseModel], name: str) -> type[BaseModel]:
-    """The configuration model a field of ``model`` holds (``Iterations.stall``:
-    ``StallDetection``; an optional one's too)."""
+    """The configuration model a field of ``model`` holds (``Iterations.stall``: ``StallDetection``)."""
     annotation = model.model_fields[name].annotation
     for candidate in (annotation, *getattr(annotation, "__args__", ())):
         if isinstance(candidate, type) and issubclass(candidate, BaseModel):

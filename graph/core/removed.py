@@ -73,8 +73,7 @@ FIELDS: dict[tuple[str, str], str] = {
 
 
 def removed_keyword(names: Iterable[str]) -> TypeError:
-    """The error for ``create_loop_agent`` keywords it does not take: each removed one named
-    with its replacement, any other listed as unknown."""
+    """The error for keywords ``create_loop_agent`` does not take (a removed one names its replacement)."""
     names = sorted(names)
     lines = [f"create_loop_agent({n}=...) was removed in 0.4: use {KEYWORDS[n]}"
              for n in names if n in KEYWORDS]

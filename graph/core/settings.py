@@ -108,8 +108,7 @@ class LoopSettings:
     show_notices: bool = False
     """Give notices ids chat UIs render (default: ``do-not-render-`` ids, kept out of view)."""
     middleware: tuple[AgentMiddleware[Any, Any], ...] = ()
-    """The user's LangChain middleware (``nodes/hosted.py`` hosts it); its tools are in
-    ``tools``, first, as ``create_agent`` orders them."""
+    """The user's LangChain middleware (``nodes/hosted.py``); its tools lead ``tools``, as there."""
     _cache: dict[str, LoopSettings] = field(default_factory=dict, compare=False, repr=False)
 
     output_tools: frozenset[str] = field(init=False, compare=False, repr=False)
@@ -159,8 +158,7 @@ class LoopSettings:
             raise ValueError(f"{where}: unknown tools {unknown}; known: {sorted(known)}")
 
     def _check_tools_named(self) -> None:
-        """Approval's and the detector's per-tool settings name the graph's tools (a typo would
-        never match)."""
+        """Approval's and the detector's per-tool settings name the graph's tools."""
         if self.approval is not None:
             self._check_tool_names("approval.tools", self.approval.tools)
         if self.loop_detection is None:
@@ -253,8 +251,7 @@ class LoopSettings:
 # --- the builder's configuration objects -----------------------------------------------
 
 def _as_model(name: str, value: Any, model: type[BaseModel]) -> BaseModel | None:
-    """``value`` as a ``model`` (a dict of its fields is validated into one); ``ValueError``
-    naming ``name`` otherwise."""
+    """``value`` as a ``model`` (a dict of its fields validated into one), else ``ValueError``."""
     if value is None or isinstance(value, model):
         return value
     if not isinstance(value, Mapping):

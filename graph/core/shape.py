@@ -34,14 +34,11 @@ class Shape:
     compaction: bool = False
     respond: bool = False
     final_answer: bool = True
+    # the user's middleware hook nodes of each kind, in the order they run
     before_agent: tuple[str, ...] = ()
-    """The user's ``before_agent`` hook nodes, in the order they run (once per run)."""
     before_model: tuple[str, ...] = ()
-    """``before_model`` hook nodes, in the order they run (before every model call)."""
     after_model: tuple[str, ...] = ()
-    """``after_model`` hook nodes, in the order they run (reverse registration order)."""
     after_agent: tuple[str, ...] = ()
-    """``after_agent`` hook nodes, in the order they run (once, after the router stops)."""
     jumps: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """``(hook node, can_jump_to)`` for the hooks that may jump."""
 
@@ -152,21 +149,18 @@ class Shape:
 
     @property
     def model_targets(self) -> list[str]:
-        """After ``model``: the loop detector's node when it acts, else tools (or approval),
-        the structured answer, or the iteration's end."""
+        """After ``model``: the loop detector, tools (or approval), respond, or the iteration's end."""
         return self._optional({"loop_detector", "tools", "router", self.iteration_end,
                                *self._jump_targets(self.reply_node)})
 
     @property
     def detector_targets(self) -> list[str]:
-        """After ``loop_detector``: tools (or approval), the structured answer, the final
-        answer, or the end."""
+        """After ``loop_detector``: tools (or approval), respond, the final answer, or the end."""
         return self._optional({self.entry, "tools", self.iteration_end, "router"})
 
     @property
     def respond_targets(self) -> list[str]:
-        """After ``respond``: those of ``loop_detector`` but itself (the reply's other calls, the
-        model again when the answer did not parse, the iteration's end, the router after a stop)."""
+        """After ``respond``: those of ``loop_detector`` but itself (the model again: no parse)."""
         return [target for target in self.detector_targets if target != "respond"]
 
     @property

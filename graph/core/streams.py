@@ -26,8 +26,7 @@ TransformerFactory = Callable[[tuple[str, ...]], Any]
 
 def stream_transformers(middleware: Sequence[AgentMiddleware[Any, Any]],
                         given: Sequence[TransformerFactory] | None) -> list[TransformerFactory]:
-    """The built-in transformers, the middleware's, then ``given``; repeats (by identity)
-    registered once."""
+    """The built-in transformers, the middleware's, then ``given``; each (by identity) once."""
     ordered = [ToolCallTransformer, SubagentTransformer,
                *(t for m in middleware for t in getattr(m, "transformers", ())), *(given or ())]
     unique: list[TransformerFactory] = []

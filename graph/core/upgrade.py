@@ -26,8 +26,7 @@ OLD_NOTICE_NAME = "loop_warning"  # 0.2's one name for every notice
 
 
 def translated(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """The messages an earlier version stored in a shape 0.4 does not read, in 0.4's shape
-    (same ids: written back, each replaces its old self in place); empty when none."""
+    """The messages stored in a shape 0.4 does not read, in 0.4's (same ids: each replaces itself)."""
     out: list[BaseMessage] = []
     for message in messages:
         if (isinstance(message, HumanMessage) and message.name == OLD_NOTICE_NAME

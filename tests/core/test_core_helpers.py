@@ -27,6 +27,7 @@ from langgraph_loop.core.messages import (
     drain,
     encodable,
     encodable_text,
+    is_notice,
     is_redirect,
     notice_name,
     queue_notice,
@@ -88,6 +89,12 @@ def test_a_drained_notice_is_hidden_unless_asked_and_other_runs_notices_are_drop
     assert message.id.startswith("do-not-render-")
     assert drain(q, run="r1", hidden=False).id is None  # type: ignore[union-attr]
     assert drain(queue_notice([], run="old", key="k", text="t", source="s"), run="r2") is None
+
+
+def test_a_notice_is_found_by_its_name_and_a_continuation_is_no_notice() -> None:
+    assert is_notice(HumanMessage("Stop repeating.", name="loop_notice"))
+    assert not is_notice(HumanMessage("hi"))
+    assert not is_notice(HumanMessage("go on", name="loop_continue"))
 
 
 def test_a_merged_notice_is_named_by_its_highest_ranked_source() -> None:
