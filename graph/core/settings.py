@@ -150,23 +150,21 @@ class LoopSettings:
         settings._check_tools_named()
         return settings
 
-    def _check_tool_names(self, where: str, names: Iterable[str], *, wildcard: bool = False) -> None:
-        """``ValueError`` naming ``where`` when ``names`` holds a tool the graph does not have."""
-        known = {t.name for t in self.tools}
-        unknown = sorted(set(names) - known - ({"*"} if wildcard else set()))
-        if unknown:
-            raise ValueError(f"{where}: unknown tools {unknown}; known: {sorted(known)}")
-
     def _check_tools_named(self) -> None:
-        """Approval's and the detector's per-tool settings name the graph's tools."""
-        if self.approval is not None:
-            self._check_tool_names("approval.tools", self.approval.tools)
-        if self.loop_detection is None:
-            return
-        calls = self.loop_detection.calls
-        self._check_tool_names("loop_detection.calls.per_tool", calls.per_tool)
-        self._check_tool_names("loop_detection.calls.arg_policies", calls.arg_policies, wildcard=True)
-        self._check_tool_names("loop_detection.calls.read_only_tools", calls.read_only_tools)
+        """Approval's and the detector's per-tool settings name the graph's tools (a
+        ``ValueError`` naming the setting and the unknown tools otherwise)."""
+        named: list[tuple[str, Iterable[str]]] = [
+            ("approval.tools", self.approval.tools if self.approval is not None else ())]
+        if self.loop_detection is not None:
+            calls = self.loop_detection.calls
+            named += [("loop_detection.calls.per_tool", calls.per_tool),
+                      ("loop_detection.calls.arg_policies", set(calls.arg_policies) - {"*"}),
+                      ("loop_detection.calls.read_only_tools", calls.read_only_tools)]
+        known = {t.name for t in self.tools}
+        for where, names in named:
+            unknown = sorted(set(names) - known)
+            if unknown:
+                raise ValueError(f"{where}: unknown tools {unknown}; known: {sorted(known)}")
 
     # --- derived -----------------------------------------------------------------------------
 
