@@ -1,9 +1,6 @@
-"""What a provider-valid message list is: pairing, the deferred-notice queue, the loop's tags.
-
-``pairing_problems`` is the one definition of the pairing rules; they and the deferred-notice
-queue are explained in docs/architecture.md ("The pairing invariant", "The deferred-notice
-queue"). ``is_notice`` is the one rule that finds notices; the messages the loop writes are
-named by what they are (``TAGS``). Also here: one helper each for a message's text.
+"""What a provider-valid message list is (``pairing_problems``: the one definition of the pairing
+rules), the deferred-notice queue (both: docs/architecture.md), the loop's tags (``is_notice``:
+the one rule that finds notices), and one helper each for a message's text.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage

@@ -97,8 +97,7 @@ class Shape:
 
     @property
     def middleware_end(self) -> bool:
-        """Is there a ``middleware_end`` node: a hook (not ``after_agent``) may jump to
-        ``"end"``, which stops the run (``terminated``) through the router."""
+        """Is there a ``middleware_end`` node: a hook before ``after_agent`` may jump to ``"end"``."""
         return any("end" in targets for node, targets in self.jumps
                    if node not in self.after_agent)
 
@@ -196,8 +195,7 @@ class Shape:
         return remaining is None or remaining - 1 >= steps
 
     def can_continue_round(self, remaining: int | None, *, gated: bool) -> bool:
-        """On the edge after ``model`` (``remaining`` as ``model`` saw it): may the tools run
-        and the model be called again? (The current call's after_model hooks come first.)"""
+        """After ``model`` (``remaining`` as it saw it): may the tools run and the model run again?"""
         return self.fits(remaining, len(self.after_model) + self.round_steps(gated=gated)
                          + self.finish_steps)
 

@@ -42,6 +42,7 @@ from langgraph_loop.core.shape import Shape
 from langgraph_loop.core.stop import StopReason, guard, person_stop, stop_answer_text
 from langgraph_loop.core.structured import ProviderStrategy, resolve_response_format
 from langgraph_loop.scripted import ScriptedChatModel, _usable_tools
+from langgraph_loop.todos import todos_remaining
 
 # --- core/config.py --------------------------------------------------------------------------
 
@@ -247,3 +248,10 @@ def test_tool_choice_decides_which_tools_a_request_lets_the_model_call() -> None
     assert _usable_tools(["a", "b"], "none") == []
     assert _usable_tools(["a", "b"], "b") == ["b"]
     assert _usable_tools(["a"], "any") == ["a"]
+
+
+# --- todos.py --------------------------------------------------------------------------------
+
+def test_todos_remaining_says_stop_in_a_mode_it_was_not_given() -> None:
+    keep_going = todos_remaining(modes=["execute"])
+    assert keep_going({"mode": "plan", "todos": [{"content": "a", "status": "pending"}]}) is False
