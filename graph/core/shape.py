@@ -124,14 +124,11 @@ class Shape:
         ``reply_node`` excepted: its edge is the model's). One target: a fixed edge."""
         chains = [(self.before_agent, self.entry),
                   (self.before_model, "compaction" if self.compaction else "model"),
-                  (self.after_model[:-1] if self.after_model else (), None),
-                  (self.after_agent, END)]
+                  (self.after_model[:-1], self.reply_node), (self.after_agent, END)]
         edges: list[tuple[str, str, list[str]]] = []
         for chain, last in chains:
             for i, node in enumerate(chain):
                 default = chain[i + 1] if i + 1 < len(chain) else last
-                if default is None:  # inside the after_model chain: the next hook
-                    default = self.after_model[i + 1]
                 edges.append((node, default, sorted({default} | self._jump_targets(node))))
         return edges
 
