@@ -81,7 +81,8 @@ def _coerce_tools(tools: Sequence[Any] | BaseTool | Callable[..., Any]) -> tuple
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """The validated configuration of one compiled loop graph, the groups as given."""
+    """The validated configuration of one compiled loop graph: ``create_loop_agent``'s arguments
+    (README, "Configuration reference"), the groups as given."""
 
     model: ChatRunnable
     tools: tuple[BaseTool, ...] = ()
@@ -96,15 +97,12 @@ class LoopSettings:
     hooks: Hooks = field(default_factory=Hooks)
     response_format: Any = None
     state_schema: Any = None
-    """The user's state (a TypedDict extending ``LoopState``), or None."""
     context_schema: Any = None
-    """The user's runtime context type, or None (the context then holds overrides only)."""
     handle_tool_errors: Any = None
     """``ToolNode``'s ``handle_tool_errors``; None: every tool error becomes an error result."""
     structured: StructuredOutput | None = None
     """``response_format`` resolved (``core/structured.py``)."""
     name: str | None = None
-    """The agent's name, set on every reply of its model (as ``create_agent`` does)."""
     show_notices: bool = False
     """Give notices ids chat UIs render (default: ``do-not-render-`` ids, kept out of view)."""
     middleware: tuple[AgentMiddleware[Any, Any], ...] = ()
