@@ -1,11 +1,10 @@
-"""A scripted chat model: the built-in demo model and the test driver.
+"""A scripted chat model, the demo model and the test driver: it replays a script, binds tools like
+a real provider, streams token chunks, reports deterministic usage, and records every request.
 
-It replays a script of replies, binds tools like a real provider, streams token chunks,
-reports deterministic usage, and records every request. Script items: a ``str`` (text answer),
-an ``AIMessage``, a list of ``(name, args)`` pairs (parallel tool calls), an ``Exception``
-(raised), or a callable ``(messages) -> item``. When the script runs out, ``default`` is used
-(without one: ``ScriptExhaustedError``). ``no_tools_reply`` answers requests that let the model
-call no tool (such as the loop's final-answer call) without using the script.
+Script items: a ``str`` (text answer), an ``AIMessage``, a list of ``(name, args)`` pairs
+(parallel tool calls), an ``Exception`` (raised), or a callable ``(messages) -> item``. After the
+script, ``default`` (none: ``ScriptExhaustedError``); ``no_tools_reply`` answers a request that
+lets the model call no tool (the final-answer call) without using the script.
 
 Example:
     >>> from langchain_core.messages import HumanMessage
@@ -52,8 +51,7 @@ class ScriptedChatModel(BaseChatModel):
     no_tools_reply: Any = None
     requests: list[list[BaseMessage]] = Field(default_factory=list)
     request_tools: list[list[str]] = Field(default_factory=list)
-    """Per request, the tools the model may call (none under ``tool_choice="none"``, only the
-    forced one under a tool name)."""
+    """Per request, the tools the model may call under its ``tool_choice``."""
     request_defined_tools: list[list[str]] = Field(default_factory=list)
     """Per request, every tool defined (provider-side tool dicts by their ``name`` or ``type``)."""
     request_tool_choice: list[Any] = Field(default_factory=list)
@@ -70,8 +68,7 @@ class ScriptedChatModel(BaseChatModel):
 
     def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None,
                    **kwargs: Any) -> Runnable[LanguageModelInput, AIMessage]:
-        """Bind tools in the OpenAI format, as real providers do; provider-side tool dicts
-        (``{"type": "web_search"}``) are bound as they are."""
+        """Bind tools in the OpenAI format, as providers do (provider-side tool dicts as they are)."""
         formatted = [t if _provider_side(t) else convert_to_openai_tool(t) for t in tools]
         if tool_choice is not None:
             kwargs["tool_choice"] = tool_choice
@@ -166,12 +163,7 @@ def _tool_name(spec: dict[str, Any]) -> str:
 
 
 def _usable_tools(defined: list[str], tool_choice: Any) -> list[str]:
-    """The tools a request lets the model call under ``tool_choice``.
-
-    Example:
-        >>> _usable_tools(["a", "b"], "none"), _usable_tools(["a", "b"], "b"), _usable_tools(["a"], "any")
-        ([], ['b'], ['a'])
-    """
+    """The tools a request lets the model call under ``tool_choice``."""
     if tool_choice == "none":
         return []
     if isinstance(tool_choice, str) and tool_choice in defined:

@@ -7,8 +7,6 @@ Example:
     >>> keep_going = todos_remaining(modes=["execute"])
     >>> keep_going({"mode": "Execute", "todos": [{"content": "a", "status": "pending"}]})
     True
-    >>> keep_going({"mode": "plan", "todos": [{"content": "a", "status": "pending"}]})
-    False
     >>> text = todos_remaining_message({"todos": [{"content": "write tests", "status": "pending"},
     ...                                           {"content": "ship", "status": "completed"}]}, None)
     >>> text.splitlines()[1]

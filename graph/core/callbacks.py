@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 from langgraph_loop.core.drive import Io
@@ -35,30 +36,29 @@ def _run(coro: Coroutine[Any, Any, Any]) -> Any:
         return pool.submit(asyncio.run, coro).result()
 
 
-def call_sync(fn: Callable[..., Any], *args: Any, name: str | None = None) -> Any:
-    """Call ``fn``; run it to completion if it is a coroutine function."""
+@contextmanager
+def _naming(name: str | None) -> Iterator[None]:
+    """An exception raised inside becomes a ``CallbackError`` naming the callback (with a name)."""
     try:
-        result = fn(*args)
-        if inspect.isawaitable(result):
-            result = _run(_await(result))
+        yield
     except Exception as exc:
         if name is None:
             raise
         raise CallbackError(f"{name} raised {type(exc).__name__}: {exc}") from exc
-    return result
+
+
+def call_sync(fn: Callable[..., Any], *args: Any, name: str | None = None) -> Any:
+    """Call ``fn``; run it to completion if it is a coroutine function."""
+    with _naming(name):
+        result = fn(*args)
+        return _run(_await(result)) if inspect.isawaitable(result) else result
 
 
 async def call_async(fn: Callable[..., Any], *args: Any, name: str | None = None) -> Any:
     """Call ``fn`` and await the result when it is awaitable."""
-    try:
+    with _naming(name):
         result = fn(*args)
-        if inspect.isawaitable(result):
-            result = await result
-    except Exception as exc:
-        if name is None:
-            raise
-        raise CallbackError(f"{name} raised {type(exc).__name__}: {exc}") from exc
-    return result
+        return await result if inspect.isawaitable(result) else result
 
 
 def callback(fn: Callable[..., Any], *args: Any, name: str) -> Io:

@@ -1,35 +1,24 @@
-"""The LangGraph and LangChain internals this package relies on, in one place, and why; each is
-pinned by the test named beside it (``tests/core/test_compat.py`` unless another file is named).
-LangGraph has no public API (as of 1.2) for five of them, LangChain (1.5) for three:
+"""The LangGraph and LangChain internals this package relies on, in one place, and why: LangGraph
+(1.2) has no public API for five of them, LangChain (1.5) for three. Each is pinned by a test
+(``tests/core/test_compat.py`` unless another file is named) that fails before the loop does:
 
-- ``messages_delta_reducer``: the batch reducer of the delta messages channel; LangGraph gives
-  ids to plain messages only for this function, by identity, so a reducer of our own would lose
-  that (``test_the_delta_reducer_gives_plain_messages_stable_ids``).
-- ``durable(config)``: is the step saved as it goes? Only then does ``tools`` run a batch as tasks,
-  so a crash re-runs only unfinished calls (``test_durable_means_a_checkpointer_and_not_exit_durability``).
-- ``resuming(config)``: is the step resumed with an answer to its interrupt (``approval`` must not
-  ask its resolver again)? (``test_resuming_is_true_only_when_the_interrupted_step_runs_again``).
-- ``checkpointer(config)``: the running graph's checkpointer, for a loop stop's checkpoint and the
-  loop question (``test_checkpointer_is_the_running_graphs_saver``).
-- ``streams_messages(config)``: is ``stream_mode="messages"`` listening? Only then does ``model``
-  hand a notice to that stream (``tests/e2e/test_ui_streams.py:
-  test_a_notice_and_the_stop_notice_come_before_the_replies_they_preceded``,
-  ``test_edges_and_the_loop_detector_have_no_callback_run_of_their_own``).
-- ``would_stream``/``streams``: would ``invoke`` stream this call anyway (LangChain's
-  ``_should_stream``; never through a retry, a cache or a configurable model)? Then ``model``
-  streams it itself to cut a runaway reply (``test_would_stream_is_langchains_own_rule_for_invoke``,
-  ``test_a_call_is_streamed_when_langchain_would_stream_it_anyway``,
-  ``test_a_call_keeps_invoke_where_stream_would_behave_differently``,
-  ``test_fallbacks_stream_as_their_primary_model_does``).
-- ``SubagentTransformer`` (LangChain, private): ``create_agent`` registers it on every agent, so a
-  drop-in does too (``core/streams.py``;
-  ``tests/parity/test_dropin.py: test_v3_stream_events_project_the_tool_calls_without_opt_in``).
-- ``node_trace_policy(policy)``: the ``TracePolicy`` of a middleware hook node: the
-  middleware's own ``trace_policy``, else the default ``configure_trace_policy`` set, read when
-  the run is traced (the default lives in LangChain's private module)
-  (``tests/parity/test_dropin.py: test_a_hook_nodes_trace_omits_what_its_trace_policy_omits``).
-
-When LangGraph or LangChain changes one of them, those tests fail before the loop misbehaves.
+- ``messages_delta_reducer``: the delta messages channel's batch reducer; LangGraph gives plain
+  messages ids only for this function, by identity.
+- ``durable(config)``: only a step saved as it goes runs ``tools``' batch as tasks, so a crash
+  re-runs only unfinished calls.
+- ``resuming(config)``: the step is resumed with an answer to its interrupt (``approval`` must not
+  ask its resolver again).
+- ``checkpointer(config)``: the running graph's saver, for a loop stop's checkpoint and the loop
+  question.
+- ``streams_messages(config)``: only then does ``model`` hand a notice to ``stream_mode="messages"``
+  (``tests/e2e/test_ui_streams.py``).
+- ``would_stream``/``streams``: LangChain's ``_should_stream`` (never through a retry, a cache or
+  a configurable model): a call ``invoke`` streams anyway, ``model`` streams itself to cut a
+  runaway reply.
+- ``SubagentTransformer`` (private): ``create_agent`` registers it on every agent, so a drop-in
+  does too (``core/streams.py``; ``tests/parity/test_dropin.py``).
+- ``node_trace_policy(policy)``: a hook node's ``TracePolicy``, the middleware's own else the
+  ``configure_trace_policy`` default, which lives in a private module (``tests/parity/test_dropin.py``).
 
 Example:
     >>> durable({"configurable": {}}), resuming({"configurable": {}}), durable(None)
@@ -72,6 +61,12 @@ def _configurable(config: RunnableConfig | None) -> dict[str, Any]:
     return dict((config or {}).get(CONF) or {})
 
 
+def _handlers(callbacks: Any) -> list[Any]:
+    """The handlers of a config's ``callbacks``: a manager, a list, or None."""
+    return (callbacks.handlers if isinstance(callbacks, BaseCallbackManager)
+            else callbacks if isinstance(callbacks, list) else [])
+
+
 def durable(config: RunnableConfig | None) -> bool:
     """Is this step saved as it goes (a checkpointer, durability other than ``"exit"``)?"""
     configurable = _configurable(config)
@@ -95,10 +90,7 @@ def checkpointer(config: RunnableConfig | None) -> BaseCheckpointSaver[Any] | No
 
 def streams_messages(config: RunnableConfig | None) -> bool:
     """Is ``stream_mode="messages"`` listening to the step this config belongs to?"""
-    callbacks = (config or {}).get("callbacks")
-    handlers = (callbacks.handlers if isinstance(callbacks, BaseCallbackManager)
-                else callbacks if isinstance(callbacks, list) else [])
-    return any(isinstance(h, StreamMessagesHandler) for h in handlers)
+    return any(isinstance(h, StreamMessagesHandler) for h in _handlers((config or {}).get("callbacks")))
 
 
 def would_stream(chat: BaseChatModel, handlers: Sequence[Any], kwargs: Mapping[str, Any], *,
@@ -131,7 +123,6 @@ def streams(runnable: Any, config: RunnableConfig, *, async_api: bool) -> bool:
     if cache is not False and ((cache is not None and isinstance(cache, BaseCache))
                                or get_llm_cache() is not None):
         return False
-    handlers = [h for callbacks in [config.get("callbacks"), *bound, chat.callbacks]  # a list,
-                for h in (callbacks.handlers if isinstance(callbacks, BaseCallbackManager)  # a manager
-                          else callbacks if isinstance(callbacks, list) else ())]  # or None
+    handlers = [h for callbacks in [config.get("callbacks"), *bound, chat.callbacks]
+                for h in _handlers(callbacks)]
     return would_stream(chat, handlers, kwargs, async_api=async_api)

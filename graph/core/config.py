@@ -1,14 +1,8 @@
-"""Configuration models: keyword-only, validated, immutable.
-
-Every model raises ``ValueError`` (pydantic's ``ValidationError`` is one) naming
-the offending field when a value or a combination is invalid.
+"""Configuration models: keyword-only, validated, immutable. Every model raises ``ValueError``
+(pydantic's ``ValidationError`` is one) naming the field when a value or a combination is invalid.
 
 Example:
-    >>> from langgraph_loop import Iterations, Limits, LoopDetection, Repeat
-    >>> Iterations(max=3, max_model_calls=5).max_model_calls
-    5
-    >>> Limits(max_tool_calls=20).max_tool_calls
-    20
+    >>> from langgraph_loop import Limits, LoopDetection, Repeat
     >>> LoopDetection(repeat=Repeat(warn_after=2, stop_after=4)).layers  # given: switched on
     ('no_progress', 'repeat', 'same_reply', 'per_tool', 'text')
     >>> Limits(token_budget=10_000, budget_pressure={"threshold": 0.7}).budget_pressure.threshold
@@ -55,13 +49,24 @@ class _Config(BaseModel):
         return data
 
 
+class _Ladder(_Config):
+    """A layer's settings with ``warn_after`` before ``stop_after``."""
+
+    warn_after: int
+    stop_after: int
+
+    @model_validator(mode="after")
+    def _ordered(self) -> _Ladder:
+        if self.stop_after <= self.warn_after:
+            raise ValueError(f"{type(self).__name__}: stop_after must be greater than warn_after")
+        return self
+
+
 LAYERS: tuple[str, ...] = ("no_progress", "drift", "cycle", "repeat", "same_reply", "per_tool", "text")
 """Every detection layer, in the order their findings are ranked."""
 DEFAULT_LAYERS: tuple[str, ...] = ("no_progress", "same_reply", "per_tool", "text")
-"""The layers on by default. Each earns its place on recorded runs of several kinds of work
-(``python -m benchmarks.rivals``, docs/loop-detection.md): ``drift`` stopped batch
-work (one call per item, answered alike), and ``repeat`` and ``cycle`` add nothing the stuck-call
-layer does not stop first. A layer whose own settings are given is switched on with them."""
+"""The layers on by default (why the others are opt-in: docs/loop-detection.md, "What counts as a
+loop")."""
 
 OPT_IN: tuple[str, ...] = ("repeat", "cycle", "drift")
 """The opt-in layers with settings of their own: giving them switches the layer on."""
@@ -71,14 +76,9 @@ BLOCKABLE: tuple[str, ...] = ("no_progress", "repeat", "per_tool")
 
 
 class ArgPolicy(_Config):
-    """What makes two calls of one tool "the same", and its own stagnation thresholds.
-
-    ``ignore`` drops fields; ``keep`` keeps only the listed ones; ``key`` maps the arguments
-    to what identifies the call. ``warn_after``/``stop_after`` replace ``NoProgress``'s for
-    this tool. ``polls``: asking again while its result changes is waiting, not looping. A
-    tool's metadata may declare the same (``loop_key``, ``loop_warn_after``,
-    ``loop_stop_after``, ``loop_polls``; docs/loop-detection.md).
-    """
+    """What makes two calls of one tool "the same" (one of ``ignore``, ``keep``, ``key``), its own
+    ``NoProgress`` thresholds, and ``polls`` (docs/loop-detection.md, "What counts as "the same
+    call", per tool"; a tool's metadata may declare the same)."""
 
     ignore: tuple[str, ...] = ()
     keep: tuple[str, ...] | None = None
@@ -97,20 +97,8 @@ class ArgPolicy(_Config):
         return self
 
 
-class NoProgress(_Config):
-    """The ``no_progress`` layer: a call asked for again after its own identical results.
-
-    Attributes:
-        warn_after: the call's own identical results after which asking again warns.
-        stop_after: identical results after which asking again stops (or blocks first).
-        no_content_after: the least count for a call whose result had no content.
-        call_window: calls (not responses) a call is remembered for after its last request.
-        path_excuse: a call naming one of the same paths excuses the next identical result.
-        block: at ``stop_after`` the call is answered with an error instead of running;
-            asking for it again stops.
-        block_only_interleaved: block (rather than stop) only a repeat after which something
-            new was done that may change what it sees (docs/loop-detection.md, "Reference").
-    """
+class NoProgress(_Ladder):
+    """The ``no_progress`` layer: a call asked for again after its own identical results."""
 
     warn_after: int = Field(default=2, ge=1)
     stop_after: int = Field(default=3, ge=2)
@@ -120,92 +108,41 @@ class NoProgress(_Config):
     block: bool = True
     block_only_interleaved: bool = True
 
-    @model_validator(mode="after")
-    def _ordered(self) -> NoProgress:
-        return _warn_before_stop(self)
 
-
-class Repeat(_Config):
-    """The ``repeat`` layer (opt-in): one call present in many responses of the window.
-
-    Attributes:
-        warn_after: responses of the window holding the call that warn.
-        stop_after: responses holding it that stop (or block first, with ``block``).
-        progress_factor: a repeated call whose own results keep changing warns and stops at
-            this many times ``warn_after``/``stop_after`` (capped by the window).
-        block: at ``stop_after`` the call is refused once before the run stops.
-    """
+class Repeat(_Ladder):
+    """The ``repeat`` layer (opt-in): one call in many responses of the window; ``progress_factor``
+    multiplies both counts while its own results keep changing."""
 
     warn_after: int = Field(default=3, ge=1)
     stop_after: int = Field(default=5, ge=2)
     progress_factor: int = Field(default=3, ge=1)
     block: bool = False
 
-    @model_validator(mode="after")
-    def _ordered(self) -> Repeat:
-        return _warn_before_stop(self)
 
-
-class Cycle(_Config):
-    """The ``cycle`` layer (opt-in): the same round of responses (A, B, A, B, ...) again.
-
-    Attributes:
-        warn_after: rounds of the cycle that warn.
-        stop_after: rounds that stop.
-        progress_factor: while a result of the round keeps changing, both counts are this
-            many times higher (capped by the window).
-    """
+class Cycle(_Ladder):
+    """The ``cycle`` layer (opt-in): rounds of the same cycle of responses (A, B, A, B, ...)."""
 
     warn_after: int = Field(default=3, ge=1)
     stop_after: int = Field(default=5, ge=2)
     progress_factor: int = Field(default=3, ge=1)
 
-    @model_validator(mode="after")
-    def _ordered(self) -> Cycle:
-        return _warn_before_stop(self)
 
-
-class Drift(_Config):
-    """The ``drift`` layer (opt-in): one tool returning the same result to calls whose
-    arguments change a little each time (a command that grows or drifts).
-
-    Attributes:
-        warn_after: such results in a row that warn.
-        stop_after: such results in a row that stop.
-    """
+class Drift(_Ladder):
+    """The ``drift`` layer (opt-in): one tool's same result to calls that change a little."""
 
     warn_after: int = Field(default=3, ge=1)
     stop_after: int = Field(default=4, ge=2)
 
-    @model_validator(mode="after")
-    def _ordered(self) -> Drift:
-        return _warn_before_stop(self)
-
 
 class SameReply(_Config):
-    """The ``same_reply`` layer: the same response (the same calls) again and again.
-
-    Attributes:
-        stop_after: this many times in a row stops, whatever the results: a runaway, such
-            as an insertion applied again and again (None: never; tools declared ``polls``
-            whose results move are waiting).
-    """
+    """The ``same_reply`` layer: the same calls ``stop_after`` times in a row stop, whatever the
+    results (None: never; a ``polls`` tool whose result moves is waiting)."""
 
     stop_after: int | None = Field(default=8, ge=2)
 
 
 class Calls(_Config):
-    """How the detector tells calls apart and counts them over its window, and the caps of
-    the ``per_tool`` layer.
-
-    Attributes:
-        window: recent tool-calling responses the repeat, cycle and per-tool layers look at.
-        normalize_results: compare results with their volatile parts replaced.
-        arg_policies: per-tool ``ArgPolicy`` (``"*"``: tools without their own).
-        read_only_tools: tools that change nothing (also MCP's ``readOnlyHint``).
-        per_tool: caps on calls of one tool in the window: reaching one warns, exceeding stops.
-        block_per_tool: a call over its tool's cap is refused once before the run stops.
-    """
+    """How the detector tells calls apart and counts them over its window; ``per_tool`` caps."""
 
     window: int = Field(default=20, ge=2, le=1000)
     normalize_results: bool = True
@@ -227,28 +164,9 @@ class Calls(_Config):
         return self
 
 
-def _warn_before_stop(settings: Any) -> Any:
-    if settings.stop_after <= settings.warn_after:
-        raise ValueError(f"{type(settings).__name__}: stop_after must be greater than warn_after")
-    return settings
-
-
 class LoopDetection(_Config):
-    """Runaway tool-loop detection: warn, block the repeated call, then stop
-    (docs/loop-detection.md, "Reference").
-
-    Attributes:
-        layers: the layers that run (default ``DEFAULT_LAYERS``; giving an opt-in layer's
-            settings switches it on).
-        no_progress: ``NoProgress``: a call asked for again after its own identical results.
-        repeat: ``Repeat``: one call in many responses of the window.
-        cycle: ``Cycle``: the same round of responses again.
-        drift: ``Drift``: the same result to calls that change a little.
-        same_reply: ``SameReply``: the same response again and again.
-        calls: ``Calls``: the window, call identity, read-only tools, ``per_tool`` caps.
-        ask_human: ``interrupt()`` with the evidence instead of a loop stop (needs a
-            checkpointer; docs/loop-detection.md, "Let a person decide").
-    """
+    """Runaway tool-loop detection: warn, block the repeated call, then stop; the layers that run
+    and one settings model per layer (each field: docs/loop-detection.md, "Reference")."""
 
     layers: tuple[str, ...] = DEFAULT_LAYERS
     no_progress: NoProgress = NoProgress()
@@ -270,17 +188,7 @@ class LoopDetection(_Config):
         return self.calls.arg_policies.get(tool) or self.calls.arg_policies.get("*")
 
     def with_tool_hints(self, tools: Sequence[Any]) -> LoopDetection:
-        """This configuration plus what the tools' metadata declares (explicit settings win).
-
-        Example:
-            >>> from langchain_core.tools import StructuredTool
-            >>> lookup = StructuredTool.from_function(
-            ...     lambda key: key, name="lookup", description="Read a record.",
-            ...     metadata={"readOnlyHint": True, "loop_key": ["key"], "loop_stop_after": 5})
-            >>> cfg = LoopDetection().with_tool_hints([lookup])
-            >>> cfg.calls.read_only_tools, cfg.calls.arg_policies["lookup"].stop_after
-            (('lookup',), 5)
-        """
+        """This configuration plus what the tools' metadata declares (explicit settings win)."""
         calls = self.calls
         hinted = [t.name for t in tools if read_only_hint(t) and t.name not in calls.read_only_tools]
         policies = {t.name: p for t in tools if t.name not in calls.arg_policies
@@ -324,15 +232,7 @@ def read_only_hint(tool: Any) -> bool:
 
 
 def tool_policy(metadata: Mapping[str, Any]) -> ArgPolicy | None:
-    """The policy a tool's metadata declares (``loop_key``, ``loop_warn_after``,
-    ``loop_stop_after``, ``loop_polls``), or None.
-
-    Example:
-        >>> tool_policy({"loop_key": ["path"], "loop_stop_after": 5})
-        ArgPolicy(ignore=(), keep=('path',), key=None, warn_after=None, stop_after=5, polls=False)
-        >>> tool_policy({"title": "Read"}) is None
-        True
-    """
+    """The policy a tool's metadata declares (``loop_key``, ``loop_<field>``), or None."""
     key = metadata.get("loop_key")
     fields: dict[str, Any] = {}
     if callable(key):
@@ -346,41 +246,23 @@ def tool_policy(metadata: Mapping[str, Any]) -> ArgPolicy | None:
 
 
 class StallDetection(_Config):
-    """Stop with ``stalled`` when the last ``consecutive`` iterations repeat themselves: the
-    same answer, the same calls and results, or token totals within ``tolerance``
-    (``max - min <= tolerance * min``); new work is never a stall (``nodes/stall.py``).
-    """
+    """Stop with ``stalled`` when the last ``consecutive`` iterations repeat themselves: the same
+    answer, calls and results, or token totals within ``tolerance`` (``nodes/stall.py``)."""
 
     consecutive: int = Field(default=3, ge=2)
     tolerance: float = Field(default=0.10, ge=0.0, lt=1.0)
 
 
 class BudgetPressure(_Config):
-    """Finalize-now notice when agent tokens reach ``threshold × Limits.token_budget``
-    (docs/token-budget.md): the run stops with ``budget_pressure`` at the end of that
-    iteration unless it ends as ``completed`` anyway.
-    """
+    """A finalize-now notice at ``threshold × Limits.token_budget``; the run stops with
+    ``budget_pressure`` at that iteration's end unless it completes (docs/token-budget.md)."""
 
     threshold: float = Field(default=0.8, gt=0.0, lt=1.0)
     instruction: str = Field(default=prompts.BUDGET_PRESSURE, min_length=1)
 
 
 class Limits(_Config):
-    """Hard limits of one run (the per-iteration limit is ``Iterations.max_model_calls``).
-
-    Attributes:
-        max_tool_calls: tool executions per run (None = unbounded).
-        token_budget: agent tokens per run, the final answer included (None = unbounded).
-        max_duration_s: wall-clock seconds per run, checked between steps.
-        final_answer: after a stop, one last model call with no tools bound.
-        max_tool_output_chars: longer tool outputs are cut to this size, with a note.
-        max_tool_errors: all-error tool rounds in a row that stop (``tool_errors``).
-        budget_pressure: a finalize-now notice near ``token_budget`` (None = off).
-        budget_check_in: at ``token_budget``, ask a person (``interrupt()``) instead of
-            stopping (docs/token-budget.md).
-        budget_scope: ``"run"`` (default): ``token_budget`` is per run; ``"thread"``: one
-            budget for the whole thread.
-    """
+    """Hard limits of one run (README, "Configuration models"; the budget: docs/token-budget.md)."""
 
     max_tool_calls: int | None = Field(default=None, ge=1)
     token_budget: int | None = Field(default=None, ge=1)
@@ -400,8 +282,7 @@ class Limits(_Config):
 
 
 class Approval(_Config):
-    """Human approval of gated tools through ``interrupt()``.
-    """
+    """Human approval of gated tools through ``interrupt()``."""
 
     tools: tuple[str, ...] = Field(min_length=1)
     resolver: Callable[..., Any] | None = None
@@ -410,8 +291,7 @@ class Approval(_Config):
 
 
 class Compaction(_Config):
-    """Replace the oldest messages by a summary when a request grows too large.
-    """
+    """Replace the oldest messages by a summary when a request grows too large."""
 
     max_tokens: int = Field(ge=100)
     keep_last: int = Field(default=6, ge=1)
@@ -419,14 +299,10 @@ class Compaction(_Config):
 
 
 class Hooks(_Config):
-    """The user's callbacks at points of the loop; sync or async (README, "Configuration models").
-
-    Per iteration: ``on_iteration_start(state)``, ``on_tool_call(record)`` for each executed
-    or refused call, ``on_iteration_end(record, state)`` (True stops the run with
-    ``terminated``). A hook that raises stops the run with ``CallbackError`` naming it.
-    ``tool_filter(state, tools) -> tools`` chooses the tools offered to each model call; a
-    call of a tool not offered is refused at execution.
-    """
+    """The user's callbacks, sync or async: ``on_iteration_start(state)``, ``on_tool_call(record)``
+    per executed or refused call, ``on_iteration_end(record, state)`` (True stops: ``terminated``),
+    ``tool_filter(state, tools) -> tools`` (offered to each call; others are refused). A hook that
+    raises stops the run with ``CallbackError`` naming it."""
 
     on_iteration_start: Callable[..., Any] | None = None
     on_iteration_end: Callable[..., Any] | None = None
@@ -435,16 +311,14 @@ class Hooks(_Config):
 
 
 class JudgeVerdict(BaseModel):
-    """The judge's structured answer.
-    """
+    """The judge's structured answer."""
 
     answered: bool = Field(description="True only if the original request is fully answered.")
     reasoning: str = Field(default="", description="Why; what is missing when not answered.")
 
 
 class Judge(_Config):
-    """A second model that decides whether the original request is answered.
-    """
+    """A second model that decides whether the original request is answered."""
 
     model: BaseChatModel
     criteria: tuple[str, ...] = ()
@@ -461,25 +335,9 @@ class Judge(_Config):
 
 
 class Iterations(_Config):
-    """The outer loop: how many iterations, when to go on, and what starts the next one.
-
-    An iteration ends when the model answers without tool calls. With neither
-    ``should_continue`` nor ``judge`` the first such answer ends the run (``completed``);
-    with one of them it decides (the predicate first; when it says stop, the judge).
-
-    Attributes:
-        max: iterations per run (None = unbounded; ``max_iterations`` stops the run).
-        max_model_calls: model calls per iteration (None = unbounded).
-        should_continue: ``(state) -> bool | (bool, feedback)``, asked when an iteration ends.
-        judge: a second model that decides whether the original request is answered.
-        continuation: ``(state, feedback) -> str | None``: the next iteration's text (None:
-            the previous iteration's input again; default: a text with the feedback).
-        record_feedback: ``(state, feedback) -> str | None``: an iteration's progress entry
-            (default: the start of its answer).
-        inject_progress: put the latest progress entry before the continuation text.
-        fresh_context: later iterations see only the request, the progress log and their own.
-        stall: stop (``stalled``) when iterations repeat themselves without new work.
-    """
+    """The outer loop (each field: README, "Configuration models"). An iteration ends when the
+    model answers without tool calls; then ``should_continue`` decides, and when it says stop,
+    the ``judge``; with neither, the first such answer ends the run (``completed``)."""
 
     max: int | None = Field(default=10, ge=1, strict=True)
     max_model_calls: int | None = Field(default=25, ge=1, strict=True)

@@ -1,6 +1,5 @@
-"""The user's middleware and state schemas, checked as ``create_agent`` checks them: the
-hooks that are graph nodes, where a hook may jump, distinct names, and state keys the loop
-owns (``nodes/hosted.py`` hosts the middleware).
+"""The user's middleware and state schemas, checked as ``create_agent`` checks them
+(``nodes/hosted.py`` hosts the middleware).
 
 Example:
     >>> NODE_HOOKS
@@ -31,18 +30,7 @@ every middleware schema declares them; the loop's declaration of each serves bot
 def check_state_schema(schema: Any, where: str) -> None:
     """A ``state_schema`` (the user's or a middleware's: ``where``) may extend ``LoopState`` or
     ``AgentState`` and add keys; re-declaring a key the loop owns (``LOOP_KEYS``) with another
-    type is a ``ValueError`` naming the keys (its writes would break the loop).
-
-    Example:
-        >>> from langchain.agents import AgentState
-        >>> class Mine(AgentState):
-        ...     usage: int
-        >>> try:
-        ...     check_state_schema(Mine, "middleware M")
-        ... except ValueError as exc:
-        ...     print(str(exc)[:72])
-        middleware M: state_schema Mine declares ['usage'], keys the loop owns (
-    """
+    type is a ``ValueError`` naming the keys (its writes would break the loop)."""
     if schema is None:
         return
     own = get_type_hints(LoopState, include_extras=True)
@@ -63,14 +51,7 @@ class DuplicateMiddlewareError(ValueError, AssertionError):
 
 
 def overrides_hook(middleware: AgentMiddleware[Any, Any], hook: str) -> bool:
-    """Does ``middleware`` implement ``hook`` (sync or async), as ``create_agent`` asks?
-
-    Example:
-        >>> from langchain.agents.middleware import ModelRetryMiddleware
-        >>> m = ModelRetryMiddleware()
-        >>> overrides_hook(m, "wrap_model_call"), overrides_hook(m, "before_model")
-        (True, False)
-    """
+    """Does ``middleware`` implement ``hook`` (sync or async), as ``create_agent`` asks?"""
     cls = type(middleware)
     return any(getattr(cls, name) is not getattr(AgentMiddleware, name) for name in (hook, f"a{hook}"))
 
@@ -80,8 +61,7 @@ JUMP_TARGETS = ("model", "tools", "end")
 
 
 def can_jump_to(middleware: AgentMiddleware[Any, Any], hook: str) -> tuple[str, ...]:
-    """Where a node hook may jump (``@hook_config(can_jump_to=[...])``), as ``create_agent``
-    reads it."""
+    """Where a node hook may jump (``@hook_config(can_jump_to=[...])``), read as ``create_agent`` does."""
     cls = type(middleware)
     for name in (hook, f"a{hook}"):
         method = getattr(cls, name, None)
@@ -93,16 +73,7 @@ def can_jump_to(middleware: AgentMiddleware[Any, Any], hook: str) -> tuple[str, 
 
 def check_middleware(middleware: Any) -> tuple[AgentMiddleware[Any, Any], ...]:
     """The ``middleware`` list checked: ``AgentMiddleware`` instances with distinct names
-    (``DuplicateMiddlewareError`` otherwise, as ``create_agent``), jumps the loop maps.
-
-    Example:
-        >>> from langchain.agents.middleware import ModelRetryMiddleware
-        >>> try:
-        ...     check_middleware([ModelRetryMiddleware(), ModelRetryMiddleware()])
-        ... except ValueError as exc:
-        ...     print(exc)
-        middleware: please remove duplicate middleware instances (names: ['ModelRetryMiddleware'])
-    """
+    (``DuplicateMiddlewareError`` otherwise, as ``create_agent``), jumps the loop maps."""
     if isinstance(middleware, AgentMiddleware) or not isinstance(middleware, Iterable):
         raise ValueError(f"middleware must be a list of AgentMiddleware, got "
                          f"{type(middleware).__name__}")

@@ -1,9 +1,6 @@
-"""What a provider-valid message list is: pairing, the deferred-notice queue, the loop's tags.
-
-``pairing_problems`` is the one definition of the pairing rules; they and the deferred-notice
-queue are explained in docs/architecture.md ("The pairing invariant", "The deferred-notice
-queue"). ``is_notice`` is the one rule that finds notices; the messages the loop writes are
-named by what they are (``TAGS``). Also here: one helper each for a message's text.
+"""What a provider-valid message list is (``pairing_problems``: the one definition of the pairing
+rules), the deferred-notice queue (both: docs/architecture.md), the loop's tags (``is_notice``:
+the one rule that finds notices), and one helper each for a message's text.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -17,14 +14,6 @@ Example:
     >>> message = drain(q, run="r1")
     >>> len(q), message.name, message.content, is_notice(message)
     (1, 'loop_notice', 'Stop repeating search.', True)
-    >>> message.id.startswith("do-not-render-"), drain(q, run="r1", hidden=False).id
-    (True, None)
-    >>> drain(queue_notice([], run="old", key="k", text="t", source="s"), run="r2") is None
-    True
-    >>> shorten("a   lot\\n of   space", 10), clip("abcdef", 4), len(digest("x"))
-    ('a lot of …', 'abc…', 16)
-    >>> call_label("search", {"q": "café"}), call_label("f", '{"a":1}')
-    ('search({"q": "café"})', 'f({"a":1})')
 """
 
 from __future__ import annotations
@@ -47,7 +36,7 @@ __all__ = ["BLOCKED_KIND", "BUDGET_NOTICE", "CONTINUE_NAME", "CUT_KEY", "LOOP_NO
            "NOTICE_SOURCE", "PROGRESS_NAME", "STOP_NOTICE", "SUMMARY_NAME", "TAGS", "Notice", "Problem",
            "as_message", "as_redirect", "as_text", "call_ids", "call_label", "cap_output", "check_pairing",
            "clip", "describe", "digest", "drain", "encodable", "encodable_text", "is_blocked", "is_cut",
-           "is_notice", "is_redirect", "iteration_messages", "loop_message", "notice_message",
+           "is_notice", "is_redirect", "iteration_messages", "loop_message", "notice_marks", "notice_message",
            "pairing_problems", "queue_notice", "reply_text", "shorten", "unanswered_tail",
            "with_unique_call_ids", "work_call_ids"]
 
@@ -79,10 +68,15 @@ CUT_KEY = "langgraph_loop_cut"
 """``response_metadata`` key of a reply cut while it streamed (value: the layer, ``"text"``)."""
 
 
+def _kind(message: BaseMessage) -> Any:
+    """The ``kind`` of the loop's tag on a message (``additional_kwargs["langgraph_loop"]``)."""
+    tag = message.additional_kwargs.get("langgraph_loop")
+    return tag.get("kind") if isinstance(tag, dict) else None
+
+
 def is_blocked(message: BaseMessage) -> bool:
     """Is this ToolMessage the loop detector's answer to a blocked call (not a real result)?"""
-    tag = message.additional_kwargs.get("langgraph_loop")
-    return isinstance(tag, dict) and tag.get("kind") == BLOCKED_KIND
+    return _kind(message) == BLOCKED_KIND
 
 
 def is_cut(message: BaseMessage) -> bool:
@@ -124,15 +118,7 @@ def work_call_ids(ai: AIMessage, output_tools: Collection[str] = ()) -> list[str
 
 def with_unique_call_ids(message: AIMessage) -> AIMessage:
     """The reply with a fresh id for every call whose id is missing or repeats an earlier one
-    (valid and malformed calls alike), so the request and the transcript agree.
-
-    Example:
-        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "d"},
-        ...                                {"name": "f", "args": {"x": 1}, "id": "d"}])
-        >>> ids = [c["id"] for c in with_unique_call_ids(ai).tool_calls]
-        >>> ids[0], ids[1] != "d", with_unique_call_ids(AIMessage("hi")).content
-        ('d', True, 'hi')
-    """
+    (valid and malformed calls alike), so the request and the transcript agree."""
     ids = call_ids(message)
     if all(i and i != "None" for i in ids) and len(set(ids)) == len(ids):
         return message
@@ -248,14 +234,7 @@ _NAME_OF_SOURCE = {"stop": STOP_NOTICE, "budget_pressure": BUDGET_NOTICE}
 
 def notice_name(sources: Collection[str]) -> str:
     """The name of a notice merged from ``sources``: the first of ``NOTICE_NAMES`` any
-    of them maps to (a stop outranks budget pressure, which outranks a loop warning).
-
-    Example:
-        >>> notice_name(["loop"]), notice_name(["human"]), notice_name(["loop", "budget_pressure"])
-        ('loop_notice', 'loop_notice', 'budget_notice')
-        >>> notice_name(["budget_pressure", "stop", "loop"])
-        'stop_notice'
-    """
+    of them maps to (a stop outranks budget pressure, which outranks a loop warning)."""
     names = {_NAME_OF_SOURCE.get(source, LOOP_NOTICE) for source in sources}
     return next((name for name in NOTICE_NAMES if name in names), LOOP_NOTICE)
 
@@ -270,17 +249,11 @@ REDIRECT_KIND = "budget_redirect"
 
 def is_redirect(message: BaseMessage) -> bool:
     """Is this a person's redirect of a run (not a new run's request)?"""
-    tag = message.additional_kwargs.get("langgraph_loop")
-    return isinstance(message, HumanMessage) and isinstance(tag, dict) and tag.get("kind") == REDIRECT_KIND
+    return isinstance(message, HumanMessage) and _kind(message) == REDIRECT_KIND
 
 
 def as_redirect(message: HumanMessage) -> HumanMessage:
-    """The person's message marked as a redirect of the run (same id: it replaces itself).
-
-    Example:
-        >>> is_redirect(as_redirect(HumanMessage("go on", id="h"))), as_redirect(HumanMessage("x", id="h")).id
-        (True, 'h')
-    """
+    """The person's message marked as a redirect of the run (same id: it replaces itself)."""
     kwargs = {**message.additional_kwargs, "langgraph_loop": {"kind": REDIRECT_KIND}}
     return message.model_copy(update={"additional_kwargs": kwargs})
 
@@ -288,14 +261,7 @@ def as_redirect(message: HumanMessage) -> HumanMessage:
 def run_request(messages: Sequence[BaseMessage]) -> tuple[int, str | None]:
     """Where a run starts in a thread (its request's index, 0 when none) and the request's id:
     the newest user message that is neither a notice, a redirect nor a summary (LangChain's
-    ``SummarizationMiddleware`` writes one as a user message); ``create_agent`` keeps no run record.
-
-    Example:
-        >>> redirect = HumanMessage("wrap up", additional_kwargs={"langgraph_loop": {"kind": REDIRECT_KIND}})
-        >>> notice = HumanMessage("note", additional_kwargs={"lc_source": "langgraph_loop"})
-        >>> run_request([HumanMessage("go", id="h1"), notice, redirect]), run_request([])
-        ((0, 'h1'), (0, None))
-    """
+    ``SummarizationMiddleware`` writes one as a user message); ``create_agent`` keeps no run record."""
     for i in range(len(messages) - 1, -1, -1):
         message = messages[i]
         if (isinstance(message, HumanMessage) and not is_notice(message) and not is_redirect(message)
@@ -305,26 +271,23 @@ def run_request(messages: Sequence[BaseMessage]) -> tuple[int, str | None]:
 
 
 def is_notice(message: BaseMessage) -> bool:
-    """Is this a notice the loop delivered to the model (the one rule to filter notices out)?
-
-    Example:
-        >>> is_notice(HumanMessage("Stop repeating.", name="loop_notice"))
-        True
-        >>> is_notice(HumanMessage("hi")), is_notice(HumanMessage("go on", name="loop_continue"))
-        (False, False)
-    """
+    """Is this a notice the loop delivered to the model (the one rule to filter notices out)?"""
     if not isinstance(message, HumanMessage):
         return False
     if message.additional_kwargs.get("lc_source") == NOTICE_SOURCE:
         return True
-    tag = message.additional_kwargs.get("langgraph_loop")
-    return (isinstance(tag, dict) and tag.get("kind") == "notice") or message.name in NOTICE_NAMES
+    return _kind(message) == "notice" or message.name in NOTICE_NAMES
+
+
+def notice_marks(name: str, sources: list[str]) -> dict[str, Any]:
+    """A notice's tags: those of langchain-core's ``add_notification_metadata``, and the loop's."""
+    return {"lc_source": NOTICE_SOURCE, "lc_data": {"kind": name, "sources": sources},
+            "langgraph_loop": {"kind": "notice", "sources": sources}}
 
 
 def notice_message(notices: Sequence[Notice], *, hidden: bool = True) -> HumanMessage | None:
     """Merge notices (de-duplicated by text, in order) into one message named by
-    ``notice_name``, with the keys langchain-core's ``add_notification_metadata`` sets;
-    ``hidden``: an id chat UIs do not render (``HIDDEN_ID_PREFIX``)."""
+    ``notice_name`` (``notice_marks``); ``hidden``: an id chat UIs do not render."""
     texts: list[str] = []
     for notice in notices:
         if notice["text"] not in texts:
@@ -335,14 +298,11 @@ def notice_message(notices: Sequence[Notice], *, hidden: bool = True) -> HumanMe
     name = notice_name(sources)
     message_id = f"{HIDDEN_ID_PREFIX}{uuid.uuid4()}" if hidden else None
     return loop_message("\n\n".join(texts), name=name, id=message_id,
-                        additional_kwargs={
-                            "lc_source": NOTICE_SOURCE, "lc_data": {"kind": name, "sources": sources},
-                            "langgraph_loop": {"kind": "notice", "sources": sources}})
+                        additional_kwargs=notice_marks(name, sources))
 
 
 def drain(pending: Sequence[Notice] | None, *, run: str, hidden: bool = True) -> HumanMessage | None:
-    """This run's queued notices as one message (other runs' are dropped); the caller empties
-    the queue (``loop_notices=[]``) with the message."""
+    """This run's queued notices as one message (other runs' dropped); the caller empties the queue."""
     return notice_message([n for n in (pending or []) if n["run"] == run], hidden=hidden)
 
 
@@ -363,12 +323,7 @@ _SHORT = 4096
 
 def digest(text: str, length: int = 16) -> str:
     """A short, stable hex digest of any ``text`` (``length`` ≤ 40; lone surrogates hashed as
-    they are): BLAKE2b for a short text, SHA-1 (faster per byte) for a long one.
-
-    Example:
-        >>> digest("x") == digest("x", 40)[:16], len(digest("y" * 5000, 40))
-        (True, 40)
-    """
+    they are): BLAKE2b for a short text, SHA-1 (faster per byte) for a long one."""
     data = text.encode("utf-8", "surrogatepass")
     if len(data) <= _SHORT:
         return hashlib.blake2b(data, digest_size=20).hexdigest()[:length]
@@ -381,12 +336,7 @@ _PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 
 def encodable_text(text: str) -> str:
     """``text`` a strict UTF-8 encoder accepts: a surrogate pair becomes its character and a
-    lone surrogate its escape (``'\\udcff'``), so nothing is dropped.
-
-    Example:
-        >>> encodable_text("report\\udcff.txt") == "report\\\\udcff.txt", encodable_text("ok")
-        (True, 'ok')
-    """
+    lone surrogate its escape (``'\\udcff'``), so nothing is dropped."""
     if not _SURROGATE.search(text):
         return text
     text = _PAIR.sub(lambda m: m.group().encode("utf-16", "surrogatepass").decode("utf-16"), text)
@@ -420,13 +370,7 @@ def _encodable_value(value: Any) -> Any:
 
 def encodable(message: MessageT) -> MessageT:
     """The message with its text and its tool calls' arguments ``encodable_text`` (the same
-    object when there is nothing to escape; docs/reliability.md, "What the loop repairs").
-
-    Example:
-        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {"n": "caf\\udce9"}, "id": "c"}])
-        >>> encodable(ai).tool_calls[0]["args"] == {"n": "caf\\\\udce9"}, encodable(ai) is ai
-        (True, False)
-    """
+    object when there is nothing to escape; docs/reliability.md, "What the loop repairs")."""
     if isinstance(message.content, str) and message.content.isascii() and not (
             isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls)):
         return message  # the usual tool result or text: nothing to walk
@@ -457,12 +401,7 @@ def as_text(content: Any) -> str:
 
 
 def reply_text(content: Any, additional: dict[str, Any] | None = None) -> str:
-    """A reply's own text: its text and reasoning blocks, and a ``reasoning_content`` field.
-
-    Example:
-        >>> reply_text([{"type": "thinking", "thinking": "hm"}, {"type": "text", "text": "ok"}])
-        'hm\\nok'
-    """
+    """A reply's own text: its text and reasoning blocks, and a ``reasoning_content`` field."""
     if isinstance(content, str) and not (additional and "reasoning_content" in additional):
         return content  # the usual reply: its text as it is
     parts: list[str] = []
@@ -488,12 +427,7 @@ def call_label(name: object, args: Any) -> str:
 
 
 def cap_output(content: Any, limit: int | None) -> Any:
-    """Content cut to ``limit`` characters of text, saying so (strings and content blocks).
-
-    Example:
-        >>> [len(b["text"]) for b in cap_output([{"type": "text", "text": "x" * 300}], 100)]
-        [100, 59]
-    """
+    """Content cut to ``limit`` characters of text, saying so (strings and content blocks)."""
     if limit is None:
         return content
     if isinstance(content, str):

@@ -1,7 +1,6 @@
 """The agent's model as ``create_agent`` accepts it: a chat model, a ``"provider:model"`` string,
-or a Runnable wrapping chat models. A wrapper is kept; what the loop binds per call is bound on
-each chat model inside it (``map_chat_models``), so a retry or a fallback still wraps the bound
-model and each chat model gets the binding its provider understands.
+or a Runnable wrapping chat models. A wrapper is kept: what the loop binds is bound on each chat
+model inside it (``map_chat_models``), each as its provider understands it.
 
 Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel
@@ -42,13 +41,18 @@ def _is_chat(runnable: Any) -> bool:
     return isinstance(runnable, Runnable) and not wrapper and callable(getattr(runnable, "bind_tools", None))
 
 
+def _inner(model: Any) -> list[Any]:
+    """The Runnables a model's wrappers (fallbacks, bindings) end in, the primary first."""
+    if isinstance(model, RunnableWithFallbacks):
+        return [m for r in (model.runnable, *model.fallbacks) for m in _inner(r)]
+    if isinstance(model, RunnableBindingBase):
+        return _inner(model.bound)
+    return [model]
+
+
 def chat_models(model: Any) -> list[Any]:
     """The chat models a model calls, the primary first (fallbacks after it)."""
-    if isinstance(model, RunnableWithFallbacks):
-        return [m for r in (model.runnable, *model.fallbacks) for m in chat_models(r)]
-    if isinstance(model, RunnableBindingBase):
-        return chat_models(model.bound)
-    return [model] if _is_chat(model) else []
+    return [m for m in _inner(model) if _is_chat(m)]
 
 
 def primary_chat_model(model: Any) -> BaseChatModel | None:
@@ -69,22 +73,13 @@ def map_chat_models(model: Any, bind: Callable[[Any], Runnable[Any, Any]]) -> Ch
     return bind(model)
 
 
-def _check(model: Any) -> None:
-    """Every Runnable inside a wrapper must end in a chat model."""
-    if isinstance(model, RunnableWithFallbacks):
-        for runnable in (model.runnable, *model.fallbacks):
-            _check(runnable)
-    elif isinstance(model, RunnableBindingBase):
-        _check(model.bound)
-    elif not _is_chat(model):
-        raise ValueError(f"model: expected {_ACCEPTED}; got {type(model).__name__}")
-
-
 def resolve_model(model: Any) -> ChatRunnable:
-    """The model to call: a string through ``init_chat_model``, anything else checked (a
-    ``ValueError`` listing the accepted kinds)."""
+    """The model to call: a string through ``init_chat_model``, anything else checked: every
+    Runnable inside a wrapper must end in a chat model (a ``ValueError`` listing the kinds)."""
     if isinstance(model, str):
         model = init_chat_model(model)
-    _check(model)
+    for inner in _inner(model):
+        if not _is_chat(inner):
+            raise ValueError(f"model: expected {_ACCEPTED}; got {type(inner).__name__}")
     return model  # type: ignore[no-any-return]
 

@@ -9,11 +9,6 @@ Example:
     >>> from langgraph_loop.core.config import Limits
     >>> merged("limits", Limits(max_tool_calls=3), {"token_budget": 900}).token_budget
     900
-    >>> try:
-    ...     checked_groups({"max_tool_calls": 2})
-    ... except ValueError as exc:
-    ...     print(exc)
-    invalid run context: 'max_tool_calls' was removed in 0.4: use {"limits": {"max_tool_calls": ...}}
 """
 
 from __future__ import annotations
@@ -58,17 +53,7 @@ def _declared(schema: Any) -> set[str]:
 def context_type(schema: Any) -> Any:
     """The user's ``context_schema`` with the override groups declared beside its fields (same
     name; a subclass of a dataclass or pydantic model), so that LangGraph's coercion of a dict
-    context and LangGraph Server, which drops undeclared keys, keep them.
-
-    Example:
-        >>> from dataclasses import dataclass
-        >>> @dataclass
-        ... class Ctx:
-        ...     user_id: str
-        >>> made = context_type(Ctx)(user_id="u", limits={"max_tool_calls": 2})
-        >>> isinstance(made, Ctx), made.limits
-        (True, {'max_tool_calls': 2})
-    """
+    context and LangGraph Server, which drops undeclared keys, keep them."""
     declared = _declared(schema) if schema is not None else set(OVERRIDES)
     groups = {k: v for k, v in get_type_hints(LoopContext).items() if k not in declared}
     if not groups:
@@ -90,22 +75,9 @@ def context_type(schema: Any) -> Any:
 
 
 def run_overrides(context: Any, schema: Any = None) -> Mapping[str, Any] | None:
-    """The per-run overrides a run's ``context=`` carries (None: none); the one place they
-    are read from a context.
-
-    Without a user ``context_schema`` the context holds overrides only: any ``Mapping``
-    (an unknown key is an error when checked); anything else is a ``ValueError``. With
-    one, the context is the user's: the groups (``LoopContext``) may sit beside its fields
-    (mapping keys or attributes), and a mapping key that is neither is an error.
-
-    Example:
-        >>> from dataclasses import dataclass
-        >>> @dataclass
-        ... class Ctx:
-        ...     user_id: str
-        >>> run_overrides(Ctx("u"), Ctx), run_overrides({"user_id": "u", "limits": {}}, Ctx)
-        (None, {'limits': {}})
-    """
+    """The per-run overrides a run's ``context=`` carries (None: none), the one place they are
+    read from a context: without a user ``context_schema`` any ``Mapping`` (else ``ValueError``);
+    with one, the groups beside its fields (keys or attributes; another key is an error)."""
     if context is None:
         return None
     if schema is None:
@@ -128,12 +100,8 @@ def run_overrides(context: Any, schema: Any = None) -> Mapping[str, Any] | None:
 
 
 def checked_groups(context: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """A run's overrides checked against ``LoopContext``, by group.
-
-    ``ValueError`` for a key that is not a group (a flat name of 0.2 names its nested
-    spelling), a group that is not a mapping, an unknown or not overridable field, or a
-    value of the wrong type.
-    """
+    """A run's overrides checked against ``LoopContext``, by group (``ValueError`` naming the
+    field otherwise; a flat name of 0.2 names its nested spelling)."""
     out: dict[str, dict[str, Any]] = {}
     for group, value in context.items():
         if group in GROUPS:
@@ -179,8 +147,7 @@ def _checked(path: str, given: Any, model: type[BaseModel], declared: Any) -> di
 
 
 def model_of(model: type[BaseModel], name: str) -> type[BaseModel]:
-    """The configuration model a field of ``model`` holds (``Iterations.stall``:
-    ``StallDetection``; an optional one's too)."""
+    """The configuration model a field of ``model`` holds (``Iterations.stall``: ``StallDetection``)."""
     annotation = model.model_fields[name].annotation
     for candidate in (annotation, *getattr(annotation, "__args__", ())):
         if isinstance(candidate, type) and issubclass(candidate, BaseModel):

@@ -1,7 +1,5 @@
-"""Every fixed text the model sees, in one place (loop-detector findings format their own).
-
-Templates use ``str.format`` fields; the nodes fill them in. Changing a text here changes
-what every model call of the loop reads.
+"""Every fixed text the model sees, in one place (loop-detector findings format their own);
+templates use ``str.format`` fields, which the nodes fill in.
 
 Example:
     >>> print(CONTINUE)
@@ -14,47 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = [
-    "BUDGET_PRESSURE",
-    "CANCELLED",
-    "CONTINUE",
-    "CRITERIA",
-    "CUT_REPLY",
-    "EDIT_NOTE",
-    "FEEDBACK",
-    "INVALID_JSON",
-    "JUDGE_INSTRUCTIONS",
-    "JUDGE_INTRO",
-    "JUDGE_MARKERS",
-    "JUDGE_QUESTION",
-    "JUDGE_RESPONSE",
-    "LOOP_HINT",
-    "LOOP_STOP_INSTRUCTION",
-    "NEEDS_APPROVAL",
-    "NOT_OFFERED",
-    "NO_ANSWER",
-    "NO_FINAL_ANSWER",
-    "OUTPUT_TRUNCATED",
-    "PERSON_SAID",
-    "PROGRESS",
-    "REJECTED",
-    "REJECTED_NO_MESSAGE",
-    "REJECTED_WITH_MESSAGE",
-    "STOPPED_BY_PERSON",
-    "STOP_ANSWER",
-    "STOP_INSTRUCTION",
-    "STRUCTURED_ERROR",
-    "STRUCTURED_RETURNED",
-    "SUMMARY",
-    "SUMMARY_INSTRUCTIONS",
-    "SUMMARY_REQUEST",
-    "TODOS_OPEN",
-    "TOOL_LIMIT",
-    "TOOL_RAISED",
-    "TYPED_INSTEAD",
-    "UNKNOWN_TOOL",
-    "criteria_list",
-]
+__all__ = ["BUDGET_PRESSURE", "CANCELLED", "CONTINUE", "CRITERIA", "CUT_REPLY", "EDIT_NOTE", "FEEDBACK",
+           "INVALID_JSON", "JUDGE_INSTRUCTIONS", "JUDGE_INTRO", "JUDGE_MARKERS", "JUDGE_QUESTION",
+           "JUDGE_RESPONSE", "LOOP_HINT", "LOOP_STOP_INSTRUCTION", "NEEDS_APPROVAL", "NOT_OFFERED",
+           "NO_ANSWER", "NO_FINAL_ANSWER", "OUTPUT_TRUNCATED", "PERSON_SAID", "PROGRESS", "REJECTED",
+           "REJECTED_NO_MESSAGE", "REJECTED_WITH_MESSAGE", "STOPPED_BY_PERSON", "STOP_ANSWER",
+           "STOP_INSTRUCTION", "STRUCTURED_ERROR", "STRUCTURED_RETURNED", "SUMMARY", "SUMMARY_INSTRUCTIONS",
+           "SUMMARY_REQUEST", "TODOS_OPEN", "TOOL_LIMIT", "TOOL_RAISED", "TYPED_INSTEAD", "UNKNOWN_TOOL",
+           "criteria_list"]
 
 # --- stops (``core/stop.py`` fills in why) -------------------------------------------------
 STOP_ANSWER = "Error: not executed: the run was stopped because {why}."

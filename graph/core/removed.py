@@ -1,8 +1,5 @@
-"""The spellings 0.4 removed (0.2's, deprecated in 0.3) and what to write instead.
-
-One table per place a user writes them: ``create_loop_agent``'s keywords (``KEYWORDS``), a
-run's ``context=`` (``CONTEXT``) and the configuration models' fields (``FIELDS``). An old
-spelling fails where it is written, with an error naming its replacement.
+"""The spellings 0.4 removed (0.2's, deprecated in 0.3) and what to write instead, one table per
+place a user writes them; an old spelling fails where it is written, naming its replacement.
 
 Example:
     >>> print(removed_keyword(["max_iterations"]))
@@ -76,8 +73,7 @@ FIELDS: dict[tuple[str, str], str] = {
 
 
 def removed_keyword(names: Iterable[str]) -> TypeError:
-    """The error for ``create_loop_agent`` keywords it does not take: each removed one named
-    with its replacement, any other listed as unknown."""
+    """The error for keywords ``create_loop_agent`` does not take (a removed one names its replacement)."""
     names = sorted(names)
     lines = [f"create_loop_agent({n}=...) was removed in 0.4: use {KEYWORDS[n]}"
              for n in names if n in KEYWORDS]

@@ -1,10 +1,8 @@
 """Everything the builder was given, validated once, plus per-run overrides.
 
-Nodes read a ``LoopSettings``: the groups as given (``settings.iterations.max``,
-``settings.limits.budget_pressure``, ``settings.hooks.tool_filter``, ...).
-``settings.for_run(runtime.context)`` applies the overrides a caller passed as LangGraph
-runtime context, nested by group (``LoopContext``; checked and merged by
-``core/overrides.py``), the same way in-process and on LangGraph Server.
+Nodes read a ``LoopSettings``: the groups as given (``settings.iterations.max``, ...).
+``settings.for_run(runtime.context)`` applies a run's overrides, nested by group (``LoopContext``;
+checked and merged by ``core/overrides.py``), the same way in-process and on LangGraph Server.
 
 Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel
@@ -12,11 +10,6 @@ Example:
     >>> run = s.for_run({"iterations": {"max": 3}, "limits": {"max_tool_calls": 7}})
     >>> run.iterations.max, run.limits.max_tool_calls
     (3, 7)
-    >>> try:
-    ...     s.for_run({"limits": {"final_answr": False}})
-    ... except ValueError as exc:
-    ...     print(str(exc)[:73])
-    invalid run context: limits.final_answr: unknown field (fields of Limits:
 """
 
 from __future__ import annotations
@@ -35,14 +28,7 @@ from langchain_core.tools import tool as as_tool
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, ValidationError
 
-from langgraph_loop.core.config import (
-    Approval,
-    Compaction,
-    Hooks,
-    Iterations,
-    Limits,
-    LoopDetection,
-)
+from langgraph_loop.core.config import Approval, Compaction, Hooks, Iterations, Limits, LoopDetection
 from langgraph_loop.core.hosting import (
     NODE_HOOKS,
     can_jump_to,
@@ -51,14 +37,7 @@ from langgraph_loop.core.hosting import (
     overrides_hook,
 )
 from langgraph_loop.core.models import ChatRunnable, primary_chat_model, resolve_model
-from langgraph_loop.core.overrides import (
-    checked_groups,
-    context_type,
-    explain,
-    given,
-    merged,
-    run_overrides,
-)
+from langgraph_loop.core.overrides import checked_groups, context_type, explain, given, merged, run_overrides
 from langgraph_loop.core.removed import KEYWORDS, removed_keyword
 from langgraph_loop.core.shape import Shape
 from langgraph_loop.core.structured import StructuredOutput, resolve_response_format
@@ -70,12 +49,7 @@ Callback = Callable[..., Any]
 
 def split_provider_tools(tools: Any) -> tuple[Any, tuple[dict[str, Any], ...]]:
     """The provider-side tool dicts of a tools list (``{"type": "web_search"}``: bound to the
-    model, run by the provider, never here) apart from the tools the graph runs.
-
-    Example:
-        >>> split_provider_tools([len, {"type": "web_search"}])
-        ([<built-in function len>], ({'type': 'web_search'},))
-    """
+    model, run by the provider, never here) apart from the tools the graph runs."""
     if isinstance(tools, BaseTool | Mapping | str | bytes) or not isinstance(tools, Iterable):
         return tools, ()
     items = list(tools)
@@ -107,7 +81,8 @@ def _coerce_tools(tools: Sequence[Any] | BaseTool | Callable[..., Any]) -> tuple
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """The validated configuration of one compiled loop graph, the groups as given."""
+    """The validated configuration of one compiled loop graph: ``create_loop_agent``'s arguments
+    (README, "Configuration reference"), the groups as given."""
 
     model: ChatRunnable
     tools: tuple[BaseTool, ...] = ()
@@ -122,20 +97,16 @@ class LoopSettings:
     hooks: Hooks = field(default_factory=Hooks)
     response_format: Any = None
     state_schema: Any = None
-    """The user's state (a TypedDict extending ``LoopState``), or None."""
     context_schema: Any = None
-    """The user's runtime context type, or None (the context then holds overrides only)."""
     handle_tool_errors: Any = None
     """``ToolNode``'s ``handle_tool_errors``; None: every tool error becomes an error result."""
     structured: StructuredOutput | None = None
     """``response_format`` resolved (``core/structured.py``)."""
     name: str | None = None
-    """The agent's name, set on every reply of its model (as ``create_agent`` does)."""
     show_notices: bool = False
     """Give notices ids chat UIs render (default: ``do-not-render-`` ids, kept out of view)."""
     middleware: tuple[AgentMiddleware[Any, Any], ...] = ()
-    """The user's LangChain middleware (``nodes/hosted.py`` hosts it); its tools are in
-    ``tools``, first, as ``create_agent`` orders them."""
+    """The user's LangChain middleware (``nodes/hosted.py``); its tools lead ``tools``, as there."""
     _cache: dict[str, LoopSettings] = field(default_factory=dict, compare=False, repr=False)
 
     output_tools: frozenset[str] = field(init=False, compare=False, repr=False)
@@ -174,30 +145,24 @@ class LoopSettings:
         for m in kwargs["middleware"]:
             check_state_schema(m.state_schema, f"middleware {m.name}")
         settings = cls(model=model, tools=coerced, **kwargs)
-        settings._check_approval()
-        settings._check_loop_detection()
+        settings._check_tools_named()
         return settings
 
-    def _check_tool_names(self, where: str, names: Iterable[str], *, wildcard: bool = False) -> None:
-        """``ValueError`` naming ``where`` when ``names`` holds a tool the graph does not have."""
+    def _check_tools_named(self) -> None:
+        """Approval's and the detector's per-tool settings name the graph's tools (a
+        ``ValueError`` naming the setting and the unknown tools otherwise)."""
+        named: list[tuple[str, Iterable[str]]] = [
+            ("approval.tools", self.approval.tools if self.approval is not None else ())]
+        if self.loop_detection is not None:
+            calls = self.loop_detection.calls
+            named += [("loop_detection.calls.per_tool", calls.per_tool),
+                      ("loop_detection.calls.arg_policies", set(calls.arg_policies) - {"*"}),
+                      ("loop_detection.calls.read_only_tools", calls.read_only_tools)]
         known = {t.name for t in self.tools}
-        unknown = sorted(set(names) - known - ({"*"} if wildcard else set()))
-        if unknown:
-            raise ValueError(f"{where}: unknown tools {unknown}; known: {sorted(known)}")
-
-    def _check_approval(self) -> None:
-        if self.approval is not None:
-            self._check_tool_names("approval.tools", self.approval.tools)
-
-    def _check_loop_detection(self) -> None:
-        """The detector's per-tool settings name the graph's tools (a typo would never match)."""
-        detection = self.loop_detection
-        if detection is None:
-            return
-        calls = detection.calls
-        self._check_tool_names("loop_detection.calls.per_tool", calls.per_tool)
-        self._check_tool_names("loop_detection.calls.arg_policies", calls.arg_policies, wildcard=True)
-        self._check_tool_names("loop_detection.calls.read_only_tools", calls.read_only_tools)
+        for where, names in named:
+            unknown = sorted(set(names) - known)
+            if unknown:
+                raise ValueError(f"{where}: unknown tools {unknown}; known: {sorted(known)}")
 
     # --- derived -----------------------------------------------------------------------------
 
@@ -207,9 +172,8 @@ class LoopSettings:
 
     @cached_property
     def shape(self) -> Shape:
-        """The graph's shape for these settings (``core/shape.py``): a node per middleware
-        node hook, named as ``create_agent`` names it (``"<name>.before_model"``); the
-        ``after_*`` hooks run in reverse order, as there."""
+        """The graph's shape: a node per middleware node hook, named and ordered as in
+        ``create_agent`` (``"<name>.before_model"``; the ``after_*`` hooks in reverse)."""
         def names(hook: str, reverse: bool = False) -> tuple[str, ...]:
             found = [f"{m.name}.{hook}" for m in self.hooked(hook)]
             return tuple(reversed(found) if reverse else found)
@@ -283,8 +247,7 @@ class LoopSettings:
 # --- the builder's configuration objects -----------------------------------------------
 
 def _as_model(name: str, value: Any, model: type[BaseModel]) -> BaseModel | None:
-    """``value`` as a ``model`` (a dict of its fields is validated into one); ``ValueError``
-    naming ``name`` otherwise."""
+    """``value`` as a ``model`` (a dict of its fields validated into one), else ``ValueError``."""
     if value is None or isinstance(value, model):
         return value
     if not isinstance(value, Mapping):
@@ -304,9 +267,8 @@ _MODELS: dict[str, type[BaseModel]] = {
 
 
 def _check_types(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """Configuration objects of the right type (a dict of fields is validated into one)
-    and a ``str`` system prompt; a ``ValueError`` names the argument.
-    """
+    """Configuration objects of the right type (a dict of fields is validated into one), and the
+    plain arguments' types; a ``ValueError`` names the argument."""
     out: dict[str, Any] = {}
     for name, model in _MODELS.items():
         value = _as_model(name, kwargs.get(name), model)

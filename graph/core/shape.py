@@ -11,14 +11,6 @@ Example:
     (True, False)
     >>> shape.recursion_limit(max_model_calls=25, max_iterations=10)
     793
-    >>> Shape(judge=True, approval=True).model_targets
-    ['approval', 'judge', 'loop_detector', 'router', 'tools']
-    >>> hooked = Shape(before_model=("pii.before_model",), after_model=("pii.after_model",),
-    ...                jumps=(("pii.after_model", ("end",)),))
-    >>> hooked.entry, hooked.reply_node, hooked.model_steps, hooked.finish_steps
-    ('pii.before_model', 'pii.after_model', 3, 5)
-    >>> hooked.model_targets
-    ['loop_detector', 'middleware_end', 'router', 'tools']
 """
 
 from __future__ import annotations
@@ -42,14 +34,11 @@ class Shape:
     compaction: bool = False
     respond: bool = False
     final_answer: bool = True
+    # the user's middleware hook nodes of each kind, in the order they run
     before_agent: tuple[str, ...] = ()
-    """The user's ``before_agent`` hook nodes, in the order they run (once per run)."""
     before_model: tuple[str, ...] = ()
-    """``before_model`` hook nodes, in the order they run (before every model call)."""
     after_model: tuple[str, ...] = ()
-    """``after_model`` hook nodes, in the order they run (reverse registration order)."""
     after_agent: tuple[str, ...] = ()
-    """``after_agent`` hook nodes, in the order they run (once, after the router stops)."""
     jumps: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """``(hook node, can_jump_to)`` for the hooks that may jump."""
 
@@ -64,16 +53,11 @@ class Shape:
     iteration_end: str = field(init=False)
     """Where a text reply goes: the judge, or straight to the router."""
     model_steps: int = field(init=False)
-    """A model call: [compaction] model."""
-    end_steps: int = field(init=False)
-    """A text reply ends the iteration: [judge] router."""
-    respond_steps: int = field(init=False)
-    """Reading a structured answer: [respond]."""
+    """A model call: its hooks, [compaction] model."""
     answer_steps: int = field(init=False)
     """Steps after ``loop_detector`` stops the run: the final answer, [respond], router."""
     finish_steps: int = field(init=False)
-    """Graph steps needed after the model's edge decides, whatever it decides: a stop
-    (loop_detector, [final answer], [respond], router) or an iteration end."""
+    """Steps needed after the model's edge, whatever it decides: a stop or an iteration end."""
     start_steps: int = field(init=False)
     """Steps a run needs at least: [compaction] model, loop_detector, [judge] router."""
 
@@ -93,7 +77,7 @@ class Shape:
             "reply_node": self.after_model[-1] if self.after_model else "model",
             "exit": self.after_agent[0] if self.after_agent else END,
             "iteration_end": "judge" if self.judge else "router",
-            "model_steps": model_steps, "end_steps": end_steps, "respond_steps": respond_steps,
+            "model_steps": model_steps,
             "answer_steps": model_steps + respond_steps + router_steps, "finish_steps": finish,
             "start_steps": len(self.before_agent) + model_steps + 1 + end_steps,
         }
@@ -108,17 +92,12 @@ class Shape:
                     ("approval", self.approval), ("compaction", self.compaction),
                     ("middleware_end", self.middleware_end)]
         return ["prepare", "model", "loop_detector", "tools", "router",
-                *(name for name, present in optional if present), *self.hook_nodes]
-
-    @property
-    def hook_nodes(self) -> list[str]:
-        """The user's middleware hook nodes."""
-        return [*self.before_agent, *self.before_model, *self.after_model, *self.after_agent]
+                *(name for name, present in optional if present),
+                *self.before_agent, *self.before_model, *self.after_model, *self.after_agent]
 
     @property
     def middleware_end(self) -> bool:
-        """Is there a ``middleware_end`` node: a hook (not ``after_agent``) may jump to
-        ``"end"``, which stops the run (``terminated``) through the router."""
+        """Is there a ``middleware_end`` node: a hook before ``after_agent`` may jump to ``"end"``."""
         return any("end" in targets for node, targets in self.jumps
                    if node not in self.after_agent)
 
@@ -145,14 +124,11 @@ class Shape:
         ``reply_node`` excepted: its edge is the model's). One target: a fixed edge."""
         chains = [(self.before_agent, self.entry),
                   (self.before_model, "compaction" if self.compaction else "model"),
-                  (self.after_model[:-1] if self.after_model else (), None),
-                  (self.after_agent, END)]
+                  (self.after_model[:-1], self.reply_node), (self.after_agent, END)]
         edges: list[tuple[str, str, list[str]]] = []
         for chain, last in chains:
             for i, node in enumerate(chain):
                 default = chain[i + 1] if i + 1 < len(chain) else last
-                if default is None:  # inside the after_model chain: the next hook
-                    default = self.after_model[i + 1]
                 edges.append((node, default, sorted({default} | self._jump_targets(node))))
         return edges
 
@@ -169,25 +145,19 @@ class Shape:
 
     @property
     def model_targets(self) -> list[str]:
-        """After ``model``: the loop detector's node when it acts, else tools (or approval),
-        the structured answer, or the iteration's end."""
+        """After ``model``: the loop detector, tools (or approval), respond, or the iteration's end."""
         return self._optional({"loop_detector", "tools", "router", self.iteration_end,
                                *self._jump_targets(self.reply_node)})
 
     @property
     def detector_targets(self) -> list[str]:
-        """After ``loop_detector``: tools (or approval), the structured answer, the final
-        answer, or the end."""
+        """After ``loop_detector``: tools (or approval), respond, the final answer, or the end."""
         return self._optional({self.entry, "tools", self.iteration_end, "router"})
 
     @property
     def respond_targets(self) -> list[str]:
-        """After ``respond``: the reply's other calls, the model again (the answer did not
-        parse), the iteration's end, or the router after a stop."""
-        targets = {self.entry, "tools", self.iteration_end, "router"}
-        if self.approval:
-            targets.add("approval")
-        return sorted(targets)
+        """After ``respond``: those of ``loop_detector`` but itself (the model again: no parse)."""
+        return [target for target in self.detector_targets if target != "respond"]
 
     @property
     def router_targets(self) -> list[str]:
@@ -212,10 +182,9 @@ class Shape:
 
     # --- the step budget ---------------------------------------------------------------------
     def round_steps(self, *, gated: bool) -> int:
-        """A tool round after the model's edge: [loop_detector] [respond] [approval] tools,
-        [compaction] model (``loop_detector`` runs only when it acts; counted so a round that
-        warns fits; ``respond`` when the reply also answers, or its answer did not parse)."""
-        return 1 + self.respond_steps + int(gated) + 1 + self.model_steps
+        """A tool round after the model's edge: [loop_detector] [respond] [approval] tools, a model
+        call (``loop_detector`` and ``respond`` counted so a round that warns or answers fits)."""
+        return 1 + int(self.respond) + int(gated) + 1 + self.model_steps
 
     @staticmethod
     def fits(remaining: int | None, steps: int) -> bool:
@@ -223,8 +192,7 @@ class Shape:
         return remaining is None or remaining - 1 >= steps
 
     def can_continue_round(self, remaining: int | None, *, gated: bool) -> bool:
-        """On the edge after ``model`` (``remaining`` as ``model`` saw it): may the tools run
-        and the model be called again? (The current call's after_model hooks come first.)"""
+        """After ``model`` (``remaining`` as it saw it): may the tools run and the model run again?"""
         return self.fits(remaining, len(self.after_model) + self.round_steps(gated=gated)
                          + self.finish_steps)
 

@@ -1,7 +1,5 @@
-"""Where a run stops and why: stop reasons, guards, their wording, and the one function that
-applies a stop (:func:`stop_update`). A *guard* (``state["stop_guard"]``, then the last iteration
-record) says which guard stopped the run, the ``StopReason`` and details; the texts that explain a
-stop are formatted here from ``core/prompts.py``.
+"""Where a run stops and why: stop reasons, guards (``state["stop_guard"]``: which guard, the
+``StopReason``, details), their wording, and the one function that applies a stop (``stop_update``).
 
 Example:
     >>> from langgraph_loop import StopReason
@@ -76,12 +74,7 @@ class Guard(TypedDict, total=False):
 
 
 def guard(name: GuardName, reason: StopReason | str, **details: Any) -> Guard:
-    """A guard: which guard, the stop reason's value, and the details.
-
-    Example:
-        >>> guard("hooks", StopReason.TERMINATED)
-        {'guard': 'hooks', 'reason': 'terminated'}
-    """
+    """A guard: which guard, the stop reason's value, and the details."""
     return cast(Guard, {"guard": name, "reason": StopReason(reason).value, **details})
 
 
@@ -91,12 +84,7 @@ def limit_guard(reason: StopReason, limit: Any, value: Any) -> Guard:
 
 
 def person_stop(message: str | None) -> dict[str, Any]:
-    """A guard's ``human`` record of a stop a person chose at a question (with their reason).
-
-    Example:
-        >>> person_stop(None), person_stop("Enough.")
-        ({'action': 'stop'}, {'action': 'stop', 'message': 'Enough.'})
-    """
+    """A guard's ``human`` record of a stop a person chose at a question (with their reason)."""
     return {"action": "stop", **({"message": message} if message else {})}
 
 
@@ -142,14 +130,7 @@ def _explain(why: Guard, said: str | None = None) -> str:
 
 
 def stop_answer_text(why: Guard) -> str:
-    """The error ToolMessage text for calls a stop left unanswered.
-
-    Example:
-        >>> text = stop_answer_text({"guard": "loop_detector", "reason": "loop_detected",
-        ...                          "human": {"action": "stop"}})
-        >>> text.removeprefix("Error: not executed: the run was stopped because ")
-        'a person supervising this run chose to stop it (a runaway tool loop was detected).'
-    """
+    """The error ToolMessage text for calls a stop left unanswered."""
     return prompts.STOP_ANSWER.format(why=_explain(why, why.get("detail")))
 
 

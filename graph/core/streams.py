@@ -1,8 +1,6 @@
-"""The stream transformers a compiled agent registers, as ``create_agent`` registers them.
-
-``stream_events(version="v3")`` projects a run through them: ``ToolCallTransformer``
-(``.tool_calls``), ``SubagentTransformer`` (``.subagents``), each middleware's ``transformers``,
-then the caller's ``transformers=``.
+"""The stream transformers a compiled agent registers for ``stream_events(version="v3")``, as
+``create_agent`` registers them: ``ToolCallTransformer``, ``SubagentTransformer``, each
+middleware's ``transformers``, then the caller's ``transformers=``.
 
 Example:
     >>> from langgraph.prebuilt import ToolCallTransformer
@@ -28,8 +26,7 @@ TransformerFactory = Callable[[tuple[str, ...]], Any]
 
 def stream_transformers(middleware: Sequence[AgentMiddleware[Any, Any]],
                         given: Sequence[TransformerFactory] | None) -> list[TransformerFactory]:
-    """The built-in transformers, the middleware's, then ``given``; repeats (by identity)
-    registered once."""
+    """The built-in transformers, the middleware's, then ``given``; each (by identity) once."""
     ordered = [ToolCallTransformer, SubagentTransformer,
                *(t for m in middleware for t in getattr(m, "transformers", ())), *(given or ())]
     unique: list[TransformerFactory] = []

@@ -1,10 +1,6 @@
-"""``response_format`` as ``create_agent`` takes it, resolved once per graph.
-
-LangChain's own strategies are used as they are (``langchain.agents.structured_output``):
-``ToolStrategy`` (the schema is bound as a tool the model must call), ``ProviderStrategy``
-(the provider's native structured output; the reply's text is the JSON), or a bare schema
-(``AutoStrategy``), which means ``ProviderStrategy`` when the model's profile says it has
-native structured output and ``ToolStrategy`` otherwise, as under ``create_agent``.
+"""``response_format`` as ``create_agent`` takes it, resolved once per graph with LangChain's own
+strategies: ``ToolStrategy``, ``ProviderStrategy``, or a bare schema (``AutoStrategy``): the
+provider's native structured output when the model's profile has it, else ``ToolStrategy``.
 
 Example:
     >>> from pydantic import BaseModel
@@ -14,8 +10,6 @@ Example:
     >>> out = resolve_response_format(Weather, ScriptedChatModel(), [])
     >>> type(out.strategy).__name__, sorted(out.tool_names), out.forced_choice
     ('ToolStrategy', ['Weather'], 'Weather')
-    >>> resolve_response_format(ProviderStrategy(Weather), ScriptedChatModel(), []).native
-    True
 """
 
 from __future__ import annotations
@@ -24,12 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain.agents.structured_output import (
-    AutoStrategy,
-    OutputToolBinding,
-    ProviderStrategy,
-    ToolStrategy,
-)
+from langchain.agents.structured_output import AutoStrategy, OutputToolBinding, ProviderStrategy, ToolStrategy
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.tools import BaseTool
@@ -64,18 +53,14 @@ class StructuredOutput:
 
     @property
     def forced_choice(self) -> str:
-        """The ``tool_choice`` that makes the model answer with an output tool: its name,
-        or ``"any"`` with several schemas."""
+        """The ``tool_choice`` that makes the model answer with an output tool (``"any"`` of several)."""
         names = sorted(self.bindings)
         return names[0] if len(names) == 1 else "any"
 
 
 def supports_native_output(model: Any, tools: Sequence[Any]) -> bool:
-    """Does the model's profile say it has native structured output (with these tools)?
-
-    Only a bare chat model is asked (a wrapper is not, as under ``create_agent``); Gemini
-    before the 3 series cannot combine it with tools.
-    """
+    """Does the model's profile say it has native structured output (with these tools)? Only a
+    bare chat model is asked, as under ``create_agent``; Gemini before 3 cannot combine it with tools."""
     if not isinstance(model, BaseChatModel):
         return False
     profile = model.profile or {}

@@ -1,11 +1,8 @@
 """Reading a thread that 0.2 or 0.3 stored: the one translator, run once per run start.
 
-0.4 reads only its own state shapes on every step. What an earlier version stored that a
-new run on the same thread still reads is translated here, when ``prepare`` starts a run,
-and written back: a notice 0.2 stored (a ``HumanMessage`` named ``"loop_warning"``) becomes
-a notice as 0.4 marks it, the same id, text and place. What a run keeps only while it runs
-is not translated (a new run starts it afresh): finish runs 0.2 or 0.3 left paused before
-upgrading (CHANGELOG, 0.4.0).
+What an earlier version stored that a new run still reads is translated when ``prepare`` starts
+a run, and written back (a notice 0.2 stored, named ``"loop_warning"``); what a run keeps only
+while it runs is not: finish runs 0.2 or 0.3 left paused before upgrading (CHANGELOG, 0.4.0).
 
 Example:
     >>> from langchain_core.messages import HumanMessage
@@ -21,24 +18,21 @@ from collections.abc import Sequence
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from langgraph_loop.core.messages import LOOP_NOTICE, NOTICE_SOURCE
+from langgraph_loop.core.messages import LOOP_NOTICE, NOTICE_SOURCE, notice_marks
 
 __all__ = ["OLD_NOTICE_NAME", "translated"]
 
-OLD_NOTICE_NAME = "loop_warning"
-"""0.2's one name for every notice."""
+OLD_NOTICE_NAME = "loop_warning"  # 0.2's one name for every notice
 
 
 def translated(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """The messages an earlier version stored in a shape 0.4 does not read, in 0.4's shape
-    (same ids: written back, each replaces its old self in place); empty when none."""
+    """The messages stored in a shape 0.4 does not read, in 0.4's (same ids: each replaces itself)."""
     out: list[BaseMessage] = []
     for message in messages:
         if (isinstance(message, HumanMessage) and message.name == OLD_NOTICE_NAME
                 and message.id is not None
                 and message.additional_kwargs.get("lc_source") != NOTICE_SOURCE):
-            marks = {"lc_source": NOTICE_SOURCE, "lc_data": {"kind": LOOP_NOTICE, "sources": ["loop"]},
-                     "langgraph_loop": {"kind": "notice", "sources": ["loop"]}}
+            marks = notice_marks(LOOP_NOTICE, ["loop"])
             out.append(message.model_copy(update={
                 "name": LOOP_NOTICE, "additional_kwargs": {**message.additional_kwargs, **marks}}))
     return out
