@@ -48,18 +48,7 @@ def _call_key(call: Mapping[str, Any]) -> str:
 
 
 def new_work_by_iteration(log: Sequence[LoggedCall]) -> dict[int, bool]:
-    """For each iteration of the run's call log: did it run a call no earlier one made?
-
-    Example:
-        >>> log = [{"name": "s", "args": {"q": 1}, "status": "success", "iteration": 1,
-        ...         "result_hash": "a"},
-        ...        {"name": "s", "args": {"q": 1}, "status": "success", "iteration": 2,
-        ...         "result_hash": "a"},
-        ...        {"name": "s", "args": {"q": 1}, "status": "success", "iteration": 3,
-        ...         "result_hash": "b"}]
-        >>> new_work_by_iteration(log)
-        {1: True, 2: False, 3: True}
-    """
+    """For each iteration of the run's call log: did it run a call no earlier one made?"""
     by_iteration: dict[int, set[str]] = {}
     for call in log:
         keys = by_iteration.setdefault(int(call.get("iteration", 0)), set())

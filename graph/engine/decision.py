@@ -95,14 +95,7 @@ class Policy:
 
 def limit_stop(reply: AIMessage, transcript: Sequence[BaseMessage], view: RunView,
                policy: Policy) -> Guard | None:
-    """The first inner limit the reply hits, or None (checked after every model call).
-
-    Example:
-        >>> stop = limit_stop(AIMessage("hi"), [], RunView(spent=120, budget=100),
-        ...                   Policy(limits=Limits(token_budget=100)))
-        >>> stop["reason"], stop["limit"], stop["value"]
-        ('token_budget', 100, 120)
-    """
+    """The first inner limit the reply hits, or None (checked after every model call)."""
     limits = policy.limits
     if view.budget is not None and view.spent > view.budget:
         return limit_guard(StopReason.TOKEN_BUDGET, view.budget, view.spent)
@@ -128,13 +121,7 @@ MEMO_SIZE = 4096
 
 
 def results_before(messages: Sequence[BaseMessage], end: int) -> list[ToolMessage]:
-    """The results of the round before a reply at ``end`` (the ToolMessages after the last AIMessage).
-
-    Example:
-        >>> msgs = [AIMessage("a"), ToolMessage("r", tool_call_id="c"), AIMessage("b")]
-        >>> [m.content for m in results_before(msgs, 2)]
-        ['r']
-    """
+    """The results of the round before a reply at ``end`` (the ToolMessages after the last AIMessage)."""
     out: list[ToolMessage] = []
     for i in range(end - 1, -1, -1):  # no slice: that would copy the thread
         msg = messages[i]
@@ -235,13 +222,7 @@ class Decision:
     """A person's hint, queued as a notice."""
 
     def record(self) -> DecisionRecord:
-        """The decision as plain values.
-
-        Example:
-            >>> d = Decision(AIMessage("x"), warnings=(LoopWarning("k", "text", "t", (), 1),))
-            >>> Decision.of(AIMessage("x"), d.record()) == d
-            True
-        """
+        """The decision as plain values."""
         out = DecisionRecord()
         if self.guard is not None:
             out["guard"] = self.guard
@@ -369,13 +350,7 @@ def decide(reply: AIMessage, transcript: Sequence[BaseMessage], view: RunView, p
 # --- answers to calls that do not run ----------------------------------------------------------
 
 def block_answers(ai: AIMessage, blocks: Mapping[str, str]) -> list[ToolMessage]:
-    """The error ToolMessages that answer a reply's blocked calls (tagged: not tool results).
-
-    Example:
-        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
-        >>> [(m.status, m.name) for m in block_answers(ai, {"c1": "Error: not run"})]
-        [('error', 'f')]
-    """
+    """The error ToolMessages that answer a reply's blocked calls (tagged: not tool results)."""
     names = {c.get("id"): c.get("name") for c in [*ai.tool_calls, *ai.invalid_tool_calls]}
     return [block_answer(i, names.get(i), text) for i, text in blocks.items()]
 
@@ -387,13 +362,7 @@ def block_answer(call_id: str, name: str | None, text: str) -> ToolMessage:
 
 
 def stop_answers(ai: AIMessage, why: Guard) -> list[ToolMessage]:
-    """One error ToolMessage per call (valid or malformed) of a stopped reply.
-
-    Example:
-        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
-        >>> [m.status for m in stop_answers(ai, {"guard": "limits", "reason": "loop_detected"})]
-        ['error']
-    """
+    """One error ToolMessage per call (valid or malformed) of a stopped reply."""
     text = stop_answer_text(why)
     names = {c.get("id"): c.get("name") for c in [*ai.tool_calls, *ai.invalid_tool_calls]}
     return [ToolMessage(text, tool_call_id=i, name=names.get(i), status="error")

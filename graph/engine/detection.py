@@ -73,12 +73,7 @@ def _without_ids(value: Any) -> Any:
 
 
 def result_text(content: Any) -> str:
-    """A ToolMessage's content as text: a string as it is, blocks as JSON without their ids.
-
-    Example:
-        >>> result_text([{"type": "text", "text": "ok", "id": "b1"}])
-        '[{"text": "ok", "type": "text"}]'
-    """
+    """A ToolMessage's content as text: a string as it is, blocks as JSON without their ids."""
     if isinstance(content, str):
         return content
     return json.dumps(_without_ids(content), sort_keys=True, default=str, ensure_ascii=False)
@@ -113,16 +108,7 @@ _MEMO_LOCK = threading.Lock()
 class Result:
     """A tool result as the detector compares it: equal when the texts are, or (``normalized``)
     once their volatile parts are replaced. Texts are compared first; one is normalized only when
-    the line counts match (normalization keeps them), so distinct large outputs never are.
-
-    Example:
-        >>> Result("Ran 4 tests in 0.012s") == Result("Ran 4 tests in 0.398s")
-        True
-        >>> Result("Ran 4 tests in 0.012s", normalized=False) == Result("Ran 4 tests in 0.398s")
-        False
-        >>> Result("1 passed\\nok") == Result("1 passed") or Result("a") == "a"
-        False
-    """
+    the line counts match (normalization keeps them), so distinct large outputs never are."""
 
     text: str
     normalized: bool = True
@@ -150,14 +136,7 @@ class Result:
 
 
 def is_empty(content: Any) -> bool:
-    """No content: nothing but markup, whitespace and a zero exit status.
-
-    Example:
-        >>> is_empty("<returncode>0</returncode>\\n<output>\\n</output>"), is_empty("  ")
-        (True, True)
-        >>> is_empty("<returncode>1</returncode>"), is_empty("ok"), is_empty([])
-        (False, False, True)
-    """
+    """No content: nothing but markup, whitespace and a zero exit status."""
     text = content if isinstance(content, str) else "" if not content else result_text(content)
     if text and text[0] not in "<0" and not text[0].isspace():  # content from its first character
         return False
@@ -170,15 +149,7 @@ def is_empty(content: Any) -> bool:
 
 
 def path_keys(args: Any, *, dumped: str | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The path-like tokens in a call's arguments and the folders holding them, hashed short.
-
-    Example:
-        >>> paths, dirs = path_keys({"command": "cat build/text/index.txt"})
-        >>> len(paths), len(dirs), path_keys({"command": "rm -rf build/text"})[0][0] in dirs
-        (1, 2, True)
-        >>> path_keys({"command": "ls -la"})
-        ((), ())
-    """
+    """The path-like tokens in a call's arguments and the folders holding them, hashed short."""
     text = (_dump(args) if dumped is None else dumped).replace("\\n", "\n")
     if "/" not in text and "." not in text:  # every path token holds one (``_PATH``)
         return (), ()
@@ -198,14 +169,7 @@ _JSON: dict[str, Any] = {"sort_keys": True, "default": str, "separators": (",", 
 
 
 def canonical_args(args: Any) -> Any:
-    """Arguments as a JSON value: a JSON string is parsed, anything else kept.
-
-    Example:
-        >>> canonical_args('{"b": 1, "a": 2}')
-        {'b': 1, 'a': 2}
-        >>> canonical_args("not json")
-        'not json'
-    """
+    """Arguments as a JSON value: a JSON string is parsed, anything else kept."""
     if isinstance(args, str):
         try:
             return json.loads(args)
@@ -260,12 +224,7 @@ def call_signature(name: str | None, args: Any, config: LoopDetection | None = N
 
 
 def args_text(args: Any, *, malformed: bool = False, dumped: str | None = None) -> str:
-    """The arguments as short compact JSON, for warning texts and records.
-
-    Example:
-        >>> args_text('{"b": 1, "a": 2}'), args_text("{oops", malformed=True)
-        ('{"a":2,"b":1}', '<invalid JSON arguments: {oops>')
-    """
+    """The arguments as short compact JSON, for warning texts and records."""
     value = canonical_args(args)
     text = clip(value if isinstance(value, str) else dumped if dumped is not None else _dump(value),
                 LABEL_ARGS)
@@ -273,12 +232,7 @@ def args_text(args: Any, *, malformed: bool = False, dumped: str | None = None) 
 
 
 def response_signature(sigs: Sequence[str]) -> str:
-    """The multiset of call signatures, hashed (order of parallel calls ignored).
-
-    Example:
-        >>> response_signature(["b", "a"]) == response_signature(["a", "b"])
-        True
-    """
+    """The multiset of call signatures, hashed (order of parallel calls ignored)."""
     return digest("|".join(sorted(sigs)), SIG_LEN)
 
 
@@ -301,15 +255,7 @@ class SignedCall:
 
 
 def sign_calls(ai: AIMessage, config: LoopDetection | None = None) -> list[SignedCall]:
-    """Every call of a response (valid, then malformed) with its signature.
-
-    Example:
-        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {"a": 1}, "id": "1"}],
-        ...                invalid_tool_calls=[{"name": "f", "args": "{oops", "id": "2",
-        ...                                     "error": "bad json", "type": "invalid_tool_call"}])
-        >>> [(c.name, c.malformed) for c in sign_calls(ai)]
-        [('f', False), ('f', True)]
-    """
+    """Every call of a response (valid, then malformed) with its signature."""
     paths = config is not None and config.no_progress.path_excuse
     out = []
     for c in ai.tool_calls:
@@ -460,16 +406,7 @@ def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
 def _done_something(old: CallRecord, content: Any, result: Result,
                     calls: Mapping[str, CallRecord], config: LoopDetection) -> bool:
     """Does this result show something was done that may change what other calls see: the
-    first result of a call new to the run, not read-only, that is empty (a ``sed -i``) or new?
-
-    Example:
-        >>> cfg = LoopDetection()
-        >>> seen = {"s": CallRecord(tool="t", result=Result("done"))}
-        >>> [_done_something({"tool": "t"}, text, Result(text), seen, cfg) for text in ("", "new", "done")]
-        [True, True, False]
-        >>> _done_something({"tool": "t", "result": Result("x")}, "", Result(""), seen, cfg)
-        False
-    """
+    first result of a call new to the run, not read-only, that is empty (a ``sed -i``) or new?"""
     if "result" in old or old.get("tool") in config.calls.read_only_tools:
         return False
     return is_empty(content) or not any(r.get("result") == result for r in calls.values())
@@ -481,16 +418,7 @@ DRIFT_SIMILARITY = 0.6
 
 def _drifted(entry: list[Any] | None, result: Result, sig: str, args: str, responses: int) -> list[Any]:
     """A tool's drift entry after one more result: the run grows while the same result comes
-    back to another call whose arguments changed a little; anything else starts a new one.
-
-    Example:
-        >>> none = Result("no matches")
-        >>> e = _drifted(None, none, "s1", 'grep -n foo a.py', 3)
-        >>> e = _drifted(e, none, "s2", 'grep -n foo a.py b.py', 4)
-        >>> one = Result("1 match")
-        >>> _drifted(e, none, "s3", 'grep -rn foo .', 5)[2], _drifted(e, one, "s3", 'grep x', 5)[2]
-        (3, 1)
-    """
+    back to another call whose arguments changed a little; anything else starts a new one."""
     if (entry is not None and entry[4] != sig and entry[0] == result
             and difflib.SequenceMatcher(None, entry[1], args).ratio() >= DRIFT_SIMILARITY):
         return [result, args, entry[2] + 1, entry[3], sig]
@@ -592,24 +520,14 @@ class Observation:
 # --- the layers ------------------------------------------------------------------------------
 
 def scaled(warn: int, stop: int, factor: int, cap: int) -> tuple[int, int]:
-    """Thresholds for repetition that makes progress: ``factor`` times higher, capped.
-
-    Example:
-        >>> scaled(3, 5, 3, 20), scaled(3, 5, 3, 10), scaled(3, 5, 1, 20)
-        ((9, 15), (9, 10), (3, 5))
-    """
+    """Thresholds for repetition that makes progress: ``factor`` times higher, capped."""
     high_stop = max(stop, min(stop * factor, cap))
     return max(warn, min(warn * factor, high_stop - 1)), high_stop
 
 
 def cycle_of(seq: Sequence[str]) -> tuple[int, int]:
     """``(period, repetitions)`` of the repeating block the sequence ends in, or (0, 0); a
-    started round counts, a block of one repeated element is no cycle.
-
-    Example:
-        >>> cycle_of("ABABA"), cycle_of("XABCABC"), cycle_of("AAAA"), cycle_of("ABCD")
-        ((2, 3), (3, 2), (0, 0), (0, 0))
-    """
+    started round counts, a block of one repeated element is no cycle."""
     period, length = _cycle_run(seq)
     return period, -(-length // period) if period else 0
 
@@ -1091,17 +1009,7 @@ def _detail(f: Finding) -> str:
 
 
 def stop_guard(f: Finding) -> Guard:
-    """The guard of a loop stop (``state["stop_guard"]`` and the iteration record's ``guard``).
-
-    Example:
-        >>> f = Finding(layer="no_progress", rung="stop", key="call:ab", count=3, threshold=3,
-        ...             sigs=("ab",), tool="test", args="{}", calls=("test({})",), seen=4, since=2)
-        >>> g = stop_guard(f)
-        >>> g["layer"], g["rung"], g["began"], "returning the same result 3 times" in g["detail"]
-        ('no_progress', 'stop', {'response': 2}, True)
-        >>> block_text(f).startswith("Error: not run: test({}) returned the same result the last 3")
-        True
-    """
+    """The guard of a loop stop (``state["stop_guard"]`` and the iteration record's ``guard``)."""
     return guard("loop_detector", "loop_detected", layer=f.layer, tool=f.tool, args=f.args,
                  calls=list(f.calls), count=f.count, threshold=f.threshold, turns=f.seen,
                  progressing=f.progressing, rung="stop", began={"response": f.since},

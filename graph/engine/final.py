@@ -92,15 +92,7 @@ def without_tool_calls(message: AIMessage, keep: Collection[str] = ()) -> AIMess
     """The final answer as stored: tool calls it still asked for are not run, and their
     content blocks go too (calls of the ``keep`` tools, the response format's output tools,
     stay), with the provider's own record of them (``additional_kwargs`` ``tool_calls`` and
-    legacy ``function_call``; a ``finish_reason`` of ``tool_calls`` reads ``stop``).
-
-    Example:
-        >>> ai = AIMessage("done", additional_kwargs={"function_call": {"name": "f"}},
-        ...                response_metadata={"finish_reason": "function_call"})
-        >>> final = without_tool_calls(ai)
-        >>> final.additional_kwargs, final.response_metadata["finish_reason"]
-        ({}, 'stop')
-    """
+    legacy ``function_call``; a ``finish_reason`` of ``tool_calls`` reads ``stop``)."""
     kept = [c for c in message.tool_calls if c["name"] in keep]
     legacy = not kept and "function_call" in message.additional_kwargs
     if len(kept) == len(message.tool_calls) and not message.invalid_tool_calls and not legacy:
@@ -129,13 +121,7 @@ def stop_notice(why: Guard, run: str) -> Notice:
 
 def final_answer(reply: AIMessage, reason: str | None, keep: Collection[str] = ()) -> AIMessage:
     """The final answer as stored: the calls it still asked for dropped (but those of the
-    ``keep`` tools: the response format's); when only calls were dropped, the text that says so.
-
-    Example:
-        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
-        >>> final_answer(ai, "timeout").content[:42]
-        '(No answer: the run stopped (timeout) and '
-    """
+    ``keep`` tools: the response format's); when only calls were dropped, the text that says so."""
     final = without_tool_calls(reply, keep)
     dropped = final.response_metadata.get("langgraph_loop_dropped_tool_calls") or []
     if not dropped or final.tool_calls or answer_text(final).strip():

@@ -38,12 +38,7 @@ VOLATILE = [(re.compile(pattern, re.IGNORECASE), repl) for pattern, repl in _VOL
 
 
 def normalize(text: str) -> str:
-    """The text with its volatile parts (``VOLATILE``) replaced by placeholders, rule by rule.
-
-    Example:
-        >>> normalize("/bin/bash: line 36191: javac: command not found")
-        '/bin/sh: line <n>: javac: command not found'
-    """
+    """The text with its volatile parts (``VOLATILE``) replaced by placeholders, rule by rule."""
     for pattern, repl in VOLATILE:
         text = pattern.sub(repl, text)
     return text

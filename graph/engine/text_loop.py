@@ -50,13 +50,7 @@ Kind = Literal["prose", "head", "rule", "row", "item"]
 def line_kind(line: str) -> Kind:
     """What a line of a reply is (from its first ``LINE`` characters): a *rule* has no letter
     or digit (dividers, separator rows, box drawing), a *row* is a table, CSV or TSV row, an
-    *item* a list item, a *head* a heading or a quote, the rest *prose*.
-
-    Example:
-        >>> [line_kind(x) for x in ("|---|:--:|", "| AA1 | $99 |", "JFK,LAX,99,no", "12. Go",
-        ...                         "## Fares", "Wait, I see.", "")]
-        ['rule', 'row', 'row', 'item', 'head', 'prose', 'prose']
-    """
+    *item* a list item, a *head* a heading or a quote, the rest *prose*."""
     start = line[:LINE]
     if not _ALNUM.search(start):
         return "rule" if len(start.strip()) >= 3 else "prose"
@@ -72,14 +66,7 @@ class TextLoop:
     Only prose is read by the rule, with a run of one character cut to three: code is
     skipped, and rules, rows and items restart it without being read (a table's separator
     row, a divider or a list of similar items is not a loop). The text of a row or item
-    (without its number) loops when it comes ``TIMES`` times in ``2 * TIMES`` such lines.
-
-    Example:
-        >>> loop, items = TextLoop(), TextLoop()
-        >>> any(loop.add("I will fix the typo now. ") for _ in range(30)), any(
-        ...     items.add(f"- item {i} of the list, each one different\\n") for i in range(30))
-        (True, False)
-    """
+    (without its number) loops when it comes ``TIMES`` times in ``2 * TIMES`` such lines."""
 
     def __init__(self) -> None:
         """Empty history."""
