@@ -79,19 +79,7 @@ def budget_spent(state: LoopState, settings: LoopSettings) -> int:
 def run_budget(state: LoopState, settings: LoopSettings) -> int | None:
     """This run's token budget: ``Limits.token_budget`` plus what a person granted at a
     check-in (``run["budget_extra"]``; per thread, in the thread's earlier runs too); None
-    without a budget.
-
-    Example:
-        >>> from langgraph_loop.scripted import ScriptedChatModel
-        >>> from langgraph_loop.core.config import Limits
-        >>> s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=100))
-        >>> run_budget({"run": {"budget_extra": 50}, "thread_budget": {"extra": 7}}, s)
-        150
-        >>> t = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=100,
-        ...                                                           budget_scope="thread"))
-        >>> run_budget({"run": {"budget_extra": 50}, "thread_budget": {"extra": 7}}, t)
-        157
-    """
+    without a budget."""
     budget = settings.limits.token_budget
     if budget is None:
         return None
@@ -149,8 +137,7 @@ def _non_latin(message: BaseMessage) -> float:
 def estimate_tokens(messages: Sequence[BaseMessage], tools: Sequence[BaseTool] = (), *,
                     per_message: int = 3) -> int:
     """A conservative count without the model's tokenizer: about 4 ASCII characters per token,
-    half a token per UTF-8 byte of any other script, and ``per_message`` per message.
-    """
+    half a token per UTF-8 byte of any other script, and ``per_message`` per message."""
     base = count_tokens_approximately(list(messages), tools=list(tools) or None,
                                       extra_tokens_per_message=per_message)
     return base + math.ceil(sum(_non_latin(m) for m in messages))
@@ -160,8 +147,7 @@ def count_tokens(model: Any, messages: Sequence[BaseMessage], tools: Sequence[Ba
                  per_message: int = 3) -> int:
     """The model's own count (``get_num_tokens_from_messages``) when it has one that works,
     else ``estimate_tokens`` (``per_message``: its overhead per message): the one token
-    counter of the loop (the budget counts ``PER_MESSAGE``, compaction the default).
-    """
+    counter of the loop (the budget counts ``PER_MESSAGE``, compaction the default)."""
     if _has_counter(model):
         try:
             return int(model.get_num_tokens_from_messages(list(messages), tools=list(tools) or None))
@@ -192,15 +178,7 @@ def _estimate(request: Sequence[BaseMessage], model: Any = None) -> tuple[int, i
 def estimate_input(request: Sequence[BaseMessage], model: Any = None) -> int:
     """Input tokens of a request: the newest reply's reported input and output tokens plus
     the messages added after it, counted with ``count_tokens`` (the whole request without
-    such a reply).
-
-    Example:
-        >>> from langchain_core.messages import HumanMessage, ToolMessage
-        >>> ai = AIMessage("", usage_metadata={"input_tokens": 40, "output_tokens": 10,
-        ...                                    "total_tokens": 50})
-        >>> estimate_input([HumanMessage("hi"), ai, ToolMessage("x" * 40, tool_call_id="c")])
-        72
-    """
+    such a reply)."""
     reported, added = _estimate(request, model)
     return reported + added
 
@@ -226,15 +204,7 @@ def call_guard(request: Sequence[BaseMessage], messages: Sequence[BaseMessage], 
 
     This call is estimated as its input plus the previous reply's output; the final answer
     after it as that, plus as much again as this round added (its results), the stop
-    notice and ``MIN_FINAL_OUTPUT``.
-
-    Example:
-        >>> request = [HumanMessage("x" * 400)]
-        >>> call_guard(request, request, budget=1000, spent=0) is None
-        True
-        >>> call_guard(request, request, budget=1000, spent=800)["reason"]
-        'token_budget'
-    """
+    notice and ``MIN_FINAL_OUTPUT``."""
     reported, added = _estimate(request, model)
     this_call = reported + added + _last_output(messages)
     why = limit_guard(StopReason.TOKEN_BUDGET, budget, spent)
@@ -283,12 +253,7 @@ answer fits: no model wrote it, and it spent no tokens (its usage is zero)."""
 
 def skipped_reply(why: Mapping[str, Any], room: int, name: str | None = None) -> AIMessage:
     """The run's last message when no final answer fits (no model call): the loop says why,
-    so a run never ends on the user's own question (``messages[-1]``); tagged ``NO_ANSWER_KIND``.
-
-    Example:
-        >>> skipped_reply({"guard": "limits", "reason": "token_budget"}, 12).content[:58]
-        '(No answer: the run stopped (token_budget) with about 12 t'
-    """
+    so a run never ends on the user's own question (``messages[-1]``); tagged ``NO_ANSWER_KIND``."""
     return AIMessage(NO_ROOM.format(reason=why.get("reason") or "stopped", room=max(room, 0),
                                     least=MIN_FINAL_OUTPUT), name=name,
                      additional_kwargs={"langgraph_loop": {"kind": NO_ANSWER_KIND}},
@@ -298,14 +263,7 @@ def skipped_reply(why: Mapping[str, Any], room: int, name: str | None = None) ->
 def spent_tokens(messages: Sequence[BaseMessage], start: int = 0, model: Any = None) -> int:
     """Agent tokens of the replies in ``messages[start:]``: what each reported, or for a
     reply without usage what the model node would record (``count_tokens`` of the messages
-    before it, and of the reply). Derived from the thread, so any process counts the same.
-
-    Example:
-        >>> used = {"input_tokens": 40, "output_tokens": 10, "total_tokens": 50}
-        >>> spent_tokens([HumanMessage("hi"), AIMessage("a", usage_metadata=used),
-        ...               HumanMessage("more"), AIMessage("b", usage_metadata=used)], 2)
-        50
-    """
+    before it, and of the reply). Derived from the thread, so any process counts the same."""
     total = 0
     for i in range(start, len(messages)):
         message = messages[i]
@@ -342,8 +300,7 @@ class BudgetAnswer(BaseModel):
     ``extend`` by ``tokens``, ``stop`` (with their reason as ``message``), or ``redirect``:
     add ``message`` as theirs (and ``tokens``, if given).
 
-    An extension is at most ``MAX_EXTENSION`` tokens.
-    """
+    An extension is at most ``MAX_EXTENSION`` tokens."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -366,13 +323,7 @@ class BudgetAnswer(BaseModel):
 
 def suggested_tokens(why: Guard) -> int:
     """What the check-in offers to add: what the next step needs beyond what is left,
-    rounded up to ``ROUND_TO``.
-
-    Example:
-        >>> suggested_tokens({"guard": "limits", "reason": "token_budget", "limit": 2000,
-        ...                   "value": 1781, "estimate": 4632})
-        5000
-    """
+    rounded up to ``ROUND_TO``."""
     short = int(why.get("estimate") or 0) - (int(why.get("limit") or 0) - int(why.get("value") or 0))
     return max(ROUND_TO, -(-short // ROUND_TO) * ROUND_TO)
 
@@ -380,17 +331,7 @@ def suggested_tokens(why: Guard) -> int:
 def budget_question(why: Guard, scope: str = "run", waiting: Sequence[BaseMessage] = ()) -> HITLRequest:
     """What the person is asked at the budget: a one-action human-in-the-loop request whose
     ``tokens`` (``suggested_tokens``) a person approves or edits; reject stops. ``waiting``:
-    their messages of this check-in, not yet sent (quoted, so a paused thread shows them).
-
-    Example:
-        >>> q = budget_question({"guard": "limits", "reason": "token_budget", "limit": 2000,
-        ...                      "value": 1781, "estimate": 4632})
-        >>> (action,) = q["action_requests"]
-        >>> action["name"], action["args"]
-        ('Token budget reached: add more?', {'tokens': 5000})
-        >>> action["description"].splitlines()[0][:50]
-        'This run has used 1,781 of its 2,000-token budget;'
-    """
+    their messages of this check-in, not yet sent (quoted, so a paused thread shows them)."""
     tokens = suggested_tokens(why)
     text = BUDGET_TEXT.format(scope="conversation" if scope == "thread" else scope,
                               spent=int(why.get("value") or 0), budget=int(why.get("limit") or 0),
@@ -405,17 +346,9 @@ def parse_budget_answer(value: Any, offered: int = ROUND_TO) -> BudgetAnswer:
     the edited ``tokens`` (a number or its text: ``"20000"``; with a ``message`` it is also
     added as theirs), reject stops (its ``message``: their reason).
 
-    Example:
-        >>> edit = {"type": "edit", "edited_action": {"name": BUDGET_TITLE, "args": {"tokens": "20000"}}}
-        >>> parse_budget_answer({"decisions": [edit]}).tokens
-        20000
-        >>> parse_budget_answer({"decisions": [{"type": "approve"}]}, 5000).tokens
-        5000
-
     Raises:
         ValueError: not a valid answer (0.3's shapes included: the message names the shape
-            to send).
-    """
+            to send)."""
     if isinstance(value, BudgetAnswer):
         return value
     decision = the_decision(value, "token budget")
@@ -447,13 +380,7 @@ BUDGET_ANSWER = Annotated[Decisions, BeforeValidator(_checked)]
 
 def redirect_message(text: str) -> HumanMessage:
     """A person's redirect as the user message the transcript keeps (marked, so a
-    middleware does not take it for a new run's request).
-
-    Example:
-        >>> from langgraph_loop.core.messages import is_redirect
-        >>> is_redirect(redirect_message("Only check the first file.")), is_redirect(HumanMessage("hi"))
-        (True, False)
-    """
+    middleware does not take it for a new run's request)."""
     return HumanMessage(text, additional_kwargs={"langgraph_loop": {"kind": REDIRECT_KIND}})
 
 
@@ -472,19 +399,7 @@ def check_in(over: Callable[[int, Sequence[BaseMessage]], Guard | None], ask: Ca
     """Ask until the call fits or the person stops: ``over(extra, added)`` is the budget rule
     with ``extra`` granted and the ``added`` messages sent; ``ask`` is ``interrupt`` with
     ``response_schema=BUDGET_ANSWER``. Each answer is validated before it is applied; a wrong
-    one raises ``ValueError``.
-
-    Example:
-        >>> answers = iter([{"decisions": [{"type": "edit", "edited_action": {"name": BUDGET_TITLE,
-        ...                  "args": {"tokens": 1, "message": "Be brief."}}}]},
-        ...                 {"decisions": [{"type": "edit", "edited_action": {"name": BUDGET_TITLE,
-        ...                  "args": {"tokens": "99"}}}]}])
-        >>> rule = lambda extra, added: None if extra >= 100 else {"guard": "limits",
-        ...                                                       "reason": "token_budget"}
-        >>> done = check_in(rule, lambda question: next(answers))
-        >>> done.extra, [m.content for m in done.added], done.stop
-        (100, ['Be brief.'], None)
-    """
+    one raises ``ValueError``."""
     added: list[HumanMessage] = []
     while (why := over(extra, added)) is not None:
         answer = parse_budget_answer(ask(budget_question(why, scope, added)), suggested_tokens(why))
@@ -541,22 +456,7 @@ def budget_pressure_guard(state: LoopState, settings: LoopSettings) -> Guard | N
 
 def failed_rounds(messages: Sequence[BaseMessage], end: int, request_id: str | None, *,
                   limit: int) -> int:
-    """Failed rounds in a row in ``messages[:end]`` (counted up to ``limit``).
-
-    Example:
-        >>> from langchain_core.messages import HumanMessage
-        >>> def failed(i):
-        ...     return [AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": f"c{i}"}]),
-        ...             ToolMessage(f"Error: no {i}", tool_call_id=f"c{i}", status="error")]
-        >>> msgs = [HumanMessage("go", id="h"), *failed(1), *failed(2)]
-        >>> ask = failed(3)[0]
-        >>> failed_rounds(msgs, len(msgs), "h", limit=5)
-        2
-        >>> tool_errors_guard(ask, msgs, len(msgs), "h", 2)["reason"]
-        'tool_errors'
-        >>> tool_errors_guard(AIMessage("done"), msgs, len(msgs), "h", 2) is None  # a text reply
-        True
-    """
+    """Failed rounds in a row in ``messages[:end]`` (counted up to ``limit``)."""
     count, statuses = 0, []
     for i in range(end - 1, -1, -1):  # no slice: that would copy the thread
         msg = messages[i]
