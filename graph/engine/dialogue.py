@@ -134,16 +134,7 @@ QUESTION_TEXT = (
 def question(guard: Guard, finding: Finding, results: Sequence[str]) -> HITLRequest:
     """What the person is asked: a one-action human-in-the-loop request titled with the
     repeated tools; the description says what was repeated, how often, the last result, and
-    what approve, edit (a hint) and reject do.
-
-    Example:
-        >>> f = Finding(layer="no_progress", rung="stop", key="call:x", count=5, threshold=5,
-        ...             tool="search", seen=5, calls=('search({"q": "x"})',))
-        >>> q = question({"guard": "loop_detector", "reason": "loop_detected"}, f, ["no hits"])
-        >>> action = q["action_requests"][0]
-        >>> action["name"], action["args"], action["description"].splitlines()[0][:52]
-        ('Loop detected: search', {'hint': ''}, 'The agent is repeating itself: it asked for search({')
-    """
+    what approve, edit (a hint) and reject do."""
     tools = ", ".join(dict.fromkeys(c.split("(", 1)[0] for c in finding.calls)) or finding.tool
     text = QUESTION_TEXT.format(calls=clip(", ".join(finding.calls) or finding.tool, 300),
                                 count=finding.count,
@@ -157,8 +148,7 @@ def parse_answer(value: Any) -> tuple[Action, str | None]:
 
     Raises:
         ValueError: not one decision of approve, edit (with a ``hint``) or reject (0.3's
-            answers included: the message names the shape to send).
-    """
+            answers included: the message names the shape to send)."""
     decision = the_decision(value, "loop question")
     if decision["type"] == "approve":
         return "continue", None
@@ -190,16 +180,7 @@ def typed_instead(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:
     a chat UI's placeholder answer, such as Agent Chat UI's "Successfully handled tool call.",
     is replaced in place, keeping its id), and the message is marked a redirect
     (``as_redirect``), so the run, its detector window and its budget go on. None: the
-    thread does not end on a person's message after a reply with calls.
-
-    Example:
-        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a")
-        >>> placeholder = ToolMessage("Successfully handled tool call.", tool_call_id="c1",
-        ...                           id="do-not-render-1")
-        >>> writes = typed_instead([ai, placeholder, HumanMessage("go on", id="h")])
-        >>> [(m.id, m.status) for m in writes[:1]], is_redirect(writes[-1])
-        ([('do-not-render-1', 'error')], True)
-    """
+    thread does not end on a person's message after a reply with calls."""
     person = messages[-1] if messages else None
     if not isinstance(person, HumanMessage) or is_notice(person) or is_redirect(person):
         return None
@@ -226,6 +207,5 @@ def ask(loop_question: HITLRequest) -> tuple[Action, str | None]:
     """Ask a person (``interrupt()``); ``(action, text)`` from the validated answer.
 
     Raises:
-        ValueError: a malformed resume (the thread stays paused at the same question).
-    """
+        ValueError: a malformed resume (the thread stays paused at the same question)."""
     return parse_answer(interrupt(loop_question, response_schema=ANSWER))  # type: ignore[call-overload]
