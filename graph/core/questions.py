@@ -9,24 +9,21 @@ edit. The answer is LangChain's ``{"decisions": [{"type": "approve" | "edit" | "
 included) is a ``ValueError`` naming this one, raised inside ``interrupt()`` so the run stays
 paused and can be resumed with a right answer.
 
+Our questions' answers are also checked before a run starts (``answer_problem``), so a bad
+resume is refused with what the question takes and an example; a tool's own ``interrupt()``
+stays free-form.
+
 Example:
-    >>> request = one_action("Loop detected: search", {"hint": ""}, "What to do.")
-    >>> request["review_configs"]
-    [{'action_name': 'Loop detected: search', 'allowed_decisions': ['approve', 'edit', 'reject']}]
-    >>> the_decision({"decisions": [{"type": "approve"}]}, "loop question")
-    {'type': 'approve'}
-    >>> try:
-    ...     the_decision({"action": "stop"}, "loop question")  # 0.3's shape
-    ... except ValueError as exc:
-    ...     print(str(exc)[:60])
-    loop question: {'action': 'stop'} is not an answer 0.4 takes
-    >>> whole_number("20,000", "tokens")
-    20000
+    >>> request = one_action(BUDGET_TITLE, {"tokens": 5000}, "What to do.")
+    >>> print(answer_problem([("model", "i1", request)], {"decisions": [{"type": "edit"}]}))
+    resume: token budget: an 'edit' carries edited_action {'name': ..., 'args': {...}}, got None; \
+its question 'Token budget reached: add more?' takes {'decisions': [{'type': 'approve' | 'edit' | \
+'reject', ...}]}, e.g. {'decisions': [{'type': 'approve'}]}; nothing was resumed
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 from langchain.agents.middleware.human_in_the_loop import (
@@ -41,11 +38,17 @@ from langchain.agents.middleware.human_in_the_loop import (
 from pydantic import Discriminator
 from typing_extensions import TypedDict
 
-__all__ = ["DECISIONS", "Decision", "Decisions", "decisions_shape", "one_action", "the_decision",
-           "whole_number"]
+__all__ = ["ASKED_BY", "BUDGET_TITLE", "DECISIONS", "Decision", "Decisions", "answer_problem",
+           "decisions_shape", "one_action", "the_decision", "whole_number"]
 
 DECISIONS: tuple[DecisionType, ...] = ("approve", "edit", "reject")
 """The decisions a question takes (LangChain's, without ``respond``)."""
+
+BUDGET_TITLE = "Token budget reached: add more?"
+"""The budget check-in's action name: the title a chat UI shows."""
+
+ASKED_BY = {"approval": "approval", "loop_detector": "loop question", "model": "token budget"}
+"""The nodes of ``create_loop_agent`` that ask our questions, and the question's name in errors."""
 
 Decision = Annotated[ApproveDecision | EditDecision | RejectDecision, Discriminator("type")]
 """One decision: LangChain's human-in-the-loop decision types, without ``respond``."""
@@ -97,3 +100,68 @@ def whole_number(value: Any, what: str) -> int:
     if isinstance(number, bool) or not isinstance(number, int) or number < 1:
         raise ValueError(f"{what} must be a whole number >= 1, got {value!r}")
     return number
+
+
+Pending = Sequence[tuple[str, str, Any]]
+"""The open interrupts of a thread: ``(node, interrupt id, value)`` each."""
+
+
+def answer_problem(pending: Pending, resume: Any) -> str | None:
+    """Why ``resume`` (``Command.resume``: one answer, or answers by interrupt id) does not
+    answer the pending question of ours it is for (None: it does, or it is for another
+    interrupt, such as a tool's own)."""
+    if isinstance(resume, Mapping) and resume and set(resume) <= {i for _, i, _ in pending}:
+        answers = [(node, value, resume[i]) for node, i, value in pending if i in resume]
+    elif len(pending) == 1:
+        answers = [(pending[0][0], pending[0][2], resume)]
+    else:
+        return None
+    return next((p for node, value, answer in answers
+                 if (p := _problem(node, value, answer)) is not None), None)
+
+
+def _problem(node: str, question: Any, answer: Any) -> str | None:
+    what = ASKED_BY.get(node)
+    if what is None or not isinstance(question, Mapping):
+        return None
+    actions = [a for a in question.get("action_requests") or [] if isinstance(a, Mapping)]
+    if not actions or (node == "model" and actions[0].get("name") != BUDGET_TITLE):
+        return None  # a hosted middleware's own interrupt in the model node
+    allowed = {c.get("action_name"): c.get("allowed_decisions")
+               for c in question.get("review_configs") or [] if isinstance(c, Mapping)}
+    try:
+        decisions = decisions_shape(answer, what)["decisions"]
+        if not isinstance(decisions, list) or len(decisions) != len(actions):
+            count = "one decision" if len(actions) == 1 else f"{len(actions)} decisions"
+            raise ValueError(f"{what}: expected {count} (one per action), got {answer!r:.80}")
+        for action, decision in zip(actions, decisions, strict=True):
+            _decision(what, action, decision, allowed.get(action.get("name")) or list(DECISIONS))
+    except ValueError as exc:
+        title = ", ".join(str(a.get("name")) for a in actions)
+        example = {"decisions": [{"type": "approve"} for _ in actions]}
+        return (f"resume: {exc}; its question {title!r} takes {{'decisions': [{{'type': 'approve' "
+                f"| 'edit' | 'reject', ...}}]}}, e.g. "
+                f"{example!r}; nothing was resumed")
+    return None
+
+
+def _decision(what: str, action: Mapping[str, Any], decision: Any, allowed: Sequence[str]) -> None:
+    """A ``ValueError`` unless ``decision`` is one ``action`` allows; an edit of our one-action
+    questions keeps the kinds of the values offered (a number: a whole number, as text too)."""
+    kind = decision.get("type") if isinstance(decision, Mapping) else None
+    if kind not in allowed:
+        raise ValueError(f"{what}: a decision's type must be one of {', '.join(allowed)}, "
+                         f"got {kind!r}")
+    if kind != "edit":
+        return
+    edited = decision.get("edited_action")
+    args = edited.get("args") if isinstance(edited, Mapping) else None
+    if not isinstance(args, Mapping):
+        raise ValueError(f"{what}: an 'edit' carries edited_action {{'name': ..., 'args': "
+                         f"{{...}}}}, got {edited!r:.80}")
+    for key, offered in (action.get("args") or {}).items() if what != "approval" else ():
+        if isinstance(offered, int):
+            whole_number(args.get(key), f"{what}: the edited {key!r}")
+        elif key in args and not isinstance(args[key], str):
+            raise ValueError(f"{what}: an 'edit' carries its {key} as text, args {{{key!r}: '...'}}, "
+                             f"got {args[key]!r:.80}")

@@ -36,7 +36,7 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from langgraph_loop.core.messages import REDIRECT_KIND, is_blocked
-from langgraph_loop.core.questions import Decisions, one_action, the_decision, whole_number
+from langgraph_loop.core.questions import BUDGET_TITLE, Decisions, one_action, the_decision, whole_number
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, person_stop, stop_instruction
@@ -279,8 +279,6 @@ def spent_tokens(messages: Sequence[BaseMessage], start: int = 0, model: Any = N
 
 # --- checking in with a person at the budget ----------------------------------------------
 
-BUDGET_TITLE = "Token budget reached: add more?"
-"""The budget check-in's action name: the title a chat UI shows."""
 BUDGET_TEXT = (
     "This {scope} has used {spent:,} of its {budget:,}-token budget; the next step needs about "
     "{needed:,} more (this model call and a final answer after it), so it is paused.\n\n"
