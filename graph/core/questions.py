@@ -38,11 +38,14 @@ from langchain.agents.middleware.human_in_the_loop import (
 from pydantic import Discriminator
 from typing_extensions import TypedDict
 
-__all__ = ["ASKED_BY", "BUDGET_TITLE", "DECISIONS", "Decision", "Decisions", "answer_problem",
+__all__ = ["ASKED_BY", "BUDGET_TITLE", "DECISIONS", "MAX_NUMBER", "Decision", "Decisions", "answer_problem",
            "decisions_shape", "one_action", "the_decision", "whole_number"]
 
 DECISIONS: tuple[DecisionType, ...] = ("approve", "edit", "reject")
 """The decisions a question takes (LangChain's, without ``respond``)."""
+
+MAX_NUMBER = 10**12
+"""The most an edited number may be (the tokens one budget answer adds)."""
 
 BUDGET_TITLE = "Token budget reached: add more?"
 """The budget check-in's action name: the title a chat UI shows."""
@@ -91,14 +94,18 @@ def the_decision(value: Any, what: str) -> dict[str, Any]:
 
 
 def whole_number(value: Any, what: str) -> int:
-    """A whole number >= 1 (else a ``ValueError``) from an edited value: a UI sends an edited
-    number as text (``"20000"``; ``,``, ``_`` and spaces between digits are taken)."""
+    """A whole number from 1 to ``MAX_NUMBER`` (else a ``ValueError``) from an edited value: a
+    UI sends an edited number as text (``"20000"``; ``,``, ``_`` and spaces between digits are
+    taken)."""
     number: Any = value
     if isinstance(value, str):
         digits = value.strip().replace(",", "").replace("_", "").replace(" ", "")
         number = int(digits) if digits.isdigit() else None
     if isinstance(number, bool) or not isinstance(number, int) or number < 1:
         raise ValueError(f"{what} must be a whole number >= 1, got {value!r}")
+    if number > MAX_NUMBER:
+        raise ValueError(f"{what} must be at most {MAX_NUMBER:,} (a checkpoint stores 64-bit "
+                         f"integers), got {value!r:.40}")
     return number
 
 

@@ -33,10 +33,17 @@ from langchain_core.language_models import BaseChatModel, BaseLanguageModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage, UsageMetadata
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BeforeValidator
 
 from langgraph_loop.core.messages import REDIRECT_KIND, is_blocked
-from langgraph_loop.core.questions import BUDGET_TITLE, Decisions, one_action, the_decision, whole_number
+from langgraph_loop.core.questions import (
+    BUDGET_TITLE,
+    MAX_NUMBER,
+    Decisions,
+    one_action,
+    the_decision,
+    whole_number,
+)
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, person_stop, stop_instruction
@@ -63,7 +70,7 @@ PER_MESSAGE = 10
 PRESSURE_SOURCE = "budget_pressure"
 """The ``source`` of the pressure notice in the deferred-notice queue."""
 
-MAX_EXTENSION = 10**12
+MAX_EXTENSION = MAX_NUMBER
 """The most tokens one answer at the budget may add (a checkpoint stores 64-bit integers)."""
 
 
@@ -293,30 +300,15 @@ ROUND_TO = 1000
 """The suggested extension is rounded up to a multiple of this."""
 
 
-class BudgetAnswer(BaseModel):
-    """What a person decided at the budget (from their decision, ``parse_budget_answer``):
-    ``extend`` by ``tokens``, ``stop`` (with their reason as ``message``), or ``redirect``:
-    add ``message`` as theirs (and ``tokens``, if given).
-
-    An extension is at most ``MAX_EXTENSION`` tokens."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+@dataclass(frozen=True)
+class BudgetAnswer:
+    """What a person decided at the budget (``parse_budget_answer``): ``extend`` by ``tokens``,
+    ``stop`` (with their reason as ``message``), or ``redirect``: add ``message`` as theirs (and
+    ``tokens``, if given)."""
 
     action: Literal["extend", "stop", "redirect"]
-    tokens: int | None = Field(default=None, ge=1, le=MAX_EXTENSION, strict=True)
+    tokens: int | None = None
     message: str | None = None
-
-    @model_validator(mode="after")
-    def _complete(self) -> BudgetAnswer:
-        if self.action == "extend" and self.tokens is None:
-            raise ValueError("token budget: 'extend' needs 'tokens', a whole number >= 1")
-        if self.action == "redirect" and not (self.message and self.message.strip()):
-            raise ValueError("token budget: 'redirect' needs a non-empty 'message'")
-        if self.action == "extend" and self.message is not None:
-            raise ValueError(f"token budget: {self.action!r} takes no 'message'")
-        if self.action == "stop" and self.tokens is not None:
-            raise ValueError("token budget: 'stop' takes no 'tokens'")
-        return self
 
 
 def suggested_tokens(why: Guard) -> int:
@@ -347,8 +339,6 @@ def parse_budget_answer(value: Any, offered: int = ROUND_TO) -> BudgetAnswer:
     Raises:
         ValueError: not a valid answer (0.3's shapes included: the message names the shape
             to send)."""
-    if isinstance(value, BudgetAnswer):
-        return value
     decision = the_decision(value, "token budget")
     if decision["type"] == "approve":
         return BudgetAnswer(action="extend", tokens=offered)
