@@ -2,14 +2,6 @@
 engine decide on the reply once (``docs/architecture.md``). A stop decided earlier turns the
 call into the tools-free final answer (``nodes/binding.py``); a decision that acts is kept in
 ``run["decision"]`` for the ``loop_detector`` node. If the model raises, nothing is written.
-
-Example:
-    >>> from langchain_core.messages import HumanMessage
-    >>> from langgraph_loop.scripted import ScriptedChatModel
-    >>> s = LoopSettings.build(ScriptedChatModel(), system_prompt="Be brief.")
-    >>> state = {"messages": [HumanMessage("hi", id="h1")], "iteration": 1}
-    >>> [m.type for m in build_request(state, s, [])]
-    ['system', 'human']
 """
 
 from __future__ import annotations

@@ -12,13 +12,6 @@ paused and can be resumed with a right answer.
 Our questions' answers are also checked before a run starts (``answer_problem``), so a bad
 resume is refused with what the question takes and an example; a tool's own ``interrupt()``
 stays free-form.
-
-Example:
-    >>> request = one_action(BUDGET_TITLE, {"tokens": 5000}, "What to do.")
-    >>> print(answer_problem([("model", "i1", request)], {"decisions": [{"type": "edit"}]}))
-    resume: token budget: an 'edit' carries edited_action {'name': ..., 'args': {...}}, got None; \
-its question 'Token budget reached: add more?' takes {'decisions': [{'type': 'approve' | 'edit' | \
-'reject', ...}]}, e.g. {'decisions': [{'type': 'approve'}]}; nothing was resumed
 """
 
 from __future__ import annotations

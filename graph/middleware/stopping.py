@@ -4,12 +4,6 @@ A stop (decided by the engine) answers the calls not run, writes the stop notice
 (``stop_reason``/``stop_guard``, the graph's keys) and makes one tools-free final-answer call,
 tagged ``final_answer`` like the graph's. What a step writes before a call is shown to
 ``stream_mode="messages"`` first, so a stream reads in the order the model saw.
-
-Example:
-    >>> from langgraph_loop.core.stop import guard
-    >>> update = stop_record(None, guard("limits", "token_budget", limit=10, value=12))
-    >>> update["stop_reason"], update["stop_guard"]["limit"]
-    ('token_budget', 10)
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Annotated, Any, Literal, NotRequired
@@ -46,6 +46,7 @@ from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
 from langgraph_loop.core.compat import checkpointer
+from langgraph_loop.core.drive import adrive, drive
 from langgraph_loop.core.messages import run_request
 from langgraph_loop.core.stop import Guard, StopReason
 from langgraph_loop.engine.limits import (
@@ -269,19 +270,24 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         return ExtendedModelResponse(ModelResponse(result=result), Command(update=update))
 
     # --- the hooks ---------------------------------------------------------------------------
+    def _steps(self, request: ModelRequest[Any]) -> Generator[Outgoing, ModelResponse[Any], Result]:
+        """Send the call if it fits the budget; else ask a person, or make the final answer
+        (for both hooks: yields the call to send, receives its response)."""
+        turn = self._turn(request)
+        if turn.why is None:
+            return self._went_on(turn, (yield Outgoing(turn.request, turn.added)))
+        notice, final = self._final_request(turn)
+        shown = [*turn.added, *([notice] if notice is not None else [])]
+        answer = (yield Outgoing(final, shown, final=True)) if final is not None else None
+        return self._stopped(turn, notice, final, answer)
+
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> Result:
         """Send the call if it fits the budget; else ask a person, or make the final answer."""
-        turn = self._turn(request)
-        if turn.why is None:
-            return self._went_on(turn, send(handler, Outgoing(turn.request, turn.added)))
-        notice, final = self._final_request(turn)
-        shown = [*turn.added, *([notice] if notice is not None else [])]
-        return self._stopped(turn, notice, final,
-                             send(handler, Outgoing(final, shown, final=True)) if final else None)
+        return drive(self._steps(request), lambda call: send(handler, call))
 
     async def awrap_model_call(
         self,
@@ -289,10 +295,7 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> Result:
         """Async ``wrap_model_call``."""
-        turn = self._turn(request)
-        if turn.why is None:
-            return self._went_on(turn, await asend(handler, Outgoing(turn.request, turn.added)))
-        notice, final = self._final_request(turn)
-        shown = [*turn.added, *([notice] if notice is not None else [])]
-        return self._stopped(turn, notice, final,
-                             await asend(handler, Outgoing(final, shown, final=True)) if final else None)
+        async def sent(call: Outgoing) -> ModelResponse[Any]:
+            return await asend(handler, call)
+
+        return await adrive(self._steps(request), sent)

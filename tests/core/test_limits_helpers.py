@@ -1,4 +1,5 @@
-"""The internal helpers of ``graph/engine/limits.py``, as their docstring examples showed them.
+"""The internal helpers of ``graph/engine/limits.py`` (and of the model node and the middleware),
+as their docstring examples showed them.
 
 These were doctests; they moved here (same assertions) so that the module's docstring keeps
 the contract and one runnable example (issue 38).
@@ -6,11 +7,15 @@ the contract and one runnable example (issue 38).
 
 from __future__ import annotations
 
+from typing import Any
+
+from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from langgraph_loop.core.config import Limits
 from langgraph_loop.core.messages import is_redirect
 from langgraph_loop.core.settings import LoopSettings
+from langgraph_loop.core.stop import guard
 from langgraph_loop.engine.limits import (
     BUDGET_TITLE,
     budget_question,
@@ -26,6 +31,9 @@ from langgraph_loop.engine.limits import (
     suggested_tokens,
     tool_errors_guard,
 )
+from langgraph_loop.middleware import LoopDetectionMiddleware
+from langgraph_loop.middleware.stopping import stop_record
+from langgraph_loop.nodes.model import build_request
 from langgraph_loop.scripted import ScriptedChatModel
 
 WHY = {"guard": "limits", "reason": "token_budget", "limit": 2000, "value": 1781, "estimate": 4632}
@@ -104,3 +112,19 @@ def test_failed_rounds_and_the_tool_errors_guard() -> None:
     assert failed_rounds(messages, len(messages), "h", limit=5) == 2
     assert tool_errors_guard(ask, messages, len(messages), "h", 2)["reason"] == "tool_errors"  # type: ignore[index]
     assert tool_errors_guard(AIMessage("done"), messages, len(messages), "h", 2) is None
+
+
+def test_stop_record_is_the_graphs_keys() -> None:  # was middleware/stopping.py's doctest
+    update = stop_record(None, guard("limits", "token_budget", limit=10, value=12))
+    assert (update["stop_reason"], update["stop_guard"]["limit"]) == ("token_budget", 10)
+
+
+def test_build_request_sends_the_system_prompt_first() -> None:  # was nodes/model.py's doctest
+    settings = LoopSettings.build(ScriptedChatModel(), system_prompt="Be brief.")
+    state: Any = {"messages": [HumanMessage("hi", id="h1")], "iteration": 1}
+    assert [m.type for m in build_request(state, settings, [])] == ["system", "human"]
+
+
+def test_the_middleware_package_runs_in_create_agent() -> None:  # was middleware/__init__'s
+    agent = create_agent(ScriptedChatModel(script=["hi"]), [], middleware=[LoopDetectionMiddleware()])
+    assert agent.invoke({"messages": [("user", "hello")]})["messages"][-1].content == "hi"
