@@ -38,7 +38,6 @@ from pydantic import BeforeValidator
 from langgraph_loop.core.messages import REDIRECT_KIND, is_blocked
 from langgraph_loop.core.questions import (
     BUDGET_TITLE,
-    MAX_NUMBER,
     Decisions,
     one_action,
     the_decision,
@@ -48,7 +47,7 @@ from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, person_stop, stop_instruction
 
-__all__ = ["BUDGET_ANSWER", "BUDGET_TEXT", "BUDGET_TITLE", "MAX_EXTENSION", "MIN_FINAL_OUTPUT",
+__all__ = ["BUDGET_ANSWER", "BUDGET_TEXT", "BUDGET_TITLE", "MIN_FINAL_OUTPUT",
            "NO_ANSWER_KIND", "PRESSURE_SOURCE", "BudgetAnswer", "CheckIn", "answer_room", "budget_guard",
            "budget_pressure_guard", "budget_question", "budget_spent", "call_guard", "check_in",
            "count_tokens", "estimate_input", "estimate_tokens", "failed_rounds", "final_answer_room",
@@ -69,9 +68,6 @@ PER_MESSAGE = 10
 
 PRESSURE_SOURCE = "budget_pressure"
 """The ``source`` of the pressure notice in the deferred-notice queue."""
-
-MAX_EXTENSION = MAX_NUMBER
-"""The most tokens one answer at the budget may add (a checkpoint stores 64-bit integers)."""
 
 
 def budget_spent(state: LoopState, settings: LoopSettings) -> int:
@@ -188,11 +184,6 @@ def estimate_input(request: Sequence[BaseMessage], model: Any = None) -> int:
     such a reply)."""
     reported, added = _estimate(request, model)
     return reported + added
-
-
-def _left(state: LoopState, settings: LoopSettings) -> int | None:
-    budget = run_budget(state, settings)
-    return None if budget is None else budget - budget_spent(state, settings)
 
 
 def _last_output(messages: Sequence[BaseMessage]) -> int:
@@ -406,11 +397,11 @@ def summary_room(state: LoopState, settings: LoopSettings, request: Sequence[Bas
     summary's input and a compacted request's call (``Compaction.max_tokens``) with a final
     answer after it. Below ``MIN_FINAL_OUTPUT`` the run does not compact (the model node's
     budget check then decides), so a summary never pushes a run past ``token_budget``."""
-    left = _left(state, settings)
-    if left is None or settings.compaction is None:
+    budget = run_budget(state, settings)
+    if budget is None or settings.compaction is None:
         return None
-    after = settings.compaction.max_tokens + MIN_FINAL_OUTPUT
-    return left - count_tokens(summarizer, request, per_message=PER_MESSAGE) - after
+    held = budget_spent(state, settings) + settings.compaction.max_tokens + MIN_FINAL_OUTPUT
+    return budget - held - count_tokens(summarizer, request, per_message=PER_MESSAGE)
 
 
 def max_tokens_of(model: Any) -> tuple[bool, int | None]:

@@ -138,14 +138,8 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
     (``docs/token-budget.md``).
 
     Args:
-        token_budget: agent tokens (input + output of every model call, the final answer
-            included) one run may spend, as ``Limits.token_budget``.
-        budget_check_in: at the budget, pause with ``interrupt()`` and let a person extend the
-            budget or stop the run (needs a checkpointer; without one the run stops as it
-            would without ``budget_check_in``), as ``Limits.budget_check_in``.
-        budget_scope: ``"run"`` (default): ``token_budget`` per run, and in a chat every message is a
-            run; ``"thread"``: one budget for the whole thread (every run's replies count,
-            and what a person adds at a check-in stays added).
+        token_budget, budget_check_in, budget_scope: as the ``Limits`` fields of these names
+            (the README's reference; a check-in needs a checkpointer, else the run stops).
         show_notices: False (default): the stop notice gets an id starting
             ``do-not-render-``, so chat UIs keep it out of the person's transcript (the model
             and the thread have it); True: a plain id.
