@@ -113,13 +113,8 @@ def progress_message(progress: Sequence[str]) -> BaseMessage | None:
 def build_request(
     state: LoopState, settings: LoopSettings, extra: Sequence[BaseMessage]
 ) -> list[BaseMessage]:
-    """The request for the next model call (``extra`` = messages appended this step).
-
-    Normal iterations send the system prompt and the whole transcript. With
-    ``fresh_context=True`` a later iteration sends only the system prompt, the run's
-    original request, the progress log (unless ``inject_progress=False``) and the
-    messages of the new iteration; state keeps everything.
-    """
+    """The request for the next model call (``extra`` = messages appended this step): the
+    system prompt and the transcript, or what ``Iterations.fresh_context`` sends."""
     messages: Sequence[BaseMessage] = state.get("messages") or []
     head = messages[0] if messages and isinstance(messages[0], SystemMessage) else None
     if head is not None:
@@ -182,12 +177,9 @@ async def _acall(runnable: Runnable[LanguageModelInput, BaseMessage], request: l
 
 @dataclass
 class Call:
-    """One model call as planned: the request, whether it is the final answer, the writes
-    decided before it, and whether the notice queue was drained. The request goes
-    ``encodable`` (``core/messages.py``): messages it changed are written back under their ids
-    (``fixed``); checked are the messages since the newest reply, or all on a run's first call
-    (``whole``: it may hold an imported history).
-    """
+    """One model call as planned (the request, final answer or not, the writes decided before
+    it, the notice queue drained or not). Messages ``encodable`` changed are written back under
+    their ids (``fixed``): those since the newest reply, or all on a run's first call (``whole``)."""
 
     settings: LoopSettings
     request: list[BaseMessage]

@@ -314,11 +314,10 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
     # --- a stop ------------------------------------------------------------------------------
     def _stop(self, turn: _Turn, response: ModelResponse[Any], ai: AIMessage, decision: Decision
               ) -> tuple[list[BaseMessage], dict[str, Any], Outgoing | None]:
-        """A stop found on the reply: what the step writes (the reply, its calls answered as not
-        run, the stop notice), the update (the stop record), and the final-answer call to make
-        in this step (None: the next model step makes it, see ``STEP_COUNTERS``; no call is
-        left unanswered, so the route gets there whatever other hooks run between); with
-        ``ask_human`` the reply waits for the question (``_AskingLoopDetection.after_model``)."""
+        """A stop on the reply: what the step writes (the reply, its calls answered as not run,
+        the notice), the stop record, and the final-answer call of this step (None: the next
+        model step makes it, ``STEP_COUNTERS``); with ``ask_human`` the reply waits for the
+        question (``_AskingLoopDetection.after_model``)."""
         assert decision.guard is not None
         written = [*turn.fixed, *([turn.notice] if turn.notice is not None else []), *response.result]
         if self._asks(decision):  # the reply waits, its calls unanswered, for ``after_model``
@@ -350,8 +349,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
 
     # --- the hooks ---------------------------------------------------------------------------
     def _steps(self, request: ModelRequest[Any]) -> Generator[Outgoing, ModelResponse[Any], Result]:
-        """One model call's work, for both hooks: yields each call to send (the call, or a
-        stop's tools-free final answer), receives its response, returns the result."""
+        """One model call's work, for both hooks: yields each call to send, receives its response."""
         turn = self._turn(request)
         shown = [turn.notice] if turn.notice is not None else []
         pending = self._pending(turn)
