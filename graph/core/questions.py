@@ -1,17 +1,8 @@
 """The questions a person answers about a run (the loop question, the budget check-in) in
-LangChain's human-in-the-loop format, the one chat UIs give buttons to.
-
-A question is a ``HITLRequest`` with one action: its ``name`` is what a UI shows as the
-panel's title, so it says why the run is asking ("Loop detected: search"); its
-``description`` says what each decision does; its ``args`` are the few values a person may
-edit. The answer is LangChain's ``{"decisions": [{"type": "approve" | "edit" | "reject",
-...}]}`` with one decision; any other shape (0.3's ``{"action": ...}`` or an action name
-included) is a ``ValueError`` naming this one, raised inside ``interrupt()`` so the run stays
-paused and can be resumed with a right answer.
-
-Our questions' answers are also checked before a run starts (``answer_problem``), so a bad
-resume is refused with what the question takes and an example; a tool's own ``interrupt()``
-stays free-form.
+LangChain's human-in-the-loop format: a one-action ``HITLRequest`` whose ``name`` is the title
+a chat UI shows, answered with ``{"decisions": [one decision]}``. Any other shape is a
+``ValueError`` naming this one, raised inside ``interrupt()`` (the run stays paused) and, for
+our questions only, before a run starts (``answer_problem``): docs/deployment.md.
 """
 
 from __future__ import annotations
@@ -64,8 +55,7 @@ def one_action(name: str, args: dict[str, Any], description: str) -> HITLRequest
 
 
 def decisions_shape(value: Any, what: str) -> Any:
-    """``value`` if it is ``{"decisions": [...]}``; else a ``ValueError`` naming that shape
-    (0.3's ``{"action": ...}`` answers and action names were removed in 0.4)."""
+    """``value`` if it is ``{"decisions": [...]}``; else a ``ValueError`` naming that shape."""
     if not (isinstance(value, Mapping) and "decisions" in value):
         raise ValueError(f"{what}: {value!r:.80} is not an answer 0.4 takes (0.3's answer shapes "
                          f"were removed): answer with LangChain's human-in-the-loop decisions, "
@@ -87,9 +77,8 @@ def the_decision(value: Any, what: str) -> dict[str, Any]:
 
 
 def whole_number(value: Any, what: str) -> int:
-    """A whole number from 1 to ``MAX_NUMBER`` (else a ``ValueError``) from an edited value: a
-    UI sends an edited number as text (``"20000"``; ``,``, ``_`` and spaces between digits are
-    taken)."""
+    """A whole number from 1 to ``MAX_NUMBER`` from an edited value, as a UI sends it too
+    (``"20 000"``; ``,``, ``_`` and spaces between digits taken); else a ``ValueError``."""
     number: Any = value
     if isinstance(value, str):
         digits = value.strip().replace(",", "").replace("_", "").replace(" ", "")
@@ -107,9 +96,8 @@ Pending = Sequence[tuple[str, str, Any]]
 
 
 def answer_problem(pending: Pending, resume: Any) -> str | None:
-    """Why ``resume`` (``Command.resume``: one answer, or answers by interrupt id) does not
-    answer the pending question of ours it is for (None: it does, or it is for another
-    interrupt, such as a tool's own)."""
+    """Why ``resume`` (one answer, or answers by interrupt id) does not answer our pending
+    question it is for (None: it does, or it is for another interrupt, such as a tool's)."""
     if isinstance(resume, Mapping) and resume and set(resume) <= {i for _, i, _ in pending}:
         answers = [(node, value, resume[i]) for node, i, value in pending if i in resume]
     elif len(pending) == 1:

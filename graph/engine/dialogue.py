@@ -1,11 +1,6 @@
-"""Where a loop began, and letting a human decide about a loop stop (``LoopDetection.ask_human``).
-
-Every loop stop's guard says where the loop began (``began``, and ``checkpoint_id`` from the
-checkpointer's public ``list``); with ``ask_human=True`` a stop becomes ``interrupt(question)``.
-The answers and what they do: ``docs/loop-detection.md#let-a-person-decide``.
-
-The answer is validated inside ``interrupt()`` (``ANSWER``): a malformed resume raises before
-LangGraph stores it (stored, it would fail every later answer), so the thread stays paused.
+"""Where a loop began (``began``, ``checkpoint_id``), and with ``LoopDetection.ask_human`` the
+question a loop stop becomes (``docs/loop-detection.md#let-a-person-decide``). The answer is
+validated inside ``interrupt()`` (``ANSWER``): a bad one is never stored, the thread stays paused.
 
 Example:
     >>> parse_answer({"decisions": [{"type": "edit", "edited_action": {

@@ -1,10 +1,5 @@
-"""The inner limits as pure decisions: time, the token budget and its check-in, budget
-pressure and consecutive tool errors (after a reply: ``engine/decision.py: limit_stop``).
-
-Each check returns a ``Guard`` (``core/stop.py``) or None; docs/token-budget.md says what the
-user gets. A regular call goes out only if what is left covers it and a tools-free final
-answer after it (``call_guard``); a *failed round* (every result an error) ignores the
-answers the detector wrote itself.
+"""The inner limits as pure decisions returning a ``Guard`` or None: time, the token budget
+and its check-in, budget pressure, consecutive tool errors (docs/token-budget.md).
 
 Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel
@@ -71,8 +66,7 @@ PRESSURE_SOURCE = "budget_pressure"
 
 
 def budget_spent(state: LoopState, settings: LoopSettings) -> int:
-    """Agent tokens the budget counts: this run's, plus the thread's earlier runs' when the
-    budget is per thread (``Limits.budget_scope``)."""
+    """Agent tokens the budget counts (per ``Limits.budget_scope``)."""
     spent = int((state.get("usage") or {}).get("total_tokens", 0))
     if settings.limits.budget_scope == "thread":
         spent += int((state.get("thread_budget") or {}).get("spent") or 0)
@@ -80,9 +74,7 @@ def budget_spent(state: LoopState, settings: LoopSettings) -> int:
 
 
 def run_budget(state: LoopState, settings: LoopSettings) -> int | None:
-    """This run's token budget: ``Limits.token_budget`` plus what a person granted at a
-    check-in (``run["budget_extra"]``; per thread, in the thread's earlier runs too); None
-    without a budget."""
+    """``Limits.token_budget`` plus what a person granted at check-ins (None: no budget)."""
     budget = settings.limits.token_budget
     if budget is None:
         return None
@@ -99,7 +91,7 @@ def elapsed(state: LoopState, now: float | None = None) -> float | None:
 
 
 def timeout_guard(state: LoopState, settings: LoopSettings, now: float | None = None) -> Guard | None:
-    """``timeout`` when the run's wall-clock cap is spent, else None (the one time check)."""
+    """``timeout`` when the run's wall-clock cap is spent, else None."""
     cap, spent = settings.limits.max_duration_s, elapsed(state, now)
     if cap is None or spent is None or spent < cap:
         return None
@@ -148,9 +140,8 @@ def estimate_tokens(messages: Sequence[BaseMessage], tools: Sequence[BaseTool] =
 
 def count_tokens(model: Any, messages: Sequence[BaseMessage], tools: Sequence[BaseTool] = (), *,
                  per_message: int = 3) -> int:
-    """The model's own count (``get_num_tokens_from_messages``) when it has one that works,
-    else ``estimate_tokens`` (``per_message``: its overhead per message): the one token
-    counter of the loop (the budget counts ``PER_MESSAGE``, compaction the default)."""
+    """The loop's one token counter: the model's own when it has one that works, else
+    ``estimate_tokens`` (``per_message``: its overhead per message)."""
     if _has_counter(model):
         try:
             return int(model.get_num_tokens_from_messages(list(messages), tools=list(tools) or None))
@@ -162,8 +153,7 @@ def count_tokens(model: Any, messages: Sequence[BaseMessage], tools: Sequence[Ba
 # --- the token budget ------------------------------------------------------------------------
 
 def _reported(message: BaseMessage) -> UsageMetadata | None:
-    """The usage a model call reported for this reply; None for any other message, and for
-    the loop's own no-answer reply (``skipped_reply``: no call, zero usage)."""
+    """The usage a model call reported for this reply (None: none, or zero as ``skipped_reply``'s)."""
     usage = message.usage_metadata if isinstance(message, AIMessage) else None
     return usage if usage and usage["input_tokens"] + usage["output_tokens"] else None
 
@@ -179,9 +169,7 @@ def _estimate(request: Sequence[BaseMessage], model: Any = None) -> tuple[int, i
 
 
 def estimate_input(request: Sequence[BaseMessage], model: Any = None) -> int:
-    """Input tokens of a request: the newest reply's reported input and output tokens plus
-    the messages added after it, counted with ``count_tokens`` (the whole request without
-    such a reply)."""
+    """Input tokens of a request: the newest reply's reported tokens plus the messages after it."""
     reported, added = _estimate(request, model)
     return reported + added
 
@@ -196,13 +184,9 @@ def _last_output(messages: Sequence[BaseMessage]) -> int:
 
 def call_guard(request: Sequence[BaseMessage], messages: Sequence[BaseMessage], *, budget: int,
                spent: int, model: Any = None) -> Guard | None:
-    """The budget rule before a regular call: stop (``token_budget``) unless what is left
-    (``budget - spent``) covers this call and a final answer after it, so the final answer
-    still fits once the loop stops (``messages``: the thread, for the newest reply's output).
-
-    This call is estimated as its input plus the previous reply's output; the final answer
-    after it as that, plus as much again as this round added (its results), the stop
-    notice and ``MIN_FINAL_OUTPUT``."""
+    """Stop (``token_budget``) unless what is left covers this call (input plus the previous
+    reply's output, from ``messages``) and a final answer after it (that, plus this round's
+    results again, the stop notice and ``MIN_FINAL_OUTPUT``)."""
     reported, added = _estimate(request, model)
     this_call = reported + added + _last_output(messages)
     why = limit_guard(StopReason.TOKEN_BUDGET, budget, spent)
@@ -224,8 +208,7 @@ def budget_guard(state: LoopState, settings: LoopSettings, request: Sequence[Bas
 
 
 def answer_room(request: Sequence[BaseMessage], *, budget: int, spent: int, model: Any = None) -> int:
-    """Output tokens a final-answer call with this request may use; below
-    ``MIN_FINAL_OUTPUT`` the call is skipped (``skipped_answer``)."""
+    """Output tokens a final-answer call with this request may use."""
     return budget - spent - estimate_input(request, model)
 
 
@@ -245,13 +228,11 @@ def skipped_answer(room: int) -> str:
 
 
 NO_ANSWER_KIND = "loop_no_answer"
-"""``additional_kwargs["langgraph_loop"]["kind"]`` of the reply the loop writes when no final
-answer fits: no model wrote it, and it spent no tokens (its usage is zero)."""
+"""The ``langgraph_loop`` kind of ``skipped_reply`` (no model wrote it; zero usage)."""
 
 
 def skipped_reply(why: Mapping[str, Any], room: int, name: str | None = None) -> AIMessage:
-    """The run's last message when no final answer fits (no model call): the loop says why,
-    so a run never ends on the user's own question (``messages[-1]``); tagged ``NO_ANSWER_KIND``."""
+    """The run's last message when no final answer fits: the loop says why (``NO_ANSWER_KIND``)."""
     return AIMessage(NO_ROOM.format(reason=why.get("reason") or "stopped", room=max(room, 0),
                                     least=MIN_FINAL_OUTPUT), name=name,
                      additional_kwargs={"langgraph_loop": {"kind": NO_ANSWER_KIND}},
@@ -259,9 +240,8 @@ def skipped_reply(why: Mapping[str, Any], room: int, name: str | None = None) ->
 
 
 def spent_tokens(messages: Sequence[BaseMessage], start: int = 0, model: Any = None) -> int:
-    """Agent tokens of the replies in ``messages[start:]``: what each reported, or for a
-    reply without usage what the model node would record (``count_tokens`` of the messages
-    before it, and of the reply). Derived from the thread, so any process counts the same."""
+    """Agent tokens of the replies in ``messages[start:]``: reported, else counted as the model
+    node records them; derived from the thread, so any process counts the same."""
     total = 0
     for i in range(start, len(messages)):
         message = messages[i]
@@ -293,9 +273,8 @@ ROUND_TO = 1000
 
 @dataclass(frozen=True)
 class BudgetAnswer:
-    """What a person decided at the budget (``parse_budget_answer``): ``extend`` by ``tokens``,
-    ``stop`` (with their reason as ``message``), or ``redirect``: add ``message`` as theirs (and
-    ``tokens``, if given)."""
+    """A budget answer: ``extend`` by ``tokens``, ``stop`` (reason: ``message``), or ``redirect``
+    (``message`` added as theirs, and ``tokens``)."""
 
     action: Literal["extend", "stop", "redirect"]
     tokens: int | None = None
@@ -303,16 +282,13 @@ class BudgetAnswer:
 
 
 def suggested_tokens(why: Guard) -> int:
-    """What the check-in offers to add: what the next step needs beyond what is left,
-    rounded up to ``ROUND_TO``."""
+    """What the next step needs beyond what is left, rounded up to ``ROUND_TO``."""
     short = int(why.get("estimate") or 0) - (int(why.get("limit") or 0) - int(why.get("value") or 0))
     return max(ROUND_TO, -(-short // ROUND_TO) * ROUND_TO)
 
 
 def budget_question(why: Guard, scope: str = "run", waiting: Sequence[BaseMessage] = ()) -> HITLRequest:
-    """What the person is asked at the budget: a one-action human-in-the-loop request whose
-    ``tokens`` (``suggested_tokens``) a person approves or edits; reject stops. ``waiting``:
-    their messages of this check-in, not yet sent (quoted, so a paused thread shows them)."""
+    """The check-in question (``waiting``: the person's messages not yet sent, quoted)."""
     tokens = suggested_tokens(why)
     text = BUDGET_TEXT.format(scope="conversation" if scope == "thread" else scope,
                               spent=int(why.get("value") or 0), budget=int(why.get("limit") or 0),
@@ -323,13 +299,8 @@ def budget_question(why: Guard, scope: str = "run", waiting: Sequence[BaseMessag
 
 
 def parse_budget_answer(value: Any, offered: int = ROUND_TO) -> BudgetAnswer:
-    """What a person decided at the budget: approve adds the ``offered`` tokens, an edit
-    the edited ``tokens`` (a number or its text: ``"20000"``; with a ``message`` it is also
-    added as theirs), reject stops (its ``message``: their reason).
-
-    Raises:
-        ValueError: not a valid answer (0.3's shapes included: the message names the shape
-            to send)."""
+    """A budget answer: approve adds ``offered`` tokens, edit the edited ``tokens`` (with a
+    ``message``: a redirect), reject stops. A ``ValueError`` names the shape to send."""
     decision = the_decision(value, "token budget")
     if decision["type"] == "approve":
         return BudgetAnswer(action="extend", tokens=offered)
@@ -353,20 +324,17 @@ def _checked(value: Any) -> Any:
 
 
 BUDGET_ANSWER = Annotated[Decisions, BeforeValidator(_checked)]
-"""The check-in's resume schema: ``{"decisions": [one decision]}``, checked by
-``parse_budget_answer`` inside ``interrupt()``, before it is stored."""
+"""The check-in's resume schema, checked inside ``interrupt()`` before it is stored."""
 
 
 def redirect_message(text: str) -> HumanMessage:
-    """A person's redirect as the user message the transcript keeps (marked, so a
-    middleware does not take it for a new run's request)."""
+    """A person's redirect, marked so that it is not taken for a new run's request."""
     return HumanMessage(text, additional_kwargs={"langgraph_loop": {"kind": REDIRECT_KIND}})
 
 
 @dataclass
 class CheckIn:
-    """What the person decided at the budget: the run's extension in all (``extra``), the
-    redirect messages to add (in order), and the stop (None: the call goes on)."""
+    """A check-in's outcome: the extension in all, the redirects to add, the stop (or None)."""
 
     extra: int
     added: list[HumanMessage] = field(default_factory=list)
@@ -375,10 +343,8 @@ class CheckIn:
 
 def check_in(over: Callable[[int, Sequence[BaseMessage]], Guard | None], ask: Callable[[Any], Any],
              *, extra: int = 0, scope: str = "run") -> CheckIn:
-    """Ask until the call fits or the person stops: ``over(extra, added)`` is the budget rule
-    with ``extra`` granted and the ``added`` messages sent; ``ask`` is ``interrupt`` with
-    ``response_schema=BUDGET_ANSWER``. Each answer is validated before it is applied; a wrong
-    one raises ``ValueError``."""
+    """Ask (``ask``: ``interrupt``) until ``over(extra, added)``, the budget rule with ``extra``
+    granted and ``added`` sent, passes or the person stops."""
     added: list[HumanMessage] = []
     while (why := over(extra, added)) is not None:
         answer = parse_budget_answer(ask(budget_question(why, scope, added)), suggested_tokens(why))
@@ -393,10 +359,8 @@ def check_in(over: Callable[[int, Sequence[BaseMessage]], Guard | None], ask: Ca
 
 def summary_room(state: LoopState, settings: LoopSettings, request: Sequence[BaseMessage],
                  summarizer: Any) -> int | None:
-    """Output tokens a compaction summary may use (None: no budget): what is left after the
-    summary's input and a compacted request's call (``Compaction.max_tokens``) with a final
-    answer after it. Below ``MIN_FINAL_OUTPUT`` the run does not compact (the model node's
-    budget check then decides), so a summary never pushes a run past ``token_budget``."""
+    """Output tokens a compaction summary may use (None: no budget): what is left after its
+    input, a compacted call and a final answer, so a summary never passes ``token_budget``."""
     budget = run_budget(state, settings)
     if budget is None or settings.compaction is None:
         return None
@@ -458,8 +422,7 @@ def failed_rounds(messages: Sequence[BaseMessage], end: int, request_id: str | N
 
 def tool_errors_guard(ai: AIMessage, messages: Sequence[BaseMessage], end: int,
                       request_id: str | None, limit: int | None) -> Guard | None:
-    """The stop when the reply ``ai`` (at ``end`` in ``messages``) asks for tools after
-    ``limit`` failed rounds in a row."""
+    """The stop when ``ai`` (at ``end``) asks for tools after ``limit`` failed rounds in a row."""
     if limit is None or not (ai.tool_calls or ai.invalid_tool_calls):
         return None
     count = failed_rounds(messages, end, request_id, limit=limit)
