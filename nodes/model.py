@@ -2,14 +2,6 @@
 engine decide on the reply once (``docs/architecture.md``). A stop decided earlier turns the
 call into the tools-free final answer (``nodes/binding.py``); a decision that acts is kept in
 ``run["decision"]`` for the ``loop_detector`` node. If the model raises, nothing is written.
-
-Example:
-    >>> from langchain_core.messages import HumanMessage
-    >>> from langgraph_loop.scripted import ScriptedChatModel
-    >>> s = LoopSettings.build(ScriptedChatModel(), system_prompt="Be brief.")
-    >>> state = {"messages": [HumanMessage("hi", id="h1")], "iteration": 1}
-    >>> [m.type for m in build_request(state, s, [])]
-    ['system', 'human']
 """
 
 from __future__ import annotations
@@ -84,8 +76,7 @@ def criteria_instruction(criteria: Sequence[str]) -> str:
 
 
 def with_texts(message: SystemMessage, texts: Sequence[str]) -> SystemMessage:
-    """A system message with more text after its own (a text block each for block content);
-    its name and other fields are kept."""
+    """A system message with more text after its own (a text block each for block content)."""
     if not texts:
         return message
     if isinstance(message.content, str):
@@ -96,8 +87,7 @@ def with_texts(message: SystemMessage, texts: Sequence[str]) -> SystemMessage:
 
 
 def system_message(settings: LoopSettings, existing: BaseMessage | None) -> SystemMessage | None:
-    """One system message: the configured prompt (a ``str`` or a ``SystemMessage``, kept as
-    it is), the judge criteria, a stored one."""
+    """One system message: the configured prompt (kept as it is), the criteria, a stored one."""
     parts: list[str] = []
     if settings.iterations.judge is not None and settings.iterations.judge.criteria:
         parts.append(criteria_instruction(settings.iterations.judge.criteria))
@@ -121,13 +111,8 @@ def progress_message(progress: Sequence[str]) -> BaseMessage | None:
 def build_request(
     state: LoopState, settings: LoopSettings, extra: Sequence[BaseMessage]
 ) -> list[BaseMessage]:
-    """The request for the next model call (``extra`` = messages appended this step).
-
-    Normal iterations send the system prompt and the whole transcript. With
-    ``fresh_context=True`` a later iteration sends only the system prompt, the run's
-    original request, the progress log (unless ``inject_progress=False``) and the
-    messages of the new iteration; state keeps everything.
-    """
+    """The next call's request: the system prompt, the transcript (or what
+    ``Iterations.fresh_context`` sends), then ``extra``, this step's messages."""
     messages: Sequence[BaseMessage] = state.get("messages") or []
     head = messages[0] if messages and isinstance(messages[0], SystemMessage) else None
     if head is not None:
@@ -173,8 +158,7 @@ def pick_tools(chosen: Any, tools: Sequence[BaseTool]) -> list[BaseTool]:
 
 def _call(runnable: Runnable[LanguageModelInput, BaseMessage], request: list[BaseMessage],
           config: RunnableConfig, watch: bool) -> Any:
-    """The model call, sync: streamed (and cut when its text loops) when LangChain would stream
-    it anyway and the ``text`` layer is on (``watch``)."""
+    """The model call, streamed (to cut a looping text) when ``watch`` and LangChain streams it."""
     if watch and streams(runnable, config, async_api=False):
         return stream_reply(runnable, request, config)
     return runnable.invoke(request, config)
@@ -190,12 +174,8 @@ async def _acall(runnable: Runnable[LanguageModelInput, BaseMessage], request: l
 
 @dataclass
 class Call:
-    """One model call as planned: the request, whether it is the final answer, the writes
-    decided before it, and whether the notice queue was drained. The request goes
-    ``encodable`` (``core/messages.py``): messages it changed are written back under their ids
-    (``fixed``); checked are the messages since the newest reply, or all on a run's first call
-    (``whole``: it may hold an imported history).
-    """
+    """One model call as planned. Messages ``encodable`` changed are written back under their
+    ids (``fixed``): those since the newest reply, or all on a run's first call (``whole``)."""
 
     settings: LoopSettings
     request: list[BaseMessage]
@@ -241,8 +221,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
 
     @cached_property
     def _bound_all(self) -> Runnable[LanguageModelInput, BaseMessage]:
-        """The model with every tool, bound at its first call (as ``create_agent`` binds: a
-        model without ``bind_tools`` builds, and fails only when a call needs the binding)."""
+        """The model with every tool, bound at its first call (as ``create_agent`` binds)."""
         return call_model(self.settings)
 
     @cached_property
@@ -261,9 +240,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         return await adrive(self._steps(state, config), aperform)
 
     def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
-        """The step's work, once for both entry points: plan, pick the tools (``tool_filter``),
-        show the notice, call the model (through the user's middleware, or streamed to cut a
-        runaway reply), record the reply and the engine's decision on it."""
+        """The step's work for both entry points: plan, pick the tools, call, record."""
         config = config if config is not None else ensure_config()  # a step's is complete
         call = self.plan(state)
         if isinstance(call, dict):
@@ -333,8 +310,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
 
     def _binding(self, state: LoopState, call: Call, offered: Sequence[BaseTool] | None
                  ) -> Callable[[], Runnable[LanguageModelInput, BaseMessage]] | dict[str, Any]:
-        """What binds the model for this call, run when the call is made (a ``wrap_model_call``
-        middleware may send a request bound otherwise), or the update that skips the final answer."""
+        """What binds the model when the call is made, or the update that skips the final answer."""
         if not any(m.type == "human" for m in call.request):
             raise ValueError("model: the request has no user message; nothing to work on")
         if not call.final and offered is not None:

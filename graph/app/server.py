@@ -13,7 +13,8 @@ Per-run limits come from the run's context, e.g. with ``langgraph-sdk``:
 LangGraph Server keeps only the context keys the graph's context schema declares and drops
 the others silently, before the graph sees them; ``RunContextCheck`` (``app``'s middleware)
 checks a run's ``context`` first with the check of the graph the run is for, so a misspelled
-key is the in-process ``ValueError`` text, answered with HTTP 422, and nothing runs. It is
+key is the in-process ``ValueError`` text, answered with HTTP 422, and nothing runs; so is a
+resume that does not answer the question of ours the thread is paused at. It is
 given the graphs to check by their ids in ``langgraph.json``; a run names its graph by that id
 or by an assistant's UUID (as Studio does), which the server itself is asked to resolve. Runs
 of the deployment's other graphs are left alone.
@@ -30,6 +31,7 @@ from typing import Any
 from starlette.middleware import Middleware
 
 from langgraph_loop.app.agent import make_chat_graph, make_graph
+from langgraph_loop.core.questions import answer_problem
 
 try:  # Aegra takes FastAPI apps only; LangGraph Server any Starlette app (it ships no FastAPI)
     from fastapi import FastAPI as App
@@ -151,7 +153,8 @@ class RunContextCheck:
         runs = run_contexts(b"".join(m.get("body", b"") for m in messages))
         graph_ids = {a: await self.graph_of(scope, a) for a, _ in runs
                      if a not in self.checks and is_uuid(a)}
-        problem = context_problem(runs, self.checks, graph_ids)
+        problem = context_problem(runs, self.checks, graph_ids) or await self.resume_problem(
+            scope, b"".join(m.get("body", b"") for m in messages))
         if problem is not None:
             await _answer(send, 422, {"detail": problem})
             return
@@ -162,10 +165,38 @@ class RunContextCheck:
 
         await self.app(scope, replay, send)
 
+    async def resume_problem(self, scope: Scope, body: bytes) -> str | None:
+        """Why a run resuming a checked graph's thread does not answer the question of ours
+        it is paused at (``core/questions.py: answer_problem``; None: it does, or not ours)."""
+        thread = str(scope["path"]).partition("/threads/")[2].partition("/")[0]
+        try:
+            run = json.loads(body or b"null")
+        except ValueError:
+            return None
+        command = run.get("command") if isinstance(run, dict) else None
+        if not thread or not isinstance(command, dict) or command.get("resume") is None:
+            return None
+        assistant = str(run.get("assistant_id"))
+        named = assistant if assistant in self.checks or not is_uuid(assistant) \
+            else await self.graph_of(scope, assistant)
+        if named not in self.checks:
+            return None
+        state = await self.get(scope, f"/threads/{thread}/state")
+        tasks = state.get("tasks") if isinstance(state, dict) else None
+        pending = [(str(t.get("name")), str(i.get("id")), i.get("value")) for t in tasks or []
+                   for i in t.get("interrupts") or []]
+        return answer_problem(pending, command["resume"])
+
     async def graph_of(self, scope: Scope, assistant_id: str) -> str | None:
         """The graph id of the assistant a UUID names, as the server answers
         ``GET /assistants/{id}`` with the run request's headers (None: not found, not allowed)."""
-        path = f"{scope.get('root_path', '')}/assistants/{assistant_id}"
+        found = await self.get(scope, f"/assistants/{assistant_id}")
+        return found.get("graph_id") if isinstance(found, dict) else None
+
+    async def get(self, scope: Scope, route: str) -> Any:
+        """The server's JSON answer to ``GET route`` with the run request's headers (None:
+        not 200)."""
+        path = f"{scope.get('root_path', '')}{route}"
         headers = [(k, v) for k, v in scope["headers"] if k not in (b"content-length", b"content-type")]
         request = {**scope, "method": "GET", "path": path, "raw_path": path.encode(),
                    "query_string": b"", "headers": headers}
@@ -179,8 +210,7 @@ class RunContextCheck:
             answer["body"] += message.get("body", b"")
 
         await self.app(request, receive, collect)
-        found = json.loads(answer["body"]) if answer["status"] == 200 else None
-        return found.get("graph_id") if isinstance(found, dict) else None
+        return json.loads(answer["body"]) if answer["status"] == 200 else None
 
 
 async def _answer(send: Send, status: int, payload: Any) -> None:

@@ -47,6 +47,7 @@ from langgraph_loop.core.messages import (
     shorten,
     unanswered_tail,
 )
+from langgraph_loop.core.questions import answer_problem
 from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState
 
 __all__ = ["LoopGraph", "ThreadBusyError", "checked_messages", "not_executed", "removal_breaks",
@@ -468,7 +469,9 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
                 and not input.goto:
             raise ValueError(EMPTY_COMMAND)
         if isinstance(input, Command) and input.resume is not None:
-            problem = resume_problem(stored, _thread(config))
+            problem = resume_problem(stored, _thread(config)) or answer_problem(
+                [(t.name, i.id, i.value) for t in (stored.tasks if stored else ()) for i in t.interrupts],
+                input.resume)
             if problem is not None:
                 raise ValueError(problem)
         context = kwargs.get("context")

@@ -1,32 +1,13 @@
 """The questions a person answers about a run (the loop question, the budget check-in) in
-LangChain's human-in-the-loop format, the one chat UIs give buttons to.
-
-A question is a ``HITLRequest`` with one action: its ``name`` is what a UI shows as the
-panel's title, so it says why the run is asking ("Loop detected: search"); its
-``description`` says what each decision does; its ``args`` are the few values a person may
-edit. The answer is LangChain's ``{"decisions": [{"type": "approve" | "edit" | "reject",
-...}]}`` with one decision; any other shape (0.3's ``{"action": ...}`` or an action name
-included) is a ``ValueError`` naming this one, raised inside ``interrupt()`` so the run stays
-paused and can be resumed with a right answer.
-
-Example:
-    >>> request = one_action("Loop detected: search", {"hint": ""}, "What to do.")
-    >>> request["review_configs"]
-    [{'action_name': 'Loop detected: search', 'allowed_decisions': ['approve', 'edit', 'reject']}]
-    >>> the_decision({"decisions": [{"type": "approve"}]}, "loop question")
-    {'type': 'approve'}
-    >>> try:
-    ...     the_decision({"action": "stop"}, "loop question")  # 0.3's shape
-    ... except ValueError as exc:
-    ...     print(str(exc)[:60])
-    loop question: {'action': 'stop'} is not an answer 0.4 takes
-    >>> whole_number("20,000", "tokens")
-    20000
+LangChain's human-in-the-loop format: a one-action ``HITLRequest`` whose ``name`` is the title
+a chat UI shows, answered with ``{"decisions": [one decision]}``. Any other shape is a
+``ValueError`` naming this one, raised inside ``interrupt()`` (the run stays paused) and, for
+our questions only, before a run starts (``answer_problem``): docs/deployment.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 from langchain.agents.middleware.human_in_the_loop import (
@@ -41,11 +22,20 @@ from langchain.agents.middleware.human_in_the_loop import (
 from pydantic import Discriminator
 from typing_extensions import TypedDict
 
-__all__ = ["DECISIONS", "Decision", "Decisions", "decisions_shape", "one_action", "the_decision",
-           "whole_number"]
+__all__ = ["ASKED_BY", "BUDGET_TITLE", "DECISIONS", "MAX_NUMBER", "Decision", "Decisions", "answer_problem",
+           "decisions_shape", "one_action", "the_decision", "whole_number"]
 
 DECISIONS: tuple[DecisionType, ...] = ("approve", "edit", "reject")
 """The decisions a question takes (LangChain's, without ``respond``)."""
+
+MAX_NUMBER = 10**12
+"""The most an edited number may be (the tokens one budget answer adds)."""
+
+BUDGET_TITLE = "Token budget reached: add more?"
+"""The budget check-in's action name: the title a chat UI shows."""
+
+ASKED_BY = {"approval": "approval", "loop_detector": "loop question", "model": "token budget"}
+"""The nodes of ``create_loop_agent`` that ask our questions, and the question's name in errors."""
 
 Decision = Annotated[ApproveDecision | EditDecision | RejectDecision, Discriminator("type")]
 """One decision: LangChain's human-in-the-loop decision types, without ``respond``."""
@@ -65,8 +55,7 @@ def one_action(name: str, args: dict[str, Any], description: str) -> HITLRequest
 
 
 def decisions_shape(value: Any, what: str) -> Any:
-    """``value`` if it is ``{"decisions": [...]}``; else a ``ValueError`` naming that shape
-    (0.3's ``{"action": ...}`` answers and action names were removed in 0.4)."""
+    """``value`` if it is ``{"decisions": [...]}``; else a ``ValueError`` naming that shape."""
     if not (isinstance(value, Mapping) and "decisions" in value):
         raise ValueError(f"{what}: {value!r:.80} is not an answer 0.4 takes (0.3's answer shapes "
                          f"were removed): answer with LangChain's human-in-the-loop decisions, "
@@ -88,12 +77,79 @@ def the_decision(value: Any, what: str) -> dict[str, Any]:
 
 
 def whole_number(value: Any, what: str) -> int:
-    """A whole number >= 1 (else a ``ValueError``) from an edited value: a UI sends an edited
-    number as text (``"20000"``; ``,``, ``_`` and spaces between digits are taken)."""
+    """A whole number from 1 to ``MAX_NUMBER`` from an edited value, as a UI sends it too
+    (``"20 000"``; ``,``, ``_`` and spaces between digits taken); else a ``ValueError``."""
     number: Any = value
     if isinstance(value, str):
         digits = value.strip().replace(",", "").replace("_", "").replace(" ", "")
         number = int(digits) if digits.isdigit() else None
     if isinstance(number, bool) or not isinstance(number, int) or number < 1:
         raise ValueError(f"{what} must be a whole number >= 1, got {value!r}")
+    if number > MAX_NUMBER:
+        raise ValueError(f"{what} must be at most {MAX_NUMBER:,} (a checkpoint stores 64-bit "
+                         f"integers), got {value!r:.40}")
     return number
+
+
+Pending = Sequence[tuple[str, str, Any]]
+"""The open interrupts of a thread: ``(node, interrupt id, value)`` each."""
+
+
+def answer_problem(pending: Pending, resume: Any) -> str | None:
+    """Why ``resume`` (one answer, or answers by interrupt id) does not answer our pending
+    question it is for (None: it does, or it is for another interrupt, such as a tool's)."""
+    if isinstance(resume, Mapping) and resume and set(resume) <= {i for _, i, _ in pending}:
+        answers = [(node, value, resume[i]) for node, i, value in pending if i in resume]
+    elif len(pending) == 1:
+        answers = [(pending[0][0], pending[0][2], resume)]
+    else:
+        return None
+    return next((p for node, value, answer in answers
+                 if (p := _problem(node, value, answer)) is not None), None)
+
+
+def _problem(node: str, question: Any, answer: Any) -> str | None:
+    what = ASKED_BY.get(node)
+    if what is None or not isinstance(question, Mapping):
+        return None
+    actions = [a for a in question.get("action_requests") or [] if isinstance(a, Mapping)]
+    if not actions or (node == "model" and actions[0].get("name") != BUDGET_TITLE):
+        return None  # a hosted middleware's own interrupt in the model node
+    allowed = {c.get("action_name"): c.get("allowed_decisions")
+               for c in question.get("review_configs") or [] if isinstance(c, Mapping)}
+    try:
+        decisions = decisions_shape(answer, what)["decisions"]
+        if not isinstance(decisions, list) or len(decisions) != len(actions):
+            count = "one decision" if len(actions) == 1 else f"{len(actions)} decisions"
+            raise ValueError(f"{what}: expected {count} (one per action), got {answer!r:.80}")
+        for action, decision in zip(actions, decisions, strict=True):
+            _decision(what, action, decision, allowed.get(action.get("name")) or list(DECISIONS))
+    except ValueError as exc:
+        title = ", ".join(str(a.get("name")) for a in actions)
+        example = {"decisions": [{"type": "approve"} for _ in actions]}
+        return (f"resume: {exc}; its question {title!r} takes {{'decisions': [{{'type': 'approve' "
+                f"| 'edit' | 'reject', ...}}]}}, e.g. "
+                f"{example!r}; nothing was resumed")
+    return None
+
+
+def _decision(what: str, action: Mapping[str, Any], decision: Any, allowed: Sequence[str]) -> None:
+    """A ``ValueError`` unless ``decision`` is one ``action`` allows; an edit of our one-action
+    questions keeps the kinds of the values offered (a number: a whole number, as text too)."""
+    kind = decision.get("type") if isinstance(decision, Mapping) else None
+    if kind not in allowed:
+        raise ValueError(f"{what}: a decision's type must be one of {', '.join(allowed)}, "
+                         f"got {kind!r}")
+    if kind != "edit":
+        return
+    edited = decision.get("edited_action")
+    args = edited.get("args") if isinstance(edited, Mapping) else None
+    if not isinstance(args, Mapping):
+        raise ValueError(f"{what}: an 'edit' carries edited_action {{'name': ..., 'args': "
+                         f"{{...}}}}, got {edited!r:.80}")
+    for key, offered in (action.get("args") or {}).items() if what != "approval" else ():
+        if isinstance(offered, int):
+            whole_number(args.get(key), f"{what}: the edited {key!r}")
+        elif key in args and not isinstance(args[key], str):
+            raise ValueError(f"{what}: an 'edit' carries its {key} as text, args {{{key!r}: '...'}}, "
+                             f"got {args[key]!r:.80}")

@@ -1,11 +1,6 @@
-"""Where a loop began, and letting a human decide about a loop stop (``LoopDetection.ask_human``).
-
-Every loop stop's guard says where the loop began (``began``, and ``checkpoint_id`` from the
-checkpointer's public ``list``); with ``ask_human=True`` a stop becomes ``interrupt(question)``.
-The answers and what they do: ``docs/loop-detection.md#let-a-person-decide``.
-
-The answer is validated inside ``interrupt()`` (``ANSWER``): a malformed resume raises before
-LangGraph stores it (stored, it would fail every later answer), so the thread stays paused.
+"""Where a loop began (``began``, ``checkpoint_id``), and with ``LoopDetection.ask_human`` the
+question a loop stop becomes (``docs/loop-detection.md#let-a-person-decide``). The answer is
+validated inside ``interrupt()`` (``ANSWER``): a bad one is never stored, the thread stays paused.
 
 Example:
     >>> parse_answer({"decisions": [{"type": "edit", "edited_action": {
@@ -132,18 +127,7 @@ QUESTION_TEXT = (
 
 
 def question(guard: Guard, finding: Finding, results: Sequence[str]) -> HITLRequest:
-    """What the person is asked: a one-action human-in-the-loop request titled with the
-    repeated tools; the description says what was repeated, how often, the last result, and
-    what approve, edit (a hint) and reject do.
-
-    Example:
-        >>> f = Finding(layer="no_progress", rung="stop", key="call:x", count=5, threshold=5,
-        ...             tool="search", seen=5, calls=('search({"q": "x"})',))
-        >>> q = question({"guard": "loop_detector", "reason": "loop_detected"}, f, ["no hits"])
-        >>> action = q["action_requests"][0]
-        >>> action["name"], action["args"], action["description"].splitlines()[0][:52]
-        ('Loop detected: search', {'hint': ''}, 'The agent is repeating itself: it asked for search({')
-    """
+    """The loop question, titled with the repeated tools (``QUESTION_TEXT`` says the rest)."""
     tools = ", ".join(dict.fromkeys(c.split("(", 1)[0] for c in finding.calls)) or finding.tool
     text = QUESTION_TEXT.format(calls=clip(", ".join(finding.calls) or finding.tool, 300),
                                 count=finding.count,
@@ -152,13 +136,8 @@ def question(guard: Guard, finding: Finding, results: Sequence[str]) -> HITLRequ
 
 
 def parse_answer(value: Any) -> tuple[Action, str | None]:
-    """``(action, text)`` from a resume value: ``continue``; ``hint`` with the hint; ``stop``
-    with the person's reason (or None).
-
-    Raises:
-        ValueError: not one decision of approve, edit (with a ``hint``) or reject (0.3's
-            answers included: the message names the shape to send).
-    """
+    """``(action, text)`` from a resume value: ``continue``, ``hint`` with the hint, ``stop``
+    with the person's reason (or None); a ``ValueError`` names the shape to send."""
     decision = the_decision(value, "loop question")
     if decision["type"] == "approve":
         return "continue", None
@@ -179,27 +158,14 @@ def _checked(value: Any) -> Any:
 
 
 ANSWER = Annotated[Decisions, BeforeValidator(_checked)]
-"""The resume schema of the loop question: ``{"decisions": [one decision]}``, checked by
-``parse_answer`` inside ``interrupt()``, before LangGraph stores the value."""
+"""The loop question's resume schema, checked inside ``interrupt()`` before it is stored."""
 
 
 def typed_instead(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:
-    """The writes that take a message a person typed while the loop question was open as a
-    redirect of the paused run: the paused calls are recorded as not run (``TYPED_INSTEAD``,
-    tagged as a blocked call's answer: nothing was learnt, and asking for it again stops;
-    a chat UI's placeholder answer, such as Agent Chat UI's "Successfully handled tool call.",
-    is replaced in place, keeping its id), and the message is marked a redirect
-    (``as_redirect``), so the run, its detector window and its budget go on. None: the
-    thread does not end on a person's message after a reply with calls.
-
-    Example:
-        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a")
-        >>> placeholder = ToolMessage("Successfully handled tool call.", tool_call_id="c1",
-        ...                           id="do-not-render-1")
-        >>> writes = typed_instead([ai, placeholder, HumanMessage("go on", id="h")])
-        >>> [(m.id, m.status) for m in writes[:1]], is_redirect(writes[-1])
-        ([('do-not-render-1', 'error')], True)
-    """
+    """The writes that take a message typed while the loop question was open as a redirect
+    of the paused run, so the run, its detector window and budget go on: the paused calls
+    answered as not run (``TYPED_INSTEAD``, a blocked call's kind; a chat UI's placeholder
+    answer replaced in place). None: the thread does not end so."""
     person = messages[-1] if messages else None
     if not isinstance(person, HumanMessage) or is_notice(person) or is_redirect(person):
         return None
@@ -223,9 +189,5 @@ def typed_instead(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:
 
 
 def ask(loop_question: HITLRequest) -> tuple[Action, str | None]:
-    """Ask a person (``interrupt()``); ``(action, text)`` from the validated answer.
-
-    Raises:
-        ValueError: a malformed resume (the thread stays paused at the same question).
-    """
+    """Ask a person (``interrupt()``); ``(action, text)`` from the validated answer."""
     return parse_answer(interrupt(loop_question, response_schema=ANSWER))  # type: ignore[call-overload]

@@ -1,10 +1,5 @@
-"""The inner limits as pure decisions: time, the token budget and its check-in, budget
-pressure and consecutive tool errors (after a reply: ``engine/decision.py: limit_stop``).
-
-Each check returns a ``Guard`` (``core/stop.py``) or None; docs/token-budget.md says what the
-user gets. A regular call goes out only if what is left covers it and a tools-free final
-answer after it (``call_guard``); a *failed round* (every result an error) ignores the
-answers the detector wrote itself.
+"""The inner limits as pure decisions returning a ``Guard`` or None: time, the token budget
+and its check-in, budget pressure, consecutive tool errors (docs/token-budget.md).
 
 Example:
     >>> from langgraph_loop.scripted import ScriptedChatModel
@@ -33,15 +28,21 @@ from langchain_core.language_models import BaseChatModel, BaseLanguageModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage, UsageMetadata
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BeforeValidator
 
 from langgraph_loop.core.messages import REDIRECT_KIND, is_blocked
-from langgraph_loop.core.questions import Decisions, one_action, the_decision, whole_number
+from langgraph_loop.core.questions import (
+    BUDGET_TITLE,
+    Decisions,
+    one_action,
+    the_decision,
+    whole_number,
+)
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, person_stop, stop_instruction
 
-__all__ = ["BUDGET_ANSWER", "BUDGET_TEXT", "BUDGET_TITLE", "MAX_EXTENSION", "MIN_FINAL_OUTPUT",
+__all__ = ["BUDGET_ANSWER", "BUDGET_TEXT", "BUDGET_TITLE", "MIN_FINAL_OUTPUT",
            "NO_ANSWER_KIND", "PRESSURE_SOURCE", "BudgetAnswer", "CheckIn", "answer_room", "budget_guard",
            "budget_pressure_guard", "budget_question", "budget_spent", "call_guard", "check_in",
            "count_tokens", "estimate_input", "estimate_tokens", "failed_rounds", "final_answer_room",
@@ -63,13 +64,9 @@ PER_MESSAGE = 10
 PRESSURE_SOURCE = "budget_pressure"
 """The ``source`` of the pressure notice in the deferred-notice queue."""
 
-MAX_EXTENSION = 10**12
-"""The most tokens one answer at the budget may add (a checkpoint stores 64-bit integers)."""
-
 
 def budget_spent(state: LoopState, settings: LoopSettings) -> int:
-    """Agent tokens the budget counts: this run's, plus the thread's earlier runs' when the
-    budget is per thread (``Limits.budget_scope``)."""
+    """Agent tokens the budget counts (per ``Limits.budget_scope``)."""
     spent = int((state.get("usage") or {}).get("total_tokens", 0))
     if settings.limits.budget_scope == "thread":
         spent += int((state.get("thread_budget") or {}).get("spent") or 0)
@@ -77,21 +74,7 @@ def budget_spent(state: LoopState, settings: LoopSettings) -> int:
 
 
 def run_budget(state: LoopState, settings: LoopSettings) -> int | None:
-    """This run's token budget: ``Limits.token_budget`` plus what a person granted at a
-    check-in (``run["budget_extra"]``; per thread, in the thread's earlier runs too); None
-    without a budget.
-
-    Example:
-        >>> from langgraph_loop.scripted import ScriptedChatModel
-        >>> from langgraph_loop.core.config import Limits
-        >>> s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=100))
-        >>> run_budget({"run": {"budget_extra": 50}, "thread_budget": {"extra": 7}}, s)
-        150
-        >>> t = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=100,
-        ...                                                           budget_scope="thread"))
-        >>> run_budget({"run": {"budget_extra": 50}, "thread_budget": {"extra": 7}}, t)
-        157
-    """
+    """``Limits.token_budget`` plus what a person granted at check-ins (None: no budget)."""
     budget = settings.limits.token_budget
     if budget is None:
         return None
@@ -108,7 +91,7 @@ def elapsed(state: LoopState, now: float | None = None) -> float | None:
 
 
 def timeout_guard(state: LoopState, settings: LoopSettings, now: float | None = None) -> Guard | None:
-    """``timeout`` when the run's wall-clock cap is spent, else None (the one time check)."""
+    """``timeout`` when the run's wall-clock cap is spent, else None."""
     cap, spent = settings.limits.max_duration_s, elapsed(state, now)
     if cap is None or spent is None or spent < cap:
         return None
@@ -149,8 +132,7 @@ def _non_latin(message: BaseMessage) -> float:
 def estimate_tokens(messages: Sequence[BaseMessage], tools: Sequence[BaseTool] = (), *,
                     per_message: int = 3) -> int:
     """A conservative count without the model's tokenizer: about 4 ASCII characters per token,
-    half a token per UTF-8 byte of any other script, and ``per_message`` per message.
-    """
+    half a token per UTF-8 byte of any other script, and ``per_message`` per message."""
     base = count_tokens_approximately(list(messages), tools=list(tools) or None,
                                       extra_tokens_per_message=per_message)
     return base + math.ceil(sum(_non_latin(m) for m in messages))
@@ -158,10 +140,8 @@ def estimate_tokens(messages: Sequence[BaseMessage], tools: Sequence[BaseTool] =
 
 def count_tokens(model: Any, messages: Sequence[BaseMessage], tools: Sequence[BaseTool] = (), *,
                  per_message: int = 3) -> int:
-    """The model's own count (``get_num_tokens_from_messages``) when it has one that works,
-    else ``estimate_tokens`` (``per_message``: its overhead per message): the one token
-    counter of the loop (the budget counts ``PER_MESSAGE``, compaction the default).
-    """
+    """The loop's one token counter: the model's own when it has one that works, else
+    ``estimate_tokens`` (``per_message``: its overhead per message)."""
     if _has_counter(model):
         try:
             return int(model.get_num_tokens_from_messages(list(messages), tools=list(tools) or None))
@@ -173,8 +153,7 @@ def count_tokens(model: Any, messages: Sequence[BaseMessage], tools: Sequence[Ba
 # --- the token budget ------------------------------------------------------------------------
 
 def _reported(message: BaseMessage) -> UsageMetadata | None:
-    """The usage a model call reported for this reply; None for any other message, and for
-    the loop's own no-answer reply (``skipped_reply``: no call, zero usage)."""
+    """The usage a model call reported for this reply (None: none, or zero as ``skipped_reply``'s)."""
     usage = message.usage_metadata if isinstance(message, AIMessage) else None
     return usage if usage and usage["input_tokens"] + usage["output_tokens"] else None
 
@@ -190,24 +169,9 @@ def _estimate(request: Sequence[BaseMessage], model: Any = None) -> tuple[int, i
 
 
 def estimate_input(request: Sequence[BaseMessage], model: Any = None) -> int:
-    """Input tokens of a request: the newest reply's reported input and output tokens plus
-    the messages added after it, counted with ``count_tokens`` (the whole request without
-    such a reply).
-
-    Example:
-        >>> from langchain_core.messages import HumanMessage, ToolMessage
-        >>> ai = AIMessage("", usage_metadata={"input_tokens": 40, "output_tokens": 10,
-        ...                                    "total_tokens": 50})
-        >>> estimate_input([HumanMessage("hi"), ai, ToolMessage("x" * 40, tool_call_id="c")])
-        72
-    """
+    """Input tokens of a request: the newest reply's reported tokens plus the messages after it."""
     reported, added = _estimate(request, model)
     return reported + added
-
-
-def _left(state: LoopState, settings: LoopSettings) -> int | None:
-    budget = run_budget(state, settings)
-    return None if budget is None else budget - budget_spent(state, settings)
 
 
 def _last_output(messages: Sequence[BaseMessage]) -> int:
@@ -220,21 +184,9 @@ def _last_output(messages: Sequence[BaseMessage]) -> int:
 
 def call_guard(request: Sequence[BaseMessage], messages: Sequence[BaseMessage], *, budget: int,
                spent: int, model: Any = None) -> Guard | None:
-    """The budget rule before a regular call: stop (``token_budget``) unless what is left
-    (``budget - spent``) covers this call and a final answer after it, so the final answer
-    still fits once the loop stops (``messages``: the thread, for the newest reply's output).
-
-    This call is estimated as its input plus the previous reply's output; the final answer
-    after it as that, plus as much again as this round added (its results), the stop
-    notice and ``MIN_FINAL_OUTPUT``.
-
-    Example:
-        >>> request = [HumanMessage("x" * 400)]
-        >>> call_guard(request, request, budget=1000, spent=0) is None
-        True
-        >>> call_guard(request, request, budget=1000, spent=800)["reason"]
-        'token_budget'
-    """
+    """Stop (``token_budget``) unless what is left covers this call (input plus the previous
+    reply's output, from ``messages``) and a final answer after it (that, plus this round's
+    results again, the stop notice and ``MIN_FINAL_OUTPUT``)."""
     reported, added = _estimate(request, model)
     this_call = reported + added + _last_output(messages)
     why = limit_guard(StopReason.TOKEN_BUDGET, budget, spent)
@@ -256,8 +208,7 @@ def budget_guard(state: LoopState, settings: LoopSettings, request: Sequence[Bas
 
 
 def answer_room(request: Sequence[BaseMessage], *, budget: int, spent: int, model: Any = None) -> int:
-    """Output tokens a final-answer call with this request may use; below
-    ``MIN_FINAL_OUTPUT`` the call is skipped (``skipped_answer``)."""
+    """Output tokens a final-answer call with this request may use."""
     return budget - spent - estimate_input(request, model)
 
 
@@ -277,18 +228,11 @@ def skipped_answer(room: int) -> str:
 
 
 NO_ANSWER_KIND = "loop_no_answer"
-"""``additional_kwargs["langgraph_loop"]["kind"]`` of the reply the loop writes when no final
-answer fits: no model wrote it, and it spent no tokens (its usage is zero)."""
+"""The ``langgraph_loop`` kind of ``skipped_reply`` (no model wrote it; zero usage)."""
 
 
 def skipped_reply(why: Mapping[str, Any], room: int, name: str | None = None) -> AIMessage:
-    """The run's last message when no final answer fits (no model call): the loop says why,
-    so a run never ends on the user's own question (``messages[-1]``); tagged ``NO_ANSWER_KIND``.
-
-    Example:
-        >>> skipped_reply({"guard": "limits", "reason": "token_budget"}, 12).content[:58]
-        '(No answer: the run stopped (token_budget) with about 12 t'
-    """
+    """The run's last message when no final answer fits: the loop says why (``NO_ANSWER_KIND``)."""
     return AIMessage(NO_ROOM.format(reason=why.get("reason") or "stopped", room=max(room, 0),
                                     least=MIN_FINAL_OUTPUT), name=name,
                      additional_kwargs={"langgraph_loop": {"kind": NO_ANSWER_KIND}},
@@ -296,16 +240,8 @@ def skipped_reply(why: Mapping[str, Any], room: int, name: str | None = None) ->
 
 
 def spent_tokens(messages: Sequence[BaseMessage], start: int = 0, model: Any = None) -> int:
-    """Agent tokens of the replies in ``messages[start:]``: what each reported, or for a
-    reply without usage what the model node would record (``count_tokens`` of the messages
-    before it, and of the reply). Derived from the thread, so any process counts the same.
-
-    Example:
-        >>> used = {"input_tokens": 40, "output_tokens": 10, "total_tokens": 50}
-        >>> spent_tokens([HumanMessage("hi"), AIMessage("a", usage_metadata=used),
-        ...               HumanMessage("more"), AIMessage("b", usage_metadata=used)], 2)
-        50
-    """
+    """Agent tokens of the replies in ``messages[start:]``: reported, else counted as the model
+    node records them; derived from the thread, so any process counts the same."""
     total = 0
     for i in range(start, len(messages)):
         message = messages[i]
@@ -321,8 +257,6 @@ def spent_tokens(messages: Sequence[BaseMessage], start: int = 0, model: Any = N
 
 # --- checking in with a person at the budget ----------------------------------------------
 
-BUDGET_TITLE = "Token budget reached: add more?"
-"""The budget check-in's action name: the title a chat UI shows."""
 BUDGET_TEXT = (
     "This {scope} has used {spent:,} of its {budget:,}-token budget; the next step needs about "
     "{needed:,} more (this model call and a final answer after it), so it is paused.\n\n"
@@ -337,60 +271,24 @@ ROUND_TO = 1000
 """The suggested extension is rounded up to a multiple of this."""
 
 
-class BudgetAnswer(BaseModel):
-    """What a person decided at the budget (from their decision, ``parse_budget_answer``):
-    ``extend`` by ``tokens``, ``stop`` (with their reason as ``message``), or ``redirect``:
-    add ``message`` as theirs (and ``tokens``, if given).
-
-    An extension is at most ``MAX_EXTENSION`` tokens.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+@dataclass(frozen=True)
+class BudgetAnswer:
+    """A budget answer: ``extend`` by ``tokens``, ``stop`` (reason: ``message``), or ``redirect``
+    (``message`` added as theirs, and ``tokens``)."""
 
     action: Literal["extend", "stop", "redirect"]
-    tokens: int | None = Field(default=None, ge=1, le=MAX_EXTENSION, strict=True)
+    tokens: int | None = None
     message: str | None = None
-
-    @model_validator(mode="after")
-    def _complete(self) -> BudgetAnswer:
-        if self.action == "extend" and self.tokens is None:
-            raise ValueError("token budget: 'extend' needs 'tokens', a whole number >= 1")
-        if self.action == "redirect" and not (self.message and self.message.strip()):
-            raise ValueError("token budget: 'redirect' needs a non-empty 'message'")
-        if self.action == "extend" and self.message is not None:
-            raise ValueError(f"token budget: {self.action!r} takes no 'message'")
-        if self.action == "stop" and self.tokens is not None:
-            raise ValueError("token budget: 'stop' takes no 'tokens'")
-        return self
 
 
 def suggested_tokens(why: Guard) -> int:
-    """What the check-in offers to add: what the next step needs beyond what is left,
-    rounded up to ``ROUND_TO``.
-
-    Example:
-        >>> suggested_tokens({"guard": "limits", "reason": "token_budget", "limit": 2000,
-        ...                   "value": 1781, "estimate": 4632})
-        5000
-    """
+    """What the next step needs beyond what is left, rounded up to ``ROUND_TO``."""
     short = int(why.get("estimate") or 0) - (int(why.get("limit") or 0) - int(why.get("value") or 0))
     return max(ROUND_TO, -(-short // ROUND_TO) * ROUND_TO)
 
 
 def budget_question(why: Guard, scope: str = "run", waiting: Sequence[BaseMessage] = ()) -> HITLRequest:
-    """What the person is asked at the budget: a one-action human-in-the-loop request whose
-    ``tokens`` (``suggested_tokens``) a person approves or edits; reject stops. ``waiting``:
-    their messages of this check-in, not yet sent (quoted, so a paused thread shows them).
-
-    Example:
-        >>> q = budget_question({"guard": "limits", "reason": "token_budget", "limit": 2000,
-        ...                      "value": 1781, "estimate": 4632})
-        >>> (action,) = q["action_requests"]
-        >>> action["name"], action["args"]
-        ('Token budget reached: add more?', {'tokens': 5000})
-        >>> action["description"].splitlines()[0][:50]
-        'This run has used 1,781 of its 2,000-token budget;'
-    """
+    """The check-in question (``waiting``: the person's messages not yet sent, quoted)."""
     tokens = suggested_tokens(why)
     text = BUDGET_TEXT.format(scope="conversation" if scope == "thread" else scope,
                               spent=int(why.get("value") or 0), budget=int(why.get("limit") or 0),
@@ -401,23 +299,8 @@ def budget_question(why: Guard, scope: str = "run", waiting: Sequence[BaseMessag
 
 
 def parse_budget_answer(value: Any, offered: int = ROUND_TO) -> BudgetAnswer:
-    """What a person decided at the budget: approve adds the ``offered`` tokens, an edit
-    the edited ``tokens`` (a number or its text: ``"20000"``; with a ``message`` it is also
-    added as theirs), reject stops (its ``message``: their reason).
-
-    Example:
-        >>> edit = {"type": "edit", "edited_action": {"name": BUDGET_TITLE, "args": {"tokens": "20000"}}}
-        >>> parse_budget_answer({"decisions": [edit]}).tokens
-        20000
-        >>> parse_budget_answer({"decisions": [{"type": "approve"}]}, 5000).tokens
-        5000
-
-    Raises:
-        ValueError: not a valid answer (0.3's shapes included: the message names the shape
-            to send).
-    """
-    if isinstance(value, BudgetAnswer):
-        return value
+    """A budget answer: approve adds ``offered`` tokens, edit the edited ``tokens`` (with a
+    ``message``: a redirect), reject stops. A ``ValueError`` names the shape to send."""
     decision = the_decision(value, "token budget")
     if decision["type"] == "approve":
         return BudgetAnswer(action="extend", tokens=offered)
@@ -441,26 +324,17 @@ def _checked(value: Any) -> Any:
 
 
 BUDGET_ANSWER = Annotated[Decisions, BeforeValidator(_checked)]
-"""The check-in's resume schema: ``{"decisions": [one decision]}``, checked by
-``parse_budget_answer`` inside ``interrupt()``, before it is stored."""
+"""The check-in's resume schema, checked inside ``interrupt()`` before it is stored."""
 
 
 def redirect_message(text: str) -> HumanMessage:
-    """A person's redirect as the user message the transcript keeps (marked, so a
-    middleware does not take it for a new run's request).
-
-    Example:
-        >>> from langgraph_loop.core.messages import is_redirect
-        >>> is_redirect(redirect_message("Only check the first file.")), is_redirect(HumanMessage("hi"))
-        (True, False)
-    """
+    """A person's redirect, marked so that it is not taken for a new run's request."""
     return HumanMessage(text, additional_kwargs={"langgraph_loop": {"kind": REDIRECT_KIND}})
 
 
 @dataclass
 class CheckIn:
-    """What the person decided at the budget: the run's extension in all (``extra``), the
-    redirect messages to add (in order), and the stop (None: the call goes on)."""
+    """A check-in's outcome: the extension in all, the redirects to add, the stop (or None)."""
 
     extra: int
     added: list[HumanMessage] = field(default_factory=list)
@@ -469,22 +343,8 @@ class CheckIn:
 
 def check_in(over: Callable[[int, Sequence[BaseMessage]], Guard | None], ask: Callable[[Any], Any],
              *, extra: int = 0, scope: str = "run") -> CheckIn:
-    """Ask until the call fits or the person stops: ``over(extra, added)`` is the budget rule
-    with ``extra`` granted and the ``added`` messages sent; ``ask`` is ``interrupt`` with
-    ``response_schema=BUDGET_ANSWER``. Each answer is validated before it is applied; a wrong
-    one raises ``ValueError``.
-
-    Example:
-        >>> answers = iter([{"decisions": [{"type": "edit", "edited_action": {"name": BUDGET_TITLE,
-        ...                  "args": {"tokens": 1, "message": "Be brief."}}}]},
-        ...                 {"decisions": [{"type": "edit", "edited_action": {"name": BUDGET_TITLE,
-        ...                  "args": {"tokens": "99"}}}]}])
-        >>> rule = lambda extra, added: None if extra >= 100 else {"guard": "limits",
-        ...                                                       "reason": "token_budget"}
-        >>> done = check_in(rule, lambda question: next(answers))
-        >>> done.extra, [m.content for m in done.added], done.stop
-        (100, ['Be brief.'], None)
-    """
+    """Ask (``ask``: ``interrupt``) until ``over(extra, added)``, the budget rule with ``extra``
+    granted and ``added`` sent, passes or the person stops."""
     added: list[HumanMessage] = []
     while (why := over(extra, added)) is not None:
         answer = parse_budget_answer(ask(budget_question(why, scope, added)), suggested_tokens(why))
@@ -499,15 +359,13 @@ def check_in(over: Callable[[int, Sequence[BaseMessage]], Guard | None], ask: Ca
 
 def summary_room(state: LoopState, settings: LoopSettings, request: Sequence[BaseMessage],
                  summarizer: Any) -> int | None:
-    """Output tokens a compaction summary may use (None: no budget): what is left after the
-    summary's input and a compacted request's call (``Compaction.max_tokens``) with a final
-    answer after it. Below ``MIN_FINAL_OUTPUT`` the run does not compact (the model node's
-    budget check then decides), so a summary never pushes a run past ``token_budget``."""
-    left = _left(state, settings)
-    if left is None or settings.compaction is None:
+    """Output tokens a compaction summary may use (None: no budget): what is left after its
+    input, a compacted call and a final answer, so a summary never passes ``token_budget``."""
+    budget = run_budget(state, settings)
+    if budget is None or settings.compaction is None:
         return None
-    after = settings.compaction.max_tokens + MIN_FINAL_OUTPUT
-    return left - count_tokens(summarizer, request, per_message=PER_MESSAGE) - after
+    held = budget_spent(state, settings) + settings.compaction.max_tokens + MIN_FINAL_OUTPUT
+    return budget - held - count_tokens(summarizer, request, per_message=PER_MESSAGE)
 
 
 def max_tokens_of(model: Any) -> tuple[bool, int | None]:
@@ -541,22 +399,7 @@ def budget_pressure_guard(state: LoopState, settings: LoopSettings) -> Guard | N
 
 def failed_rounds(messages: Sequence[BaseMessage], end: int, request_id: str | None, *,
                   limit: int) -> int:
-    """Failed rounds in a row in ``messages[:end]`` (counted up to ``limit``).
-
-    Example:
-        >>> from langchain_core.messages import HumanMessage
-        >>> def failed(i):
-        ...     return [AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": f"c{i}"}]),
-        ...             ToolMessage(f"Error: no {i}", tool_call_id=f"c{i}", status="error")]
-        >>> msgs = [HumanMessage("go", id="h"), *failed(1), *failed(2)]
-        >>> ask = failed(3)[0]
-        >>> failed_rounds(msgs, len(msgs), "h", limit=5)
-        2
-        >>> tool_errors_guard(ask, msgs, len(msgs), "h", 2)["reason"]
-        'tool_errors'
-        >>> tool_errors_guard(AIMessage("done"), msgs, len(msgs), "h", 2) is None  # a text reply
-        True
-    """
+    """Failed rounds in a row in ``messages[:end]`` (counted up to ``limit``)."""
     count, statuses = 0, []
     for i in range(end - 1, -1, -1):  # no slice: that would copy the thread
         msg = messages[i]
@@ -579,8 +422,7 @@ def failed_rounds(messages: Sequence[BaseMessage], end: int, request_id: str | N
 
 def tool_errors_guard(ai: AIMessage, messages: Sequence[BaseMessage], end: int,
                       request_id: str | None, limit: int | None) -> Guard | None:
-    """The stop when the reply ``ai`` (at ``end`` in ``messages``) asks for tools after
-    ``limit`` failed rounds in a row."""
+    """The stop when ``ai`` (at ``end``) asks for tools after ``limit`` failed rounds in a row."""
     if limit is None or not (ai.tool_calls or ai.invalid_tool_calls):
         return None
     count = failed_rounds(messages, end, request_id, limit=limit)

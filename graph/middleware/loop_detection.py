@@ -1,7 +1,5 @@
-"""``LoopDetectionMiddleware``: the loop detector of ``create_loop_agent``, for ``create_agent``.
-
-The graph's engine, configuration and ladder (warn, block, stop, ``ask_human``), inside the
-model call, over the thread's messages: ``docs/middleware.md#loopdetectionmiddleware``.
+"""``LoopDetectionMiddleware``: the loop detector of ``create_loop_agent``, for ``create_agent``
+(``docs/middleware.md#loopdetectionmiddleware``).
 
 Example:
     >>> from langchain.agents import create_agent
@@ -106,15 +104,13 @@ class LoopDetectionState(AgentState[Any]):
 
 
 STEP_COUNTERS = ("run_model_call_count", "thread_model_call_count")
-"""State keys of a middleware that limits model calls by counting model steps (LangChain's
-``ModelCallLimitMiddleware``): beside one, a stop's final answer is a model step of its own,
-so that limit applies to it. Without one it is made in the stop's step, so no other
-``after_model`` hook (``HumanInTheLoopMiddleware``) is shown the stopped reply's calls."""
+"""``ModelCallLimitMiddleware``'s step counters: beside them a stop's final answer is a model
+step of its own (so that limit applies); else it is made in the stop's step, so no other
+``after_model`` hook is shown the stopped reply's calls."""
 
 
 class DetectorSnapshot(TypedDict):
-    """The detector's state after the run's newest reply: the thread derives it, this copy
-    stands in when a middleware rewrote the thread (``SummarizationMiddleware``)."""
+    """The detector's state after the newest reply, for when a middleware rewrote the thread."""
 
     run: str | None
     reply: str | None
@@ -136,8 +132,7 @@ class _Turn:
 
 
 def _run_of(state: Any, messages: Sequence[BaseMessage]) -> tuple[dict[str, Any], bool]:
-    """The run a model call belongs to (named by its request, ``run_request``), and whether
-    it is the run's first call."""
+    """The run a model call belongs to (``run_request``), and is this its first call."""
     start, request = run_request(messages)
     first = not any(isinstance(m, AIMessage) for m in messages[start + 1:])
     if request is None:  # the request was summarized away: the run the detector last saw
@@ -166,15 +161,13 @@ def _refusal(request: ToolCallRequest) -> ToolMessage | None:
 
 
 class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
-    """Detect a looping agent in ``create_agent``: warn, block the repeated call, then stop
-    with a final answer (``docs/middleware.md``).
+    """Detect a looping agent in ``create_agent`` (``docs/middleware.md``).
 
     Args:
         config: the ``LoopDetection`` settings (default: ``LoopDetection()``, as the
             graph's), or a dict of its fields.
-        show_notices: False (default): the warnings and the stop notice get ids starting
-            ``do-not-render-``, so chat UIs keep them out of the person's transcript (the
-            model and the thread have them); True: plain ids.
+        show_notices: False (default): the notices' ids start ``do-not-render-`` (chat UIs
+            hide them); True: plain ids.
 
     Raises:
         ValueError: ``config`` is neither a ``LoopDetection`` nor a dict of valid fields,
@@ -285,8 +278,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
     def _written(self, turn: _Turn, response: ModelResponse[Any], decision: Decision | None
                  ) -> tuple[list[BaseMessage], dict[str, Any]]:
         """What a call with no stop writes: the notice, the reply, warnings, and refusals (at
-        once when nothing of the reply runs, else in ``wrap_tool_call``: a person asked about
-        the reply's calls never sees a refused one answered already)."""
+        once when nothing of the reply runs, else in ``wrap_tool_call``)."""
         ai = _reply_of(response)
         result = [*turn.fixed, *([turn.notice] if turn.notice is not None else []), *response.result]
         update = dict(turn.update)
@@ -314,11 +306,8 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
     # --- a stop ------------------------------------------------------------------------------
     def _stop(self, turn: _Turn, response: ModelResponse[Any], ai: AIMessage, decision: Decision
               ) -> tuple[list[BaseMessage], dict[str, Any], Outgoing | None]:
-        """A stop found on the reply: what the step writes (the reply, its calls answered as not
-        run, the stop notice), the update (the stop record), and the final-answer call to make
-        in this step (None: the next model step makes it, see ``STEP_COUNTERS``; no call is
-        left unanswered, so the route gets there whatever other hooks run between); with
-        ``ask_human`` the reply waits for the question (``_AskingLoopDetection.after_model``)."""
+        """A stop on the reply: what the step writes, the stop record, and the final-answer call
+        (None: the next model step makes it, or with ``ask_human`` the question comes first)."""
         assert decision.guard is not None
         written = [*turn.fixed, *([turn.notice] if turn.notice is not None else []), *response.result]
         if self._asks(decision):  # the reply waits, its calls unanswered, for ``after_model``
@@ -338,8 +327,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         return written, update, Outgoing(final_call(turn.request, [*head, *tail]), tail, final=True)
 
     def _pending(self, turn: _Turn) -> Guard | None:
-        """The stop of a step before whose final answer is still to come: the run's newest
-        reply has calls, answered (None: no answer waits)."""
+        """The stop of a step before whose final answer is still to come (None: none waits)."""
         why = stored_stop(turn.request.state)
         if why is None or why.get("guard") != "loop_detector":
             return None
@@ -350,8 +338,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
 
     # --- the hooks ---------------------------------------------------------------------------
     def _steps(self, request: ModelRequest[Any]) -> Generator[Outgoing, ModelResponse[Any], Result]:
-        """One model call's work, for both hooks: yields each call to send (the call, or a
-        stop's tools-free final answer), receives its response, returns the result."""
+        """One model call's work, for both hooks: yields each call to send, receives its response."""
         turn = self._turn(request)
         shown = [turn.notice] if turn.notice is not None else []
         pending = self._pending(turn)
@@ -415,8 +402,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
 
 class _AskingLoopDetection(LoopDetectionMiddleware):
     """``LoopDetectionMiddleware`` with ``ask_human`` (``__new__`` picks it): the question is
-    asked in an ``after_model`` hook, as LangChain's human-in-the-loop asks, so a resume runs
-    only the question and any other hooks may run between; one graph step per model call."""
+    asked in ``after_model``, as LangChain's human-in-the-loop asks, so a resume runs only it."""
 
     @property
     def name(self) -> str:
@@ -424,8 +410,7 @@ class _AskingLoopDetection(LoopDetectionMiddleware):
 
     @hook_config(can_jump_to=["model"])
     def after_model(self, state: LoopDetectionState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Ask about the reply a stop waits on; continue → its calls run; stop → its calls
-        are answered and the next model step makes the final answer."""
+        """Ask about the reply a stop waits on; continue: its calls run; stop: the final answer."""
         record = cast("DecisionRecord | None", state.get("loop_question"))
         messages = list(state.get("messages") or [])
         ai = messages[-1] if messages else None

@@ -1,15 +1,6 @@
-"""What both our middlewares share inside ``create_agent``: sending a call, and a stop.
-
-A stop (decided by the engine) answers the calls not run, writes the stop notice and record
-(``stop_reason``/``stop_guard``, the graph's keys) and makes one tools-free final-answer call,
-tagged ``final_answer`` like the graph's. What a step writes before a call is shown to
-``stream_mode="messages"`` first, so a stream reads in the order the model saw.
-
-Example:
-    >>> from langgraph_loop.core.stop import guard
-    >>> update = stop_record(None, guard("limits", "token_budget", limit=10, value=12))
-    >>> update["stop_reason"], update["stop_guard"]["limit"]
-    ('token_budget', 10)
+"""What both our middlewares share inside ``create_agent``: sending a call (what a step
+writes before it is streamed first, in the order the model saw), and a stop (the calls not
+run answered, the stop notice and record, one tools-free final answer tagged ``final_answer``).
 """
 
 from __future__ import annotations
@@ -40,8 +31,7 @@ FINAL_ANSWER = "final_answer"
 
 
 class Outgoing(NamedTuple):
-    """A call to send: the request, the messages the step writes before it (shown to the
-    messages stream first), and whether it is the final answer."""
+    """A call to send, the messages written before it, and is it the final answer."""
 
     request: ModelRequest[Any]
     shown: Sequence[BaseMessage] = ()

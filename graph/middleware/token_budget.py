@@ -1,10 +1,8 @@
 """``TokenBudgetMiddleware``: the hard token budget of ``create_loop_agent``, for ``create_agent``.
 
-No request that would go over the budget is sent: before every model call the graph's rule
-(``graph/engine/limits.py: call_guard``) decides, inside ``wrap_model_call``. What a stop and a
-check-in do, and ``budget_scope``: ``docs/token-budget.md#tokenbudgetmiddleware``. What was
-spent is read from the replies' ``usage_metadata`` (``count_tokens`` where a model reports
-none), never kept in process memory, so a run resumed by another agent object counts the same.
+No request over the budget is sent: the graph's rule (``engine/limits.py: call_guard``)
+decides inside ``wrap_model_call`` (``docs/token-budget.md#tokenbudgetmiddleware``). What was
+spent is read from the thread's replies, so a run resumed by another agent object counts the same.
 
 Example:
     >>> from langchain.agents import create_agent
@@ -26,7 +24,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Annotated, Any, Literal, NotRequired
@@ -46,6 +44,7 @@ from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
 from langgraph_loop.core.compat import checkpointer
+from langgraph_loop.core.drive import adrive, drive
 from langgraph_loop.core.messages import run_request
 from langgraph_loop.core.stop import Guard, StopReason
 from langgraph_loop.engine.limits import (
@@ -89,8 +88,7 @@ class BudgetExtension(TypedDict):
 
 
 class BudgetSpent(TypedDict):
-    """What the run (``budget_scope="thread"``: the thread) has spent, kept as the replies
-    come, so a middleware that rewrites the thread (``SummarizationMiddleware``) hides none."""
+    """What the run (or thread) spent, kept so that a rewritten thread hides none."""
 
     run: str | None
     tokens: int
@@ -102,9 +100,8 @@ class TokenBudgetState(AgentState[Any]):
     stop_reason: NotRequired[Annotated[str | None, OmitFromInput]]
     """``"token_budget"`` when the budget stopped the run (None otherwise)."""
     stop_guard: NotRequired[Annotated[Guard | None, OmitFromInput]]
-    """Why it stopped: ``limit`` (the run's budget), ``value`` (spent), ``estimate`` (what
-    the call it did not send and a final answer would have needed), ``final_answer`` when
-    none fitted, ``human`` when a person chose the stop."""
+    """Why it stopped (``docs/token-budget.md``): ``limit``, ``value``, ``estimate``, and
+    ``final_answer`` or ``human`` when they apply."""
     budget_extra: NotRequired[Annotated[BudgetExtension | None, PrivateStateAttr]]
     """What a person granted at a check-in, for the run it was granted in."""
     budget_spent: NotRequired[Annotated[BudgetSpent | None, PrivateStateAttr]]
@@ -113,8 +110,7 @@ class TokenBudgetState(AgentState[Any]):
 
 @dataclass
 class _Turn:
-    """One model call as the budget sees it: the request (with any redirect added), what
-    the stop would be (None: the call fits), and what is written besides the reply."""
+    """One model call as the budget sees it: the request, the stop (None: it fits), the writes."""
 
     request: ModelRequest[Any]
     why: Guard | None
@@ -132,22 +128,13 @@ def _sent(request: ModelRequest[Any], extra: Sequence[BaseMessage] = ()) -> list
 
 
 class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
-    """A hard token budget per run for ``create_agent``: no request over it is sent; at the
-    budget the run ends with a final answer that fits, or a person is asked
-    (``docs/token-budget.md``).
+    """A hard token budget per run for ``create_agent`` (``docs/token-budget.md``).
 
     Args:
-        token_budget: agent tokens (input + output of every model call, the final answer
-            included) one run may spend, as ``Limits.token_budget``.
-        budget_check_in: at the budget, pause with ``interrupt()`` and let a person extend the
-            budget or stop the run (needs a checkpointer; without one the run stops as it
-            would without ``budget_check_in``), as ``Limits.budget_check_in``.
-        budget_scope: ``"run"`` (default): ``token_budget`` per run, and in a chat every message is a
-            run; ``"thread"``: one budget for the whole thread (every run's replies count,
-            and what a person adds at a check-in stays added).
-        show_notices: False (default): the stop notice gets an id starting
-            ``do-not-render-``, so chat UIs keep it out of the person's transcript (the model
-            and the thread have it); True: a plain id.
+        token_budget, budget_check_in, budget_scope: as the ``Limits`` fields of these names
+            (the README's reference; a check-in needs a checkpointer, else the run stops).
+        show_notices: False (default): the stop notice's id starts ``do-not-render-`` (chat
+            UIs hide it); True: a plain id.
 
     Raises:
         ValueError: ``token_budget`` is not a whole number >= 1, ``budget_check_in`` or
@@ -253,8 +240,8 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
 
     def _stopped(self, turn: _Turn, notice: HumanMessage | None, sent: ModelRequest[Any] | None,
                  final: ModelResponse[Any] | None) -> Result:
-        """The stop: a redirect, the notice and the final answer (its tool calls dropped) in
-        the thread; the stop record; without a final answer, the run ends here."""
+        """The stop: any redirect, the notice, the final answer and the stop record (without a
+        final answer the run ends here)."""
         assert turn.why is not None
         record = stop_record(turn.request.runtime, turn.why)
         answer = answer_of(final, turn.why) if final is not None else []
@@ -269,19 +256,23 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         return ExtendedModelResponse(ModelResponse(result=result), Command(update=update))
 
     # --- the hooks ---------------------------------------------------------------------------
+    def _steps(self, request: ModelRequest[Any]) -> Generator[Outgoing, ModelResponse[Any], Result]:
+        """``wrap_model_call``'s work for both hooks: yields each call, receives its response."""
+        turn = self._turn(request)
+        if turn.why is None:
+            return self._went_on(turn, (yield Outgoing(turn.request, turn.added)))
+        notice, final = self._final_request(turn)
+        shown = [*turn.added, *([notice] if notice is not None else [])]
+        answer = (yield Outgoing(final, shown, final=True)) if final is not None else None
+        return self._stopped(turn, notice, final, answer)
+
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> Result:
         """Send the call if it fits the budget; else ask a person, or make the final answer."""
-        turn = self._turn(request)
-        if turn.why is None:
-            return self._went_on(turn, send(handler, Outgoing(turn.request, turn.added)))
-        notice, final = self._final_request(turn)
-        shown = [*turn.added, *([notice] if notice is not None else [])]
-        return self._stopped(turn, notice, final,
-                             send(handler, Outgoing(final, shown, final=True)) if final else None)
+        return drive(self._steps(request), lambda call: send(handler, call))
 
     async def awrap_model_call(
         self,
@@ -289,10 +280,7 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> Result:
         """Async ``wrap_model_call``."""
-        turn = self._turn(request)
-        if turn.why is None:
-            return self._went_on(turn, await asend(handler, Outgoing(turn.request, turn.added)))
-        notice, final = self._final_request(turn)
-        shown = [*turn.added, *([notice] if notice is not None else [])]
-        return self._stopped(turn, notice, final,
-                             await asend(handler, Outgoing(final, shown, final=True)) if final else None)
+        async def sent(call: Outgoing) -> ModelResponse[Any]:
+            return await asend(handler, call)
+
+        return await adrive(self._steps(request), sent)

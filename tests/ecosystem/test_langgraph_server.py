@@ -284,6 +284,33 @@ def test_over_http_the_budget_check_in_takes_an_edited_number_sent_as_text(serve
     assert done["stop_reason"] == "completed" and done["messages"][-1]["content"] == "Done."
 
 
+def test_over_http_a_bad_answer_to_our_question_is_422_with_the_plain_message(server_url: str) -> None:
+    """Issue 43: a resume our question does not take was HTTP 200 with ``__error__`` and pydantic
+    internals; now each run endpoint answers 422 with the ``ValueError`` text, nothing runs, and
+    the thread stays paused at the question (by graph id and by assistant UUID alike)."""
+    client = get_sync_client(url=server_url)
+    thread_id = client.threads.create()["thread_id"]
+    client.runs.wait(thread_id, CHAT_GRAPH_ID, input=checks.user("get_weather for Paris"),
+                     context={"limits": {"token_budget": 150}})
+    question, runs = _interrupt(client, thread_id), len(client.runs.list(thread_id))
+    bad = {"resume": {"decisions": [{"type": "edit", "edited_action": {
+        "name": question["action_requests"][0]["name"], "args": {"tokens": "lots"}}}]}}
+    uuid = client.assistants.search(graph_id=CHAT_GRAPH_ID)[0]["assistant_id"]
+    for call in (lambda: client.runs.wait(thread_id, CHAT_GRAPH_ID, command=bad),
+                 lambda: client.runs.create(thread_id, uuid, command=bad),
+                 lambda: list(client.runs.stream(thread_id, CHAT_GRAPH_ID, command=bad))):
+        with pytest.raises(httpx.HTTPStatusError) as over_http:
+            call()
+        assert over_http.value.response.status_code == 422
+        assert over_http.value.response.json()["detail"].startswith(
+            "resume: token budget: the edited 'tokens' must be a whole number >= 1, got 'lots'; "
+            "its question 'Token budget reached: add more?' takes {'decisions': [{'type': 'approve'")
+    assert len(client.runs.list(thread_id)) == runs and _interrupt(client, thread_id) == question
+    done = client.runs.wait(thread_id, CHAT_GRAPH_ID,
+                            command={"resume": {"decisions": [{"type": "approve"}]}})
+    assert done["stop_reason"] == "completed"
+
+
 def test_over_http_continuation_and_summary_messages_are_hidden_from_a_chat_ui(
         user_server_url: str) -> None:
     """The user's graph goes on for a second pass and compacts its history: the continuation
