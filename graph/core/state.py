@@ -262,15 +262,7 @@ def add_usage(total: Mapping[str, Any] | None, extra: Mapping[str, Any] | None) 
 
 
 def usage_of(message: Any) -> Usage | None:
-    """The usage a model reported on its AIMessage, flattened (None when unreported).
-
-    Example:
-        >>> from langchain_core.messages import AIMessage
-        >>> m = AIMessage("hi", usage_metadata={"input_tokens": 4, "output_tokens": 1,
-        ...     "total_tokens": 5, "input_token_details": {"cache_read": 2}})
-        >>> usage_of(m)["cached_tokens"]
-        2
-    """
+    """The usage a model reported on its AIMessage, flattened (None when unreported)."""
     meta = getattr(message, "usage_metadata", None)
     if not meta:
         return None
@@ -303,12 +295,7 @@ def new_iteration(start_id: str | None, *, now: float | None = None) -> Iteratio
 
 def latest_answer(state: Mapping[str, Any]) -> str:
     """The text of the iteration's answer: the last reply's text, else the structured answer
-    (``response_format``: the reply called an output tool) as JSON.
-
-    Example:
-        >>> latest_answer({"messages": [AIMessage("")], "structured_response": {"city": "Oslo"}})
-        '{"city": "Oslo"}'
-    """
+    (``response_format``: the reply called an output tool) as JSON."""
     last = next((m for m in reversed(state.get("messages") or []) if isinstance(m, AIMessage)), None)
     text = answer_text(last)
     response = state.get("structured_response")
@@ -331,12 +318,7 @@ def answer_text(message: BaseMessage | None) -> str:
 
 
 def executed_calls(state: Mapping[str, Any]) -> int:
-    """Tool executions of the run so far: the newest call-log entry holds the count.
-
-    Example:
-        >>> executed_calls({"call_log": [{"executed": 3}]}), executed_calls({})
-        (3, 0)
-    """
+    """Tool executions of the run so far: the newest call-log entry holds the count."""
     log = state.get("call_log") or []
     return int(log[-1].get("executed", 0)) if log else 0
 
@@ -385,12 +367,7 @@ def build_record(
 def emit(runtime: Runtime[Any] | None, event: Event) -> None:
     """Send a typed event, made JSON-friendly, to ``stream_mode="custom"`` and, as a LangChain
     custom event named by its ``event``, to ``astream_events`` and the run's callbacks
-    (outside a run, with no callbacks listening: nothing).
-
-    Example:
-        >>> emit(None, {"event": "iteration_start", "iteration": 1}) is None
-        True
-    """
+    (outside a run, with no callbacks listening: nothing)."""
     writer = runtime.stream_writer if runtime is not None else None
     callbacks = (var_child_runnable_config.get() or {}).get("callbacks")  # the running step's
     listens = (isinstance(callbacks, BaseCallbackManager) and callbacks.parent_run_id is not None
@@ -424,12 +401,7 @@ def _show(config: RunnableConfig, messages: Sequence[BaseMessage]) -> Runnable[A
 def show_messages(config: RunnableConfig, messages: Sequence[BaseMessage]) -> None:
     """Hand ``messages`` a node writes to ``stream_mode="messages"`` now, before the model call
     that follows them (LangGraph shows a node's messages when the node ends: a notice would
-    come after the reply it preceded). Only while that stream listens.
-
-    Example:
-        >>> show_messages({}, []) is None
-        True
-    """
+    come after the reply it preceded). Only while that stream listens."""
     step = _show(config, messages)
     if step is not None:
         step.invoke(None, config)
@@ -595,10 +567,5 @@ class LoopContext(TypedDict, total=False):
 
 
 def iteration_info(state: LoopState) -> IterationInfo:
-    """The current iteration's bookkeeping.
-
-    Example:
-        >>> iteration_info({"iteration_info": {"model_calls": 1}})
-        {'model_calls': 1}
-    """
+    """The current iteration's bookkeeping."""
     return state.get("iteration_info") or {}
