@@ -141,18 +141,6 @@ def create_loop_agent(
     Raises:
         TypeError: a keyword it does not take (0.2's name the group that replaced them).
         ValueError: an argument is invalid (the message names it).
-
-    Example:
-        >>> from langchain_core.messages import HumanMessage
-        >>> from langgraph_loop import Iterations, Limits
-        >>> from langgraph_loop.scripted import ScriptedChatModel
-        >>> agent = create_loop_agent(
-        ...     ScriptedChatModel(script=["draft", "final"]),
-        ...     iterations=Iterations(max=3, should_continue=lambda s: s["iteration"] < 2),
-        ...     limits=Limits(token_budget=50_000))
-        >>> result = agent.invoke({"messages": [HumanMessage("Write it.")]})
-        >>> result["stop_reason"], result["iteration"]
-        ('completed', 2)
     """
     options = {k: v for k, v in locals().items() if k not in _NOT_SETTINGS}  # the loop's keywords
     if removed:

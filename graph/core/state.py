@@ -4,16 +4,8 @@ the stream events, and the pure helpers that build them.
 
 Messages live in a ``DeltaChannel``: a checkpoint stores only the new messages of a
 step, so storage grows linearly with the thread instead of quadratically. The
-per-run log of tool-call records uses one too. Everything else is small.
-
-Example:
-    >>> add_usage(new_usage(), {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5})
-    {'input_tokens': 3, 'output_tokens': 2, 'total_tokens': 5}
-    >>> info = new_iteration("m1", now=100.0)
-    >>> info["model_calls"], info["start_id"]
-    (0, 'm1')
-    >>> build_record(iteration=1, info=info, calls=[], now=101.5)["duration_s"]
-    1.5
+per-run log of tool-call records uses one too. Everything else is small. The runnable
+example: ``LoopContext``.
 """
 
 from __future__ import annotations

@@ -5,10 +5,14 @@ from __future__ import annotations
 from langchain_core.messages import AIMessage
 
 from langgraph_loop.core.state import (
+    add_usage,
+    build_record,
     emit,
     executed_calls,
     iteration_info,
     latest_answer,
+    new_iteration,
+    new_usage,
     show_messages,
     usage_of,
 )
@@ -37,3 +41,11 @@ def test_emit_and_show_messages_outside_a_run_do_nothing() -> None:
 
 def test_iteration_info_reads_the_state_key() -> None:
     assert iteration_info({"iteration_info": {"model_calls": 1}}) == {"model_calls": 1}
+
+
+def test_usage_iteration_and_record_helpers() -> None:
+    assert add_usage(new_usage(), {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}) == \
+        {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}
+    info = new_iteration("m1", now=100.0)
+    assert (info["model_calls"], info["start_id"]) == (0, "m1")
+    assert build_record(iteration=1, info=info, calls=[], now=101.5)["duration_s"] == 1.5
