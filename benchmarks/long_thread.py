@@ -51,7 +51,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool, tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -168,7 +168,7 @@ def floors(saver: SqliteSaver, messages: list[BaseMessage]) -> dict[str, float]:
     builder = StateGraph(MessagesState)
     builder.add_node("noop", lambda state: {})
     builder.add_edge(START, "noop")
-    bare, config = builder.compile(checkpointer=saver), {"configurable": {"thread_id": "floor"}}
+    bare, config = builder.compile(checkpointer=saver), RunnableConfig(configurable={"thread_id": "floor"})
     bare.update_state(config, {"messages": messages})
     blob = saver.serde.dumps_typed(messages)
     out = {"floor_ms": statistics.median(cpu_ms(lambda: bare.get_state(config)) for _ in range(5)),
