@@ -131,9 +131,8 @@ def create_loop_agent(
     ``core/shape.py``); ``transformers`` follow those ``create_agent`` registers
     (``core/streams.py``); ``show_notices=True`` gives the loop's notices plain ids instead of
     ``do-not-render-`` ones, which chat UIs keep out of view; ``**removed``: 0.2's keywords are
-    a ``TypeError`` naming what to write instead.
-
-    A configuration model may also be given as a dict of its fields.
+    a ``TypeError`` naming what to write instead. A configuration model may be a dict of its
+    fields.
 
     Returns:
         The compiled graph; its recursion limit fits the configured limits.

@@ -7,17 +7,6 @@ the stored thread as the messages channel would merge them, and the result must 
 pairing rules (``core/messages.py``). What is repaired and what is a ``ValueError``:
 docs/reliability.md ("What the loop repairs, what it rejects", "Edits keep the thread
 valid"); one run at a time per thread in a process (``ThreadBusyError``): docs/deployment.md.
-
-Example:
-    >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-    >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
-    >>> [m.type for m in checked_messages([HumanMessage("a"), ai, HumanMessage("b")], [])]
-    ['human', 'ai', 'tool', 'human']
-    >>> try:
-    ...     checked_messages([HumanMessage("a"), ToolMessage("3", tool_call_id="ghost")], [])
-    ... except ValueError as exc:
-    ...     print(str(exc)[:57])
-    input: message 1 (tool '3'): a tool message must answer a
 """
 
 from __future__ import annotations

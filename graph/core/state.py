@@ -1,11 +1,7 @@
-"""The graph state and the records kept in it: public keys users read, private keys the nodes
-own; usage, todos, per-run and per-iteration bookkeeping, tool-call and iteration records,
-the stream events, and the pure helpers that build them.
-
-Messages live in a ``DeltaChannel``: a checkpoint stores only the new messages of a
-step, so storage grows linearly with the thread instead of quadratically. The
-per-run log of tool-call records uses one too. Everything else is small. The runnable
-example: ``LoopContext``.
+"""The graph state (public keys, the nodes' own), the records kept in it, the stream events,
+and the pure helpers that build them. Messages (and the per-run call log) live in a
+``DeltaChannel``: a checkpoint stores only a step's new ones, so storage grows linearly with
+the thread. The runnable example: ``LoopContext``.
 """
 
 from __future__ import annotations
@@ -326,17 +322,10 @@ def calls_of_iteration(log: Sequence[CallRecord], iteration: int) -> list[CallRe
     return out
 
 
-def build_record(
-    *,
-    iteration: int,
-    info: IterationInfo,
-    calls: list[CallRecord],
-    now: float | None = None,
-    answer: str = "",
-    feedback: str | None = None,
-    verdict: dict[str, Any] | None = None,
-    guard: Guard | None = None,
-) -> IterationRecord:
+def build_record(*, iteration: int, info: IterationInfo, calls: list[CallRecord],
+                 now: float | None = None, answer: str = "", feedback: str | None = None,
+                 verdict: dict[str, Any] | None = None, guard: Guard | None = None
+                 ) -> IterationRecord:
     """The record of a finished iteration (``iterations[i]``)."""
     end = time.time() if now is None else now
     work = sorted(repr((c["name"], c["args"], c.get("result_hash"))) for c in calls)
@@ -453,12 +442,8 @@ def _reason(_old: str | None, new: str | None) -> str | None:
 
 
 class LoopOutput(LoopInput, total=False):
-    """What ``invoke`` returns: the public keys.
-
-    ``stop_reason`` holds the ``StopReason`` value as a plain ``str``:
-    ``state["stop_reason"] == StopReason.COMPLETED`` and ``StopReason(state["stop_reason"])``
-    both work, and it survives every checkpointer and LangGraph Server's JSON unchanged.
-    """
+    """What ``invoke`` returns: the public keys. ``stop_reason`` is the ``StopReason`` value as
+    a plain ``str`` (equal to the enum member; unchanged through any checkpointer or JSON)."""
 
     stop_reason: Annotated[str | None, _reason]
     stop_guard: Guard | None

@@ -11,6 +11,7 @@ from langgraph_loop.core.history import (
     _results_removed,
     _with_answers_removed,
     answer_unanswered,
+    checked_messages,
     new_user_messages,
     removal_breaks,
     resolve_removals,
@@ -73,3 +74,12 @@ def test_continued_answers_open_calls_as_tools_and_clears_the_stop_as_model() ->
     ai = _ai()
     assert [m.type for m in _continued({"messages": [ai]}, "tools", {})["messages"]] == ["ai", "tool"]
     assert _continued({"messages": [ai]}, "model", {"stop_reason": "completed"})["stop_reason"] is None
+
+
+def test_checked_messages_answers_an_open_call_and_rejects_an_orphan_result() -> None:
+    ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
+    assert [m.type for m in checked_messages([HumanMessage("a"), ai, HumanMessage("b")], [])] == [
+        "human", "ai", "tool", "human"]
+    with pytest.raises(ValueError) as exc:
+        checked_messages([HumanMessage("a"), ToolMessage("3", tool_call_id="ghost")], [])
+    assert str(exc.value)[:57] == "input: message 1 (tool '3'): a tool message must answer a"
