@@ -318,34 +318,28 @@ def _key(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | No
     return (id(saver), str(thread), namespace)
 
 
-def _claim(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | None:
-    """Mark the config's thread as running (None: no thread to guard), or ``ThreadBusyError``."""
+def _claim(saver: Any, config: RunnableConfig | None, *, edit: bool = False
+           ) -> tuple[int, str, str] | None:
+    """Mark the config's thread as running (None: no thread to guard), or ``ThreadBusyError``;
+    ``edit``: only check that no run works on it (an edit would land between two of its steps,
+    a tool call and its result)."""
     key = _key(saver, config)
     if key is None:
         return None
     with _RUNNING_LOCK:
+        if key in _RUNNING and edit:
+            raise ThreadBusyError(
+                f"thread {key[1]!r} has a run in progress in this process; update_state would "
+                "write between two of its steps (a tool call and its result); nothing was "
+                "written. Edit the thread once the run has ended or is paused at an interrupt.")
         if key in _RUNNING:
             raise ThreadBusyError(
                 f"thread {key[1]!r} already has a run in progress in this process; nothing was "
                 "run or written. Wait for that run to end before starting another on this "
                 "thread, or use another thread_id.")
-        _RUNNING.add(key)
+        if not edit:
+            _RUNNING.add(key)
     return key
-
-
-def _idle(saver: Any, config: RunnableConfig | None) -> None:
-    """``ThreadBusyError`` if the config's thread has a run in progress in this process: an edit
-    would land between two of its steps (a tool call and its result)."""
-    key = _key(saver, config)
-    if key is None:
-        return
-    with _RUNNING_LOCK:
-        busy = key in _RUNNING
-    if busy:
-        raise ThreadBusyError(
-            f"thread {key[1]!r} has a run in progress in this process; update_state would write "
-            "between two of its steps (a tool call and its result); nothing was written. Edit "
-            "the thread once the run has ended or is paused at an interrupt.")
 
 
 async def _aclaim(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | None:
@@ -426,10 +420,9 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
 
     def _reads(self, input: Any, config: RunnableConfig | None
                ) -> Steps[tuple[StateSnapshot | None, list[ToolMessage], bool]]:
-        """What the check reads of the thread: its state (None: none to read, or none needed:
-        ``new_user_messages`` on a thread whose newest checkpoint holds no pending writes, so
-        the run's own load is the turn's only one), the results a crashed step saved for the
-        stored last AIMessage's unanswered calls, and whether there is a thread to guard."""
+        """The thread's state (None: none, or not needed: ``new_user_messages`` on a thread
+        with no pending writes), the results a crashed step saved for the stored last
+        AIMessage's unanswered calls, and whether there is a thread to guard."""
         saver = self._saver(config)
         if saver is None:
             return None, [], False
@@ -479,7 +472,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         ``ThreadBusyError``)."""
         if _is_subgraph(config):
             return super().bulk_update_state(config, supersteps)
-        _idle(self.checkpointer, config)
+        _claim(self.checkpointer, config, edit=True)
         stored = drive(self._reads(None, config), perform)[0]
         return super().bulk_update_state(config, self._checked_updates(supersteps, stored))
 
@@ -488,7 +481,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         """Async ``bulk_update_state`` (and so ``aupdate_state``)."""
         if _is_subgraph(config):
             return await super().abulk_update_state(config, supersteps)
-        _idle(self.checkpointer, config)
+        _claim(self.checkpointer, config, edit=True)
         stored = (await adrive(self._reads(None, config), aperform))[0]
         checked = self._checked_updates(supersteps, stored)
         return await super().abulk_update_state(config, checked)

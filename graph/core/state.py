@@ -229,9 +229,6 @@ Event = (IterationStartEvent | IterationEndEvent | StopEvent | ToolCallEvent | L
 """A ``custom`` stream event: ``{"event": <EventName>, ...}``."""
 
 
-_USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
-
-
 def new_usage() -> Usage:
     """Zero usage."""
     return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
@@ -244,7 +241,7 @@ def add_usage(total: Mapping[str, Any] | None, extra: Mapping[str, Any] | None) 
         for key, value in extra.items():
             if type(value) is int or (isinstance(value, int) and not isinstance(value, bool)):
                 out[key] = out.get(key, 0) + value
-    for key in _USAGE_KEYS:
+    for key in new_usage():  # the keys every usage has
         out.setdefault(key, 0)
     return out  # type: ignore[return-value]
 
