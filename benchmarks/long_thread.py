@@ -14,6 +14,11 @@ shared machine) and every figure at a mark is a median:
 - **loads/turn**: how many times the turn ending at the mark read the thread's history
   (``get_delta_channel_history``: a replay of the writes since the last snapshot; a
   deterministic count, 0 for ``create_agent``, whose checkpoints hold the whole list);
+- **queries**: the SQL statements one ``get_state`` runs (a deterministic count);
+- **floor ms**: the same messages' ``get_state`` in a bare ``StateGraph(MessagesState)`` (one
+  node, LangGraph's plain messages channel, one checkpoint holding them all, the same saver),
+  median of 5; and **deserialize ms**: the saver's serializer reading those messages alone:
+  what any ``get_state`` of this thread costs, whatever the graph;
 - **db MB**: the SQLite file after ``PRAGMA wal_checkpoint(TRUNCATE)``;
 - **peak RSS MB**: the process's peak resident memory so far (``ru_maxrss``), the thread's
   outputs (precomputed) included;
@@ -46,10 +51,11 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool, tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import START, MessagesState, StateGraph
 
 from benchmarks.systems import coding_output, input_tokens, message_tokens
 
@@ -145,6 +151,33 @@ def db_mb(saver: SqliteSaver, path: Path) -> float:
     return sum(os.path.getsize(p) for p in (path, Path(f"{path}-wal")) if p.exists()) / 1e6
 
 
+def queries(conn: sqlite3.Connection, action: Callable[[], object]) -> int:
+    """The SQL statements ``action`` runs on ``conn``."""
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    try:
+        action()
+    finally:
+        conn.set_trace_callback(None)
+    return len(seen)
+
+
+def floors(saver: SqliteSaver, messages: list[BaseMessage]) -> dict[str, float]:
+    """``get_state`` of ``messages`` in a bare ``StateGraph`` on ``saver``, and deserializing them
+    alone (CPU ms, medians of 5); the bare thread is deleted after."""
+    builder = StateGraph(MessagesState)
+    builder.add_node("noop", lambda state: {})
+    builder.add_edge(START, "noop")
+    bare, config = builder.compile(checkpointer=saver), RunnableConfig(configurable={"thread_id": "floor"})
+    bare.update_state(config, {"messages": messages})
+    blob = saver.serde.dumps_typed(messages)
+    out = {"floor_ms": statistics.median(cpu_ms(lambda: bare.get_state(config)) for _ in range(5)),
+           "deserialize_ms": statistics.median(cpu_ms(lambda: saver.serde.loads_typed(blob))
+                                               for _ in range(5))}
+    saver.delete_thread("floor")
+    return out
+
+
 def grow(system: str, marks: Sequence[int], low: int, high: int) -> dict[str, Any]:
     """Grow one thread of ``system`` to the last mark; its figures at every mark."""
     rounds = marks[-1]
@@ -171,8 +204,10 @@ def grow(system: str, marks: Sequence[int], low: int, high: int) -> dict[str, An
                          "get_state_ms": statistics.median(cpu_ms(lambda: agent.get_state(config))
                                                            for _ in range(5)),
                          "messages": len(state.values["messages"]), "loads_per_turn": loads,
+                         "queries": queries(conn, lambda: agent.get_state(config)),
                          "db_mb": db_mb(saver, path),
-                         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+                         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                         **floors(saver, state.values["messages"])})
         conn.close()
     start = statistics.median(turns[:3])
     return {"system": system, "start_turn_ms": start, "turn_ms": turns,
@@ -208,12 +243,12 @@ def run_child(system: str, marks: Sequence[int], low: int, high: int) -> dict[st
 
 def report(results: list[dict[str, Any]], imports: dict[str, float]) -> list[str]:
     """The markdown tables and the issue-42 targets."""
-    lines = ["| system | rounds | messages | turn ms (×start) | loads/turn | get_state ms | db MB "
-             "| peak RSS MB |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| system | rounds | messages | turn ms (×start) | loads/turn | get_state ms | queries "
+             "| floor ms | deserialize ms | db MB | peak RSS MB |", "|---" * 11 + "|"]
     for result in results:
         lines += [f"| {result['system']} | {m['rounds']} | {m['messages']} | {m['turn_ms']:.0f} "
                   f"({m['x_start']:.2f}×) | {m['loads_per_turn']} | {m['get_state_ms']:.1f} | "
-                  f"{m['db_mb']:.2f} | "
+                  f"{m['queries']} | {m['floor_ms']:.1f} | {m['deserialize_ms']:.1f} | {m['db_mb']:.2f} | "
                   f"{m['peak_rss_mb']:.0f} |" for m in result["marks"]]
     base, ours = imports[IMPORTS[0]], imports[IMPORTS[1]]
     lines += ["", f"import CPU ms: langchain.agents {base:.0f}, langgraph_loop {ours:.0f} "

@@ -68,13 +68,7 @@ def retryable(exc: BaseException) -> bool:
     """Whether sending the same request again may succeed, as the exception says itself:
     langchain-core's ``ModelError.is_retryable``, else the HTTP status a provider SDK
     attaches (408, 409, 429 and 5xx, as the openai SDK retries), else LangGraph's default;
-    never a structured answer that did not parse or a state-update conflict.
-
-    Example:
-        >>> from langchain_core.exceptions import ModelAuthenticationError, ModelRateLimitError
-        >>> retryable(ModelAuthenticationError()), retryable(ModelRateLimitError())
-        (False, True)
-    """
+    never a structured answer that did not parse or a state-update conflict."""
     if isinstance(exc, StructuredOutputError | InvalidUpdateError):
         return False  # the same reply parses the same way; a state conflict repeats
     flag = getattr(exc, "is_retryable", None)
@@ -130,36 +124,15 @@ def create_loop_agent(
     show_notices: bool = False,
     **removed: Never,
 ) -> CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput]:
-    """Build the loop agent as a compiled graph (callbacks may be sync or async).
-
-    Args:
-        model: a chat model, ``"provider:model"`` or a Runnable wrapping chat models.
-        tools: tools, functions, provider-side tool dicts (bound, never run here); one alone is a
-            list; None (the default) is none.
-        system_prompt: the system prompt of every model call (a ``SystemMessage`` is kept).
-        iterations: the outer loop (``Iterations``): how many, when to go on, what starts the next.
-        limits: per-run limits (``Limits``).
-        loop_detection: ``LoopDetection()`` by default; None turns detection off.
-        approval, compaction: decisions before gated tools run; summaries of old messages.
-        hooks: the user's callbacks at points of the loop (``Hooks``), the tool filter included.
-        middleware: LangChain ``AgentMiddleware`` run with ``create_agent``'s semantics (every
-            hook, ``state_schema``s, tools; ``nodes/hosted.py``); names must be distinct.
-        response_format: a schema, ``ToolStrategy`` or ``ProviderStrategy``.
-        state_schema: a TypedDict extending ``LoopState`` (tools' ``Command``s update it).
-        context_schema: the user's runtime context type (override groups may sit beside it).
-        handle_tool_errors: ``ToolNode``'s switch (default: errors become error results).
-        checkpointer, store: any LangGraph checkpointer and store, passed through.
-        interrupt_before, interrupt_after, debug, cache: passed to ``StateGraph.compile``
-            (node names: ``model``, ``tools``, ...; see ``core/shape.py``).
-        name: the graph's name (default ``"langgraph-loop"``); if given, every reply's name
-            and the ``lc_agent_name`` of the run's metadata (as ``create_agent`` sets it).
-        transformers: stream transformers for ``stream_events(version="v3")``, after the ones
-            ``create_agent`` registers (``core/streams.py``).
-        show_notices: True: the notices the loop sends the model get plain ids; False
-            (default): ids starting ``do-not-render-``, which chat UIs keep out of view.
-        **removed: none taken: 0.2's keywords are a ``TypeError`` naming what to write instead.
-
-    A configuration model may also be given as a dict of its fields.
+    """Build the loop agent as a compiled graph. The arguments: README, "Configuration
+    reference"; beyond it: ``middleware`` runs LangChain ``AgentMiddleware`` with
+    ``create_agent``'s semantics (``nodes/hosted.py``); ``interrupt_before``,
+    ``interrupt_after``, ``debug``, ``cache`` go to ``StateGraph.compile`` (node names:
+    ``core/shape.py``); ``transformers`` follow those ``create_agent`` registers
+    (``core/streams.py``); ``show_notices=True`` gives the loop's notices plain ids instead of
+    ``do-not-render-`` ones, which chat UIs keep out of view; ``**removed``: 0.2's keywords are
+    a ``TypeError`` naming what to write instead. A configuration model may be a dict of its
+    fields.
 
     Returns:
         The compiled graph; its recursion limit fits the configured limits.
@@ -167,18 +140,6 @@ def create_loop_agent(
     Raises:
         TypeError: a keyword it does not take (0.2's name the group that replaced them).
         ValueError: an argument is invalid (the message names it).
-
-    Example:
-        >>> from langchain_core.messages import HumanMessage
-        >>> from langgraph_loop import Iterations, Limits
-        >>> from langgraph_loop.scripted import ScriptedChatModel
-        >>> agent = create_loop_agent(
-        ...     ScriptedChatModel(script=["draft", "final"]),
-        ...     iterations=Iterations(max=3, should_continue=lambda s: s["iteration"] < 2),
-        ...     limits=Limits(token_budget=50_000))
-        >>> result = agent.invoke({"messages": [HumanMessage("Write it.")]})
-        >>> result["stop_reason"], result["iteration"]
-        ('completed', 2)
     """
     options = {k: v for k, v in locals().items() if k not in _NOT_SETTINGS}  # the loop's keywords
     if removed:
@@ -197,20 +158,7 @@ def create_loop_agent(
 
 class Routes:
     """The graph's conditional edges: each reads the state and returns one of the targets
-    ``core/shape.py`` lists for its edge.
-
-    Example:
-        >>> from langchain_core.messages import AIMessage
-        >>> from langgraph_loop.scripted import ScriptedChatModel
-        >>> routes = Routes(LoopSettings.build(ScriptedChatModel()))
-        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a1")
-        >>> routes.after_model({"messages": [ai], "run": {"id": "r"}})
-        'tools'
-        >>> routes.after_model({"messages": [AIMessage("done")], "run": {"id": "r"}})
-        'router'
-        >>> routes.after_model({"messages": [ai], "run": {"id": "r", "decision": {"blocks": {}}}})
-        'loop_detector'
-    """
+    ``core/shape.py`` lists for its edge."""
 
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings

@@ -7,17 +7,6 @@ the stored thread as the messages channel would merge them, and the result must 
 pairing rules (``core/messages.py``). What is repaired and what is a ``ValueError``:
 docs/reliability.md ("What the loop repairs, what it rejects", "Edits keep the thread
 valid"); one run at a time per thread in a process (``ThreadBusyError``): docs/deployment.md.
-
-Example:
-    >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-    >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
-    >>> [m.type for m in checked_messages([HumanMessage("a"), ai, HumanMessage("b")], [])]
-    ['human', 'ai', 'tool', 'human']
-    >>> try:
-    ...     checked_messages([HumanMessage("a"), ToolMessage("3", tool_call_id="ghost")], [])
-    ... except ValueError as exc:
-    ...     print(str(exc)[:57])
-    input: message 1 (tool '3'): a tool message must answer a
 """
 
 from __future__ import annotations
@@ -113,14 +102,7 @@ def checked_messages(value: Any, stored: Sequence[BaseMessage],
 
 
 def _results_removed(stored: Sequence[BaseMessage], merged: Sequence[BaseMessage]) -> list[str]:
-    """The removals that leave a call the thread keeps without its stored result.
-
-    Example:
-        >>> from langchain_core.messages import AIMessage
-        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a")
-        >>> _results_removed([ai, ToolMessage("r", tool_call_id="c1", id="t")], [ai])[0][:46]
-        "removing tool message 't' leaves call 'c1' of "
-    """
+    """The removals that leave a call the thread keeps without its stored result."""
     results = {m.tool_call_id: m.id for m in stored if isinstance(m, ToolMessage)}
     kept = {m.tool_call_id for m in merged if isinstance(m, ToolMessage)}
     return [f"removing tool message {results[c]!r} leaves call {c!r} of AIMessage {m.id!r} without "
@@ -131,12 +113,7 @@ def _results_removed(stored: Sequence[BaseMessage], merged: Sequence[BaseMessage
 
 def saved_answers(writes: Iterable[Any], ids: Sequence[str]) -> list[ToolMessage]:
     """The ToolMessages among a checkpoint's pending writes (a step's saved task results,
-    however nested) that answer the calls ``ids``, one per call, in the order of ``ids``.
-
-    Example:
-        >>> saved_answers([{"message": ToolMessage("r", tool_call_id="c1")}], ["c1", "c2"])
-        [ToolMessage(content='r', tool_call_id='c1')]
-    """
+    however nested) that answer the calls ``ids``, one per call, in the order of ``ids``."""
     found: dict[str, ToolMessage] = {}
     stack = list(writes)
     while stack:
@@ -161,14 +138,7 @@ def not_executed(call_id: str) -> ToolMessage:
 def answer_unanswered(messages: Sequence[BaseMessage], *, open_end: bool = False
                       ) -> list[BaseMessage]:
     """The list with every unanswered call of its AIMessages answered ``not_executed``,
-    right after its AIMessage's ToolMessages (``open_end``: calls it ends on stay open).
-
-    Example:
-        >>> from langchain_core.messages import AIMessage
-        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
-        >>> [m.type for m in answer_unanswered([HumanMessage("a"), ai, HumanMessage("b")])]
-        ['human', 'ai', 'tool', 'human']
-    """
+    right after its AIMessage's ToolMessages (``open_end``: calls it ends on stay open)."""
     out: list[BaseMessage] = []
     waiting: list[str] = []
     for msg in messages:
@@ -184,18 +154,7 @@ def answer_unanswered(messages: Sequence[BaseMessage], *, open_end: bool = False
 
 def resolve_removals(stored: Sequence[BaseMessage], new: Sequence[Any]) -> list[Any]:
     """``new`` with its ``RemoveMessage``s resolved as ``add_messages`` does, each stored one by id
-    (the messages channel stores only the change); an unknown id is a ``ValueError``.
-
-    Example:
-        >>> old = [HumanMessage("a", id="1")]
-        >>> [m.id for m in resolve_removals(old, [RemoveMessage(id=REMOVE_ALL_MESSAGES),
-        ...                                       HumanMessage("b", id="2")])]
-        ['1', '2']
-        >>> resolve_removals(old, [RemoveMessage(id="9")])
-        Traceback (most recent call last):
-        ...
-        ValueError: Attempting to delete a message with an ID that doesn't exist ('9')
-    """
+    (the messages channel stores only the change); an unknown id is a ``ValueError``."""
     if not any(isinstance(m, RemoveMessage) for m in new):
         return list(new)
     wipes = [i for i, m in enumerate(new) if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES]
@@ -212,15 +171,7 @@ def resolve_removals(stored: Sequence[BaseMessage], new: Sequence[Any]) -> list[
 
 def _with_answers_removed(stored: Sequence[BaseMessage], new: list[Any]) -> list[Any]:
     """``new`` with the stored ToolMessages of each removed AIMessage's calls removed too, right
-    after it (they would answer no call: the model would be sent an orphan tool result).
-
-    Example:
-        >>> from langchain_core.messages import AIMessage
-        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a")
-        >>> old = [HumanMessage("q", id="h"), ai, ToolMessage("r", tool_call_id="c1", id="t")]
-        >>> [m.id for m in _with_answers_removed(old, [RemoveMessage(id="a")])]
-        ['a', 't']
-    """
+    after it (they would answer no call: the model would be sent an orphan tool result)."""
     removed = {m.id for m in new if isinstance(m, RemoveMessage)}
     out: list[Any] = []
     for message in new:
@@ -235,17 +186,7 @@ def _with_answers_removed(stored: Sequence[BaseMessage], new: list[Any]) -> list
 
 
 def removal_breaks(stored: Sequence[BaseMessage], new: Sequence[Any]) -> list[str]:
-    """The pairing rules ``new`` (a messages update, removals resolved) would break in ``stored``.
-
-    Example:
-        >>> from langchain_core.messages import AIMessage
-        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a")
-        >>> old = [HumanMessage("q", id="h"), ai, ToolMessage("r", tool_call_id="c1", id="t")]
-        >>> removal_breaks(old, [RemoveMessage(id="t")])
-        ["message 1: tool calls ['c1'] not answered at the end"]
-        >>> removal_breaks(old, resolve_removals(old, [RemoveMessage(id="a")]))
-        []
-    """
+    """The pairing rules ``new`` (a messages update, removals resolved) would break in ``stored``."""
     after = cast(list[BaseMessage], add_messages(list(stored), list(new)))  # type: ignore[arg-type]
     held = {(p.rule, p.ids) for p in pairing_problems(stored)}
     return [describe(p, after) for p in pairing_problems(after) if (p.rule, p.ids) not in held]
@@ -282,14 +223,7 @@ def input_problem(input: Mapping[str, Any], stored: StateSnapshot | None,
 def new_user_messages(input: Any) -> bool:
     """Is ``input`` new user messages only (no ids)? Checking them needs nothing of the stored
     thread: they match no stored id, break no pairing and answer no call, so a run with such
-    an input loads the thread once (LangGraph's own load), not twice.
-
-    Example:
-        >>> new_user_messages({"messages": [("user", "hi")]}), new_user_messages({"messages": []})
-        (True, False)
-        >>> new_user_messages({"messages": [HumanMessage("hi", id="h1")]})
-        False
-    """
+    an input loads the thread once (LangGraph's own load), not twice."""
     if not isinstance(input, Mapping) or not input.get("messages"):
         return False
     try:
@@ -349,16 +283,7 @@ def _continued(values: Mapping[str, Any], as_node: str | None, state: Mapping[st
     """An update made as ``as_node`` on a thread holding ``state``, with the calls it leaves open
     sent where the edge after ``as_node`` goes: as ``tools`` the model comes next, so they are
     answered ``not_executed``; as ``model`` on a finished thread the stop is cleared, so the
-    tools run them, as under ``create_agent``.
-
-    Example:
-        >>> from langchain_core.messages import AIMessage
-        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a")
-        >>> [m.type for m in _continued({"messages": [ai]}, "tools", {})["messages"]]
-        ['ai', 'tool']
-        >>> _continued({"messages": [ai]}, "model", {"stop_reason": "completed"})["stop_reason"] is None
-        True
-    """
+    tools run them, as under ``create_agent``."""
     open_calls = unanswered_tail(_merged(state, values))[1]
     if open_calls and as_node == "tools":
         return {**values, "messages": [*_as_list(values["messages"]),
@@ -394,34 +319,28 @@ def _key(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | No
     return (id(saver), str(thread), namespace)
 
 
-def _claim(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | None:
-    """Mark the config's thread as running (None: no thread to guard), or ``ThreadBusyError``."""
+def _claim(saver: Any, config: RunnableConfig | None, *, edit: bool = False
+           ) -> tuple[int, str, str] | None:
+    """Mark the config's thread as running (None: no thread to guard), or ``ThreadBusyError``;
+    ``edit``: only check that no run works on it (an edit would land between two of its steps,
+    a tool call and its result)."""
     key = _key(saver, config)
     if key is None:
         return None
     with _RUNNING_LOCK:
+        if key in _RUNNING and edit:
+            raise ThreadBusyError(
+                f"thread {key[1]!r} has a run in progress in this process; update_state would "
+                "write between two of its steps (a tool call and its result); nothing was "
+                "written. Edit the thread once the run has ended or is paused at an interrupt.")
         if key in _RUNNING:
             raise ThreadBusyError(
                 f"thread {key[1]!r} already has a run in progress in this process; nothing was "
                 "run or written. Wait for that run to end before starting another on this "
                 "thread, or use another thread_id.")
-        _RUNNING.add(key)
+        if not edit:
+            _RUNNING.add(key)
     return key
-
-
-def _idle(saver: Any, config: RunnableConfig | None) -> None:
-    """``ThreadBusyError`` if the config's thread has a run in progress in this process: an edit
-    would land between two of its steps (a tool call and its result)."""
-    key = _key(saver, config)
-    if key is None:
-        return
-    with _RUNNING_LOCK:
-        busy = key in _RUNNING
-    if busy:
-        raise ThreadBusyError(
-            f"thread {key[1]!r} has a run in progress in this process; update_state would write "
-            "between two of its steps (a tool call and its result); nothing was written. Edit "
-            "the thread once the run has ended or is paused at an interrupt.")
 
 
 async def _aclaim(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | None:
@@ -504,10 +423,9 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
 
     def _reads(self, input: Any, config: RunnableConfig | None
                ) -> Steps[tuple[StateSnapshot | None, list[ToolMessage], bool]]:
-        """What the check reads of the thread: its state (None: none to read, or none needed:
-        ``new_user_messages`` on a thread whose newest checkpoint holds no pending writes, so
-        the run's own load is the turn's only one), the results a crashed step saved for the
-        stored last AIMessage's unanswered calls, and whether there is a thread to guard."""
+        """The thread's state (None: none, or not needed: ``new_user_messages`` on a thread
+        with no pending writes), the results a crashed step saved for the stored last
+        AIMessage's unanswered calls, and whether there is a thread to guard."""
         saver = self._saver(config)
         if saver is None:
             return None, [], False
@@ -557,7 +475,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         ``ThreadBusyError``)."""
         if _is_subgraph(config):
             return super().bulk_update_state(config, supersteps)
-        _idle(self.checkpointer, config)
+        _claim(self.checkpointer, config, edit=True)
         stored = drive(self._reads(None, config), perform)[0]
         return super().bulk_update_state(config, self._checked_updates(supersteps, stored))
 
@@ -566,7 +484,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         """Async ``bulk_update_state`` (and so ``aupdate_state``)."""
         if _is_subgraph(config):
             return await super().abulk_update_state(config, supersteps)
-        _idle(self.checkpointer, config)
+        _claim(self.checkpointer, config, edit=True)
         stored = (await adrive(self._reads(None, config), aperform))[0]
         checked = self._checked_updates(supersteps, stored)
         return await super().abulk_update_state(config, checked)

@@ -1,19 +1,7 @@
-"""The graph state and the records kept in it: public keys users read, private keys the nodes
-own; usage, todos, per-run and per-iteration bookkeeping, tool-call and iteration records,
-the stream events, and the pure helpers that build them.
-
-Messages live in a ``DeltaChannel``: a checkpoint stores only the new messages of a
-step, so storage grows linearly with the thread instead of quadratically. The
-per-run log of tool-call records uses one too. Everything else is small.
-
-Example:
-    >>> add_usage(new_usage(), {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5})
-    {'input_tokens': 3, 'output_tokens': 2, 'total_tokens': 5}
-    >>> info = new_iteration("m1", now=100.0)
-    >>> info["model_calls"], info["start_id"]
-    (0, 'm1')
-    >>> build_record(iteration=1, info=info, calls=[], now=101.5)["duration_s"]
-    1.5
+"""The graph state (public keys, the nodes' own), the records kept in it, the stream events,
+and the pure helpers that build them. Messages (and the per-run call log) live in a
+``DeltaChannel``: a checkpoint stores only a step's new ones, so storage grows linearly with
+the thread. The runnable example: ``LoopContext``.
 """
 
 from __future__ import annotations
@@ -241,9 +229,6 @@ Event = (IterationStartEvent | IterationEndEvent | StopEvent | ToolCallEvent | L
 """A ``custom`` stream event: ``{"event": <EventName>, ...}``."""
 
 
-_USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
-
-
 def new_usage() -> Usage:
     """Zero usage."""
     return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
@@ -256,21 +241,13 @@ def add_usage(total: Mapping[str, Any] | None, extra: Mapping[str, Any] | None) 
         for key, value in extra.items():
             if type(value) is int or (isinstance(value, int) and not isinstance(value, bool)):
                 out[key] = out.get(key, 0) + value
-    for key in _USAGE_KEYS:
+    for key in new_usage():  # the keys every usage has
         out.setdefault(key, 0)
     return out  # type: ignore[return-value]
 
 
 def usage_of(message: Any) -> Usage | None:
-    """The usage a model reported on its AIMessage, flattened (None when unreported).
-
-    Example:
-        >>> from langchain_core.messages import AIMessage
-        >>> m = AIMessage("hi", usage_metadata={"input_tokens": 4, "output_tokens": 1,
-        ...     "total_tokens": 5, "input_token_details": {"cache_read": 2}})
-        >>> usage_of(m)["cached_tokens"]
-        2
-    """
+    """The usage a model reported on its AIMessage, flattened (None when unreported)."""
     meta = getattr(message, "usage_metadata", None)
     if not meta:
         return None
@@ -303,12 +280,7 @@ def new_iteration(start_id: str | None, *, now: float | None = None) -> Iteratio
 
 def latest_answer(state: Mapping[str, Any]) -> str:
     """The text of the iteration's answer: the last reply's text, else the structured answer
-    (``response_format``: the reply called an output tool) as JSON.
-
-    Example:
-        >>> latest_answer({"messages": [AIMessage("")], "structured_response": {"city": "Oslo"}})
-        '{"city": "Oslo"}'
-    """
+    (``response_format``: the reply called an output tool) as JSON."""
     last = next((m for m in reversed(state.get("messages") or []) if isinstance(m, AIMessage)), None)
     text = answer_text(last)
     response = state.get("structured_response")
@@ -331,12 +303,7 @@ def answer_text(message: BaseMessage | None) -> str:
 
 
 def executed_calls(state: Mapping[str, Any]) -> int:
-    """Tool executions of the run so far: the newest call-log entry holds the count.
-
-    Example:
-        >>> executed_calls({"call_log": [{"executed": 3}]}), executed_calls({})
-        (3, 0)
-    """
+    """Tool executions of the run so far: the newest call-log entry holds the count."""
     log = state.get("call_log") or []
     return int(log[-1].get("executed", 0)) if log else 0
 
@@ -352,17 +319,10 @@ def calls_of_iteration(log: Sequence[CallRecord], iteration: int) -> list[CallRe
     return out
 
 
-def build_record(
-    *,
-    iteration: int,
-    info: IterationInfo,
-    calls: list[CallRecord],
-    now: float | None = None,
-    answer: str = "",
-    feedback: str | None = None,
-    verdict: dict[str, Any] | None = None,
-    guard: Guard | None = None,
-) -> IterationRecord:
+def build_record(*, iteration: int, info: IterationInfo, calls: list[CallRecord],
+                 now: float | None = None, answer: str = "", feedback: str | None = None,
+                 verdict: dict[str, Any] | None = None, guard: Guard | None = None
+                 ) -> IterationRecord:
     """The record of a finished iteration (``iterations[i]``)."""
     end = time.time() if now is None else now
     work = sorted(repr((c["name"], c["args"], c.get("result_hash"))) for c in calls)
@@ -385,12 +345,7 @@ def build_record(
 def emit(runtime: Runtime[Any] | None, event: Event) -> None:
     """Send a typed event, made JSON-friendly, to ``stream_mode="custom"`` and, as a LangChain
     custom event named by its ``event``, to ``astream_events`` and the run's callbacks
-    (outside a run, with no callbacks listening: nothing).
-
-    Example:
-        >>> emit(None, {"event": "iteration_start", "iteration": 1}) is None
-        True
-    """
+    (outside a run, with no callbacks listening: nothing)."""
     writer = runtime.stream_writer if runtime is not None else None
     callbacks = (var_child_runnable_config.get() or {}).get("callbacks")  # the running step's
     listens = (isinstance(callbacks, BaseCallbackManager) and callbacks.parent_run_id is not None
@@ -424,12 +379,7 @@ def _show(config: RunnableConfig, messages: Sequence[BaseMessage]) -> Runnable[A
 def show_messages(config: RunnableConfig, messages: Sequence[BaseMessage]) -> None:
     """Hand ``messages`` a node writes to ``stream_mode="messages"`` now, before the model call
     that follows them (LangGraph shows a node's messages when the node ends: a notice would
-    come after the reply it preceded). Only while that stream listens.
-
-    Example:
-        >>> show_messages({}, []) is None
-        True
-    """
+    come after the reply it preceded). Only while that stream listens."""
     step = _show(config, messages)
     if step is not None:
         step.invoke(None, config)
@@ -489,12 +439,8 @@ def _reason(_old: str | None, new: str | None) -> str | None:
 
 
 class LoopOutput(LoopInput, total=False):
-    """What ``invoke`` returns: the public keys.
-
-    ``stop_reason`` holds the ``StopReason`` value as a plain ``str``:
-    ``state["stop_reason"] == StopReason.COMPLETED`` and ``StopReason(state["stop_reason"])``
-    both work, and it survives every checkpointer and LangGraph Server's JSON unchanged.
-    """
+    """What ``invoke`` returns: the public keys. ``stop_reason`` is the ``StopReason`` value as
+    a plain ``str`` (equal to the enum member; unchanged through any checkpointer or JSON)."""
 
     stop_reason: Annotated[str | None, _reason]
     stop_guard: Guard | None
@@ -595,10 +541,5 @@ class LoopContext(TypedDict, total=False):
 
 
 def iteration_info(state: LoopState) -> IterationInfo:
-    """The current iteration's bookkeeping.
-
-    Example:
-        >>> iteration_info({"iteration_info": {"model_calls": 1}})
-        {'model_calls': 1}
-    """
+    """The current iteration's bookkeeping."""
     return state.get("iteration_info") or {}

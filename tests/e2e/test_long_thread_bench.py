@@ -26,6 +26,7 @@ def test_the_long_thread_benchmark_reports_every_system_at_every_mark(tmp_path: 
         assert [m["rounds"] for m in result["marks"]] == [10, 20]
         assert len(result["turn_ms"]) == 2 and all(t > 0 for t in result["turn_ms"])
         assert all(m["get_state_ms"] > 0 and m["db_mb"] > 0 and m["peak_rss_mb"] > 0
+                   and m["queries"] > 0 and m["floor_ms"] > 0 and m["deserialize_ms"] > 0
                    for m in result["marks"])
     ours, compacted, peer = (by[s]["marks"][-1] for s in SYSTEMS)
     assert ours["messages"] == peer["messages"] == 44  # 2 turns: 10 rounds and an answer each
