@@ -76,20 +76,8 @@ def check_decisions(
     gated: Collection[str],
     known: Collection[str],
 ) -> list[dict[str, Any]]:
-    """Validate decisions against the gated calls; ``ValueError`` says what is wrong.
-
-    An edit may keep the tool or switch to a known *ungated* tool: switching to another
-    gated tool would run that tool without its own decision, so it is refused.
-
-    Example:
-        >>> calls = [{"name": "rm", "args": {}, "id": "c1"}]
-        >>> check_decisions(calls, [{"type": "edit", "edited_action": {"name": "wipe",
-        ...     "args": {}}}], gated={"rm", "wipe"}, known={"rm", "wipe"})
-        Traceback (most recent call last):
-        ...
-        ValueError: approval: decision 1 edits 'rm' into another gated tool 'wipe'; an edit may \
-keep the tool or switch to an ungated one
-    """
+    """Validate decisions against the gated calls; ``ValueError`` says what is wrong. An edit
+    may not switch to another gated tool: that tool would run without its own decision."""
     if len(decisions) != len(calls):
         names = ", ".join(str(c["name"]) for c in calls)
         noun = "decision" if len(calls) == 1 else "decisions"
@@ -130,23 +118,12 @@ def response_schema(
 
 
 def auto_allowed(run: Mapping[str, Any], max_auto_rounds: int) -> bool:
-    """May the resolver decide this gated message? (bounded per run)
-
-    Example:
-        >>> auto_allowed({"auto_rounds": 2}, 3), auto_allowed({"auto_rounds": 3}, 3)
-        (True, False)
-    """
+    """May the resolver decide this gated message? (bounded per run)"""
     return int(run.get("auto_rounds") or 0) < max_auto_rounds
 
 
 def needs_approval(message: BaseMessage | None, approval: Approval | None) -> bool:
-    """Does this reply ask for a tool that needs a decision first? (the one "is it gated")
-
-    Example:
-        >>> ai = AIMessage("", tool_calls=[{"name": "rm", "args": {}, "id": "c1"}])
-        >>> needs_approval(ai, Approval(tools=("rm",))), needs_approval(ai, None)
-        (True, False)
-    """
+    """Does this reply ask for a tool that needs a decision first? (the one "is it gated")"""
     return (approval is not None and isinstance(message, AIMessage)
             and any(c["name"] in approval.tools for c in message.tool_calls))
 
@@ -180,18 +157,7 @@ def apply_review(
     message_id: str | None,
     gated: Collection[str],
 ) -> Reviewed:
-    """Apply the recorded decisions to the calls (a gated call never runs without one).
-
-    Example:
-        >>> calls = [{"name": "rm", "args": {"p": 1}, "id": "c1"},
-        ...          {"name": "ls", "args": {}, "id": "c2"}]
-        >>> review = {"message_id": "m", "decisions": {"c1": {"type": "reject"}}}
-        >>> r = apply_review(calls, review, message_id="m", gated={"rm"})
-        >>> sorted(r.refusals), [c["name"] for c in r.calls]
-        (['c1'], ['rm', 'ls'])
-        >>> sorted(apply_review(calls, None, message_id="m", gated={"rm"}).refusals)
-        ['c1']
-    """
+    """Apply the recorded decisions to the calls (a gated call never runs without one)."""
     decisions: Mapping[str, Any] = {}
     if review and review.get("message_id") == message_id:
         decisions = review.get("decisions") or {}
@@ -256,12 +222,10 @@ class ApprovalNode(Runnable[LoopState, dict[str, Any]]):
 
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:
-        """Sync entry point."""
         return drive(self._steps(state, ensure_config(config)), perform)
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> dict[str, Any]:
-        """Async entry point."""
         return await adrive(self._steps(state, ensure_config(config)), aperform)
 
     def _steps(self, state: LoopState, config: RunnableConfig) -> Steps[dict[str, Any]]:

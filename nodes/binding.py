@@ -35,25 +35,13 @@ COMPACTION = "compaction"
 
 
 def tagged(config: RunnableConfig, name: str) -> RunnableConfig:
-    """``config`` for one of the loop's own model calls: tagged ``name`` and run as ``name``.
-
-    Example:
-        >>> c = tagged({"tags": ["mine"]}, FINAL_ANSWER)
-        >>> sorted(c["tags"]), c["run_name"]
-        (['final_answer', 'mine'], 'final_answer')
-    """
+    """``config`` for one of the loop's own model calls: tagged ``name`` and run as ``name``."""
     return merge_configs(config, {"tags": [name], "run_name": name})
 
 
 def openai_compatible(chat: Any) -> bool:
     """Is ``chat`` a ``langchain_openai`` ``BaseChatOpenAI``? Asked without importing it: such a
-    model's class exists only once its module is loaded, so other apps never pay for the import.
-
-    Example:
-        >>> from langgraph_loop.scripted import ScriptedChatModel
-        >>> openai_compatible(ScriptedChatModel())
-        False
-    """
+    model's class exists only once its module is loaded, so other apps never pay for the import."""
     base = sys.modules.get("langchain_openai.chat_models.base")
     return base is not None and isinstance(chat, base.BaseChatOpenAI)
 

@@ -199,12 +199,10 @@ class CompactionNode(Runnable[LoopState, dict[str, Any]]):
 
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:
-        """Sync entry point."""
         return drive(self._steps(state, ensure_config(config)), perform)
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> dict[str, Any]:
-        """Async entry point."""
         return await adrive(self._steps(state, ensure_config(config)), aperform)
 
     def _steps(self, state: LoopState, config: RunnableConfig) -> Steps[dict[str, Any]]:

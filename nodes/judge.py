@@ -104,14 +104,7 @@ def criteria_block(criteria: Sequence[str]) -> str:
 
 def judge_instructions(instructions: str | None, criteria: Sequence[str]) -> str:
     """The judge's system prompt with ``{criteria}`` filled in; custom instructions without the
-    ``VERDICT:`` markers get the marker instruction appended (the text fallback needs it).
-
-    Example:
-        >>> judge_instructions("Be strict.{criteria}", ["short"]).startswith("Be strict.")
-        True
-        >>> "VERDICT: MORE" in judge_instructions("Be strict.", [])
-        True
-    """
+    ``VERDICT:`` markers get the marker instruction appended (the text fallback needs it)."""
     text = prompts.JUDGE_INSTRUCTIONS if instructions is None else instructions
     if "VERDICT:" not in text.upper():
         text = f"{text}\n\n{prompts.JUDGE_MARKERS}"
@@ -168,15 +161,7 @@ def _as_verdict(value: Any) -> JudgeVerdict | None:
 
 
 def resolve_verdict(parsed: Any, tool_args: Sequence[Any], text: str) -> dict[str, Any]:
-    """The verdict: the structured one when valid, else the tool-call args, else the text.
-
-    Example:
-        >>> from langgraph_loop.core.config import JudgeVerdict
-        >>> resolve_verdict(JudgeVerdict(answered=True, reasoning="ok"), [], "")
-        {'answered': True, 'reasoning': 'ok'}
-        >>> resolve_verdict(None, [{"answered": "yes please"}], "VERDICT: MORE")["answered"]
-        False
-    """
+    """The verdict: the structured one when valid, else the tool-call args, else the text."""
     for candidate in (parsed, *tool_args):
         verdict = _as_verdict(candidate)
         if verdict is not None:
@@ -234,12 +219,10 @@ class JudgeNode(Runnable[LoopState, dict[str, Any]]):
 
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:
-        """Sync entry point."""
         return drive(self._steps(state, config), perform)
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> dict[str, Any]:
-        """Async entry point."""
         return await adrive(self._steps(state, config), aperform)
 
     def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:

@@ -59,13 +59,7 @@ def repair_dangling(messages: Sequence[BaseMessage]) -> list[Any]:
 
 def folded_budget(state: LoopState) -> ThreadBudget | None:
     """The thread's budget record with the run that ends here folded in: its tokens and
-    what a person added at its check-ins (None: nothing to fold).
-
-    Example:
-        >>> folded_budget({"run": {"id": "r", "budget_extra": 500}, "usage": {"total_tokens": 900},
-        ...                "thread_budget": {"spent": 100, "extra": 0}})
-        {'spent': 1000, 'extra': 500}
-    """
+    what a person added at its check-ins (None: nothing to fold)."""
     run = state.get("run") or {}
     spent = int((state.get("usage") or {}).get("total_tokens") or 0)
     extra = int(run.get("budget_extra") or 0)
@@ -87,20 +81,7 @@ def question_open(state: LoopState, settings: LoopSettings) -> bool:
 def go_on(state: LoopState, settings: LoopSettings) -> dict[str, Any] | None:
     """A message typed while the loop question was open continues the paused run as a
     redirect (``typed_instead``: the paused calls are recorded as not run): the run's
-    counters, its detector window and its budget go on (None: not that case).
-
-    Example:
-        >>> from langchain_core.messages import AIMessage, HumanMessage
-        >>> from langgraph_loop.core.config import LoopDetection
-        >>> from langgraph_loop.scripted import ScriptedChatModel
-        >>> s = LoopSettings.build(ScriptedChatModel(), loop_detection=LoopDetection(ask_human=True))
-        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a")
-        >>> state = {"messages": [ai, HumanMessage("try g", id="h")],
-        ...          "run": {"id": "r", "decision": {"guard": {"reason": "loop_detected"}, "finding": {}}}}
-        >>> update = go_on(state, s)
-        >>> update["run"], [m.type for m in update["messages"]]
-        ({'id': 'r'}, ['remove', 'tool', 'human'])
-    """
+    counters, its detector window and its budget go on (None: not that case)."""
     if not question_open(state, settings):
         return None
     writes = typed_instead(state.get("messages") or [])
@@ -112,16 +93,7 @@ def go_on(state: LoopState, settings: LoopSettings) -> dict[str, Any] | None:
 
 def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = None,
               overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The update that starts a run: fresh per-run keys, a repaired thread (pure).
-
-    Example:
-        >>> from langchain_core.messages import HumanMessage
-        >>> from langgraph_loop.scripted import ScriptedChatModel
-        >>> s = LoopSettings.build(ScriptedChatModel())
-        >>> update = start_run({"messages": [HumanMessage("hi", id="h1")]}, s, now=5.0)
-        >>> update["iteration"], update["run"]["request_id"], update["stop_reason"]
-        (1, 'h1', None)
-    """
+    """The update that starts a run: fresh per-run keys, a repaired thread (pure)."""
     messages = state.get("messages") or []
     request = messages[-1] if messages else None
     started = time.time() if now is None else now
@@ -185,12 +157,10 @@ class PrepareNode(Runnable[LoopState, dict[str, Any]]):
 
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:
-        """Sync entry point."""
         return drive(self._steps(state), perform)
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> dict[str, Any]:
-        """Async entry point."""
         return await adrive(self._steps(state), aperform)
 
     def _steps(self, state: LoopState) -> Steps[dict[str, Any]]:

@@ -114,14 +114,7 @@ _END_REASONS = (StopReason.TIMEOUT, StopReason.BUDGET_PRESSURE, StopReason.STALL
 
 
 def explain_stop(state: LoopState, settings: LoopSettings, stop: StopReason | None) -> Guard | None:
-    """The guard that explains ``stop`` in the iteration record (None for ``completed``).
-
-    Example:
-        >>> from langgraph_loop.scripted import ScriptedChatModel
-        >>> s = LoopSettings.build(ScriptedChatModel(), iterations={"max": 2})
-        >>> explain_stop({"iteration": 2}, s, StopReason.MAX_ITERATIONS)
-        {'guard': 'max_iterations', 'reason': 'max_iterations', 'limit': 2, 'value': 2}
-    """
+    """The guard that explains ``stop`` in the iteration record (None for ``completed``)."""
     if stop is None or stop == StopReason.COMPLETED:
         return None
     stored = state.get("stop_guard")
@@ -142,12 +135,7 @@ def explain_stop(state: LoopState, settings: LoopSettings, stop: StopReason | No
 # --- the continuation message ----------------------------------------------------------------
 
 def default_message(feedback: str | None) -> str:
-    """The default continuation text, with the feedback when there is some.
-
-    Example:
-        >>> default_message(None)
-        'Continue working on the task. If it is complete, say so.'
-    """
+    """The default continuation text, with the feedback when there is some."""
     return prompts.FEEDBACK.format(feedback=feedback, text=prompts.CONTINUE) if feedback else prompts.CONTINUE
 
 
@@ -173,15 +161,7 @@ def continuation_message(content: str | list[Any], *, hidden: bool = True) -> Hu
 def resend_message(previous: Sequence[BaseMessage] | None, *, request_id: str | None,
                    fresh_context: bool, feedback: str | None, hidden: bool = True) -> HumanMessage:
     """The continuation returned None: re-send the previous iteration's input as it was (with
-    fresh context the run's request is in every request already: the default text instead).
-
-    Example:
-        >>> first = HumanMessage("Write a haiku.", id="r1")
-        >>> resend_message([first], request_id="r1", fresh_context=False, feedback=None).content
-        'Write a haiku.'
-        >>> resend_message([first], request_id="r1", fresh_context=True, feedback=None).content
-        'Continue working on the task. If it is complete, say so.'
-    """
+    fresh context the run's request is in every request already: the default text instead)."""
     last = previous[0] if previous else None
     if last is None or (fresh_context and last.id == request_id):
         return continuation_message(default_message(feedback), hidden=hidden)
@@ -306,12 +286,10 @@ class RouterNode(Runnable[LoopState, dict[str, Any]]):
 
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> dict[str, Any]:
-        """Sync entry point."""
         return drive(self._steps(state), perform)
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> dict[str, Any]:
-        """Async entry point."""
         return await adrive(self._steps(state), aperform)
 
     def _steps(self, state: LoopState) -> Steps[dict[str, Any]]:

@@ -332,12 +332,10 @@ class ToolsNode(Runnable[LoopState, Any]):
 
     def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> Any:
-        """Sync entry point."""
         return drive(self._steps(state, config), perform)
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
                       **kwargs: Any) -> Any:
-        """Async entry point."""
         return await adrive(self._steps(state, config), aperform)
 
     def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[Any]:
