@@ -1,12 +1,10 @@
 """The ``approval`` node: a decision for every gated call before any call of the message runs.
 
-A reply asking for a tool in ``Approval.tools`` gets one LangChain human-in-the-loop request
-(``HITLRequest``: an action per gated call, a review config per gated tool) and one decision
-per gated call, from ``Approval.resolver`` (at most ``max_auto_rounds`` gated messages per run)
-or a person through ``interrupt()``, validated inside it (a malformed resume raises and the
-thread stays paused). The decisions go to ``state["review"]``; the ``tools`` node applies them
-(``apply_review``), and a gated call without one never runs. Shapes and meaning:
-``docs/reliability.md``.
+A reply asking for a tool in ``Approval.tools`` gets one LangChain ``HITLRequest`` and one
+decision per gated call, from ``Approval.resolver`` or a person through ``interrupt()``,
+validated inside it (a malformed resume raises and the thread stays paused). The ``tools`` node
+applies the decisions (``apply_review``); a gated call without one never runs. Shapes: the
+README's "Threads and approval".
 
 Example:
     >>> calls = [{"name": "rm", "args": {"path": "/tmp/x"}, "id": "c1"}]
@@ -47,13 +45,11 @@ __all__ = ["DECISION_TYPES", "ApprovalNode", "ApprovalResponse", "Decision", "Re
            "approval_request", "auto_allowed", "check_decisions", "edit_note", "mark_edited",
            "needs_approval", "reject_text", "response_schema"]
 
-DECISION_TYPES = DECISIONS
-"""The decisions a reviewer may give (LangChain's, without ``respond``)."""
+DECISION_TYPES = DECISIONS  # LangChain's, without ``respond``
 
 
 class ApprovalResponse(TypedDict):
-    """The resume value: ``{"decisions": [...]}``, one decision per gated call (LangChain's
-    ``HITLResponse`` with the decisions above)."""
+    """The resume value, one decision per gated call (LangChain's ``HITLResponse``)."""
 
     decisions: list[Decision]
 
@@ -69,13 +65,8 @@ def approval_request(calls: Sequence[Mapping[str, Any]], description: str) -> HI
     return HITLRequest(action_requests=actions, review_configs=configs)
 
 
-def check_decisions(
-    calls: Sequence[Mapping[str, Any]],
-    decisions: Sequence[Mapping[str, Any]],
-    *,
-    gated: Collection[str],
-    known: Collection[str],
-) -> list[dict[str, Any]]:
+def check_decisions(calls: Sequence[Mapping[str, Any]], decisions: Sequence[Mapping[str, Any]], *,
+                    gated: Collection[str], known: Collection[str]) -> list[dict[str, Any]]:
     """Validate decisions against the gated calls; ``ValueError`` says what is wrong. An edit
     may not switch to another gated tool: that tool would run without its own decision."""
     if len(decisions) != len(calls):
@@ -103,9 +94,8 @@ def check_decisions(
     return out
 
 
-def response_schema(
-    calls: Sequence[Mapping[str, Any]], *, gated: Collection[str], known: Collection[str]
-) -> Any:
+def response_schema(calls: Sequence[Mapping[str, Any]], *, gated: Collection[str],
+                    known: Collection[str]) -> Any:
     """The resume schema for these calls: ``ApprovalResponse``, its meaning checked by
     ``check_decisions`` (pydantic validates both, inside ``interrupt()`` too)."""
 
@@ -150,13 +140,8 @@ class Reviewed(BaseModel):
     edited: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
-def apply_review(
-    calls: Iterable[Mapping[str, Any]],
-    review: Mapping[str, Any] | None,
-    *,
-    message_id: str | None,
-    gated: Collection[str],
-) -> Reviewed:
+def apply_review(calls: Iterable[Mapping[str, Any]], review: Mapping[str, Any] | None, *,
+                 message_id: str | None, gated: Collection[str]) -> Reviewed:
     """Apply the recorded decisions to the calls (a gated call never runs without one)."""
     decisions: Mapping[str, Any] = {}
     if review and review.get("message_id") == message_id:
@@ -248,8 +233,7 @@ class _Gate:
         self.ai, self.calls, self.run, self.approval, self.auto = ai, calls, run, approval, auto
         self.schema = schema
         self.request = approval_request(calls, approval.description)
-        self.resolver = approval.resolver if auto else None
-        """The resolver to ask now (None: a human decides)."""
+        self.resolver = approval.resolver if auto else None  # None: a person decides
 
     def decide(self, answer: Any) -> dict[str, Any]:
         """The update with the decisions: the resolver's ``answer``, or a human's."""

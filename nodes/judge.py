@@ -2,10 +2,8 @@
 
 Nothing is asked on the capped iteration. The predicate's answer is kept in
 ``iteration_info["predicate"]`` for the router; if it asks to continue, the judge is not called.
-The judge sees its instructions, the run's original request (as sent) and the latest answer, and
-returns a ``JudgeVerdict``; its calls are tagged ``judge`` and counted in ``judge_usage``. A
-failed call is retried once as plain text; a second failure reads "not answered", with the error
-in the verdict.
+A failed judge call is retried once as plain text; a second failure reads "not answered", with
+the error in the verdict.
 
 **Reading a verdict in text.** The instructions ask for a last line ``VERDICT: DONE`` or
 ``VERDICT: MORE``. ``MORE`` wins when both appear, no marker means "not answered", and a negative
@@ -74,7 +72,7 @@ def original_request(state: LoopState) -> BaseMessage | None:
 
 
 def judge_request(state: LoopState, judge: Judge) -> list[BaseMessage]:
-    """System instructions, the original request (content verbatim), the latest answer."""
+    """The judge's instructions, the original request (content verbatim), the latest answer."""
     request = original_request(state)
     answer = latest_answer(state)
     out: list[BaseMessage] = [SystemMessage(judge_instructions(judge.instructions, judge.criteria)),

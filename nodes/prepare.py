@@ -1,19 +1,12 @@
 """The ``prepare`` node: start a run with fresh per-run counters.
 
-It validates the run's overrides and stores them with the run (``run["overrides"]``: every
-resume of the run enforces them), gives the run an id, resets every per-run key
-(``iteration``, ``iterations``, ``usage``, ``judge_usage``, ``progress``, the fresh-context
-baseline; the loop detector's window is derived from the run's own messages), drops
-notices left by earlier runs, and repairs a thread whose last AIMessage still has
-unanswered tool calls (a run abandoned at an approval pause) so the next request stays
-provider-valid. The thread's token-budget record takes in the run that ended
-(``folded_budget``: ``Limits.budget_scope="thread"`` counts it).
+It stores the run's validated overrides with the run (every resume enforces them), resets
+every per-run key, and repairs a thread whose last AIMessage still has unanswered tool calls (a
+run abandoned at an approval pause) so the next request stays provider-valid.
 
 A message a person typed while the run was paused at the loop question does not start a new
-run: it is a redirect of the paused one (``go_on``): the paused calls are recorded as not run
-(a chat UI's placeholder answer replaced), and the run goes on with its counters, its loop
-detector's window and its budget, so a model that goes back to the same call is stopped (or
-asked) at once instead of looping again from zero.
+run (``go_on``): the run goes on with its counters, its detector's window and its budget, so a
+model that goes back to the same call is stopped (or asked) at once instead of looping again.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage

@@ -2,11 +2,8 @@
 
 Every path to the end of a run goes through here (stops decided elsewhere too), so every
 iteration gets its record and undelivered notices are dropped when a run ends. ``decide``: with
-neither a predicate nor a judge the first natural completion ends the run; on the capped
-iteration neither is asked; the predicate first, and if it says stop, the judge. A run that
-would continue may still stop at ``guard_at_iteration_end`` (time cap, budget pressure once the
-model saw the notice, stall). The next iteration starts with a continuation message: the default
-text with the feedback, or ``Iterations.continuation``'s (None re-sends the previous input).
+neither a predicate nor a judge the first natural completion ends the run; the predicate first,
+and if it says stop, the judge. The next iteration starts with a continuation message.
 
 Example:
     >>> decide(iteration=1, max_iterations=10, has_condition=False, predicate=None, verdict=None)
@@ -171,7 +168,7 @@ def resend_message(previous: Sequence[BaseMessage] | None, *, request_id: str | 
 # --- the node --------------------------------------------------------------------------------
 
 class _End:
-    """One iteration end, worked out step by step (pure; the node makes the callback calls)."""
+    """One iteration end, step by step (pure; the node makes the callback calls)."""
 
     def __init__(self, state: LoopState, settings: LoopSettings) -> None:
         self.state, self.settings = state, settings
@@ -293,8 +290,8 @@ class RouterNode(Runnable[LoopState, dict[str, Any]]):
         return await adrive(self._steps(state), aperform)
 
     def _steps(self, state: LoopState) -> Steps[dict[str, Any]]:
-        """The end of an iteration: the predicate, the feedback log, ``on_iteration_end``; then
-        the stop, or the continuation and ``on_iteration_start``. Each callback is an ``Io``."""
+        """The predicate, the feedback log, ``on_iteration_end``; then the stop, or the
+        continuation and ``on_iteration_start`` (each callback an ``Io``)."""
         end = _End(state, self.settings.for_runtime(get_runtime()))
         hooks = end.settings.hooks
         predicate = end.settings.iterations.should_continue
