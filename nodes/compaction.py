@@ -205,8 +205,7 @@ class CompactionNode(Runnable[LoopState, dict[str, Any]]):
 
     @staticmethod
     def record(state: LoopState, plan: Plan, result: Any) -> dict[str, Any]:
-        """The update, and under ``summary`` the summary itself (for the messages stream, not
-        a state key)."""
+        """The update, and the summary for the messages stream (``summary``: not a state key)."""
         settings, split = plan.settings, plan.split
         reply = as_message(result, "compaction.summarizer")
         summary = summary_message(answer_text(reply), len(split.old), hidden=not settings.show_notices)

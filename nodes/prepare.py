@@ -73,8 +73,7 @@ def question_open(state: LoopState, settings: LoopSettings) -> bool:
 
 def go_on(state: LoopState, settings: LoopSettings) -> dict[str, Any] | None:
     """A message typed while the loop question was open continues the paused run as a
-    redirect (``typed_instead``: the paused calls are recorded as not run): the run's
-    counters, its detector window and its budget go on (None: not that case)."""
+    redirect (``typed_instead``: the paused calls are recorded as not run; None: not that case)."""
     if not question_open(state, settings):
         return None
     writes = typed_instead(state.get("messages") or [])
@@ -138,8 +137,7 @@ class PrepareNode(Runnable[LoopState, dict[str, Any]]):
         self.settings = settings
 
     def _start(self, state: LoopState) -> tuple[dict[str, Any], LoopSettings, bool]:
-        """The update, the run's settings, and whether a new run starts (not a paused one
-        going on: ``go_on``)."""
+        """The update, the run's settings, and whether a new run starts (not ``go_on``)."""
         runtime = get_runtime()
         settings = self.settings.for_runtime(runtime)
         going_on = go_on(state, settings)

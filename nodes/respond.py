@@ -71,8 +71,7 @@ def retry_text(error: StructuredOutputError, handle_errors: Any) -> str | None:
 
 
 def read_tool_answer(ai: AIMessage, structured: StructuredOutput) -> tuple[list[ToolMessage], Any]:
-    """The answers to the reply's output-tool calls and the parsed response (None: the model
-    must try again)."""
+    """The answers to the reply's output calls and the parsed response (None: asked again)."""
     strategy = structured.strategy
     assert isinstance(strategy, ToolStrategy)
     calls = [c for c in ai.tool_calls if c["name"] in structured.tool_names]

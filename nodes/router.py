@@ -213,14 +213,9 @@ class _End:
         else:
             text = shorten(latest_answer(state), 300) or None
         self.progress = list(state.get("progress") or []) + ([text] if text else [])
-        iteration = state.get("iteration", 1)
-        self.record = build_record(
-            iteration=iteration, info=iteration_info(state),
-            calls=calls_of_iteration(state.get("call_log") or [], iteration),
-            answer=latest_answer(state), feedback=text,
-            verdict=state.get("verdict") if self.settings.iterations.judge is not None else None,
-            guard=explain_stop(state, self.settings, self.stop),
-        )
+        verdict = state.get("verdict") if self.settings.iterations.judge is not None else None
+        self.record = {**current_record(state), "feedback": text, "verdict": verdict,
+                       "guard": explain_stop(state, self.settings, self.stop)}
 
     @property
     def view(self) -> LoopState:
