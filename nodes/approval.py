@@ -25,7 +25,7 @@ from typing import Annotated, Any
 
 from langchain.agents.middleware.human_in_the_loop import ActionRequest, HITLRequest, ReviewConfig
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
+from langchain_core.runnables import RunnableConfig, ensure_config
 from langgraph.runtime import get_runtime
 from langgraph.types import interrupt
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, TypeAdapter, ValidationError
@@ -35,7 +35,7 @@ from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import callback
 from langgraph_loop.core.compat import resuming
 from langgraph_loop.core.config import Approval
-from langgraph_loop.core.drive import Steps, adrive, aperform, drive, perform
+from langgraph_loop.core.drive import StepNode, Steps
 from langgraph_loop.core.messages import call_label, unanswered_tail
 from langgraph_loop.core.questions import DECISIONS, Decision, decisions_shape
 from langgraph_loop.core.settings import LoopSettings
@@ -178,7 +178,7 @@ def mark_edited(messages: Iterable[Any], reviewed: Reviewed) -> None:
             message.content = [{"type": "text", "text": note}, *message.content]
 
 
-class ApprovalNode(Runnable[LoopState, dict[str, Any]]):
+class ApprovalNode(StepNode):
     """Ask for (or auto-resolve) decisions on the gated calls (see module docstring)."""
 
     name = "approval"
@@ -205,17 +205,9 @@ class ApprovalNode(Runnable[LoopState, dict[str, Any]]):
         return _Gate(ai, calls, run, approval, auto,
                      response_schema(calls, gated=gated, known={t.name for t in settings.tools}))
 
-    def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-               **kwargs: Any) -> dict[str, Any]:
-        return drive(self._steps(state, ensure_config(config)), perform)
-
-    async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-                      **kwargs: Any) -> dict[str, Any]:
-        return await adrive(self._steps(state, ensure_config(config)), aperform)
-
-    def _steps(self, state: LoopState, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
         """The gate, the resolver's answer (when one is set), the decisions applied."""
-        gate = self._gate(state, config)
+        gate = self._gate(state, ensure_config(config))
         if gate is None:
             return {}
         resolver = gate.resolver

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
+from langchain_core.runnables import RunnableConfig, ensure_config
 from langgraph.runtime import get_runtime
 from langgraph.types import Overwrite
 
 from langgraph_loop.core import prompts
-from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
+from langgraph_loop.core.drive import Io, StepNode, Steps
 from langgraph_loop.core.messages import (
     HIDDEN_ID_PREFIX,
     SUMMARY_NAME,
@@ -145,7 +145,7 @@ class Plan:
     runnable: Any
 
 
-class CompactionNode(Runnable[LoopState, dict[str, Any]]):
+class CompactionNode(StepNode):
     """Summarize old messages when the next request would be too large."""
 
     name = "compaction"
@@ -184,16 +184,9 @@ class CompactionNode(Runnable[LoopState, dict[str, Any]]):
         bound = summarizer.bind(max_tokens=min(room, own or room)) if room and supported else summarizer
         return Plan(split, size, settings, prompt, summarizer, bound)
 
-    def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-               **kwargs: Any) -> dict[str, Any]:
-        return drive(self._steps(state, ensure_config(config)), perform)
-
-    async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-                      **kwargs: Any) -> dict[str, Any]:
-        return await adrive(self._steps(state, ensure_config(config)), aperform)
-
-    def _steps(self, state: LoopState, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
         """The plan, the summarizer's call, the summary shown to the messages stream."""
+        config = ensure_config(config)
         plan = self.plan(state)
         if plan is None:
             return {}

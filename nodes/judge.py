@@ -40,7 +40,7 @@ from pydantic import ValidationError
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import callback
 from langgraph_loop.core.config import Judge, JudgeVerdict
-from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
+from langgraph_loop.core.drive import Io, StepNode, Steps
 from langgraph_loop.core.messages import as_message, clip
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import (
@@ -190,7 +190,7 @@ def _failed(errors: Sequence[str]) -> dict[str, Any]:
     return {"answered": False, "reasoning": "", "error": "; ".join(errors)}
 
 
-class JudgeNode(Runnable[LoopState, dict[str, Any]]):
+class JudgeNode(StepNode):
     """Ask the predicate, then the judge model (see module docstring)."""
 
     name = "judge"
@@ -214,14 +214,6 @@ class JudgeNode(Runnable[LoopState, dict[str, Any]]):
         if self._structured is None:
             return [(judge.model, False), (judge.model, False)]
         return [(self._structured, True), (judge.model, False)]
-
-    def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-               **kwargs: Any) -> dict[str, Any]:
-        return drive(self._steps(state, config), perform)
-
-    async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-                      **kwargs: Any) -> dict[str, Any]:
-        return await adrive(self._steps(state, config), aperform)
 
     def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
         """The predicate, then the judge (two tries), as one core for both entry points."""

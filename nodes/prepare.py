@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import get_runtime
 
 from langgraph_loop.core.callbacks import callback
-from langgraph_loop.core.drive import Steps, adrive, aperform, drive, perform
+from langgraph_loop.core.drive import StepNode, Steps
 from langgraph_loop.core.history import not_executed
 from langgraph_loop.core.messages import unanswered_tail
 from langgraph_loop.core.settings import LoopSettings
@@ -128,7 +128,7 @@ def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = N
     return update
 
 
-class PrepareNode(Runnable[LoopState, dict[str, Any]]):
+class PrepareNode(StepNode):
     """Start a run (``start_run``), then tell ``hooks.on_iteration_start``."""
 
     name = "prepare"
@@ -146,15 +146,7 @@ class PrepareNode(Runnable[LoopState, dict[str, Any]]):
         overrides = self.settings.overrides(runtime.context)  # validated, stored with the run
         return start_run(state, settings, overrides=overrides), settings, True
 
-    def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-               **kwargs: Any) -> dict[str, Any]:
-        return drive(self._steps(state), perform)
-
-    async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-                      **kwargs: Any) -> dict[str, Any]:
-        return await adrive(self._steps(state), aperform)
-
-    def _steps(self, state: LoopState) -> Steps[dict[str, Any]]:
+    def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
         """Start the run; a new one calls ``hooks.on_iteration_start`` and emits its event."""
         update, settings, new = self._start(state)
         if not new:

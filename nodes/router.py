@@ -25,12 +25,12 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from langchain_core.messages import BaseMessage, HumanMessage
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import get_runtime
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import callback
-from langgraph_loop.core.drive import Steps, adrive, aperform, drive, perform
+from langgraph_loop.core.drive import StepNode, Steps
 from langgraph_loop.core.messages import (
     CONTINUE_NAME,
     HIDDEN_ID_PREFIX,
@@ -268,7 +268,7 @@ class _End:
         return cast(LoopState, {**self.view, **update, "messages": messages})
 
 
-class RouterNode(Runnable[LoopState, dict[str, Any]]):
+class RouterNode(StepNode):
     """Record the iteration; continue with a continuation message or end the run."""
 
     name = "router"
@@ -276,15 +276,7 @@ class RouterNode(Runnable[LoopState, dict[str, Any]]):
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
 
-    def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-               **kwargs: Any) -> dict[str, Any]:
-        return drive(self._steps(state), perform)
-
-    async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-                      **kwargs: Any) -> dict[str, Any]:
-        return await adrive(self._steps(state), aperform)
-
-    def _steps(self, state: LoopState) -> Steps[dict[str, Any]]:
+    def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
         """The predicate, the feedback log, ``on_iteration_end``; then the stop, or the
         continuation and ``on_iteration_start`` (each callback an ``Io``)."""
         end = _End(state, self.settings.for_runtime(get_runtime()))

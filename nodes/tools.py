@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
+from langchain_core.runnables import RunnableConfig, ensure_config
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 from langgraph.errors import GraphInterrupt
 from langgraph.func import task
@@ -35,7 +35,7 @@ from langgraph.types import Command
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import callback
 from langgraph_loop.core.compat import durable
-from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
+from langgraph_loop.core.drive import Io, StepNode, Steps
 from langgraph_loop.core.history import resolve_removals
 from langgraph_loop.core.hosting import LOOP_KEYS
 from langgraph_loop.core.messages import cap_output, unanswered_tail
@@ -276,7 +276,7 @@ class _Batch:
         self.saved = bool(self.runnable) and per_call and durable(config)
 
 
-class ToolsNode(Runnable[LoopState, Any]):
+class ToolsNode(StepNode):
     """Execute the pending tool calls (see module docstring)."""
 
     name = "tools"
@@ -311,14 +311,6 @@ class ToolsNode(Runnable[LoopState, Any]):
                 answer.content = capped
             answer.response_metadata[_SECONDS] = round(time.perf_counter() - started, 6)
         return output
-
-    def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-               **kwargs: Any) -> Any:
-        return drive(self._steps(state, config), perform)
-
-    async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-                      **kwargs: Any) -> Any:
-        return await adrive(self._steps(state, config), aperform)
 
     def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[Any]:
         """The batch, its calls (in parallel where the model asked for several), then each
