@@ -11,12 +11,6 @@ JSON verdict in the text (``"answered": false``) never reads as success. The mar
 neither contains the other, nor the JSON field name (``UNANSWERED`` contains ``ANSWERED``).
 
 Example:
-    >>> from langchain_core.messages import AIMessage, HumanMessage
-    >>> from langgraph_loop.scripted import ScriptedChatModel
-    >>> state = {"messages": [HumanMessage("2+2?", id="r"), AIMessage("4")],
-    ...          "run": {"request_id": "r"}}
-    >>> [m.type for m in judge_request(state, Judge(model=ScriptedChatModel()))]
-    ['system', 'human', 'human', 'human']
     >>> parse_text_verdict("Looks complete.\\nVERDICT: DONE")
     {'answered': True, 'reasoning': 'Looks complete.'}
     >>> parse_text_verdict('{"answered": false, "reasoning": "no sources"} VERDICT: DONE')

@@ -11,11 +11,6 @@ Example:
     >>> decide(iteration=2, max_iterations=5, has_condition=True, predicate=(True, "more"),
     ...        verdict=None)
     (None, 'more')
-    >>> print(with_progress("Go on.", ["read the file", "fixed the bug"], inject=True))
-    Progress so far:
-    2. fixed the bug
-    <BLANKLINE>
-    Go on.
 """
 
 from __future__ import annotations

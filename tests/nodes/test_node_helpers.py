@@ -9,14 +9,14 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from langgraph_loop.core.config import Approval, JudgeVerdict, LoopDetection
+from langgraph_loop.core.config import Approval, Judge, JudgeVerdict, LoopDetection
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.stop import StopReason
 from langgraph_loop.nodes.approval import apply_review, auto_allowed, check_decisions, needs_approval
 from langgraph_loop.nodes.binding import FINAL_ANSWER, openai_compatible, tagged
-from langgraph_loop.nodes.judge import judge_instructions, resolve_verdict
+from langgraph_loop.nodes.judge import judge_instructions, judge_request, resolve_verdict
 from langgraph_loop.nodes.prepare import folded_budget, go_on, start_run
-from langgraph_loop.nodes.router import default_message, explain_stop, resend_message
+from langgraph_loop.nodes.router import default_message, explain_stop, resend_message, with_progress
 from langgraph_loop.scripted import ScriptedChatModel
 
 # --- router ------------------------------------------------------------------------------------
@@ -30,6 +30,11 @@ def test_explain_stop_max_iterations() -> None:
 
 def test_default_message_without_feedback() -> None:
     assert default_message(None) == "Continue working on the task. If it is complete, say so."
+
+
+def test_with_progress_puts_the_latest_entry_first() -> None:
+    assert with_progress("Go on.", ["read the file", "fixed the bug"], inject=True) == (
+        "Progress so far:\n2. fixed the bug\n\nGo on.")
 
 
 def test_resend_message() -> None:
@@ -70,6 +75,12 @@ def test_apply_review() -> None:
 
 
 # --- judge -------------------------------------------------------------------------------------
+
+
+def test_judge_request() -> None:
+    state = {"messages": [HumanMessage("2+2?", id="r"), AIMessage("4")], "run": {"request_id": "r"}}
+    assert [m.type for m in judge_request(state, Judge(model=ScriptedChatModel()))] == [  # type: ignore[arg-type]
+        "system", "human", "human", "human"]
 
 
 def test_judge_instructions() -> None:
