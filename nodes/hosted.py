@@ -327,9 +327,8 @@ class ModelCalls:
         return map_chat_models(model, bind)
 
     def response(self, reply: AIMessage) -> ModelResponse[Any]:
-        """The model's reply as the handler returns it; a structured answer that does not
-        parse (and that ``handle_errors`` does not cover) raises ``StructuredOutputError``
-        here, inside the chain, so a retry middleware sees it as under ``create_agent``."""
+        """The model's reply as the handler returns it; a structured answer that does not parse
+        raises here, inside the chain, so a retry middleware sees it as under ``create_agent``."""
         structured = self.settings.structured
         if structured is not None and structured_due({"messages": [reply]}, structured):
             if structured.native:

@@ -54,10 +54,9 @@ Plan = tuple[str, str | None]
 def plan_calls(calls: Sequence[dict[str, Any]], *, known: set[str], offered: Iterable[str] | None,
                allowance: int | None, rejected: Mapping[str, str] | None = None,
                dynamic: bool = False) -> list[Plan]:
-    """Decide per call: ``("run", None)``, ``("refuse", error text)`` or, for calls a
-    reviewer rejected (``rejected``: text by call id), ``("reject", text)``. With ``dynamic``
-    (a ``wrap_tool_call`` middleware runs tools a ``wrap_model_call`` one added, as under
-    ``create_agent``) a call of an unknown tool goes to the middleware, not refused here."""
+    """Decide per call: ``("run", None)``, ``("refuse", error text)`` or, for calls a reviewer
+    rejected (``rejected``: text by call id), ``("reject", text)``. With ``dynamic`` (a
+    ``wrap_tool_call`` middleware may run it) a call of an unknown tool is not refused here."""
     allowed = None if offered is None else set(offered)
     left = allowance
     plans: list[Plan] = []
@@ -207,8 +206,7 @@ class Outcome:
 
 def outcome_of(call: Mapping[str, Any], output: Any, duration: float = 0.0) -> Outcome:
     """Split ``ToolNode``'s output for one call: its answer, extra messages, state updates
-    (loop-owned keys dropped), commands that leave the node (``goto``, ``PARENT``), and its
-    duration (stamped on the answer by ``wrap_tool_call``; else ``duration``)."""
+    (loop-owned keys dropped), commands that leave the node, and its duration."""
     answer: ToolMessage | None = None
     extra: list[BaseMessage] = []
     updates: list[dict[str, Any]] = []
