@@ -1,12 +1,10 @@
 """The ``approval`` node: a decision for every gated call before any call of the message runs.
 
-A reply asking for a tool in ``Approval.tools`` gets one LangChain human-in-the-loop request
-(``HITLRequest``: an action per gated call, a review config per gated tool) and one decision
-per gated call, from ``Approval.resolver`` (at most ``max_auto_rounds`` gated messages per run)
-or a person through ``interrupt()``, validated inside it (a malformed resume raises and the
-thread stays paused). The decisions go to ``state["review"]``; the ``tools`` node applies them
-(``apply_review``), and a gated call without one never runs. Shapes and meaning:
-``docs/reliability.md``.
+A reply asking for a tool in ``Approval.tools`` gets one LangChain ``HITLRequest`` and one
+decision per gated call, from ``Approval.resolver`` or a person through ``interrupt()``,
+validated inside it (a malformed resume raises and the thread stays paused). The ``tools`` node
+applies the decisions (``apply_review``); a gated call without one never runs. Shapes: the
+README's "Threads and approval".
 
 Example:
     >>> calls = [{"name": "rm", "args": {"path": "/tmp/x"}, "id": "c1"}]
@@ -27,7 +25,7 @@ from typing import Annotated, Any
 
 from langchain.agents.middleware.human_in_the_loop import ActionRequest, HITLRequest, ReviewConfig
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
+from langchain_core.runnables import RunnableConfig, ensure_config
 from langgraph.runtime import get_runtime
 from langgraph.types import interrupt
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, TypeAdapter, ValidationError
@@ -37,7 +35,7 @@ from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import callback
 from langgraph_loop.core.compat import resuming
 from langgraph_loop.core.config import Approval
-from langgraph_loop.core.drive import Steps, adrive, aperform, drive, perform
+from langgraph_loop.core.drive import StepNode, Steps
 from langgraph_loop.core.messages import call_label, unanswered_tail
 from langgraph_loop.core.questions import DECISIONS, Decision, decisions_shape
 from langgraph_loop.core.settings import LoopSettings
@@ -47,13 +45,11 @@ __all__ = ["DECISION_TYPES", "ApprovalNode", "ApprovalResponse", "Decision", "Re
            "approval_request", "auto_allowed", "check_decisions", "edit_note", "mark_edited",
            "needs_approval", "reject_text", "response_schema"]
 
-DECISION_TYPES = DECISIONS
-"""The decisions a reviewer may give (LangChain's, without ``respond``)."""
+DECISION_TYPES = DECISIONS  # LangChain's, without ``respond``
 
 
 class ApprovalResponse(TypedDict):
-    """The resume value: ``{"decisions": [...]}``, one decision per gated call (LangChain's
-    ``HITLResponse`` with the decisions above)."""
+    """The resume value, one decision per gated call (LangChain's ``HITLResponse``)."""
 
     decisions: list[Decision]
 
@@ -69,27 +65,10 @@ def approval_request(calls: Sequence[Mapping[str, Any]], description: str) -> HI
     return HITLRequest(action_requests=actions, review_configs=configs)
 
 
-def check_decisions(
-    calls: Sequence[Mapping[str, Any]],
-    decisions: Sequence[Mapping[str, Any]],
-    *,
-    gated: Collection[str],
-    known: Collection[str],
-) -> list[dict[str, Any]]:
-    """Validate decisions against the gated calls; ``ValueError`` says what is wrong.
-
-    An edit may keep the tool or switch to a known *ungated* tool: switching to another
-    gated tool would run that tool without its own decision, so it is refused.
-
-    Example:
-        >>> calls = [{"name": "rm", "args": {}, "id": "c1"}]
-        >>> check_decisions(calls, [{"type": "edit", "edited_action": {"name": "wipe",
-        ...     "args": {}}}], gated={"rm", "wipe"}, known={"rm", "wipe"})
-        Traceback (most recent call last):
-        ...
-        ValueError: approval: decision 1 edits 'rm' into another gated tool 'wipe'; an edit may \
-keep the tool or switch to an ungated one
-    """
+def check_decisions(calls: Sequence[Mapping[str, Any]], decisions: Sequence[Mapping[str, Any]], *,
+                    gated: Collection[str], known: Collection[str]) -> list[dict[str, Any]]:
+    """Validate decisions against the gated calls; ``ValueError`` says what is wrong. An edit
+    may not switch to another gated tool: that tool would run without its own decision."""
     if len(decisions) != len(calls):
         names = ", ".join(str(c["name"]) for c in calls)
         noun = "decision" if len(calls) == 1 else "decisions"
@@ -115,9 +94,8 @@ keep the tool or switch to an ungated one
     return out
 
 
-def response_schema(
-    calls: Sequence[Mapping[str, Any]], *, gated: Collection[str], known: Collection[str]
-) -> Any:
+def response_schema(calls: Sequence[Mapping[str, Any]], *, gated: Collection[str],
+                    known: Collection[str]) -> Any:
     """The resume schema for these calls: ``ApprovalResponse``, its meaning checked by
     ``check_decisions`` (pydantic validates both, inside ``interrupt()`` too)."""
 
@@ -130,23 +108,12 @@ def response_schema(
 
 
 def auto_allowed(run: Mapping[str, Any], max_auto_rounds: int) -> bool:
-    """May the resolver decide this gated message? (bounded per run)
-
-    Example:
-        >>> auto_allowed({"auto_rounds": 2}, 3), auto_allowed({"auto_rounds": 3}, 3)
-        (True, False)
-    """
+    """May the resolver decide this gated message? (bounded per run)"""
     return int(run.get("auto_rounds") or 0) < max_auto_rounds
 
 
 def needs_approval(message: BaseMessage | None, approval: Approval | None) -> bool:
-    """Does this reply ask for a tool that needs a decision first? (the one "is it gated")
-
-    Example:
-        >>> ai = AIMessage("", tool_calls=[{"name": "rm", "args": {}, "id": "c1"}])
-        >>> needs_approval(ai, Approval(tools=("rm",))), needs_approval(ai, None)
-        (True, False)
-    """
+    """Does this reply ask for a tool that needs a decision first? (the one "is it gated")"""
     return (approval is not None and isinstance(message, AIMessage)
             and any(c["name"] in approval.tools for c in message.tool_calls))
 
@@ -173,25 +140,9 @@ class Reviewed(BaseModel):
     edited: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
-def apply_review(
-    calls: Iterable[Mapping[str, Any]],
-    review: Mapping[str, Any] | None,
-    *,
-    message_id: str | None,
-    gated: Collection[str],
-) -> Reviewed:
-    """Apply the recorded decisions to the calls (a gated call never runs without one).
-
-    Example:
-        >>> calls = [{"name": "rm", "args": {"p": 1}, "id": "c1"},
-        ...          {"name": "ls", "args": {}, "id": "c2"}]
-        >>> review = {"message_id": "m", "decisions": {"c1": {"type": "reject"}}}
-        >>> r = apply_review(calls, review, message_id="m", gated={"rm"})
-        >>> sorted(r.refusals), [c["name"] for c in r.calls]
-        (['c1'], ['rm', 'ls'])
-        >>> sorted(apply_review(calls, None, message_id="m", gated={"rm"}).refusals)
-        ['c1']
-    """
+def apply_review(calls: Iterable[Mapping[str, Any]], review: Mapping[str, Any] | None, *,
+                 message_id: str | None, gated: Collection[str]) -> Reviewed:
+    """Apply the recorded decisions to the calls (a gated call never runs without one)."""
     decisions: Mapping[str, Any] = {}
     if review and review.get("message_id") == message_id:
         decisions = review.get("decisions") or {}
@@ -227,7 +178,7 @@ def mark_edited(messages: Iterable[Any], reviewed: Reviewed) -> None:
             message.content = [{"type": "text", "text": note}, *message.content]
 
 
-class ApprovalNode(Runnable[LoopState, dict[str, Any]]):
+class ApprovalNode(StepNode):
     """Ask for (or auto-resolve) decisions on the gated calls (see module docstring)."""
 
     name = "approval"
@@ -254,19 +205,9 @@ class ApprovalNode(Runnable[LoopState, dict[str, Any]]):
         return _Gate(ai, calls, run, approval, auto,
                      response_schema(calls, gated=gated, known={t.name for t in settings.tools}))
 
-    def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-               **kwargs: Any) -> dict[str, Any]:
-        """Sync entry point."""
-        return drive(self._steps(state, ensure_config(config)), perform)
-
-    async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-                      **kwargs: Any) -> dict[str, Any]:
-        """Async entry point."""
-        return await adrive(self._steps(state, ensure_config(config)), aperform)
-
-    def _steps(self, state: LoopState, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
         """The gate, the resolver's answer (when one is set), the decisions applied."""
-        gate = self._gate(state, config)
+        gate = self._gate(state, ensure_config(config))
         if gate is None:
             return {}
         resolver = gate.resolver
@@ -284,8 +225,7 @@ class _Gate:
         self.ai, self.calls, self.run, self.approval, self.auto = ai, calls, run, approval, auto
         self.schema = schema
         self.request = approval_request(calls, approval.description)
-        self.resolver = approval.resolver if auto else None
-        """The resolver to ask now (None: a human decides)."""
+        self.resolver = approval.resolver if auto else None  # None: a person decides
 
     def decide(self, answer: Any) -> dict[str, Any]:
         """The update with the decisions: the resolver's ``answer``, or a human's."""

@@ -1,12 +1,9 @@
-"""What the ``model`` node binds on the agent's model for a call, as ``create_agent`` binds it:
-the offered tools, the provider-side tool dicts and the response format (``ToolStrategy``: its
-output tools and ``tool_choice="any"``; ``ProviderStrategy``: the provider's ``response_format``),
-on each chat model inside a wrapper (``core/models.map_chat_models``).
+"""What the ``model`` node binds on the agent's model for a call, as ``create_agent`` binds it
+(tools, provider tools, the response format), on each chat model inside a wrapper.
 
 The final-answer call after a stop keeps every tool defined (a history of tool calls is only
-valid with tools defined) and forbids their use where the provider can
-(``engine/final.py: forbid_tools``); with ``ToolStrategy`` it is forced to an output tool.
-The loop's own calls are tagged and named (``tagged``): ``final_answer``, ``judge``, ``compaction``.
+valid with tools defined) and forbids their use where the provider can; with ``ToolStrategy``
+it is forced to an output tool.
 """
 
 from __future__ import annotations
@@ -30,30 +27,17 @@ __all__ = ["COMPACTION", "FINAL_ANSWER", "JUDGE", "call_model", "final_model", "
 
 FINAL_ANSWER = "final_answer"
 JUDGE = "judge"
-COMPACTION = "compaction"
-"""The tags and run names of the loop's own model calls."""
+COMPACTION = "compaction"  # the tags and run names of the loop's own model calls
 
 
 def tagged(config: RunnableConfig, name: str) -> RunnableConfig:
-    """``config`` for one of the loop's own model calls: tagged ``name`` and run as ``name``.
-
-    Example:
-        >>> c = tagged({"tags": ["mine"]}, FINAL_ANSWER)
-        >>> sorted(c["tags"]), c["run_name"]
-        (['final_answer', 'mine'], 'final_answer')
-    """
+    """``config`` for one of the loop's own model calls: tagged ``name`` and run as ``name``."""
     return merge_configs(config, {"tags": [name], "run_name": name})
 
 
 def openai_compatible(chat: Any) -> bool:
     """Is ``chat`` a ``langchain_openai`` ``BaseChatOpenAI``? Asked without importing it: such a
-    model's class exists only once its module is loaded, so other apps never pay for the import.
-
-    Example:
-        >>> from langgraph_loop.scripted import ScriptedChatModel
-        >>> openai_compatible(ScriptedChatModel())
-        False
-    """
+    model's class exists only once its module is loaded, so other apps never pay for the import."""
     base = sys.modules.get("langchain_openai.chat_models.base")
     return base is not None and isinstance(chat, base.BaseChatOpenAI)
 

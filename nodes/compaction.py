@@ -1,20 +1,12 @@
 """The ``compaction`` node: keep long loops inside the context window.
 
-It runs before every model call. When the request the model is about to receive
-would exceed ``Compaction.max_tokens`` (counted with the model's own token counter
-when it has a working one, else a conservative estimate: ``graph/engine/limits.py``; the tools'
-schemas always estimated, as ``langchain-openai``'s counter ignores them), the oldest messages
-are replaced *in state* by one summary written by ``Compaction.summarizer`` (default:
-the agent's model; the call is tagged and named ``compaction``). Kept: a leading system
-message, the run's original request, and the last ``keep_last`` messages, widened so
-an AIMessage is never separated from its ToolMessages. The summary is a
-``HumanMessage(name="loop_summary")`` tagged ``additional_kwargs["langgraph_loop"] =
-{"kind": "summary", ...}`` so UIs can hide it; it sits right before the kept tail.
-The iteration record's ``compacted`` counts the messages replaced.
-
-The node writes the compacted list whole (``Overwrite``): LangGraph then stores it as a
-snapshot, so loading the thread later does not replay the messages the summary replaced.
-The summary reaches ``stream_mode="messages"`` when it is written.
+It runs before every model call. When the request the model is about to receive would exceed
+``Compaction.max_tokens`` (counted as ``graph/engine/limits.py`` counts), the oldest messages
+are replaced *in state* by one summary written by ``Compaction.summarizer`` (default: the
+agent's model). Kept: a leading system message, the run's original request, and the last
+``keep_last`` messages, widened so an AIMessage is never separated from its ToolMessages. The
+summary is a tagged ``HumanMessage(name="loop_summary")`` right before the kept tail; it is
+written as a snapshot (``docs/reliability.md``, "Guarantees").
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -34,12 +26,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
+from langchain_core.runnables import RunnableConfig, ensure_config
 from langgraph.runtime import get_runtime
 from langgraph.types import Overwrite
 
 from langgraph_loop.core import prompts
-from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
+from langgraph_loop.core.drive import Io, StepNode, Steps
 from langgraph_loop.core.messages import (
     HIDDEN_ID_PREFIX,
     SUMMARY_NAME,
@@ -89,14 +81,10 @@ def _tail_start(messages: Sequence[BaseMessage], keep_last: int) -> int:
     return start
 
 
-def plan_compaction(
-    messages: Sequence[BaseMessage], *, keep_last: int, keep_ids: Collection[str | None] = ()
-) -> Split | None:
-    """Split the transcript for a compaction; None when there is nothing old to replace.
-
-    ``keep_ids`` are messages kept in place (the run's original request); a leading
-    system message is always kept.
-    """
+def plan_compaction(messages: Sequence[BaseMessage], *, keep_last: int,
+                    keep_ids: Collection[str | None] = ()) -> Split | None:
+    """Split the transcript for a compaction (``keep_ids``: messages kept in place besides a
+    leading system message); None when there is nothing old to replace."""
     start = _tail_start(messages, keep_last)
     head: list[BaseMessage] = []
     old: list[BaseMessage] = []
@@ -146,9 +134,8 @@ def compaction_writes(split: Split, summary: BaseMessage) -> Overwrite:
 
 @dataclass(frozen=True)
 class Plan:
-    """A compaction to make: the split, the request size that triggered it, the run's
-    settings, the summarizer's request, the summarizer and how it is called (its output
-    bound to the budget's room where it takes ``max_tokens``)."""
+    """A compaction to make (``runnable``: the summarizer as it is called, its output bound
+    to the budget's room where it takes ``max_tokens``)."""
 
     split: Split
     size: int
@@ -158,7 +145,7 @@ class Plan:
     runnable: Any
 
 
-class CompactionNode(Runnable[LoopState, dict[str, Any]]):
+class CompactionNode(StepNode):
     """Summarize old messages when the next request would be too large."""
 
     name = "compaction"
@@ -197,18 +184,9 @@ class CompactionNode(Runnable[LoopState, dict[str, Any]]):
         bound = summarizer.bind(max_tokens=min(room, own or room)) if room and supported else summarizer
         return Plan(split, size, settings, prompt, summarizer, bound)
 
-    def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-               **kwargs: Any) -> dict[str, Any]:
-        """Sync entry point."""
-        return drive(self._steps(state, ensure_config(config)), perform)
-
-    async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-                      **kwargs: Any) -> dict[str, Any]:
-        """Async entry point."""
-        return await adrive(self._steps(state, ensure_config(config)), aperform)
-
-    def _steps(self, state: LoopState, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
         """The plan, the summarizer's call, the summary shown to the messages stream."""
+        config = ensure_config(config)
         plan = self.plan(state)
         if plan is None:
             return {}
@@ -220,9 +198,7 @@ class CompactionNode(Runnable[LoopState, dict[str, Any]]):
 
     @staticmethod
     def record(state: LoopState, plan: Plan, result: Any) -> dict[str, Any]:
-        """The update: the summary in place of the old messages, its tokens counted in the
-        run's ``usage`` (and the iteration's), the messages replaced in the iteration; and,
-        under ``summary``, the summary itself (for the messages stream, not a state key)."""
+        """The update, and the summary for the messages stream (``summary``: not a state key)."""
         settings, split = plan.settings, plan.split
         reply = as_message(result, "compaction.summarizer")
         summary = summary_message(answer_text(reply), len(split.old), hidden=not settings.show_notices)

@@ -1,9 +1,5 @@
-"""The user's LangChain ``AgentMiddleware`` inside the loop graph, with ``create_agent``'s semantics.
-
-Each hook runs where ``create_agent`` runs it (``docs/middleware.md#what-runs-where``):
-``wrap_model_call`` around the ``model`` node's call, ``wrap_tool_call`` around each call in
-``ToolNode``, the node hooks as graph nodes (``HookNode``); ``jump_to`` ``"end"`` goes to
-``middleware_end``. Middleware ``state_schema``s are merged into the graph state.
+"""The user's LangChain ``AgentMiddleware`` inside the loop graph, with ``create_agent``'s semantics:
+each hook runs where ``create_agent`` runs it (``docs/middleware.md#what-runs-where``).
 
 Example:
     >>> from langchain.agents.middleware import dynamic_prompt
@@ -73,10 +69,8 @@ def _omitted(hint: Any, flag: str) -> bool:
 
 def merged_schemas(settings: LoopSettings, input_schema: type[Any], output_schema: type[Any]
                    ) -> tuple[type[Any], type[Any], type[Any]]:
-    """The graph's state, input and output schemas (``input_schema``/``output_schema``: the
-    loop's) with the user's ``state_schema`` and the middleware's merged as ``create_agent``
-    merges them (the loop's keys win; ``OmitFromInput``/``OmitFromOutput`` fields left out).
-    """
+    """The loop's state, input and output schemas with the user's and the middleware's
+    ``state_schema`` merged as ``create_agent`` merges them (the loop's keys win)."""
     extra: dict[str, Any] = {}
     if settings.middleware:
         extra["jump_to"] = get_type_hints(AgentState, include_extras=True)["jump_to"]
@@ -102,8 +96,7 @@ def merged_schemas(settings: LoopSettings, input_schema: type[Any], output_schem
 # --- node hooks ------------------------------------------------------------------------------
 
 class HookNode(Runnable[Any, Any]):
-    """A middleware's ``before_agent``/``before_model``/``after_model``/``after_agent`` as a
-    graph node named ``"<middleware name>.<hook>"``; sync and async as implemented (only an
+    """A middleware's node hook as the graph node ``"<middleware name>.<hook>"`` (only an
     async hook under ``invoke`` is an error, as under ``create_agent``)."""
 
     def __init__(self, middleware: AgentMiddleware[Any, Any], hook: str) -> None:
@@ -114,7 +107,6 @@ class HookNode(Runnable[Any, Any]):
         self.has_async = getattr(cls, f"a{hook}") is not getattr(AgentMiddleware, f"a{hook}")
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        """Run the sync hook over the state."""
         if not self.has_sync:
             raise NotImplementedError(f"{self.name}: only the async hook a{self.hook} is "
                                       f"implemented; run the agent with ainvoke/astream")
@@ -205,7 +197,6 @@ def _layer(wrap: Callable[..., Any], inner: Execute) -> Execute:
 
 
 def _alayer(wrap: Callable[..., Any], inner: AExecute) -> AExecute:
-    """``_layer`` for ``awrap_model_call``."""
     async def call(request: ModelRequest[Any]) -> tuple[ModelResponse[Any], list[Command[Any]]]:
         seen: list[Command[Any]] = []
 
@@ -222,9 +213,8 @@ def _alayer(wrap: Callable[..., Any], inner: AExecute) -> AExecute:
 
 @dataclass
 class Reply:
-    """What the middleware chain returned: the reply the loop records, the messages around it
-    in the response, the response's ``structured_response`` (a middleware may set it), and the
-    commands to apply after the node's update."""
+    """What the middleware chain returned: the reply the loop records, the response's other
+    messages and ``structured_response``, and the commands to apply after the node's update."""
 
     reply: AIMessage
     before: list[BaseMessage] = field(default_factory=list)
@@ -251,9 +241,8 @@ class Reply:
                    response.structured_response)
 
     def output(self, update: dict[str, Any]) -> Any:
-        """The model node's update with the response's other messages around the reply and its
-        ``structured_response``, then the commands (a list of ``Command``s when there are some:
-        one that writes ``structured_response`` too is LangGraph's ``InvalidUpdateError``)."""
+        """The model node's update with the rest of the response, then the commands (a command
+        that writes ``structured_response`` too is LangGraph's ``InvalidUpdateError``)."""
         if self.structured is not None:
             update = {**update, "structured_response": self.structured}
         if self.before or self.after:
@@ -338,9 +327,8 @@ class ModelCalls:
         return map_chat_models(model, bind)
 
     def response(self, reply: AIMessage) -> ModelResponse[Any]:
-        """The model's reply as the handler returns it; a structured answer that does not
-        parse (and that ``handle_errors`` does not cover) raises ``StructuredOutputError``
-        here, inside the chain, so a retry middleware sees it as under ``create_agent``."""
+        """The model's reply as the handler returns it; a structured answer that does not parse
+        raises here, inside the chain, so a retry middleware sees it as under ``create_agent``."""
         structured = self.settings.structured
         if structured is not None and structured_due({"messages": [reply]}, structured):
             if structured.native:
@@ -352,7 +340,6 @@ class ModelCalls:
     def invoke(self, state: LoopState, messages: Sequence[BaseMessage],
                binding: Callable[[], Runnable[Any, Any]], offered: Sequence[BaseTool] | None,
                final: bool, config: RunnableConfig) -> Reply:
-        """Call the model through the chain (sync)."""
         base = self.request(state, messages, offered, final=final)
 
         def execute(request: ModelRequest[Any]) -> tuple[ModelResponse[Any], list[Command[Any]]]:
@@ -368,7 +355,6 @@ class ModelCalls:
     async def ainvoke(self, state: LoopState, messages: Sequence[BaseMessage],
                       binding: Callable[[], Runnable[Any, Any]], offered: Sequence[BaseTool] | None,
                       final: bool, config: RunnableConfig) -> Reply:
-        """Call the model through the chain (async)."""
         base = self.request(state, messages, offered, final=final)
 
         async def execute(request: ModelRequest[Any]) -> tuple[ModelResponse[Any], list[Command[Any]]]:
@@ -398,11 +384,9 @@ def _invalid_args(exc: Exception) -> str:
 def tool_call_wrappers(settings: LoopSettings, own: Wrapper, aown: Wrapper,
                        errors: Callable[[Exception], str]) -> tuple[Wrapper, Wrapper, Any]:
     """``ToolNode``'s ``wrap_tool_call``/``awrap_tool_call`` and ``handle_tool_errors``: the
-    user's wrappers (the first outermost) around the loop's own (innermost). By default a
-    tool's exception passes through them (``ToolRetryMiddleware`` sees it) and ``errors``
-    makes it an error result outside them; an exception a middleware raises itself fails the
-    run, as under ``create_agent``. A ``handle_tool_errors`` the user gave is used as given.
-    """
+    user's wrappers (the first outermost) around the loop's own. By default a tool's exception
+    passes through them (``ToolRetryMiddleware`` sees it), then ``errors`` makes it an error
+    result; one a middleware raises itself fails the run, as under ``create_agent``."""
     users = settings.hooked("wrap_tool_call")
     default = settings.handle_tool_errors is None
     if not users:
@@ -411,8 +395,7 @@ def tool_call_wrappers(settings: LoopSettings, own: Wrapper, aown: Wrapper,
     asyn = [m.awrap_tool_call for m in users] + [aown]
 
     def settled(exc: Exception, raised: list[Exception], request: ToolCallRequest) -> ToolMessage | None:
-        """The tool's own exception as an error result; None for any other (a pause, what a
-        middleware raised itself): it fails the run."""
+        """The tool's own exception as an error result (None: the run fails)."""
         if isinstance(exc, GraphBubbleUp) or not default or not any(exc is e for e in raised):
             return None
         call = request.tool_call

@@ -2,10 +2,8 @@
 
 Nothing is asked on the capped iteration. The predicate's answer is kept in
 ``iteration_info["predicate"]`` for the router; if it asks to continue, the judge is not called.
-The judge sees its instructions, the run's original request (as sent) and the latest answer, and
-returns a ``JudgeVerdict``; its calls are tagged ``judge`` and counted in ``judge_usage``. A
-failed call is retried once as plain text; a second failure reads "not answered", with the error
-in the verdict.
+A failed judge call is retried once as plain text; a second failure reads "not answered", with
+the error in the verdict.
 
 **Reading a verdict in text.** The instructions ask for a last line ``VERDICT: DONE`` or
 ``VERDICT: MORE``. ``MORE`` wins when both appear, no marker means "not answered", and a negative
@@ -13,12 +11,6 @@ JSON verdict in the text (``"answered": false``) never reads as success. The mar
 neither contains the other, nor the JSON field name (``UNANSWERED`` contains ``ANSWERED``).
 
 Example:
-    >>> from langchain_core.messages import AIMessage, HumanMessage
-    >>> from langgraph_loop.scripted import ScriptedChatModel
-    >>> state = {"messages": [HumanMessage("2+2?", id="r"), AIMessage("4")],
-    ...          "run": {"request_id": "r"}}
-    >>> [m.type for m in judge_request(state, Judge(model=ScriptedChatModel()))]
-    ['system', 'human', 'human', 'human']
     >>> parse_text_verdict("Looks complete.\\nVERDICT: DONE")
     {'answered': True, 'reasoning': 'Looks complete.'}
     >>> parse_text_verdict('{"answered": false, "reasoning": "no sources"} VERDICT: DONE')
@@ -42,7 +34,7 @@ from pydantic import ValidationError
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import callback
 from langgraph_loop.core.config import Judge, JudgeVerdict
-from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
+from langgraph_loop.core.drive import Io, StepNode, Steps
 from langgraph_loop.core.messages import as_message, clip
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import (
@@ -74,7 +66,7 @@ def original_request(state: LoopState) -> BaseMessage | None:
 
 
 def judge_request(state: LoopState, judge: Judge) -> list[BaseMessage]:
-    """System instructions, the original request (content verbatim), the latest answer."""
+    """The judge's instructions, the original request (content verbatim), the latest answer."""
     request = original_request(state)
     answer = latest_answer(state)
     out: list[BaseMessage] = [SystemMessage(judge_instructions(judge.instructions, judge.criteria)),
@@ -104,14 +96,7 @@ def criteria_block(criteria: Sequence[str]) -> str:
 
 def judge_instructions(instructions: str | None, criteria: Sequence[str]) -> str:
     """The judge's system prompt with ``{criteria}`` filled in; custom instructions without the
-    ``VERDICT:`` markers get the marker instruction appended (the text fallback needs it).
-
-    Example:
-        >>> judge_instructions("Be strict.{criteria}", ["short"]).startswith("Be strict.")
-        True
-        >>> "VERDICT: MORE" in judge_instructions("Be strict.", [])
-        True
-    """
+    ``VERDICT:`` markers get the marker instruction appended (the text fallback needs it)."""
     text = prompts.JUDGE_INSTRUCTIONS if instructions is None else instructions
     if "VERDICT:" not in text.upper():
         text = f"{text}\n\n{prompts.JUDGE_MARKERS}"
@@ -168,15 +153,7 @@ def _as_verdict(value: Any) -> JudgeVerdict | None:
 
 
 def resolve_verdict(parsed: Any, tool_args: Sequence[Any], text: str) -> dict[str, Any]:
-    """The verdict: the structured one when valid, else the tool-call args, else the text.
-
-    Example:
-        >>> from langgraph_loop.core.config import JudgeVerdict
-        >>> resolve_verdict(JudgeVerdict(answered=True, reasoning="ok"), [], "")
-        {'answered': True, 'reasoning': 'ok'}
-        >>> resolve_verdict(None, [{"answered": "yes please"}], "VERDICT: MORE")["answered"]
-        False
-    """
+    """The verdict: the structured one when valid, else the tool-call args, else the text."""
     for candidate in (parsed, *tool_args):
         verdict = _as_verdict(candidate)
         if verdict is not None:
@@ -207,7 +184,7 @@ def _failed(errors: Sequence[str]) -> dict[str, Any]:
     return {"answered": False, "reasoning": "", "error": "; ".join(errors)}
 
 
-class JudgeNode(Runnable[LoopState, dict[str, Any]]):
+class JudgeNode(StepNode):
     """Ask the predicate, then the judge model (see module docstring)."""
 
     name = "judge"
@@ -231,16 +208,6 @@ class JudgeNode(Runnable[LoopState, dict[str, Any]]):
         if self._structured is None:
             return [(judge.model, False), (judge.model, False)]
         return [(self._structured, True), (judge.model, False)]
-
-    def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-               **kwargs: Any) -> dict[str, Any]:
-        """Sync entry point."""
-        return drive(self._steps(state, config), perform)
-
-    async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-                      **kwargs: Any) -> dict[str, Any]:
-        """Async entry point."""
-        return await adrive(self._steps(state, config), aperform)
 
     def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
         """The predicate, then the judge (two tries), as one core for both entry points."""

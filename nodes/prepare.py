@@ -1,19 +1,12 @@
 """The ``prepare`` node: start a run with fresh per-run counters.
 
-It validates the run's overrides and stores them with the run (``run["overrides"]``: every
-resume of the run enforces them), gives the run an id, resets every per-run key
-(``iteration``, ``iterations``, ``usage``, ``judge_usage``, ``progress``, the fresh-context
-baseline; the loop detector's window is derived from the run's own messages), drops
-notices left by earlier runs, and repairs a thread whose last AIMessage still has
-unanswered tool calls (a run abandoned at an approval pause) so the next request stays
-provider-valid. The thread's token-budget record takes in the run that ended
-(``folded_budget``: ``Limits.budget_scope="thread"`` counts it).
+It stores the run's validated overrides with the run (every resume enforces them), resets
+every per-run key, and repairs a thread whose last AIMessage still has unanswered tool calls (a
+run abandoned at an approval pause) so the next request stays provider-valid.
 
 A message a person typed while the run was paused at the loop question does not start a new
-run: it is a redirect of the paused one (``go_on``): the paused calls are recorded as not run
-(a chat UI's placeholder answer replaced), and the run goes on with its counters, its loop
-detector's window and its budget, so a model that goes back to the same call is stopped (or
-asked) at once instead of looping again from zero.
+run (``go_on``): the run goes on with its counters, its detector's window and its budget, so a
+model that goes back to the same call is stopped (or asked) at once instead of looping again.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -31,11 +24,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import get_runtime
 
 from langgraph_loop.core.callbacks import callback
-from langgraph_loop.core.drive import Steps, adrive, aperform, drive, perform
+from langgraph_loop.core.drive import StepNode, Steps
 from langgraph_loop.core.history import not_executed
 from langgraph_loop.core.messages import unanswered_tail
 from langgraph_loop.core.settings import LoopSettings
@@ -59,13 +52,7 @@ def repair_dangling(messages: Sequence[BaseMessage]) -> list[Any]:
 
 def folded_budget(state: LoopState) -> ThreadBudget | None:
     """The thread's budget record with the run that ends here folded in: its tokens and
-    what a person added at its check-ins (None: nothing to fold).
-
-    Example:
-        >>> folded_budget({"run": {"id": "r", "budget_extra": 500}, "usage": {"total_tokens": 900},
-        ...                "thread_budget": {"spent": 100, "extra": 0}})
-        {'spent': 1000, 'extra': 500}
-    """
+    what a person added at its check-ins (None: nothing to fold)."""
     run = state.get("run") or {}
     spent = int((state.get("usage") or {}).get("total_tokens") or 0)
     extra = int(run.get("budget_extra") or 0)
@@ -86,21 +73,7 @@ def question_open(state: LoopState, settings: LoopSettings) -> bool:
 
 def go_on(state: LoopState, settings: LoopSettings) -> dict[str, Any] | None:
     """A message typed while the loop question was open continues the paused run as a
-    redirect (``typed_instead``: the paused calls are recorded as not run): the run's
-    counters, its detector window and its budget go on (None: not that case).
-
-    Example:
-        >>> from langchain_core.messages import AIMessage, HumanMessage
-        >>> from langgraph_loop.core.config import LoopDetection
-        >>> from langgraph_loop.scripted import ScriptedChatModel
-        >>> s = LoopSettings.build(ScriptedChatModel(), loop_detection=LoopDetection(ask_human=True))
-        >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a")
-        >>> state = {"messages": [ai, HumanMessage("try g", id="h")],
-        ...          "run": {"id": "r", "decision": {"guard": {"reason": "loop_detected"}, "finding": {}}}}
-        >>> update = go_on(state, s)
-        >>> update["run"], [m.type for m in update["messages"]]
-        ({'id': 'r'}, ['remove', 'tool', 'human'])
-    """
+    redirect (``typed_instead``: the paused calls are recorded as not run; None: not that case)."""
     if not question_open(state, settings):
         return None
     writes = typed_instead(state.get("messages") or [])
@@ -112,16 +85,7 @@ def go_on(state: LoopState, settings: LoopSettings) -> dict[str, Any] | None:
 
 def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = None,
               overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The update that starts a run: fresh per-run keys, a repaired thread (pure).
-
-    Example:
-        >>> from langchain_core.messages import HumanMessage
-        >>> from langgraph_loop.scripted import ScriptedChatModel
-        >>> s = LoopSettings.build(ScriptedChatModel())
-        >>> update = start_run({"messages": [HumanMessage("hi", id="h1")]}, s, now=5.0)
-        >>> update["iteration"], update["run"]["request_id"], update["stop_reason"]
-        (1, 'h1', None)
-    """
+    """The update that starts a run: fresh per-run keys, a repaired thread (pure)."""
     messages = state.get("messages") or []
     request = messages[-1] if messages else None
     started = time.time() if now is None else now
@@ -164,7 +128,7 @@ def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = N
     return update
 
 
-class PrepareNode(Runnable[LoopState, dict[str, Any]]):
+class PrepareNode(StepNode):
     """Start a run (``start_run``), then tell ``hooks.on_iteration_start``."""
 
     name = "prepare"
@@ -173,8 +137,7 @@ class PrepareNode(Runnable[LoopState, dict[str, Any]]):
         self.settings = settings
 
     def _start(self, state: LoopState) -> tuple[dict[str, Any], LoopSettings, bool]:
-        """The update, the run's settings, and whether a new run starts (not a paused one
-        going on: ``go_on``)."""
+        """The update, the run's settings, and whether a new run starts (not ``go_on``)."""
         runtime = get_runtime()
         settings = self.settings.for_runtime(runtime)
         going_on = go_on(state, settings)
@@ -183,17 +146,7 @@ class PrepareNode(Runnable[LoopState, dict[str, Any]]):
         overrides = self.settings.overrides(runtime.context)  # validated, stored with the run
         return start_run(state, settings, overrides=overrides), settings, True
 
-    def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-               **kwargs: Any) -> dict[str, Any]:
-        """Sync entry point."""
-        return drive(self._steps(state), perform)
-
-    async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-                      **kwargs: Any) -> dict[str, Any]:
-        """Async entry point."""
-        return await adrive(self._steps(state), aperform)
-
-    def _steps(self, state: LoopState) -> Steps[dict[str, Any]]:
+    def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
         """Start the run; a new one calls ``hooks.on_iteration_start`` and emits its event."""
         update, settings, new = self._start(state)
         if not new:

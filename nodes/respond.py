@@ -1,11 +1,8 @@
 """The ``respond`` node: read the structured answer ``response_format`` asks for.
 
-As under ``create_agent``, the format is bound on every model call (``nodes/binding.py``), the
-final-answer call included, and parsed with LangChain's bindings; the answer ends the iteration
-like a text answer (docs/architecture.md, "The graph"). ``ToolStrategy``: each output-tool call
-is answered with a ToolMessage; a call that does not parse, or several in one reply, get the text
-``handle_errors`` gives and the model is asked again (an error it does not cover is raised); the
-reply's other calls still run, then the iteration ends (``create_agent`` ends there too).
+As under ``create_agent`` (docs/architecture.md, "The graph"), parsed with LangChain's
+bindings. ``ToolStrategy``: a call that does not parse, or several in one reply, get the text
+``handle_errors`` gives and the model is asked again (an error it does not cover is raised).
 ``ProviderStrategy``: text that does not parse raises ``StructuredOutputValidationError``.
 
 Example:
@@ -60,8 +57,7 @@ def structured_due(state: LoopState, structured: StructuredOutput | None) -> boo
 
 
 def retry_text(error: StructuredOutputError, handle_errors: Any) -> str | None:
-    """What answers an output call that failed, per ``ToolStrategy.handle_errors``
-    (None: the error is not handled and is raised)."""
+    """What answers a failed output call, per ``handle_errors`` (None: it is raised)."""
     if handle_errors is False:
         return None
     if handle_errors is True:
@@ -75,8 +71,7 @@ def retry_text(error: StructuredOutputError, handle_errors: Any) -> str | None:
 
 
 def read_tool_answer(ai: AIMessage, structured: StructuredOutput) -> tuple[list[ToolMessage], Any]:
-    """The answers to the reply's output-tool calls and the parsed response (None: the model
-    must try again); ``StructuredOutputError`` when ``handle_errors`` does not cover a failure."""
+    """The answers to the reply's output calls and the parsed response (None: asked again)."""
     strategy = structured.strategy
     assert isinstance(strategy, ToolStrategy)
     calls = [c for c in ai.tool_calls if c["name"] in structured.tool_names]
@@ -101,8 +96,7 @@ def read_tool_answer(ai: AIMessage, structured: StructuredOutput) -> tuple[list[
 
 
 def read_native_answer(ai: AIMessage, structured: StructuredOutput) -> Any:
-    """The reply's text parsed with the ``ProviderStrategy`` schema (else
-    ``StructuredOutputValidationError``)."""
+    """The reply's text parsed with the ``ProviderStrategy`` schema."""
     strategy = structured.strategy
     assert isinstance(strategy, ProviderStrategy)
     try:

@@ -2,11 +2,8 @@
 
 Every path to the end of a run goes through here (stops decided elsewhere too), so every
 iteration gets its record and undelivered notices are dropped when a run ends. ``decide``: with
-neither a predicate nor a judge the first natural completion ends the run; on the capped
-iteration neither is asked; the predicate first, and if it says stop, the judge. A run that
-would continue may still stop at ``guard_at_iteration_end`` (time cap, budget pressure once the
-model saw the notice, stall). The next iteration starts with a continuation message: the default
-text with the feedback, or ``Iterations.continuation``'s (None re-sends the previous input).
+neither a predicate nor a judge the first natural completion ends the run; the predicate first,
+and if it says stop, the judge. The next iteration starts with a continuation message.
 
 Example:
     >>> decide(iteration=1, max_iterations=10, has_condition=False, predicate=None, verdict=None)
@@ -14,11 +11,6 @@ Example:
     >>> decide(iteration=2, max_iterations=5, has_condition=True, predicate=(True, "more"),
     ...        verdict=None)
     (None, 'more')
-    >>> print(with_progress("Go on.", ["read the file", "fixed the bug"], inject=True))
-    Progress so far:
-    2. fixed the bug
-    <BLANKLINE>
-    Go on.
 """
 
 from __future__ import annotations
@@ -28,12 +20,12 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from langchain_core.messages import BaseMessage, HumanMessage
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import get_runtime
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import callback
-from langgraph_loop.core.drive import Steps, adrive, aperform, drive, perform
+from langgraph_loop.core.drive import StepNode, Steps
 from langgraph_loop.core.messages import (
     CONTINUE_NAME,
     HIDDEN_ID_PREFIX,
@@ -114,14 +106,7 @@ _END_REASONS = (StopReason.TIMEOUT, StopReason.BUDGET_PRESSURE, StopReason.STALL
 
 
 def explain_stop(state: LoopState, settings: LoopSettings, stop: StopReason | None) -> Guard | None:
-    """The guard that explains ``stop`` in the iteration record (None for ``completed``).
-
-    Example:
-        >>> from langgraph_loop.scripted import ScriptedChatModel
-        >>> s = LoopSettings.build(ScriptedChatModel(), iterations={"max": 2})
-        >>> explain_stop({"iteration": 2}, s, StopReason.MAX_ITERATIONS)
-        {'guard': 'max_iterations', 'reason': 'max_iterations', 'limit': 2, 'value': 2}
-    """
+    """The guard that explains ``stop`` in the iteration record (None for ``completed``)."""
     if stop is None or stop == StopReason.COMPLETED:
         return None
     stored = state.get("stop_guard")
@@ -142,12 +127,7 @@ def explain_stop(state: LoopState, settings: LoopSettings, stop: StopReason | No
 # --- the continuation message ----------------------------------------------------------------
 
 def default_message(feedback: str | None) -> str:
-    """The default continuation text, with the feedback when there is some.
-
-    Example:
-        >>> default_message(None)
-        'Continue working on the task. If it is complete, say so.'
-    """
+    """The default continuation text, with the feedback when there is some."""
     return prompts.FEEDBACK.format(feedback=feedback, text=prompts.CONTINUE) if feedback else prompts.CONTINUE
 
 
@@ -173,15 +153,7 @@ def continuation_message(content: str | list[Any], *, hidden: bool = True) -> Hu
 def resend_message(previous: Sequence[BaseMessage] | None, *, request_id: str | None,
                    fresh_context: bool, feedback: str | None, hidden: bool = True) -> HumanMessage:
     """The continuation returned None: re-send the previous iteration's input as it was (with
-    fresh context the run's request is in every request already: the default text instead).
-
-    Example:
-        >>> first = HumanMessage("Write a haiku.", id="r1")
-        >>> resend_message([first], request_id="r1", fresh_context=False, feedback=None).content
-        'Write a haiku.'
-        >>> resend_message([first], request_id="r1", fresh_context=True, feedback=None).content
-        'Continue working on the task. If it is complete, say so.'
-    """
+    fresh context the run's request is in every request already: the default text instead)."""
     last = previous[0] if previous else None
     if last is None or (fresh_context and last.id == request_id):
         return continuation_message(default_message(feedback), hidden=hidden)
@@ -191,7 +163,7 @@ def resend_message(previous: Sequence[BaseMessage] | None, *, request_id: str | 
 # --- the node --------------------------------------------------------------------------------
 
 class _End:
-    """One iteration end, worked out step by step (pure; the node makes the callback calls)."""
+    """One iteration end, step by step (pure; the node makes the callback calls)."""
 
     def __init__(self, state: LoopState, settings: LoopSettings) -> None:
         self.state, self.settings = state, settings
@@ -236,14 +208,9 @@ class _End:
         else:
             text = shorten(latest_answer(state), 300) or None
         self.progress = list(state.get("progress") or []) + ([text] if text else [])
-        iteration = state.get("iteration", 1)
-        self.record = build_record(
-            iteration=iteration, info=iteration_info(state),
-            calls=calls_of_iteration(state.get("call_log") or [], iteration),
-            answer=latest_answer(state), feedback=text,
-            verdict=state.get("verdict") if self.settings.iterations.judge is not None else None,
-            guard=explain_stop(state, self.settings, self.stop),
-        )
+        verdict = state.get("verdict") if self.settings.iterations.judge is not None else None
+        self.record = {**current_record(state), "feedback": text, "verdict": verdict,
+                       "guard": explain_stop(state, self.settings, self.stop)}
 
     @property
     def view(self) -> LoopState:
@@ -296,7 +263,7 @@ class _End:
         return cast(LoopState, {**self.view, **update, "messages": messages})
 
 
-class RouterNode(Runnable[LoopState, dict[str, Any]]):
+class RouterNode(StepNode):
     """Record the iteration; continue with a continuation message or end the run."""
 
     name = "router"
@@ -304,19 +271,9 @@ class RouterNode(Runnable[LoopState, dict[str, Any]]):
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
 
-    def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-               **kwargs: Any) -> dict[str, Any]:
-        """Sync entry point."""
-        return drive(self._steps(state), perform)
-
-    async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-                      **kwargs: Any) -> dict[str, Any]:
-        """Async entry point."""
-        return await adrive(self._steps(state), aperform)
-
-    def _steps(self, state: LoopState) -> Steps[dict[str, Any]]:
-        """The end of an iteration: the predicate, the feedback log, ``on_iteration_end``; then
-        the stop, or the continuation and ``on_iteration_start``. Each callback is an ``Io``."""
+    def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
+        """The predicate, the feedback log, ``on_iteration_end``; then the stop, or the
+        continuation and ``on_iteration_start`` (each callback an ``Io``)."""
         end = _End(state, self.settings.for_runtime(get_runtime()))
         hooks = end.settings.hooks
         predicate = end.settings.iterations.should_continue

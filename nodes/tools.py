@@ -1,16 +1,10 @@
-"""The ``tools`` node: execute the calls of the last AIMessage through LangGraph's ``ToolNode``,
-so every tool feature behaves as in ``create_agent`` (``docs/middleware.md``).
+"""The ``tools`` node: the last AIMessage's calls through LangGraph's ``ToolNode``, as in
+``create_agent`` (docs/architecture.md, "The graph"). Refused calls never reach ``ToolNode``;
+the results come one per call in call order, then the messages tools added.
 
-Refused calls (unknown unless a ``wrap_tool_call`` middleware may run it, filtered out, beyond
-``max_tool_calls``, rejected) never reach ``ToolNode`` and get an error ToolMessage. The others
-go to ``ToolNode`` one each, all at once; its ``wrap_tool_call`` gives a tool its own copy of
-its args, caps its answer and times it. After: one ToolMessage per call in call order, then the
-messages tools added; tools cannot write loop-owned keys; the run stops at the tool-call cap,
-and ends on the results when every executed tool has ``return_direct=True``.
-
-With a checkpointer (durability other than ``"exit"``) a batch's calls run as LangGraph tasks,
-saved as each finishes, so a step run again does not run finished calls again; tasks rather
-than a ``Send`` per call keep a clean round two steps (``docs/reliability.md``).
+With a checkpointer a batch's calls run as LangGraph tasks, saved as each finishes, so a step
+run again does not run finished calls again; tasks rather than a ``Send`` per call keep a clean
+round two steps (``docs/reliability.md``).
 
 Example:
     >>> plan_calls([{"name": "a", "args": {}, "id": "1"}, {"name": "zz", "args": {}, "id": "2"}],
@@ -29,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
+from langchain_core.runnables import RunnableConfig, ensure_config
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 from langgraph.errors import GraphInterrupt
 from langgraph.func import task
@@ -41,7 +35,7 @@ from langgraph.types import Command
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import callback
 from langgraph_loop.core.compat import durable
-from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
+from langgraph_loop.core.drive import Io, StepNode, Steps
 from langgraph_loop.core.history import resolve_removals
 from langgraph_loop.core.hosting import LOOP_KEYS
 from langgraph_loop.core.messages import cap_output, unanswered_tail
@@ -57,19 +51,12 @@ __all__ = ["Outcome", "ToolsNode", "outcome_of", "plan_calls", "tool_error_text"
 Plan = tuple[str, str | None]
 
 
-def plan_calls(
-    calls: Sequence[dict[str, Any]],
-    *,
-    known: set[str],
-    offered: Iterable[str] | None,
-    allowance: int | None,
-    rejected: Mapping[str, str] | None = None,
-    dynamic: bool = False,
-) -> list[Plan]:
-    """Decide per call: ``("run", None)``, ``("refuse", error text)`` or, for calls a
-    reviewer rejected (``rejected``: text by call id), ``("reject", text)``. With ``dynamic``
-    (a ``wrap_tool_call`` middleware runs tools a ``wrap_model_call`` one added, as under
-    ``create_agent``) a call of an unknown tool goes to the middleware, not refused here."""
+def plan_calls(calls: Sequence[dict[str, Any]], *, known: set[str], offered: Iterable[str] | None,
+               allowance: int | None, rejected: Mapping[str, str] | None = None,
+               dynamic: bool = False) -> list[Plan]:
+    """Decide per call: ``("run", None)``, ``("refuse", error text)`` or, for calls a reviewer
+    rejected (``rejected``: text by call id), ``("reject", text)``. With ``dynamic`` (a
+    ``wrap_tool_call`` middleware may run it) a call of an unknown tool is not refused here."""
     allowed = None if offered is None else set(offered)
     left = allowance
     plans: list[Plan] = []
@@ -105,9 +92,7 @@ def _error_message(call: Mapping[str, Any], text: str) -> ToolMessage:
 # --- one call -------------------------------------------------------------------------------
 
 _FLAT = (str, int, float, bool, type(None))
-_SECONDS = "duration_s"
-"""Where ``wrap_tool_call`` leaves a call's duration: its answer's ``response_metadata``
-(taken off again by ``outcome_of``, so no stored message keeps it)."""
+_SECONDS = "duration_s"  # in an answer's response_metadata from wrap_tool_call to outcome_of
 
 
 def _own_args(request: ToolCallRequest) -> ToolCallRequest:
@@ -137,8 +122,7 @@ def _answer(output: Any, call_id: str) -> ToolMessage | None:
 # --- running calls ---------------------------------------------------------------------------
 
 def _saved(output: Any, call_id: str) -> dict[str, Any]:
-    """A call's result as its task saves (and ``stream_mode="updates"`` shows) it:
-    ``{"message": <its ToolMessage, or ToolNode's output with commands>, "duration_s"}``."""
+    """A call's result as its task saves (and ``stream_mode="updates"`` shows) it."""
     answer = _answer(output, call_id)
     seconds = answer.response_metadata.pop(_SECONDS, 0.0) if answer is not None else 0.0
     messages = output.get("messages") if isinstance(output, dict) else None
@@ -176,8 +160,7 @@ def _settled(results: Sequence[Any]) -> list[Any]:
     return list(results)
 
 
-Result = tuple[Any, float]
-"""A call's output and its duration, when it was saved (else its answer carries it)."""
+Result = tuple[Any, float]  # a call's output and its duration (when saved, else 0.0)
 
 
 def _run_sync(node: ToolNode, payloads: Sequence[dict[str, Any]], config: RunnableConfig,
@@ -223,8 +206,7 @@ class Outcome:
 
 def outcome_of(call: Mapping[str, Any], output: Any, duration: float = 0.0) -> Outcome:
     """Split ``ToolNode``'s output for one call: its answer, extra messages, state updates
-    (loop-owned keys dropped), commands that leave the node (``goto``, ``PARENT``), and its
-    duration (stamped on the answer by ``wrap_tool_call``; else ``duration``)."""
+    (loop-owned keys dropped), commands that leave the node, and its duration."""
     answer: ToolMessage | None = None
     extra: list[BaseMessage] = []
     updates: list[dict[str, Any]] = []
@@ -292,7 +274,7 @@ class _Batch:
         self.saved = bool(self.runnable) and per_call and durable(config)
 
 
-class ToolsNode(Runnable[LoopState, Any]):
+class ToolsNode(StepNode):
     """Execute the pending tool calls (see module docstring)."""
 
     name = "tools"
@@ -307,20 +289,18 @@ class ToolsNode(Runnable[LoopState, Any]):
                              wrap_tool_call=wrap, awrap_tool_call=awrap)
 
     def _per_call(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
-        """``ToolNode``'s ``wrap_tool_call``, innermost (inside the user's: ``nodes/hosted.py``):
-        the tool runs on its own copy of its args; its answer is capped and timed."""
+        """``ToolNode``'s innermost ``wrap_tool_call``: the tool runs on its own copy of its
+        args; its answer is capped and timed."""
         started = time.perf_counter()
         return self._capped(request, execute(_own_args(request)), started)
 
     async def _aper_call(self, request: ToolCallRequest,
                          execute: Callable[[ToolCallRequest], Any]) -> Any:
-        """``awrap_tool_call``: as ``_per_call``."""
         started = time.perf_counter()
         return self._capped(request, await execute(_own_args(request)), started)
 
     def _capped(self, request: ToolCallRequest, output: Any, started: float) -> Any:
-        """The tool's output, its answer cut to ``max_tool_output_chars`` and stamped with the
-        call's duration (``response_metadata``, until ``outcome_of`` takes it off)."""
+        """The tool's output, its answer cut to ``max_tool_output_chars`` and timed."""
         answer = _answer(output, str(request.tool_call["id"]))
         if answer is not None:  # the call's runtime carries the run's context (its overrides)
             limit = self.settings.for_runtime(request.runtime).limits.max_tool_output_chars  # type: ignore[arg-type]
@@ -329,16 +309,6 @@ class ToolsNode(Runnable[LoopState, Any]):
                 answer.content = capped
             answer.response_metadata[_SECONDS] = round(time.perf_counter() - started, 6)
         return output
-
-    def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-               **kwargs: Any) -> Any:
-        """Sync entry point."""
-        return drive(self._steps(state, config), perform)
-
-    async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-                      **kwargs: Any) -> Any:
-        """Async entry point."""
-        return await adrive(self._steps(state, config), aperform)
 
     def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[Any]:
         """The batch, its calls (in parallel where the model asked for several), then each
@@ -358,9 +328,7 @@ class ToolsNode(Runnable[LoopState, Any]):
         return update
 
     def _finish(self, batch: _Batch, results: Sequence[Result]) -> tuple[Any, list[CallRecord]]:
-        """The update (a dict, or a list of commands when tools returned some) and the call
-        records: one answer per call in call order (refusals included), then the extra
-        messages tools added."""
+        """The update (a list of commands when tools returned some) and the call records."""
         done = {c["id"]: outcome_of(c, *r) for c, r in zip(batch.runnable, results, strict=True)}
         iteration, executed = batch.state.get("iteration", 1), batch.executed + len(batch.runnable)
         limit = batch.settings.limits.max_tool_output_chars
@@ -427,9 +395,9 @@ def _answer_invalid(invalid: Sequence[Mapping[str, Any]], messages: list[BaseMes
                        "executed": executed})
 
 
+# The loop's own single-value keys tools may write (``write_todos``, ``set_mode``): several
+# parallel calls writing one are merged in call order, the last wins.
 _LOOP_VALUES = frozenset({"todos", "mode"})
-"""The loop's own single-value keys tools may write (``write_todos``, ``set_mode``): several
-parallel calls writing one are merged in call order, the last wins."""
 
 
 def _as_output(update: dict[str, Any], outcomes: Sequence[Outcome]) -> Any:

@@ -23,7 +23,9 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-__all__ = ["Io", "Steps", "adrive", "aperform", "drive", "perform"]
+from langchain_core.runnables import Runnable, RunnableConfig
+
+__all__ = ["Io", "StepNode", "Steps", "adrive", "aperform", "drive", "perform"]
 
 T = TypeVar("T")
 Y = TypeVar("Y")
@@ -83,3 +85,16 @@ async def adrive(steps: Generator[Y, Any, T], run: Callable[[Y], Awaitable[Any]]
                 request = steps.send(result)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
+
+
+class StepNode(Runnable[Any, Any]):
+    """A graph node written once as ``_steps``, driven by ``invoke`` and ``ainvoke``."""
+
+    def _steps(self, state: Any, config: RunnableConfig | None) -> Steps[Any]:
+        raise NotImplementedError
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        return drive(self._steps(input, config), perform)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        return await adrive(self._steps(input, config), aperform)
