@@ -51,28 +51,18 @@ class RunView:
     """What the engine reads about a run besides its transcript; each door fills it in from its
     own state (the graph from ``LoopState``, the middleware from the agent's state)."""
 
-    id: str | None = None
-    """The run's id (keys the memo)."""
-    request_id: str | None = None
-    """The message that started the run (the detector's window starts there)."""
+    id: str | None = None  # the run's id (keys the memo)
+    request_id: str | None = None  # the message that started the run (the detector's window starts there)
     allowed: Mapping[str, int] | None = None
     """Loops a person let go on in this run: finding key → the count they allowed."""
-    model_calls: int = 0
-    """Model calls in this iteration, the reply's included."""
-    tool_calls: int = 0
-    """Tool calls that ran in this run."""
-    usage: Usage | None = None
-    """The run's token usage (what the budget-pressure event reports)."""
-    spent: int = 0
-    """Tokens the budget counts (the run's, or the thread's with a per-thread budget)."""
-    budget: int | None = None
-    """The token budget, with what a person granted at a check-in (None: no budget)."""
-    pressure_queued: bool = False
-    """The budget-pressure notice was queued in this run already."""
-    elapsed_s: float | None = None
-    """Seconds since the run started (None: not known)."""
-    remaining_steps: int | None = None
-    """Graph steps left under LangGraph's recursion limit (None: not known)."""
+    model_calls: int = 0  # model calls in this iteration, the reply's included
+    tool_calls: int = 0  # tool calls that ran in this run
+    usage: Usage | None = None  # the run's token usage (what the budget-pressure event reports)
+    spent: int = 0  # tokens the budget counts (the run's, or the thread's with a per-thread budget)
+    budget: int | None = None  # the token budget, with what a person granted at a check-in (None: no budget)
+    pressure_queued: bool = False  # the budget-pressure notice was queued in this run already
+    elapsed_s: float | None = None  # seconds since the run started (None: not known)
+    remaining_steps: int | None = None  # graph steps left under LangGraph's recursion limit (None: not known)
     round_fits: bool = True
     """Another tool round, and the steps to finish cleanly after it, still fit the step limit."""
 
@@ -81,12 +71,9 @@ class RunView:
 class Policy:
     """What the engine checks: the loop layers, the inner limits and budget pressure."""
 
-    detection: LoopDetection | None = None
-    """The loop layers (None: off)."""
-    limits: Limits | None = None
-    """The run's limits (None: none: the middleware checks only the layers)."""
-    max_model_calls: int | None = None
-    """Model calls allowed per iteration (``Iterations.max_model_calls``)."""
+    detection: LoopDetection | None = None  # the loop layers (None: off)
+    limits: Limits | None = None  # the run's limits (None: none: the middleware checks only the layers)
+    max_model_calls: int | None = None  # model calls allowed per iteration (``Iterations.max_model_calls``)
     pressure: BudgetPressure | None = None
     """Budget pressure: a notice once the run has spent ``threshold`` of its budget."""
     output_tools: frozenset[str] = frozenset()
@@ -216,10 +203,8 @@ class Decision:
     pressure: bool = False
     blocks: Mapping[str, str] = field(default_factory=dict)
     finding: Finding | None = None
-    allow: tuple[str, int] | None = None
-    """A person let the loop go on: its finding key and count."""
-    hint: str | None = None
-    """A person's hint, queued as a notice."""
+    allow: tuple[str, int] | None = None  # a person let the loop go on: its finding key and count
+    hint: str | None = None  # a person's hint, queued as a notice
 
     def record(self) -> DecisionRecord:
         """The decision as plain values."""

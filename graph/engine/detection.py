@@ -277,8 +277,7 @@ def sign_calls(ai: AIMessage, config: LoopDetection | None = None) -> list[Signe
 class Response(TypedDict):
     """One tool-calling response in the window."""
 
-    calls: list[str]
-    """Its call signatures, sorted (a multiset: parallel calls in any order)."""
+    calls: list[str]  # its call signatures, sorted (a multiset: parallel calls in any order)
     sig: NotRequired[str]
     """The response signature; stored only for several calls (one call: its own signature)."""
 
@@ -287,32 +286,20 @@ class CallRecord(TypedDict, total=False):
     """One call signature remembered (fields at their default are left out)."""
 
     tool: str
-    args: str
-    """Short arguments text for warnings (kept while it may be needed)."""
-    last: int
-    """The run's call number of its latest request."""
-    result: Result
-    """Its last result (absent until it has one)."""
-    same: int
-    """Its own executions in a row that returned ``result`` (others never reset it)."""
-    since: int
-    """The response (of the run, 1-based) whose execution of it began these ``same`` results."""
-    moved: bool
-    """Its last result changed, or came after a call touching its paths (the repeat layer relaxes)."""
-    empty: bool
-    """Its last result had no content."""
-    failed: bool
-    """Its last result was an error."""
-    warned: bool
-    """Warned about during this run of identical results."""
+    args: str  # short arguments text for warnings (kept while it may be needed)
+    last: int  # the run's call number of its latest request
+    result: Result  # its last result (absent until it has one)
+    same: int  # its own executions in a row that returned ``result`` (others never reset it)
+    since: int  # the response (of the run, 1-based) whose execution of it began these ``same`` results
+    moved: bool  # its last result changed, or came after a call touching its paths (the repeat layer relaxes)
+    empty: bool  # its last result had no content
+    failed: bool  # its last result was an error
+    warned: bool  # warned about during this run of identical results
     touched: bool
     """A call touching its paths was requested since its last request: its next repeat is not judged."""
-    refused: bool
-    """Its last request was blocked: asking for it again stops."""
-    between: bool
-    """Other calls were requested between its latest request and the one before."""
-    at: int
-    """The response (of the run, 1-based) of its latest request."""
+    refused: bool  # its last request was blocked: asking for it again stops
+    between: bool  # other calls were requested between its latest request and the one before
+    at: int  # the response (of the run, 1-based) of its latest request
     unchanged: bool
     """Since its previous request no call new to the run (read-only aside) was made and no
     call's own result moved."""
@@ -330,16 +317,13 @@ class DetectorState(TypedDict, total=False):
     """Per call signature, in the order of their latest request (``push`` prunes the oldest)."""
     n: int
     responses: int
-    changed_at: int
-    """The number of the latest response whose results moved (a call's own result changed)."""
-    fresh_at: int
-    """The number of the latest response holding a call new to the run (read-only tools aside)."""
+    changed_at: int  # the number of the latest response whose results moved (a call's own result changed)
+    fresh_at: int  # the number of the latest response holding a call new to the run (read-only tools aside)
     reply: str
     same_reply: int
     warned: list[str]
     pending: dict[str, str]
-    cuts: int
-    """Replies of this run cut while streaming because their text looped."""
+    cuts: int  # replies of this run cut while streaming because their text looped
     drift: dict[str, list[Any]]
     """Per tool: ``[result, arguments text, results in a row, response it began at, signature]``."""
 
@@ -513,8 +497,7 @@ class Observation:
     stop: Guard | None = None
     blocks: dict[str, str] = field(default_factory=dict)
     """Call id → the error result that answers it instead of running it."""
-    finding: Finding | None = None
-    """The finding behind the stop."""
+    finding: Finding | None = None  # the finding behind the stop
 
 
 # --- the layers ------------------------------------------------------------------------------
@@ -824,28 +807,20 @@ class Finding:
     """One layer's conclusion: its rung, on what, how often, against which limit."""
 
     layer: str
-    rung: str
-    """``warn``, ``block`` or ``stop``."""
-    key: str
-    """What it is about (``call:<sig>``, ``cycle:<sigs>``, ``reply:<sig>``, ``tool:<name>``)."""
+    rung: str  # ``warn``, ``block`` or ``stop``
+    key: str  # what it is about (``call:<sig>``, ``cycle:<sigs>``, ``reply:<sig>``, ``tool:<name>``)
     count: int
     threshold: int
     tool: str
-    seen: int
-    """Tool-using responses in the window."""
+    seen: int  # tool-using responses in the window
     sigs: tuple[str, ...] = ()
     args: str | None = None
-    calls: tuple[str, ...] = ()
-    """The calls as warnings show them (``tool(args)``)."""
+    calls: tuple[str, ...] = ()  # the calls as warnings show them (``tool(args)``)
     progressing: bool = False
-    since: int = 0
-    """The response of the run (1-based, tool-calling responses) where the loop began."""
-    ids: tuple[str, ...] = ()
-    """The call ids of the reply this finding is about (the ones a block answers)."""
-    refused: bool = False
-    """The call was blocked before: this request asks for it again."""
-    unchanged: bool = False
-    """Other calls ran since its previous request and no call's own result moved."""
+    since: int = 0  # the response of the run (1-based, tool-calling responses) where the loop began
+    ids: tuple[str, ...] = ()  # the call ids of the reply this finding is about (the ones a block answers)
+    refused: bool = False  # the call was blocked before: this request asks for it again
+    unchanged: bool = False  # other calls ran since its previous request and no call's own result moved
 
 
 @dataclass(frozen=True)
