@@ -36,7 +36,7 @@ from langgraph_loop.core.config import BudgetPressure, Limits, LoopDetection
 from langgraph_loop.core.messages import BLOCKED_KIND, Notice, call_ids, queue_notice, work_call_ids
 from langgraph_loop.core.state import BudgetPressureEvent, Event, LoopBlockEvent, LoopWarningEvent, Usage
 from langgraph_loop.core.stop import Guard, StopReason, limit_guard, person_stop, stop_answer_text
-from langgraph_loop.engine.detection import DetectorState, Finding, LoopWarning, observe, sign_calls
+from langgraph_loop.engine.detection import DetectorState, Finding, LoopWarning, observe
 from langgraph_loop.engine.dialogue import began_at, checkpoint_before, evidence, first_cut, question
 from langgraph_loop.engine.limits import PRESSURE_SOURCE, tool_errors_guard
 
@@ -322,8 +322,7 @@ def decide(reply: AIMessage, transcript: Sequence[BaseMessage], view: RunView, p
         return Decision(reply, pressure=True) if pressure else None
     memo = memo if memo is not None else DetectorMemo()
     before = memo.state_before(transcript, view, detection)
-    obs = observe(before, reply, results_before(transcript, len(transcript)), detection, view.allowed,
-                  calls=sign_calls(reply, detection))
+    obs = observe(before, reply, results_before(transcript, len(transcript)), detection, view.allowed)
     memo.remember(view.id, reply, detection, obs.state)
     if obs.stop is not None:
         return Decision(reply, guard=obs.stop, finding=obs.finding)

@@ -49,7 +49,7 @@ __all__ = ["RANK", "TEXT_CUTS", "VOLATILE", "CallRecord", "DetectorState", "Find
            "Observation", "Response", "Result", "SignedCall", "absorb", "args_text", "block_text",
            "call_signature", "canonical_args", "content_hash", "cycle_of", "is_empty", "normalize", "observe",
            "path_keys", "push", "response_sig", "response_signature", "result_text", "scaled", "sign_calls",
-           "stop_guard", "text_cut", "text_cut_text", "text_loop_text", "text_stop_guard", "warning_text"]
+           "stop_guard", "text_cut", "text_cut_text", "text_loop_text", "warning_text"]
 
 
 # --- results and calls: a result's identity, the paths a call names, signatures ---
@@ -409,20 +409,15 @@ def _drifted(entry: list[Any] | None, result: Result, sig: str, args: str, respo
     return [result, args, 1, responses, sig]
 
 
-def touches(paths: Sequence[str], dirs: Sequence[str], their_paths: Sequence[str],
-            their_dirs: Sequence[str]) -> bool:
-    """Does a call naming ``paths`` (in ``dirs``) name one of ``their_paths``, a folder holding
-    one, or a path inside one of ``their_dirs``?"""
-    mine = set(paths)
-    return not (mine.isdisjoint(their_paths) and mine.isdisjoint(their_dirs)
-                and set(dirs).isdisjoint(their_paths))
-
-
 def _touch(records: dict[str, CallRecord], call: SignedCall) -> None:
-    """Mark every other remembered call this one (naming paths) touches (in place)."""
+    """Mark every other remembered call this one touches (in place): it names one of their
+    paths, a folder holding one, or a path inside one of their folders."""
+    mine = set(call.paths)
     for sig, record in records.items():
-        if sig != call.sig and "result" in record and touches(
-                call.paths, call.dirs, record.get("paths", ()), record.get("dirs", ())):
+        theirs = record.get("paths", ())
+        if sig != call.sig and "result" in record and not (
+                mine.isdisjoint(theirs) and mine.isdisjoint(record.get("dirs", ()))
+                and set(call.dirs).isdisjoint(theirs)):
             records[sig] = {**record, "touched": True}
 
 
@@ -750,8 +745,7 @@ def _allowed(finding: Finding, allowed: Mapping[str, int] | None) -> bool:
 
 
 def observe(detector: Mapping[str, Any], ai: AIMessage, results: Sequence[ToolMessage],
-            config: LoopDetection, allowed: Mapping[str, int] | None = None, *,
-            calls: Sequence[SignedCall] | None = None) -> Observation:
+            config: LoopDetection, allowed: Mapping[str, int] | None = None) -> Observation:
     """Absorb the previous round's ``results``, then run the layers on the reply ``ai``
     (``detector`` is never mutated; ``allowed``: finding key → the count a person let go on)."""
     det = absorb(detector or {}, results, config)
@@ -763,7 +757,7 @@ def observe(detector: Mapping[str, Any], ai: AIMessage, results: Sequence[ToolMe
     text = reply_text(ai.content, ai.additional_kwargs) if "text" in config.layers else ""
     looping = len(text) >= SHORTEST_LOOP and text_loop(text)
     warnings = [LoopWarning("text", "text", text_loop_text(), (), 1)] if looping else []
-    calls = sign_calls(ai, config) if calls is None else calls
+    calls = sign_calls(ai, config)
     if not calls:
         return Observation(state=det, warnings=warnings)
     det = push(det, calls, config)
@@ -926,18 +920,13 @@ def text_cut_text() -> str:
             "stopped.")
 
 
-def text_stop_guard(cuts: int) -> Guard:
-    """The guard of the stop at the ``TEXT_CUTS``-th reply cut in a run."""
-    return guard("loop_detector", "loop_detected", layer="text", count=cuts, threshold=TEXT_CUTS,
-                 rung="stop", detail=(f"the loop detector's text layer fired: {cuts} replies of "
-                                      "this run were cut while streaming because their text kept "
-                                      f"repeating (limit {TEXT_CUTS})"))
-
-
 def text_cut(cuts: int) -> tuple[list[LoopWarning], Guard | None]:
     """The run's ``cuts``-th reply cut while streaming: the notice, or the stop at ``TEXT_CUTS``."""
     if cuts >= TEXT_CUTS:
-        return [], text_stop_guard(cuts)
+        return [], guard("loop_detector", "loop_detected", layer="text", count=cuts, threshold=TEXT_CUTS,
+                         rung="stop", detail=(f"the loop detector's text layer fired: {cuts} replies of "
+                                              "this run were cut while streaming because their text "
+                                              f"kept repeating (limit {TEXT_CUTS})"))
     return [LoopWarning("text_cut", "text", text_cut_text(), (), cuts)], None
 
 
