@@ -103,8 +103,7 @@ def limit_stop(reply: AIMessage, transcript: Sequence[BaseMessage], view: RunVie
 
 # --- the detector's state before a reply ------------------------------------------------------
 
-MEMO_SIZE = 4096
-"""Detector states a ``DetectorMemo`` remembers (one per reply; the oldest are dropped)."""
+MEMO_SIZE = 4096  # detector states a ``DetectorMemo`` remembers (one per reply; the oldest are dropped)
 
 
 def results_before(messages: Sequence[BaseMessage], end: int) -> list[ToolMessage]:

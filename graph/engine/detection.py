@@ -792,8 +792,7 @@ def observe(detector: Mapping[str, Any], ai: AIMessage, results: Sequence[ToolMe
 
 # --- Findings and what the loop detector says ---
 
-TEXT_CUTS = 2
-"""Replies of one run cut while streaming (their text looped) that stop the run."""
+TEXT_CUTS = 2  # replies of one run cut while streaming (their text looped) that stop the run
 
 
 @dataclass(frozen=True, kw_only=True)

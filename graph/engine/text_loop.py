@@ -36,8 +36,7 @@ __all__ = ["CHUNK", "HISTORY", "LINE", "REASONING", "SHORTEST_LOOP", "SPAN", "TI
 CHUNK, TIMES, SPAN, HISTORY = 50, 10, 5 * 50, 5000
 SHORTEST_LOOP = 2 * TIMES
 """No text shorter than this can loop: ``TIMES`` lines of at least one character each."""
-LINE = 200
-"""A line is read in parts of about this size while it streams; its kind, from its start."""
+LINE = 200  # a line is read in parts of about this size while it streams; its kind, from its start
 _ROW = re.compile(r"\s*[|\u2502\u2503\u2551]|[^|\n]*\|[^|\n]*\||(?:[^,\n]*,(?! )){3}|(?:[^\t\n]*\t){2}")
 _ITEM = re.compile(r"\s*(?:[-*+\u2022\u2023\u25e6\u25aa]|\d{1,4}[.)]|[a-zA-Z][.)])\s+(?:\[[ xX]\]\s*)?")
 _HEAD = re.compile(r"\s*(?:#{1,6}\s|>)")
@@ -69,16 +68,13 @@ class TextLoop:
     (without its number) loops when it comes ``TIMES`` times in ``2 * TIMES`` such lines."""
 
     def __init__(self) -> None:
-        """Empty history."""
         self.history = ""
         self.places: dict[str, list[int]] = {}
         self.next = 0
         self.in_code = False
         self.kind: Kind = "prose"
-        self.fresh = True
-        """The next piece starts a line."""
-        self.lines: list[str] = []
-        """The last ``2 * TIMES`` rows and items, without their list markers."""
+        self.fresh = True  # the next piece starts a line
+        self.lines: list[str] = []  # the last ``2 * TIMES`` rows and items, without their list markers
 
     def _reset(self) -> None:
         self.history, self.places, self.next = "", {}, 0
@@ -167,7 +163,6 @@ class StreamText:
     marker split across two chunks is still seen as what it is."""
 
     def __init__(self) -> None:
-        """Nothing seen yet."""
         self.loop = TextLoop()
         self.pending = ""
 
