@@ -80,8 +80,7 @@ def result_text(content: Any) -> str:
 
 
 def content_hash(content: Any, *, normalized: bool = True) -> str:
-    """A short hash of a tool result, equal for the same result once normalized; memoized (the
-    last ``MEMO_RESULTS``; a long text keyed by its length, ends and ``hash()``)."""
+    """A short hash of a tool result, equal for the same result once normalized (memoized)."""
     text = content if isinstance(content, str) else result_text(content)
     if not normalized:
         return digest(text, HASH_LEN)
@@ -422,8 +421,7 @@ def _touch(records: dict[str, CallRecord], call: SignedCall) -> None:
 
 
 def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection) -> DetectorState:
-    """Count the response's calls in (a call not read-only touches the records naming its
-    paths); prune everything to what the windows hold."""
+    """Count the response's calls in; prune the records to what the windows hold."""
     sigs = [c.sig for c in calls]
     entry: Response = {"calls": sorted(sigs)}
     if len(sigs) != 1:
@@ -506,12 +504,12 @@ def scaled(warn: int, stop: int, factor: int, cap: int) -> tuple[int, int]:
 def cycle_of(seq: Sequence[str]) -> tuple[int, int]:
     """``(period, repetitions)`` of the repeating block the sequence ends in, or (0, 0); a
     started round counts, a block of one repeated element is no cycle."""
-    period, length = _cycle_run(seq)
-    return period, -(-length // period) if period else 0
+    period, _, reps = _cycle_run(seq)
+    return period, reps
 
 
-def _cycle_run(seq: Sequence[str]) -> tuple[int, int]:
-    """The period (2-4) with the most repetitions and the length of its periodic tail."""
+def _cycle_run(seq: Sequence[str]) -> tuple[int, int, int]:
+    """The period (2-4) with the most repetitions, the length of its periodic tail, the repetitions."""
     best = (0, 0, 0)
     for period in (2, 3, 4):
         block = list(seq[-period:])
@@ -523,7 +521,7 @@ def _cycle_run(seq: Sequence[str]) -> tuple[int, int]:
         reps = -(-(run + period) // period)
         if run and reps > best[2]:
             best = (period, run + period, reps)
-    return best[0], best[1]
+    return best
 
 
 def _periodic(block: Sequence[str], d: int) -> bool:
@@ -537,10 +535,9 @@ def _label(det: DetectorState, sig: str) -> str:
 
 def _cycle(det: DetectorState, config: LoopDetection) -> list[Finding]:
     win = det["window"]
-    period, length = _cycle_run([response_sig(e) for e in win])
+    period, length, reps = _cycle_run([response_sig(e) for e in win])
     if not period:
         return []
-    reps = -(-length // period)
     block = win[len(win) - length :][:period]  # the first round, in the model's order
     latest = det.get("changed_at")  # progressing: a result moved in the last round
     progressing = latest is not None and latest >= det.get("responses", 0) - period
@@ -573,8 +570,7 @@ def _call_finding(det: DetectorState, layer: str, sig: str, rung: str, count: in
 
 
 def _thresholds(rec: CallRecord, config: LoopDetection) -> tuple[int, int]:
-    """The no-progress warn and stop counts (its tool's own; at least ``no_content_after``
-    for a result without content)."""
+    """The no-progress warn and stop counts: its tool's own, at least ``no_content_after`` if empty."""
     policy = config.policy(rec["tool"]) if config.calls.arg_policies else None
     warn = (policy.warn_after if policy is not None and policy.warn_after is not None
             else config.no_progress.warn_after)

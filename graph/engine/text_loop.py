@@ -105,8 +105,7 @@ class TextLoop:
         return self.lines.count(key) >= TIMES
 
     def _collapse(self, piece: str) -> str:
-        """``piece`` with every number read as ``0`` and runs of one character cut to three,
-        also across pieces."""
+        """``piece`` with numbers read as ``0``, one-character runs cut to three (across pieces)."""
         if self.history.endswith("0") and (number := _DIGITS.match(piece)):
             piece = piece[number.end():]  # a number split across two pieces
         piece = _RUN.sub(r"\1\1\1", _DIGITS.sub("0", piece))
@@ -179,8 +178,7 @@ class StreamText:
 
 
 def _sendable(content: Any) -> Any:
-    """A cut reply's content without reasoning blocks, and with text (``prompts.CUT_REPLY``
-    when none is left)."""
+    """A cut reply's content without reasoning blocks; ``prompts.CUT_REPLY`` if no text is left."""
     if isinstance(content, list):
         content = [b for b in content if not (isinstance(b, dict) and b.get("type") in REASONING)]
     if reply_text(content).strip():
