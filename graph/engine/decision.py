@@ -234,8 +234,7 @@ class Decision:
 
     # --- effects ---------------------------------------------------------------------------
     def answers(self, output_tools: frozenset[str] = frozenset()) -> list[ToolMessage]:
-        """The ToolMessages that answer the reply's calls instead of running them: every call
-        of a stopped reply that asked for work, or the refused calls of a block."""
+        """The answers to calls that do not run: a stopped reply's (if it asked for work), a block's."""
         if self.guard is not None:
             return stop_answers(self.ai, self.guard) if work_call_ids(self.ai, output_tools) else []
         return block_answers(self.ai, self.blocks)

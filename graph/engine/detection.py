@@ -493,8 +493,6 @@ class Observation:
     finding: Finding | None = None  # the finding behind the stop
 
 
-# --- the layers ------------------------------------------------------------------------------
-
 def scaled(warn: int, stop: int, factor: int, cap: int) -> tuple[int, int]:
     """Thresholds for repetition that makes progress: ``factor`` times higher, capped."""
     high_stop = max(stop, min(stop * factor, cap))
