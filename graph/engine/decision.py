@@ -36,7 +36,7 @@ from langgraph_loop.core.config import BudgetPressure, Limits, LoopDetection
 from langgraph_loop.core.messages import BLOCKED_KIND, Notice, call_ids, queue_notice, work_call_ids
 from langgraph_loop.core.state import BudgetPressureEvent, Event, LoopBlockEvent, LoopWarningEvent, Usage
 from langgraph_loop.core.stop import Guard, StopReason, limit_guard, person_stop, stop_answer_text
-from langgraph_loop.engine.detection import DetectorState, Finding, LoopWarning, observe, sign_calls
+from langgraph_loop.engine.detection import DetectorState, Finding, LoopWarning, observe
 from langgraph_loop.engine.dialogue import began_at, checkpoint_before, evidence, first_cut, question
 from langgraph_loop.engine.limits import PRESSURE_SOURCE, tool_errors_guard
 
@@ -51,28 +51,18 @@ class RunView:
     """What the engine reads about a run besides its transcript; each door fills it in from its
     own state (the graph from ``LoopState``, the middleware from the agent's state)."""
 
-    id: str | None = None
-    """The run's id (keys the memo)."""
-    request_id: str | None = None
-    """The message that started the run (the detector's window starts there)."""
+    id: str | None = None  # the run's id (keys the memo)
+    request_id: str | None = None  # the message that started the run (the detector's window starts there)
     allowed: Mapping[str, int] | None = None
     """Loops a person let go on in this run: finding key → the count they allowed."""
-    model_calls: int = 0
-    """Model calls in this iteration, the reply's included."""
-    tool_calls: int = 0
-    """Tool calls that ran in this run."""
-    usage: Usage | None = None
-    """The run's token usage (what the budget-pressure event reports)."""
-    spent: int = 0
-    """Tokens the budget counts (the run's, or the thread's with a per-thread budget)."""
-    budget: int | None = None
-    """The token budget, with what a person granted at a check-in (None: no budget)."""
-    pressure_queued: bool = False
-    """The budget-pressure notice was queued in this run already."""
-    elapsed_s: float | None = None
-    """Seconds since the run started (None: not known)."""
-    remaining_steps: int | None = None
-    """Graph steps left under LangGraph's recursion limit (None: not known)."""
+    model_calls: int = 0  # model calls in this iteration, the reply's included
+    tool_calls: int = 0  # tool calls that ran in this run
+    usage: Usage | None = None  # the run's token usage (what the budget-pressure event reports)
+    spent: int = 0  # tokens the budget counts (the run's, or the thread's with a per-thread budget)
+    budget: int | None = None  # the token budget, with what a person granted at a check-in (None: no budget)
+    pressure_queued: bool = False  # the budget-pressure notice was queued in this run already
+    elapsed_s: float | None = None  # seconds since the run started (None: not known)
+    remaining_steps: int | None = None  # graph steps left under LangGraph's recursion limit (None: not known)
     round_fits: bool = True
     """Another tool round, and the steps to finish cleanly after it, still fit the step limit."""
 
@@ -81,12 +71,9 @@ class RunView:
 class Policy:
     """What the engine checks: the loop layers, the inner limits and budget pressure."""
 
-    detection: LoopDetection | None = None
-    """The loop layers (None: off)."""
-    limits: Limits | None = None
-    """The run's limits (None: none: the middleware checks only the layers)."""
-    max_model_calls: int | None = None
-    """Model calls allowed per iteration (``Iterations.max_model_calls``)."""
+    detection: LoopDetection | None = None  # the loop layers (None: off)
+    limits: Limits | None = None  # the run's limits (None: none: the middleware checks only the layers)
+    max_model_calls: int | None = None  # model calls allowed per iteration (``Iterations.max_model_calls``)
     pressure: BudgetPressure | None = None
     """Budget pressure: a notice once the run has spent ``threshold`` of its budget."""
     output_tools: frozenset[str] = frozenset()
@@ -116,8 +103,7 @@ def limit_stop(reply: AIMessage, transcript: Sequence[BaseMessage], view: RunVie
 
 # --- the detector's state before a reply ------------------------------------------------------
 
-MEMO_SIZE = 4096
-"""Detector states a ``DetectorMemo`` remembers (one per reply; the oldest are dropped)."""
+MEMO_SIZE = 4096  # detector states a ``DetectorMemo`` remembers (one per reply; the oldest are dropped)
 
 
 def results_before(messages: Sequence[BaseMessage], end: int) -> list[ToolMessage]:
@@ -216,10 +202,8 @@ class Decision:
     pressure: bool = False
     blocks: Mapping[str, str] = field(default_factory=dict)
     finding: Finding | None = None
-    allow: tuple[str, int] | None = None
-    """A person let the loop go on: its finding key and count."""
-    hint: str | None = None
-    """A person's hint, queued as a notice."""
+    allow: tuple[str, int] | None = None  # a person let the loop go on: its finding key and count
+    hint: str | None = None  # a person's hint, queued as a notice
 
     def record(self) -> DecisionRecord:
         """The decision as plain values."""
@@ -250,8 +234,7 @@ class Decision:
 
     # --- effects ---------------------------------------------------------------------------
     def answers(self, output_tools: frozenset[str] = frozenset()) -> list[ToolMessage]:
-        """The ToolMessages that answer the reply's calls instead of running them: every call
-        of a stopped reply that asked for work, or the refused calls of a block."""
+        """The answers to calls that do not run: a stopped reply's (if it asked for work), a block's."""
         if self.guard is not None:
             return stop_answers(self.ai, self.guard) if work_call_ids(self.ai, output_tools) else []
         return block_answers(self.ai, self.blocks)
@@ -337,8 +320,7 @@ def decide(reply: AIMessage, transcript: Sequence[BaseMessage], view: RunView, p
         return Decision(reply, pressure=True) if pressure else None
     memo = memo if memo is not None else DetectorMemo()
     before = memo.state_before(transcript, view, detection)
-    obs = observe(before, reply, results_before(transcript, len(transcript)), detection, view.allowed,
-                  calls=sign_calls(reply, detection))
+    obs = observe(before, reply, results_before(transcript, len(transcript)), detection, view.allowed)
     memo.remember(view.id, reply, detection, obs.state)
     if obs.stop is not None:
         return Decision(reply, guard=obs.stop, finding=obs.finding)

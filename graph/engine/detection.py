@@ -49,7 +49,7 @@ __all__ = ["RANK", "TEXT_CUTS", "VOLATILE", "CallRecord", "DetectorState", "Find
            "Observation", "Response", "Result", "SignedCall", "absorb", "args_text", "block_text",
            "call_signature", "canonical_args", "content_hash", "cycle_of", "is_empty", "normalize", "observe",
            "path_keys", "push", "response_sig", "response_signature", "result_text", "scaled", "sign_calls",
-           "stop_guard", "text_cut", "text_cut_text", "text_loop_text", "text_stop_guard", "warning_text"]
+           "stop_guard", "text_cut", "text_cut_text", "text_loop_text", "warning_text"]
 
 
 # --- results and calls: a result's identity, the paths a call names, signatures ---
@@ -80,8 +80,7 @@ def result_text(content: Any) -> str:
 
 
 def content_hash(content: Any, *, normalized: bool = True) -> str:
-    """A short hash of a tool result, equal for the same result once normalized; memoized (the
-    last ``MEMO_RESULTS``; a long text keyed by its length, ends and ``hash()``)."""
+    """A short hash of a tool result, equal for the same result once normalized (memoized)."""
     text = content if isinstance(content, str) else result_text(content)
     if not normalized:
         return digest(text, HASH_LEN)
@@ -277,8 +276,7 @@ def sign_calls(ai: AIMessage, config: LoopDetection | None = None) -> list[Signe
 class Response(TypedDict):
     """One tool-calling response in the window."""
 
-    calls: list[str]
-    """Its call signatures, sorted (a multiset: parallel calls in any order)."""
+    calls: list[str]  # its call signatures, sorted (a multiset: parallel calls in any order)
     sig: NotRequired[str]
     """The response signature; stored only for several calls (one call: its own signature)."""
 
@@ -287,32 +285,20 @@ class CallRecord(TypedDict, total=False):
     """One call signature remembered (fields at their default are left out)."""
 
     tool: str
-    args: str
-    """Short arguments text for warnings (kept while it may be needed)."""
-    last: int
-    """The run's call number of its latest request."""
-    result: Result
-    """Its last result (absent until it has one)."""
-    same: int
-    """Its own executions in a row that returned ``result`` (others never reset it)."""
-    since: int
-    """The response (of the run, 1-based) whose execution of it began these ``same`` results."""
-    moved: bool
-    """Its last result changed, or came after a call touching its paths (the repeat layer relaxes)."""
-    empty: bool
-    """Its last result had no content."""
-    failed: bool
-    """Its last result was an error."""
-    warned: bool
-    """Warned about during this run of identical results."""
+    args: str  # short arguments text for warnings (kept while it may be needed)
+    last: int  # the run's call number of its latest request
+    result: Result  # its last result (absent until it has one)
+    same: int  # its own executions in a row that returned ``result`` (others never reset it)
+    since: int  # the response (of the run, 1-based) whose execution of it began these ``same`` results
+    moved: bool  # its last result changed, or came after a call touching its paths (the repeat layer relaxes)
+    empty: bool  # its last result had no content
+    failed: bool  # its last result was an error
+    warned: bool  # warned about during this run of identical results
     touched: bool
     """A call touching its paths was requested since its last request: its next repeat is not judged."""
-    refused: bool
-    """Its last request was blocked: asking for it again stops."""
-    between: bool
-    """Other calls were requested between its latest request and the one before."""
-    at: int
-    """The response (of the run, 1-based) of its latest request."""
+    refused: bool  # its last request was blocked: asking for it again stops
+    between: bool  # other calls were requested between its latest request and the one before
+    at: int  # the response (of the run, 1-based) of its latest request
     unchanged: bool
     """Since its previous request no call new to the run (read-only aside) was made and no
     call's own result moved."""
@@ -330,16 +316,13 @@ class DetectorState(TypedDict, total=False):
     """Per call signature, in the order of their latest request (``push`` prunes the oldest)."""
     n: int
     responses: int
-    changed_at: int
-    """The number of the latest response whose results moved (a call's own result changed)."""
-    fresh_at: int
-    """The number of the latest response holding a call new to the run (read-only tools aside)."""
+    changed_at: int  # the number of the latest response whose results moved (a call's own result changed)
+    fresh_at: int  # the number of the latest response holding a call new to the run (read-only tools aside)
     reply: str
     same_reply: int
     warned: list[str]
     pending: dict[str, str]
-    cuts: int
-    """Replies of this run cut while streaming because their text looped."""
+    cuts: int  # replies of this run cut while streaming because their text looped
     drift: dict[str, list[Any]]
     """Per tool: ``[result, arguments text, results in a row, response it began at, signature]``."""
 
@@ -425,26 +408,20 @@ def _drifted(entry: list[Any] | None, result: Result, sig: str, args: str, respo
     return [result, args, 1, responses, sig]
 
 
-def touches(paths: Sequence[str], dirs: Sequence[str], their_paths: Sequence[str],
-            their_dirs: Sequence[str]) -> bool:
-    """Does a call naming ``paths`` (in ``dirs``) name one of ``their_paths``, a folder holding
-    one, or a path inside one of ``their_dirs``?"""
-    mine = set(paths)
-    return not (mine.isdisjoint(their_paths) and mine.isdisjoint(their_dirs)
-                and set(dirs).isdisjoint(their_paths))
-
-
 def _touch(records: dict[str, CallRecord], call: SignedCall) -> None:
-    """Mark every other remembered call this one (naming paths) touches (in place)."""
+    """Mark every other remembered call this one touches (in place): it names one of their
+    paths, a folder holding one, or a path inside one of their folders."""
+    mine = set(call.paths)
     for sig, record in records.items():
-        if sig != call.sig and "result" in record and touches(
-                call.paths, call.dirs, record.get("paths", ()), record.get("dirs", ())):
+        theirs = record.get("paths", ())
+        if sig != call.sig and "result" in record and not (
+                mine.isdisjoint(theirs) and mine.isdisjoint(record.get("dirs", ()))
+                and set(call.dirs).isdisjoint(theirs)):
             records[sig] = {**record, "touched": True}
 
 
 def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection) -> DetectorState:
-    """Count the response's calls in (a call not read-only touches the records naming its
-    paths); prune everything to what the windows hold."""
+    """Count the response's calls in; prune the records to what the windows hold."""
     sigs = [c.sig for c in calls]
     entry: Response = {"calls": sorted(sigs)}
     if len(sigs) != 1:
@@ -513,11 +490,8 @@ class Observation:
     stop: Guard | None = None
     blocks: dict[str, str] = field(default_factory=dict)
     """Call id → the error result that answers it instead of running it."""
-    finding: Finding | None = None
-    """The finding behind the stop."""
+    finding: Finding | None = None  # the finding behind the stop
 
-
-# --- the layers ------------------------------------------------------------------------------
 
 def scaled(warn: int, stop: int, factor: int, cap: int) -> tuple[int, int]:
     """Thresholds for repetition that makes progress: ``factor`` times higher, capped."""
@@ -528,12 +502,12 @@ def scaled(warn: int, stop: int, factor: int, cap: int) -> tuple[int, int]:
 def cycle_of(seq: Sequence[str]) -> tuple[int, int]:
     """``(period, repetitions)`` of the repeating block the sequence ends in, or (0, 0); a
     started round counts, a block of one repeated element is no cycle."""
-    period, length = _cycle_run(seq)
-    return period, -(-length // period) if period else 0
+    period, _, reps = _cycle_run(seq)
+    return period, reps
 
 
-def _cycle_run(seq: Sequence[str]) -> tuple[int, int]:
-    """The period (2-4) with the most repetitions and the length of its periodic tail."""
+def _cycle_run(seq: Sequence[str]) -> tuple[int, int, int]:
+    """The period (2-4) with the most repetitions, the length of its periodic tail, the repetitions."""
     best = (0, 0, 0)
     for period in (2, 3, 4):
         block = list(seq[-period:])
@@ -545,7 +519,7 @@ def _cycle_run(seq: Sequence[str]) -> tuple[int, int]:
         reps = -(-(run + period) // period)
         if run and reps > best[2]:
             best = (period, run + period, reps)
-    return best[0], best[1]
+    return best
 
 
 def _periodic(block: Sequence[str], d: int) -> bool:
@@ -559,10 +533,9 @@ def _label(det: DetectorState, sig: str) -> str:
 
 def _cycle(det: DetectorState, config: LoopDetection) -> list[Finding]:
     win = det["window"]
-    period, length = _cycle_run([response_sig(e) for e in win])
+    period, length, reps = _cycle_run([response_sig(e) for e in win])
     if not period:
         return []
-    reps = -(-length // period)
     block = win[len(win) - length :][:period]  # the first round, in the model's order
     latest = det.get("changed_at")  # progressing: a result moved in the last round
     progressing = latest is not None and latest >= det.get("responses", 0) - period
@@ -595,8 +568,7 @@ def _call_finding(det: DetectorState, layer: str, sig: str, rung: str, count: in
 
 
 def _thresholds(rec: CallRecord, config: LoopDetection) -> tuple[int, int]:
-    """The no-progress warn and stop counts (its tool's own; at least ``no_content_after``
-    for a result without content)."""
+    """The no-progress warn and stop counts: its tool's own, at least ``no_content_after`` if empty."""
     policy = config.policy(rec["tool"]) if config.calls.arg_policies else None
     warn = (policy.warn_after if policy is not None and policy.warn_after is not None
             else config.no_progress.warn_after)
@@ -767,8 +739,7 @@ def _allowed(finding: Finding, allowed: Mapping[str, int] | None) -> bool:
 
 
 def observe(detector: Mapping[str, Any], ai: AIMessage, results: Sequence[ToolMessage],
-            config: LoopDetection, allowed: Mapping[str, int] | None = None, *,
-            calls: Sequence[SignedCall] | None = None) -> Observation:
+            config: LoopDetection, allowed: Mapping[str, int] | None = None) -> Observation:
     """Absorb the previous round's ``results``, then run the layers on the reply ``ai``
     (``detector`` is never mutated; ``allowed``: finding key → the count a person let go on)."""
     det = absorb(detector or {}, results, config)
@@ -780,7 +751,7 @@ def observe(detector: Mapping[str, Any], ai: AIMessage, results: Sequence[ToolMe
     text = reply_text(ai.content, ai.additional_kwargs) if "text" in config.layers else ""
     looping = len(text) >= SHORTEST_LOOP and text_loop(text)
     warnings = [LoopWarning("text", "text", text_loop_text(), (), 1)] if looping else []
-    calls = sign_calls(ai, config) if calls is None else calls
+    calls = sign_calls(ai, config)
     if not calls:
         return Observation(state=det, warnings=warnings)
     det = push(det, calls, config)
@@ -815,8 +786,7 @@ def observe(detector: Mapping[str, Any], ai: AIMessage, results: Sequence[ToolMe
 
 # --- Findings and what the loop detector says ---
 
-TEXT_CUTS = 2
-"""Replies of one run cut while streaming (their text looped) that stop the run."""
+TEXT_CUTS = 2  # replies of one run cut while streaming (their text looped) that stop the run
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -824,28 +794,20 @@ class Finding:
     """One layer's conclusion: its rung, on what, how often, against which limit."""
 
     layer: str
-    rung: str
-    """``warn``, ``block`` or ``stop``."""
-    key: str
-    """What it is about (``call:<sig>``, ``cycle:<sigs>``, ``reply:<sig>``, ``tool:<name>``)."""
+    rung: str  # ``warn``, ``block`` or ``stop``
+    key: str  # what it is about (``call:<sig>``, ``cycle:<sigs>``, ``reply:<sig>``, ``tool:<name>``)
     count: int
     threshold: int
     tool: str
-    seen: int
-    """Tool-using responses in the window."""
+    seen: int  # tool-using responses in the window
     sigs: tuple[str, ...] = ()
     args: str | None = None
-    calls: tuple[str, ...] = ()
-    """The calls as warnings show them (``tool(args)``)."""
+    calls: tuple[str, ...] = ()  # the calls as warnings show them (``tool(args)``)
     progressing: bool = False
-    since: int = 0
-    """The response of the run (1-based, tool-calling responses) where the loop began."""
-    ids: tuple[str, ...] = ()
-    """The call ids of the reply this finding is about (the ones a block answers)."""
-    refused: bool = False
-    """The call was blocked before: this request asks for it again."""
-    unchanged: bool = False
-    """Other calls ran since its previous request and no call's own result moved."""
+    since: int = 0  # the response of the run (1-based, tool-calling responses) where the loop began
+    ids: tuple[str, ...] = ()  # the call ids of the reply this finding is about (the ones a block answers)
+    refused: bool = False  # the call was blocked before: this request asks for it again
+    unchanged: bool = False  # other calls ran since its previous request and no call's own result moved
 
 
 @dataclass(frozen=True)
@@ -951,18 +913,13 @@ def text_cut_text() -> str:
             "stopped.")
 
 
-def text_stop_guard(cuts: int) -> Guard:
-    """The guard of the stop at the ``TEXT_CUTS``-th reply cut in a run."""
-    return guard("loop_detector", "loop_detected", layer="text", count=cuts, threshold=TEXT_CUTS,
-                 rung="stop", detail=(f"the loop detector's text layer fired: {cuts} replies of "
-                                      "this run were cut while streaming because their text kept "
-                                      f"repeating (limit {TEXT_CUTS})"))
-
-
 def text_cut(cuts: int) -> tuple[list[LoopWarning], Guard | None]:
     """The run's ``cuts``-th reply cut while streaming: the notice, or the stop at ``TEXT_CUTS``."""
     if cuts >= TEXT_CUTS:
-        return [], text_stop_guard(cuts)
+        return [], guard("loop_detector", "loop_detected", layer="text", count=cuts, threshold=TEXT_CUTS,
+                         rung="stop", detail=(f"the loop detector's text layer fired: {cuts} replies of "
+                                              "this run were cut while streaming because their text "
+                                              f"kept repeating (limit {TEXT_CUTS})"))
     return [LoopWarning("text_cut", "text", text_cut_text(), (), cuts)], None
 
 

@@ -114,8 +114,7 @@ def without_tool_calls(message: AIMessage, keep: Collection[str] = ()) -> AIMess
 
 
 def stop_notice(why: Guard, run: str) -> Notice:
-    """What the final-answer call is told: the stop's instruction, as a deferred notice of the
-    run ``run`` (the graph queues it with the others; the middleware sends it alone)."""
+    """What the final-answer call is told: the stop's instruction, as the run's deferred notice."""
     return {"run": run, "key": "stop", "text": stop_instruction(why), "source": "stop"}
 
 

@@ -36,8 +36,7 @@ __all__ = ["CHUNK", "HISTORY", "LINE", "REASONING", "SHORTEST_LOOP", "SPAN", "TI
 CHUNK, TIMES, SPAN, HISTORY = 50, 10, 5 * 50, 5000
 SHORTEST_LOOP = 2 * TIMES
 """No text shorter than this can loop: ``TIMES`` lines of at least one character each."""
-LINE = 200
-"""A line is read in parts of about this size while it streams; its kind, from its start."""
+LINE = 200  # a line is read in parts of about this size while it streams; its kind, from its start
 _ROW = re.compile(r"\s*[|\u2502\u2503\u2551]|[^|\n]*\|[^|\n]*\||(?:[^,\n]*,(?! )){3}|(?:[^\t\n]*\t){2}")
 _ITEM = re.compile(r"\s*(?:[-*+\u2022\u2023\u25e6\u25aa]|\d{1,4}[.)]|[a-zA-Z][.)])\s+(?:\[[ xX]\]\s*)?")
 _HEAD = re.compile(r"\s*(?:#{1,6}\s|>)")
@@ -69,16 +68,13 @@ class TextLoop:
     (without its number) loops when it comes ``TIMES`` times in ``2 * TIMES`` such lines."""
 
     def __init__(self) -> None:
-        """Empty history."""
         self.history = ""
         self.places: dict[str, list[int]] = {}
         self.next = 0
         self.in_code = False
         self.kind: Kind = "prose"
-        self.fresh = True
-        """The next piece starts a line."""
-        self.lines: list[str] = []
-        """The last ``2 * TIMES`` rows and items, without their list markers."""
+        self.fresh = True  # the next piece starts a line
+        self.lines: list[str] = []  # the last ``2 * TIMES`` rows and items, without their list markers
 
     def _reset(self) -> None:
         self.history, self.places, self.next = "", {}, 0
@@ -109,8 +105,7 @@ class TextLoop:
         return self.lines.count(key) >= TIMES
 
     def _collapse(self, piece: str) -> str:
-        """``piece`` with every number read as ``0`` and runs of one character cut to three,
-        also across pieces."""
+        """``piece`` with numbers read as ``0``, one-character runs cut to three (across pieces)."""
         if self.history.endswith("0") and (number := _DIGITS.match(piece)):
             piece = piece[number.end():]  # a number split across two pieces
         piece = _RUN.sub(r"\1\1\1", _DIGITS.sub("0", piece))
@@ -167,7 +162,6 @@ class StreamText:
     marker split across two chunks is still seen as what it is."""
 
     def __init__(self) -> None:
-        """Nothing seen yet."""
         self.loop = TextLoop()
         self.pending = ""
 
@@ -184,8 +178,7 @@ class StreamText:
 
 
 def _sendable(content: Any) -> Any:
-    """A cut reply's content without reasoning blocks, and with text (``prompts.CUT_REPLY``
-    when none is left)."""
+    """A cut reply's content without reasoning blocks; ``prompts.CUT_REPLY`` if no text is left."""
     if isinstance(content, list):
         content = [b for b in content if not (isinstance(b, dict) and b.get("type") in REASONING)]
     if reply_text(content).strip():
