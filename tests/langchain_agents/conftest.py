@@ -64,6 +64,15 @@ def _expected() -> dict[str, str]:
 
 EXPECTED = {} if ORIGINAL else _expected()
 
+WALL_CLOCK = frozenset({
+    "middleware/implementations/test_model_retry.py::test_model_retry_constant_backoff",
+    "middleware/implementations/test_tool_retry.py::test_tool_retry_constant_backoff",
+    "middleware/implementations/test_shell_tool.py::test_timeout_returns_error",
+})
+"""The copy's tests that assert an upper bound on wall time (``elapsed < 0.5``): on a loaded
+machine (CI runs the copies beside lint on two cores) one took 0.94 s where it takes 0.25 s
+alone, so they get two reruns; each run still has to pass."""
+
 
 def _local_id(item: pytest.Item) -> str:
     """The test id from the copy's ``unit_tests/agents/`` folder on."""
@@ -81,6 +90,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         module = getattr(item, "module", None)
         if not ORIGINAL and module is not None and hasattr(module, "create_agent"):
             module.create_agent = create_loop_agent
+        if _local_id(item) in WALL_CLOCK:
+            item.add_marker(pytest.mark.flaky(reruns=2))
         reason = EXPECTED.get(_local_id(item))
         if reason is not None:  # "[env]": it fails on create_agent too with some installed versions
             item.add_marker(pytest.mark.xfail(reason=reason, strict=not reason.startswith("[env]")))
