@@ -150,11 +150,11 @@ class RunContextCheck:
             messages.append(message)
             if message["type"] != "http.request" or not message.get("more_body"):
                 break
-        runs = run_contexts(b"".join(m.get("body", b"") for m in messages))
+        body = b"".join(m.get("body", b"") for m in messages)
+        runs = run_contexts(body)
         graph_ids = {a: await self.graph_of(scope, a) for a, _ in runs
                      if a not in self.checks and is_uuid(a)}
-        problem = context_problem(runs, self.checks, graph_ids) or await self.resume_problem(
-            scope, b"".join(m.get("body", b"") for m in messages))
+        problem = context_problem(runs, self.checks, graph_ids) or await self.resume_problem(scope, body)
         if problem is not None:
             await _answer(send, 422, {"detail": problem})
             return
