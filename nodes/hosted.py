@@ -19,8 +19,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Annotated, Any, NotRequired, Required, get_args, get_origin, get_type_hints
 
 from langchain.agents.middleware.types import (
@@ -42,9 +43,10 @@ from langgraph.runtime import get_runtime
 from langgraph.types import Command
 from typing_extensions import TypedDict
 
+from langgraph_loop.core.drive import Io, StepNode, Steps, adrive, aperform, around, drive, perform
 from langgraph_loop.core.history import removal_breaks, resolve_removals
 from langgraph_loop.core.hosting import JUMP_TARGETS, can_jump_to
-from langgraph_loop.core.messages import as_message, unanswered_tail
+from langgraph_loop.core.messages import as_message, call_names, newest_reply
 from langgraph_loop.core.models import map_chat_models
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
@@ -95,7 +97,7 @@ def merged_schemas(settings: LoopSettings, input_schema: type[Any], output_schem
 
 # --- node hooks ------------------------------------------------------------------------------
 
-class HookNode(Runnable[Any, Any]):
+class HookNode(StepNode):
     """A middleware's node hook as the graph node ``"<middleware name>.<hook>"`` (only an
     async hook under ``invoke`` is an error, as under ``create_agent``)."""
 
@@ -106,20 +108,17 @@ class HookNode(Runnable[Any, Any]):
         self.has_sync = getattr(cls, hook) is not getattr(AgentMiddleware, hook)
         self.has_async = getattr(cls, f"a{hook}") is not getattr(AgentMiddleware, f"a{hook}")
 
-    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        if not self.has_sync:
-            raise NotImplementedError(f"{self.name}: only the async hook a{self.hook} is "
-                                      f"implemented; run the agent with ainvoke/astream")
-        return self._checked(input, getattr(self.middleware, self.hook)(input, get_runtime()))
+    def _steps(self, state: Any, config: RunnableConfig | None) -> Steps[Any]:
+        """The hook's call: the async one under ``ainvoke`` (the sync one in a thread when only
+        it is implemented), then its update checked."""
+        hook = getattr(self.middleware, self.hook) if self.has_sync else self._async_only
+        ahook = (getattr(self.middleware, f"a{self.hook}") if self.has_async
+                 else partial(run_in_executor, config, hook))
+        return self._checked(state, (yield Io(hook, ahook, (state, get_runtime()))))
 
-    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        """Run the async hook (the sync one in a thread when only it is implemented)."""
-        if self.has_async:
-            return self._checked(input, await getattr(self.middleware, f"a{self.hook}")(input,
-                                                                                      get_runtime()))
-        runtime = get_runtime()
-        return self._checked(input, await run_in_executor(config, getattr(self.middleware, self.hook),
-                                                          input, runtime))
+    def _async_only(self, *args: Any) -> Any:
+        raise NotImplementedError(f"{self.name}: only the async hook a{self.hook} is "
+                                  f"implemented; run the agent with ainvoke/astream")
 
     def _checked(self, state: Any, update: Any) -> Any:
         """The hook's update (``_resolved``), or a ``ValueError`` naming the hook for a
@@ -151,23 +150,19 @@ def _resolved(state: Any, update: Any) -> Any:
 def middleware_end(state: LoopState) -> dict[str, Any]:
     """The ``middleware_end`` node: a hook jumped to ``"end"``. The run stops (``terminated``,
     no final answer); the newest reply's unanswered calls get error results."""
-    messages = state.get("messages") or []
-    index, pending = unanswered_tail(messages)
+    newest = newest_reply(state.get("messages") or [])
     run = {k: v for k, v in (state.get("run") or {}).items() if k != "decision"}
     why = guard("hooks", StopReason.TERMINATED, detail="a middleware hook jumped to 'end'")
-    answers: list[BaseMessage] = []
-    ai = messages[index] if pending else None
-    if isinstance(ai, AIMessage):
-        names = {c.get("id"): c.get("name") for c in [*ai.tool_calls, *ai.invalid_tool_calls]}
-        answers = [ToolMessage(stop_answer_text(why), tool_call_id=str(i), name=names.get(i),
-                               status="error") for i in pending]
+    names = call_names(newest.reply) if newest.reply is not None else {}
+    answers = [ToolMessage(stop_answer_text(why), tool_call_id=i, name=names.get(i), status="error")
+               for i in newest.pending]
     return {"messages": answers, **stop_update(run, why, finalized=True)}
 
 
 # --- wrap_model_call ---------------------------------------------------------------------------
 
-Execute = Callable[[ModelRequest[Any]], tuple[ModelResponse[Any], list[Command[Any]]]]
-AExecute = Callable[[ModelRequest[Any]], Awaitable[tuple[ModelResponse[Any], list[Command[Any]]]]]
+Layer = Steps[tuple[ModelResponse[Any], list[Command[Any]]]]
+"""The call through the chain from one middleware in: the response and the commands."""
 
 
 def _normalised(result: Any) -> tuple[ModelResponse[Any], list[Command[Any]]]:
@@ -177,38 +172,6 @@ def _normalised(result: Any) -> tuple[ModelResponse[Any], list[Command[Any]]]:
     if isinstance(result, ExtendedModelResponse):
         return result.model_response, [] if result.command is None else [result.command]
     return result, []
-
-
-def _layer(wrap: Callable[..., Any], inner: Execute) -> Execute:
-    """One middleware around ``inner``: the commands of inner layers' last call, then its own
-    (inner first, as ``create_agent`` accumulates them; a retried call keeps only the last)."""
-    def call(request: ModelRequest[Any]) -> tuple[ModelResponse[Any], list[Command[Any]]]:
-        seen: list[Command[Any]] = []
-
-        def handler(req: ModelRequest[Any]) -> ModelResponse[Any]:
-            seen.clear()
-            response, commands = inner(req)
-            seen.extend(commands)
-            return response
-
-        response, own = _normalised(wrap(request, handler))
-        return response, [*seen, *own]
-    return call
-
-
-def _alayer(wrap: Callable[..., Any], inner: AExecute) -> AExecute:
-    async def call(request: ModelRequest[Any]) -> tuple[ModelResponse[Any], list[Command[Any]]]:
-        seen: list[Command[Any]] = []
-
-        async def handler(req: ModelRequest[Any]) -> ModelResponse[Any]:
-            seen.clear()
-            response, commands = await inner(req)
-            seen.extend(commands)
-            return response
-
-        response, own = _normalised(await wrap(request, handler))
-        return response, [*seen, *own]
-    return call
 
 
 @dataclass
@@ -337,40 +300,41 @@ class ModelCalls:
                 read_tool_answer(reply, structured)
         return ModelResponse(result=[reply])
 
-    def invoke(self, state: LoopState, messages: Sequence[BaseMessage],
-               binding: Callable[[], Runnable[Any, Any]], offered: Sequence[BaseTool] | None,
-               final: bool, config: RunnableConfig) -> Reply:
+    def steps(self, state: LoopState, messages: Sequence[BaseMessage],
+              binding: Callable[[], Runnable[Any, Any]], offered: Sequence[BaseTool] | None,
+              final: bool, config: RunnableConfig) -> Steps[Reply]:
+        """The model call through the chain, the first middleware outermost, as ``create_agent``
+        nests the handlers."""
         base = self.request(state, messages, offered, final=final)
 
-        def execute(request: ModelRequest[Any]) -> tuple[ModelResponse[Any], list[Command[Any]]]:
-            sent = [request.system_message, *request.messages] if request.system_message else request.messages
-            reply = self.bound(request, base, binding).invoke(list(sent), config)
-            return self.response(as_message(reply, "model")), []
+        def through(i: int, request: ModelRequest[Any]) -> Layer:
+            """From middleware ``i`` in: the commands of inner layers' last call, then its own
+            (inner first, as ``create_agent`` accumulates them; a retried call keeps only the last)."""
+            if i == len(self.chain):  # the model itself
+                bound = self.bound(request, base, binding)
+                system = [request.system_message] if request.system_message else []
+                reply = yield Io(bound.invoke, bound.ainvoke, ([*system, *request.messages], config))
+                return self.response(as_message(reply, "model")), []
+            seen: list[Command[Any]] = []
 
-        call: Execute = execute
-        for m in reversed(self.chain):
-            call = _layer(m.wrap_model_call, call)
-        return Reply.of(*call(base))
+            def handler(req: ModelRequest[Any]) -> Steps[ModelResponse[Any]]:
+                seen.clear()
+                response, commands = yield from through(i + 1, req)
+                seen.extend(commands)
+                return response
 
-    async def ainvoke(self, state: LoopState, messages: Sequence[BaseMessage],
-                      binding: Callable[[], Runnable[Any, Any]], offered: Sequence[BaseTool] | None,
-                      final: bool, config: RunnableConfig) -> Reply:
-        base = self.request(state, messages, offered, final=final)
+            wrapper = self.chain[i]
+            result = yield around(wrapper.wrap_model_call, wrapper.awrap_model_call, request, handler)
+            response, own = _normalised(result)
+            return response, [*seen, *own]
 
-        async def execute(request: ModelRequest[Any]) -> tuple[ModelResponse[Any], list[Command[Any]]]:
-            sent = [request.system_message, *request.messages] if request.system_message else request.messages
-            reply = await self.bound(request, base, binding).ainvoke(list(sent), config)
-            return self.response(as_message(reply, "model")), []
-
-        call: AExecute = execute
-        for m in reversed(self.chain):
-            call = _alayer(m.awrap_model_call, call)
-        return Reply.of(*await call(base))
+        return Reply.of(*(yield from through(0, base)))
 
 
 # --- wrap_tool_call --------------------------------------------------------------------------
 
 Wrapper = Callable[[ToolCallRequest, Callable[[ToolCallRequest], Any]], Any]
+OwnWrapper = Callable[[ToolCallRequest, Callable[[ToolCallRequest], Steps[Any]]], Steps[Any]]
 
 
 def _invalid_args(exc: Exception) -> str:
@@ -381,64 +345,45 @@ def _invalid_args(exc: Exception) -> str:
     raise exc
 
 
-def tool_call_wrappers(settings: LoopSettings, own: Wrapper, aown: Wrapper,
-                       errors: Callable[[Exception], str]) -> tuple[Wrapper, Wrapper, Any]:
+def tool_call_wrappers(settings: LoopSettings, own: OwnWrapper, errors: Callable[[Exception], str]
+                       ) -> tuple[Wrapper, Wrapper, Any]:
     """``ToolNode``'s ``wrap_tool_call``/``awrap_tool_call`` and ``handle_tool_errors``: the
-    user's wrappers (the first outermost) around the loop's own. By default a tool's exception
-    passes through them (``ToolRetryMiddleware`` sees it), then ``errors`` makes it an error
-    result; one a middleware raises itself fails the run, as under ``create_agent``."""
+    user's wrappers (the first outermost) around the loop's own (``own``, a step). By default a
+    tool's exception passes through them (``ToolRetryMiddleware`` sees it), then ``errors`` makes
+    it an error result; one a middleware raises itself fails the run, as under ``create_agent``."""
     users = settings.hooked("wrap_tool_call")
     default = settings.handle_tool_errors is None
-    if not users:
-        return own, aown, errors if default else settings.handle_tool_errors
-    sync = [m.wrap_tool_call for m in users] + [own]
-    asyn = [m.awrap_tool_call for m in users] + [aown]
 
-    def settled(exc: Exception, raised: list[Exception], request: ToolCallRequest) -> ToolMessage | None:
-        """The tool's own exception as an error result (None: the run fails)."""
-        if isinstance(exc, GraphBubbleUp) or not default or not any(exc is e for e in raised):
-            return None
-        call = request.tool_call
-        return ToolMessage(errors(exc), tool_call_id=str(call["id"]), name=call["name"], status="error")
+    def steps(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Steps[Any]:
+        raised: list[Exception] = []
+
+        def tool(req: ToolCallRequest) -> Steps[Any]:
+            """``ToolNode``'s ``execute`` (the run's mode's own: it is both sides of the ``Io``)."""
+            try:
+                return (yield Io(execute, execute, (req,)))
+            except Exception as exc:
+                raised.append(exc)
+                raise
+
+        def at(i: int, req: ToolCallRequest) -> Steps[Any]:
+            if i == len(users):
+                return (yield from own(req, tool))
+            return (yield around(users[i].wrap_tool_call, users[i].awrap_tool_call, req,
+                                 partial(at, i + 1)))
+        try:
+            return (yield from at(0, request))
+        except Exception as exc:  # only the tool's own exception becomes an error result
+            if not (users and default) or isinstance(exc, GraphBubbleUp) or all(exc is not e for e in raised):
+                raise
+            call = request.tool_call
+            return ToolMessage(errors(exc), tool_call_id=str(call["id"]), name=call["name"],
+                               status="error")
 
     def wrap(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
-        raised: list[Exception] = []
-
-        def tool(req: ToolCallRequest) -> Any:
-            try:
-                return execute(req)
-            except Exception as exc:
-                raised.append(exc)
-                raise
-
-        def at(i: int, req: ToolCallRequest) -> Any:
-            return tool(req) if i == len(sync) else sync[i](req, lambda r: at(i + 1, r))
-        try:
-            return at(0, request)
-        except Exception as exc:
-            if (answer := settled(exc, raised, request)) is None:
-                raise
-            return answer
+        return drive(steps(request, execute), perform)
 
     async def awrap(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
-        raised: list[Exception] = []
+        return await adrive(steps(request, execute), aperform)
 
-        async def tool(req: ToolCallRequest) -> Any:
-            try:
-                return await execute(req)
-            except Exception as exc:
-                raised.append(exc)
-                raise
-
-        async def at(i: int, req: ToolCallRequest) -> Any:
-            if i == len(asyn):
-                return await tool(req)
-            return await asyn[i](req, lambda r: at(i + 1, r))
-        try:
-            return await at(0, request)
-        except Exception as exc:
-            if (answer := settled(exc, raised, request)) is None:
-                raise
-            return answer
-
-    return wrap, awrap, _invalid_args if default else settings.handle_tool_errors
+    handled = (_invalid_args if users else errors) if default else settings.handle_tool_errors
+    return wrap, awrap, handled

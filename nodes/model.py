@@ -257,8 +257,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             yield Io(show_messages, ashow_messages, (config, call.extra))
         config = tagged(config, FINAL_ANSWER) if call.final else config
         if self.wrapped is not None:  # through the user's middleware (not streamed: no cut)
-            hosted = yield Io(self.wrapped.invoke, self.wrapped.ainvoke,
-                              (state, call.request, binding, offered, call.final, config))
+            hosted = yield from self.wrapped.steps(state, call.request, binding, offered, call.final, config)
             return hosted.output(self.record(state, call, hosted.reply, offered))
         result = yield Io(_call, _acall, (binding(), call.request, config, call.watch))
         return self.record(state, call, as_message(result, "model"), offered)

@@ -283,21 +283,16 @@ class ToolsNode(StepNode):
         self.settings = settings
         self.by_name = {t.name: t for t in settings.tools}
         self.known = set(self.by_name)
-        wrap, awrap, errors = tool_call_wrappers(settings, self._per_call, self._aper_call,
-                                                 tool_error_text)
+        wrap, awrap, errors = tool_call_wrappers(settings, self._per_call, tool_error_text)
         self.node = ToolNode(list(settings.tools), handle_tool_errors=errors,
                              wrap_tool_call=wrap, awrap_tool_call=awrap)
 
-    def _per_call(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
+    def _per_call(self, request: ToolCallRequest,
+                  execute: Callable[[ToolCallRequest], Steps[Any]]) -> Steps[Any]:
         """``ToolNode``'s innermost ``wrap_tool_call``: the tool runs on its own copy of its
         args; its answer is capped and timed."""
         started = time.perf_counter()
-        return self._capped(request, execute(_own_args(request)), started)
-
-    async def _aper_call(self, request: ToolCallRequest,
-                         execute: Callable[[ToolCallRequest], Any]) -> Any:
-        started = time.perf_counter()
-        return self._capped(request, await execute(_own_args(request)), started)
+        return self._capped(request, (yield from execute(_own_args(request))), started)
 
     def _capped(self, request: ToolCallRequest, output: Any, started: float) -> Any:
         """The tool's output, its answer cut to ``max_tool_output_chars`` and timed."""

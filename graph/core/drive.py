@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from langchain_core.runnables import Runnable, RunnableConfig
 
-__all__ = ["Io", "StepNode", "Steps", "adrive", "aperform", "drive", "perform"]
+__all__ = ["Io", "StepNode", "Steps", "adrive", "aperform", "around", "drive", "perform"]
 
 T = TypeVar("T")
 Y = TypeVar("Y")
@@ -85,6 +85,15 @@ async def adrive(steps: Generator[Y, Any, T], run: Callable[[Y], Awaitable[Any]]
                 request = steps.send(result)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
+
+
+def around(wrap: Callable[..., Any], awrap: Callable[..., Awaitable[Any]], request: Any,
+           inner: Callable[[Any], Steps[Any]]) -> Io:
+    """The call ``wrap(request, handler)`` of a wrapper shaped as LangChain's ``wrap_model_call``
+    and ``wrap_tool_call`` (``awrap`` in an async run), its handler running ``inner`` in the
+    run's mode: a chain of wrappers is written once, each layer a step that yields the next."""
+    return Io(lambda: wrap(request, lambda r: drive(inner(r), perform)),
+              lambda: awrap(request, lambda r: adrive(inner(r), aperform)))
 
 
 class StepNode(Runnable[Any, Any]):

@@ -33,12 +33,13 @@ from langgraph_loop.core import prompts
 MessageT = TypeVar("MessageT", bound=BaseMessage)
 
 __all__ = ["BLOCKED_KIND", "BUDGET_NOTICE", "CONTINUE_NAME", "CUT_KEY", "LOOP_NOTICE", "NOTICE_NAMES",
-           "NOTICE_SOURCE", "PROGRESS_NAME", "STOP_NOTICE", "SUMMARY_NAME", "TAGS", "Notice", "Problem",
-           "as_message", "as_redirect", "as_text", "call_ids", "call_label", "cap_output", "check_pairing",
-           "clip", "describe", "digest", "drain", "encodable", "encodable_text", "is_blocked", "is_cut",
-           "is_notice", "is_redirect", "iteration_messages", "loop_message", "notice_marks", "notice_message",
-           "pairing_problems", "queue_notice", "reply_text", "shorten", "unanswered_tail",
-           "with_unique_call_ids", "work_call_ids"]
+           "NOTICE_SOURCE", "PROGRESS_NAME", "STOP_NOTICE", "SUMMARY_NAME", "TAGS", "NewestReply", "Notice",
+           "Problem", "as_message", "as_redirect", "as_text", "call_ids", "call_label", "call_names",
+           "cap_output", "check_pairing", "clip", "describe", "digest", "drain", "encodable",
+           "encodable_text", "is_blocked", "is_cut", "is_notice", "is_redirect", "iteration_messages",
+           "loop_message", "newest_reply", "notice_marks", "notice_message", "pairing_problems",
+           "queue_notice", "reply_text", "shorten", "unanswered_tail", "with_unique_call_ids",
+           "work_call_ids"]
 
 STOP_NOTICE = "stop_notice"
 """The notice that the run was stopped (the tools-free final answer call reads it)."""
@@ -204,16 +205,42 @@ def iteration_messages(messages: Sequence[BaseMessage], start_id: str | None) ->
     return list(messages)
 
 
-def unanswered_tail(messages: Sequence[BaseMessage]) -> tuple[int, list[str]]:
-    """Index of the last AIMessage and its call ids still unanswered (scans the tail only)."""
+class NewestReply(NamedTuple):
+    """The newest AIMessage of a list (``newest_reply``): its index (-1: none), the reply, and
+    the ids of its calls (valid and malformed) that no ToolMessage after it answers."""
+
+    at: int
+    reply: AIMessage | None
+    pending: list[str]
+
+    def calls(self, *, invalid: bool = False) -> list[dict[str, Any]]:
+        """Its unanswered calls (``invalid``: the malformed ones), each a copy."""
+        calls = [] if self.reply is None else (
+            self.reply.invalid_tool_calls if invalid else self.reply.tool_calls)
+        return [dict(c) for c in calls if c.get("id") in self.pending]
+
+
+def newest_reply(messages: Sequence[BaseMessage]) -> NewestReply:
+    """The newest reply and its unanswered calls (scans the tail only)."""
     answered: set[str] = set()
     for i in range(len(messages) - 1, -1, -1):
         msg = messages[i]
         if isinstance(msg, ToolMessage):
             answered.add(msg.tool_call_id)
         elif isinstance(msg, AIMessage):
-            return i, [c for c in call_ids(msg) if c not in answered]
-    return -1, []
+            return NewestReply(i, msg, [c for c in call_ids(msg) if c not in answered])
+    return NewestReply(-1, None, [])
+
+
+def unanswered_tail(messages: Sequence[BaseMessage]) -> tuple[int, list[str]]:
+    """``newest_reply``'s ``at`` and unanswered call ids."""
+    newest = newest_reply(messages)
+    return newest.at, newest.pending
+
+
+def call_names(ai: AIMessage) -> dict[str, str | None]:
+    """Call id → tool name for every call of a reply (valid and malformed)."""
+    return {str(c.get("id")): c.get("name") for c in [*ai.tool_calls, *ai.invalid_tool_calls]}
 
 
 # --- the deferred-notice queue ---------------------------------------------------------------
