@@ -45,7 +45,7 @@ from typing_extensions import TypedDict
 
 from langgraph_loop.core.drive import Io, StepNode, Steps, adrive, aperform, around, drive, perform
 from langgraph_loop.core.history import removal_breaks, resolve_removals
-from langgraph_loop.core.hosting import JUMP_TARGETS, can_jump_to
+from langgraph_loop.core.hosting import JUMP_TARGETS, can_jump_to, implements
 from langgraph_loop.core.messages import as_message, call_names, newest_reply
 from langgraph_loop.core.models import map_chat_models
 from langgraph_loop.core.settings import LoopSettings
@@ -104,9 +104,7 @@ class HookNode(StepNode):
     def __init__(self, middleware: AgentMiddleware[Any, Any], hook: str) -> None:
         self.middleware, self.hook = middleware, hook
         self.name = f"{middleware.name}.{hook}"
-        cls = type(middleware)
-        self.has_sync = getattr(cls, hook) is not getattr(AgentMiddleware, hook)
-        self.has_async = getattr(cls, f"a{hook}") is not getattr(AgentMiddleware, f"a{hook}")
+        self.has_sync, self.has_async = implements(middleware, hook), implements(middleware, f"a{hook}")
 
     def _steps(self, state: Any, config: RunnableConfig | None) -> Steps[Any]:
         """The hook's call: the async one under ``ainvoke`` (the sync one in a thread when only

@@ -30,7 +30,7 @@ from langgraph.runtime import get_runtime
 from langgraph_loop.core.callbacks import callback
 from langgraph_loop.core.drive import StepNode, Steps
 from langgraph_loop.core.history import not_executed
-from langgraph_loop.core.messages import unanswered_tail
+from langgraph_loop.core.messages import newest_reply
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import RESET, LoopState, RunInfo, ThreadBudget, emit, new_iteration, new_usage
 from langgraph_loop.core.stop import StopReason, limit_guard, stop_update
@@ -42,11 +42,11 @@ __all__ = ["PrepareNode", "folded_budget", "go_on", "question_open", "repair_dan
 
 def repair_dangling(messages: Sequence[BaseMessage]) -> list[Any]:
     """Writes that answer the last AIMessage's unanswered calls before newer messages."""
-    index, missing = unanswered_tail(messages)
-    if not missing:
+    newest = newest_reply(messages)
+    if not newest.pending:
         return []
-    later = [m for m in messages[index + 1 :] if not isinstance(m, ToolMessage)]
-    answers = [not_executed(c) for c in missing]
+    later = [m for m in messages[newest.at + 1 :] if not isinstance(m, ToolMessage)]
+    answers = [not_executed(c) for c in newest.pending]
     return [RemoveMessage(id=str(m.id)) for m in later] + answers + later
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig, ensure_config
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 from langgraph.errors import GraphInterrupt
@@ -38,7 +38,7 @@ from langgraph_loop.core.compat import durable
 from langgraph_loop.core.drive import Io, StepNode, Steps
 from langgraph_loop.core.history import resolve_removals
 from langgraph_loop.core.hosting import LOOP_KEYS
-from langgraph_loop.core.messages import cap_output, unanswered_tail
+from langgraph_loop.core.messages import cap_output, newest_reply
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import CallRecord, LoopState, emit, executed_calls, iteration_info
 from langgraph_loop.core.stop import StopReason, guard, limit_guard, stop_update
@@ -244,15 +244,14 @@ class _Batch:
     def __init__(self, state: LoopState, settings: LoopSettings, known: set[str],
                  config: RunnableConfig) -> None:
         self.state, self.settings = state, settings
-        messages = state.get("messages") or []
-        index, pending = unanswered_tail(messages)
-        ai = messages[index] if index >= 0 else None
-        self.empty = not isinstance(ai, AIMessage) or not pending
-        if not isinstance(ai, AIMessage) or self.empty:
+        newest = newest_reply(state.get("messages") or [])
+        ai = newest.reply
+        self.empty = ai is None or not newest.pending
+        if ai is None or self.empty:
             return
         self.run = cast(Mapping[str, Any], state.get("run") or {})  # the state's own: never changed
-        calls = [dict(c) for c in ai.tool_calls if c.get("id") in pending]
-        self.invalid = [dict(c) for c in ai.invalid_tool_calls if c.get("id") in pending]
+        calls = newest.calls()
+        self.invalid = newest.calls(invalid=True)
         review = state.get("review")
         self.reviewed: Reviewed | None = None  # what a reviewer decided (``approval`` only)
         self.calls: list[dict[str, Any]] = calls

@@ -16,7 +16,7 @@ from langchain.agents.middleware.types import AgentMiddleware, AgentState
 from langgraph_loop.core.state import LoopState
 
 __all__ = ["JUMP_TARGETS", "LOOP_KEYS", "NODE_HOOKS", "SHARED_KEYS", "DuplicateMiddlewareError",
-           "can_jump_to", "check_middleware", "check_state_schema", "overrides_hook"]
+           "can_jump_to", "check_middleware", "check_state_schema", "implements", "overrides_hook"]
 
 LOOP_KEYS = frozenset(LoopState.__annotations__) - {"messages", "todos", "mode"}
 """State keys the loop owns: a tool's ``Command`` cannot write them."""
@@ -50,10 +50,14 @@ class DuplicateMiddlewareError(ValueError, AssertionError):
     """Two middleware share a name (``create_agent`` raises ``AssertionError``; this is both)."""
 
 
+def implements(middleware: AgentMiddleware[Any, Any], name: str) -> bool:
+    """Does ``middleware`` override ``AgentMiddleware``'s ``name`` (a hook or its async twin)?"""
+    return getattr(type(middleware), name, None) is not getattr(AgentMiddleware, name, None)
+
+
 def overrides_hook(middleware: AgentMiddleware[Any, Any], hook: str) -> bool:
     """Does ``middleware`` implement ``hook`` (sync or async), as ``create_agent`` asks?"""
-    cls = type(middleware)
-    return any(getattr(cls, name) is not getattr(AgentMiddleware, name) for name in (hook, f"a{hook}"))
+    return implements(middleware, hook) or implements(middleware, f"a{hook}")
 
 
 JUMP_TARGETS = ("model", "tools", "end")
@@ -62,11 +66,9 @@ JUMP_TARGETS = ("model", "tools", "end")
 
 def can_jump_to(middleware: AgentMiddleware[Any, Any], hook: str) -> tuple[str, ...]:
     """Where a node hook may jump (``@hook_config(can_jump_to=[...])``), read as ``create_agent`` does."""
-    cls = type(middleware)
     for name in (hook, f"a{hook}"):
-        method = getattr(cls, name, None)
-        targets = getattr(method, "__can_jump_to__", None)
-        if method is not getattr(AgentMiddleware, name, None) and targets is not None:
+        targets = getattr(getattr(type(middleware), name, None), "__can_jump_to__", None)
+        if implements(middleware, name) and targets is not None:
             return tuple(targets)
     return ()
 
