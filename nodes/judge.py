@@ -49,7 +49,7 @@ from langgraph_loop.core.state import (
 )
 from langgraph_loop.core.structured import StructuredReply, as_structured
 from langgraph_loop.nodes.binding import JUDGE, tagged
-from langgraph_loop.nodes.router import normalize_predicate
+from langgraph_loop.nodes.router import capped, normalize_predicate
 
 __all__ = ["JudgeNode", "criteria_block", "judge_instructions", "judge_request", "original_request",
            "parse_text_verdict", "resolve_verdict"]
@@ -174,10 +174,9 @@ def _read(result: Any, structured: bool) -> tuple[dict[str, Any], Usage]:
              StructuredReply(raw=as_message(result, "judge"), parsed=None, parsing_error=None))
     raw: AIMessage = reply["raw"]
     text = answer_text(raw)
-    if not structured:
-        return parse_text_verdict(text), add_usage(new_usage(), usage_of(raw))
-    args = [c.get("args") for c in raw.tool_calls]
-    return resolve_verdict(reply["parsed"], args, text), add_usage(new_usage(), usage_of(raw))
+    verdict = (resolve_verdict(reply["parsed"], [c.get("args") for c in raw.tool_calls], text)
+               if structured else parse_text_verdict(text))
+    return verdict, add_usage(new_usage(), usage_of(raw))
 
 
 def _failed(errors: Sequence[str]) -> dict[str, Any]:
@@ -197,11 +196,8 @@ class JudgeNode(StepNode):
     def _due(self, state: LoopState) -> LoopSettings | None:
         """The run's settings when the judge is asked at this iteration end, else None."""
         settings = self.settings.for_runtime(get_runtime())
-        capped = (settings.iterations.max is not None
-                  and state.get("iteration", 1) >= settings.iterations.max)
-        if settings.iterations.judge is None or capped or state.get("stop_reason") is not None:
-            return None
-        return settings
+        asked = settings.iterations.judge is not None and state.get("stop_reason") is None
+        return settings if asked and not capped(state, settings) else None
 
     def _attempts(self, judge: Judge) -> list[tuple[Runnable[Any, Any], bool]]:
         """Two tries: structured first (when the model has it), then plain text."""

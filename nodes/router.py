@@ -48,7 +48,7 @@ from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, stop
 from langgraph_loop.engine.limits import budget_pressure_guard, timeout_guard
 from langgraph_loop.nodes.stall import new_work_by_iteration, stall_guard
 
-__all__ = ["RouterNode", "continuation_message", "continuation_text", "current_record", "decide",
+__all__ = ["RouterNode", "capped", "continuation_message", "continuation_text", "current_record", "decide",
            "default_message", "explain_stop", "guard_at_iteration_end", "normalize_predicate",
            "resend_message", "with_progress"]
 
@@ -80,6 +80,11 @@ def decide(*, iteration: int, max_iterations: int | None, has_condition: bool,
             return StopReason.COMPLETED, None
         return None, verdict.get("reasoning") or None
     return StopReason.COMPLETED, predicate[1] if predicate else None
+
+
+def capped(state: LoopState, settings: LoopSettings) -> bool:
+    """Is this the last iteration ``Iterations.max`` allows (nothing is asked at its end)?"""
+    return settings.iterations.max is not None and state.get("iteration", 1) >= settings.iterations.max
 
 
 def current_record(state: LoopState) -> IterationRecord:
@@ -170,12 +175,11 @@ class _End:
         stored = state.get("stop_reason")
         self.stop: StopReason | None = StopReason(stored) if stored is not None else None
         self.feedback: str | None = None
-        iteration = state.get("iteration", 1)
         loop = settings.iterations
         self.has_condition = loop.should_continue is not None or loop.judge is not None
-        capped = loop.max is not None and iteration >= loop.max
+        self.verdict = state.get("verdict") if loop.judge is not None else None
         self.predicate = iteration_info(state).get("predicate")
-        self.ask = self.stop is None and self.has_condition and not capped
+        self.ask = self.stop is None and self.has_condition and not capped(state, settings)
         self.asks_predicate = self.ask and self.predicate is None and loop.should_continue is not None
         self.record: IterationRecord = {}
         self.progress: list[str] = []
@@ -190,10 +194,9 @@ class _End:
         elif self.ask and self.predicate is not None:
             predicate = bool(self.predicate["continue"]), self.predicate.get("feedback")
         settings, state = self.settings, self.state
-        verdict = state.get("verdict") if settings.iterations.judge is not None else None
         self.stop, self.feedback = decide(
             iteration=state.get("iteration", 1), max_iterations=settings.iterations.max,
-            has_condition=self.has_condition, predicate=predicate, verdict=verdict)
+            has_condition=self.has_condition, predicate=predicate, verdict=self.verdict)
         if self.stop is None and not settings.shape.can_start_iteration(state.get("remaining_steps")):
             self.stop = StopReason.STEP_LIMIT
         if self.stop is None:  # time cap, budget-pressure wrap-up, stall
@@ -208,8 +211,7 @@ class _End:
         else:
             text = shorten(latest_answer(state), 300) or None
         self.progress = list(state.get("progress") or []) + ([text] if text else [])
-        verdict = state.get("verdict") if self.settings.iterations.judge is not None else None
-        self.record = {**current_record(state), "feedback": text, "verdict": verdict,
+        self.record = {**current_record(state), "feedback": text, "verdict": self.verdict,
                        "guard": explain_stop(state, self.settings, self.stop)}
 
     @property

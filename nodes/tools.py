@@ -207,7 +207,7 @@ class Outcome:
 def outcome_of(call: Mapping[str, Any], output: Any, duration: float = 0.0) -> Outcome:
     """Split ``ToolNode``'s output for one call: its answer, extra messages, state updates
     (loop-owned keys dropped), commands that leave the node, and its duration."""
-    answer: ToolMessage | None = None
+    answer = _answer(output, str(call["id"]))  # any other ToolMessage would be orphaned: dropped
     extra: list[BaseMessage] = []
     updates: list[dict[str, Any]] = []
     commands: list[Command[Any]] = []
@@ -217,15 +217,10 @@ def outcome_of(call: Mapping[str, Any], output: Any, duration: float = 0.0) -> O
             continue
         if isinstance(item, Command) and item.goto:
             commands.append(Command(goto=item.goto))
-        update = item.update if isinstance(item, Command) else (
-            {"messages": [item]} if isinstance(item, ToolMessage) else item)
-        if not isinstance(update, dict) and not isinstance(update, Mapping):
+        update = item.update if isinstance(item, Command) else item
+        if not isinstance(update, Mapping):
             continue
-        for message in update.get("messages") or []:
-            if not isinstance(message, ToolMessage):
-                extra.append(message)
-            elif answer is None and message.tool_call_id == call["id"]:
-                answer = message  # any other ToolMessage would be orphaned: dropped
+        extra += [m for m in update.get("messages") or [] if not isinstance(m, ToolMessage)]
         rest = {k: v for k, v in update.items() if k != "messages" and k not in LOOP_KEYS}
         if rest:
             updates.append(rest)
