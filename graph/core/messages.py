@@ -364,35 +364,24 @@ _PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 def encodable_text(text: str) -> str:
     """``text`` a strict UTF-8 encoder accepts: a surrogate pair becomes its character and a
     lone surrogate its escape (``'\\udcff'``), so nothing is dropped."""
-    if not _SURROGATE.search(text):
+    if text.isascii() or not _SURROGATE.search(text):
         return text
     text = _PAIR.sub(lambda m: m.group().encode("utf-16", "surrogatepass").decode("utf-16"), text)
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _has_surrogate(value: Any) -> bool:
-    """Does any string in this JSON-like value (keys included) hold a surrogate?"""
-    stack: list[Any] = [[value]]  # containers still to look through: strings are checked where found
-    while stack:
-        item = stack.pop()
-        for part in ([*item.keys(), *item.values()] if isinstance(item, dict) else item):
-            if isinstance(part, str):
-                if not part.isascii() and _SURROGATE.search(part) is not None:
-                    return True
-            elif isinstance(part, dict | list | tuple):
-                stack.append(part)
-    return False
-
-
 def _encodable_value(value: Any) -> Any:
-    """A JSON-like value with every string in it made ``encodable_text`` (keys included)."""
+    """A JSON-like value with every string in it made ``encodable_text`` (keys included): the
+    same object when nothing needed it."""
     if isinstance(value, str):
         return encodable_text(value)
     if isinstance(value, dict):
-        return {_encodable_value(k): _encodable_value(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(_encodable_value(v) for v in value)
-    return value
+        new: Any = {_encodable_value(k): _encodable_value(v) for k, v in value.items()}
+    elif isinstance(value, list | tuple):
+        new = type(value)(_encodable_value(v) for v in value)
+    else:
+        return value
+    return value if new == value else new
 
 
 def encodable(message: MessageT) -> MessageT:
@@ -404,9 +393,9 @@ def encodable(message: MessageT) -> MessageT:
     fields: dict[str, Any] = {"content": message.content}
     if isinstance(message, AIMessage):
         fields.update(tool_calls=message.tool_calls, invalid_tool_calls=message.invalid_tool_calls)
-    if not _has_surrogate(fields):
-        return message
     update = {k: _encodable_value(v) for k, v in fields.items()}
+    if all(update[k] is v for k, v in fields.items()):
+        return message
     if isinstance(message, AIMessage) and "tool_calls" in message.additional_kwargs:
         update["additional_kwargs"] = _encodable_value(message.additional_kwargs)
     return message.model_copy(update=update)
