@@ -105,9 +105,7 @@ def call_ids(message: BaseMessage) -> list[str]:
     """Ids of an AIMessage's tool calls, malformed ones (``invalid_tool_calls``) included."""
     if not isinstance(message, AIMessage):
         return []
-    ids = [str(c.get("id")) for c in message.tool_calls]
-    ids += [str(c.get("id")) for c in message.invalid_tool_calls]
-    return ids
+    return [str(c.get("id")) for c in [*message.tool_calls, *message.invalid_tool_calls]]
 
 
 def work_call_ids(ai: AIMessage, output_tools: Collection[str] = ()) -> list[str]:
@@ -315,10 +313,7 @@ def notice_marks(name: str, sources: list[str]) -> dict[str, Any]:
 def notice_message(notices: Sequence[Notice], *, hidden: bool = True) -> HumanMessage | None:
     """Merge notices (de-duplicated by text, in order) into one message named by
     ``notice_name`` (``notice_marks``); ``hidden``: an id chat UIs do not render."""
-    texts: list[str] = []
-    for notice in notices:
-        if notice["text"] not in texts:
-            texts.append(notice["text"])
+    texts = list(dict.fromkeys(n["text"] for n in notices))
     if not texts:
         return None
     sources = sorted({n["source"] for n in notices})
