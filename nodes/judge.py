@@ -81,8 +81,7 @@ def judge_request(state: LoopState, judge: Judge) -> list[BaseMessage]:
 REASONING_LIMIT = 2000
 
 _MARKER = re.compile(r"VERDICT\s*:\s*[*_`]*\s*(DONE|MORE)\b", re.IGNORECASE)
-_MARKER_LINE = re.compile(r"^[^\n]*VERDICT\s*:\s*[*_`]*\s*(?:DONE|MORE)\b[^\n]*$",
-                          re.IGNORECASE | re.MULTILINE)
+_MARKER_LINE = re.compile(rf"^[^\n]*{_MARKER.pattern}[^\n]*$", re.IGNORECASE | re.MULTILINE)
 _JSON_ANSWERED = re.compile(r"(?<![A-Za-z_])answered[\"']?\s*[:=]\s*[\"']?(true|false)\b",
                             re.IGNORECASE)
 
