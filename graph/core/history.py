@@ -32,6 +32,7 @@ from langgraph_loop.core.messages import (
     as_text,
     call_ids,
     describe,
+    encodable,
     pairing_problems,
     shorten,
     unanswered_tail,
@@ -84,8 +85,9 @@ def checked_messages(value: Any, stored: Sequence[BaseMessage],
                      saved: Sequence[ToolMessage] = (), *, update: bool = False
                      ) -> list[BaseMessage]:
     """The messages a run writes for ``value`` on a thread holding ``stored``, repaired, or a
-    ``ValueError``. ``saved``: ``saved_answers``; ``update``: an ``update_state``'s."""
-    given = _as_messages(value)
+    ``ValueError``, their text ``encodable``. ``saved``: ``saved_answers``; ``update``: an
+    ``update_state``'s."""
+    given = [encodable(m) for m in _as_messages(value)]  # the model node escapes only new ones
     messages = given if update else _fresh_turn(given, stored)
     where = {id(m): i for i, m in enumerate(messages)}  # the caller's index of each message
     answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
@@ -266,6 +268,14 @@ def _thread(config: RunnableConfig | None) -> Any:
 def _is_subgraph(config: RunnableConfig | None) -> bool:
     """Called as a node of a parent graph: the parent's state may carry other keys."""
     return bool(((config or {}).get("configurable") or {}).get("checkpoint_ns"))
+
+
+def _escaped(input: Any) -> Any:
+    """A parent graph's input (not checked) with its messages ``encodable``."""
+    if not isinstance(input, Mapping) or not input.get("messages"):
+        return input
+    return {**input, "messages": [encodable(m) if isinstance(m, BaseMessage) else m
+                                  for m in _as_list(input["messages"])]}
 
 
 def _values(stored: StateSnapshot | None) -> dict[str, Any]:
@@ -493,7 +503,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
                **kwargs: Any) -> Iterator[Any]:
         """``stream`` after the input check (``ValueError``, ``ThreadBusyError``)."""
         if _is_subgraph(config):
-            return super().stream(input, config, **kwargs)
+            return super().stream(_escaped(input), config, **kwargs)
         stored, saved, kept = drive(self._reads(input, config), perform)
         input, kwargs = self._checked(input, config, kwargs, stored, saved)
         chunks = super().stream(input, config, **kwargs)
@@ -517,7 +527,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
     async def _astream(self, input: Any, config: RunnableConfig | None,
                        **kwargs: Any) -> AsyncIterator[Any]:
         if _is_subgraph(config):
-            async for chunk in super().astream(input, config, **kwargs):
+            async for chunk in super().astream(_escaped(input), config, **kwargs):
                 yield chunk
             return
         key = await _aclaim(self.checkpointer, config)
