@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage
 import langgraph.checkpoint.sqlite as sqlite_saver
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite._delta import DELTA_STAGE1_SQL
 from langgraph.graph import START, MessagesState, StateGraph
@@ -56,7 +56,8 @@ class Thread:
     def pieces(self) -> dict[str, Piece]:
         """The growing pieces of a turn, each a callable over this thread."""
         tip = self.saver.get_tuple(self.config)
-        cid, messages = tip.config["configurable"]["checkpoint_id"], self.agent.get_state(self.config).values["messages"]
+        cid = tip.config["configurable"]["checkpoint_id"]
+        messages = self.agent.get_state(self.config).values["messages"]
         walk = self.conn.execute(DELTA_STAGE1_SQL, ("long", "", cid, "long", "")).fetchall()
         snapshot = next((row for row in walk[1:]  # the messages' seed (else the root): a load's end
                          if "messages" in self.saver.serde.loads_typed(row[1:])["channel_values"]), walk[-1])
@@ -93,7 +94,8 @@ class Thread:
             "snapshot write: serializing the messages": lambda: self.saver.serde.dumps_typed(messages),
             "snapshot write: SQLite insert of that blob": insert,
             "chat model call (LangChain's invoke path)": lambda: bound.invoke(messages),
-            "delta reducer, one write (ours, LangGraph's)": lambda: _messages_delta_reducer(messages, [[new]]),
+            "delta reducer, one write (ours, LangGraph's)": lambda: _messages_delta_reducer(
+                messages, [[new]]),
             "add_messages, one write (create_agent's)": lambda: add_messages(messages, [new]),
         }
 
@@ -165,7 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"| {name} | {statistics.median(a):.2f} | {statistics.median(b):.2f} | "
                   f"{statistics.median(b) - statistics.median(a):+.2f} |")
         counts = [t.counts() for t in threads]
-        print(f"\n### One more 10-round turn, counted\n\n| count | after {low} | after {high} |\n|---|---|---|")
+        print(f"\n### One more 10-round turn, counted\n\n| count | after {low} | after {high} |")
+        print("|---|---|---|")
         for name in counts[0]:
             print(f"| {name} | {counts[0][name]:,.0f} | {counts[1][name]:,.0f} |")
         for thread in threads:

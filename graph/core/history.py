@@ -84,9 +84,8 @@ def _explain(problem: Problem, message: BaseMessage, index: int) -> str:
 def checked_messages(value: Any, stored: Sequence[BaseMessage],
                      saved: Sequence[ToolMessage] = (), *, update: bool = False
                      ) -> list[BaseMessage]:
-    """The messages a run writes for ``value`` on a thread holding ``stored``, repaired, or a
-    ``ValueError``, their text ``encodable``. ``saved``: ``saved_answers``; ``update``: an
-    ``update_state``'s."""
+    """The messages a run writes for ``value`` on a thread holding ``stored``, repaired and
+    escaped, or a ``ValueError``. ``saved``: ``saved_answers``; ``update``: an ``update_state``'s."""
     given = [encodable(m) for m in _as_messages(value)]  # the model node escapes only new ones
     messages = given if update else _fresh_turn(given, stored)
     where = {id(m): i for i, m in enumerate(messages)}  # the caller's index of each message
@@ -201,10 +200,8 @@ NOTHING = ("input: nothing to work on: the run has no user message (pass "
 
 
 def _has_user_message(messages: Any) -> bool:
-    if not isinstance(messages, Sequence) or isinstance(messages, str):
-        messages = [messages] if messages else []
     try:
-        converted: list[BaseMessage] = convert_to_messages(list(messages))
+        converted: list[BaseMessage] = convert_to_messages(_as_list(messages) if messages else [])
     except (ValueError, TypeError, NotImplementedError):
         return True  # not ours to judge: LangGraph's reducer reports malformed messages
     return any(m.type == "human" for m in converted)
@@ -496,8 +493,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
             return await super().abulk_update_state(config, supersteps)
         _claim(self.checkpointer, config, edit=True)
         stored = (await adrive(self._reads(None, config), aperform))[0]
-        checked = self._checked_updates(supersteps, stored)
-        return await super().abulk_update_state(config, checked)
+        return await super().abulk_update_state(config, self._checked_updates(supersteps, stored))
 
     def stream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> Iterator[Any]:

@@ -416,12 +416,9 @@ reads one snapshot and at most this many steps after it (each cheap), so it stay
 the thread's length, while writing a snapshot costs the whole thread (benchmarks/README.md)."""
 
 LOG_SNAPSHOT_EVERY = 10
-"""The call log's (small, per run): its snapshot is always nearer than the messages', so a load
-walks back no further than the messages need."""
+"""The call log's (small, per run): nearer than the messages', so a load walks back no further."""
 
-MESSAGES: DeltaChannel[list[Any]] = DeltaChannel(
-    messages_delta_reducer, snapshot_frequency=SNAPSHOT_EVERY
-)
+MESSAGES: DeltaChannel[list[Any]] = DeltaChannel(messages_delta_reducer, snapshot_frequency=SNAPSHOT_EVERY)
 """The messages channel: each checkpoint stores only the step's new messages."""
 
 
