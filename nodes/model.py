@@ -7,7 +7,7 @@ call into the tools-free final answer (``nodes/binding.py``); a decision that ac
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import InitVar, dataclass, field
+from dataclasses import dataclass, field
 from functools import cached_property, partial
 from typing import Any, cast
 
@@ -174,8 +174,8 @@ async def _acall(runnable: Runnable[LanguageModelInput, BaseMessage], request: l
 
 @dataclass
 class Call:
-    """One model call as planned. Messages ``encodable`` changed are written back under their
-    ids (``fixed``): those since the newest reply, or all on a run's first call (``whole``)."""
+    """One model call as planned. Messages since the newest reply ``encodable`` changed are
+    written back under their ids (``fixed``); a run's input is escaped by its check."""
 
     settings: LoopSettings
     request: list[BaseMessage]
@@ -187,12 +187,11 @@ class Call:
     fixed: list[BaseMessage] = field(default_factory=list)
     watch: bool = False
     """Stream the call to cut a runaway reply (the ``text`` layer is on)."""
-    whole: InitVar[bool] = True
 
-    def __post_init__(self, whole: bool) -> None:
+    def __post_init__(self) -> None:
         detection = self.settings.loop_detection
         self.watch = detection is not None and "text" in detection.layers
-        start = 0 if whole else len(self.request)
+        start = len(self.request)
         while start > 0 and not isinstance(self.request[start - 1], AIMessage):
             start -= 1
         changed: dict[int, BaseMessage] = {}  # by the id() of the message it replaces
@@ -270,7 +269,6 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         update: dict[str, Any] = {}
         stop = state.get("stop_reason")
         pending = state.get("loop_notices") or []
-        first = state.get("iteration", 1) == 1 and not iteration_info(state).get("model_calls")
         limits = settings.limits
         timeout = (timeout_guard(state, settings)
                    if stop is None and limits.max_duration_s is not None else None)
@@ -294,8 +292,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
                 redirects, over = list(asked.added), asked.stop
                 extra, request = [*extra, *redirects], [*request, *redirects]
             if over is None:
-                return Call(settings, request, run, final=False, drained=bool(pending), extra=extra,
-                            whole=first)
+                return Call(settings, request, run, final=False, drained=bool(pending), extra=extra)
             update = stop_update(run, over)
             run, stop = update["run"], over["reason"]
         if run.get("finalized") or not limits.final_answer:
@@ -305,7 +302,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         notice = drain(pending, run=str(run.get("id")), hidden=not settings.show_notices)
         final_extra: list[BaseMessage] = [*redirects, *([notice] if notice is not None else [])]
         return Call(settings, build_request(state, settings, final_extra), run, final=True,
-                    drained=True, extra=final_extra, update=update, whole=first)
+                    drained=True, extra=final_extra, update=update)
 
     def _binding(self, state: LoopState, call: Call, offered: Sequence[BaseTool] | None
                  ) -> Callable[[], Runnable[LanguageModelInput, BaseMessage]] | dict[str, Any]:

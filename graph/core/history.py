@@ -32,6 +32,7 @@ from langgraph_loop.core.messages import (
     as_text,
     call_ids,
     describe,
+    encodable,
     pairing_problems,
     shorten,
     unanswered_tail,
@@ -83,9 +84,9 @@ def _explain(problem: Problem, message: BaseMessage, index: int) -> str:
 def checked_messages(value: Any, stored: Sequence[BaseMessage],
                      saved: Sequence[ToolMessage] = (), *, update: bool = False
                      ) -> list[BaseMessage]:
-    """The messages a run writes for ``value`` on a thread holding ``stored``, repaired, or a
-    ``ValueError``. ``saved``: ``saved_answers``; ``update``: an ``update_state``'s."""
-    given = _as_messages(value)
+    """The messages a run writes for ``value`` on a thread holding ``stored``, repaired and
+    escaped, or a ``ValueError``. ``saved``: ``saved_answers``; ``update``: an ``update_state``'s."""
+    given = [encodable(m) for m in _as_messages(value)]  # the model node escapes only new ones
     messages = given if update else _fresh_turn(given, stored)
     where = {id(m): i for i, m in enumerate(messages)}  # the caller's index of each message
     answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
@@ -199,10 +200,8 @@ NOTHING = ("input: nothing to work on: the run has no user message (pass "
 
 
 def _has_user_message(messages: Any) -> bool:
-    if not isinstance(messages, Sequence) or isinstance(messages, str):
-        messages = [messages] if messages else []
     try:
-        converted: list[BaseMessage] = convert_to_messages(list(messages))
+        converted: list[BaseMessage] = convert_to_messages(_as_list(messages) if messages else [])
     except (ValueError, TypeError, NotImplementedError):
         return True  # not ours to judge: LangGraph's reducer reports malformed messages
     return any(m.type == "human" for m in converted)
@@ -266,6 +265,14 @@ def _thread(config: RunnableConfig | None) -> Any:
 def _is_subgraph(config: RunnableConfig | None) -> bool:
     """Called as a node of a parent graph: the parent's state may carry other keys."""
     return bool(((config or {}).get("configurable") or {}).get("checkpoint_ns"))
+
+
+def _escaped(input: Any) -> Any:
+    """A parent graph's input (not checked) with its messages ``encodable``."""
+    if not isinstance(input, Mapping) or not input.get("messages"):
+        return input
+    return {**input, "messages": [encodable(m) if isinstance(m, BaseMessage) else m
+                                  for m in _as_list(input["messages"])]}
 
 
 def _values(stored: StateSnapshot | None) -> dict[str, Any]:
@@ -486,14 +493,13 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
             return await super().abulk_update_state(config, supersteps)
         _claim(self.checkpointer, config, edit=True)
         stored = (await adrive(self._reads(None, config), aperform))[0]
-        checked = self._checked_updates(supersteps, stored)
-        return await super().abulk_update_state(config, checked)
+        return await super().abulk_update_state(config, self._checked_updates(supersteps, stored))
 
     def stream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
                **kwargs: Any) -> Iterator[Any]:
         """``stream`` after the input check (``ValueError``, ``ThreadBusyError``)."""
         if _is_subgraph(config):
-            return super().stream(input, config, **kwargs)
+            return super().stream(_escaped(input), config, **kwargs)
         stored, saved, kept = drive(self._reads(input, config), perform)
         input, kwargs = self._checked(input, config, kwargs, stored, saved)
         chunks = super().stream(input, config, **kwargs)
@@ -517,7 +523,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
     async def _astream(self, input: Any, config: RunnableConfig | None,
                        **kwargs: Any) -> AsyncIterator[Any]:
         if _is_subgraph(config):
-            async for chunk in super().astream(input, config, **kwargs):
+            async for chunk in super().astream(_escaped(input), config, **kwargs):
                 yield chunk
             return
         key = await _aclaim(self.checkpointer, config)

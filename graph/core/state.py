@@ -410,18 +410,15 @@ def _log_reducer(state: list[Any] | None, writes: Sequence[Any]) -> list[Any]:
     return out
 
 
-SNAPSHOT_EVERY = 40
-"""A full snapshot of the messages every this many writes: loading a thread reads one snapshot
-and at most this many steps after it, so it stays near-flat in the thread's length, while the
-snapshots keep storage at about 1/40 of a full copy per step (benchmarks/long_thread.py)."""
+SNAPSHOT_EVERY = 100
+"""A full snapshot of the messages every this many writes (a ten-round turn makes 22): a load
+reads one snapshot and at most this many steps after it (each cheap), so it stays near-flat in
+the thread's length, while writing a snapshot costs the whole thread (benchmarks/README.md)."""
 
 LOG_SNAPSHOT_EVERY = 10
-"""The call log's (small, per run): its snapshot is always nearer than the messages', so a load
-walks back no further than the messages need."""
+"""The call log's (small, per run): nearer than the messages', so a load walks back no further."""
 
-MESSAGES: DeltaChannel[list[Any]] = DeltaChannel(
-    messages_delta_reducer, snapshot_frequency=SNAPSHOT_EVERY
-)
+MESSAGES: DeltaChannel[list[Any]] = DeltaChannel(messages_delta_reducer, snapshot_frequency=SNAPSHOT_EVERY)
 """The messages channel: each checkpoint stores only the step's new messages."""
 
 

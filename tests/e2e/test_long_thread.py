@@ -12,6 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from langgraph_loop import Iterations, create_loop_agent
+from langgraph_loop.core.state import SNAPSHOT_EVERY
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.helpers import add, assert_valid_thread, thread
 
@@ -85,7 +86,7 @@ def test_a_message_with_an_id_is_still_checked_against_the_stored_thread(tmp_pat
 
 
 def test_loading_a_long_thread_replays_at_most_a_snapshot_interval(tmp_path: Path) -> None:
-    n, rounds = 12, 5  # 60 tool rounds, no compaction: well past one snapshot interval
+    n, rounds = 12, 5  # 60 tool rounds, 144 writes, no compaction: past one snapshot interval
     model = ScriptedChatModel(script=turns(n, rounds))
     with SqliteSaver.from_conn_string(str(tmp_path / "t.db")) as saver:
         agent = create_loop_agent(model, [add], checkpointer=saver,
@@ -98,5 +99,5 @@ def test_loading_a_long_thread_replays_at_most_a_snapshot_interval(tmp_path: Pat
                                                   channels=["messages", "call_log"])
         replayed = {name: len(h["writes"]) for name, h in history.items()}
         # a load reads the newest snapshot and the writes after it, not the thread's ~150 writes
-        assert replayed["messages"] <= 50, replayed
+        assert replayed["messages"] <= SNAPSHOT_EVERY, replayed
         assert replayed["call_log"] <= 10, replayed
