@@ -33,9 +33,9 @@ from langgraph_loop.core.messages import (
     call_ids,
     describe,
     encodable,
+    newest_reply,
     pairing_problems,
     shorten,
-    unanswered_tail,
 )
 from langgraph_loop.core.questions import answer_problem
 from langgraph_loop.core.state import LoopContext, LoopInput, LoopOutput, LoopState
@@ -291,7 +291,7 @@ def _continued(values: Mapping[str, Any], as_node: str | None, state: Mapping[st
     sent where the edge after ``as_node`` goes: as ``tools`` the model comes next, so they are
     answered ``not_executed``; as ``model`` on a finished thread the stop is cleared, so the
     tools run them, as under ``create_agent``."""
-    open_calls = unanswered_tail(_merged(state, values))[1]
+    open_calls = newest_reply(_merged(state, values)).pending
     if open_calls and as_node == "tools":
         return {**values, "messages": [*_as_list(values["messages"]),
                                        *(not_executed(c) for c in open_calls)]}
@@ -444,7 +444,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
             stored = yield Io(self.get_state, self.aget_state, (config or {},))
         except ValueError:  # no checkpointer after all
             return None, [], False
-        missing = unanswered_tail(_values(stored).get("messages") or [])[1] \
+        missing = newest_reply(_values(stored).get("messages") or []).pending \
             if isinstance(input, Mapping) and stored.next else []
         if not missing or not isinstance(self.checkpointer, BaseCheckpointSaver):
             return stored, [], True

@@ -33,7 +33,14 @@ from typing_extensions import TypedDict
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.config import BudgetPressure, Limits, LoopDetection
-from langgraph_loop.core.messages import BLOCKED_KIND, Notice, call_ids, queue_notice, work_call_ids
+from langgraph_loop.core.messages import (
+    BLOCKED_KIND,
+    Notice,
+    call_ids,
+    call_names,
+    queue_notice,
+    work_call_ids,
+)
 from langgraph_loop.core.state import BudgetPressureEvent, Event, LoopBlockEvent, LoopWarningEvent, Usage
 from langgraph_loop.core.stop import Guard, StopReason, limit_guard, person_stop, stop_answer_text
 from langgraph_loop.engine.detection import DetectorState, Finding, LoopWarning, observe
@@ -333,7 +340,7 @@ def decide(reply: AIMessage, transcript: Sequence[BaseMessage], view: RunView, p
 
 def block_answers(ai: AIMessage, blocks: Mapping[str, str]) -> list[ToolMessage]:
     """The error ToolMessages that answer a reply's blocked calls (tagged: not tool results)."""
-    names = {c.get("id"): c.get("name") for c in [*ai.tool_calls, *ai.invalid_tool_calls]}
+    names = call_names(ai)
     return [block_answer(i, names.get(i), text) for i, text in blocks.items()]
 
 
@@ -345,7 +352,6 @@ def block_answer(call_id: str, name: str | None, text: str) -> ToolMessage:
 
 def stop_answers(ai: AIMessage, why: Guard) -> list[ToolMessage]:
     """One error ToolMessage per call (valid or malformed) of a stopped reply."""
-    text = stop_answer_text(why)
-    names = {c.get("id"): c.get("name") for c in [*ai.tool_calls, *ai.invalid_tool_calls]}
+    text, names = stop_answer_text(why), call_names(ai)
     return [ToolMessage(text, tool_call_id=i, name=names.get(i), status="error")
             for i in call_ids(ai)]

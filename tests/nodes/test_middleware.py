@@ -35,7 +35,7 @@ from langgraph_loop import (
     create_loop_agent,
 )
 from langgraph_loop.core.hosting import DuplicateMiddlewareError
-from langgraph_loop.core.messages import unanswered_tail
+from langgraph_loop.core.messages import newest_reply
 from langgraph_loop.scripted import ScriptedChatModel
 
 
@@ -201,7 +201,7 @@ def test_a_jump_to_end_after_a_reply_with_calls_answers_them_and_stops_terminate
     result = agent.invoke({"messages": [HumanMessage("go")]})
     messages = result["messages"]
     assert result["stop_reason"] == StopReason.TERMINATED
-    assert unanswered_tail(messages)[1] == set() or not unanswered_tail(messages)[1]
+    assert not newest_reply(messages).pending
     assert isinstance(messages[-1], ToolMessage) and messages[-1].status == "error"
     assert [m.type for m in messages] == ["human", "ai", "tool"]
 
@@ -240,7 +240,7 @@ def test_loop_detection_stops_a_repeating_call_beside_every_hook(invoke: str) ->
     result = run(agent, payload, invoke)
     assert result["stop_reason"] == StopReason.LOOP_DETECTED
     assert result["messages"][-1].content == "I kept looking up the same thing."
-    assert not unanswered_tail(result["messages"])[1]
+    assert not newest_reply(result["messages"]).pending
 
 
 def test_limits_and_iterations_work_beside_every_hook() -> None:
@@ -263,7 +263,7 @@ def test_the_step_budget_holds_with_hooks_on_every_round() -> None:
     agent = create_loop_agent(model, [lookup], middleware=EVERY_HOOK, loop_detection=None)
     result = agent.invoke({"messages": [HumanMessage("go")]}, {"recursion_limit": 30})
     assert result["stop_reason"] == StopReason.STEP_LIMIT
-    assert not unanswered_tail(result["messages"])[1]
+    assert not newest_reply(result["messages"]).pending
     assert isinstance(result["messages"][-1], AIMessage)
 
 

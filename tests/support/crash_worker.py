@@ -28,7 +28,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 
 from langgraph_loop import LoopDetection, Repeat, create_loop_agent
-from langgraph_loop.core.messages import check_pairing, is_notice, unanswered_tail
+from langgraph_loop.core.messages import check_pairing, is_notice, newest_reply
 from langgraph_loop.core.state import executed_calls
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.savers import async_saver, sync_saver
@@ -97,7 +97,7 @@ def left_to_run(backend: str, target: str) -> int:
     with sync_saver(backend, target) as saver:
         values = build(saver).get_state(THREAD).values
     messages = values.get("messages") or []
-    _, pending = unanswered_tail(messages)
+    pending = newest_reply(messages).pending
     asked = sum(1 for m in messages if isinstance(m, AIMessage) and m.tool_calls)
     saved = saved_results(backend, target) if pending else 0
     return len(pending) - saved + N * (2 - asked)

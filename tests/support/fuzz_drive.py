@@ -20,7 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from langgraph_loop.core.callbacks import CallbackError
-from langgraph_loop.core.messages import check_pairing, unanswered_tail
+from langgraph_loop.core.messages import check_pairing, newest_reply
 from langgraph_loop.core.state import executed_calls
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.support.fuzz import ModelDown, World
@@ -206,7 +206,7 @@ def drive(agent: Any, world: World, text: str, config: RunnableConfig, rnd: rand
 def assert_repairable(messages: list[Any]) -> None:
     """Mid-run the thread is provider-valid except that the newest AIMessage's calls may
     still wait for their ToolMessages (they are answered, or repaired by the next run)."""
-    _, pending = unanswered_tail(messages)
+    pending = newest_reply(messages).pending
     answers = [ToolMessage("pending", tool_call_id=i) for i in pending]
     assert not check_pairing([*messages, *answers]), check_pairing(messages)
 
