@@ -278,22 +278,25 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         if timeout is not None:  # the time cap, checked between steps
             update = stop_update(run, timeout)
             run, stop = update["run"], timeout["reason"]
-        redirects: list[BaseMessage] = []  # what a person wrote at a budget check-in
         if stop is None:  # the request, and a stop when it leaves no room for a final answer
             notice = (drain(pending, run=str(run.get("id")), hidden=not settings.show_notices)
                       if pending else None)
             extra: list[BaseMessage] = [notice] if notice is not None else []
+            if any(n["source"] == "human" and n["run"] == run.get("id") for n in pending):
+                return {"messages": extra, "loop_notices": []}  # a person's hint: see ``words``
             request = build_request(state, settings, extra)
             over = budget_guard(state, settings, request) if limits.token_budget is not None else None
             if over is not None and limits.budget_check_in and checkpointer(get_config()):
                 # a person decides, here, before any model call
-                asked = check_in(lambda more, added: budget_guard(
-                    {**state, "run": {**run, "budget_extra": more}}, settings, [*request, *added]),
+                asked = check_in(lambda more: budget_guard(
+                    {**state, "run": {**run, "budget_extra": more}}, settings, request),
                     partial(interrupt, response_schema=BUDGET_ANSWER), extra=run.get("budget_extra", 0),
                     scope=limits.budget_scope)
                 run = {**run, "budget_extra": asked.extra} if asked.extra else run
-                redirects, over = list(asked.added), asked.stop
-                extra, request = [*extra, *redirects], [*request, *redirects]
+                if asked.added is not None:  # their words: see ``words``
+                    return {"messages": [*extra, asked.added], "run": run,
+                            **({"loop_notices": []} if pending else {})}
+                over = asked.stop
             if over is None:
                 return Call(settings, request, run, final=False, drained=bool(pending), extra=extra,
                             whole=first)
@@ -304,7 +307,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         why: Guard = update.get("stop_guard") or state.get("stop_guard") or guard("router", stop)
         pending = queue_notice(pending, **stop_notice(why, str(run.get("id"))))
         notice = drain(pending, run=str(run.get("id")), hidden=not settings.show_notices)
-        final_extra: list[BaseMessage] = [*redirects, *([notice] if notice is not None else [])]
+        final_extra: list[BaseMessage] = [notice] if notice is not None else []
         return Call(settings, build_request(state, settings, final_extra), run, final=True,
                     drained=True, extra=final_extra, update=update, whole=first)
 
