@@ -153,9 +153,18 @@ def _all_refused(ai: AIMessage, decision: Decision) -> bool:
     return bool(decision.blocks) and all(i in decision.blocks for i in call_ids(ai))
 
 
-def _refusal(request: ToolCallRequest) -> ToolMessage | None:
-    """The refusal that answers this call (``loop_refused``), None for a call that runs."""
+def _step() -> int:
+    """The graph step this runs in."""
+    return int(get_config()["metadata"]["langgraph_step"])
+
+
+def _refusal(request: ToolCallRequest, steps: dict[str, int]) -> ToolMessage | None:
+    """The refusal that answers this call (``loop_refused``), None for a call that runs; the
+    step the call is answered in is kept in ``steps`` (by call id, the newest 256)."""
     call = request.tool_call
+    if len(steps) >= 256:
+        steps.clear()
+    steps[str(call.get("id"))] = _step()
     text = (request.state.get("loop_refused") or {}).get(call.get("id"))  # type: ignore[union-attr]
     return None if text is None else block_answer(str(call.get("id")), call.get("name"), text)
 
@@ -203,6 +212,8 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         self.memo = DetectorMemo()
         """Detector states of earlier replies (a cache: the state is derived from the thread)."""
         self._hinted: dict[tuple[int, ...], LoopDetection] = {}
+        self.tool_steps: dict[str, int] = {}
+        """The graph step each recent tool call was answered in (where the hint's hook runs)."""
 
     def _detection(self, tools: Sequence[Any]) -> LoopDetection:
         """The configuration plus what the call's tools declare, once per set of tools."""
@@ -368,7 +379,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
         """A call the detector refused is answered with its refusal instead of running."""
-        refused = _refusal(request)
+        refused = _refusal(request, self.tool_steps)
         return refused if refused is not None else handler(request)
 
     async def awrap_tool_call(
@@ -377,7 +388,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """Async ``wrap_tool_call``."""
-        refused = _refusal(request)
+        refused = _refusal(request, self.tool_steps)
         return refused if refused is not None else await handler(request)
 
     def wrap_model_call(
@@ -407,6 +418,26 @@ class _AskingLoopDetection(LoopDetectionMiddleware):
     @property
     def name(self) -> str:
         return "LoopDetectionMiddleware"
+
+    @hook_config(can_jump_to=["model"])
+    def before_model(self, state: LoopDetectionState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """A person's hint is written to the thread before the call (with the run's other
+        notices), so the ``before_model`` hooks read it as a user's message: those after this
+        one at once; those before it (this hook ran later than the step after the tools) when
+        the call goes back to the first of them (``jump_to="model"``)."""
+        messages = list(state.get("messages") or [])
+        run, _ = _run_of(state, messages)
+        queue = state.get("loop_notices") or []
+        if not any(n["source"] == "human" and n["run"] == str(run["id"]) for n in queue):
+            return None
+        update = {"messages": [drain(queue, run=str(run["id"]), hidden=not self.show_notices)],
+                  "loop_notices": []}
+        ran = self.tool_steps.get(getattr(messages[-1], "tool_call_id", None)) if messages else None
+        return {**update, "jump_to": "model"} if ran is not None and _step() > ran + 1 else update
+
+    async def abefore_model(self, state: LoopDetectionState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async ``before_model``."""
+        return self.before_model(state, runtime)
 
     @hook_config(can_jump_to=["model"])
     def after_model(self, state: LoopDetectionState, runtime: Runtime[Any]) -> dict[str, Any] | None:

@@ -199,13 +199,16 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         why = over(extra, [])
         if why is None or not self.budget_check_in or checkpointer(get_config()) is None:
             return _Turn(request, why, self.token_budget + extra, spent, key, update=update)
-        asked = check_in(over, partial(interrupt, response_schema=BUDGET_ANSWER), extra=extra,
-                         scope=self.budget_scope)
+        ask, added, granted_now = partial(interrupt, response_schema=BUDGET_ANSWER), [], extra
+        while (asked := check_in(lambda more: over(more, added), ask, extra=granted_now,
+                                 scope=self.budget_scope)).added is not None:
+            granted_now = asked.extra  # a redirect inside the call: asked again until it fits
+            added.append(asked.added)
         if asked.extra != extra:
             update["budget_extra"] = BudgetExtension(run=key, tokens=asked.extra)
-        if asked.added:
-            request = request.override(messages=[*request.messages, *asked.added])
-        return _Turn(request, asked.stop, self.token_budget + asked.extra, spent, key, asked.added, update)
+        if added:
+            request = request.override(messages=[*request.messages, *added])
+        return _Turn(request, asked.stop, self.token_budget + asked.extra, spent, key, added, update)
 
     def _final_request(self, turn: _Turn) -> tuple[HumanMessage | None, ModelRequest[Any] | None]:
         """The stop notice and the final answer's request (None: no room for an answer)."""
