@@ -178,9 +178,8 @@ class Routes:
         return self._respond_or(self._after_reply(state), state)
 
     def after_call(self, state: LoopState) -> str:
-        """After ``model``: a person's words it wrote instead of calling (a hint, a redirect)
-        go through the ``before_model`` hooks first (``entry``), as a user's message does;
-        else to the ``after_model`` hooks, or on as ``after_model`` routes."""
+        """After ``model``: a person's words it wrote instead of a call go through the
+        ``before_model`` hooks (``entry``) as a user's message does; a reply goes on."""
         messages = state.get("messages") or []
         if state.get("stop_reason") is None and messages and isinstance(messages[-1], HumanMessage):
             return self.shape.entry

@@ -4,15 +4,7 @@ A reply asking for a tool in ``Approval.tools`` gets one LangChain ``HITLRequest
 decision per gated call, from ``Approval.resolver`` or a person through ``interrupt()``,
 validated inside it (a malformed resume raises and the thread stays paused). The ``tools`` node
 applies the decisions (``apply_review``); a gated call without one never runs. Shapes: the
-README's "Threads and approval".
-
-Example:
-    >>> calls = [{"name": "rm", "args": {"path": "/tmp/x"}, "id": "c1"}]
-    >>> request = approval_request(calls, "Needs approval")
-    >>> request["review_configs"]
-    [{'action_name': 'rm', 'allowed_decisions': ['approve', 'edit', 'reject']}]
-    >>> check_decisions(calls, [{"type": "approve"}], gated={"rm"}, known={"rm", "ls"})
-    [{'type': 'approve'}]
+README's "Threads and approval" (examples: ``tests/nodes/test_approval.py``).
 """
 
 from __future__ import annotations

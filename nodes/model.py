@@ -279,23 +279,20 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             update = stop_update(run, timeout)
             run, stop = update["run"], timeout["reason"]
         if stop is None:  # the request, and a stop when it leaves no room for a final answer
-            notice = (drain(pending, run=str(run.get("id")), hidden=not settings.show_notices)
-                      if pending else None)
+            notice = drain(pending, run=str(run.get("id")), hidden=not settings.show_notices)
             extra: list[BaseMessage] = [notice] if notice is not None else []
-            if any(n["source"] == "human" and n["run"] == run.get("id") for n in pending):
-                return {"messages": extra, "loop_notices": []}  # a person's hint: see ``words``
+            if any(n["source"] == "human" and n["run"] == str(run.get("id")) for n in pending):
+                return {"messages": extra, "loop_notices": []}  # a hint: first the hooks (after_call)
             request = build_request(state, settings, extra)
             over = budget_guard(state, settings, request) if limits.token_budget is not None else None
             if over is not None and limits.budget_check_in and checkpointer(get_config()):
-                # a person decides, here, before any model call
                 asked = check_in(lambda more: budget_guard(
                     {**state, "run": {**run, "budget_extra": more}}, settings, request),
                     partial(interrupt, response_schema=BUDGET_ANSWER), extra=run.get("budget_extra", 0),
                     scope=limits.budget_scope)
                 run = {**run, "budget_extra": asked.extra} if asked.extra else run
-                if asked.added is not None:  # their words: see ``words``
-                    return {"messages": [*extra, asked.added], "run": run,
-                            **({"loop_notices": []} if pending else {})}
+                if asked.added is not None:  # their redirect, likewise
+                    return {"messages": [*extra, asked.added], "run": run, "loop_notices": []}
                 over = asked.stop
             if over is None:
                 return Call(settings, request, run, final=False, drained=bool(pending), extra=extra,

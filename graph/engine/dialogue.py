@@ -1,13 +1,7 @@
 """Where a loop began (``began``, ``checkpoint_id``), and with ``LoopDetection.ask_human`` the
 question a loop stop becomes (``docs/loop-detection.md#let-a-person-decide``). The answer is
-validated inside ``interrupt()`` (``ANSWER``): a bad one is never stored, the thread stays paused.
-
-Example:
-    >>> parse_answer({"decisions": [{"type": "edit", "edited_action": {
-    ...     "name": "Loop detected: search", "args": {"hint": "Use the cached copy."}}}]})
-    ('hint', 'Use the cached copy.')
-    >>> parse_answer({"decisions": [{"type": "reject", "message": "Enough."}]})
-    ('stop', 'Enough.')
+validated inside ``interrupt()`` (``ANSWER``): a bad one is never stored, the thread stays paused
+(examples: ``tests/core/test_dialogue_helpers.py``).
 """
 
 from __future__ import annotations
@@ -74,10 +68,6 @@ def first_cut(messages: Sequence[BaseMessage], request_id: Any) -> AIMessage | N
                  if isinstance(m, AIMessage) and is_cut(m)), None)
 
 
-def _writes(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
 def checkpoint_before(config: RunnableConfig | None, message_id: str | None) -> str | None:
     """The id of the checkpoint the model wrote ``message_id`` from (None: not found)."""
     saver = checkpointer(config)
@@ -94,7 +84,7 @@ def checkpoint_before(config: RunnableConfig | None, message_id: str | None) -> 
     for item in history:
         for _, channel, value in item.pending_writes or ():
             if channel == "messages" and any(getattr(m, "id", None) == message_id
-                                             for m in _writes(value)):
+                                             for m in (value if isinstance(value, list) else [value])):
                 return str(item.config["configurable"]["checkpoint_id"])
     return None
 

@@ -1,16 +1,6 @@
 """The inner limits as pure decisions returning a ``Guard`` or None: time, the token budget
-and its check-in, budget pressure, consecutive tool errors (docs/token-budget.md).
-
-Example:
-    >>> from langgraph_loop.scripted import ScriptedChatModel
-    >>> from langgraph_loop.core.settings import LoopSettings
-    >>> from langgraph_loop.core.config import BudgetPressure, Limits
-    >>> s = LoopSettings.build(ScriptedChatModel(), limits=Limits(
-    ...     token_budget=100, budget_pressure=BudgetPressure(threshold=0.8)))
-    >>> timeout_guard({"run": {"started_at": 0.0}}, s, now=5.0) is None
-    True
-    >>> budget_pressure_guard({"usage": {"total_tokens": 85}, "run": {"pressure_queued": True}}, s)
-    {'guard': 'budget_pressure', 'reason': 'budget_pressure', 'threshold': 0.8, 'limit': 100, 'value': 85}
+and its check-in, budget pressure, consecutive tool errors (docs/token-budget.md; examples:
+``tests/core/test_limits_helpers.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +10,7 @@ import math
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from langchain.agents.middleware.human_in_the_loop import HITLRequest
@@ -330,8 +320,8 @@ def redirect_message(text: str) -> HumanMessage:
 
 @dataclass
 class CheckIn:
-    """A check-in's outcome: the extension in all, a person's redirect (written to the thread
-    first, so the ``before_model`` hooks read it before the call is weighed again), the stop."""
+    """A check-in's outcome: the extension in all, a person's redirect (the thread gets it first,
+    through the ``before_model`` hooks, then the call is weighed again), the stop."""
 
     extra: int
     added: HumanMessage | None = None

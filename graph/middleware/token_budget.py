@@ -24,7 +24,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Annotated, Any, Literal, NotRequired
@@ -44,7 +44,6 @@ from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
 from langgraph_loop.core.compat import checkpointer
-from langgraph_loop.core.drive import adrive, drive
 from langgraph_loop.core.messages import run_request
 from langgraph_loop.core.stop import Guard, StopReason
 from langgraph_loop.engine.limits import (
@@ -59,21 +58,18 @@ from langgraph_loop.engine.limits import (
 )
 from langgraph_loop.middleware.stopping import (
     Outgoing,
+    Result,
+    SteppedCalls,
     answer_of,
     applied,
-    asend,
     final_call,
     notice_for,
-    send,
     stop_record,
     stored_stop,
     thread_of,
 )
 
 __all__ = ["BudgetExtension", "BudgetSpent", "TokenBudgetMiddleware", "TokenBudgetState"]
-
-Result = ModelResponse[Any] | ExtendedModelResponse[Any]
-
 
 RENAMED = {"max_tokens": "token_budget", "check_in": "budget_check_in", "scope": "budget_scope"}
 """0.3's keywords of ``TokenBudgetMiddleware`` and their names since 0.4 (those of ``Limits``)."""
@@ -127,7 +123,7 @@ def _sent(request: ModelRequest[Any], extra: Sequence[BaseMessage] = ()) -> list
     return [*head, *request.messages, *extra]
 
 
-class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
+class TokenBudgetMiddleware(SteppedCalls, AgentMiddleware[TokenBudgetState, Any]):
     """A hard token budget per run for ``create_agent`` (``docs/token-budget.md``).
 
     Args:
@@ -199,7 +195,8 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         why = over(extra, [])
         if why is None or not self.budget_check_in or checkpointer(get_config()) is None:
             return _Turn(request, why, self.token_budget + extra, spent, key, update=update)
-        ask, added, granted_now = partial(interrupt, response_schema=BUDGET_ANSWER), [], extra
+        ask, granted_now = partial(interrupt, response_schema=BUDGET_ANSWER), extra
+        added: list[HumanMessage] = []
         while (asked := check_in(lambda more: over(more, added), ask, extra=granted_now,
                                  scope=self.budget_scope)).added is not None:
             granted_now = asked.extra  # a redirect inside the call: asked again until it fits
@@ -268,22 +265,3 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         shown = [*turn.added, *([notice] if notice is not None else [])]
         answer = (yield Outgoing(final, shown, final=True)) if final is not None else None
         return self._stopped(turn, notice, final, answer)
-
-    def wrap_model_call(
-        self,
-        request: ModelRequest[Any],
-        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
-    ) -> Result:
-        """Send the call if it fits the budget; else ask a person, or make the final answer."""
-        return drive(self._steps(request), lambda call: send(handler, call))
-
-    async def awrap_model_call(
-        self,
-        request: ModelRequest[Any],
-        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
-    ) -> Result:
-        """Async ``wrap_model_call``."""
-        async def sent(call: Outgoing) -> ModelResponse[Any]:
-            return await asend(handler, call)
-
-        return await adrive(self._steps(request), sent)
