@@ -318,8 +318,7 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
     builder.add_edge(START, "prepare")
     # into the loop, or the end when not even one model call fits the recursion limit
     builder.add_conditional_edges("prepare", Edge(routes.after_prepare), shape.prepare_targets)
-    # a reply (after its after_model hooks): tools, approval, the detector, respond, the
-    # iteration's end; from the model, a person's words it wrote go through the hooks first
+    # a person's words the model wrote: the hooks first; a reply: tools, the detector, respond, the end
     if shape.after_model:
         builder.add_conditional_edges("model", Edge(routes.after_call), [shape.after_model[0], shape.entry])
         builder.add_conditional_edges(shape.reply_node, Edge(routes.after_reply), shape.model_targets)

@@ -17,7 +17,6 @@ from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.runtime import get_runtime
-from langgraph.types import interrupt
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import callback
@@ -34,6 +33,7 @@ from langgraph_loop.core.messages import (
     queue_notice,
     with_unique_call_ids,
 )
+from langgraph_loop.core.questions import ask_plainly
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import (
     LoopState,
@@ -288,7 +288,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
             if over is not None and limits.budget_check_in and checkpointer(get_config()):
                 asked = check_in(lambda more: budget_guard(
                     {**state, "run": {**run, "budget_extra": more}}, settings, request),
-                    partial(interrupt, response_schema=BUDGET_ANSWER), extra=run.get("budget_extra", 0),
+                    partial(ask_plainly, schema=BUDGET_ANSWER), extra=run.get("budget_extra", 0),
                     scope=limits.budget_scope)
                 run = {**run, "budget_extra": asked.extra} if asked.extra else run
                 if asked.added is not None:  # their redirect, likewise

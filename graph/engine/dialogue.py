@@ -7,13 +7,11 @@ validated inside ``interrupt()`` (``ANSWER``): a bad one is never stored, the th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from langchain.agents.middleware.human_in_the_loop import HITLRequest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.types import interrupt
-from pydantic import BeforeValidator
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.compat import checkpointer
@@ -27,7 +25,7 @@ from langgraph_loop.core.messages import (
     is_notice,
     is_redirect,
 )
-from langgraph_loop.core.questions import Decisions, one_action, the_decision
+from langgraph_loop.core.questions import answer_schema, ask_plainly, one_action, the_decision
 from langgraph_loop.core.stop import Guard
 from langgraph_loop.engine.detection import Finding, result_text, sign_calls
 
@@ -142,12 +140,7 @@ def parse_answer(value: Any) -> tuple[Action, str | None]:
     return ("hint", hint.strip()) if hint.strip() else ("continue", None)
 
 
-def _checked(value: Any) -> Any:
-    parse_answer(value)
-    return value
-
-
-ANSWER = Annotated[Decisions, BeforeValidator(_checked)]
+ANSWER = answer_schema(parse_answer)
 """The loop question's resume schema, checked inside ``interrupt()`` before it is stored."""
 
 
@@ -180,4 +173,4 @@ def typed_instead(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:
 
 def ask(loop_question: HITLRequest) -> tuple[Action, str | None]:
     """Ask a person (``interrupt()``); ``(action, text)`` from the validated answer."""
-    return parse_answer(interrupt(loop_question, response_schema=ANSWER))  # type: ignore[call-overload]
+    return parse_answer(ask_plainly(loop_question, ANSWER))

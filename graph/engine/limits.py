@@ -11,19 +11,18 @@ import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from langchain.agents.middleware.human_in_the_loop import HITLRequest
 from langchain_core.language_models import BaseChatModel, BaseLanguageModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage, UsageMetadata
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import BaseTool
-from pydantic import BeforeValidator
 
 from langgraph_loop.core.messages import REDIRECT_KIND, is_blocked
 from langgraph_loop.core.questions import (
     BUDGET_TITLE,
-    Decisions,
+    answer_schema,
     one_action,
     the_decision,
     whole_number,
@@ -304,12 +303,7 @@ def parse_budget_answer(value: Any, offered: int = ROUND_TO) -> BudgetAnswer:
     return BudgetAnswer(action="extend", tokens=tokens)
 
 
-def _checked(value: Any) -> Any:
-    parse_budget_answer(value)
-    return value
-
-
-BUDGET_ANSWER = Annotated[Decisions, BeforeValidator(_checked)]
+BUDGET_ANSWER = answer_schema(parse_budget_answer)
 """The check-in's resume schema, checked inside ``interrupt()`` before it is stored."""
 
 

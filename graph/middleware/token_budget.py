@@ -40,11 +40,12 @@ from langchain.agents.middleware.types import (
 )
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.config import get_config
-from langgraph.types import Command, interrupt
+from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.messages import run_request
+from langgraph_loop.core.questions import ask_plainly
 from langgraph_loop.core.stop import Guard, StopReason
 from langgraph_loop.engine.limits import (
     BUDGET_ANSWER,
@@ -195,7 +196,7 @@ class TokenBudgetMiddleware(SteppedCalls, AgentMiddleware[TokenBudgetState, Any]
         why = over(extra, [])
         if why is None or not self.budget_check_in or checkpointer(get_config()) is None:
             return _Turn(request, why, self.token_budget + extra, spent, key, update=update)
-        ask, granted_now = partial(interrupt, response_schema=BUDGET_ANSWER), extra
+        ask, granted_now = partial(ask_plainly, schema=BUDGET_ANSWER), extra
         added: list[HumanMessage] = []
         while (asked := check_in(lambda more: over(more, added), ask, extra=granted_now,
                                  scope=self.budget_scope)).added is not None:
