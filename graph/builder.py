@@ -21,7 +21,7 @@ from typing import Any, Never, TypeAlias, TypeVar
 
 from langchain.agents.middleware.types import AgentMiddleware
 from langchain.agents.structured_output import StructuredOutputError
-from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import SystemMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.cache.base import BaseCache
@@ -42,7 +42,7 @@ from langgraph_loop.core.config import (
 )
 from langgraph_loop.core.history import LoopGraph
 from langgraph_loop.core.hosting import NODE_HOOKS
-from langgraph_loop.core.messages import is_blocked, is_cut, unanswered_tail
+from langgraph_loop.core.messages import is_blocked, is_cut, is_notice, is_redirect, unanswered_tail
 from langgraph_loop.core.models import ChatRunnable
 from langgraph_loop.core.removed import removed_keyword
 from langgraph_loop.core.settings import LoopSettings
@@ -178,10 +178,10 @@ class Routes:
         return self._respond_or(self._after_reply(state), state)
 
     def after_call(self, state: LoopState) -> str:
-        """After ``model``: a person's words it wrote instead of a call go through the
-        ``before_model`` hooks (``entry``) as a user's message does; a reply goes on."""
+        """After ``model``: a person's words it wrote (no call) go through the hooks (``entry``) first."""
         messages = state.get("messages") or []
-        if state.get("stop_reason") is None and messages and isinstance(messages[-1], HumanMessage):
+        words = bool(messages) and (is_redirect(messages[-1]) or is_notice(messages[-1]))
+        if state.get("stop_reason") is None and words:
             return self.shape.entry
         return self.shape.after_model[0] if self.shape.after_model else self.after_model(state)
 
