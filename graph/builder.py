@@ -42,7 +42,7 @@ from langgraph_loop.core.config import (
 )
 from langgraph_loop.core.history import LoopGraph
 from langgraph_loop.core.hosting import NODE_HOOKS
-from langgraph_loop.core.messages import is_blocked, is_cut, unanswered_tail
+from langgraph_loop.core.messages import is_blocked, is_cut, is_notice, is_redirect, unanswered_tail
 from langgraph_loop.core.models import ChatRunnable
 from langgraph_loop.core.removed import removed_keyword
 from langgraph_loop.core.settings import LoopSettings
@@ -177,6 +177,14 @@ class Routes:
             return "loop_detector"
         return self._respond_or(self._after_reply(state), state)
 
+    def after_call(self, state: LoopState) -> str:
+        """After ``model``: a person's words it wrote (no call) go through the hooks (``entry``) first."""
+        messages = state.get("messages") or []
+        words = bool(messages) and (is_redirect(messages[-1]) or is_notice(messages[-1]))
+        if state.get("stop_reason") is None and words:
+            return self.shape.entry
+        return self.shape.after_model[0] if self.shape.after_model else self.after_model(state)
+
     def after_detector(self, state: LoopState) -> str:
         """Tools (or approval) for a reply with calls, ``respond`` for a structured answer;
         judge/router when the iteration ends."""
@@ -310,9 +318,13 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
     builder.add_edge(START, "prepare")
     # into the loop, or the end when not even one model call fits the recursion limit
     builder.add_conditional_edges("prepare", Edge(routes.after_prepare), shape.prepare_targets)
-    # a reply (after its after_model hooks): tools, approval, the detector, respond, the iteration's end
-    builder.add_conditional_edges(shape.reply_node, Edge(routes.after_reply if shape.after_model
-                                                         else routes.after_model), shape.model_targets)
+    # a person's words the model wrote: the hooks first; a reply: tools, the detector, respond, the end
+    if shape.after_model:
+        builder.add_conditional_edges("model", Edge(routes.after_call), [shape.after_model[0], shape.entry])
+        builder.add_conditional_edges(shape.reply_node, Edge(routes.after_reply), shape.model_targets)
+    else:
+        builder.add_conditional_edges("model", Edge(routes.after_call),
+                                      sorted({*shape.model_targets, shape.entry}))
     # the detector applied a decision: on to the tools, the final answer, or the end
     builder.add_conditional_edges("loop_detector", Edge(routes.after_detector),
                                   shape.detector_targets)
@@ -320,7 +332,7 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
         builder.add_conditional_edges("respond", Edge(routes.after_respond), shape.respond_targets)
     # the next iteration, or the end (through the after_agent hooks)
     builder.add_conditional_edges("router", Edge(routes.after_router), shape.router_targets)
-    fixed = shape.fixed_edges
+    fixed = [edge for edge in shape.fixed_edges if edge[0] != "model"]
     if shape.respond:  # after the tools: the model again, or the end of an answered iteration
         fixed = [edge for edge in fixed if edge[0] != "tools"]
         builder.add_conditional_edges("tools", Edge(routes.after_tools),

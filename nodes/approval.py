@@ -4,15 +4,7 @@ A reply asking for a tool in ``Approval.tools`` gets one LangChain ``HITLRequest
 decision per gated call, from ``Approval.resolver`` or a person through ``interrupt()``,
 validated inside it (a malformed resume raises and the thread stays paused). The ``tools`` node
 applies the decisions (``apply_review``); a gated call without one never runs. Shapes: the
-README's "Threads and approval".
-
-Example:
-    >>> calls = [{"name": "rm", "args": {"path": "/tmp/x"}, "id": "c1"}]
-    >>> request = approval_request(calls, "Needs approval")
-    >>> request["review_configs"]
-    [{'action_name': 'rm', 'allowed_decisions': ['approve', 'edit', 'reject']}]
-    >>> check_decisions(calls, [{"type": "approve"}], gated={"rm"}, known={"rm", "ls"})
-    [{'type': 'approve'}]
+README's "Threads and approval" (examples: ``tests/nodes/test_approval.py``).
 """
 
 from __future__ import annotations
@@ -27,7 +19,6 @@ from langchain.agents.middleware.human_in_the_loop import ActionRequest, HITLReq
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig, ensure_config
 from langgraph.runtime import get_runtime
-from langgraph.types import interrupt
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
@@ -37,7 +28,7 @@ from langgraph_loop.core.compat import resuming
 from langgraph_loop.core.config import Approval
 from langgraph_loop.core.drive import StepNode, Steps
 from langgraph_loop.core.messages import call_label, unanswered_tail
-from langgraph_loop.core.questions import DECISIONS, Decision, decisions_shape
+from langgraph_loop.core.questions import DECISIONS, Decision, ask_plainly, decisions_shape
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, emit
 
@@ -231,7 +222,7 @@ class _Gate:
         """The update with the decisions: the resolver's ``answer``, or a human's."""
         update: dict[str, Any] = {}
         if answer is None:
-            response: ApprovalResponse = interrupt(self.request, response_schema=self.schema)
+            response: ApprovalResponse = ask_plainly(self.request, self.schema)
             decisions = [dict(d) for d in response["decisions"]]
         else:
             try:

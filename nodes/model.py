@@ -17,7 +17,6 @@ from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.runtime import get_runtime
-from langgraph.types import interrupt
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import callback
@@ -34,6 +33,7 @@ from langgraph_loop.core.messages import (
     queue_notice,
     with_unique_call_ids,
 )
+from langgraph_loop.core.questions import ask_plainly
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import (
     LoopState,
@@ -275,22 +275,22 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         if timeout is not None:  # the time cap, checked between steps
             update = stop_update(run, timeout)
             run, stop = update["run"], timeout["reason"]
-        redirects: list[BaseMessage] = []  # what a person wrote at a budget check-in
         if stop is None:  # the request, and a stop when it leaves no room for a final answer
-            notice = (drain(pending, run=str(run.get("id")), hidden=not settings.show_notices)
-                      if pending else None)
+            notice = drain(pending, run=str(run.get("id")), hidden=not settings.show_notices)
             extra: list[BaseMessage] = [notice] if notice is not None else []
+            if any(n["source"] == "human" and n["run"] == str(run.get("id")) for n in pending):
+                return {"messages": extra, "loop_notices": []}  # a hint: first the hooks (after_call)
             request = build_request(state, settings, extra)
             over = budget_guard(state, settings, request) if limits.token_budget is not None else None
             if over is not None and limits.budget_check_in and checkpointer(get_config()):
-                # a person decides, here, before any model call
-                asked = check_in(lambda more, added: budget_guard(
-                    {**state, "run": {**run, "budget_extra": more}}, settings, [*request, *added]),
-                    partial(interrupt, response_schema=BUDGET_ANSWER), extra=run.get("budget_extra", 0),
+                asked = check_in(lambda more: budget_guard(
+                    {**state, "run": {**run, "budget_extra": more}}, settings, request),
+                    partial(ask_plainly, schema=BUDGET_ANSWER), extra=run.get("budget_extra", 0),
                     scope=limits.budget_scope)
                 run = {**run, "budget_extra": asked.extra} if asked.extra else run
-                redirects, over = list(asked.added), asked.stop
-                extra, request = [*extra, *redirects], [*request, *redirects]
+                if asked.added is not None:  # their redirect, likewise
+                    return {"messages": [*extra, asked.added], "run": run, "loop_notices": []}
+                over = asked.stop
             if over is None:
                 return Call(settings, request, run, final=False, drained=bool(pending), extra=extra)
             update = stop_update(run, over)
@@ -300,7 +300,7 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
         why: Guard = update.get("stop_guard") or state.get("stop_guard") or guard("router", stop)
         pending = queue_notice(pending, **stop_notice(why, str(run.get("id"))))
         notice = drain(pending, run=str(run.get("id")), hidden=not settings.show_notices)
-        final_extra: list[BaseMessage] = [*redirects, *([notice] if notice is not None else [])]
+        final_extra: list[BaseMessage] = [notice] if notice is not None else []
         return Call(settings, build_request(state, settings, final_extra), run, final=True,
                     drained=True, extra=final_extra, update=update)
 

@@ -7,7 +7,7 @@ our questions only, before a run starts (``answer_problem``): docs/deployment.md
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any
 
 from langchain.agents.middleware.human_in_the_loop import (
@@ -19,11 +19,12 @@ from langchain.agents.middleware.human_in_the_loop import (
     RejectDecision,
     ReviewConfig,
 )
-from pydantic import Discriminator
+from langgraph.types import interrupt
+from pydantic import BeforeValidator, Discriminator, ValidationError
 from typing_extensions import TypedDict
 
 __all__ = ["ASKED_BY", "BUDGET_TITLE", "DECISIONS", "MAX_NUMBER", "Decision", "Decisions", "answer_problem",
-           "decisions_shape", "one_action", "the_decision", "whole_number"]
+           "answer_schema", "ask_plainly", "decisions_shape", "one_action", "the_decision", "whole_number"]
 
 DECISIONS: tuple[DecisionType, ...] = ("approve", "edit", "reject")
 """The decisions a question takes (LangChain's, without ``respond``)."""
@@ -45,6 +46,15 @@ class Decisions(TypedDict):
     """A person's answer: one decision (LangChain's ``HITLResponse``)."""
 
     decisions: list[Decision]
+
+
+def answer_schema(parse: Callable[[Any], Any]) -> Any:
+    """A question's resume schema: ``Decisions`` that ``parse`` reads (checked in ``interrupt()``)."""
+    def checked(value: Any) -> Any:
+        parse(value)
+        return value
+
+    return Annotated[Decisions, BeforeValidator(checked)]
 
 
 def one_action(name: str, args: dict[str, Any], description: str) -> HITLRequest:
@@ -125,12 +135,26 @@ def _problem(node: str, question: Any, answer: Any) -> str | None:
         for action, decision in zip(actions, decisions, strict=True):
             _decision(what, action, decision, allowed.get(action.get("name")) or list(DECISIONS))
     except ValueError as exc:
-        title = ", ".join(str(a.get("name")) for a in actions)
-        example = {"decisions": [{"type": "approve"} for _ in actions]}
-        return (f"resume: {exc}; its question {title!r} takes {{'decisions': [{{'type': 'approve' "
-                f"| 'edit' | 'reject', ...}}]}}, e.g. "
-                f"{example!r}; nothing was resumed")
+        return _refused(str(exc), actions)
     return None
+
+
+def _refused(problem: str, actions: Sequence[Mapping[str, Any]]) -> str:
+    """A refused answer's error: the problem, what the question takes and a valid answer."""
+    title = ", ".join(str(a.get("name")) for a in actions)
+    example = {"decisions": [{"type": "approve"} for _ in actions]}
+    return (f"resume: {problem}; its question {title!r} takes {{'decisions': [{{'type': 'approve' "
+            f"| 'edit' | 'reject', ...}}]}}, e.g. {example!r}; nothing was resumed")
+
+
+def ask_plainly(question: HITLRequest, schema: Any) -> Any:
+    """``interrupt(question, response_schema=schema)``; a bad answer is refused there (nothing
+    stored, the thread stays paused) with ``_refused``'s plain ``ValueError``, not pydantic's."""
+    try:
+        return interrupt(question, response_schema=schema)
+    except ValidationError as exc:
+        problem = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        raise ValueError(_refused(problem, question["action_requests"])) from exc  # type: ignore[arg-type]
 
 
 def _decision(what: str, action: Mapping[str, Any], decision: Any, allowed: Sequence[str]) -> None:

@@ -1,25 +1,17 @@
 """Where a loop began (``began``, ``checkpoint_id``), and with ``LoopDetection.ask_human`` the
 question a loop stop becomes (``docs/loop-detection.md#let-a-person-decide``). The answer is
-validated inside ``interrupt()`` (``ANSWER``): a bad one is never stored, the thread stays paused.
-
-Example:
-    >>> parse_answer({"decisions": [{"type": "edit", "edited_action": {
-    ...     "name": "Loop detected: search", "args": {"hint": "Use the cached copy."}}}]})
-    ('hint', 'Use the cached copy.')
-    >>> parse_answer({"decisions": [{"type": "reject", "message": "Enough."}]})
-    ('stop', 'Enough.')
+validated inside ``interrupt()`` (``ANSWER``): a bad one is never stored, the thread stays paused
+(examples: ``tests/core/test_dialogue_helpers.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from langchain.agents.middleware.human_in_the_loop import HITLRequest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.types import interrupt
-from pydantic import BeforeValidator
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.compat import checkpointer
@@ -33,7 +25,7 @@ from langgraph_loop.core.messages import (
     is_notice,
     is_redirect,
 )
-from langgraph_loop.core.questions import Decisions, one_action, the_decision
+from langgraph_loop.core.questions import answer_schema, ask_plainly, one_action, the_decision
 from langgraph_loop.core.stop import Guard
 from langgraph_loop.engine.detection import Finding, result_text, sign_calls
 
@@ -74,10 +66,6 @@ def first_cut(messages: Sequence[BaseMessage], request_id: Any) -> AIMessage | N
                  if isinstance(m, AIMessage) and is_cut(m)), None)
 
 
-def _writes(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
 def checkpoint_before(config: RunnableConfig | None, message_id: str | None) -> str | None:
     """The id of the checkpoint the model wrote ``message_id`` from (None: not found)."""
     saver = checkpointer(config)
@@ -94,7 +82,7 @@ def checkpoint_before(config: RunnableConfig | None, message_id: str | None) -> 
     for item in history:
         for _, channel, value in item.pending_writes or ():
             if channel == "messages" and any(getattr(m, "id", None) == message_id
-                                             for m in _writes(value)):
+                                             for m in (value if isinstance(value, list) else [value])):
                 return str(item.config["configurable"]["checkpoint_id"])
     return None
 
@@ -152,12 +140,7 @@ def parse_answer(value: Any) -> tuple[Action, str | None]:
     return ("hint", hint.strip()) if hint.strip() else ("continue", None)
 
 
-def _checked(value: Any) -> Any:
-    parse_answer(value)
-    return value
-
-
-ANSWER = Annotated[Decisions, BeforeValidator(_checked)]
+ANSWER = answer_schema(parse_answer)
 """The loop question's resume schema, checked inside ``interrupt()`` before it is stored."""
 
 
@@ -190,4 +173,4 @@ def typed_instead(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:
 
 def ask(loop_question: HITLRequest) -> tuple[Action, str | None]:
     """Ask a person (``interrupt()``); ``(action, text)`` from the validated answer."""
-    return parse_answer(interrupt(loop_question, response_schema=ANSWER))  # type: ignore[call-overload]
+    return parse_answer(ask_plainly(loop_question, ANSWER))

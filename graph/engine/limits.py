@@ -1,16 +1,6 @@
 """The inner limits as pure decisions returning a ``Guard`` or None: time, the token budget
-and its check-in, budget pressure, consecutive tool errors (docs/token-budget.md).
-
-Example:
-    >>> from langgraph_loop.scripted import ScriptedChatModel
-    >>> from langgraph_loop.core.settings import LoopSettings
-    >>> from langgraph_loop.core.config import BudgetPressure, Limits
-    >>> s = LoopSettings.build(ScriptedChatModel(), limits=Limits(
-    ...     token_budget=100, budget_pressure=BudgetPressure(threshold=0.8)))
-    >>> timeout_guard({"run": {"started_at": 0.0}}, s, now=5.0) is None
-    True
-    >>> budget_pressure_guard({"usage": {"total_tokens": 85}, "run": {"pressure_queued": True}}, s)
-    {'guard': 'budget_pressure', 'reason': 'budget_pressure', 'threshold': 0.8, 'limit': 100, 'value': 85}
+and its check-in, budget pressure, consecutive tool errors (docs/token-budget.md; examples:
+``tests/core/test_limits_helpers.py``).
 """
 
 from __future__ import annotations
@@ -20,20 +10,19 @@ import math
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from langchain.agents.middleware.human_in_the_loop import HITLRequest
 from langchain_core.language_models import BaseChatModel, BaseLanguageModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage, UsageMetadata
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import BaseTool
-from pydantic import BeforeValidator
 
 from langgraph_loop.core.messages import REDIRECT_KIND, is_blocked
 from langgraph_loop.core.questions import (
     BUDGET_TITLE,
-    Decisions,
+    answer_schema,
     one_action,
     the_decision,
     whole_number,
@@ -265,8 +254,6 @@ BUDGET_TEXT = (
     "- Reject: stop here; the agent gives its final answer with what is left (your reason is "
     "passed to it).")
 """The check-in's description: where the budget stands and what each decision does."""
-WAITING = "Your message, sent to the agent with its next model call: {messages}"
-"""Added to the description while a person's redirect waits for the budget to allow a call."""
 ROUND_TO = 1000
 """The suggested extension is rounded up to a multiple of this."""
 
@@ -287,14 +274,12 @@ def suggested_tokens(why: Guard) -> int:
     return max(ROUND_TO, -(-short // ROUND_TO) * ROUND_TO)
 
 
-def budget_question(why: Guard, scope: str = "run", waiting: Sequence[BaseMessage] = ()) -> HITLRequest:
-    """The check-in question (``waiting``: the person's messages not yet sent, quoted)."""
+def budget_question(why: Guard, scope: str = "run") -> HITLRequest:
+    """The check-in question."""
     tokens = suggested_tokens(why)
     text = BUDGET_TEXT.format(scope="conversation" if scope == "thread" else scope,
                               spent=int(why.get("value") or 0), budget=int(why.get("limit") or 0),
                               needed=int(why.get("estimate") or 0), tokens=tokens)
-    if waiting:
-        text += "\n\n" + WAITING.format(messages=" / ".join(str(m.content) for m in waiting))
     return one_action(BUDGET_TITLE, {"tokens": tokens}, text)
 
 
@@ -318,12 +303,7 @@ def parse_budget_answer(value: Any, offered: int = ROUND_TO) -> BudgetAnswer:
     return BudgetAnswer(action="extend", tokens=tokens)
 
 
-def _checked(value: Any) -> Any:
-    parse_budget_answer(value)
-    return value
-
-
-BUDGET_ANSWER = Annotated[Decisions, BeforeValidator(_checked)]
+BUDGET_ANSWER = answer_schema(parse_budget_answer)
 """The check-in's resume schema, checked inside ``interrupt()`` before it is stored."""
 
 
@@ -334,27 +314,26 @@ def redirect_message(text: str) -> HumanMessage:
 
 @dataclass
 class CheckIn:
-    """A check-in's outcome: the extension in all, the redirects to add, the stop (or None)."""
+    """A check-in's outcome: the extension in all, a person's redirect (the thread gets it first,
+    through the ``before_model`` hooks, then the call is weighed again), the stop."""
 
     extra: int
-    added: list[HumanMessage] = field(default_factory=list)
+    added: HumanMessage | None = None
     stop: Guard | None = None
 
 
-def check_in(over: Callable[[int, Sequence[BaseMessage]], Guard | None], ask: Callable[[Any], Any],
-             *, extra: int = 0, scope: str = "run") -> CheckIn:
-    """Ask (``ask``: ``interrupt``) until ``over(extra, added)``, the budget rule with ``extra``
-    granted and ``added`` sent, passes or the person stops."""
-    added: list[HumanMessage] = []
-    while (why := over(extra, added)) is not None:
-        answer = parse_budget_answer(ask(budget_question(why, scope, added)), suggested_tokens(why))
+def check_in(over: Callable[[int], Guard | None], ask: Callable[[Any], Any], *, extra: int = 0,
+             scope: str = "run") -> CheckIn:
+    """Ask (``ask``: ``interrupt``) until ``over(extra)``, the budget rule with ``extra``
+    granted, passes, the person stops, or they write a redirect."""
+    while (why := over(extra)) is not None:
+        answer = parse_budget_answer(ask(budget_question(why, scope)), suggested_tokens(why))
         if answer.action == "stop":
-            stopped: Guard = {**why, "human": person_stop(answer.message)}
-            return CheckIn(extra, added, stopped)
+            return CheckIn(extra, stop={**why, "human": person_stop(answer.message)})
         extra += answer.tokens or 0
         if answer.action == "redirect":
-            added.append(redirect_message(str(answer.message)))
-    return CheckIn(extra, added)
+            return CheckIn(extra, redirect_message(str(answer.message)))
+    return CheckIn(extra)
 
 
 def summary_room(state: LoopState, settings: LoopSettings, request: Sequence[BaseMessage],

@@ -45,7 +45,6 @@ from typing_extensions import TypedDict
 
 from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
-from langgraph_loop.core.drive import adrive, drive
 from langgraph_loop.core.messages import (
     Notice,
     call_ids,
@@ -68,21 +67,18 @@ from langgraph_loop.engine.detection import DetectorState
 from langgraph_loop.engine.dialogue import ask
 from langgraph_loop.middleware.stopping import (
     Outgoing,
+    Result,
+    SteppedCalls,
     answer_of,
     applied,
-    asend,
     final_call,
     notice_for,
-    send,
     stop_record,
     stored_stop,
     thread_of,
 )
 
 __all__ = ["LoopDetectionMiddleware", "LoopDetectionState"]
-
-Result = ModelResponse[Any] | ExtendedModelResponse[Any]
-
 
 class LoopDetectionState(AgentState[Any]):
     """The channels ``LoopDetectionMiddleware`` owns (merged into the agent's state)."""
@@ -153,14 +149,18 @@ def _all_refused(ai: AIMessage, decision: Decision) -> bool:
     return bool(decision.blocks) and all(i in decision.blocks for i in call_ids(ai))
 
 
-def _refusal(request: ToolCallRequest) -> ToolMessage | None:
-    """The refusal that answers this call (``loop_refused``), None for a call that runs."""
+def _refusal(request: ToolCallRequest, steps: dict[str, int]) -> ToolMessage | None:
+    """The refusal that answers this call (``loop_refused``), None for a call that runs; the
+    graph step it is answered in goes to ``steps`` (by call id, the newest 256)."""
     call = request.tool_call
+    if len(steps) >= 256:
+        steps.clear()
+    steps[str(call.get("id"))] = get_config()["metadata"]["langgraph_step"]
     text = (request.state.get("loop_refused") or {}).get(call.get("id"))  # type: ignore[union-attr]
     return None if text is None else block_answer(str(call.get("id")), call.get("name"), text)
 
 
-class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
+class LoopDetectionMiddleware(SteppedCalls, AgentMiddleware[LoopDetectionState, Any]):
     """Detect a looping agent in ``create_agent`` (``docs/middleware.md``).
 
     Args:
@@ -203,6 +203,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         self.memo = DetectorMemo()
         """Detector states of earlier replies (a cache: the state is derived from the thread)."""
         self._hinted: dict[tuple[int, ...], LoopDetection] = {}
+        self._tool_steps: dict[str, int] = {}  # the graph step of each recent tool call's answer
 
     def _detection(self, tools: Sequence[Any]) -> LoopDetection:
         """The configuration plus what the call's tools declare, once per set of tools."""
@@ -368,7 +369,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
         """A call the detector refused is answered with its refusal instead of running."""
-        refused = _refusal(request)
+        refused = _refusal(request, self._tool_steps)
         return refused if refused is not None else handler(request)
 
     async def awrap_tool_call(
@@ -377,27 +378,8 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any]):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """Async ``wrap_tool_call``."""
-        refused = _refusal(request)
+        refused = _refusal(request, self._tool_steps)
         return refused if refused is not None else await handler(request)
-
-    def wrap_model_call(
-        self,
-        request: ModelRequest[Any],
-        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
-    ) -> Result:
-        """Deliver queued notices, call the model, decide on the reply and apply the decision."""
-        return drive(self._steps(request), lambda call: send(handler, call))
-
-    async def awrap_model_call(
-        self,
-        request: ModelRequest[Any],
-        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
-    ) -> Result:
-        """Async ``wrap_model_call``."""
-        async def sent(call: Outgoing) -> ModelResponse[Any]:
-            return await asend(handler, call)
-
-        return await adrive(self._steps(request), sent)
 
 
 class _AskingLoopDetection(LoopDetectionMiddleware):
@@ -407,6 +389,22 @@ class _AskingLoopDetection(LoopDetectionMiddleware):
     @property
     def name(self) -> str:
         return "LoopDetectionMiddleware"
+
+    @hook_config(can_jump_to=["model"])
+    def before_model(self, state: LoopDetectionState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """A person's hint goes into the thread before the call, for the ``before_model`` hooks:
+        those after this one at once, those before it (this hook ran later than the step after
+        the tools) by a jump back to the first."""
+        messages = list(state.get("messages") or [])
+        run, _ = _run_of(state, messages)
+        queue = state.get("loop_notices") or []
+        if not any(n["source"] == "human" and n["run"] == str(run["id"]) for n in queue):
+            return None
+        update = {"messages": [drain(queue, run=str(run["id"]), hidden=not self.show_notices)],
+                  "loop_notices": []}
+        ran = self._tool_steps.get(str(getattr(messages[-1], "tool_call_id", ""))) if messages else None
+        step = get_config()["metadata"]["langgraph_step"]
+        return {**update, "jump_to": "model"} if ran is not None and step > ran + 1 else update
 
     @hook_config(can_jump_to=["model"])
     def after_model(self, state: LoopDetectionState, runtime: Runtime[Any]) -> dict[str, Any] | None:

@@ -5,10 +5,10 @@ run answered, the stop notice and record, one tools-free final answer tagged ``f
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
-from langchain.agents.middleware.types import ModelRequest, ModelResponse
+from langchain.agents.middleware.types import ExtendedModelResponse, ModelRequest, ModelResponse
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, RemoveMessage
 from langchain_core.runnables import RunnableLambda
@@ -17,14 +17,15 @@ from langgraph.config import get_config
 from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 
+from langgraph_loop.core.drive import adrive, drive
 from langgraph_loop.core.messages import notice_message
 from langgraph_loop.core.state import StopEvent, ashow_messages, emit, show_messages
 from langgraph_loop.core.stop import Guard, stop_fields
 from langgraph_loop.engine.dialogue import typed_instead
 from langgraph_loop.engine.final import final_answer, none_choice, stop_notice
 
-__all__ = ["FINAL_ANSWER", "Outgoing", "answer_of", "applied", "asend", "final_call", "notice_for",
-           "send", "stop_record", "stored_stop", "thread_of"]
+__all__ = ["FINAL_ANSWER", "Outgoing", "Result", "SteppedCalls", "answer_of", "applied", "asend",
+           "final_call", "notice_for", "send", "stop_record", "stored_stop", "thread_of"]
 
 FINAL_ANSWER = "final_answer"
 """The tag and run name of the final-answer call (the graph's too)."""
@@ -60,6 +61,36 @@ async def asend(handler: Callable[[ModelRequest[Any]], Awaitable[Any]], call: Ou
         return _response(await handler(call.request))
     step: RunnableLambda[Any, Any] = RunnableLambda(lambda _: None, afunc=handler, name=FINAL_ANSWER)
     return _response(await step.ainvoke(call.request, merge_configs(config, {"tags": [FINAL_ANSWER]})))
+
+
+Result = ModelResponse[Any] | ExtendedModelResponse[Any]
+
+
+class SteppedCalls:
+    """``wrap_model_call`` of both middlewares: the calls their ``_steps`` yields are sent
+    through the rest of the chain (``send``), each response handed back to it."""
+
+    def _steps(self, request: ModelRequest[Any]) -> Generator[Outgoing, ModelResponse[Any], Result]:
+        raise NotImplementedError
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> Result:
+        """Send the calls ``_steps`` makes; its result is the model step's."""
+        return drive(self._steps(request), lambda call: send(handler, call))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> Result:
+        """Async ``wrap_model_call``."""
+        async def sent(call: Outgoing) -> ModelResponse[Any]:
+            return await asend(handler, call)
+
+        return await adrive(self._steps(request), sent)
 
 
 def applied(messages: Sequence[BaseMessage], writes: Sequence[BaseMessage]) -> list[Any]:

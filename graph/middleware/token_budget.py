@@ -24,7 +24,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Annotated, Any, Literal, NotRequired
@@ -40,12 +40,12 @@ from langchain.agents.middleware.types import (
 )
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.config import get_config
-from langgraph.types import Command, interrupt
+from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from langgraph_loop.core.compat import checkpointer
-from langgraph_loop.core.drive import adrive, drive
 from langgraph_loop.core.messages import run_request
+from langgraph_loop.core.questions import ask_plainly
 from langgraph_loop.core.stop import Guard, StopReason
 from langgraph_loop.engine.limits import (
     BUDGET_ANSWER,
@@ -59,21 +59,18 @@ from langgraph_loop.engine.limits import (
 )
 from langgraph_loop.middleware.stopping import (
     Outgoing,
+    Result,
+    SteppedCalls,
     answer_of,
     applied,
-    asend,
     final_call,
     notice_for,
-    send,
     stop_record,
     stored_stop,
     thread_of,
 )
 
 __all__ = ["BudgetExtension", "BudgetSpent", "TokenBudgetMiddleware", "TokenBudgetState"]
-
-Result = ModelResponse[Any] | ExtendedModelResponse[Any]
-
 
 RENAMED = {"max_tokens": "token_budget", "check_in": "budget_check_in", "scope": "budget_scope"}
 """0.3's keywords of ``TokenBudgetMiddleware`` and their names since 0.4 (those of ``Limits``)."""
@@ -127,7 +124,7 @@ def _sent(request: ModelRequest[Any], extra: Sequence[BaseMessage] = ()) -> list
     return [*head, *request.messages, *extra]
 
 
-class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
+class TokenBudgetMiddleware(SteppedCalls, AgentMiddleware[TokenBudgetState, Any]):
     """A hard token budget per run for ``create_agent`` (``docs/token-budget.md``).
 
     Args:
@@ -199,13 +196,17 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         why = over(extra, [])
         if why is None or not self.budget_check_in or checkpointer(get_config()) is None:
             return _Turn(request, why, self.token_budget + extra, spent, key, update=update)
-        asked = check_in(over, partial(interrupt, response_schema=BUDGET_ANSWER), extra=extra,
-                         scope=self.budget_scope)
+        ask, granted_now = partial(ask_plainly, schema=BUDGET_ANSWER), extra
+        added: list[HumanMessage] = []
+        while (asked := check_in(lambda more: over(more, added), ask, extra=granted_now,
+                                 scope=self.budget_scope)).added is not None:
+            granted_now = asked.extra  # a redirect inside the call: asked again until it fits
+            added.append(asked.added)
         if asked.extra != extra:
             update["budget_extra"] = BudgetExtension(run=key, tokens=asked.extra)
-        if asked.added:
-            request = request.override(messages=[*request.messages, *asked.added])
-        return _Turn(request, asked.stop, self.token_budget + asked.extra, spent, key, asked.added, update)
+        if added:
+            request = request.override(messages=[*request.messages, *added])
+        return _Turn(request, asked.stop, self.token_budget + asked.extra, spent, key, added, update)
 
     def _final_request(self, turn: _Turn) -> tuple[HumanMessage | None, ModelRequest[Any] | None]:
         """The stop notice and the final answer's request (None: no room for an answer)."""
@@ -265,22 +266,3 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any]):
         shown = [*turn.added, *([notice] if notice is not None else [])]
         answer = (yield Outgoing(final, shown, final=True)) if final is not None else None
         return self._stopped(turn, notice, final, answer)
-
-    def wrap_model_call(
-        self,
-        request: ModelRequest[Any],
-        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
-    ) -> Result:
-        """Send the call if it fits the budget; else ask a person, or make the final answer."""
-        return drive(self._steps(request), lambda call: send(handler, call))
-
-    async def awrap_model_call(
-        self,
-        request: ModelRequest[Any],
-        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
-    ) -> Result:
-        """Async ``wrap_model_call``."""
-        async def sent(call: Outgoing) -> ModelResponse[Any]:
-            return await asend(handler, call)
-
-        return await adrive(self._steps(request), sent)

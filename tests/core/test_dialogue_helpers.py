@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from langgraph_loop.core.messages import is_redirect
 from langgraph_loop.engine.detection import Finding
-from langgraph_loop.engine.dialogue import question, typed_instead
+from langgraph_loop.engine.dialogue import parse_answer, question, typed_instead
 
 
 def test_the_loop_question_names_the_tools_and_says_what_was_repeated() -> None:
@@ -29,3 +29,11 @@ def test_a_message_typed_at_the_question_replaces_the_placeholder_and_is_a_redir
     assert writes is not None
     assert [(m.id, getattr(m, "status", None)) for m in writes[:1]] == [("do-not-render-1", "error")]
     assert is_redirect(writes[-1])
+
+
+def test_an_answer_is_read_as_an_action_and_its_text() -> None:
+    """The module's former doctest."""
+    assert parse_answer({"decisions": [{"type": "edit", "edited_action": {
+        "name": "Loop detected: search", "args": {"hint": "Use the cached copy."}}}]}) == (
+        "hint", "Use the cached copy.")
+    assert parse_answer({"decisions": [{"type": "reject", "message": "Enough."}]}) == ("stop", "Enough.")

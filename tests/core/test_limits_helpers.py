@@ -12,12 +12,13 @@ from typing import Any
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from langgraph_loop.core.config import Limits
+from langgraph_loop.core.config import BudgetPressure, Limits
 from langgraph_loop.core.messages import is_redirect
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.stop import guard
 from langgraph_loop.engine.limits import (
     BUDGET_TITLE,
+    budget_pressure_guard,
     budget_question,
     call_guard,
     check_in,
@@ -29,6 +30,7 @@ from langgraph_loop.engine.limits import (
     skipped_reply,
     spent_tokens,
     suggested_tokens,
+    timeout_guard,
     tool_errors_guard,
 )
 from langgraph_loop.middleware import LoopDetectionMiddleware
@@ -88,17 +90,19 @@ def test_redirect_message_is_marked() -> None:
         == (True, False)
 
 
-def test_check_in_asks_until_the_call_fits() -> None:
+def test_check_in_asks_until_the_call_fits_and_ends_at_a_redirect() -> None:
     answers = iter([{"decisions": [{"type": "edit", "edited_action": {
-                        "name": BUDGET_TITLE, "args": {"tokens": 1, "message": "Be brief."}}}]},
+                        "name": BUDGET_TITLE, "args": {"tokens": "99"}}}]},
                     {"decisions": [{"type": "edit", "edited_action": {
-                        "name": BUDGET_TITLE, "args": {"tokens": "99"}}}]}])
+                        "name": BUDGET_TITLE, "args": {"tokens": 1, "message": "Be brief."}}}]}])
 
-    def rule(extra: int, added: object) -> dict[str, str] | None:
-        return None if extra >= 100 else {"guard": "limits", "reason": "token_budget"}
+    def rule(extra: int) -> dict[str, str] | None:
+        return None if extra >= 200 else {"guard": "limits", "reason": "token_budget"}
 
     done = check_in(rule, lambda question: next(answers))  # type: ignore[arg-type]
-    assert (done.extra, [m.content for m in done.added], done.stop) == (100, ["Be brief."], None)
+    # the redirect is returned at once (written to the thread before the call is weighed again)
+    assert done.added is not None and (done.extra, done.added.content, done.stop) == (100, "Be brief.", None)
+    assert check_in(rule, lambda question: None, extra=200).added is None  # fits: nobody asked
 
 
 def test_failed_rounds_and_the_tool_errors_guard() -> None:
@@ -128,3 +132,14 @@ def test_build_request_sends_the_system_prompt_first() -> None:  # was nodes/mod
 def test_the_middleware_package_runs_in_create_agent() -> None:  # was middleware/__init__'s
     agent = create_agent(ScriptedChatModel(script=["hi"]), [], middleware=[LoopDetectionMiddleware()])
     assert agent.invoke({"messages": [("user", "hello")]})["messages"][-1].content == "hi"
+
+
+def test_the_time_cap_and_budget_pressure_as_guards() -> None:
+    """The module's former doctest."""
+    s = LoopSettings.build(ScriptedChatModel(), limits=Limits(
+        token_budget=100, budget_pressure=BudgetPressure(threshold=0.8)))
+    assert timeout_guard({"run": {"started_at": 0.0}}, s, now=5.0) is None  # type: ignore[typeddict-item]
+    assert budget_pressure_guard({"usage": {"total_tokens": 85},  # type: ignore[typeddict-item]
+                                  "run": {"pressure_queued": True}}, s) == {
+        "guard": "budget_pressure", "reason": "budget_pressure", "threshold": 0.8, "limit": 100,
+        "value": 85}

@@ -459,3 +459,13 @@ def test_the_resume_schema_is_langchains_decisions_without_respond() -> None:
                                                ApproveDecision(type="approve")]})
     shown = adapter.json_schema()["$defs"]
     assert {"ApproveDecision", "EditDecision", "RejectDecision"} <= set(shown)
+
+
+def test_the_request_and_a_valid_decision() -> None:
+    """The module's former doctest."""
+    calls = [{"name": "rm", "args": {"path": "/tmp/x"}, "id": "c1"}]
+    request = approval_request(calls, "Needs approval")
+    assert request["review_configs"] == [{"action_name": "rm",
+                                          "allowed_decisions": ["approve", "edit", "reject"]}]
+    assert check_decisions(calls, [{"type": "approve"}], gated={"rm"}, known={"rm", "ls"}) == [
+        {"type": "approve"}]

@@ -581,8 +581,9 @@ def test_a_redirect_with_tokens_reaches_the_model_after_the_tool_results(
 
 def test_a_redirect_with_too_few_tokens_asks_again_showing_the_persons_message(
         scripted: list[ScriptedChatModel], tmp_path: Path) -> None:
-    """Issue 43.12: while the budget still does not allow a call, the paused thread shows the
-    person's redirect (in the question it asks again); approving then sends it once."""
+    """Issue 43.12/43.3: while the budget still does not allow a call, the paused thread shows
+    the person's redirect (written to the thread before the call is weighed again); approving
+    then sends it once."""
     first, second, third = researcher(), researcher(), researcher()
     scripted += [first, second, third]
     with SqliteSaver.from_conn_string(str(tmp_path / "r.db")) as saver:
@@ -590,10 +591,8 @@ def test_a_redirect_with_too_few_tokens_asks_again_showing_the_persons_message(
         checking(first, saver).invoke(go(), config)
         checking(second, saver).invoke(Command(resume=add_tokens(1, "Please wrap up now.")), config)
         paused = checking(second, saver).get_state(config)
-        (question,) = paused.interrupts
-        (action,) = question.value["action_requests"]
-        assert action["description"].endswith(
-            "\n\nYour message, sent to the agent with its next model call: Please wrap up now.")
+        assert paused.interrupts  # asked again
+        assert [m.content for m in paused.values["messages"] if is_redirect(m)] == ["Please wrap up now."]
         assert second.requests == []  # still no call
         done = checking(third, saver).invoke(Command(resume={"decisions": [{"type": "approve"}]}),
                                              config)
@@ -651,16 +650,18 @@ def test_check_in_applies_answers_in_order_until_the_call_fits_or_a_stop() -> No
         return lambda question: asked.append(question) or next(replies)
 
     def fits_at(tokens: int) -> Any:
-        return lambda extra, added: None if extra >= tokens else {
+        return lambda extra: None if extra >= tokens else {
             "guard": "limits", "reason": "token_budget", "limit": 100 + extra, "value": 90,
-            "estimate": 50 + 10 * len(added)}
+            "estimate": 50}
 
-    done = check_in(fits_at(300), person(add_tokens(100), add_tokens(1, "Be brief."),
-                                         add_tokens("199")))
-    assert done.extra == 300 and [m.content for m in done.added] == ["Be brief."]
+    done = check_in(fits_at(300), person(add_tokens(100), add_tokens(1, "Be brief.")))
+    # a redirect ends the check-in at once: it is written to the thread before the call is
+    # weighed again (with the tokens granted so far)
+    assert done.extra == 101 and done.added is not None and done.added.content == "Be brief."
     assert done.stop is None
     # each question shows what the answers so far changed
-    assert [asked_numbers(q)[1:] for q in asked] == [(100, 50), (200, 50), (201, 60)]
+    assert [asked_numbers(q)[1:] for q in asked] == [(100, 50), (200, 50)]
+    assert check_in(fits_at(300), person(add_tokens("199")), extra=101).extra == 300
     stopped = check_in(fits_at(300), person(add_tokens(10), reject()))
     assert stopped.extra == 10 and stopped.stop is not None
     assert stopped.stop["human"] == {"action": "stop"} and stopped.stop["limit"] == 110
