@@ -42,7 +42,7 @@ from langgraph_loop.core.config import (
 )
 from langgraph_loop.core.history import LoopGraph
 from langgraph_loop.core.hosting import NODE_HOOKS
-from langgraph_loop.core.messages import is_blocked, is_cut, is_notice, is_redirect, unanswered_tail
+from langgraph_loop.core.messages import is_blocked, is_cut, is_notice, is_redirect, newest_reply
 from langgraph_loop.core.models import ChatRunnable
 from langgraph_loop.core.removed import removed_keyword
 from langgraph_loop.core.settings import LoopSettings
@@ -200,9 +200,9 @@ class Routes:
         messages = state.get("messages") or []
         if messages and is_cut(messages[-1]):
             return self.shape.entry  # its text looped: asked again, with the detector's notice
-        index, pending = unanswered_tail(messages)
+        index, ai, pending = newest_reply(messages)
         if pending:
-            gated = self.shape.approval and needs_approval(messages[index], self.settings.approval)
+            gated = self.shape.approval and needs_approval(ai, self.settings.approval)
             return "approval" if gated else "tools"
         if 0 <= index < len(messages) - 1 and all(is_blocked(m) for m in messages[index + 1:]):
             return self.shape.entry  # the loop detector answered every call (blocked)
@@ -227,7 +227,7 @@ class Routes:
         structured answer (``create_agent`` ends there too)."""
         names = self.settings.structured.tool_names if self.settings.structured else ()
         messages = state.get("messages") or []
-        index, _ = unanswered_tail(messages)
+        index = newest_reply(messages).at
         if state.get("stop_reason") is None and index >= 0 and any(
                 isinstance(m, ToolMessage) and m.name in names and m.status != "error"
                 for m in messages[index + 1:]):
@@ -247,8 +247,8 @@ class Routes:
         target = self.shape.jump_target(node, jump)
         if target == "tools":
             messages = state.get("messages") or []
-            index, pending = unanswered_tail(messages)
-            if pending and self.shape.approval and needs_approval(messages[index], self.settings.approval):
+            _, ai, pending = newest_reply(messages)
+            if pending and self.shape.approval and needs_approval(ai, self.settings.approval):
                 return "approval"
         return target
 

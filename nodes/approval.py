@@ -27,7 +27,7 @@ from langgraph_loop.core.callbacks import callback
 from langgraph_loop.core.compat import resuming
 from langgraph_loop.core.config import Approval
 from langgraph_loop.core.drive import StepNode, Steps
-from langgraph_loop.core.messages import call_label, unanswered_tail
+from langgraph_loop.core.messages import call_label, newest_reply
 from langgraph_loop.core.questions import DECISIONS, Decision, ask_plainly, decisions_shape
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, emit
@@ -182,12 +182,12 @@ class ApprovalNode(StepNode):
         settings = self.settings.for_runtime(get_runtime())
         approval = settings.approval
         messages = state.get("messages") or []
-        index, pending = unanswered_tail(messages)
-        ai = messages[index] if index >= 0 else None
-        if approval is None or not isinstance(ai, AIMessage) or not pending:
+        newest = newest_reply(messages)
+        ai = newest.reply
+        if approval is None or ai is None or not newest.pending:
             return None
         gated = set(approval.tools)
-        calls = [dict(c) for c in ai.tool_calls if c.get("id") in pending and c["name"] in gated]
+        calls = [c for c in newest.calls() if c["name"] in gated]
         if not calls:
             return None
         run: dict[str, Any] = dict(state.get("run") or {})

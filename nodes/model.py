@@ -21,7 +21,7 @@ from langgraph.runtime import get_runtime
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import callback
 from langgraph_loop.core.compat import checkpointer, streams
-from langgraph_loop.core.drive import Io, Steps, adrive, aperform, drive, perform
+from langgraph_loop.core.drive import Io, StepNode, Steps
 from langgraph_loop.core.messages import (
     PROGRESS_NAME,
     as_message,
@@ -206,7 +206,7 @@ class Call:
             self.extra = [changed.get(id(m), m) for m in self.extra]
 
 
-class ModelNode(Runnable[LoopState, dict[str, Any]]):
+class ModelNode(StepNode):
     """Call the agent's model (see module docstring)."""
 
     name = "model"
@@ -227,16 +227,6 @@ class ModelNode(Runnable[LoopState, dict[str, Any]]):
     def _final(self) -> Runnable[LanguageModelInput, BaseMessage]:
         """The model of the final answer, bound at its first call."""
         return final_model(self.settings)
-
-    def invoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-               **kwargs: Any) -> dict[str, Any]:
-        """Sync entry point."""
-        return drive(self._steps(state, config), perform)
-
-    async def ainvoke(self, state: LoopState, config: RunnableConfig | None = None,  # type: ignore[override]
-                      **kwargs: Any) -> dict[str, Any]:
-        """Async entry point."""
-        return await adrive(self._steps(state, config), aperform)
 
     def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
         """The step's work for both entry points: plan, pick the tools, call, record."""

@@ -38,7 +38,7 @@ __all__ = ["BLOCKED_KIND", "BUDGET_NOTICE", "CONTINUE_NAME", "CUT_KEY", "LOOP_NO
            "cap_output", "check_pairing", "clip", "describe", "digest", "drain", "encodable",
            "encodable_text", "is_blocked", "is_cut", "is_notice", "is_redirect", "iteration_messages",
            "loop_message", "newest_reply", "notice_marks", "notice_message", "pairing_problems",
-           "queue_notice", "reply_text", "shorten", "unanswered_tail", "with_unique_call_ids",
+           "queue_notice", "reply_text", "shorten", "with_unique_call_ids",
            "work_call_ids"]
 
 STOP_NOTICE = "stop_notice"
@@ -228,12 +228,6 @@ def newest_reply(messages: Sequence[BaseMessage]) -> NewestReply:
         elif isinstance(msg, AIMessage):
             return NewestReply(i, msg, [c for c in call_ids(msg) if c not in answered])
     return NewestReply(-1, None, [])
-
-
-def unanswered_tail(messages: Sequence[BaseMessage]) -> tuple[int, list[str]]:
-    """``newest_reply``'s ``at`` and unanswered call ids."""
-    newest = newest_reply(messages)
-    return newest.at, newest.pending
 
 
 def call_names(ai: AIMessage) -> dict[str, str | None]:
