@@ -55,6 +55,7 @@ from langgraph_loop.engine.limits import (
     check_in,
     max_tokens_of,
     skipped_answer,
+    skipped_reply,
     spent_tokens,
 )
 from langgraph_loop.middleware.stopping import (
@@ -116,6 +117,7 @@ class _Turn:
     key: str | None
     added: list[HumanMessage] = field(default_factory=list)
     update: dict[str, Any] = field(default_factory=dict)
+    room: int | None = None  # the tokens left when no final answer fits
 
 
 def _sent(request: ModelRequest[Any], extra: Sequence[BaseMessage] = ()) -> list[BaseMessage]:
@@ -216,7 +218,7 @@ class TokenBudgetMiddleware(SteppedCalls, AgentMiddleware[TokenBudgetState, Any]
         room = answer_room(_sent(turn.request, tail), budget=turn.budget, spent=turn.spent,
                            model=turn.request.model)
         if room < MIN_FINAL_OUTPUT:
-            turn.why = {**turn.why, "final_answer": skipped_answer(room)}
+            turn.why, turn.room = {**turn.why, "final_answer": skipped_answer(room)}, room
             return None, None
         settings = dict(turn.request.model_settings)
         supported, own = max_tokens_of(turn.request.model)
@@ -241,18 +243,19 @@ class TokenBudgetMiddleware(SteppedCalls, AgentMiddleware[TokenBudgetState, Any]
 
     def _stopped(self, turn: _Turn, notice: HumanMessage | None, sent: ModelRequest[Any] | None,
                  final: ModelResponse[Any] | None) -> Result:
-        """The stop: any redirect, the notice, the final answer and the stop record (without a
-        final answer the run ends here)."""
+        """The stop: any redirect, the notice, the final answer (or, when none fits, the loop's
+        reply saying so) and the stop record."""
         assert turn.why is not None
         record = stop_record(turn.request.runtime, turn.why)
-        answer = answer_of(final, turn.why) if final is not None else []
+        answer = ([skipped_reply(turn.why, turn.room)] if turn.room is not None
+                  else answer_of(final, turn.why) if final is not None else [])
         # what the rest of the chain wrote before its reply (the loop's writes for a typed answer)
         before = [m for m in (final.result if final else []) if not isinstance(m, AIMessage)]
         result: list[BaseMessage] = [*before, *turn.added]
         if answer:
             result += [*([notice] if notice is not None else []), *answer]
         update = {**(self._counted(turn, sent, final) if sent is not None else turn.update), **record}
-        if not answer:
+        if final is None or not answer:
             update["jump_to"] = "end"
         return ExtendedModelResponse(ModelResponse(result=result), Command(update=update))
 

@@ -29,7 +29,7 @@ from langgraph_loop import (
     create_loop_agent,
 )
 from langgraph_loop.core.messages import is_notice, is_redirect
-from langgraph_loop.engine.limits import MIN_FINAL_OUTPUT, estimate_input
+from langgraph_loop.engine.limits import MIN_FINAL_OUTPUT, NO_ANSWER_KIND, estimate_input
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.helpers import add_tokens, asked_numbers, reject
 
@@ -155,14 +155,24 @@ async def test_the_async_agent_sends_the_same_requests(scripted: list[ScriptedCh
     assert got["stop_guard"] == expected["stop_guard"]
 
 
-def test_without_room_for_an_answer_no_call_is_made(scripted: list[ScriptedChatModel]) -> None:
-    llm = model()
-    scripted.append(llm)
+def test_without_room_for_an_answer_no_call_is_made_and_the_run_ends_on_the_loops_reply(
+        scripted: list[ScriptedChatModel]) -> None:
+    """``messages[-1]`` is never the user's own question: the loop's zero-usage reply says why
+    there is no answer, as ``create_loop_agent`` ends the same run."""
+    llm, graph_llm = model(), model()
+    scripted += [llm, graph_llm]
     result = agent_of(llm, 60).invoke(ask("x" * 100))
     assert llm.requests == []
     assert result["stop_reason"] == StopReason.TOKEN_BUDGET
     assert result["stop_guard"]["final_answer"].startswith("skipped: the token budget leaves")
-    assert kinds(result["messages"]) == ["human"]
+    assert kinds(result["messages"]) == ["human", "ai"]
+    reply = result["messages"][-1]
+    assert reply.content.startswith("(No answer: the run stopped (token_budget) with about 0 tokens")
+    assert reply.additional_kwargs["langgraph_loop"]["kind"] == NO_ANSWER_KIND
+    assert spent([reply]) == 0
+    graph = create_loop_agent(graph_llm, [search], limits=Limits(token_budget=60)).invoke(ask("x" * 100))
+    assert graph_llm.requests == []
+    assert [m.content for m in graph["messages"]] == [m.content for m in result["messages"]]
 
 
 def test_a_run_that_fits_is_untouched_and_costs_no_extra_step(
