@@ -25,7 +25,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from benchmarks.systems import coding_output
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.engine.decision import DetectorMemo, decide
-from langgraph_loop.engine.detection import Result, content_hash
+from langgraph_loop.engine.detection import content_hash, same_result
 from langgraph_loop.nodes.view import policy_of, run_view
 from langgraph_loop.scripted import ScriptedChatModel
 
@@ -98,7 +98,7 @@ def _read(how: str, texts: list[str]) -> None:
     """Read ``texts`` one after another as ``how`` says (see ``hash_cost``)."""
     for before, text in zip(["", *texts], texts, strict=False):
         if how == "identity":
-            _ = Result(text) == Result(before)
+            _ = same_result(text, before)
         elif how == "content_hash":
             content_hash(text)
         else:
@@ -107,7 +107,7 @@ def _read(how: str, texts: list[str]) -> None:
 
 def hash_cost(reps: int = 5, seeds: int = 3, steps: int = 8) -> dict[str, float]:
     """ns per character, on coding outputs (5-50 KB: logs, listings, test runs; new seeds each
-    repetition, so no memo helps): what the detector pays for a new result (``Result`` compared
+    repetition, so no memo helps): what the detector pays for a new result (``same_result`` against
     with the previous one), what normalizing one costs when two could be equal
     (``content_hash``), and SHA-1 of the same texts; the minimum of ``reps``, robust to load."""
     best = {"identity": float("inf"), "content_hash": float("inf"), "sha1": float("inf")}

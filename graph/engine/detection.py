@@ -46,10 +46,10 @@ from langgraph_loop.engine.normalize import VOLATILE, normalize
 from langgraph_loop.engine.text_loop import SHORTEST_LOOP, text_loop
 
 __all__ = ["RANK", "TEXT_CUTS", "VOLATILE", "CallRecord", "DetectorState", "Finding", "LoopWarning",
-           "Observation", "Response", "Result", "SignedCall", "absorb", "args_text", "block_text",
+           "Observation", "Response", "SignedCall", "absorb", "args_text", "block_text",
            "call_signature", "canonical_args", "content_hash", "cycle_of", "is_empty", "normalize", "observe",
-           "path_keys", "push", "response_sig", "response_signature", "result_text", "scaled", "sign_calls",
-           "stop_guard", "text_cut", "text_cut_text", "text_loop_text", "warning_text"]
+           "path_keys", "push", "response_sig", "response_signature", "result_text", "same_result", "scaled",
+           "sign_calls", "stop_guard", "text_cut", "text_cut_text", "text_loop_text", "warning_text"]
 
 
 # --- results and calls: a result's identity, the paths a call names, signatures ---
@@ -103,35 +103,13 @@ _MEMO: OrderedDict[str | tuple[int, int, str, str], str] = OrderedDict()
 _MEMO_LOCK = threading.Lock()
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Result:
-    """A tool result as the detector compares it: equal when the texts are, or (``normalized``)
-    once their volatile parts are replaced. Texts are compared first; one is normalized only when
-    the line counts match (normalization keeps them), so distinct large outputs never are."""
-
-    text: str
-    normalized: bool = True
-    _digest: str | None = field(default=None, init=False, repr=False)
-
-    def digest(self) -> str:
-        """``content_hash`` of the text (computed once per result)."""
-        if self._digest is None:
-            object.__setattr__(self, "_digest", content_hash(self.text))
-        return self._digest  # type: ignore[return-value]
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Result):
-            return NotImplemented
-        if self.text is other.text or self.text == other.text:
-            return True
-        return (self.normalized and other.normalized
-                and self.text.count("\n") == other.text.count("\n")
-                and self.digest() == other.digest())
-
-    __hash__ = None  # type: ignore[assignment]  # equal results may hash differently
-
-    def __repr__(self) -> str:
-        return f"Result({clip(self.text, 40)!r})"
+def same_result(a: str, b: str, normalized: bool = True) -> bool:
+    """Are two tool results the same: equal texts or (``normalized``) equal once their volatile
+    parts are replaced? Texts are compared first; one is normalized only when the line counts
+    match (normalization keeps them), so distinct large outputs never are."""
+    if a is b or a == b:
+        return True
+    return normalized and a.count("\n") == b.count("\n") and content_hash(a) == content_hash(b)
 
 
 def is_empty(content: Any) -> bool:
@@ -287,7 +265,7 @@ class CallRecord(TypedDict, total=False):
     tool: str
     args: str  # short arguments text for warnings (kept while it may be needed)
     last: int  # the run's call number of its latest request
-    result: Result  # its last result (absent until it has one)
+    result: str  # its last result's text (absent until it has one)
     same: int  # its own executions in a row that returned ``result`` (others never reset it)
     since: int  # the response (of the run, 1-based) whose execution of it began these ``same`` results
     moved: bool  # its last result changed, or came after a call touching its paths (the repeat layer relaxes)
@@ -354,9 +332,8 @@ def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
             calls[sig] = {**old, "refused": True}
             continue
         content = message.content
-        result = Result(content if isinstance(content, str) else result_text(content),
-                        normalized=config.calls.normalize_results)
-        repeated = "result" in old and old["result"] == result
+        result = content if isinstance(content, str) else result_text(content)
+        repeated = "result" in old and same_result(old["result"], result, config.calls.normalize_results)
         fresh = fresh or _done_something(old, content, result, calls, config)
         same = old.get("same", 0) + 1 if repeated else 1
         if repeated and old.get("touched"):
@@ -377,7 +354,7 @@ def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
         if "drift" in config.layers and not record.get("empty"):
             drift = det["drift"] = dict(det.get("drift") or {})
             drift[record["tool"]] = _drifted(drift.get(record["tool"]), result, sig,
-                                             record.get("args", ""), responses)
+                                             record.get("args", ""), responses, config)
     if moved:
         det["changed_at"] = responses
     if fresh:
@@ -386,23 +363,27 @@ def absorb(detector: Mapping[str, Any], results: Sequence[ToolMessage],
     return det
 
 
-def _done_something(old: CallRecord, content: Any, result: Result,
+def _done_something(old: CallRecord, content: Any, result: str,
                     calls: Mapping[str, CallRecord], config: LoopDetection) -> bool:
     """Does this result show something was done that may change what other calls see: the
     first result of a call new to the run, not read-only, that is empty (a ``sed -i``) or new?"""
     if "result" in old or old.get("tool") in config.calls.read_only_tools:
         return False
-    return is_empty(content) or not any(r.get("result") == result for r in calls.values())
+    normalized = config.calls.normalize_results
+    return is_empty(content) or not any("result" in r and same_result(r["result"], result, normalized)
+                                        for r in calls.values())
 
 
 DRIFT_SIMILARITY = 0.6
 """How alike two calls' arguments must be (difflib's ratio) for the second to be a near-repeat."""
 
 
-def _drifted(entry: list[Any] | None, result: Result, sig: str, args: str, responses: int) -> list[Any]:
+def _drifted(entry: list[Any] | None, result: str, sig: str, args: str, responses: int,
+             config: LoopDetection) -> list[Any]:
     """A tool's drift entry after one more result: the run grows while the same result comes
     back to another call whose arguments changed a little; anything else starts a new one."""
-    if (entry is not None and entry[4] != sig and entry[0] == result
+    normalized = config.calls.normalize_results
+    if (entry is not None and entry[4] != sig and same_result(entry[0], result, normalized)
             and difflib.SequenceMatcher(None, entry[1], args).ratio() >= DRIFT_SIMILARITY):
         return [result, args, entry[2] + 1, entry[3], sig]
     return [result, args, 1, responses, sig]

@@ -3,7 +3,7 @@ paths, the shell's line counter, object ids) replaced by placeholders, so that t
 same command that differ only there read alike.
 
 No rule's match holds a line break: normalization keeps a text's line count, which lets the
-detector (``engine/detection.py: Result``) tell most results apart without normalizing them.
+detector (``engine/detection.py: same_result``) tell most results apart without normalizing them.
 
 Example:
     >>> normalize("Ran 4 tests in 0.012s at 2025-11-19T00:04:32, id 0x7f3a2c10")

@@ -21,7 +21,6 @@ from langgraph_loop.engine.detection import (
     CallRecord,
     Finding,
     LoopWarning,
-    Result,
     _done_something,
     _drifted,
     args_text,
@@ -32,6 +31,7 @@ from langgraph_loop.engine.detection import (
     path_keys,
     response_signature,
     result_text,
+    same_result,
     scaled,
     sign_calls,
     stop_guard,
@@ -47,11 +47,11 @@ def test_result_text_is_a_string_as_it_is_and_blocks_as_json_without_ids() -> No
     assert result_text([{"type": "text", "text": "ok", "id": "b1"}]) == '[{"text": "ok", "type": "text"}]'
 
 
-def test_results_are_equal_once_their_volatile_parts_are_normalized() -> None:
-    assert Result("Ran 4 tests in 0.012s") == Result("Ran 4 tests in 0.398s")
-    assert Result("Ran 4 tests in 0.012s", normalized=False) != Result("Ran 4 tests in 0.398s")
-    assert Result("1 passed\nok") != Result("1 passed")
-    assert Result("a") != "a"
+def test_results_are_the_same_once_their_volatile_parts_are_normalized() -> None:
+    assert same_result("Ran 4 tests in 0.012s", "Ran 4 tests in 0.398s")
+    assert not same_result("Ran 4 tests in 0.012s", "Ran 4 tests in 0.398s", normalized=False)
+    assert not same_result("1 passed\nok", "1 passed")
+    assert same_result("a", "a", normalized=False)
 
 
 def test_is_empty_sees_only_markup_whitespace_and_a_zero_exit_status() -> None:
@@ -90,18 +90,18 @@ def test_sign_calls_signs_valid_then_malformed_calls() -> None:
 
 def test_done_something_is_the_first_new_or_empty_result_of_a_new_call() -> None:
     cfg = LoopDetection()
-    seen = {"s": CallRecord(tool="t", result=Result("done"))}
-    assert [_done_something({"tool": "t"}, text, Result(text), seen, cfg)
+    seen = {"s": CallRecord(tool="t", result="done")}
+    assert [_done_something({"tool": "t"}, text, text, seen, cfg)
             for text in ("", "new", "done")] == [True, True, False]
-    assert not _done_something({"tool": "t", "result": Result("x")}, "", Result(""), seen, cfg)
+    assert not _done_something({"tool": "t", "result": "x"}, "", "", seen, cfg)
 
 
 def test_drift_grows_while_the_same_result_comes_back_to_changed_arguments() -> None:
-    none = Result("no matches")
-    entry = _drifted(None, none, "s1", "grep -n foo a.py", 3)
-    entry = _drifted(entry, none, "s2", "grep -n foo a.py b.py", 4)
-    assert _drifted(entry, none, "s3", "grep -rn foo .", 5)[2] == 3
-    assert _drifted(entry, Result("1 match"), "s3", "grep x", 5)[2] == 1
+    none, cfg = "no matches", LoopDetection()
+    entry = _drifted(None, none, "s1", "grep -n foo a.py", 3, cfg)
+    entry = _drifted(entry, none, "s2", "grep -n foo a.py b.py", 4, cfg)
+    assert _drifted(entry, none, "s3", "grep -rn foo .", 5, cfg)[2] == 3
+    assert _drifted(entry, "1 match", "s3", "grep x", 5, cfg)[2] == 1
 
 
 def test_scaled_thresholds_are_factor_times_higher_and_capped() -> None:

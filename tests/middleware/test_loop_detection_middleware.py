@@ -195,6 +195,23 @@ def test_a_run_resumed_by_a_new_agent_stops_after_the_same_calls(
     assert resumed["stop_guard"]["count"] == whole["stop_guard"]["count"]
 
 
+def test_the_detector_state_it_keeps_reads_back_from_the_checkpoint_as_written(
+        scripted: list[ScriptedChatModel], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The state the middleware keeps for a summarized thread (``loop_detector``) is plain
+    values: LangGraph's serializer reads it back as written, with no unregistered type (it
+    came back as a dict, so a repeated result no longer matched the one before it)."""
+    model = ScriptedChatModel(default=_alternating, no_tools_reply="pending")
+    scripted.append(model)
+    with SqliteSaver.from_conn_string(str(tmp_path / "d.db")) as saver:
+        config = {"configurable": {"thread_id": "d1"}}
+        assert "__interrupt__" in _paused_run(model, saver).invoke({"messages": [HumanMessage("done?")]}, config)
+        with caplog.at_level("WARNING"):
+            kept = _paused_run(model, saver).get_state(config).values["loop_detector"]
+    records = kept["state"]["calls"].values()
+    assert sorted(r.get("result") for r in records if r["tool"] == "status") == ["build: pending"]
+    assert not [r for r in caplog.records if "langgraph_loop" in r.getMessage()]
+
+
 async def test_a_queued_warning_survives_a_pause_and_an_async_resume(
         scripted: list[ScriptedChatModel], tmp_path: Path) -> None:
     # the third status reply is warned about, and its note waits for a person
