@@ -204,7 +204,8 @@ def test_the_detector_state_it_keeps_reads_back_from_the_checkpoint_as_written(
     scripted.append(model)
     with SqliteSaver.from_conn_string(str(tmp_path / "d.db")) as saver:
         config = {"configurable": {"thread_id": "d1"}}
-        assert "__interrupt__" in _paused_run(model, saver).invoke({"messages": [HumanMessage("done?")]}, config)
+        paused = _paused_run(model, saver).invoke({"messages": [HumanMessage("done?")]}, config)
+        assert "__interrupt__" in paused
         with caplog.at_level("WARNING"):
             kept = _paused_run(model, saver).get_state(config).values["loop_detector"]
     records = kept["state"]["calls"].values()
