@@ -35,6 +35,13 @@ from benchmarks.systems import coding_output
 Piece = Callable[[], object]
 
 
+def _stage1(conn: sqlite3.Connection, checkpoint_id: str) -> sqlite3.Cursor:
+    """The installed saver's stage-1 query from ``checkpoint_id`` (its rows end in ``type,
+    checkpoint``): a recursive walk of the parents since 3.1, a range scan before."""
+    key = ("long", "", checkpoint_id, "long", "")
+    return conn.execute(DELTA_STAGE1_SQL, key[:DELTA_STAGE1_SQL.count("?")])
+
+
 class Thread:
     """One ``langgraph-loop`` thread of the benchmark grown to ``rounds`` on its own file."""
 
@@ -58,9 +65,9 @@ class Thread:
         tip = self.saver.get_tuple(self.config)
         cid = tip.config["configurable"]["checkpoint_id"]
         messages = self.agent.get_state(self.config).values["messages"]
-        walk = self.conn.execute(DELTA_STAGE1_SQL, ("long", "", cid, "long", "")).fetchall()
+        walk = list(_stage1(self.conn, cid))
         snapshot = next((row for row in walk[1:]  # the messages' seed (else the root): a load's end
-                         if "messages" in self.saver.serde.loads_typed(row[1:])["channel_values"]), walk[-1])
+                         if "messages" in self.saver.serde.loads_typed(row[-2:])["channel_values"]), walk[-1])
         bare = StateGraph(MessagesState)
         bare.add_node("noop", lambda state: {})
         bare.add_edge(START, "noop")
@@ -73,7 +80,7 @@ class Thread:
                         id="new")
 
         def ancestors() -> None:  # LangGraph's stage-1 query, read up to the snapshot row
-            for row in self.conn.execute(DELTA_STAGE1_SQL, ("long", "", cid, "long", "")):
+            for row in _stage1(self.conn, cid):
                 if row[0] == snapshot[0]:
                     break
 
@@ -86,7 +93,7 @@ class Thread:
             "load: the snapshot row by primary key (SQL)": lambda: self.conn.execute(
                 "SELECT checkpoint FROM checkpoints WHERE thread_id = 'long' AND checkpoint_ns = '' "
                 "AND checkpoint_id = ?", (snapshot[0],)).fetchone(),
-            "load: deserializing the snapshot row": lambda: self.saver.serde.loads_typed(snapshot[1:]),
+            "load: deserializing the snapshot row": lambda: self.saver.serde.loads_typed(snapshot[-2:]),
             "load: whole (get_delta_channel_history)": lambda: self.saver.get_delta_channel_history(
                 config=tip.config, channels=["messages", "call_log"]),
             "get_state (ours)": lambda: self.agent.get_state(self.config),
