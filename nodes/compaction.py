@@ -7,15 +7,6 @@ agent's model). Kept: a leading system message, the run's original request, and 
 ``keep_last`` messages, widened so an AIMessage is never separated from its ToolMessages. The
 summary is a tagged ``HumanMessage(name="loop_summary")`` right before the kept tail; it is
 written as a snapshot (``docs/reliability.md``, "Guarantees").
-
-Example:
-    >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-    >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a1")
-    >>> msgs = [HumanMessage("task", id="h0"), AIMessage("x", id="a0"),
-    ...         HumanMessage("more", id="h1"), ai, ToolMessage("ok", tool_call_id="c1", id="t1")]
-    >>> split = plan_compaction(msgs, keep_last=1, keep_ids={"h0"})
-    >>> [m.id for m in split.old], [m.id for m in split.tail]
-    (['a0', 'h1'], ['a1', 't1'])
 """
 
 from __future__ import annotations

@@ -1,20 +1,5 @@
 """The user's LangChain ``AgentMiddleware`` inside the loop graph, with ``create_agent``'s semantics:
 each hook runs where ``create_agent`` runs it (``docs/middleware.md#what-runs-where``).
-
-Example:
-    >>> from langchain.agents.middleware import dynamic_prompt
-    >>> from langchain_core.messages import HumanMessage
-    >>> from langgraph_loop import create_loop_agent
-    >>> from langgraph_loop.scripted import ScriptedChatModel
-    >>> @dynamic_prompt
-    ... def prompt(request):
-    ...     return f"You serve {len(request.messages)} message(s)."
-    >>> model = ScriptedChatModel(script=["ok"])
-    >>> agent = create_loop_agent(model, middleware=[prompt])
-    >>> agent.invoke({"messages": [HumanMessage("hi")]})["stop_reason"]
-    'completed'
-    >>> model.requests[0][0].content
-    'You serve 1 message(s).'
 """
 
 from __future__ import annotations

@@ -9,12 +9,6 @@ the error in the verdict.
 ``VERDICT: MORE``. ``MORE`` wins when both appear, no marker means "not answered", and a negative
 JSON verdict in the text (``"answered": false``) never reads as success. The markers are chosen so
 neither contains the other, nor the JSON field name (``UNANSWERED`` contains ``ANSWERED``).
-
-Example:
-    >>> parse_text_verdict("Looks complete.\\nVERDICT: DONE")
-    {'answered': True, 'reasoning': 'Looks complete.'}
-    >>> parse_text_verdict('{"answered": false, "reasoning": "no sources"} VERDICT: DONE')
-    {'answered': False, 'reasoning': 'no sources'}
 """
 
 from __future__ import annotations

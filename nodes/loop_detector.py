@@ -5,17 +5,6 @@ and keeps it in ``run["decision"]``; the edge sends an acting decision here. ``a
 effects onto the graph's state: answers right after the reply (the thread stays
 provider-valid), notices to the queue, events, the stop (``stop_update``). With ``ask_human`` a
 person decides first (``interrupt()``, which must not sit in the retried model node).
-
-Example:
-    >>> from langchain_core.messages import AIMessage, HumanMessage
-    >>> from langgraph_loop.scripted import ScriptedChatModel
-    >>> from langgraph_loop.engine.decision import Decision
-    >>> s = LoopSettings.build(ScriptedChatModel())
-    >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
-    >>> state = {"messages": [HumanMessage("go"), ai], "run": {"id": "r"}}
-    >>> update = apply(Decision(ai, guard={"guard": "limits", "reason": "max_tool_calls"}), state, s)
-    >>> update["stop_reason"], [m.status for m in update["messages"]]
-    ('max_tool_calls', ['error'])
 """
 
 from __future__ import annotations

@@ -7,13 +7,6 @@ run abandoned at an approval pause) so the next request stays provider-valid.
 A message a person typed while the run was paused at the loop question does not start a new
 run (``go_on``): the run goes on with its counters, its detector's window and its budget, so a
 model that goes back to the same call is stopped (or asked) at once instead of looping again.
-
-Example:
-    >>> from langchain_core.messages import AIMessage, HumanMessage
-    >>> msgs = [AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a"),
-    ...         HumanMessage("new question", id="h")]
-    >>> [type(m).__name__ for m in repair_dangling(msgs)]
-    ['RemoveMessage', 'ToolMessage', 'HumanMessage']
 """
 
 from __future__ import annotations

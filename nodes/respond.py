@@ -4,21 +4,6 @@ As under ``create_agent`` (docs/architecture.md, "The graph"), parsed with LangC
 bindings. ``ToolStrategy``: a call that does not parse, or several in one reply, get the text
 ``handle_errors`` gives and the model is asked again (an error it does not cover is raised).
 ``ProviderStrategy``: text that does not parse raises ``StructuredOutputValidationError``.
-
-Example:
-    >>> from pydantic import BaseModel
-    >>> from langchain_core.messages import AIMessage
-    >>> from langgraph_loop.core.structured import resolve_response_format
-    >>> from langgraph_loop.scripted import ScriptedChatModel
-    >>> class Weather(BaseModel):
-    ...     city: str
-    >>> out = resolve_response_format(Weather, ScriptedChatModel(), [])
-    >>> ai = AIMessage("", tool_calls=[{"name": "Weather", "args": {"city": "Oslo"}, "id": "c1"}])
-    >>> structured_due({"messages": [ai]}, out)
-    True
-    >>> answers, response = read_tool_answer(ai, out)
-    >>> response, answers[0].content
-    (Weather(city='Oslo'), "Returning structured response: city='Oslo'")
 """
 
 from __future__ import annotations

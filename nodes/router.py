@@ -4,13 +4,6 @@ Every path to the end of a run goes through here (stops decided elsewhere too), 
 iteration gets its record and undelivered notices are dropped when a run ends. ``decide``: with
 neither a predicate nor a judge the first natural completion ends the run; the predicate first,
 and if it says stop, the judge. The next iteration starts with a continuation message.
-
-Example:
-    >>> decide(iteration=1, max_iterations=10, has_condition=False, predicate=None, verdict=None)
-    (<StopReason.COMPLETED: 'completed'>, None)
-    >>> decide(iteration=2, max_iterations=5, has_condition=True, predicate=(True, "more"),
-    ...        verdict=None)
-    (None, 'more')
 """
 
 from __future__ import annotations

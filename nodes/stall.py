@@ -6,18 +6,6 @@ same tool calls with the same results, or flat tokens (every total > 0 and ``max
 tolerance * min``: no drift through small steps); and in every case none of them after the
 first did *new work* (a call, with its result, no earlier iteration made). Growing work is
 never a stall.
-
-Example:
-    >>> flat_tokens([1000, 1040, 980], tolerance=0.10)
-    True
-    >>> flat_tokens([1000, 1080, 1160], tolerance=0.10)   # steady growth: 16% spread
-    False
-    >>> recs = [{"iteration": i, "usage": {"total_tokens": t}, "answer_hash": None,
-    ...          "work_hash": "w"} for i, t in [(1, 500), (2, 900), (3, 1700)]]
-    >>> stall_guard(recs, StallDetection(consecutive=3), new_work={})["layer"]
-    'work'
-    >>> stall_guard(recs, StallDetection(consecutive=3), new_work={3: True}) is None
-    True
 """
 
 from __future__ import annotations

@@ -5,11 +5,6 @@ the results come one per call in call order, then the messages tools added.
 With a checkpointer a batch's calls run as LangGraph tasks, saved as each finishes, so a step
 run again does not run finished calls again; tasks rather than a ``Send`` per call keep a clean
 round two steps (``docs/reliability.md``).
-
-Example:
-    >>> plan_calls([{"name": "a", "args": {}, "id": "1"}, {"name": "zz", "args": {}, "id": "2"}],
-    ...            known={"a"}, offered=None, allowance=None)
-    [('run', None), ('refuse', "Error: unknown tool 'zz'. Available tools: a.")]
 """
 
 from __future__ import annotations

@@ -2,15 +2,6 @@
 
 The engine takes no graph state: the ``model`` node hands it these two frozen records;
 ``LoopDetectionMiddleware`` fills in the same ones from a ``create_agent`` thread.
-
-Example:
-    >>> from langgraph_loop.scripted import ScriptedChatModel
-    >>> from langgraph_loop.core.config import Limits
-    >>> s = LoopSettings.build(ScriptedChatModel(), limits=Limits(token_budget=100))
-    >>> view = run_view({"run": {"id": "r", "request_id": "h", "budget_extra": 50},
-    ...                  "usage": {"total_tokens": 40}}, s)
-    >>> view.id, view.budget, view.spent, policy_of(s).limits.token_budget
-    ('r', 150, 40, 100)
 """
 
 from __future__ import annotations

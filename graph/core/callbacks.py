@@ -1,12 +1,4 @@
 """Calling user callbacks that may be sync or async, from sync or async nodes.
-
-Example:
-    >>> async def later(x):
-    ...     return x + 1
-    >>> call_sync(later, 1)
-    2
-    >>> call_sync(lambda x: x * 2, 4)
-    8
 """
 
 from __future__ import annotations

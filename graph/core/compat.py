@@ -19,12 +19,6 @@
   does too (``core/streams.py``; ``tests/parity/test_dropin.py``).
 - ``node_trace_policy(policy)``: a hook node's ``TracePolicy``, the middleware's own else the
   ``configure_trace_policy`` default, which lives in a private module (``tests/parity/test_dropin.py``).
-
-Example:
-    >>> durable({"configurable": {}}), resuming({"configurable": {}}), durable(None)
-    (False, False, False)
-    >>> checkpointer({"configurable": {}}) is None
-    True
 """
 
 from __future__ import annotations

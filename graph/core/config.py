@@ -1,17 +1,5 @@
 """Configuration models: keyword-only, validated, immutable. Every model raises ``ValueError``
 (pydantic's ``ValidationError`` is one) naming the field when a value or a combination is invalid.
-
-Example:
-    >>> from langgraph_loop import Limits, LoopDetection, Repeat
-    >>> LoopDetection(repeat=Repeat(warn_after=2, stop_after=4)).layers  # given: switched on
-    ('no_progress', 'repeat', 'same_reply', 'per_tool', 'text')
-    >>> Limits(token_budget=10_000, budget_pressure={"threshold": 0.7}).budget_pressure.threshold
-    0.7
-    >>> try:
-    ...     LoopDetection(repeat=Repeat(warn_after=5, stop_after=3))
-    ... except ValueError as exc:
-    ...     print("stop_after" in str(exc))
-    True
 """
 
 from __future__ import annotations

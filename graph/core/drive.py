@@ -3,18 +3,6 @@
 A node (or a middleware hook) writes its work once, as a generator: every call that blocks is
 yielded as an ``Io``; the generator receives the result (or the exception, thrown in where it
 yielded) and returns the update. ``drive`` and ``adrive`` are the only sync/async twins.
-
-Example:
-    >>> import asyncio
-    >>> def double(x: int) -> int:
-    ...     return 2 * x
-    >>> async def adouble(x: int) -> int:
-    ...     return 2 * x
-    >>> def work() -> Steps[int]:
-    ...     a = yield Io(double, adouble, (3,))
-    ...     return a + 1
-    >>> drive(work(), perform), asyncio.run(adrive(work(), aperform))
-    (7, 7)
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
 """The user's middleware and state schemas, checked as ``create_agent`` checks them
 (``nodes/hosted.py`` hosts the middleware).
-
-Example:
-    >>> NODE_HOOKS
-    ('before_agent', 'before_model', 'after_model', 'after_agent')
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """What a provider-valid message list is (``pairing_problems``: the one definition of the pairing
 rules), the deferred-notice queue (both: docs/architecture.md), the loop's tags (``is_notice``:
 the one rule that finds notices), and one helper each for a message's text.
-
-Example:
-    >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-    >>> ai = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
-    >>> check_pairing([HumanMessage("hi"), ai, ToolMessage("ok", tool_call_id="c1")])
-    []
-    >>> check_pairing([HumanMessage("hi"), ai, HumanMessage("warn")])[0]
-    "message 1: tool calls ['c1'] not answered before message 2 (human)"
-    >>> q = queue_notice([], run="r1", key="sig:abc", text="Stop repeating search.", source="loop")
-    >>> q = queue_notice(q, run="r1", key="sig:abc", text="Stop repeating search.", source="loop")
-    >>> message = drain(q, run="r1")
-    >>> len(q), message.name, message.content, is_notice(message)
-    (1, 'loop_notice', 'Stop repeating search.', True)
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """The agent's model as ``create_agent`` accepts it: a chat model, a ``"provider:model"`` string,
 or a Runnable wrapping chat models. A wrapper is kept: what the loop binds is bound on each chat
 model inside it (``map_chat_models``), each as its provider understands it.
-
-Example:
-    >>> from langgraph_loop.scripted import ScriptedChatModel
-    >>> primary, backup = ScriptedChatModel(script=["a"]), ScriptedChatModel(script=["b"])
-    >>> model = resolve_model(primary.with_retry().with_fallbacks([backup]))
-    >>> chat_models(model) == [primary, backup]
-    True
-    >>> bound = map_chat_models(model, lambda chat: chat.bind(max_tokens=5))
-    >>> type(bound.runnable).__name__, bound.runnable.bound.kwargs  # the retry is kept
-    ('RunnableRetry', {'max_tokens': 5})
 """
 
 from __future__ import annotations

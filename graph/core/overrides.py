@@ -4,11 +4,6 @@ graph's own configuration.
 ``LoopContext`` (``core/state.py``) declares what a run may override (README, "Per-run
 overrides"); each group given is checked against it strictly (``True`` is not a count and
 ``"3"`` not a number: a deployed graph gets JSON numbers).
-
-Example:
-    >>> from langgraph_loop.core.config import Limits
-    >>> merged("limits", Limits(max_tool_calls=3), {"token_budget": 900}).token_budget
-    900
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
 """Every fixed text the model sees, in one place (loop-detector findings format their own);
 templates use ``str.format`` fields, which the nodes fill in.
-
-Example:
-    >>> print(CONTINUE)
-    Continue working on the task. If it is complete, say so.
-    >>> UNKNOWN_TOOL.format(name="'zz'", available="a")
-    "Error: unknown tool 'zz'. Available tools: a."
 """
 
 from __future__ import annotations

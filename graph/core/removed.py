@@ -1,11 +1,5 @@
 """The spellings 0.4 removed (0.2's, deprecated in 0.3) and what to write instead, one table per
 place a user writes them; an old spelling fails where it is written, naming its replacement.
-
-Example:
-    >>> print(removed_keyword(["max_iterations"]))
-    create_loop_agent(max_iterations=...) was removed in 0.4: use iterations=Iterations(max=...)
-    >>> print(removed_context("max_tool_calls"))
-    invalid run context: 'max_tool_calls' was removed in 0.4: use {"limits": {"max_tool_calls": ...}}
 """
 
 from __future__ import annotations

@@ -3,13 +3,6 @@
 Nodes read a ``LoopSettings``: the groups as given (``settings.iterations.max``, ...).
 ``settings.for_run(runtime.context)`` applies a run's overrides, nested by group (``LoopContext``;
 checked and merged by ``core/overrides.py``), the same way in-process and on LangGraph Server.
-
-Example:
-    >>> from langgraph_loop.scripted import ScriptedChatModel
-    >>> s = LoopSettings.build(ScriptedChatModel(script=[]))
-    >>> run = s.for_run({"iterations": {"max": 3}, "limits": {"max_tool_calls": 7}})
-    >>> run.iterations.max, run.limits.max_tool_calls
-    (3, 7)
 """
 
 from __future__ import annotations

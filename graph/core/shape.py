@@ -2,15 +2,6 @@
 from the same flags (the optional nodes and the user's middleware hooks; docs/architecture.md,
 "The graph"). The loop goes on only while finishing cleanly would fit after the next round, so
 ``GraphRecursionError`` never escapes.
-
-Example:
-    >>> shape = Shape()
-    >>> shape.entry, shape.iteration_end, shape.finish_steps
-    ('model', 'router', 3)
-    >>> shape.can_continue_round(7, gated=False), shape.can_continue_round(6, gated=False)
-    (True, False)
-    >>> shape.recursion_limit(max_model_calls=25, max_iterations=10)
-    793
 """
 
 from __future__ import annotations

@@ -523,13 +523,6 @@ class LoopContext(TypedDict, total=False):
     """Per-run overrides through LangGraph's runtime context, nested by group (all optional;
     README, "Per-run overrides"). The one declaration of what a run may override: per-run
     validation (``core/overrides.py``) is derived from it, in-process and on LangGraph Server.
-
-    Example:
-        >>> from langgraph_loop.core.state import LoopContext
-        >>> context: LoopContext = {"iterations": {"max": 3},
-        ...                         "limits": {"budget_pressure": {"threshold": 0.5}}}
-        >>> sorted(LoopContext.__annotations__)
-        ['iterations', 'limits', 'loop_detection']
     """
 
     iterations: IterationsOverrides

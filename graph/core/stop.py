@@ -1,14 +1,5 @@
 """Where a run stops and why: stop reasons, guards (``state["stop_guard"]``: which guard, the
 ``StopReason``, details), their wording, and the one function that applies a stop (``stop_update``).
-
-Example:
-    >>> from langgraph_loop import StopReason
-    >>> guard = limit_guard(StopReason.MAX_TOOL_CALLS, 2, 2)
-    >>> update = stop_update({"id": "r1"}, guard)
-    >>> update["stop_reason"], update["stop_guard"]["limit"]
-    ('max_tool_calls', 2)
-    >>> stop_answer_text(guard)
-    'Error: not executed: the run was stopped because the tool-call limit of this run was reached.'
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """The stream transformers a compiled agent registers for ``stream_events(version="v3")``, as
 ``create_agent`` registers them: ``ToolCallTransformer``, ``SubagentTransformer``, each
 middleware's ``transformers``, then the caller's ``transformers=``.
-
-Example:
-    >>> from langgraph.prebuilt import ToolCallTransformer
-    >>> stream_transformers([], None)[0] is ToolCallTransformer
-    True
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """``response_format`` as ``create_agent`` takes it, resolved once per graph with LangChain's own
 strategies: ``ToolStrategy``, ``ProviderStrategy``, or a bare schema (``AutoStrategy``): the
 provider's native structured output when the model's profile has it, else ``ToolStrategy``.
-
-Example:
-    >>> from pydantic import BaseModel
-    >>> from langgraph_loop.scripted import ScriptedChatModel
-    >>> class Weather(BaseModel):
-    ...     city: str
-    >>> out = resolve_response_format(Weather, ScriptedChatModel(), [])
-    >>> type(out.strategy).__name__, sorted(out.tool_names), out.forced_choice
-    ('ToolStrategy', ['Weather'], 'Weather')
 """
 
 from __future__ import annotations

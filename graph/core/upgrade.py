@@ -3,13 +3,6 @@
 What an earlier version stored that a new run still reads is translated when ``prepare`` starts
 a run, and written back (a notice 0.2 stored, named ``"loop_warning"``); what a run keeps only
 while it runs is not: finish runs 0.2 or 0.3 left paused before upgrading (CHANGELOG, 0.4.0).
-
-Example:
-    >>> from langchain_core.messages import HumanMessage
-    >>> old = HumanMessage("Stop repeating search.", name="loop_warning", id="n1")
-    >>> (new,) = translated([HumanMessage("hi", id="h"), old])
-    >>> new.id, new.name, new.content, new.additional_kwargs["lc_source"]
-    ('n1', 'loop_notice', 'Stop repeating search.', 'langgraph_loop')
 """
 
 from __future__ import annotations
