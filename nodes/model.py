@@ -20,7 +20,7 @@ from langgraph.runtime import get_runtime
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import callback
-from langgraph_loop.core.compat import checkpointer, streams
+from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.drive import Io, StepNode, Steps
 from langgraph_loop.core.messages import (
     PROGRESS_NAME,
@@ -61,7 +61,7 @@ from langgraph_loop.engine.limits import (
 )
 from langgraph_loop.nodes.binding import FINAL_ANSWER, call_model, final_model, tagged
 from langgraph_loop.nodes.hosted import ModelCalls
-from langgraph_loop.nodes.stream_cut import astream_reply, stream_reply
+from langgraph_loop.nodes.stream_cut import amodel_reply, model_reply
 from langgraph_loop.nodes.view import policy_of, run_view
 
 __all__ = ["ModelNode", "build_request", "criteria_instruction", "estimate_usage",
@@ -156,22 +156,6 @@ def pick_tools(chosen: Any, tools: Sequence[BaseTool]) -> list[BaseTool]:
     return picked
 
 
-def _call(runnable: Runnable[LanguageModelInput, BaseMessage], request: list[BaseMessage],
-          config: RunnableConfig, watch: bool) -> Any:
-    """The model call, streamed (to cut a looping text) when ``watch`` and LangChain streams it."""
-    if watch and streams(runnable, config, async_api=False):
-        return stream_reply(runnable, request, config)
-    return runnable.invoke(request, config)
-
-
-async def _acall(runnable: Runnable[LanguageModelInput, BaseMessage], request: list[BaseMessage],
-                 config: RunnableConfig, watch: bool) -> Any:
-    """The model call, async (as ``_call``)."""
-    if watch and streams(runnable, config, async_api=True):
-        return await astream_reply(runnable, request, config)
-    return await runnable.ainvoke(request, config)
-
-
 @dataclass
 class Call:
     """One model call as planned. Messages since the newest reply ``encodable`` changed are
@@ -248,7 +232,7 @@ class ModelNode(StepNode):
         if self.wrapped is not None:  # through the user's middleware (not streamed: no cut)
             hosted = yield from self.wrapped.steps(state, call.request, binding, offered, call.final, config)
             return hosted.output(self.record(state, call, hosted.reply, offered))
-        result = yield Io(_call, _acall, (binding(), call.request, config, call.watch))
+        result = yield Io(model_reply, amodel_reply, (binding(), call.request, config, call.watch))
         return self.record(state, call, as_message(result, "model"), offered)
 
     def plan(self, state: LoopState) -> Call | dict[str, Any]:

@@ -1,7 +1,7 @@
-"""Stream a model call and close it as soon as its text loops (``engine/text_loop.py``).
+"""The ``model`` node's call, closed as soon as its text loops (``engine/text_loop.py``).
 
-When LangChain would stream the call anyway and the ``text`` layer is on, the ``model`` node
-consumes ``stream()`` instead of ``invoke()`` (the same chunks reach the same handlers). When the
+When LangChain would stream the call anyway and the ``text`` layer is on, the call consumes
+``stream()`` instead of ``invoke()`` (the same chunks reach the same handlers). When the
 rule fires the stream is closed, and with it the provider's response: generation stops.
 """
 
@@ -14,10 +14,11 @@ from typing import Any, cast
 from langchain_core.messages import AIMessageChunk
 from langchain_core.runnables import Runnable, RunnableConfig
 
+from langgraph_loop.core.compat import streams
 from langgraph_loop.core.messages import reply_text
 from langgraph_loop.engine.text_loop import StreamText, build_reply
 
-__all__ = ["astream_reply", "stream_reply"]
+__all__ = ["amodel_reply", "model_reply"]
 
 
 class _Watch:
@@ -34,16 +35,23 @@ class _Watch:
             reply_text(chunk.content, chunk.additional_kwargs))
 
 
-def stream_reply(runnable: Runnable[Any, Any], request: Any, config: RunnableConfig) -> Any:
-    """``runnable.stream``, closed as soon as the text loops; the reply (see module docstring)."""
+def model_reply(runnable: Runnable[Any, Any], request: Any, config: RunnableConfig, watch_text: bool
+                ) -> Any:
+    """The model call; streamed and closed as soon as the text loops when ``watch_text`` (the
+    ``text`` layer is on) and LangChain streams it anyway (see module docstring)."""
+    if not (watch_text and streams(runnable, config, async_api=False)):
+        return runnable.invoke(request, config)
     watch = _Watch()
     with closing(cast("Generator[Any, None, None]", runnable.stream(request, config))) as chunks:
         cut = any(watch.add(chunk) for chunk in chunks)
     return build_reply(watch.chunks, cut=cut)
 
 
-async def astream_reply(runnable: Runnable[Any, Any], request: Any, config: RunnableConfig) -> Any:
-    """``runnable.astream``, closed as soon as the text loops; the reply."""
+async def amodel_reply(runnable: Runnable[Any, Any], request: Any, config: RunnableConfig,
+                       watch_text: bool) -> Any:
+    """Async ``model_reply``."""
+    if not (watch_text and streams(runnable, config, async_api=True)):
+        return await runnable.ainvoke(request, config)
     watch, cut = _Watch(), False
     async with aclosing(cast("AsyncGenerator[Any, None]", runnable.astream(request, config))) as chunks:
         async for chunk in chunks:
