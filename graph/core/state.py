@@ -1,7 +1,7 @@
 """The graph state (public keys, the nodes' own), the records kept in it, the stream events,
 and the pure helpers that build them. Messages (and the per-run call log) live in a
 ``DeltaChannel``: a checkpoint stores only a step's new ones, so storage grows linearly with
-the thread. The runnable example: ``LoopContext``.
+the thread.
 """
 
 from __future__ import annotations
@@ -522,8 +522,7 @@ class LoopDetectionOverrides(TypedDict, total=False):
 class LoopContext(TypedDict, total=False):
     """Per-run overrides through LangGraph's runtime context, nested by group (all optional;
     README, "Per-run overrides"). The one declaration of what a run may override: per-run
-    validation (``core/overrides.py``) is derived from it, in-process and on LangGraph Server.
-    """
+    validation (``core/overrides.py``) is derived from it, in-process and on LangGraph Server."""
 
     iterations: IterationsOverrides
     limits: LimitsOverrides
