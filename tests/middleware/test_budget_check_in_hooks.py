@@ -1,0 +1,189 @@
+"""Issue 43.3 under ``create_agent``: ``TokenBudgetMiddleware(budget_check_in=True)`` asks in its
+``before_model`` hook, so a person's redirect goes through the other ``before_model`` hooks
+(``PIIMiddleware`` redacts it, listed before or after ours) and no ``after_model`` hook is shown
+a reply twice (``HumanInTheLoopMiddleware`` does not ask again about a call that ran; the call
+limits count what ran). A call the hook could not foresee is still never sent over the budget."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    HumanInTheLoopMiddleware,
+    ModelCallLimitMiddleware,
+    ModelRequest,
+    PIIMiddleware,
+    ToolCallLimitMiddleware,
+)
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from langgraph_loop import StopReason, TokenBudgetMiddleware
+from langgraph_loop.core.messages import is_redirect
+from langgraph_loop.scripted import ScriptedChatModel
+from tests.helpers import add_tokens, asked_numbers, reject
+
+ADDRESS = "jane.doe@example.com"
+REDACTED = "[REDACTED_EMAIL]"
+REDIRECT = f"Please wrap up now and mail it to {ADDRESS}."
+BUDGET = 3000
+
+
+@tool
+def research(query: str) -> str:
+    """Research a query."""
+    return f"results for {query}: " + "lorem ipsum " * 60
+
+
+def researcher() -> ScriptedChatModel:
+    """Researches until a person's message asks it to wrap up."""
+    def script(messages: list[BaseMessage]) -> Any:
+        if "wrap up" in str(messages[-1].content):
+            return "Summary sent."
+        return [("research", {"query": f"q{sum(m.type == 'tool' for m in messages)}"})]
+    return ScriptedChatModel(default=script, no_tools_reply="final")
+
+
+def pii() -> PIIMiddleware:
+    return PIIMiddleware("email", strategy="redact", apply_to_input=True)
+
+
+def budget() -> TokenBudgetMiddleware:
+    return TokenBudgetMiddleware(token_budget=BUDGET, budget_check_in=True)
+
+
+def thread() -> dict[str, Any]:
+    return {"configurable": {"thread_id": uuid.uuid4().hex}}
+
+
+def go() -> dict[str, Any]:
+    return {"messages": [HumanMessage("research this")]}
+
+
+def approve() -> dict[str, Any]:
+    return {"decisions": [{"type": "approve"}]}
+
+
+def questions(state: Any) -> list[str]:
+    """The titles of the questions a paused state asks."""
+    return [a["name"] for i in state["__interrupt__"] for a in i.value["action_requests"]]
+
+
+@pytest.mark.parametrize("ours_first", [False, True])
+def test_a_redirect_is_redacted_before_the_model_reads_it(ours_first: bool) -> None:
+    model = researcher()
+    agent = create_agent(model, [research], checkpointer=InMemorySaver(),
+                         middleware=[budget(), pii()] if ours_first else [pii(), budget()])
+    config = thread()
+    paused = agent.invoke(go(), config)
+    assert questions(paused) == ["Token budget reached: add more?"]
+    calls = len(model.requests)
+    done = agent.invoke(Command(resume=add_tokens(2000, REDIRECT)), config)
+    assert done["messages"][-1].content == "Summary sent."
+    assert len(model.requests) == calls + 1  # the held-back call, sent once
+    assert not any(ADDRESS in str(m.content) for request in model.requests for m in request)
+    sent = model.requests[-1]
+    assert sent[-1].content == f"Please wrap up now and mail it to {REDACTED}."
+    assert is_redirect(sent[-1]) and sent[-2].type == "tool"  # after the results: pairing holds
+    kept = [m for m in agent.get_state(config).values["messages"] if is_redirect(m)]
+    assert [m.content for m in kept] == [f"Please wrap up now and mail it to {REDACTED}."]
+
+
+@pytest.mark.parametrize("ours_first", [False, True])
+def test_a_redirect_with_too_few_tokens_is_asked_about_again_and_redacted(ours_first: bool) -> None:
+    model = researcher()
+    agent = create_agent(model, [research], checkpointer=InMemorySaver(),
+                         middleware=[budget(), pii()] if ours_first else [pii(), budget()])
+    config = thread()
+    agent.invoke(go(), config)
+    calls = len(model.requests)
+    again = agent.invoke(Command(resume=add_tokens(1, REDIRECT)), config)
+    assert questions(again) == ["Token budget reached: add more?"]
+    assert asked_numbers(again["__interrupt__"][0].value)[1] == BUDGET + 1
+    assert len(model.requests) == calls  # still no call
+    done = agent.invoke(Command(resume=approve()), config)
+    assert done["messages"][-1].content == "Summary sent." and len(model.requests) == calls + 1
+    assert not any(ADDRESS in str(m.content) for request in model.requests for m in request)
+    assert [m.content for m in done["messages"] if is_redirect(m)] == [
+        f"Please wrap up now and mail it to {REDACTED}."]
+
+
+@pytest.mark.parametrize("ours_first", [False, True])
+def test_the_approved_call_is_not_asked_about_again_and_the_limits_count_what_ran(
+        ours_first: bool) -> None:
+    """``HumanInTheLoopMiddleware`` gates the tool that ran just before the check-in; the
+    call limits are set so that one more counted call or tool run would stop the run."""
+    model = researcher()
+    gate = HumanInTheLoopMiddleware(interrupt_on={"research": True})
+    limits: list[AgentMiddleware[Any, Any]] = [
+        gate, ToolCallLimitMiddleware(thread_limit=4), ModelCallLimitMiddleware(thread_limit=5)]
+    agent = create_agent(model, [research], checkpointer=InMemorySaver(),
+                         middleware=[budget(), pii(), *limits] if ours_first
+                         else [pii(), *limits, budget()])
+    config = thread()
+    state = agent.invoke(go(), config)
+    asked = []
+    while "__interrupt__" in state:
+        (title,) = questions(state)
+        asked.append(title)
+        answer = approve() if title == "research" else add_tokens(
+            2000, REDIRECT)
+        state = agent.invoke(Command(resume=answer), config)
+    # four research calls approved one by one, then the budget: no call is asked about twice
+    assert asked == ["research"] * 4 + ["Token budget reached: add more?"]
+    assert state["messages"][-1].content == "Summary sent." and state.get("stop_reason") is None
+    assert len(model.requests) == 5
+    values = agent.get_state(config).values
+    assert values["thread_model_call_count"] == 5 and values["thread_tool_call_count"] == {"__all__": 4}
+    assert sum(m.type == "tool" for m in values["messages"]) == 4
+
+
+def test_a_persons_stop_ends_with_the_final_answer_without_asking_again() -> None:
+    model = researcher()
+    agent = create_agent(model, [research], checkpointer=InMemorySaver(),
+                         middleware=[pii(), budget()])
+    config = thread()
+    agent.invoke(go(), config)
+    calls = len(model.requests)
+    done = agent.invoke(Command(resume=reject("Enough.")), config)
+    assert "__interrupt__" not in done
+    assert done["stop_reason"] == StopReason.TOKEN_BUDGET
+    assert done["stop_guard"]["human"] == {"action": "stop", "message": "Enough."}
+    assert len(model.requests) == calls + 1 and model.request_tools[-1] == []
+    assert done["messages"][-1].content == "final"
+
+
+class PromptPerCall(AgentMiddleware[Any, Any]):
+    """A wrapper that makes the system prompt longer on each call (no hook can foresee it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def wrap_model_call(self, request: ModelRequest[Any], handler: Any) -> Any:
+        self.calls += 1
+        return handler(request.override(system_message=SystemMessage("Be precise. " * 150 * self.calls)))
+
+
+def test_a_call_the_hook_could_not_foresee_is_still_held_back_and_asked_about() -> None:
+    """The residual case: the wrapper listed before ours grows the prompt after our
+    ``before_model`` weighed the call; the model step asks (its redirect passes no hook)."""
+    model = researcher()
+    agent = create_agent(model, [research], checkpointer=InMemorySaver(),
+                         middleware=[PromptPerCall(), budget()])
+    config = thread()
+    paused = agent.invoke(go(), config)
+    assert questions(paused) == ["Token budget reached: add more?"]
+    assert agent.get_state(config).next == ("model",)  # asked in the model step
+    calls = len(model.requests)
+    done = agent.invoke(Command(resume=add_tokens(5000, "Please wrap up now.")), config)
+    assert done["messages"][-1].content == "Summary sent." and len(model.requests) == calls + 1
+    total = sum(m.usage_metadata["total_tokens"] for m in done["messages"]
+                if m.type == "ai" and m.usage_metadata)
+    assert total <= BUDGET + 5000
