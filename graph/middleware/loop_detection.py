@@ -69,6 +69,7 @@ from langgraph_loop.middleware.stopping import (
     Outgoing,
     Result,
     SteppedCalls,
+    ToolSteps,
     answer_of,
     applied,
     final_call,
@@ -149,13 +150,11 @@ def _all_refused(ai: AIMessage, decision: Decision) -> bool:
     return bool(decision.blocks) and all(i in decision.blocks for i in call_ids(ai))
 
 
-def _refusal(request: ToolCallRequest, steps: dict[str, int]) -> ToolMessage | None:
+def _refusal(request: ToolCallRequest, steps: ToolSteps) -> ToolMessage | None:
     """The refusal that answers this call (``loop_refused``), None for a call that runs; the
-    graph step it is answered in goes to ``steps`` (by call id, the newest 256)."""
+    graph step it is answered in goes to ``steps``."""
     call = request.tool_call
-    if len(steps) >= 256:
-        steps.clear()
-    steps[str(call.get("id"))] = get_config()["metadata"]["langgraph_step"]
+    steps.record(call)
     text = (request.state.get("loop_refused") or {}).get(call.get("id"))  # type: ignore[union-attr]
     return None if text is None else block_answer(str(call.get("id")), call.get("name"), text)
 
@@ -203,7 +202,7 @@ class LoopDetectionMiddleware(SteppedCalls, AgentMiddleware[LoopDetectionState, 
         self.memo = DetectorMemo()
         """Detector states of earlier replies (a cache: the state is derived from the thread)."""
         self._hinted: dict[tuple[int, ...], LoopDetection] = {}
-        self._tool_steps: dict[str, int] = {}  # the graph step of each recent tool call's answer
+        self._tool_steps = ToolSteps()
 
     def _detection(self, tools: Sequence[Any]) -> LoopDetection:
         """The configuration plus what the call's tools declare, once per set of tools."""
@@ -400,11 +399,8 @@ class _AskingLoopDetection(LoopDetectionMiddleware):
         queue = state.get("loop_notices") or []
         if not any(n["source"] == "human" and n["run"] == str(run["id"]) for n in queue):
             return None
-        update = {"messages": [drain(queue, run=str(run["id"]), hidden=not self.show_notices)],
-                  "loop_notices": []}
-        ran = self._tool_steps.get(str(getattr(messages[-1], "tool_call_id", ""))) if messages else None
-        step = get_config()["metadata"]["langgraph_step"]
-        return {**update, "jump_to": "model"} if ran is not None and step > ran + 1 else update
+        return self._tool_steps.jump_back(messages, {"messages": [drain(
+            queue, run=str(run["id"]), hidden=not self.show_notices)], "loop_notices": []})
 
     @hook_config(can_jump_to=["model"])
     def after_model(self, state: LoopDetectionState, runtime: Runtime[Any]) -> dict[str, Any] | None:

@@ -24,8 +24,8 @@ from langgraph_loop.core.stop import Guard, stop_fields
 from langgraph_loop.engine.dialogue import typed_instead
 from langgraph_loop.engine.final import final_answer, none_choice, stop_notice
 
-__all__ = ["FINAL_ANSWER", "Outgoing", "Result", "SteppedCalls", "answer_of", "applied", "asend",
-           "final_call", "notice_for", "send", "stop_record", "stored_stop", "thread_of"]
+__all__ = ["FINAL_ANSWER", "Outgoing", "Result", "SteppedCalls", "ToolSteps", "answer_of", "applied",
+           "asend", "final_call", "notice_for", "send", "stop_record", "stored_stop", "thread_of"]
 
 FINAL_ANSWER = "final_answer"
 """The tag and run name of the final-answer call (the graph's too)."""
@@ -91,6 +91,33 @@ class SteppedCalls:
             return await asend(handler, call)
 
         return await adrive(self._steps(request), sent)
+
+
+class ToolSteps:
+    """The graph step each recent tool call was answered in (by call id, the newest 256), for a
+    ``before_model`` hook that writes a person's words: hooks listed before it ran already (on
+    this step, once the tools were answered), so it jumps back to the first (``jump_back``). The
+    hooks' order is the agent's: learned once, it holds where the last message did not run here."""
+
+    def __init__(self) -> None:
+        self.steps: dict[str, int] = {}
+        self.after_hooks: bool | None = None
+
+    def record(self, call: Mapping[str, Any]) -> None:
+        if len(self.steps) >= 256:
+            self.steps.clear()
+        self.steps[str(call.get("id"))] = get_config()["metadata"]["langgraph_step"]
+
+    def hooks_before(self, messages: Sequence[BaseMessage]) -> bool:
+        """Did ``before_model`` hooks run before this one (learned when the tools ran here)?"""
+        ran = self.steps.get(str(getattr(messages[-1], "tool_call_id", ""))) if messages else None
+        if ran is not None:
+            self.after_hooks = get_config()["metadata"]["langgraph_step"] > ran + 1
+        return bool(self.after_hooks)
+
+    def jump_back(self, messages: Sequence[BaseMessage], update: dict[str, Any]) -> dict[str, Any]:
+        """``update``, with a jump back to the first ``before_model`` hook when others ran first."""
+        return {**update, "jump_to": "model"} if self.hooks_before(messages) else update
 
 
 def applied(messages: Sequence[BaseMessage], writes: Sequence[BaseMessage]) -> list[Any]:

@@ -3,6 +3,8 @@
 No request over the budget is sent: the graph's rule (``engine/limits.py: call_guard``)
 decides inside ``wrap_model_call`` (``docs/token-budget.md#tokenbudgetmiddleware``). What was
 spent is read from the thread's replies, so a run resumed by another agent object counts the same.
+A check-in is asked in ``before_model``, on the call the last request foresees, so that a
+person's redirect goes through the other ``before_model`` hooks as the graph's does.
 
 Example:
     >>> from langchain.agents import create_agent
@@ -24,10 +26,10 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired, cast
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
@@ -37,13 +39,16 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     OmitFromInput,
     PrivateStateAttr,
+    ToolCallRequest,
+    hook_config,
 )
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.config import get_config
+from langgraph.runtime import Runtime
 from langgraph.types import Command
 from typing_extensions import TypedDict
 
-from langgraph_loop.core.compat import checkpointer
+from langgraph_loop.core.compat import checkpointer, resuming
 from langgraph_loop.core.messages import run_request
 from langgraph_loop.core.questions import ask_plainly
 from langgraph_loop.core.stop import Guard, StopReason
@@ -62,6 +67,7 @@ from langgraph_loop.middleware.stopping import (
     Outgoing,
     Result,
     SteppedCalls,
+    ToolSteps,
     answer_of,
     applied,
     final_call,
@@ -83,6 +89,8 @@ class BudgetExtension(TypedDict):
     run: str | None
     """The run's request message id (None: the thread's, ``budget_scope="thread"``)."""
     tokens: int
+    stop: NotRequired[Guard]
+    """A person's stop, asked in ``before_model``: the model step makes it without asking again."""
 
 
 class BudgetSpent(TypedDict):
@@ -144,6 +152,10 @@ class TokenBudgetMiddleware(SteppedCalls, AgentMiddleware[TokenBudgetState, Any]
     built_in_as = "limits=Limits(token_budget=..., budget_check_in=..., budget_scope=...)"
     """What ``create_loop_agent`` takes instead (it refuses this middleware)."""
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> TokenBudgetMiddleware:
+        asks = cls is TokenBudgetMiddleware and kwargs.get("budget_check_in") is True
+        return super().__new__(_CheckingIn if asks else cls)
+
     def __init__(self, *, token_budget: int | None = None, budget_check_in: bool = False,
                  budget_scope: Literal["run", "thread"] = "run", show_notices: bool = False,
                  **renamed: Any) -> None:
@@ -195,6 +207,9 @@ class TokenBudgetMiddleware(SteppedCalls, AgentMiddleware[TokenBudgetState, Any]
             return call_guard(_sent(request, added), messages, budget=self.token_budget + more,
                               spent=spent, model=request.model)
 
+        if granted.get("stop") and granted.get("run") == key:  # a person stopped in before_model
+            update["budget_extra"] = BudgetExtension(run=key, tokens=extra)
+            return _Turn(request, granted["stop"], self.token_budget + extra, spent, key, update=update)
         why = over(extra, [])
         if why is None or not self.budget_check_in or checkpointer(get_config()) is None:
             return _Turn(request, why, self.token_budget + extra, spent, key, update=update)
@@ -269,3 +284,67 @@ class TokenBudgetMiddleware(SteppedCalls, AgentMiddleware[TokenBudgetState, Any]
         shown = [*turn.added, *([notice] if notice is not None else [])]
         answer = (yield Outgoing(final, shown, final=True)) if final is not None else None
         return self._stopped(turn, notice, final, answer)
+
+
+def _thread() -> Any:
+    return get_config()["configurable"].get("thread_id")
+
+
+class _CheckingIn(TokenBudgetMiddleware):
+    """``TokenBudgetMiddleware`` with ``budget_check_in`` (``__new__`` picks it): the person is
+    asked in ``before_model``, about the call the thread's last request foresees (its system
+    message, tools and model, with the thread's messages now), so that a redirect goes through
+    the ``before_model`` hooks: those listed after this one at once, those before it by a jump
+    back to the first (``ToolSteps``). ``wrap_model_call`` stays the rule: a call over the
+    budget that was not foreseen (the first here of a thread, a wrapper that grows the prompt
+    per call) is asked about there, its redirect passing no hook."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._seen: dict[Any, ModelRequest[Any]] = {}  # each thread's last request (the newest 256)
+        self._tool_steps = ToolSteps()
+
+    @property
+    def name(self) -> str:
+        return "TokenBudgetMiddleware"
+
+    def _steps(self, request: ModelRequest[Any]) -> Generator[Outgoing, ModelResponse[Any], Result]:
+        if len(self._seen) >= 256:
+            self._seen.clear()
+        self._seen[_thread()] = request
+        return super()._steps(request)
+
+    @hook_config(can_jump_to=["model"])
+    def before_model(self, state: TokenBudgetState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Ask about the foreseen call; write what the person decided (``budget_extra``, a stop
+        for the model step to make, a redirect after the tool results)."""
+        messages = list(state.get("messages") or [])
+        hooks_before = self._tool_steps.hooks_before(messages)
+        seen = self._seen.get(_thread())
+        if seen is None and not resuming(get_config()):
+            return None
+        if seen is None:  # a resume by a new agent object: its question, weighed by the estimate
+            seen = ModelRequest(model=cast(Any, None), messages=[], runtime=runtime)
+        turn = self._turn(seen.override(messages=messages, state=cast(Any, state)))
+        stop = turn.why if turn.why is not None and "human" in turn.why else None
+        if not turn.added and "budget_extra" not in turn.update and stop is None:
+            return None
+        extension = BudgetExtension(run=turn.key, tokens=turn.budget - self.token_budget)
+        update = {**turn.update, "budget_extra": {**extension, **({"stop": stop} if stop else {})}}
+        if turn.added:
+            update.update(messages=turn.added, **({"jump_to": "model"} if hooks_before else {}))
+        return update
+
+    def wrap_tool_call(self, request: ToolCallRequest,
+                       handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+                       ) -> ToolMessage | Command[Any]:
+        """The call runs; its graph step is noted (``ToolSteps``)."""
+        self._tool_steps.record(request.tool_call)
+        return handler(request)
+
+    async def awrap_tool_call(self, request: ToolCallRequest,
+                              handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
+                              ) -> ToolMessage | Command[Any]:
+        """Async ``wrap_tool_call``."""
+        self._tool_steps.record(request.tool_call)
+        return await handler(request)

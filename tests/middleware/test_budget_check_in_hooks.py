@@ -19,7 +19,7 @@ from langchain.agents.middleware import (
     PIIMiddleware,
     ToolCallLimitMiddleware,
 )
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
@@ -159,31 +159,31 @@ def test_a_persons_stop_ends_with_the_final_answer_without_asking_again() -> Non
     assert done["messages"][-1].content == "final"
 
 
-class PromptPerCall(AgentMiddleware[Any, Any]):
-    """A wrapper that makes the system prompt longer on each call (no hook can foresee it)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls = 0
+class ContextPerCall(AgentMiddleware[Any, Any]):
+    """A wrapper that adds a long context message to each call (no hook sees it coming)."""
 
     def wrap_model_call(self, request: ModelRequest[Any], handler: Any) -> Any:
-        self.calls += 1
-        return handler(request.override(system_message=SystemMessage("Be precise. " * 150 * self.calls)))
+        extra = HumanMessage("Context for this step: " + "background facts " * 150)
+        return handler(request.override(messages=[*request.messages, extra]))
 
 
 def test_a_call_the_hook_could_not_foresee_is_still_held_back_and_asked_about() -> None:
-    """The residual case: the wrapper listed before ours grows the prompt after our
-    ``before_model`` weighed the call; the model step asks (its redirect passes no hook)."""
-    model = researcher()
+    """The residual case: the wrapper listed before ours adds tokens after our ``before_model``
+    weighed the call; the model step asks (its redirect passes no hook) and sends nothing over."""
+    model, plain = researcher(), researcher()
     agent = create_agent(model, [research], checkpointer=InMemorySaver(),
-                         middleware=[PromptPerCall(), budget()])
+                         middleware=[ContextPerCall(), budget()])
     config = thread()
     paused = agent.invoke(go(), config)
     assert questions(paused) == ["Token budget reached: add more?"]
     assert agent.get_state(config).next == ("model",)  # asked in the model step
+    foreseen = create_agent(plain, [research], checkpointer=InMemorySaver(), middleware=[budget()])
+    foreseen.invoke(go(), thread())
+    assert len(model.requests) < len(plain.requests)  # held back a call earlier than without it
     calls = len(model.requests)
     done = agent.invoke(Command(resume=add_tokens(5000, "Please wrap up now.")), config)
     assert done["messages"][-1].content == "Summary sent." and len(model.requests) == calls + 1
+    assert is_redirect(model.requests[-1][-1]) and model.requests[-1][-3].type == "tool"
     total = sum(m.usage_metadata["total_tokens"] for m in done["messages"]
                 if m.type == "ai" and m.usage_metadata)
     assert total <= BUDGET + 5000
