@@ -112,6 +112,8 @@ class TokenBudgetState(AgentState[Any]):
     """What a person granted at a check-in, for the run it was granted in."""
     budget_spent: NotRequired[Annotated[BudgetSpent | None, PrivateStateAttr]]
     """What was spent, counted as the replies come (``BudgetSpent``)."""
+    budget_hooks: NotRequired[Annotated[bool | None, PrivateStateAttr]]
+    """True: ``before_model`` hooks run before the check-in's (``ToolSteps``), for a resume elsewhere."""
 
 
 @dataclass
@@ -314,12 +316,18 @@ class _CheckingIn(TokenBudgetMiddleware):
         self._seen[_thread()] = request
         return super()._steps(request)
 
+    def _turn(self, request: ModelRequest[Any]) -> _Turn:
+        turn = super()._turn(request)
+        if self._tool_steps.after_hooks and not request.state.get("budget_hooks"):
+            turn.update["budget_hooks"] = True  # the order learned here, kept with the thread
+        return turn
+
     @hook_config(can_jump_to=["model"])
     def before_model(self, state: TokenBudgetState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Ask about the foreseen call; write what the person decided (``budget_extra``, a stop
         for the model step to make, a redirect after the tool results)."""
         messages = list(state.get("messages") or [])
-        hooks_before = self._tool_steps.hooks_before(messages)
+        hooks_before = self._tool_steps.hooks_before(messages) or bool(state.get("budget_hooks"))
         seen = self._seen.get(_thread())
         if seen is None and not resuming(get_config()):
             return None

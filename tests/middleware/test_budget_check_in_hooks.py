@@ -96,6 +96,21 @@ def test_a_redirect_is_redacted_before_the_model_reads_it(ours_first: bool) -> N
 
 
 @pytest.mark.parametrize("ours_first", [False, True])
+def test_a_new_agent_object_resuming_the_question_redacts_the_redirect(ours_first: bool) -> None:
+    """Another process resumes: it knows neither the last request nor the hooks' order but
+    from the thread (the question is weighed again with the token estimate)."""
+    saver, config, models = InMemorySaver(), thread(), [researcher(), researcher()]
+    agents = [create_agent(m, [research], checkpointer=saver, middleware=[budget(), pii()]
+                           if ours_first else [pii(), budget()]) for m in models]
+    agents[0].invoke(go(), config)
+    done = agents[1].invoke(Command(resume=add_tokens(2000, REDIRECT)), config)
+    assert done["messages"][-1].content == "Summary sent." and len(models[1].requests) == 1
+    (sent,) = models[1].requests
+    assert sent[-1].content == f"Please wrap up now and mail it to {REDACTED}." and sent[-2].type == "tool"
+    assert [m.content for m in done["messages"] if is_redirect(m)] == [sent[-1].content]
+
+
+@pytest.mark.parametrize("ours_first", [False, True])
 def test_a_redirect_with_too_few_tokens_is_asked_about_again_and_redacted(ours_first: bool) -> None:
     model = researcher()
     agent = create_agent(model, [research], checkpointer=InMemorySaver(),
