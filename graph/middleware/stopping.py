@@ -8,14 +8,27 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
-from langchain.agents.middleware.types import ExtendedModelResponse, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import (
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    ToolCallRequest,
+)
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.config import merge_configs
 from langgraph.config import get_config
 from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from langgraph_loop.core.drive import adrive, drive
 from langgraph_loop.core.messages import notice_message
@@ -94,30 +107,47 @@ class SteppedCalls:
 
 
 class ToolSteps:
-    """The graph step each recent tool call was answered in (by call id, the newest 256), for a
-    ``before_model`` hook that writes a person's words: hooks listed before it ran already (on
-    this step, once the tools were answered), so it jumps back to the first (``jump_back``). The
-    hooks' order is the agent's: learned once, it holds where the last message did not run here."""
+    """``wrap_tool_call`` of both middlewares: a call runs unless ``_refused`` answers it, and
+    the graph step it is answered in is noted (by call id, the newest 256) for a ``before_model``
+    hook that writes a person's words: hooks listed before it ran already once the tools were
+    answered, so it jumps back to the first (``hooks_before``). The order, once learned, holds."""
 
-    def __init__(self) -> None:
-        self.steps: dict[str, int] = {}
-        self.after_hooks: bool | None = None
+    tool_steps: dict[str, int]
+    after_hooks: bool | None = None
 
-    def record(self, call: Mapping[str, Any]) -> None:
-        if len(self.steps) >= 256:
-            self.steps.clear()
-        self.steps[str(call.get("id"))] = get_config()["metadata"]["langgraph_step"]
+    def _refused(self, request: ToolCallRequest) -> ToolMessage | None:
+        return None
+
+    def _noted(self, request: ToolCallRequest) -> ToolMessage | None:
+        if len(self.tool_steps) >= 256:
+            self.tool_steps.clear()
+        self.tool_steps[str(request.tool_call.get("id"))] = get_config()["metadata"]["langgraph_step"]
+        return self._refused(request)
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """The call, or its refusal."""
+        refused = self._noted(request)
+        return refused if refused is not None else handler(request)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """Async ``wrap_tool_call``."""
+        refused = self._noted(request)
+        return refused if refused is not None else await handler(request)
 
     def hooks_before(self, messages: Sequence[BaseMessage]) -> bool:
         """Did ``before_model`` hooks run before this one (learned when the tools ran here)?"""
-        ran = self.steps.get(str(getattr(messages[-1], "tool_call_id", ""))) if messages else None
+        ran = self.tool_steps.get(str(getattr(messages[-1], "tool_call_id", ""))) if messages else None
         if ran is not None:
             self.after_hooks = get_config()["metadata"]["langgraph_step"] > ran + 1
         return bool(self.after_hooks)
-
-    def jump_back(self, messages: Sequence[BaseMessage], update: dict[str, Any]) -> dict[str, Any]:
-        """``update``, with a jump back to the first ``before_model`` hook when others ran first."""
-        return {**update, "jump_to": "model"} if self.hooks_before(messages) else update
 
 
 def applied(messages: Sequence[BaseMessage], writes: Sequence[BaseMessage]) -> list[Any]:

@@ -26,7 +26,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Annotated, Any, Literal, NotRequired, cast
@@ -39,10 +39,9 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     OmitFromInput,
     PrivateStateAttr,
-    ToolCallRequest,
     hook_config,
 )
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Command
@@ -292,7 +291,7 @@ def _thread() -> Any:
     return get_config()["configurable"].get("thread_id")
 
 
-class _CheckingIn(TokenBudgetMiddleware):
+class _CheckingIn(ToolSteps, TokenBudgetMiddleware):
     """``TokenBudgetMiddleware`` with ``budget_check_in`` (``__new__`` picks it): the person is
     asked in ``before_model``, about the call the thread's last request foresees (its system
     message, tools and model, with the thread's messages now), so that a redirect goes through
@@ -304,7 +303,7 @@ class _CheckingIn(TokenBudgetMiddleware):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._seen: dict[Any, ModelRequest[Any]] = {}  # each thread's last request (the newest 256)
-        self._tool_steps = ToolSteps()
+        self.tool_steps = {}
 
     @property
     def name(self) -> str:
@@ -318,7 +317,7 @@ class _CheckingIn(TokenBudgetMiddleware):
 
     def _turn(self, request: ModelRequest[Any]) -> _Turn:
         turn = super()._turn(request)
-        if self._tool_steps.after_hooks and not request.state.get("budget_hooks"):
+        if self.after_hooks and not request.state.get("budget_hooks"):
             turn.update["budget_hooks"] = True  # the order learned here, kept with the thread
         return turn
 
@@ -327,7 +326,7 @@ class _CheckingIn(TokenBudgetMiddleware):
         """Ask about the foreseen call; write what the person decided (``budget_extra``, a stop
         for the model step to make, a redirect after the tool results)."""
         messages = list(state.get("messages") or [])
-        hooks_before = self._tool_steps.hooks_before(messages) or bool(state.get("budget_hooks"))
+        hooks_before = self.hooks_before(messages) or bool(state.get("budget_hooks"))
         seen = self._seen.get(_thread())
         if seen is None and not resuming(get_config()):
             return None
@@ -342,17 +341,3 @@ class _CheckingIn(TokenBudgetMiddleware):
         if turn.added:
             update.update(messages=turn.added, **({"jump_to": "model"} if hooks_before else {}))
         return update
-
-    def wrap_tool_call(self, request: ToolCallRequest,
-                       handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
-                       ) -> ToolMessage | Command[Any]:
-        """The call runs; its graph step is noted (``ToolSteps``)."""
-        self._tool_steps.record(request.tool_call)
-        return handler(request)
-
-    async def awrap_tool_call(self, request: ToolCallRequest,
-                              handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
-                              ) -> ToolMessage | Command[Any]:
-        """Async ``wrap_tool_call``."""
-        self._tool_steps.record(request.tool_call)
-        return await handler(request)
