@@ -45,12 +45,7 @@ from typing_extensions import TypedDict
 
 from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
-from langgraph_loop.core.messages import (
-    Notice,
-    call_ids,
-    drain,
-    run_request,
-)
+from langgraph_loop.core.messages import Notice, call_ids, drain, run_request
 from langgraph_loop.core.state import LoopAllowed, emit
 from langgraph_loop.core.stop import Guard
 from langgraph_loop.engine.decision import (

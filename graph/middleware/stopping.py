@@ -1,6 +1,7 @@
 """What both our middlewares share inside ``create_agent``: sending a call (what a step
-writes before it is streamed first, in the order the model saw), and a stop (the calls not
-run answered, the stop notice and record, one tools-free final answer tagged ``final_answer``).
+writes before it is streamed first, in the order the model saw), a stop (the calls not run
+answered, the stop notice and record, one tools-free final answer tagged ``final_answer``),
+and the tools' steps, by which a person's words reach the ``before_model`` hooks (``ToolSteps``).
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ async def asend(handler: Callable[[ModelRequest[Any]], Awaitable[Any]], call: Ou
 
 
 Result = ModelResponse[Any] | ExtendedModelResponse[Any]
+ToolResult = ToolMessage | Command[Any]
 
 
 class SteppedCalls:
@@ -86,19 +88,13 @@ class SteppedCalls:
     def _steps(self, request: ModelRequest[Any]) -> Generator[Outgoing, ModelResponse[Any], Result]:
         raise NotImplementedError
 
-    def wrap_model_call(
-        self,
-        request: ModelRequest[Any],
-        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
-    ) -> Result:
+    def wrap_model_call(self, request: ModelRequest[Any],
+                        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]) -> Result:
         """Send the calls ``_steps`` makes; its result is the model step's."""
         return drive(self._steps(request), lambda call: send(handler, call))
 
-    async def awrap_model_call(
-        self,
-        request: ModelRequest[Any],
-        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
-    ) -> Result:
+    async def awrap_model_call(self, request: ModelRequest[Any], handler: Callable[
+            [ModelRequest[Any]], Awaitable[ModelResponse[Any]]]) -> Result:
         """Async ``wrap_model_call``."""
         async def sent(call: Outgoing) -> ModelResponse[Any]:
             return await asend(handler, call)
@@ -124,20 +120,14 @@ class ToolSteps:
         self.tool_steps[str(request.tool_call.get("id"))] = get_config()["metadata"]["langgraph_step"]
         return self._refused(request)
 
-    def wrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
-    ) -> ToolMessage | Command[Any]:
+    def wrap_tool_call(self, request: ToolCallRequest,
+                       handler: Callable[[ToolCallRequest], ToolResult]) -> ToolResult:
         """The call, or its refusal."""
         refused = self._noted(request)
         return refused if refused is not None else handler(request)
 
-    async def awrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
-    ) -> ToolMessage | Command[Any]:
+    async def awrap_tool_call(self, request: ToolCallRequest,
+                              handler: Callable[[ToolCallRequest], Awaitable[ToolResult]]) -> ToolResult:
         """Async ``wrap_tool_call``."""
         refused = self._noted(request)
         return refused if refused is not None else await handler(request)

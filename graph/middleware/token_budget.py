@@ -287,18 +287,12 @@ class TokenBudgetMiddleware(SteppedCalls, AgentMiddleware[TokenBudgetState, Any]
         return self._stopped(turn, notice, final, answer)
 
 
-def _thread() -> Any:
-    return get_config()["configurable"].get("thread_id")
-
-
 class _CheckingIn(ToolSteps, TokenBudgetMiddleware):
     """``TokenBudgetMiddleware`` with ``budget_check_in`` (``__new__`` picks it): the person is
-    asked in ``before_model``, about the call the thread's last request foresees (its system
-    message, tools and model, with the thread's messages now), so that a redirect goes through
-    the ``before_model`` hooks: those listed after this one at once, those before it by a jump
-    back to the first (``ToolSteps``). ``wrap_model_call`` stays the rule: a call over the
-    budget that was not foreseen (the first here of a thread, a wrapper that grows the prompt
-    per call) is asked about there, its redirect passing no hook."""
+    asked in ``before_model`` about the call the thread's last request foresees (its system
+    message and model, the thread's messages now), so that a redirect goes through the other
+    ``before_model`` hooks (``ToolSteps``). A call over the budget not foreseen (the first here
+    of a thread, tokens a wrapper adds) is asked about in ``wrap_model_call``, as before."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -309,13 +303,11 @@ class _CheckingIn(ToolSteps, TokenBudgetMiddleware):
     def name(self) -> str:
         return "TokenBudgetMiddleware"
 
-    def _steps(self, request: ModelRequest[Any]) -> Generator[Outgoing, ModelResponse[Any], Result]:
-        if len(self._seen) >= 256:
-            self._seen.clear()
-        self._seen[_thread()] = request
-        return super()._steps(request)
-
     def _turn(self, request: ModelRequest[Any]) -> _Turn:
+        if request.model is not None:  # a request made (or foreseen from one): remembered
+            if len(self._seen) >= 256:
+                self._seen.clear()
+            self._seen[get_config()["configurable"].get("thread_id")] = request
         turn = super()._turn(request)
         if self.after_hooks and not request.state.get("budget_hooks"):
             turn.update["budget_hooks"] = True  # the order learned here, kept with the thread
@@ -323,11 +315,10 @@ class _CheckingIn(ToolSteps, TokenBudgetMiddleware):
 
     @hook_config(can_jump_to=["model"])
     def before_model(self, state: TokenBudgetState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Ask about the foreseen call; write what the person decided (``budget_extra``, a stop
-        for the model step to make, a redirect after the tool results)."""
+        """Ask about the foreseen call; write the extension, a stop for the model step, a redirect."""
         messages = list(state.get("messages") or [])
         hooks_before = self.hooks_before(messages) or bool(state.get("budget_hooks"))
-        seen = self._seen.get(_thread())
+        seen = self._seen.get(get_config()["configurable"].get("thread_id"))
         if seen is None and not resuming(get_config()):
             return None
         if seen is None:  # a resume by a new agent object: its question, weighed by the estimate
