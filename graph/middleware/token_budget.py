@@ -304,10 +304,11 @@ class _CheckingIn(ToolSteps, TokenBudgetMiddleware):
         return "TokenBudgetMiddleware"
 
     def _turn(self, request: ModelRequest[Any]) -> _Turn:
-        if request.model is not None:  # a request made (or foreseen from one): remembered
+        if request.model is not None:  # what it sends besides the thread, for ``before_model``
             if len(self._seen) >= 256:
                 self._seen.clear()
-            self._seen[get_config()["configurable"].get("thread_id")] = request
+            self._seen[get_config()["configurable"].get("thread_id")] = request.override(
+                messages=[], state=cast(Any, {}))
         turn = super()._turn(request)
         if self.after_hooks and not request.state.get("budget_hooks"):
             turn.update["budget_hooks"] = True  # the order learned here, kept with the thread
