@@ -202,3 +202,41 @@ def test_a_call_the_hook_could_not_foresee_is_still_held_back_and_asked_about() 
     total = sum(m.usage_metadata["total_tokens"] for m in done["messages"]
                 if m.type == "ai" and m.usage_metadata)
     assert total <= BUDGET + 5000
+
+
+async def test_the_async_agent_redacts_the_redirect_with_the_hook_listed_after_pii() -> None:
+    model = researcher()
+    agent = create_agent(model, [research], checkpointer=InMemorySaver(), middleware=[pii(), budget()])
+    config = thread()
+    assert questions(await agent.ainvoke(go(), config)) == ["Token budget reached: add more?"]
+    assert (await agent.aget_state(config)).next == ("TokenBudgetMiddleware.before_model",)
+    done = await agent.ainvoke(Command(resume=add_tokens(2000, REDIRECT)), config)
+    assert done["messages"][-1].content == "Summary sent."
+    assert model.requests[-1][-1].content == f"Please wrap up now and mail it to {REDACTED}."
+    assert not any(ADDRESS in str(m.content) for request in model.requests for m in request)
+
+
+def test_in_a_chat_the_next_message_over_a_spent_thread_budget_is_asked_about_before_the_hooks(
+        ) -> None:
+    """``budget_scope="thread"``: the check-in comes at a run's first call, before any tool
+    round of that run (the hooks' order known from earlier runs); the hook listed before ours
+    redacts the redirect."""
+    def chat(messages: list[BaseMessage]) -> Any:
+        if "wrap up" in str(messages[-1].content):
+            return "Summary sent."
+        asked = max(i for i, m in enumerate(messages) if m.type == "human")
+        done = sum(m.type == "tool" for m in messages[asked:])
+        return [("research", {"query": f"q{len(messages)}"})] if done < 1 else "Here is what I have."
+    model = ScriptedChatModel(default=chat, no_tools_reply="final")
+    agent = create_agent(model, [research], checkpointer=InMemorySaver(), middleware=[
+        pii(), TokenBudgetMiddleware(token_budget=BUDGET, budget_check_in=True, budget_scope="thread")])
+    config = thread()
+    state = agent.invoke(go(), config)
+    while "__interrupt__" not in state:
+        state = agent.invoke({"messages": [HumanMessage("And more on this: " + "detail " * 150)]}, config)
+    assert state["messages"][-1].type == "human"  # asked before the run's first call
+    assert agent.get_state(config).next == ("TokenBudgetMiddleware.before_model",)
+    done = agent.invoke(Command(resume=add_tokens(2000, REDIRECT)), config)
+    assert done["messages"][-1].content == "Summary sent."
+    assert model.requests[-1][-1].content == f"Please wrap up now and mail it to {REDACTED}."
+    assert not any(ADDRESS in str(m.content) for request in model.requests for m in request)
