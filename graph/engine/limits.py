@@ -20,13 +20,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import BaseTool
 
 from langgraph_loop.core.messages import REDIRECT_KIND, is_blocked
-from langgraph_loop.core.questions import (
-    BUDGET_TITLE,
-    answer_schema,
-    one_action,
-    the_decision,
-    whole_number,
-)
+from langgraph_loop.core.questions import BUDGET_TITLE, answer_schema, one_action, the_decision, whole_number
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState
 from langgraph_loop.core.stop import Guard, StopReason, guard, limit_guard, person_stop, stop_instruction

@@ -21,7 +21,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired, cast
 
@@ -45,12 +45,7 @@ from typing_extensions import TypedDict
 
 from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
-from langgraph_loop.core.messages import (
-    Notice,
-    call_ids,
-    drain,
-    run_request,
-)
+from langgraph_loop.core.messages import Notice, call_ids, drain, run_request
 from langgraph_loop.core.state import LoopAllowed, emit
 from langgraph_loop.core.stop import Guard
 from langgraph_loop.engine.decision import (
@@ -69,6 +64,7 @@ from langgraph_loop.middleware.stopping import (
     Outgoing,
     Result,
     SteppedCalls,
+    ToolSteps,
     answer_of,
     applied,
     final_call,
@@ -149,18 +145,7 @@ def _all_refused(ai: AIMessage, decision: Decision) -> bool:
     return bool(decision.blocks) and all(i in decision.blocks for i in call_ids(ai))
 
 
-def _refusal(request: ToolCallRequest, steps: dict[str, int]) -> ToolMessage | None:
-    """The refusal that answers this call (``loop_refused``), None for a call that runs; the
-    graph step it is answered in goes to ``steps`` (by call id, the newest 256)."""
-    call = request.tool_call
-    if len(steps) >= 256:
-        steps.clear()
-    steps[str(call.get("id"))] = get_config()["metadata"]["langgraph_step"]
-    text = (request.state.get("loop_refused") or {}).get(call.get("id"))  # type: ignore[union-attr]
-    return None if text is None else block_answer(str(call.get("id")), call.get("name"), text)
-
-
-class LoopDetectionMiddleware(SteppedCalls, AgentMiddleware[LoopDetectionState, Any]):
+class LoopDetectionMiddleware(SteppedCalls, ToolSteps, AgentMiddleware[LoopDetectionState, Any]):
     """Detect a looping agent in ``create_agent`` (``docs/middleware.md``).
 
     Args:
@@ -203,7 +188,7 @@ class LoopDetectionMiddleware(SteppedCalls, AgentMiddleware[LoopDetectionState, 
         self.memo = DetectorMemo()
         """Detector states of earlier replies (a cache: the state is derived from the thread)."""
         self._hinted: dict[tuple[int, ...], LoopDetection] = {}
-        self._tool_steps: dict[str, int] = {}  # the graph step of each recent tool call's answer
+        self.tool_steps = {}
 
     def _detection(self, tools: Sequence[Any]) -> LoopDetection:
         """The configuration plus what the call's tools declare, once per set of tools."""
@@ -363,23 +348,11 @@ class LoopDetectionMiddleware(SteppedCalls, AgentMiddleware[LoopDetectionState, 
             turn = self._again(turn, written, update)  # nothing to run: the model goes on
             shown = []
 
-    def wrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
-    ) -> ToolMessage | Command[Any]:
-        """A call the detector refused is answered with its refusal instead of running."""
-        refused = _refusal(request, self._tool_steps)
-        return refused if refused is not None else handler(request)
-
-    async def awrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
-    ) -> ToolMessage | Command[Any]:
-        """Async ``wrap_tool_call``."""
-        refused = _refusal(request, self._tool_steps)
-        return refused if refused is not None else await handler(request)
+    def _refused(self, request: ToolCallRequest) -> ToolMessage | None:
+        """A call the detector refused is answered with its refusal (``loop_refused``)."""
+        call = request.tool_call
+        text = (request.state.get("loop_refused") or {}).get(call.get("id"))  # type: ignore[union-attr]
+        return None if text is None else block_answer(str(call.get("id")), call.get("name"), text)
 
 
 class _AskingLoopDetection(LoopDetectionMiddleware):
@@ -402,9 +375,7 @@ class _AskingLoopDetection(LoopDetectionMiddleware):
             return None
         update = {"messages": [drain(queue, run=str(run["id"]), hidden=not self.show_notices)],
                   "loop_notices": []}
-        ran = self._tool_steps.get(str(getattr(messages[-1], "tool_call_id", ""))) if messages else None
-        step = get_config()["metadata"]["langgraph_step"]
-        return {**update, "jump_to": "model"} if ran is not None and step > ran + 1 else update
+        return {**update, "jump_to": "model"} if self.hooks_before(messages) else update
 
     @hook_config(can_jump_to=["model"])
     def after_model(self, state: LoopDetectionState, runtime: Runtime[Any]) -> dict[str, Any] | None:

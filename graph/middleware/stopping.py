@@ -1,6 +1,7 @@
 """What both our middlewares share inside ``create_agent``: sending a call (what a step
-writes before it is streamed first, in the order the model saw), and a stop (the calls not
-run answered, the stop notice and record, one tools-free final answer tagged ``final_answer``).
+writes before it is streamed first, in the order the model saw), a stop (the calls not run
+answered, the stop notice and record, one tools-free final answer tagged ``final_answer``),
+and the tools' steps, by which a person's words reach the ``before_model`` hooks (``ToolSteps``).
 """
 
 from __future__ import annotations
@@ -8,14 +9,27 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
-from langchain.agents.middleware.types import ExtendedModelResponse, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import (
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    ToolCallRequest,
+)
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.config import merge_configs
 from langgraph.config import get_config
 from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from langgraph_loop.core.drive import adrive, drive
 from langgraph_loop.core.messages import notice_message
@@ -24,8 +38,8 @@ from langgraph_loop.core.stop import Guard, stop_fields
 from langgraph_loop.engine.dialogue import typed_instead
 from langgraph_loop.engine.final import final_answer, none_choice, stop_notice
 
-__all__ = ["FINAL_ANSWER", "Outgoing", "Result", "SteppedCalls", "answer_of", "applied", "asend",
-           "final_call", "notice_for", "send", "stop_record", "stored_stop", "thread_of"]
+__all__ = ["FINAL_ANSWER", "Outgoing", "Result", "SteppedCalls", "ToolSteps", "answer_of", "applied",
+           "asend", "final_call", "notice_for", "send", "stop_record", "stored_stop", "thread_of"]
 
 FINAL_ANSWER = "final_answer"
 """The tag and run name of the final-answer call (the graph's too)."""
@@ -64,6 +78,7 @@ async def asend(handler: Callable[[ModelRequest[Any]], Awaitable[Any]], call: Ou
 
 
 Result = ModelResponse[Any] | ExtendedModelResponse[Any]
+ToolResult = ToolMessage | Command[Any]
 
 
 class SteppedCalls:
@@ -73,24 +88,56 @@ class SteppedCalls:
     def _steps(self, request: ModelRequest[Any]) -> Generator[Outgoing, ModelResponse[Any], Result]:
         raise NotImplementedError
 
-    def wrap_model_call(
-        self,
-        request: ModelRequest[Any],
-        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
-    ) -> Result:
+    def wrap_model_call(self, request: ModelRequest[Any],
+                        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]) -> Result:
         """Send the calls ``_steps`` makes; its result is the model step's."""
         return drive(self._steps(request), lambda call: send(handler, call))
 
-    async def awrap_model_call(
-        self,
-        request: ModelRequest[Any],
-        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
-    ) -> Result:
+    async def awrap_model_call(self, request: ModelRequest[Any], handler: Callable[
+            [ModelRequest[Any]], Awaitable[ModelResponse[Any]]]) -> Result:
         """Async ``wrap_model_call``."""
         async def sent(call: Outgoing) -> ModelResponse[Any]:
             return await asend(handler, call)
 
         return await adrive(self._steps(request), sent)
+
+
+class ToolSteps:
+    """``wrap_tool_call`` of both middlewares: a call runs unless ``_refused`` answers it, and
+    the graph step it is answered in is noted (by call id, the newest 256) for a ``before_model``
+    hook that writes a person's words: hooks listed before it ran already once the tools were
+    answered, so it jumps back to the first (``hooks_before``). The order, once learned, holds."""
+
+    tool_steps: dict[str, int]
+    after_hooks: bool | None = None
+
+    def _refused(self, request: ToolCallRequest) -> ToolMessage | None:
+        return None
+
+    def _noted(self, request: ToolCallRequest) -> ToolMessage | None:
+        if len(self.tool_steps) >= 256:
+            self.tool_steps.clear()
+        self.tool_steps[str(request.tool_call.get("id"))] = get_config()["metadata"]["langgraph_step"]
+        return self._refused(request)
+
+    def wrap_tool_call(self, request: ToolCallRequest,
+                       handler: Callable[[ToolCallRequest], ToolResult]) -> ToolResult:
+        """The call, or its refusal."""
+        refused = self._noted(request)
+        return refused if refused is not None else handler(request)
+
+    async def awrap_tool_call(self, request: ToolCallRequest,
+                              handler: Callable[[ToolCallRequest], Awaitable[ToolResult]]) -> ToolResult:
+        """Async ``wrap_tool_call``."""
+        refused = self._noted(request)
+        return refused if refused is not None else await handler(request)
+
+    def hooks_before(self, messages: Sequence[BaseMessage]) -> bool:
+        """Did ``before_model`` hooks run before this one (learned when the tools ran here)?"""
+        ran = self.tool_steps.get(str(getattr(messages[-1], "tool_call_id", ""))) if messages else None
+        if ran is not None:
+            self.after_hooks = get_config()["metadata"]["langgraph_step"] > ran + 1
+        return bool(self.after_hooks)
 
 
 def applied(messages: Sequence[BaseMessage], writes: Sequence[BaseMessage]) -> list[Any]:

@@ -3,6 +3,8 @@
 No request over the budget is sent: the graph's rule (``engine/limits.py: call_guard``)
 decides inside ``wrap_model_call`` (``docs/token-budget.md#tokenbudgetmiddleware``). What was
 spent is read from the thread's replies, so a run resumed by another agent object counts the same.
+A check-in is asked in ``before_model``, on the call the last request foresees, so that a
+person's redirect goes through the other ``before_model`` hooks as the graph's does.
 
 Example:
     >>> from langchain.agents import create_agent
@@ -27,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired, cast
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
@@ -37,13 +39,15 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     OmitFromInput,
     PrivateStateAttr,
+    hook_config,
 )
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.config import get_config
+from langgraph.runtime import Runtime
 from langgraph.types import Command
 from typing_extensions import TypedDict
 
-from langgraph_loop.core.compat import checkpointer
+from langgraph_loop.core.compat import checkpointer, resuming
 from langgraph_loop.core.messages import run_request
 from langgraph_loop.core.questions import ask_plainly
 from langgraph_loop.core.stop import Guard, StopReason
@@ -62,6 +66,7 @@ from langgraph_loop.middleware.stopping import (
     Outgoing,
     Result,
     SteppedCalls,
+    ToolSteps,
     answer_of,
     applied,
     final_call,
@@ -83,6 +88,8 @@ class BudgetExtension(TypedDict):
     run: str | None
     """The run's request message id (None: the thread's, ``budget_scope="thread"``)."""
     tokens: int
+    stop: NotRequired[Guard]
+    """A person's stop, asked in ``before_model``: the model step makes it without asking again."""
 
 
 class BudgetSpent(TypedDict):
@@ -104,6 +111,8 @@ class TokenBudgetState(AgentState[Any]):
     """What a person granted at a check-in, for the run it was granted in."""
     budget_spent: NotRequired[Annotated[BudgetSpent | None, PrivateStateAttr]]
     """What was spent, counted as the replies come (``BudgetSpent``)."""
+    budget_hooks: NotRequired[Annotated[bool | None, PrivateStateAttr]]
+    """True: ``before_model`` hooks run before the check-in's (``ToolSteps``), for a resume elsewhere."""
 
 
 @dataclass
@@ -143,6 +152,10 @@ class TokenBudgetMiddleware(SteppedCalls, AgentMiddleware[TokenBudgetState, Any]
     state_schema = TokenBudgetState
     built_in_as = "limits=Limits(token_budget=..., budget_check_in=..., budget_scope=...)"
     """What ``create_loop_agent`` takes instead (it refuses this middleware)."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> TokenBudgetMiddleware:
+        asks = cls is TokenBudgetMiddleware and kwargs.get("budget_check_in") is True
+        return super().__new__(_CheckingIn if asks else cls)
 
     def __init__(self, *, token_budget: int | None = None, budget_check_in: bool = False,
                  budget_scope: Literal["run", "thread"] = "run", show_notices: bool = False,
@@ -195,6 +208,9 @@ class TokenBudgetMiddleware(SteppedCalls, AgentMiddleware[TokenBudgetState, Any]
             return call_guard(_sent(request, added), messages, budget=self.token_budget + more,
                               spent=spent, model=request.model)
 
+        if granted.get("stop") and granted.get("run") == key:  # a person stopped in before_model
+            update["budget_extra"] = BudgetExtension(run=key, tokens=extra)
+            return _Turn(request, granted["stop"], self.token_budget + extra, spent, key, update=update)
         why = over(extra, [])
         if why is None or not self.budget_check_in or checkpointer(get_config()) is None:
             return _Turn(request, why, self.token_budget + extra, spent, key, update=update)
@@ -269,3 +285,51 @@ class TokenBudgetMiddleware(SteppedCalls, AgentMiddleware[TokenBudgetState, Any]
         shown = [*turn.added, *([notice] if notice is not None else [])]
         answer = (yield Outgoing(final, shown, final=True)) if final is not None else None
         return self._stopped(turn, notice, final, answer)
+
+
+class _CheckingIn(ToolSteps, TokenBudgetMiddleware):
+    """``TokenBudgetMiddleware`` with ``budget_check_in`` (``__new__`` picks it): the person is
+    asked in ``before_model`` about the call the thread's last request foresees (its system
+    message and model, the thread's messages now), so that a redirect goes through the other
+    ``before_model`` hooks (``ToolSteps``). A call over the budget not foreseen (the first here
+    of a thread, tokens a wrapper adds) is asked about in ``wrap_model_call``, as before."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._seen: dict[Any, ModelRequest[Any]] = {}  # each thread's last request (the newest 256)
+        self.tool_steps = {}
+
+    @property
+    def name(self) -> str:
+        return "TokenBudgetMiddleware"
+
+    def _turn(self, request: ModelRequest[Any]) -> _Turn:
+        if request.model is not None:  # what it sends besides the thread, for ``before_model``
+            if len(self._seen) >= 256:
+                self._seen.clear()
+            self._seen[get_config()["configurable"].get("thread_id")] = request.override(
+                messages=[], state=cast(Any, {}))
+        turn = super()._turn(request)
+        if self.after_hooks and not request.state.get("budget_hooks"):
+            turn.update["budget_hooks"] = True  # the order learned here, kept with the thread
+        return turn
+
+    @hook_config(can_jump_to=["model"])
+    def before_model(self, state: TokenBudgetState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Ask about the foreseen call; write the extension, a stop for the model step, a redirect."""
+        messages = list(state.get("messages") or [])
+        hooks_before = self.hooks_before(messages) or bool(state.get("budget_hooks"))
+        seen = self._seen.get(get_config()["configurable"].get("thread_id"))
+        if seen is None and not resuming(get_config()):
+            return None
+        if seen is None:  # a resume by a new agent object: its question, weighed by the estimate
+            seen = ModelRequest(model=cast(Any, None), messages=[], runtime=runtime)
+        turn = self._turn(seen.override(messages=messages, state=cast(Any, state)))
+        stop = turn.why if turn.why is not None and "human" in turn.why else None
+        if not turn.added and "budget_extra" not in turn.update and stop is None:
+            return None
+        extension = BudgetExtension(run=turn.key, tokens=turn.budget - self.token_budget)
+        update = {**turn.update, "budget_extra": {**extension, **({"stop": stop} if stop else {})}}
+        if turn.added:
+            update.update(messages=turn.added, **({"jump_to": "model"} if hooks_before else {}))
+        return update

@@ -355,7 +355,7 @@ def test_a_wrong_answer_raises_writes_nothing_and_the_next_one_works(
             with pytest.raises(ValueError, match=says):
                 agent.invoke(Command(resume=wrong), config)
             after = agent.get_state(config)
-            assert after.next == ("model",) and len(after.interrupts) == 1
+            assert after.next == ("TokenBudgetMiddleware.before_model",) and len(after.interrupts) == 1
             assert after.values == before.values
         assert second.requests == []
         done = agent.invoke(Command(resume=add_tokens(10_000)), config)
