@@ -35,7 +35,6 @@ from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import (
     LoopState,
     add_usage,
-    answer_text,
     ashow_messages,
     emit,
     iteration_info,
@@ -92,7 +91,7 @@ def render(messages: Sequence[BaseMessage]) -> str:
     lines: list[str] = []
     for message in messages:
         role = message.type if not getattr(message, "name", None) else f"{message.type}:{message.name}"
-        text = answer_text(message)
+        text = str(message.text)
         if isinstance(message, AIMessage) and message.tool_calls:
             calls = "; ".join(call_label(c["name"], c["args"]) for c in message.tool_calls)
             text = f"{text}\n[tool calls] {calls}".strip()
@@ -192,7 +191,7 @@ class CompactionNode(StepNode):
         """The update, and the summary for the messages stream (``summary``: not a state key)."""
         settings, split = plan.settings, plan.split
         reply = as_message(result, "compaction.summarizer")
-        summary = summary_message(answer_text(reply), len(split.old), hidden=not settings.show_notices)
+        summary = summary_message(reply.text, len(split.old), hidden=not settings.show_notices)
         usage = usage_of(reply)
         if usage is None and settings.limits.token_budget is not None:
             usage = estimate_usage(plan.request, reply, plan.summarizer)

@@ -35,7 +35,6 @@ from langgraph_loop.core.state import (
     LoopState,
     Usage,
     add_usage,
-    answer_text,
     iteration_info,
     latest_answer,
     new_usage,
@@ -166,7 +165,7 @@ def _read(result: Any, structured: bool) -> tuple[dict[str, Any], Usage]:
     reply = (as_structured(result, "judge") if structured else
              StructuredReply(raw=as_message(result, "judge"), parsed=None, parsing_error=None))
     raw: AIMessage = reply["raw"]
-    text = answer_text(raw)
+    text = raw.text
     verdict = (resolve_verdict(reply["parsed"], [c.get("args") for c in raw.tool_calls], text)
                if structured else parse_text_verdict(text))
     return verdict, add_usage(new_usage(), usage_of(raw))

@@ -32,7 +32,7 @@ __all__ = ["ApprovalAutoEvent", "BudgetPressureEvent", "CallRecord", "Compaction
            "LoopAllowed", "LoopBlockEvent", "LoopContext", "LoopDetectionOverrides", "LoopInput",
            "LoopOutput", "LoopState", "LoopWarningEvent", "Notice", "Review", "RunInfo",
            "StopEvent", "ThreadBudget", "Todo", "ToolCallEvent", "Usage", "add_usage",
-           "answer_text", "ashow_messages", "build_record", "calls_of_iteration", "emit",
+           "ashow_messages", "build_record", "calls_of_iteration", "emit",
            "executed_calls", "iteration_info", "latest_answer", "new_iteration", "new_usage",
            "show_messages", "usage_of"]
 
@@ -282,24 +282,13 @@ def latest_answer(state: Mapping[str, Any]) -> str:
     """The text of the iteration's answer: the last reply's text, else the structured answer
     (``response_format``: the reply called an output tool) as JSON."""
     last = next((m for m in reversed(state.get("messages") or []) if isinstance(m, AIMessage)), None)
-    text = answer_text(last)
+    text = last.text if last is not None else ""
     response = state.get("structured_response")
     if text or response is None:
         return text
     if hasattr(response, "model_dump_json"):
         return str(response.model_dump_json())
     return json.dumps(response, default=str)
-
-
-def answer_text(message: BaseMessage | None) -> str:
-    """The text of a model answer (text blocks joined for multimodal content)."""
-    if message is None:
-        return ""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    parts = [b.get("text", "") if isinstance(b, dict) else str(b) for b in content]
-    return "".join(p for p in parts if isinstance(p, str))
 
 
 def executed_calls(state: Mapping[str, Any]) -> int:

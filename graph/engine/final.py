@@ -31,7 +31,6 @@ from langchain_core.runnables import Runnable, RunnableBinding
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.messages import Notice, call_label
-from langgraph_loop.core.state import answer_text
 from langgraph_loop.core.stop import Guard, stop_instruction
 
 __all__ = ["final_answer", "forbid_tools", "none_choice", "stop_notice", "without_tool_calls"]
@@ -123,7 +122,7 @@ def final_answer(reply: AIMessage, reason: str | None, keep: Collection[str] = (
     ``keep`` tools: the response format's); when only calls were dropped, the text that says so."""
     final = without_tool_calls(reply, keep)
     dropped = final.response_metadata.get("langgraph_loop_dropped_tool_calls") or []
-    if not dropped or final.tool_calls or answer_text(final).strip():
+    if not dropped or final.tool_calls or final.text.strip():
         return final
     calls = ", ".join(call_label(c.get("name"), c.get("args")) for c in dropped)
     return final.model_copy(update={"content": prompts.NO_FINAL_ANSWER.format(
