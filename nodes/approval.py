@@ -20,7 +20,6 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig, ensure_config
 from langgraph.runtime import get_runtime
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, TypeAdapter, ValidationError
-from typing_extensions import TypedDict
 
 from langgraph_loop.core import prompts
 from langgraph_loop.core.callbacks import callback
@@ -28,22 +27,13 @@ from langgraph_loop.core.compat import resuming
 from langgraph_loop.core.config import Approval
 from langgraph_loop.core.drive import StepNode, Steps
 from langgraph_loop.core.messages import call_label, newest_reply
-from langgraph_loop.core.questions import DECISIONS, Decision, ask_plainly, decisions_shape
+from langgraph_loop.core.questions import DECISIONS, Decision, Decisions, ask_plainly, decisions_shape
 from langgraph_loop.core.settings import LoopSettings
 from langgraph_loop.core.state import LoopState, emit
 
-__all__ = ["DECISION_TYPES", "ApprovalNode", "ApprovalResponse", "Decision", "Reviewed", "apply_review",
-           "approval_request", "auto_allowed", "check_decisions", "edit_note", "mark_edited",
-           "needs_approval", "reject_text", "response_schema"]
-
-DECISION_TYPES = DECISIONS  # LangChain's, without ``respond``
-
-
-class ApprovalResponse(TypedDict):
-    """The resume value, one decision per gated call (LangChain's ``HITLResponse``)."""
-
-    decisions: list[Decision]
-
+__all__ = ["ApprovalNode", "Decision", "Reviewed", "apply_review", "approval_request", "auto_allowed",
+           "check_decisions", "edit_note", "mark_edited", "needs_approval", "reject_text",
+           "response_schema"]
 
 def approval_request(calls: Sequence[Mapping[str, Any]], description: str) -> HITLRequest:
     """The interrupt value for the gated calls (LangChain's ``HITLRequest``)."""
@@ -52,7 +42,7 @@ def approval_request(calls: Sequence[Mapping[str, Any]], description: str) -> HI
                                          f"{json.dumps(c.get('args') or {}, default=str)}")
                for c in calls]
     names = list(dict.fromkeys(str(c["name"]) for c in calls))
-    configs = [ReviewConfig(action_name=n, allowed_decisions=list(DECISION_TYPES)) for n in names]
+    configs = [ReviewConfig(action_name=n, allowed_decisions=list(DECISIONS)) for n in names]
     return HITLRequest(action_requests=actions, review_configs=configs)
 
 
@@ -68,9 +58,9 @@ def check_decisions(calls: Sequence[Mapping[str, Any]], decisions: Sequence[Mapp
     out: list[dict[str, Any]] = []
     for i, (call, decision) in enumerate(zip(calls, decisions, strict=True), 1):
         kind = decision.get("type")
-        if kind not in DECISION_TYPES:
+        if kind not in DECISIONS:
             raise ValueError(f"approval: decision {i} has unknown type {kind!r}; "
-                             f"expected one of {', '.join(DECISION_TYPES)}")
+                             f"expected one of {', '.join(DECISIONS)}")
         if kind == "edit":
             action = decision.get("edited_action") or {}
             name = action.get("name")
@@ -87,14 +77,14 @@ def check_decisions(calls: Sequence[Mapping[str, Any]], decisions: Sequence[Mapp
 
 def response_schema(calls: Sequence[Mapping[str, Any]], *, gated: Collection[str],
                     known: Collection[str]) -> Any:
-    """The resume schema for these calls: ``ApprovalResponse``, its meaning checked by
+    """The resume schema for these calls: ``Decisions``, its meaning checked by
     ``check_decisions`` (pydantic validates both, inside ``interrupt()`` too)."""
 
-    def matches_calls(response: ApprovalResponse) -> ApprovalResponse:
+    def matches_calls(response: Decisions) -> Decisions:
         check_decisions(calls, response["decisions"], gated=gated, known=known)
         return response
 
-    return Annotated[ApprovalResponse, BeforeValidator(partial(decisions_shape, what="approval")),
+    return Annotated[Decisions, BeforeValidator(partial(decisions_shape, what="approval")),
                      AfterValidator(matches_calls)]
 
 
@@ -222,7 +212,7 @@ class _Gate:
         """The update with the decisions: the resolver's ``answer``, or a human's."""
         update: dict[str, Any] = {}
         if answer is None:
-            response: ApprovalResponse = ask_plainly(self.request, self.schema)
+            response: Decisions = ask_plainly(self.request, self.schema)
             decisions = [dict(d) for d in response["decisions"]]
         else:
             try:

@@ -43,7 +43,7 @@ Decision = Annotated[ApproveDecision | EditDecision | RejectDecision, Discrimina
 
 
 class Decisions(TypedDict):
-    """A person's answer: one decision (LangChain's ``HITLResponse``)."""
+    """A person's answer (LangChain's ``HITLResponse``): a decision per action asked about."""
 
     decisions: list[Decision]
 
