@@ -183,9 +183,9 @@ def check_pairing(messages: Sequence[BaseMessage]) -> list[str]:
 
 
 def iteration_messages(messages: Sequence[BaseMessage], start_id: str | None) -> list[BaseMessage]:
-    """The messages of the current iteration: from ``start_id`` to the end (scans back)."""
+    """The messages of an iteration (or a run) from ``start_id`` on (scans back; all when not found)."""
     for i in range(len(messages) - 1, -1, -1):
-        if messages[i].id == start_id:
+        if start_id is not None and messages[i].id == start_id:
             return list(messages[i:])
     return list(messages)
 
