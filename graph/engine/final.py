@@ -1,12 +1,9 @@
-"""The one tools-free final answer, written once for both front doors.
+"""The one tools-free final answer, written once for both front doors (docs/reliability.md).
 
-After a stop the model makes one last call with every tool still **defined** (a history of
-tool calls and results is only valid with tools defined: Anthropic and Bedrock reject it
-otherwise) and their use forbidden where the provider can: ``tool_choice="none"``, or the dict
-``{"type": "none"}`` for ``langchain-anthropic`` (its string values name a tool). A model whose
-profile says it has no tool choice, a configurable model (its provider is picked per run) and a
-provider that turns ``"none"`` into a call of a tool named none (Bedrock Converse) get the tools
-without a choice (``forbid_tools``). Calls a final answer still makes are not run: they move to
+After a stop the model makes one last call with every tool still **defined** (Anthropic and
+Bedrock reject a tool-call history otherwise) and their use forbidden where the provider can
+(``none_choice``; Bedrock Converse reads ``"none"`` as a tool named none, so ``forbid_tools``
+binds no choice there). Calls a final answer still makes are not run: they move to
 ``response_metadata`` (``without_tool_calls``), and a run never ends on an empty message.
 
 Example:
@@ -37,8 +34,7 @@ from langgraph_loop.core.stop import Guard, stop_instruction
 __all__ = ["final_answer", "forbid_tools", "none_choice", "stop_notice", "without_tool_calls"]
 
 
-_NONE_BY_PACKAGE: dict[str, Any] = {"langchain_anthropic": {"type": "none"}}
-"""``tool_choice`` "none" where a provider package spells it differently."""
+_NONE_BY_PACKAGE: dict[str, Any] = {"langchain_anthropic": {"type": "none"}}  # its strings name a tool
 
 
 def none_choice(chat: Any) -> Any:
