@@ -135,8 +135,6 @@ def path_keys(args: Any, *, dumped: str | None = None) -> tuple[tuple[str, ...],
             tuple(sorted({digest(folder, HASH_LEN) for folder in folders if folder})))
 
 
-# --- call and response signatures ------------------------------------------------------
-
 SIG_LEN = 8  # hex digits: no collision in practice among the window's few dozen calls
 LABEL_ARGS = 100
 _JSON: dict[str, Any] = {"sort_keys": True, "default": str, "separators": (",", ":"), "ensure_ascii": False}
@@ -549,8 +547,7 @@ def _thresholds(rec: CallRecord, config: LoopDetection) -> tuple[int, int]:
 
 
 def _blocks(rec: CallRecord, config: LoopDetection) -> bool:
-    """Is this stuck call refused rather than stopped? With ``block_only_interleaved`` only when
-    something that may change what it sees happened since its previous request."""
+    """Is this stuck call refused, not stopped (``block_only_interleaved``: if something changed since)?"""
     if not config.no_progress.block:
         return False
     return not config.no_progress.block_only_interleaved or not rec.get("unchanged")
@@ -671,12 +668,6 @@ def _per_tool(det: DetectorState, calls: Sequence[SignedCall],
 
 # --- the ladder --------------------------------------------------------------------------------
 
-def _may_act(finding: Finding, warned: Sequence[str]) -> bool:
-    """The window layers block or stop only what they warned about first (a relaxed count
-    turning strict would otherwise skip the warning)."""
-    return finding.layer not in ("repeat", "cycle") or finding.key in warned
-
-
 def _warnings(findings: Sequence[Finding], warned: list[str],
               config: LoopDetection) -> list[LoopWarning]:
     """One warning per layer, for findings not warned yet; marks them warned (in place)."""
@@ -694,12 +685,6 @@ def _warnings(findings: Sequence[Finding], warned: list[str],
                                tuple(c for f in fresh for c in (f.calls or (f.tool,))),
                                max(f.count for f in fresh)))
     return out
-
-
-def _allowed(finding: Finding, allowed: Mapping[str, int] | None) -> bool:
-    """Did a human let this loop go on (``continue``) less than a ladder's length ago?"""
-    since = (allowed or {}).get(finding.key)
-    return since is not None and finding.count < since + finding.threshold
 
 
 def observe(detector: Mapping[str, Any], ai: AIMessage, results: Sequence[ToolMessage],
@@ -729,11 +714,15 @@ def observe(detector: Mapping[str, Any], ai: AIMessage, results: Sequence[ToolMe
                 *(_repeat(det, asked, config) if "repeat" in on else ()),
                 *(_same_reply(det, calls, config) if "same_reply" in on else ()),
                 *(_per_tool(det, calls, config) if "per_tool" in on else ())]
-    findings = [f for f in findings if not _allowed(f, allowed)] if allowed and findings else findings
+    if allowed:  # a loop a person let go on (``continue``) is judged again a ladder's length later
+        findings = [f for f in findings if f.key not in allowed or f.count >= allowed[f.key] + f.threshold]
     if not findings:  # the usual reply: nothing to warn about, block or stop
         return Observation(state=det, warnings=warnings)
     warned = list(det.get("warned") or [])
-    acting = [f for f in findings if f.rung != "warn" and _may_act(f, warned)]
+    # the window layers block or stop only what they warned about first (a relaxed count turning
+    # strict would otherwise skip the warning)
+    acting = [f for f in findings
+              if f.rung != "warn" and (f.layer not in ("repeat", "cycle") or f.key in warned)]
     warnings += _warnings(findings, warned, config)
     warns = [f.sigs[0] for f in findings if f.layer == "no_progress" and f.rung == "warn"]
     if warns:  # one no-progress warning per run of identical results
