@@ -233,8 +233,7 @@ _NAME_OF_SOURCE = {"stop": STOP_NOTICE, "budget_pressure": BUDGET_NOTICE}  # the
 
 
 def notice_name(sources: Collection[str]) -> str:
-    """The name of a notice merged from ``sources``: the first of ``NOTICE_NAMES`` any
-    of them maps to (a stop outranks budget pressure, which outranks a loop warning)."""
+    """A merged notice's name: a stop's, else budget pressure's, else a loop's (``NOTICE_NAMES``)."""
     names = {_NAME_OF_SOURCE.get(source, LOOP_NOTICE) for source in sources}
     return next((name for name in NOTICE_NAMES if name in names), LOOP_NOTICE)
 
@@ -268,11 +267,9 @@ def run_request(messages: Sequence[BaseMessage]) -> tuple[int, str | None]:
 
 def is_notice(message: BaseMessage) -> bool:
     """Is this a notice the loop delivered to the model (the one rule to filter notices out)?"""
-    if not isinstance(message, HumanMessage):
-        return False
-    if message.additional_kwargs.get("lc_source") == NOTICE_SOURCE:
-        return True
-    return _kind(message) == "notice" or message.name in NOTICE_NAMES
+    return isinstance(message, HumanMessage) and (
+        message.additional_kwargs.get("lc_source") == NOTICE_SOURCE
+        or _kind(message) == "notice" or message.name in NOTICE_NAMES)
 
 
 def notice_marks(name: str, sources: list[str]) -> dict[str, Any]:
@@ -327,8 +324,7 @@ def encodable_text(text: str) -> str:
 
 
 def _encodable_value(value: Any) -> Any:
-    """A JSON-like value with every string in it made ``encodable_text`` (keys included): the
-    same object when nothing needed it."""
+    """A JSON-like value with every string (keys too) ``encodable_text``; the same object if unchanged."""
     if isinstance(value, str):
         return encodable_text(value)
     if isinstance(value, dict):

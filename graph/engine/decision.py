@@ -181,8 +181,7 @@ class DetectorMemo:
 # --- the decision and its effects -------------------------------------------------------------
 
 class DecisionRecord(TypedDict, total=False):
-    """A decision that acts, as plain values: what a door keeps (checkpointed) between the reply
-    that made it and the step that applies it."""
+    """A decision that acts, as plain values a door keeps (checkpointed) until the step applying it."""
 
     guard: Guard
     warnings: list[dict[str, Any]]

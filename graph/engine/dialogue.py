@@ -93,8 +93,7 @@ def evidence(messages: Sequence[BaseMessage], request_id: Any, finding: Finding,
     return out[-limit:]
 
 
-QUESTION_TITLE = "Loop detected: {tools}"
-"""The loop question's action name: the title a chat UI shows."""
+QUESTION_TITLE = "Loop detected: {tools}"  # the loop question's action name: the title a chat UI shows
 QUESTION_TEXT = (
     "The agent is repeating itself: it asked for {calls} {count} times without making "
     "progress, and the run is paused before that runs again.\n\nLast result: {result}\n\n"
@@ -102,7 +101,6 @@ QUESTION_TEXT = (
     "repeats as often once more).\n"
     "- Edit: write a hint for the agent in \"hint\"; it goes on and reads your hint.\n"
     "- Reject: stop here; the agent tells you what it has so far (your reason is passed to it).")
-"""The loop question's description: what happened and what each decision does."""
 
 
 def question(guard: Guard, finding: Finding, results: Sequence[str]) -> HITLRequest:
@@ -136,10 +134,9 @@ ANSWER = answer_schema(parse_answer)
 
 
 def typed_instead(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:
-    """The writes that take a message typed while the loop question was open as a redirect
-    of the paused run, so the run, its detector window and budget go on: the paused calls
-    answered as not run (``TYPED_INSTEAD``, a blocked call's kind; a chat UI's placeholder
-    answer replaced in place). None: the thread does not end so."""
+    """The writes that take a message typed while the loop question was open as a redirect of the
+    paused run (its detector window and budget go on): the paused calls answered as not run
+    (``TYPED_INSTEAD``, a blocked call's kind; a chat UI's placeholder replaced in place); else None."""
     person = messages[-1] if messages else None
     if not isinstance(person, HumanMessage) or is_notice(person) or is_redirect(person):
         return None

@@ -67,8 +67,7 @@ def forbid_tools(chat: Any, tools: Sequence[Any], **kwargs: Any) -> Runnable[Any
     return chat.bind_tools(tools, **kwargs)  # type: ignore[no-any-return]
 
 
-_CALL_BLOCKS = frozenset({"tool_use", "tool_call", "function_call"})
-"""Content-block types that carry a tool call (Anthropic, LangChain's standard, OpenAI Responses)."""
+_CALL_BLOCKS = frozenset({"tool_use", "tool_call", "function_call"})  # Anthropic's, LangChain's, OpenAI's
 
 
 def _without_call_blocks(content: Any, ids: Collection[Any]) -> Any:
@@ -85,10 +84,9 @@ _CALL_FINISH = {"finish_reason": ("tool_calls", "function_call", "stop"),
 
 
 def without_tool_calls(message: AIMessage, keep: Collection[str] = ()) -> AIMessage:
-    """The final answer as stored: tool calls it still asked for are not run, and their
-    content blocks go too (calls of the ``keep`` tools, the response format's output tools,
-    stay), with the provider's own record of them (``additional_kwargs`` ``tool_calls`` and
-    legacy ``function_call``; a ``finish_reason`` of ``tool_calls`` reads ``stop``)."""
+    """The final answer as stored: tool calls it still asked for (but the ``keep`` tools', the
+    response format's) are not run and go with their content blocks and the provider's record of
+    them (``additional_kwargs`` ``tool_calls``, legacy ``function_call``, ``_CALL_FINISH``)."""
     kept = [c for c in message.tool_calls if c["name"] in keep]
     legacy = not kept and "function_call" in message.additional_kwargs
     if len(kept) == len(message.tool_calls) and not message.invalid_tool_calls and not legacy:
@@ -115,8 +113,7 @@ def stop_notice(why: Guard, run: str) -> Notice:
 
 
 def final_answer(reply: AIMessage, reason: str | None, keep: Collection[str] = ()) -> AIMessage:
-    """The final answer as stored: the calls it still asked for dropped (but those of the
-    ``keep`` tools: the response format's); when only calls were dropped, the text that says so."""
+    """``without_tool_calls``; when only calls were dropped, the text that says so (``NO_FINAL_ANSWER``)."""
     final = without_tool_calls(reply, keep)
     dropped = final.response_metadata.get("langgraph_loop_dropped_tool_calls") or []
     if not dropped or final.tool_calls or answer_text(final).strip():

@@ -1,9 +1,7 @@
 """The ``text`` loop layer's rule: does a reply's text loop (Gemini CLI's rule, read a line at a time)?
 
-``TextLoop`` reads whole lines (a long line in parts, so a runaway without newlines is caught
-too); ``StreamText`` feeds it streamed pieces; ``build_reply`` makes the reply of a stream cut
-short. The ``model`` node streams and cuts (``nodes/stream_cut.py``); the detector warns, then
-stops at the second cut (docs/loop-detection.md).
+``StreamText`` feeds ``TextLoop`` streamed pieces; ``build_reply`` makes a cut reply. The ``model``
+node streams and cuts (``nodes/stream_cut.py``); the detector warns, then stops at the second cut.
 
 Example:
     >>> text = StreamText()
@@ -154,9 +152,8 @@ REASONING = frozenset({"thinking", "redacted_thinking", "reasoning"})
 
 
 class StreamText:
-    """``TextLoop`` over streamed pieces, fed whole lines as the finished-reply check is (a
-    line longer than ``LINE`` characters in parts): a code fence, a table row or a list
-    marker split across two chunks is still seen as what it is."""
+    """``TextLoop`` fed whole lines as the finished-reply check is (longer than ``LINE``: in parts),
+    so a code fence, a table row or a list marker split across two chunks is seen as what it is."""
 
     def __init__(self) -> None:
         self.loop = TextLoop()
