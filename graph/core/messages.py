@@ -28,32 +28,21 @@ __all__ = ["BLOCKED_KIND", "BUDGET_NOTICE", "CONTINUE_NAME", "CUT_KEY", "LOOP_NO
            "queue_notice", "reply_text", "shorten", "with_unique_call_ids",
            "work_call_ids"]
 
-STOP_NOTICE = "stop_notice"
-"""The notice that the run was stopped (the tools-free final answer call reads it)."""
-BUDGET_NOTICE = "budget_notice"
-"""Budget pressure: finalize now (``BudgetPressure.instruction``)."""
-LOOP_NOTICE = "loop_notice"
-"""A loop warning from the loop detector, or a person's hint about a loop."""
-NOTICE_NAMES = (STOP_NOTICE, BUDGET_NOTICE, LOOP_NOTICE)
-"""The notices' names, in the order that names a merged one."""
-NOTICE_SOURCE = "langgraph_loop"
-"""The notices' ``additional_kwargs["lc_source"]`` (langchain-core's notification metadata)."""
-CONTINUE_NAME = "loop_continue"
-"""The message that starts the next iteration."""
-PROGRESS_NAME = "loop_progress"
-"""The progress log sent in a fresh-context request."""
-SUMMARY_NAME = "loop_summary"
-"""The summary that replaced compacted messages."""
-RESPOND_NAME = "loop_respond"
-"""The instruction of the structured final turn (never stored)."""
+STOP_NOTICE = "stop_notice"  # the run was stopped (the tools-free final answer call reads it)
+BUDGET_NOTICE = "budget_notice"  # budget pressure: finalize now (``BudgetPressure.instruction``)
+LOOP_NOTICE = "loop_notice"  # a loop warning from the loop detector, or a person's hint about a loop
+NOTICE_NAMES = (STOP_NOTICE, BUDGET_NOTICE, LOOP_NOTICE)  # in the order that names a merged one
+NOTICE_SOURCE = "langgraph_loop"  # the notices' ``lc_source`` (langchain-core's notification metadata)
+CONTINUE_NAME = "loop_continue"  # the message that starts the next iteration
+PROGRESS_NAME = "loop_progress"  # the progress log sent in a fresh-context request
+SUMMARY_NAME = "loop_summary"  # the summary that replaced compacted messages
+RESPOND_NAME = "loop_respond"  # the instruction of the structured final turn (never stored)
 TAGS = (*NOTICE_NAMES, CONTINUE_NAME, PROGRESS_NAME, SUMMARY_NAME, RESPOND_NAME)
 """Every ``name`` the loop gives the user-role messages it writes."""
 
 
-BLOCKED_KIND = "loop_blocked"
-"""``additional_kwargs["langgraph_loop"]["kind"]`` of a ToolMessage that answers a blocked call."""
-CUT_KEY = "langgraph_loop_cut"
-"""``response_metadata`` key of a reply cut while it streamed (value: the layer, ``"text"``)."""
+BLOCKED_KIND = "loop_blocked"  # the ``langgraph_loop`` tag's kind on the answer to a blocked call
+CUT_KEY = "langgraph_loop_cut"  # ``response_metadata`` key of a reply cut while it streamed (value: "text")
 
 
 def _kind(message: BaseMessage) -> Any:
@@ -125,9 +114,8 @@ def with_unique_call_ids(message: AIMessage) -> AIMessage:
 
 
 class Problem(NamedTuple):
-    """One broken pairing rule: where (``at``: a message index), which ``rule``, the call ids
-    involved, and for ``unanswered`` the message that came before the answers (None: the
-    list ended)."""
+    """One broken pairing rule: at which message index, which ``rule``, the call ids involved, and
+    for ``unanswered`` the message that came before the answers (None: the list ended)."""
 
     at: int
     rule: Literal["system_first", "orphan_tool", "unanswered", "duplicate_ids"]
@@ -183,9 +171,9 @@ def check_pairing(messages: Sequence[BaseMessage]) -> list[str]:
 
 
 def iteration_messages(messages: Sequence[BaseMessage], start_id: str | None) -> list[BaseMessage]:
-    """The messages of the current iteration: from ``start_id`` to the end (scans back)."""
+    """The messages of an iteration (or a run) from ``start_id`` on (scans back; all when not found)."""
     for i in range(len(messages) - 1, -1, -1):
-        if messages[i].id == start_id:
+        if start_id is not None and messages[i].id == start_id:
             return list(messages[i:])
     return list(messages)
 
@@ -222,6 +210,13 @@ def call_names(ai: AIMessage) -> dict[str, str | None]:
     return {str(c.get("id")): c.get("name") for c in [*ai.tool_calls, *ai.invalid_tool_calls]}
 
 
+def as_message(result: Any, what: str) -> AIMessage:
+    """A model's result that must be a reply (``TypeError`` naming ``what`` if not)."""
+    if not isinstance(result, AIMessage):
+        raise TypeError(f"{what} returned {type(result).__name__}, expected an AIMessage")
+    return result
+
+
 # --- the deferred-notice queue ---------------------------------------------------------------
 
 def queue_notice(pending: Sequence[Notice] | None, *, run: str, key: str, text: str,
@@ -234,23 +229,17 @@ def queue_notice(pending: Sequence[Notice] | None, *, run: str, key: str, text: 
     return current
 
 
-_NAME_OF_SOURCE = {"stop": STOP_NOTICE, "budget_pressure": BUDGET_NOTICE}
-"""The notice name of each queue source that is not about a loop (``loop``, ``human``)."""
+_NAME_OF_SOURCE = {"stop": STOP_NOTICE, "budget_pressure": BUDGET_NOTICE}  # the rest: LOOP_NOTICE
 
 
 def notice_name(sources: Collection[str]) -> str:
-    """The name of a notice merged from ``sources``: the first of ``NOTICE_NAMES`` any
-    of them maps to (a stop outranks budget pressure, which outranks a loop warning)."""
+    """A merged notice's name: a stop's, else budget pressure's, else a loop's (``NOTICE_NAMES``)."""
     names = {_NAME_OF_SOURCE.get(source, LOOP_NOTICE) for source in sources}
     return next((name for name in NOTICE_NAMES if name in names), LOOP_NOTICE)
 
 
-HIDDEN_ID_PREFIX = "do-not-render-"
-"""The id prefix chat UIs keep out of the transcript (Agent Chat UI's ``DO_NOT_RENDER_ID_PREFIX``)."""
-
-
-REDIRECT_KIND = "budget_redirect"
-"""The tag kind of a person's message given at the budget check-in or the loop question."""
+HIDDEN_ID_PREFIX = "do-not-render-"  # Agent Chat UI's DO_NOT_RENDER_ID_PREFIX: ids kept out of the transcript
+REDIRECT_KIND = "budget_redirect"  # tag kind of a person's message at the budget check-in or loop question
 
 
 def is_redirect(message: BaseMessage) -> bool:
@@ -278,11 +267,9 @@ def run_request(messages: Sequence[BaseMessage]) -> tuple[int, str | None]:
 
 def is_notice(message: BaseMessage) -> bool:
     """Is this a notice the loop delivered to the model (the one rule to filter notices out)?"""
-    if not isinstance(message, HumanMessage):
-        return False
-    if message.additional_kwargs.get("lc_source") == NOTICE_SOURCE:
-        return True
-    return _kind(message) == "notice" or message.name in NOTICE_NAMES
+    return isinstance(message, HumanMessage) and (
+        message.additional_kwargs.get("lc_source") == NOTICE_SOURCE
+        or _kind(message) == "notice" or message.name in NOTICE_NAMES)
 
 
 def notice_marks(name: str, sources: list[str]) -> dict[str, Any]:
@@ -309,19 +296,9 @@ def drain(pending: Sequence[Notice] | None, *, run: str, hidden: bool = True) ->
     return notice_message([n for n in (pending or []) if n["run"] == run], hidden=hidden)
 
 
-# --- model replies ---------------------------------------------------------------------------
-
-def as_message(result: Any, what: str) -> AIMessage:
-    """A model's result that must be a reply (``TypeError`` naming ``what`` if not)."""
-    if not isinstance(result, AIMessage):
-        raise TypeError(f"{what} returned {type(result).__name__}, expected an AIMessage")
-    return result
-
-
 # --- text ------------------------------------------------------------------------------------
 
-_SHORT = 4096
-"""UTF-8 bytes up to which ``digest`` uses BLAKE2b, and SHA-1 above."""
+_SHORT = 4096  # UTF-8 bytes up to which ``digest`` uses BLAKE2b, and SHA-1 above
 
 
 def digest(text: str, length: int = 16) -> str:
@@ -347,8 +324,7 @@ def encodable_text(text: str) -> str:
 
 
 def _encodable_value(value: Any) -> Any:
-    """A JSON-like value with every string in it made ``encodable_text`` (keys included): the
-    same object when nothing needed it."""
+    """A JSON-like value with every string (keys too) ``encodable_text``; the same object if unchanged."""
     if isinstance(value, str):
         return encodable_text(value)
     if isinstance(value, dict):

@@ -16,8 +16,7 @@ __all__ = ["BUDGET_PRESSURE", "CANCELLED", "CONTINUE", "CRITERIA", "CUT_REPLY", 
            "criteria_list"]
 
 # --- stops (``core/stop.py`` fills in why) -------------------------------------------------
-STOP_ANSWER = "Error: not executed: the run was stopped because {why}."
-"""The error result of a call a stop left unanswered."""
+STOP_ANSWER = "Error: not executed: the run was stopped because {why}."  # a call a stop left unanswered
 STOP_INSTRUCTION = ("The run has been stopped because {why}. Tools are no longer available. "
                     "Tell the user, in your own words, why you stopped; then summarize what you "
                     "have done so far and give your best final answer now.")
@@ -29,8 +28,7 @@ LOOP_STOP_INSTRUCTION = ("The run has been stopped because {why}. Tools are no l
 """The notice the final-answer call sees after a loop stop."""
 STOPPED_BY_PERSON = "a person supervising this run chose to stop it ({why})"
 """Why a stop happened when a person chose it at a question (a loop, the token budget)."""
-PERSON_SAID = "They said: {message}"
-"""A person's reason for a stop they chose, after the stop notice."""
+PERSON_SAID = "They said: {message}"  # a person's reason for a stop they chose, after the stop notice
 TYPED_INSTEAD = ("Error: not executed: the run paused to ask the user whether to go on with this "
                  "call (it looked like a loop), and the user wrote a new message instead of "
                  "answering.")
@@ -42,19 +40,16 @@ LOOP_HINT = "A person supervising this run read the loop you were in and says: {
 """A human's hint about a loop stop (``LoopDetection.ask_human``), delivered as a notice."""
 NO_FINAL_ANSWER = ("(No answer: the run stopped ({reason}) and the last reply asked for tools "
                    "again instead of answering: {calls}.)")
-"""The final answer's text when the tools-free call after a stop still only asked for tools
-(their calls are not run): the run ends on text that says so, never on an empty message."""
+"""The final answer when the tools-free call after a stop still only asked for tools (not run)."""
 CUT_REPLY = "(This reply was cut off: it kept repeating the same text.)"
-"""The text of a reply cut while it streamed when nothing of it can be sent back (it looped in
-its reasoning, or in blank text): an assistant message may not be empty."""
+"""A cut reply's text when none of it can be sent (it looped in its reasoning): a reply may not be empty."""
 
 # --- continuation and progress ---------------------------------------------------------------
 CONTINUE = "Continue working on the task. If it is complete, say so."
 """The default message that starts the next iteration."""
 FEEDBACK = "Feedback on your last answer: {feedback}\n\n{text}"
 """Feedback (from the predicate or the judge) put before a continuation text."""
-PROGRESS = "Progress so far:\n{lines}"
-"""The progress log (numbered lines) put before a continuation, or sent in fresh context."""
+PROGRESS = "Progress so far:\n{lines}"  # numbered lines, before a continuation or in fresh context
 CRITERIA = "Your answer will be checked against these criteria:\n{criteria}"
 """The judge's criteria as the agent's system prompt states them."""
 

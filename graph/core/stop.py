@@ -126,8 +126,7 @@ def stop_answer_text(why: Guard) -> str:
 
 
 def stop_instruction(why: Guard) -> str:
-    """The notice the final-answer call sees: after a loop stop it asks the model to tell
-    the user it stopped because it was repeating itself; a person's reason follows."""
+    """The notice the final-answer call sees (a loop stop's own wording; a person's reason after it)."""
     template = (prompts.LOOP_STOP_INSTRUCTION if why["reason"] == StopReason.LOOP_DETECTED
                 else prompts.STOP_INSTRUCTION)
     text = template.format(why=_explain(why))

@@ -60,8 +60,7 @@ class RunView:
 
     id: str | None = None  # the run's id (keys the memo)
     request_id: str | None = None  # the message that started the run (the detector's window starts there)
-    allowed: Mapping[str, int] | None = None
-    """Loops a person let go on in this run: finding key → the count they allowed."""
+    allowed: Mapping[str, int] | None = None  # loops a person let go on: finding key → the count allowed
     model_calls: int = 0  # model calls in this iteration, the reply's included
     tool_calls: int = 0  # tool calls that ran in this run
     usage: Usage | None = None  # the run's token usage (what the budget-pressure event reports)
@@ -70,8 +69,7 @@ class RunView:
     pressure_queued: bool = False  # the budget-pressure notice was queued in this run already
     elapsed_s: float | None = None  # seconds since the run started (None: not known)
     remaining_steps: int | None = None  # graph steps left under LangGraph's recursion limit (None: not known)
-    round_fits: bool = True
-    """Another tool round, and the steps to finish cleanly after it, still fit the step limit."""
+    round_fits: bool = True  # another tool round, and the steps to finish after it, fit the step limit
 
 
 @dataclass(frozen=True)
@@ -81,10 +79,8 @@ class Policy:
     detection: LoopDetection | None = None  # the loop layers (None: off)
     limits: Limits | None = None  # the run's limits (None: none: the middleware checks only the layers)
     max_model_calls: int | None = None  # model calls allowed per iteration (``Iterations.max_model_calls``)
-    pressure: BudgetPressure | None = None
-    """Budget pressure: a notice once the run has spent ``threshold`` of its budget."""
-    output_tools: frozenset[str] = frozenset()
-    """The structured-output tools: a reply that calls only these is an answer, not work."""
+    pressure: BudgetPressure | None = None  # a notice once the run has spent ``threshold`` of its budget
+    output_tools: frozenset[str] = frozenset()  # structured-output tools: calling only these is an answer
 
 
 def limit_stop(reply: AIMessage, transcript: Sequence[BaseMessage], view: RunView,
@@ -131,15 +127,13 @@ class DetectorMemo:
     is used only for the reply object it was computed after: a thread edited by id is read back
     as new objects, so the run is replayed as it reads then."""
 
-    def __init__(self, size: int = MEMO_SIZE) -> None:
-        self.size = size
+    def __init__(self) -> None:
         self._states: OrderedDict[tuple[str, str],
                                   tuple[LoopDetection, DetectorState, BaseMessage]] = OrderedDict()
         self._lock = threading.Lock()
 
     def remember(self, run_id: str | None, ai: BaseMessage, config: LoopDetection,
                  state: DetectorState) -> None:
-        """Remember the detector state after ``ai`` (a reply of the run ``run_id``)."""
         if run_id is None or ai.id is None:
             return
         key = (str(run_id), str(ai.id))
@@ -147,7 +141,7 @@ class DetectorMemo:
             if key in self._states:
                 self._states.move_to_end(key)
             self._states[key] = (config, state, ai)
-            while len(self._states) > self.size:
+            while len(self._states) > MEMO_SIZE:
                 self._states.popitem(last=False)
 
     def state_before(self, messages: Sequence[BaseMessage], view: RunView,
@@ -187,8 +181,7 @@ class DetectorMemo:
 # --- the decision and its effects -------------------------------------------------------------
 
 class DecisionRecord(TypedDict, total=False):
-    """A decision that acts, as plain values: what a door keeps (checkpointed) between the reply
-    that made it and the step that applies it."""
+    """A decision that acts, as plain values a door keeps (checkpointed) until the step applying it."""
 
     guard: Guard
     warnings: list[dict[str, Any]]

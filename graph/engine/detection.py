@@ -2,10 +2,8 @@
 
 Read top-down: normalization → the detector's state (derived from the run's transcript, never
 checkpointed; short hashes and small ints, bounded by the windows) → the layers → the ladder
-(warn → block → stop) → the findings and their texts. ``engine/decision.py: decide`` runs the
-inner limits, then these layers. What counts as a loop, the layers, the ladder and per-tool
-policies: ``docs/loop-detection.md``. A call signature hashes the tool name and the canonical JSON
-of its ``ArgPolicy``-filtered arguments (malformed calls: their raw text).
+(warn → block → stop) → the findings and their texts. What counts as a loop, the layers, the
+ladder and per-tool policies: ``docs/loop-detection.md``.
 
 Example:
     >>> from langchain_core.messages import AIMessage, ToolMessage
@@ -49,7 +47,7 @@ __all__ = ["RANK", "TEXT_CUTS", "VOLATILE", "CallRecord", "DetectorState", "Find
            "Observation", "Response", "SignedCall", "absorb", "args_text", "block_text",
            "call_signature", "canonical_args", "content_hash", "cycle_of", "is_empty", "normalize", "observe",
            "path_keys", "push", "response_sig", "response_signature", "result_text", "same_result", "scaled",
-           "sign_calls", "stop_guard", "text_cut", "text_cut_text", "text_loop_text", "warning_text"]
+           "sign_calls", "stop_guard", "text_cut", "text_cut_text", "text_loop_text"]
 
 
 # --- results and calls: a result's identity, the paths a call names, signatures ---
@@ -104,9 +102,8 @@ _MEMO_LOCK = threading.Lock()
 
 
 def same_result(a: str, b: str, normalized: bool = True) -> bool:
-    """Are two tool results the same: equal texts or (``normalized``) equal once their volatile
-    parts are replaced? Texts are compared first; one is normalized only when the line counts
-    match (normalization keeps them), so distinct large outputs never are."""
+    """Equal texts, or (``normalized``) equal once their volatile parts are replaced; normalized
+    only when the line counts match (normalization keeps them), so distinct large outputs never are."""
     if a is b or a == b:
         return True
     return normalized and a.count("\n") == b.count("\n") and content_hash(a) == content_hash(b)
@@ -137,8 +134,6 @@ def path_keys(args: Any, *, dumped: str | None = None) -> tuple[tuple[str, ...],
     return (tuple(sorted({digest(token, HASH_LEN) for token in tokens})),
             tuple(sorted({digest(folder, HASH_LEN) for folder in folders if folder})))
 
-
-# --- call and response signatures ------------------------------------------------------
 
 SIG_LEN = 8  # hex digits: no collision in practice among the window's few dozen calls
 LABEL_ARGS = 100
@@ -255,8 +250,7 @@ class Response(TypedDict):
     """One tool-calling response in the window."""
 
     calls: list[str]  # its call signatures, sorted (a multiset: parallel calls in any order)
-    sig: NotRequired[str]
-    """The response signature; stored only for several calls (one call: its own signature)."""
+    sig: NotRequired[str]  # the response signature, stored only for several calls (one: its own)
 
 
 class CallRecord(TypedDict, total=False):
@@ -272,14 +266,11 @@ class CallRecord(TypedDict, total=False):
     empty: bool  # its last result had no content
     failed: bool  # its last result was an error
     warned: bool  # warned about during this run of identical results
-    touched: bool
-    """A call touching its paths was requested since its last request: its next repeat is not judged."""
+    touched: bool  # a call touching its paths came since its last request: its next repeat is not judged
     refused: bool  # its last request was blocked: asking for it again stops
     between: bool  # other calls were requested between its latest request and the one before
     at: int  # the response (of the run, 1-based) of its latest request
-    unchanged: bool
-    """Since its previous request no call new to the run (read-only aside) was made and no
-    call's own result moved."""
+    unchanged: bool  # since its previous request: no call new to the run (read-only aside), no result moved
     paths: list[str]
     dirs: list[str]
 
@@ -290,8 +281,7 @@ class DetectorState(TypedDict, total=False):
     ``warned`` keys warned about; ``pending`` call id → signature until its results arrive."""
 
     window: list[Response]
-    calls: dict[str, CallRecord]
-    """Per call signature, in the order of their latest request (``push`` prunes the oldest)."""
+    calls: dict[str, CallRecord]  # per signature, in order of latest request (``push`` prunes the oldest)
     n: int
     responses: int
     changed_at: int  # the number of the latest response whose results moved (a call's own result changed)
@@ -374,8 +364,7 @@ def _done_something(old: CallRecord, content: Any, result: str,
                                         for r in calls.values())
 
 
-DRIFT_SIMILARITY = 0.6
-"""How alike two calls' arguments must be (difflib's ratio) for the second to be a near-repeat."""
+DRIFT_SIMILARITY = 0.6  # difflib's ratio of two calls' arguments from which the second is a near-repeat
 
 
 def _drifted(entry: list[Any] | None, result: str, sig: str, args: str, responses: int,
@@ -430,17 +419,14 @@ def push(det: DetectorState, calls: Sequence[SignedCall], config: LoopDetection)
         if rec.get("last", 0) > floor:
             break
         stale.append(sig)
-    inside: set[str] | None = None
-    if stale:
-        inside = {s for e in entries for s in e["calls"]}
-        for sig in stale:
-            if sig not in inside:
-                del records[sig]
+    inside = {s for e in entries for s in e["calls"]}
+    for sig in stale:
+        if sig not in inside:
+            del records[sig]
     reply = response_sig(entry)
     same_reply = det.get("same_reply", 0) + 1 if det.get("reply") == reply else 1
     warned = det.get("warned") or []
     if warned:
-        inside = {s for e in entries for s in e["calls"]} if inside is None else inside
         responses = {response_sig(e) for e in entries}
         tools = {r["tool"] for r in records.values()}
         warned = [k for k in warned if _relevant(k, inside, responses, tools)]
@@ -469,8 +455,7 @@ class Observation:
     state: DetectorState
     warnings: list[LoopWarning] = field(default_factory=list)
     stop: Guard | None = None
-    blocks: dict[str, str] = field(default_factory=dict)
-    """Call id → the error result that answers it instead of running it."""
+    blocks: dict[str, str] = field(default_factory=dict)  # call id → the error result that answers it
     finding: Finding | None = None  # the finding behind the stop
 
 
@@ -562,8 +547,7 @@ def _thresholds(rec: CallRecord, config: LoopDetection) -> tuple[int, int]:
 
 
 def _blocks(rec: CallRecord, config: LoopDetection) -> bool:
-    """Is this stuck call refused rather than stopped? With ``block_only_interleaved`` only when
-    something that may change what it sees happened since its previous request."""
+    """Is this stuck call refused, not stopped (``block_only_interleaved``: if something changed since)?"""
     if not config.no_progress.block:
         return False
     return not config.no_progress.block_only_interleaved or not rec.get("unchanged")
@@ -608,8 +592,7 @@ def _repeat(det: DetectorState, asked: Mapping[str, tuple[str, ...]],
         policy = config.policy(rec["tool"]) if config.calls.arg_policies else None
         if progressing and policy is not None and policy.polls:
             continue  # a poll whose result moves is waiting, not looping
-        warn, stop = (_repeat_thresholds(rec, config) if config.calls.arg_policies
-                      else (config.repeat.warn_after, config.repeat.stop_after))
+        warn, stop = _repeat_thresholds(rec, config)
         if progressing:
             warn, stop = scaled(warn, stop, config.repeat.progress_factor, config.calls.window)
         if len(where) < warn:
@@ -667,8 +650,6 @@ def _same_reply(det: DetectorState, calls: Sequence[SignedCall],
 def _per_tool(det: DetectorState, calls: Sequence[SignedCall],
               config: LoopDetection) -> list[Finding]:
     out: list[Finding] = []
-    if not config.calls.per_tool:
-        return out
     for name in dict.fromkeys(c.name for c in calls):
         cap = config.calls.per_tool.get(name)
         if cap is None:
@@ -687,12 +668,6 @@ def _per_tool(det: DetectorState, calls: Sequence[SignedCall],
 
 # --- the ladder --------------------------------------------------------------------------------
 
-def _may_act(finding: Finding, warned: Sequence[str]) -> bool:
-    """The window layers block or stop only what they warned about first (a relaxed count
-    turning strict would otherwise skip the warning)."""
-    return finding.layer not in ("repeat", "cycle") or finding.key in warned
-
-
 def _warnings(findings: Sequence[Finding], warned: list[str],
               config: LoopDetection) -> list[LoopWarning]:
     """One warning per layer, for findings not warned yet; marks them warned (in place)."""
@@ -706,17 +681,10 @@ def _warnings(findings: Sequence[Finding], warned: list[str],
             warned.append(f.key)
             if f.layer == "cycle":  # the cycle's calls are covered by this warning
                 warned.extend(k for k in (f"call:{s}" for s in f.sigs) if k not in warned)
-        out.append(LoopWarning("|".join(f.key for f in fresh), layer,
-                               warning_text(fresh, config.blocking),
+        out.append(LoopWarning("|".join(f.key for f in fresh), layer, _TEXTS[layer](fresh, config.blocking),
                                tuple(c for f in fresh for c in (f.calls or (f.tool,))),
                                max(f.count for f in fresh)))
     return out
-
-
-def _allowed(finding: Finding, allowed: Mapping[str, int] | None) -> bool:
-    """Did a human let this loop go on (``continue``) less than a ladder's length ago?"""
-    since = (allowed or {}).get(finding.key)
-    return since is not None and finding.count < since + finding.threshold
 
 
 def observe(detector: Mapping[str, Any], ai: AIMessage, results: Sequence[ToolMessage],
@@ -746,11 +714,15 @@ def observe(detector: Mapping[str, Any], ai: AIMessage, results: Sequence[ToolMe
                 *(_repeat(det, asked, config) if "repeat" in on else ()),
                 *(_same_reply(det, calls, config) if "same_reply" in on else ()),
                 *(_per_tool(det, calls, config) if "per_tool" in on else ())]
-    findings = [f for f in findings if not _allowed(f, allowed)] if allowed and findings else findings
+    if allowed:  # a loop a person let go on (``continue``) is judged again a ladder's length later
+        findings = [f for f in findings if f.key not in allowed or f.count >= allowed[f.key] + f.threshold]
     if not findings:  # the usual reply: nothing to warn about, block or stop
         return Observation(state=det, warnings=warnings)
     warned = list(det.get("warned") or [])
-    acting = [f for f in findings if f.rung != "warn" and _may_act(f, warned)]
+    # the window layers block or stop only what they warned about first (a relaxed count turning
+    # strict would otherwise skip the warning)
+    acting = [f for f in findings
+              if f.rung != "warn" and (f.layer not in ("repeat", "cycle") or f.key in warned)]
     warnings += _warnings(findings, warned, config)
     warns = [f.sigs[0] for f in findings if f.layer == "no_progress" and f.rung == "warn"]
     if warns:  # one no-progress warning per run of identical results
@@ -872,11 +844,6 @@ def _drift_text(findings: Sequence[Finding], blocks: Sequence[str]) -> str:
 
 _TEXTS = {"repeat": _repeat_text, "no_progress": _no_progress_text, "cycle": _cycle_text,
           "per_tool": _per_tool_text, "drift": _drift_text}
-
-
-def warning_text(findings: Sequence[Finding], blocks: Sequence[str] = ()) -> str:
-    """One warning for the findings of one layer (all of the same layer)."""
-    return _TEXTS[findings[0].layer](findings, blocks)
 
 
 def text_loop_text() -> str:

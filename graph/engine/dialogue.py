@@ -20,39 +20,31 @@ from langgraph_loop.core.messages import (
     BLOCKED_KIND,
     as_redirect,
     call_ids,
+    call_names,
     clip,
     is_cut,
     is_notice,
     is_redirect,
+    iteration_messages,
 )
 from langgraph_loop.core.questions import answer_schema, ask_plainly, one_action, the_decision
 from langgraph_loop.core.stop import Guard
 from langgraph_loop.engine.detection import Finding, result_text, sign_calls
 
-__all__ = ["ACTIONS", "ANSWER", "HISTORY_LIMIT", "QUESTION_TEXT", "QUESTION_TITLE",
-           "ask", "began_at", "checkpoint_before", "evidence", "first_cut", "parse_answer",
-           "question", "typed_instead"]
+__all__ = ["ANSWER", "HISTORY_LIMIT", "QUESTION_TEXT", "QUESTION_TITLE", "ask", "began_at",
+           "checkpoint_before", "evidence", "first_cut", "parse_answer", "question", "typed_instead"]
 
-ACTIONS = ("continue", "stop", "hint")
 HISTORY_LIMIT = 200
-"""Checkpoints looked at, newest first, for the one before the loop began (a loop the
-detector stops began within its windows: some 30 calls, a few steps each)."""
+"""Checkpoints read, newest first, for the one before the loop began (within the windows: ~30 calls)."""
 RESULT_CHARS = 500
 
 Action = Literal["continue", "stop", "hint"]
 
 
-def _run_start(messages: Sequence[BaseMessage], request_id: Any) -> int:
-    for i in range(len(messages) - 1, -1, -1):
-        if request_id is not None and messages[i].id == request_id:
-            return i
-    return 0
-
-
 def began_at(messages: Sequence[BaseMessage], request_id: Any, response: int) -> AIMessage | None:
     """The run's ``response``-th tool-calling reply (1-based), where a loop began."""
     seen = 0
-    for message in messages[_run_start(messages, request_id):]:
+    for message in iteration_messages(messages, request_id):
         if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
             seen += 1
             if seen == response:
@@ -62,7 +54,7 @@ def began_at(messages: Sequence[BaseMessage], request_id: Any, response: int) ->
 
 def first_cut(messages: Sequence[BaseMessage], request_id: Any) -> AIMessage | None:
     """The run's first reply cut while it streamed, where a text loop began."""
-    return next((m for m in messages[_run_start(messages, request_id):]
+    return next((m for m in iteration_messages(messages, request_id)
                  if isinstance(m, AIMessage) and is_cut(m)), None)
 
 
@@ -92,9 +84,8 @@ def evidence(messages: Sequence[BaseMessage], request_id: Any, finding: Finding,
     """The last ``limit`` results of the finding's calls in this run, oldest first, clipped."""
     wanted = set(finding.sigs)
     ids: set[str] = set()
-    start = _run_start(messages, request_id)
     out: list[str] = []
-    for message in messages[start:]:
+    for message in iteration_messages(messages, request_id):
         if isinstance(message, AIMessage):
             ids = {c.id for c in sign_calls(message, config) if c.sig in wanted}
         elif isinstance(message, ToolMessage) and message.tool_call_id in ids:
@@ -102,8 +93,7 @@ def evidence(messages: Sequence[BaseMessage], request_id: Any, finding: Finding,
     return out[-limit:]
 
 
-QUESTION_TITLE = "Loop detected: {tools}"
-"""The loop question's action name: the title a chat UI shows."""
+QUESTION_TITLE = "Loop detected: {tools}"  # the loop question's action name: the title a chat UI shows
 QUESTION_TEXT = (
     "The agent is repeating itself: it asked for {calls} {count} times without making "
     "progress, and the run is paused before that runs again.\n\nLast result: {result}\n\n"
@@ -111,7 +101,6 @@ QUESTION_TEXT = (
     "repeats as often once more).\n"
     "- Edit: write a hint for the agent in \"hint\"; it goes on and reads your hint.\n"
     "- Reject: stop here; the agent tells you what it has so far (your reason is passed to it).")
-"""The loop question's description: what happened and what each decision does."""
 
 
 def question(guard: Guard, finding: Finding, results: Sequence[str]) -> HITLRequest:
@@ -145,10 +134,9 @@ ANSWER = answer_schema(parse_answer)
 
 
 def typed_instead(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:
-    """The writes that take a message typed while the loop question was open as a redirect
-    of the paused run, so the run, its detector window and budget go on: the paused calls
-    answered as not run (``TYPED_INSTEAD``, a blocked call's kind; a chat UI's placeholder
-    answer replaced in place). None: the thread does not end so."""
+    """The writes that take a message typed while the loop question was open as a redirect of the
+    paused run (its detector window and budget go on): the paused calls answered as not run
+    (``TYPED_INSTEAD``, a blocked call's kind; a chat UI's placeholder replaced in place); else None."""
     person = messages[-1] if messages else None
     if not isinstance(person, HumanMessage) or is_notice(person) or is_redirect(person):
         return None
@@ -156,7 +144,7 @@ def typed_instead(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:
     ai = messages[index] if index >= 0 else None
     if not isinstance(ai, AIMessage) or not call_ids(ai):
         return None
-    names = {c.get("id"): c.get("name") for c in [*ai.tool_calls, *ai.invalid_tool_calls]}
+    names = call_names(ai)
     given = {m.tool_call_id: m.id for m in messages[index + 1:-1] if isinstance(m, ToolMessage)}
     answers: list[BaseMessage] = [
         ToolMessage(prompts.TYPED_INSTEAD, tool_call_id=i, name=names.get(i), status="error",

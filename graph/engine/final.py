@@ -1,12 +1,9 @@
-"""The one tools-free final answer, written once for both front doors.
+"""The one tools-free final answer, written once for both front doors (docs/reliability.md).
 
-After a stop the model makes one last call with every tool still **defined** (a history of
-tool calls and results is only valid with tools defined: Anthropic and Bedrock reject it
-otherwise) and their use forbidden where the provider can: ``tool_choice="none"``, or the dict
-``{"type": "none"}`` for ``langchain-anthropic`` (its string values name a tool). A model whose
-profile says it has no tool choice, a configurable model (its provider is picked per run) and a
-provider that turns ``"none"`` into a call of a tool named none (Bedrock Converse) get the tools
-without a choice (``forbid_tools``). Calls a final answer still makes are not run: they move to
+After a stop the model makes one last call with every tool still **defined** (Anthropic and
+Bedrock reject a tool-call history otherwise) and their use forbidden where the provider can
+(``none_choice``; Bedrock Converse reads ``"none"`` as a tool named none, so ``forbid_tools``
+binds no choice there). Calls a final answer still makes are not run: they move to
 ``response_metadata`` (``without_tool_calls``), and a run never ends on an empty message.
 
 Example:
@@ -36,8 +33,7 @@ from langgraph_loop.core.stop import Guard, stop_instruction
 __all__ = ["final_answer", "forbid_tools", "none_choice", "stop_notice", "without_tool_calls"]
 
 
-_NONE_BY_PACKAGE: dict[str, Any] = {"langchain_anthropic": {"type": "none"}}
-"""``tool_choice`` "none" where a provider package spells it differently."""
+_NONE_BY_PACKAGE: dict[str, Any] = {"langchain_anthropic": {"type": "none"}}  # its strings name a tool
 
 
 def none_choice(chat: Any) -> Any:
@@ -70,8 +66,7 @@ def forbid_tools(chat: Any, tools: Sequence[Any], **kwargs: Any) -> Runnable[Any
     return chat.bind_tools(tools, **kwargs)  # type: ignore[no-any-return]
 
 
-_CALL_BLOCKS = frozenset({"tool_use", "tool_call", "function_call"})
-"""Content-block types that carry a tool call (Anthropic, LangChain's standard, OpenAI Responses)."""
+_CALL_BLOCKS = frozenset({"tool_use", "tool_call", "function_call"})  # Anthropic's, LangChain's, OpenAI's
 
 
 def _without_call_blocks(content: Any, ids: Collection[Any]) -> Any:
@@ -88,10 +83,9 @@ _CALL_FINISH = {"finish_reason": ("tool_calls", "function_call", "stop"),
 
 
 def without_tool_calls(message: AIMessage, keep: Collection[str] = ()) -> AIMessage:
-    """The final answer as stored: tool calls it still asked for are not run, and their
-    content blocks go too (calls of the ``keep`` tools, the response format's output tools,
-    stay), with the provider's own record of them (``additional_kwargs`` ``tool_calls`` and
-    legacy ``function_call``; a ``finish_reason`` of ``tool_calls`` reads ``stop``)."""
+    """The final answer as stored: tool calls it still asked for (but the ``keep`` tools', the
+    response format's) are not run and go with their content blocks and the provider's record of
+    them (``additional_kwargs`` ``tool_calls``, legacy ``function_call``, ``_CALL_FINISH``)."""
     kept = [c for c in message.tool_calls if c["name"] in keep]
     legacy = not kept and "function_call" in message.additional_kwargs
     if len(kept) == len(message.tool_calls) and not message.invalid_tool_calls and not legacy:
@@ -118,8 +112,7 @@ def stop_notice(why: Guard, run: str) -> Notice:
 
 
 def final_answer(reply: AIMessage, reason: str | None, keep: Collection[str] = ()) -> AIMessage:
-    """The final answer as stored: the calls it still asked for dropped (but those of the
-    ``keep`` tools: the response format's); when only calls were dropped, the text that says so."""
+    """``without_tool_calls``; when only calls were dropped, the text that says so (``NO_FINAL_ANSWER``)."""
     final = without_tool_calls(reply, keep)
     dropped = final.response_metadata.get("langgraph_loop_dropped_tool_calls") or []
     if not dropped or final.tool_calls or final.text.strip():

@@ -1,6 +1,5 @@
-"""Result normalization: the volatile parts of a tool result (ids, timestamps, durations, temp
-paths, the shell's line counter, object ids) replaced by placeholders, so that two runs of the
-same command that differ only there read alike.
+"""Result normalization: a tool result's volatile parts (ids, timestamps, durations, temp paths...)
+replaced by placeholders, so that two runs of the same command that differ only there read alike.
 
 No rule's match holds a line break: normalization keeps a text's line count, which lets the
 detector (``engine/detection.py: same_result``) tell most results apart without normalizing them.

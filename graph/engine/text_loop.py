@@ -1,9 +1,7 @@
 """The ``text`` loop layer's rule: does a reply's text loop (Gemini CLI's rule, read a line at a time)?
 
-``TextLoop`` reads whole lines (a long line in parts, so a runaway without newlines is caught
-too); ``StreamText`` feeds it streamed pieces; ``build_reply`` makes the reply of a stream cut
-short. The ``model`` node streams and cuts (``nodes/stream_cut.py``); the detector warns, then
-stops at the second cut (docs/loop-detection.md).
+``StreamText`` feeds ``TextLoop`` streamed pieces; ``build_reply`` makes a cut reply. The ``model``
+node streams and cuts (``nodes/stream_cut.py``); the detector warns, then stops at the second cut.
 
 Example:
     >>> text = StreamText()
@@ -34,8 +32,7 @@ __all__ = ["CHUNK", "HISTORY", "LINE", "REASONING", "SHORTEST_LOOP", "SPAN", "TI
 # --- the text-loop rule (Gemini CLI's content-loop rule, knowing markdown) -----------------
 
 CHUNK, TIMES, SPAN, HISTORY = 50, 10, 5 * 50, 5000
-SHORTEST_LOOP = 2 * TIMES
-"""No text shorter than this can loop: ``TIMES`` lines of at least one character each."""
+SHORTEST_LOOP = 2 * TIMES  # no shorter text loops: ``TIMES`` lines of at least one character each
 LINE = 200  # a line is read in parts of about this size while it streams; its kind, from its start
 _ROW = re.compile(r"\s*[|\u2502\u2503\u2551]|[^|\n]*\|[^|\n]*\||(?:[^,\n]*,(?! )){3}|(?:[^\t\n]*\t){2}")
 _ITEM = re.compile(r"\s*(?:[-*+\u2022\u2023\u25e6\u25aa]|\d{1,4}[.)]|[a-zA-Z][.)])\s+(?:\[[ xX]\]\s*)?")
@@ -59,13 +56,11 @@ def line_kind(line: str) -> Kind:
 
 
 class TextLoop:
-    """Gemini CLI's rule over a reply's lines (or parts of a long line): :meth:`add` is True
-    once it loops.
+    """Gemini CLI's rule over a reply's lines (or parts of a long line): ``add`` is True once it loops.
 
-    Only prose is read by the rule, with a run of one character cut to three: code is
-    skipped, and rules, rows and items restart it without being read (a table's separator
-    row, a divider or a list of similar items is not a loop). The text of a row or item
-    (without its number) loops when it comes ``TIMES`` times in ``2 * TIMES`` such lines."""
+    Only prose is read by the rule, a run of one character cut to three; code is skipped; rules,
+    rows and items restart it unread (a separator row, a divider or a list of similar items is no
+    loop): a row's or item's text (without its number) loops at ``TIMES`` in ``2 * TIMES`` lines."""
 
     def __init__(self) -> None:
         self.history = ""
@@ -157,9 +152,8 @@ REASONING = frozenset({"thinking", "redacted_thinking", "reasoning"})
 
 
 class StreamText:
-    """``TextLoop`` over streamed pieces, fed whole lines as the finished-reply check is (a
-    line longer than ``LINE`` characters in parts): a code fence, a table row or a list
-    marker split across two chunks is still seen as what it is."""
+    """``TextLoop`` fed whole lines as the finished-reply check is (longer than ``LINE``: in parts),
+    so a code fence, a table row or a list marker split across two chunks is seen as what it is."""
 
     def __init__(self) -> None:
         self.loop = TextLoop()
