@@ -11,6 +11,7 @@ from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.types import Command
 
 from langgraph_loop.core.messages import check_pairing
+from langgraph_loop.scripted import ScriptedChatModel
 
 EXECUTED: list[str] = []
 
@@ -96,3 +97,12 @@ def asked_numbers(question: Any) -> tuple[int, int, int]:
     assert found is not None, description
     spent, budget, needed = (int(g.replace(",", "")) for g in found.groups())
     return spent, budget, needed
+
+
+def researcher() -> ScriptedChatModel:
+    """Researches until a person's message asks it to wrap up."""
+    def script(messages: list[BaseMessage]) -> Any:
+        if "wrap up" in str(messages[-1].content):
+            return "Summary sent."
+        return [("research", {"query": f"q{sum(m.type == 'tool' for m in messages)}"})]
+    return ScriptedChatModel(default=script, no_tools_reply="final")

@@ -27,7 +27,7 @@ from langgraph.types import Command
 from langgraph_loop import StopReason, TokenBudgetMiddleware
 from langgraph_loop.core.messages import is_redirect
 from langgraph_loop.scripted import ScriptedChatModel
-from tests.helpers import add_tokens, asked_numbers, reject
+from tests.helpers import add_tokens, asked_numbers, reject, researcher
 
 ADDRESS = "jane.doe@example.com"
 REDACTED = "[REDACTED_EMAIL]"
@@ -39,15 +39,6 @@ BUDGET = 3000
 def research(query: str) -> str:
     """Research a query."""
     return f"results for {query}: " + "lorem ipsum " * 60
-
-
-def researcher() -> ScriptedChatModel:
-    """Researches until a person's message asks it to wrap up."""
-    def script(messages: list[BaseMessage]) -> Any:
-        if "wrap up" in str(messages[-1].content):
-            return "Summary sent."
-        return [("research", {"query": f"q{sum(m.type == 'tool' for m in messages)}"})]
-    return ScriptedChatModel(default=script, no_tools_reply="final")
 
 
 def pii() -> PIIMiddleware:

@@ -20,7 +20,7 @@ from langgraph.types import Command
 from langgraph_loop import Limits, LoopDetection, create_loop_agent
 from langgraph_loop.middleware import LoopDetectionMiddleware
 from langgraph_loop.scripted import ScriptedChatModel
-from tests.helpers import add_tokens
+from tests.helpers import add_tokens, researcher
 
 ADDRESS = "jane.doe@example.com"
 REDACTED = "[REDACTED_EMAIL]"
@@ -36,15 +36,6 @@ def research(query: str) -> str:
 def status(job: str) -> str:
     """The status of a build job."""
     return f"{job}: pending"
-
-
-def researcher() -> ScriptedChatModel:
-    """Researches until a person's message asks it to wrap up."""
-    def script(messages: list[BaseMessage]) -> Any:
-        if "wrap up" in str(messages[-1].content):
-            return "Summary sent."
-        return [("research", {"query": f"q{sum(m.type == 'tool' for m in messages)}"})]
-    return ScriptedChatModel(default=script, no_tools_reply="final")
 
 
 def poller() -> ScriptedChatModel:
