@@ -317,10 +317,12 @@ class CheckIn:
 
 
 def check_in(over: Callable[[int], Guard | None], ask: Callable[[Any], Any], *, extra: int = 0,
-             scope: str = "run") -> CheckIn:
+             scope: str = "run", due: Guard | None = None) -> CheckIn:
     """Ask (``ask``: ``interrupt``) until ``over(extra)``, the budget rule with ``extra``
-    granted, passes, the person stops, or they write a redirect."""
-    while (why := over(extra)) is not None:
+    granted, passes, the person stops, or they write a redirect; ``due``: a question asked
+    already, whose answer is read first even if the call now fits."""
+    while (why := due or over(extra)) is not None:
+        due = None
         answer = parse_budget_answer(ask(budget_question(why, scope)), suggested_tokens(why))
         if answer.action == "stop":
             return CheckIn(extra, stop={**why, "human": person_stop(answer.message)})

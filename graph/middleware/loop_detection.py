@@ -188,7 +188,7 @@ class LoopDetectionMiddleware(SteppedCalls, ToolSteps, AgentMiddleware[LoopDetec
         self.memo = DetectorMemo()
         """Detector states of earlier replies (a cache: the state is derived from the thread)."""
         self._hinted: dict[tuple[int, ...], LoopDetection] = {}
-        self.tool_steps = {}
+        self.tool_steps, self.orders = {}, set()
 
     def _detection(self, tools: Sequence[Any]) -> LoopDetection:
         """The configuration plus what the call's tools declare, once per set of tools."""

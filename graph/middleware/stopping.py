@@ -106,10 +106,10 @@ class ToolSteps:
     """``wrap_tool_call`` of both middlewares: a call runs unless ``_refused`` answers it, and
     the graph step it is answered in is noted (by call id, the newest 256) for a ``before_model``
     hook that writes a person's words: hooks listed before it ran already once the tools were
-    answered, so it jumps back to the first (``hooks_before``). The order, once learned, holds."""
+    answered, so it jumps back to the first (``hooks_before``)."""
 
     tool_steps: dict[str, int]
-    after_hooks: bool | None = None
+    orders: set[bool]  # the orders this object has learned (both: it serves two agents)
 
     def _refused(self, request: ToolCallRequest) -> ToolMessage | None:
         return None
@@ -132,12 +132,23 @@ class ToolSteps:
         refused = self._noted(request)
         return refused if refused is not None else await handler(request)
 
-    def hooks_before(self, messages: Sequence[BaseMessage]) -> bool:
-        """Did ``before_model`` hooks run before this one (learned when the tools ran here)?"""
+    def learned_order(self, messages: Sequence[BaseMessage]) -> bool | None:
+        """Did ``before_model`` hooks run before this one? Learned when the tools ran here (the
+        newest message answers a call noted here), else None."""
         ran = self.tool_steps.get(str(getattr(messages[-1], "tool_call_id", ""))) if messages else None
-        if ran is not None:
-            self.after_hooks = get_config()["metadata"]["langgraph_step"] > ran + 1
-        return bool(self.after_hooks)
+        if ran is None:
+            return None
+        learned = get_config()["metadata"]["langgraph_step"] > ran + 1
+        self.orders.add(learned)
+        return learned
+
+    def hooks_before(self, messages: Sequence[BaseMessage], kept: bool | None = None) -> bool:
+        """``learned_order``, else ``kept`` (what the thread learned), else the one order this
+        object has learned (none once it has learned both: it serves two agents)."""
+        learned = self.learned_order(messages)
+        if learned is not None:
+            return learned
+        return kept if kept is not None else self.orders == {True}
 
 
 def applied(messages: Sequence[BaseMessage], writes: Sequence[BaseMessage]) -> list[Any]:

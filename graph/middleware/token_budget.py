@@ -26,7 +26,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Annotated, Any, Literal, NotRequired, cast
@@ -48,9 +48,9 @@ from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from langgraph_loop.core.compat import checkpointer, resuming
-from langgraph_loop.core.messages import run_request
+from langgraph_loop.core.messages import notice_message, run_request
 from langgraph_loop.core.questions import ask_plainly
-from langgraph_loop.core.stop import Guard, StopReason
+from langgraph_loop.core.stop import Guard, StopReason, limit_guard
 from langgraph_loop.engine.limits import (
     BUDGET_ANSWER,
     MIN_FINAL_OUTPUT,
@@ -184,8 +184,9 @@ class TokenBudgetMiddleware(SteppedCalls, AgentMiddleware[TokenBudgetState, Any]
         self.show_notices = show_notices
 
     # --- before the call --------------------------------------------------------------------
-    def _turn(self, request: ModelRequest[Any]) -> _Turn:
-        """The budget rule on this call; with ``budget_check_in``, a person decides first."""
+    def _turn(self, request: ModelRequest[Any], *, answering: bool = False) -> _Turn:
+        """The budget rule on this call; with ``budget_check_in``, a person decides first
+        (``answering``: this hook's question is resumed, its answer is read whatever the rule says)."""
         state = request.state
         messages, fixed = thread_of(state)  # a message typed at the loop question: no new run
         if fixed:  # the loop middleware writes them; this call is sent as it would send it
@@ -212,13 +213,15 @@ class TokenBudgetMiddleware(SteppedCalls, AgentMiddleware[TokenBudgetState, Any]
             update["budget_extra"] = BudgetExtension(run=key, tokens=extra)
             return _Turn(request, granted["stop"], self.token_budget + extra, spent, key, update=update)
         why = over(extra, [])
-        if why is None or not self.budget_check_in or checkpointer(get_config()) is None:
+        due = why or (limit_guard(StopReason.TOKEN_BUDGET, self.token_budget + extra, spent)
+                      if answering else None)  # asked where the request was known (another process)
+        if due is None or not self.budget_check_in or checkpointer(get_config()) is None:
             return _Turn(request, why, self.token_budget + extra, spent, key, update=update)
         ask, granted_now = partial(ask_plainly, schema=BUDGET_ANSWER), extra
         added: list[HumanMessage] = []
         while (asked := check_in(lambda more: over(more, added), ask, extra=granted_now,
-                                 scope=self.budget_scope)).added is not None:
-            granted_now = asked.extra  # a redirect inside the call: asked again until it fits
+                                 scope=self.budget_scope, due=due)).added is not None:
+            due, granted_now = None, asked.extra  # a redirect inside the call: asked again until it fits
             added.append(asked.added)
         if asked.extra != extra:
             update["budget_extra"] = BudgetExtension(run=key, tokens=asked.extra)
@@ -289,47 +292,57 @@ class TokenBudgetMiddleware(SteppedCalls, AgentMiddleware[TokenBudgetState, Any]
 
 class _CheckingIn(ToolSteps, TokenBudgetMiddleware):
     """``TokenBudgetMiddleware`` with ``budget_check_in`` (``__new__`` picks it): the person is
-    asked in ``before_model`` about the call the thread's last request foresees (its system
-    message and model, the thread's messages now), so that a redirect goes through the other
-    ``before_model`` hooks (``ToolSteps``). A call over the budget not foreseen (the first here
-    of a thread, tokens a wrapper adds) is asked about in ``wrap_model_call``, as before."""
+    asked in ``before_model`` about the call the last request foresees (the thread's, else this
+    object's latest: its system message and model, the thread's messages now and the loop
+    notices queued for it), so that a redirect goes through the other ``before_model`` hooks
+    (``ToolSteps``). A call over the budget not foreseen (the object's first, tokens another
+    wrapper adds) is asked about in ``wrap_model_call``, as before."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._seen: dict[Any, ModelRequest[Any]] = {}  # each thread's last request (the newest 256)
-        self.tool_steps = {}
+        self.tool_steps, self.orders = {}, set()
 
     @property
     def name(self) -> str:
         return "TokenBudgetMiddleware"
 
-    def _turn(self, request: ModelRequest[Any]) -> _Turn:
+    def _turn(self, request: ModelRequest[Any], *, answering: bool = False) -> _Turn:
         if request.model is not None:  # what it sends besides the thread, for ``before_model``
             if len(self._seen) >= 256:
                 self._seen.clear()
             self._seen[get_config()["configurable"].get("thread_id")] = request.override(
                 messages=[], state=cast(Any, {}))
-        turn = super()._turn(request)
-        if self.after_hooks and not request.state.get("budget_hooks"):
-            turn.update["budget_hooks"] = True  # the order learned here, kept with the thread
-        return turn
+        return super()._turn(request, answering=answering)
+
+    def _foreseen(self, runtime: Runtime[Any]) -> ModelRequest[Any]:
+        """The request the next call will resemble: the thread's last, else this object's latest
+        (the same agent's system message and model), else the thread alone, weighed by the token
+        estimate (this object's first call, or a question resumed in another process)."""
+        seen = self._seen.get(get_config()["configurable"].get("thread_id"))
+        if seen is None and self._seen:
+            seen = next(reversed(self._seen.values()))
+        return seen or ModelRequest(model=cast(Any, None), messages=[], runtime=runtime)
 
     @hook_config(can_jump_to=["model"])
     def before_model(self, state: TokenBudgetState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Ask about the foreseen call; write the extension, a stop for the model step, a redirect."""
         messages = list(state.get("messages") or [])
-        hooks_before = self.hooks_before(messages) or bool(state.get("budget_hooks"))
-        seen = self._seen.get(get_config()["configurable"].get("thread_id"))
-        if seen is None and not resuming(get_config()):
-            return None
-        if seen is None:  # a resume by a new agent object: its question, weighed by the estimate
-            seen = ModelRequest(model=cast(Any, None), messages=[], runtime=runtime)
-        turn = self._turn(seen.override(messages=messages, state=cast(Any, state)))
+        kept, learned = state.get("budget_hooks"), self.learned_order(messages)
+        order = {} if learned is None or learned == kept else {"budget_hooks": learned}
+        if learned and order:  # kept with the thread before any question: a resume elsewhere
+            return {**order, "jump_to": "model"}  # jumps too
+        hooks_before = self.hooks_before(messages, kept)
+        seen = self._foreseen(runtime)
+        queued = notice_message(cast(Mapping[str, Any], state).get("loop_notices") or [])
+        weighed = [*messages, queued] if queued is not None else messages
+        turn = self._turn(seen.override(messages=weighed, state=cast(Any, state)),
+                          answering=resuming(get_config()))
         stop = turn.why if turn.why is not None and "human" in turn.why else None
         if not turn.added and "budget_extra" not in turn.update and stop is None:
-            return None
+            return order or None
         extension = BudgetExtension(run=turn.key, tokens=turn.budget - self.token_budget)
-        update = {**turn.update, "budget_extra": {**extension, **({"stop": stop} if stop else {})}}
+        update = {**order, **turn.update, "budget_extra": {**extension, **({"stop": stop} if stop else {})}}
         if turn.added:
             update.update(messages=turn.added, **({"jump_to": "model"} if hooks_before else {}))
         return update

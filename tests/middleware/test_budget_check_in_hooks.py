@@ -20,11 +20,12 @@ from langchain.agents.middleware import (
     ToolCallLimitMiddleware,
 )
 from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from langgraph_loop import StopReason, TokenBudgetMiddleware
+from langgraph_loop import LoopDetectionMiddleware, StopReason, TokenBudgetMiddleware
 from langgraph_loop.core.messages import is_redirect
 from langgraph_loop.scripted import ScriptedChatModel
 from tests.helpers import add_tokens, asked_numbers, reject, researcher
@@ -99,6 +100,123 @@ def test_a_new_agent_object_resuming_the_question_redacts_the_redirect(ours_firs
     (sent,) = models[1].requests
     assert sent[-1].content == f"Please wrap up now and mail it to {REDACTED}." and sent[-2].type == "tool"
     assert [m.content for m in done["messages"] if is_redirect(m)] == [sent[-1].content]
+
+
+def redacted_everywhere(model: ScriptedChatModel, state: dict[str, Any]) -> None:
+    """The redirect reached the model and the thread redacted, after the tool results."""
+    assert not any(ADDRESS in str(m.content) for request in model.requests for m in request)
+    assert model.requests[-1][-1].content == f"Please wrap up now and mail it to {REDACTED}."
+    assert [m.content for m in state["messages"] if is_redirect(m)] == [model.requests[-1][-1].content]
+
+
+@pytest.mark.parametrize("ours_first", [False, True])
+def test_a_new_agent_object_resuming_a_question_asked_after_the_first_tool_round_redacts(
+        ours_first: bool) -> None:
+    """The hooks' order is learned in the pass that asks: it is kept with the thread first,
+    so that the process resuming jumps back to the hook listed before ours too."""
+    saver, config, models = InMemorySaver(), thread(), [researcher(), researcher()]
+    agents = [create_agent(m, [research], checkpointer=saver, middleware=[
+        TokenBudgetMiddleware(token_budget=600, budget_check_in=True), pii()][::1 if ours_first else -1])
+        for m in models]
+    paused = agents[0].invoke(go(), config)
+    assert questions(paused) == ["Token budget reached: add more?"] and len(models[0].requests) == 1
+    assert agents[0].get_state(config).next == ("TokenBudgetMiddleware.before_model",)
+    done = agents[1].invoke(Command(resume=add_tokens(3000, REDIRECT)), config)
+    assert done["messages"][-1].content == "Summary sent." and len(models[1].requests) == 1
+    assert models[1].requests[0][-2].type == "tool"
+    redacted_everywhere(models[1], done)
+
+
+class CountingResearcher(ScriptedChatModel):
+    """A researcher whose own token counter counts three times the estimate."""
+
+    def get_num_tokens_from_messages(self, messages: Any, tools: Any = None) -> int:
+        return 3 * count_tokens_approximately(messages)
+
+
+def test_a_new_agent_object_reads_the_answer_even_when_its_estimate_says_the_call_fits() -> None:
+    """The question was weighed by the model's own counter; the process resuming it has only
+    the token estimate, which says the call fits: the person's answer is still read, once."""
+    saver, config = InMemorySaver(), thread()
+    models = [CountingResearcher(default=researcher().default, no_tools_reply="final") for _ in range(2)]
+    agents = [create_agent(m, [research], checkpointer=saver, middleware=[pii(), budget()])
+              for m in models]
+    assert questions(agents[0].invoke(go(), config)) == ["Token budget reached: add more?"]
+    assert agents[0].get_state(config).next == ("TokenBudgetMiddleware.before_model",)
+    done = agents[1].invoke(Command(resume=add_tokens(20000, REDIRECT)), config)
+    assert "__interrupt__" not in done and done["messages"][-1].content == "Summary sent."
+    assert len(models[1].requests) == 1
+    redacted_everywhere(models[1], done)
+
+
+def test_a_new_threads_first_call_over_the_budget_is_asked_before_the_hooks() -> None:
+    """The agent object foresees a thread's first call by its latest request on another
+    thread, and knows the hooks' order from it: the hook listed before ours redacts."""
+    model = researcher()
+    agent = create_agent(model, [research], checkpointer=InMemorySaver(), middleware=[pii(), budget()])
+    first = thread()
+    agent.invoke(go(), first)
+    agent.invoke(Command(resume=reject()), first)
+    calls, config = len(model.requests), thread()
+    paused = agent.invoke({"messages": [HumanMessage("Research this: " + "background " * 900)]}, config)
+    assert questions(paused) == ["Token budget reached: add more?"] and len(model.requests) == calls
+    assert agent.get_state(config).next == ("TokenBudgetMiddleware.before_model",)
+    done = agent.invoke(Command(resume=add_tokens(5000, REDIRECT)), config)
+    assert done["messages"][-1].content == "Summary sent." and len(model.requests) == calls + 1
+    redacted_everywhere(model, done)
+
+
+def test_one_object_in_two_agents_with_other_orders_assumes_no_order_for_a_new_thread() -> None:
+    """Learned both orders: a new thread's first check-in jumps nowhere (a jump from the first
+    hook back to itself is LangGraph's ``KeyError``), and the hook after ours redacts."""
+    shared, models = budget(), [researcher(), researcher()]
+    ours_first, pii_first = (create_agent(m, [research], checkpointer=InMemorySaver(), middleware=order)
+                             for m, order in zip(models, ([shared, pii()], [pii(), shared]), strict=True))
+    for agent in (ours_first, pii_first):  # each learns its order in a tool round
+        assert questions(agent.invoke(go(), thread())) == ["Token budget reached: add more?"]
+    config = thread()
+    paused = ours_first.invoke({"messages": [HumanMessage("Research this: " + "background " * 900)]}, config)
+    assert ours_first.get_state(config).next == ("TokenBudgetMiddleware.before_model",)
+    assert questions(paused) == ["Token budget reached: add more?"]
+    done = ours_first.invoke(Command(resume=add_tokens(5000, REDIRECT)), config)
+    assert done["messages"][-1].content == "Summary sent."
+    redacted_everywhere(models[0], done)
+
+
+def test_an_agent_objects_first_call_over_the_budget_is_asked_before_the_hooks_after_it() -> None:
+    """Nothing seen yet: the thread alone is weighed by the token estimate, before the call."""
+    model = researcher()
+    agent = create_agent(model, [research], checkpointer=InMemorySaver(), middleware=[
+        TokenBudgetMiddleware(token_budget=250, budget_check_in=True), pii()])
+    config = thread()
+    paused = agent.invoke(go(), config)
+    assert questions(paused) == ["Token budget reached: add more?"] and model.requests == []
+    assert agent.get_state(config).next == ("TokenBudgetMiddleware.before_model",)
+    done = agent.invoke(Command(resume=add_tokens(3000, REDIRECT)), config)
+    assert done["messages"][-1].content == "Summary sent." and len(model.requests) == 1
+    redacted_everywhere(model, done)
+
+
+def test_the_loop_warning_queued_for_the_call_is_weighed_before_the_hooks() -> None:
+    """``LoopDetectionMiddleware`` (listed first) adds its queued warning to the call: the
+    check-in counts it in ``before_model``, so the redirect still passes ``PIIMiddleware``."""
+    def same(messages: list[BaseMessage]) -> Any:
+        return "Summary sent." if any("wrap up" in str(m.content) for m in messages[-2:]) else [
+            ("research", {"query": "the same"})]
+    model = ScriptedChatModel(default=same, no_tools_reply="final")
+    agent = create_agent(model, [research], checkpointer=InMemorySaver(), middleware=[
+        LoopDetectionMiddleware(), pii(), TokenBudgetMiddleware(token_budget=2500, budget_check_in=True)])
+    config = thread()
+    paused = agent.invoke(go(), config)
+    assert questions(paused) == ["Token budget reached: add more?"] and len(model.requests) == 3
+    state = agent.get_state(config)
+    assert state.next == ("TokenBudgetMiddleware.before_model",) and state.values["loop_notices"]
+    done = agent.invoke(Command(resume=add_tokens(3000, REDIRECT)), config)
+    assert done["messages"][-1].content == "Summary sent."
+    sent = model.requests[-1]  # the results, the redirect, then the warning the call was weighed with
+    assert sent[-3].type == "tool" and str(sent[-1].content).startswith("Loop warning:")
+    assert sent[-2].content == f"Please wrap up now and mail it to {REDACTED}."
+    assert not any(ADDRESS in str(m.content) for request in model.requests for m in request)
 
 
 @pytest.mark.parametrize("ours_first", [False, True])
