@@ -27,7 +27,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Annotated, Any, Literal, NotRequired, cast
 
@@ -336,7 +336,7 @@ class _CheckingIn(ToolSteps, TokenBudgetMiddleware):
         seen = self._foreseen(runtime)
         queued = notice_message(cast(Mapping[str, Any], state).get("loop_notices") or [])
         weighed = [*messages, queued] if queued is not None else messages
-        turn = self._turn(seen.override(messages=weighed, state=cast(Any, state)),
+        turn = self._turn(replace(seen, messages=weighed, state=state, runtime=runtime),
                           answering=resuming(get_config()))
         stop = turn.why if turn.why is not None and "human" in turn.why else None
         if not turn.added and "budget_extra" not in turn.update and stop is None:
