@@ -466,14 +466,16 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         for step in supersteps:
             checked.append([])
             for given, as_node, task_id in step:
-                values = given if isinstance(given, Command) else self._update(
-                    given, state.get("messages") or [])
+                command = given if isinstance(given, Command) else None  # its update is checked
+                values = self._update(given if command is None else command.update,
+                                      state.get("messages") or [])
                 if isinstance(values, Mapping) and "messages" in values:
                     values = _continued(values, as_node, state)
                     state = {**state, **values, "messages": _merged(state, values)}
                 elif isinstance(values, Mapping):
                     state = {**state, **values}
-                checked[-1].append(StateUpdate(values, as_node, task_id))
+                checked[-1].append(StateUpdate(values if command is None else replace(command, update=values),
+                                               as_node, task_id))
         return checked
 
     def bulk_update_state(self, config: RunnableConfig,

@@ -14,7 +14,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from langgraph.types import StateUpdate
+from langgraph.types import Command, StateUpdate
 
 from langgraph_loop import StopReason, create_loop_agent
 from langgraph_loop.core.history import ThreadBusyError
@@ -51,14 +51,17 @@ def _round(agent: Any, tid: str) -> list[BaseMessage]:
 
 
 def _update(agent: Any, tid: str, values: dict[str, Any], how: str, as_node: str | None = None) -> None:
-    """``update_state`` or ``bulk_update_state`` with one update."""
+    """``update_state`` (its values, or a ``Command`` carrying them) or ``bulk_update_state``
+    with one update."""
     if how == "update_state":
         agent.update_state(thread(tid), values, as_node=as_node)
+    elif how == "command":
+        agent.update_state(thread(tid), Command(update=values), as_node=as_node)
     else:
         agent.bulk_update_state(thread(tid), [[StateUpdate(values, as_node)]])
 
 
-HOWS = ["update_state", "bulk_update_state"]
+HOWS = ["update_state", "command", "bulk_update_state"]
 
 
 # --- 8. removing one tool result ----------------------------------------------------------------
