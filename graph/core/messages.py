@@ -21,8 +21,8 @@ MessageT = TypeVar("MessageT", bound=BaseMessage)
 
 __all__ = ["BLOCKED_KIND", "BUDGET_NOTICE", "CONTINUE_NAME", "CUT_KEY", "LOOP_NOTICE", "NOTICE_NAMES",
            "NOTICE_SOURCE", "PROGRESS_NAME", "STOP_NOTICE", "SUMMARY_NAME", "TAGS", "NewestReply", "Notice",
-           "Problem", "as_message", "as_redirect", "as_text", "call_ids", "call_label", "call_names",
-           "cap_output", "check_pairing", "clip", "describe", "digest", "drain", "encodable",
+           "Problem", "as_message", "as_redirect", "as_text", "block_answer", "call_ids", "call_label",
+           "call_names", "cap_output", "check_pairing", "clip", "describe", "digest", "drain", "encodable",
            "encodable_text", "is_blocked", "is_cut", "is_notice", "is_redirect", "iteration_messages",
            "loop_message", "newest_reply", "notice_marks", "notice_message", "pairing_problems",
            "queue_notice", "reply_text", "shorten", "with_unique_call_ids",
@@ -54,6 +54,12 @@ def _kind(message: BaseMessage) -> Any:
 def is_blocked(message: BaseMessage) -> bool:
     """Is this ToolMessage the loop detector's answer to a blocked call (not a real result)?"""
     return _kind(message) == BLOCKED_KIND
+
+
+def block_answer(call_id: str, name: str | None, text: str, id: str | None = None) -> ToolMessage:
+    """The error ToolMessage that answers one call not run (tagged: not a tool result)."""
+    return ToolMessage(text, tool_call_id=call_id, name=name, status="error", id=id,
+                       additional_kwargs={"langgraph_loop": {"kind": BLOCKED_KIND}})
 
 
 def is_cut(message: BaseMessage) -> bool:

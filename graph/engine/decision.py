@@ -34,8 +34,8 @@ from typing_extensions import TypedDict
 from langgraph_loop.core import prompts
 from langgraph_loop.core.config import BudgetPressure, Limits, LoopDetection
 from langgraph_loop.core.messages import (
-    BLOCKED_KIND,
     Notice,
+    block_answer,
     call_ids,
     call_names,
     queue_notice,
@@ -48,7 +48,7 @@ from langgraph_loop.engine.dialogue import began_at, checkpoint_before, evidence
 from langgraph_loop.engine.limits import PRESSURE_SOURCE, tool_errors_guard
 
 __all__ = ["MEMO_SIZE", "Decision", "DecisionRecord", "DetectorMemo", "Policy", "RunView",
-           "block_answer", "block_answers", "decide", "limit_stop", "results_before", "stop_answers"]
+           "block_answers", "decide", "limit_stop", "results_before", "stop_answers"]
 
 
 # --- what the engine reads ---------------------------------------------------------------------
@@ -335,12 +335,6 @@ def block_answers(ai: AIMessage, blocks: Mapping[str, str]) -> list[ToolMessage]
     """The error ToolMessages that answer a reply's blocked calls (tagged: not tool results)."""
     names = call_names(ai)
     return [block_answer(i, names.get(i), text) for i, text in blocks.items()]
-
-
-def block_answer(call_id: str, name: str | None, text: str) -> ToolMessage:
-    """The error ToolMessage that answers one blocked call (tagged: not a tool result)."""
-    return ToolMessage(text, tool_call_id=call_id, name=name, status="error",
-                       additional_kwargs={"langgraph_loop": {"kind": BLOCKED_KIND}})
 
 
 def stop_answers(ai: AIMessage, why: Guard) -> list[ToolMessage]:

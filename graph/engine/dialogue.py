@@ -17,8 +17,8 @@ from langgraph_loop.core import prompts
 from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
 from langgraph_loop.core.messages import (
-    BLOCKED_KIND,
     as_redirect,
+    block_answer,
     call_ids,
     call_names,
     clip,
@@ -147,9 +147,8 @@ def typed_instead(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:
     names = call_names(ai)
     given = {m.tool_call_id: m.id for m in messages[index + 1:-1] if isinstance(m, ToolMessage)}
     answers: list[BaseMessage] = [
-        ToolMessage(prompts.TYPED_INSTEAD, tool_call_id=i, name=names.get(i), status="error",
-                    id=given.get(i) or f"typed-instead-{i}",  # applied twice: the same writes
-                    additional_kwargs={"langgraph_loop": {"kind": BLOCKED_KIND}})
+        block_answer(i, names.get(i), prompts.TYPED_INSTEAD,
+                     given.get(i) or f"typed-instead-{i}")  # applied twice: the same writes
         for i in call_ids(ai)]
     if all(i in given for i in call_ids(ai)):  # each answer replaces the placeholder, in place
         return [*answers, as_redirect(person)]

@@ -45,7 +45,7 @@ from typing_extensions import TypedDict
 
 from langgraph_loop.core.compat import checkpointer
 from langgraph_loop.core.config import LoopDetection
-from langgraph_loop.core.messages import Notice, call_ids, drain, run_request
+from langgraph_loop.core.messages import Notice, block_answer, call_ids, drain, run_request
 from langgraph_loop.core.state import LoopAllowed, emit
 from langgraph_loop.core.stop import Guard
 from langgraph_loop.engine.decision import (
@@ -54,7 +54,6 @@ from langgraph_loop.engine.decision import (
     DetectorMemo,
     Policy,
     RunView,
-    block_answer,
     decide,
     stop_answers,
 )
