@@ -169,8 +169,7 @@ class Call:
     extra: list[BaseMessage] = field(default_factory=list)
     update: dict[str, Any] = field(default_factory=dict)
     fixed: list[BaseMessage] = field(default_factory=list)
-    watch: bool = False
-    """Stream the call to cut a runaway reply (the ``text`` layer is on)."""
+    watch: bool = False  # stream the call to cut a runaway reply (the ``text`` layer is on)
 
     def __post_init__(self) -> None:
         detection = self.settings.loop_detection
@@ -197,10 +196,9 @@ class ModelNode(StepNode):
 
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
-        self.memo = DetectorMemo()
-        """The detector states of earlier replies (one memo per compiled graph)."""
+        self.memo = DetectorMemo()  # the detector states of earlier replies, one per compiled graph
+        # the user's ``wrap_model_call`` middleware around the call (``nodes/hosted.py``)
         self.wrapped = ModelCalls(settings) if settings.hooked("wrap_model_call") else None
-        """The user's ``wrap_model_call`` middleware around the call (``nodes/hosted.py``)."""
 
     @cached_property
     def _bound_all(self) -> Runnable[LanguageModelInput, BaseMessage]:
@@ -244,8 +242,7 @@ class ModelNode(StepNode):
         stop = state.get("stop_reason")
         pending = state.get("loop_notices") or []
         limits = settings.limits
-        timeout = (timeout_guard(state, settings)
-                   if stop is None and limits.max_duration_s is not None else None)
+        timeout = timeout_guard(state, settings) if stop is None else None
         if timeout is not None:  # the time cap, checked between steps
             update = stop_update(run, timeout)
             run, stop = update["run"], timeout["reason"]

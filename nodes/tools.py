@@ -279,12 +279,9 @@ class ToolsNode(StepNode):
     def _per_call(self, request: ToolCallRequest,
                   execute: Callable[[ToolCallRequest], Steps[Any]]) -> Steps[Any]:
         """``ToolNode``'s innermost ``wrap_tool_call``: the tool runs on its own copy of its
-        args; its answer is capped and timed."""
+        args; its answer is cut to ``max_tool_output_chars`` and timed."""
         started = time.perf_counter()
-        return self._capped(request, (yield from execute(_own_args(request))), started)
-
-    def _capped(self, request: ToolCallRequest, output: Any, started: float) -> Any:
-        """The tool's output, its answer cut to ``max_tool_output_chars`` and timed."""
+        output = yield from execute(_own_args(request))
         answer = _answer(output, str(request.tool_call["id"]))
         if answer is not None:  # the call's runtime carries the run's context (its overrides)
             limit = self.settings.for_runtime(request.runtime).limits.max_tool_output_chars  # type: ignore[arg-type]
@@ -334,8 +331,13 @@ class ToolsNode(StepNode):
             records.append(record)
             logged.append({**record, "result_hash": content_hash(message.content, normalized=stall),
                            "executed": executed})
-        if batch.invalid:
-            _answer_invalid(batch.invalid, messages, logged, iteration, executed)
+        for bad in batch.invalid:  # calls whose arguments could not be parsed
+            text = prompts.INVALID_JSON.format(name=repr(bad.get("name")),
+                                               error=bad.get("error") or "could not be parsed")
+            messages.append(_error_message(bad, text))
+            logged.append({"name": str(bad.get("name")), "args": {"raw": bad.get("args")},
+                           "status": "invalid", "duration_s": 0.0, "iteration": iteration,
+                           "executed": executed})
         if batch.reviewed is not None and batch.reviewed.edited:
             mark_edited(messages, batch.reviewed)
         extra = resolve_removals(batch.state.get("messages") or [], extra) if extra else extra
@@ -365,18 +367,6 @@ class ToolsNode(StepNode):
             why = guard("tools", StopReason.COMPLETED, detail=f"return_direct: {names}")
             return stop_update(run, why, finalized=True)
         return unchanged
-
-
-def _answer_invalid(invalid: Sequence[Mapping[str, Any]], messages: list[BaseMessage],
-                    logged: list[dict[str, Any]], iteration: int, executed: int) -> None:
-    """Answer the calls whose arguments could not be parsed, and log them."""
-    for bad in invalid:
-        text = prompts.INVALID_JSON.format(name=repr(bad.get("name")),
-                                           error=bad.get("error") or "could not be parsed")
-        messages.append(_error_message(bad, text))
-        logged.append({"name": str(bad.get("name")), "args": {"raw": bad.get("args")},
-                       "status": "invalid", "duration_s": 0.0, "iteration": iteration,
-                       "executed": executed})
 
 
 # The loop's own single-value keys tools may write (``write_todos``, ``set_mode``): several
