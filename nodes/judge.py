@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from contextlib import suppress
 from typing import Any
 
 from langchain_core.language_models import LanguageModelInput
@@ -134,11 +135,9 @@ def parse_text_verdict(text: str) -> dict[str, Any]:
 
 
 def _as_verdict(value: Any) -> JudgeVerdict | None:
-    if isinstance(value, JudgeVerdict):
-        return value
-    if isinstance(value, dict):
+    if isinstance(value, JudgeVerdict | dict):
         try:
-            return JudgeVerdict.model_validate(value)
+            return JudgeVerdict.model_validate(value)  # a JudgeVerdict comes back as it is
         except ValidationError:
             return None
     return None
@@ -153,13 +152,6 @@ def resolve_verdict(parsed: Any, tool_args: Sequence[Any], text: str) -> dict[st
     return parse_text_verdict(text)
 
 
-def _structured_judge(model: Any) -> Runnable[LanguageModelInput, Any] | None:
-    try:
-        return model.with_structured_output(JudgeVerdict, include_raw=True)  # type: ignore[no-any-return]
-    except NotImplementedError:
-        return None
-
-
 def _read(result: Any, structured: bool) -> tuple[dict[str, Any], Usage]:
     """The verdict and usage of one judge reply."""
     reply = (as_structured(result, "judge") if structured else
@@ -171,10 +163,6 @@ def _read(result: Any, structured: bool) -> tuple[dict[str, Any], Usage]:
     return verdict, add_usage(new_usage(), usage_of(raw))
 
 
-def _failed(errors: Sequence[str]) -> dict[str, Any]:
-    return {"answered": False, "reasoning": "", "error": "; ".join(errors)}
-
-
 class JudgeNode(StepNode):
     """Ask the predicate, then the judge model (see module docstring)."""
 
@@ -183,7 +171,10 @@ class JudgeNode(StepNode):
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
         judge = settings.iterations.judge
-        self._structured = _structured_judge(judge.model) if judge is not None else None
+        self._structured: Runnable[LanguageModelInput, Any] | None = None
+        if judge is not None:
+            with suppress(NotImplementedError):  # no structured output: plain text only
+                self._structured = judge.model.with_structured_output(JudgeVerdict, include_raw=True)
 
     def _due(self, state: LoopState) -> LoopSettings | None:
         """The run's settings when the judge is asked at this iteration end, else None."""
@@ -222,7 +213,8 @@ class JudgeNode(StepNode):
                 errors.append(f"{type(exc).__name__}: {exc}")
                 continue
             return self._update(state, info, verdict, usage)
-        return self._update(state, info, _failed(errors), new_usage())
+        failed = {"answered": False, "reasoning": "", "error": "; ".join(errors)}
+        return self._update(state, info, failed, new_usage())
 
     @staticmethod
     def _update(state: LoopState, info: dict[str, Any], verdict: dict[str, Any],
