@@ -56,9 +56,7 @@ def _explain(error: Any) -> str:
 
 
 @tool
-def write_todos(
-    todos: list[TodoItem], tool_call_id: Annotated[str, InjectedToolCallId]
-) -> Command[Any]:
+def write_todos(todos: list[TodoItem], tool_call_id: Annotated[str, InjectedToolCallId]) -> Command[Any]:
     """Write the complete todo list for the task (it replaces the previous list).
 
     Plan the work as todos, keep exactly the items you are working on as in_progress,

@@ -64,18 +64,13 @@ class Split:
     tail: list[BaseMessage]
 
 
-def _tail_start(messages: Sequence[BaseMessage], keep_last: int) -> int:
-    start = max(0, len(messages) - keep_last)
-    while start > 0 and isinstance(messages[start], ToolMessage):
-        start -= 1  # back to the AIMessage that owns these ToolMessages
-    return start
-
-
 def plan_compaction(messages: Sequence[BaseMessage], *, keep_last: int,
                     keep_ids: Collection[str | None] = ()) -> Split | None:
     """Split the transcript for a compaction (``keep_ids``: messages kept in place besides a
     leading system message); None when there is nothing old to replace."""
-    start = _tail_start(messages, keep_last)
+    start = max(0, len(messages) - keep_last)
+    while start > 0 and isinstance(messages[start], ToolMessage):
+        start -= 1  # back to the AIMessage that owns these ToolMessages
     head: list[BaseMessage] = []
     old: list[BaseMessage] = []
     for i, message in enumerate(messages[:start]):

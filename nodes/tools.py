@@ -129,8 +129,7 @@ def _call_task(node: ToolNode, payload: dict[str, Any], config: RunnableConfig) 
     return _saved(node.invoke(payload, config), payload["tool_call"]["id"])
 
 
-async def _acall_task(node: ToolNode, payload: dict[str, Any],
-                      config: RunnableConfig) -> dict[str, Any]:
+async def _acall_task(node: ToolNode, payload: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
     return _saved(await node.ainvoke(payload, config), payload["tool_call"]["id"])
 
 
