@@ -87,22 +87,15 @@ def open_todos(todos: Sequence[Mapping[str, Any]] | None) -> list[Mapping[str, A
     return [t for t in todos or [] if t.get("status") != "completed"]
 
 
-def _modes(modes: Sequence[str] | None) -> set[str] | None:
-    if modes is None:
-        return None
-    if isinstance(modes, str):
-        raise ValueError("todos_remaining: modes must be a list of mode names, not one string")
-    wanted = {str(m).strip().lower() for m in modes}
-    if not wanted or "" in wanted:
-        raise ValueError("todos_remaining: modes must name at least one non-empty mode "
-                         "(use None to loop in every mode)")
-    return wanted
-
-
 def todos_remaining(modes: Sequence[str] | None = None) -> Callable[[Mapping[str, Any]], bool]:
     """A ``should_continue`` predicate: true while a todo is not completed (with ``modes``, only
     while ``state["mode"]`` is one of them, case-insensitive; a ``ValueError`` for bad ``modes``)."""
-    wanted = _modes(modes)
+    if isinstance(modes, str):
+        raise ValueError("todos_remaining: modes must be a list of mode names, not one string")
+    wanted = None if modes is None else {str(m).strip().lower() for m in modes}
+    if wanted is not None and (not wanted or "" in wanted):
+        raise ValueError("todos_remaining: modes must name at least one non-empty mode "
+                         "(use None to loop in every mode)")
 
     def predicate(state: Mapping[str, Any]) -> bool:
         if wanted is not None and str(state.get("mode") or "").strip().lower() not in wanted:

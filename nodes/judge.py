@@ -176,23 +176,12 @@ class JudgeNode(StepNode):
             with suppress(NotImplementedError):  # no structured output: plain text only
                 self._structured = judge.model.with_structured_output(JudgeVerdict, include_raw=True)
 
-    def _due(self, state: LoopState) -> LoopSettings | None:
-        """The run's settings when the judge is asked at this iteration end, else None."""
-        settings = self.settings.for_runtime(get_runtime())
-        asked = settings.iterations.judge is not None and state.get("stop_reason") is None
-        return settings if asked and not capped(state, settings) else None
-
-    def _attempts(self, judge: Judge) -> list[tuple[Runnable[Any, Any], bool]]:
-        """Two tries: structured first (when the model has it), then plain text."""
-        if self._structured is None:
-            return [(judge.model, False), (judge.model, False)]
-        return [(self._structured, True), (judge.model, False)]
-
     def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
         """The predicate, then the judge (two tries), as one core for both entry points."""
-        settings = self._due(state)
-        if settings is None or settings.iterations.judge is None:
-            return {}
+        settings = self.settings.for_runtime(get_runtime())
+        judge = settings.iterations.judge
+        if judge is None or state.get("stop_reason") is not None or capped(state, settings):
+            return {}  # asked only at a natural iteration end, and not on the capped iteration
         info = dict(iteration_info(state))
         if settings.iterations.should_continue is not None:
             go, feedback = normalize_predicate((yield callback(
@@ -201,8 +190,8 @@ class JudgeNode(StepNode):
             if go:
                 return {"iteration_info": info}
         errors: list[str] = []
-        judge = settings.iterations.judge
-        for runnable, structured in self._attempts(judge):
+        first = (judge.model, False) if self._structured is None else (self._structured, True)
+        for runnable, structured in (first, (judge.model, False)):  # structured first, then plain text
             try:
                 result = yield Io(runnable.invoke, runnable.ainvoke,
                                   (judge_request(state, judge), tagged(config or {}, JUDGE)))

@@ -129,23 +129,18 @@ class PrepareNode(StepNode):
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
 
-    def _start(self, state: LoopState) -> tuple[dict[str, Any], LoopSettings, bool]:
-        """The update, the run's settings, and whether a new run starts (not ``go_on``)."""
+    def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
+        """Start the run (or ``go_on`` with a paused one); a new one calls
+        ``hooks.on_iteration_start`` and emits its event."""
         runtime = get_runtime()
         settings = self.settings.for_runtime(runtime)
         going_on = go_on(state, settings)
         if going_on is not None:
-            return going_on, settings, False
+            return going_on
         overrides = self.settings.overrides(runtime.context)  # validated, stored with the run
-        return start_run(state, settings, overrides=overrides), settings, True
-
-    def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
-        """Start the run; a new one calls ``hooks.on_iteration_start`` and emits its event."""
-        update, settings, new = self._start(state)
-        if not new:
-            return update
+        update = start_run(state, settings, overrides=overrides)
         if settings.hooks.on_iteration_start is not None:
             yield callback(settings.hooks.on_iteration_start, {**state, **update},
                            name="hooks.on_iteration_start")
-        emit(get_runtime(), {"event": "iteration_start", "iteration": 1})
+        emit(runtime, {"event": "iteration_start", "iteration": 1})
         return update
