@@ -52,7 +52,7 @@ from langgraph_loop.nodes.binding import COMPACTION, tagged
 from langgraph_loop.nodes.model import build_request, estimate_usage
 
 __all__ = ["CompactionNode", "Plan", "Split", "compaction_writes", "plan_compaction", "render",
-           "summary_message", "summary_prompt"]
+           "summary_message"]
 
 
 @dataclass(frozen=True)
@@ -92,12 +92,6 @@ def render(messages: Sequence[BaseMessage]) -> str:
             text = f"{text}\n[tool calls] {calls}".strip()
         lines.append(f"[{role}] {text}")
     return "\n\n".join(lines)
-
-
-def summary_prompt(old: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """The summarizer's request."""
-    return [SystemMessage(prompts.SUMMARY_INSTRUCTIONS),
-            HumanMessage(prompts.SUMMARY_REQUEST.format(transcript=render(old)))]
 
 
 def summary_message(text: str, replaced: int, *, hidden: bool = True) -> HumanMessage:
@@ -161,7 +155,9 @@ class CompactionNode(StepNode):
                                 keep_ids=keep)
         if split is None:
             return None
-        prompt, summarizer = summary_prompt(split.old), compaction.summarizer or settings.model
+        prompt = [SystemMessage(prompts.SUMMARY_INSTRUCTIONS),
+                  HumanMessage(prompts.SUMMARY_REQUEST.format(transcript=render(split.old)))]
+        summarizer = compaction.summarizer or settings.model
         room = summary_room(state, settings, prompt, summarizer)
         if room is not None and room < MIN_FINAL_OUTPUT:  # the budget decides, not a summary
             return None

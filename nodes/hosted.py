@@ -104,30 +104,26 @@ class HookNode(StepNode):
                                   f"implemented; run the agent with ainvoke/astream")
 
     def _checked(self, state: Any, update: Any) -> Any:
-        """The hook's update (``_resolved``), or a ``ValueError`` naming the hook for a
-        ``jump_to`` that names no target, or removals that would break the pairing."""
+        """The hook's update with its ``RemoveMessage``s resolved against the stored messages
+        (``REMOVE_ALL_MESSAGES`` spelled out: the lowest supported LangGraph does not know it), or
+        a ``ValueError`` naming the hook for a ``jump_to`` that names no target, or removals that
+        would break the pairing."""
         jump = update.get("jump_to") if isinstance(update, dict) else None
         if jump is not None and jump not in JUMP_TARGETS:
             declared = list(can_jump_to(self.middleware, self.hook))
             raise ValueError(f"middleware {self.name}: jump_to {jump!r} is not a target; use one "
                              f"of {list(JUMP_TARGETS)} (declared: {declared})")
-        resolved = _resolved(state, update)
-        if resolved is not update:  # it removes messages
-            broken = removal_breaks(state.get("messages") or [], resolved["messages"])
-            if broken:
-                raise ValueError(f"middleware {self.name}: its update would break the transcript "
-                                 f"({'; '.join(broken)}); remove a tool call's AIMessage to remove "
-                                 f"its results with it, or replace a result under the same id")
-        return resolved
-
-
-def _resolved(state: Any, update: Any) -> Any:
-    """A hook's update with its ``RemoveMessage``s resolved against the stored messages
-    (``REMOVE_ALL_MESSAGES`` spelled out: the lowest supported LangGraph does not know it)."""
-    messages = update.get("messages") if isinstance(update, dict) else None
-    if not isinstance(messages, list) or not any(isinstance(m, RemoveMessage) for m in messages):
-        return update
-    return {**update, "messages": resolve_removals(state.get("messages") or [], messages)}
+        messages = update.get("messages") if isinstance(update, dict) else None
+        if not isinstance(messages, list) or not any(isinstance(m, RemoveMessage) for m in messages):
+            return update
+        stored = state.get("messages") or []
+        resolved = resolve_removals(stored, messages)
+        broken = removal_breaks(stored, resolved)
+        if broken:
+            raise ValueError(f"middleware {self.name}: its update would break the transcript "
+                             f"({'; '.join(broken)}); remove a tool call's AIMessage to remove "
+                             f"its results with it, or replace a result under the same id")
+        return {**update, "messages": resolved}
 
 
 def middleware_end(state: LoopState) -> dict[str, Any]:

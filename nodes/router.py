@@ -161,6 +161,7 @@ class _End:
         self.found: Guard | None = None  # the guard that stops the run at this iteration end
         loop = settings.iterations
         self.has_condition = loop.should_continue is not None or loop.judge is not None
+        self.inject = loop.inject_progress and not loop.fresh_context  # progress in the continuation
         self.verdict = state.get("verdict") if loop.judge is not None else None
         self.predicate = iteration_info(state).get("predicate")
         self.ask = self.stop is None and self.has_condition and not capped(state, settings)
@@ -217,10 +218,6 @@ class _End:
             emit(get_runtime(), {"event": "stop", "reason": self.stop.value,
                                  "iteration": self.record["iteration"], "guard": self.record["guard"]})
         return update
-
-    @property
-    def inject(self) -> bool:
-        return self.settings.iterations.inject_progress and not self.settings.iterations.fresh_context
 
     def continuation(self, text: Any, asked: bool) -> HumanMessage:
         """The next iteration's input (``text``: the callback's answer, when ``asked``)."""
