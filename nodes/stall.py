@@ -20,9 +20,6 @@ from langgraph_loop.core.stop import Guard, StopReason, guard
 
 __all__ = ["flat_tokens", "new_work_by_iteration", "stall_guard"]
 
-_RAN = ("success", "error")
-
-
 def flat_tokens(totals: Sequence[int], *, tolerance: float) -> bool:
     """True when all totals are > 0 and within ``tolerance`` of each other."""
     if len(totals) < 2 or min(totals) <= 0:
@@ -40,7 +37,7 @@ def new_work_by_iteration(log: Sequence[LoggedCall]) -> dict[int, bool]:
     by_iteration: dict[int, set[str]] = {}
     for call in log:
         keys = by_iteration.setdefault(int(call.get("iteration", 0)), set())
-        if call.get("status") in _RAN:
+        if call.get("status") in ("success", "error"):  # it ran
             keys.add(_call_key(call))
     seen: set[str] = set()
     out: dict[int, bool] = {}

@@ -15,7 +15,7 @@ import copy
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig, ensure_config
@@ -238,7 +238,6 @@ class _Batch:
         self.empty = ai is None or not newest.pending
         if ai is None or self.empty:
             return
-        self.run = cast(Mapping[str, Any], state.get("run") or {})  # the state's own: never changed
         calls = newest.calls()
         self.invalid = newest.calls(invalid=True)
         review = state.get("review")
@@ -345,18 +344,14 @@ class ToolsNode(StepNode):
         update.update(self._counted(batch, executed, ran))
         if batch.state.get("review") is not None:
             update["review"] = None  # consumed
-        outcomes = list(done.values())
-        if any(o.updates or o.commands for o in outcomes):
-            return _as_output(update, outcomes), records
-        return update, records
+        return _as_output(update, list(done.values())), records
 
     def _counted(self, batch: _Batch, total: int, ran: Sequence[str]) -> dict[str, Any]:
         """The stop the run's ``total`` tool executions lead to (the cap, or ``return_direct``
         of the tools that ran: ``ran``, which a ``wrap_tool_call`` middleware may have swapped)."""
-        run = batch.run
-        unchanged = {} if run is batch.state.get("run") or run == batch.state.get("run") else {"run": run}
         if batch.state.get("stop_reason") is not None:
-            return unchanged
+            return {}
+        run = batch.state.get("run") or {}
         cap = batch.settings.limits.max_tool_calls
         if cap is not None and total >= cap:
             return stop_update(run, limit_guard(StopReason.MAX_TOOL_CALLS, cap, total))
@@ -365,7 +360,7 @@ class ToolsNode(StepNode):
             names = ", ".join(ran)
             why = guard("tools", StopReason.COMPLETED, detail=f"return_direct: {names}")
             return stop_update(run, why, finalized=True)
-        return unchanged
+        return {}
 
 
 # The loop's own single-value keys tools may write (``write_todos``, ``set_mode``): several
