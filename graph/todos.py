@@ -27,8 +27,7 @@ from langgraph_loop.core import prompts
 from langgraph_loop.core.state import Todo
 from langgraph_loop.nodes.router import default_message
 
-__all__ = ["TodoItem", "open_todos", "set_mode", "todos_remaining", "todos_remaining_message",
-           "write_todos"]
+__all__ = ["TodoItem", "open_todos", "set_mode", "todos_remaining", "todos_remaining_message", "write_todos"]
 
 STATUSES = ("pending", "in_progress", "completed")
 

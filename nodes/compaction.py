@@ -140,8 +140,7 @@ class CompactionNode(StepNode):
         if compaction is None or (state.get("stop_reason") is not None and (
                 run.get("finalized") or not settings.limits.final_answer)):
             return None
-        notice = drain(state.get("loop_notices"), run=str(run.get("id")),
-                       hidden=not settings.show_notices)
+        notice = drain(state.get("loop_notices"), run=str(run.get("id")), hidden=not settings.show_notices)
         request = build_request(state, settings, [notice] if notice is not None else [])
         # the tools apart: langchain-openai's counter ignores them, with a warning
         size = (count_tokens(settings.chat_model, request)
@@ -151,8 +150,7 @@ class CompactionNode(StepNode):
         keep = {run.get("request_id")}
         if settings.iterations.fresh_context:
             keep.add(iteration_info(state).get("start_id"))
-        split = plan_compaction(state.get("messages") or [], keep_last=compaction.keep_last,
-                                keep_ids=keep)
+        split = plan_compaction(state.get("messages") or [], keep_last=compaction.keep_last, keep_ids=keep)
         if split is None:
             return None
         prompt = [SystemMessage(prompts.SUMMARY_INSTRUCTIONS),

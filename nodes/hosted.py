@@ -40,8 +40,7 @@ from langgraph_loop.engine.final import none_choice
 from langgraph_loop.nodes.binding import native_kwargs
 from langgraph_loop.nodes.respond import read_native_answer, read_tool_answer, structured_due
 
-__all__ = ["HookNode", "ModelCalls", "Reply", "merged_schemas", "middleware_end",
-           "tool_call_wrappers"]
+__all__ = ["HookNode", "ModelCalls", "Reply", "merged_schemas", "middleware_end", "tool_call_wrappers"]
 
 
 # --- state: the middleware's schemas beside the loop's ----------------------------------------
@@ -347,16 +346,14 @@ def tool_call_wrappers(settings: LoopSettings, own: OwnWrapper, errors: Callable
         def at(i: int, req: ToolCallRequest) -> Steps[Any]:
             if i == len(users):
                 return (yield from own(req, tool))
-            return (yield around(users[i].wrap_tool_call, users[i].awrap_tool_call, req,
-                                 partial(at, i + 1)))
+            return (yield around(users[i].wrap_tool_call, users[i].awrap_tool_call, req, partial(at, i + 1)))
         try:
             return (yield from at(0, request))
         except Exception as exc:  # only the tool's own exception becomes an error result
             if not (users and default) or isinstance(exc, GraphBubbleUp) or all(exc is not e for e in raised):
                 raise
             call = request.tool_call
-            return ToolMessage(errors(exc), tool_call_id=str(call["id"]), name=call["name"],
-                               status="error")
+            return ToolMessage(errors(exc), tool_call_id=str(call["id"]), name=call["name"], status="error")
 
     def wrap(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
         return drive(steps(request, execute), perform)

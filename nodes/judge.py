@@ -67,8 +67,7 @@ def judge_request(state: LoopState, judge: Judge) -> list[BaseMessage]:
                               HumanMessage(prompts.JUDGE_INTRO)]
     if request is not None:
         out.append(HumanMessage(request.content))  # type: ignore[arg-type]
-    out.append(HumanMessage(prompts.JUDGE_RESPONSE.format(answer=answer,
-                                                          question=prompts.JUDGE_QUESTION)))
+    out.append(HumanMessage(prompts.JUDGE_RESPONSE.format(answer=answer, question=prompts.JUDGE_QUESTION)))
     return out
 
 
@@ -76,8 +75,7 @@ REASONING_LIMIT = 2000
 
 _MARKER = re.compile(r"VERDICT\s*:\s*[*_`]*\s*(DONE|MORE)\b", re.IGNORECASE)
 _MARKER_LINE = re.compile(rf"^[^\n]*{_MARKER.pattern}[^\n]*$", re.IGNORECASE | re.MULTILINE)
-_JSON_ANSWERED = re.compile(r"(?<![A-Za-z_])answered[\"']?\s*[:=]\s*[\"']?(true|false)\b",
-                            re.IGNORECASE)
+_JSON_ANSWERED = re.compile(r"(?<![A-Za-z_])answered[\"']?\s*[:=]\s*[\"']?(true|false)\b", re.IGNORECASE)
 
 
 def criteria_block(criteria: Sequence[str]) -> str:

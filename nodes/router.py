@@ -105,8 +105,7 @@ def explain_stop(state: LoopState, settings: LoopSettings, stop: StopReason | No
     if stored and stored.get("reason") == stop.value:
         return stored
     if stop == StopReason.MAX_ITERATIONS:
-        return guard("max_iterations", stop, limit=settings.iterations.max,
-                     value=state.get("iteration", 1))
+        return guard("max_iterations", stop, limit=settings.iterations.max, value=state.get("iteration", 1))
     if stop == StopReason.STEP_LIMIT:
         return limit_guard(stop, "recursion_limit", state.get("remaining_steps"))
     return guard("router", stop)

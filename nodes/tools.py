@@ -175,13 +175,11 @@ def _run_sync(node: ToolNode, payloads: Sequence[dict[str, Any]], config: Runnab
 async def _run_async(node: ToolNode, payloads: Sequence[dict[str, Any]], config: RunnableConfig,
                      saved: bool) -> list[Result]:
     if saved:
-        results = await asyncio.gather(*(_asaved_call(node, p) for p in payloads),
-                                       return_exceptions=True)
+        results = await asyncio.gather(*(_asaved_call(node, p) for p in payloads), return_exceptions=True)
         return [(r["message"], r["duration_s"]) for r in _settled(results)]
     if len(payloads) == 1:
         return [(await node.ainvoke(payloads[0], config), 0.0)]
-    outputs = await asyncio.gather(*(node.ainvoke(p, config) for p in payloads),
-                                   return_exceptions=True)
+    outputs = await asyncio.gather(*(node.ainvoke(p, config) for p in payloads), return_exceptions=True)
     return [(r, 0.0) for r in _settled(outputs)]
 
 
@@ -221,8 +219,7 @@ def outcome_of(call: Mapping[str, Any], output: Any, duration: float = 0.0) -> O
     if answer is None and any(c.graph == Command.PARENT for c in commands):
         answer = ToolMessage("", tool_call_id=str(call["id"]))  # answered in the parent
     message = answer or _error_message(call, prompts.NO_ANSWER)
-    return Outcome(message, extra, updates, commands,
-                   message.response_metadata.pop(_SECONDS, duration))
+    return Outcome(message, extra, updates, commands, message.response_metadata.pop(_SECONDS, duration))
 
 
 # --- the node --------------------------------------------------------------------------------
@@ -253,8 +250,7 @@ class _Batch:
         self.plans = plan_calls(self.calls, known=known, offered=iteration_info(state).get("offered"),
                                 allowance=allowance, rejected=refusals,
                                 dynamic=bool(settings.hooked("wrap_tool_call")))
-        self.runnable = [c for c, (action, _) in zip(self.calls, self.plans, strict=True)
-                         if action == "run"]
+        self.runnable = [c for c, (action, _) in zip(self.calls, self.plans, strict=True) if action == "run"]
         self.payloads = [{"__type": "tool_call_with_context", "tool_call": {**c, "type": "tool_call"},
                           "state": state} for c in self.runnable]  # ToolNode's one-call input
         per_call = len(self.runnable) > 1 or settings.hooks.on_tool_call is not None
