@@ -1,12 +1,11 @@
 """The ``compaction`` node: keep long loops inside the context window.
 
-It runs before every model call. When the request the model is about to receive would exceed
-``Compaction.max_tokens`` (counted as ``graph/engine/limits.py`` counts), the oldest messages
-are replaced *in state* by one summary written by ``Compaction.summarizer`` (default: the
-agent's model). Kept: a leading system message, the run's original request, and the last
-``keep_last`` messages, widened so an AIMessage is never separated from its ToolMessages. The
-summary is a tagged ``HumanMessage(name="loop_summary")`` right before the kept tail; it is
-written as a snapshot (``docs/reliability.md``, "Guarantees").
+Before every model call: when the request would exceed ``Compaction.max_tokens`` (counted as
+``graph/engine/limits.py`` counts), the oldest messages are replaced *in state* by one summary
+written by ``Compaction.summarizer`` (default: the agent's model), a tagged
+``HumanMessage(name="loop_summary")`` right before the kept tail. Kept: a leading system
+message, the run's original request, and the last ``keep_last`` messages, widened so an
+AIMessage is never separated from its ToolMessages. Written as a snapshot (``compaction_writes``).
 """
 
 from __future__ import annotations

@@ -139,8 +139,7 @@ def middleware_end(state: LoopState) -> dict[str, Any]:
 
 # --- wrap_model_call ---------------------------------------------------------------------------
 
-Layer = Steps[tuple[ModelResponse[Any], list[Command[Any]]]]
-"""The call through the chain from one middleware in: the response and the commands."""
+Layer = Steps[tuple[ModelResponse[Any], list[Command[Any]]]]  # the call from one middleware in
 
 
 def _normalised(result: Any) -> tuple[ModelResponse[Any], list[Command[Any]]]:

@@ -68,8 +68,6 @@ __all__ = ["ModelNode", "build_request", "criteria_instruction", "estimate_usage
            "pick_tools", "progress_message", "system_message"]
 
 
-# --- the request -----------------------------------------------------------------------------
-
 def criteria_instruction(criteria: Sequence[str]) -> str:
     """The text that tells the agent the judge's criteria."""
     return prompts.CRITERIA.format(criteria=prompts.criteria_list(criteria))
@@ -131,8 +129,6 @@ def build_request(
     request += extra
     return request
 
-
-# --- replies ---------------------------------------------------------------------------------
 
 def estimate_usage(request: Sequence[BaseMessage], reply: BaseMessage, model: Any = None) -> Usage:
     """Usage for models that report none (only used for token budgets): ``count_tokens``."""

@@ -80,9 +80,8 @@ def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = N
               overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """The update that starts a run: fresh per-run keys, a repaired thread (pure)."""
     messages = state.get("messages") or []
-    request = messages[-1] if messages else None
     started = time.time() if now is None else now
-    request_id = request.id if request is not None else None
+    request_id = messages[-1].id if messages else None
     run: RunInfo = {"id": uuid.uuid4().hex, "started_at": started, "request_id": request_id,
                     "auto_rounds": 0, "finalized": False,
                     "pressure_queued": False, "overrides": dict(overrides or {})}

@@ -235,14 +235,13 @@ class _Batch:
         self.empty = ai is None or not newest.pending
         if ai is None or self.empty:
             return
-        calls = newest.calls()
+        self.calls: list[dict[str, Any]] = newest.calls()
         self.invalid = newest.calls(invalid=True)
         review = state.get("review")
         self.reviewed: Reviewed | None = None  # what a reviewer decided (``approval`` only)
-        self.calls: list[dict[str, Any]] = calls
         refusals: dict[str, str] = {}
         if settings.approval is not None:
-            self.reviewed = apply_review(calls, review, message_id=ai.id, gated=settings.approval.tools)
+            self.reviewed = apply_review(self.calls, review, message_id=ai.id, gated=settings.approval.tools)
             self.calls, refusals = self.reviewed.calls, self.reviewed.refusals
         cap = settings.limits.max_tool_calls
         self.executed = executed_calls(state)
