@@ -65,7 +65,7 @@ from langgraph_loop.nodes.stream_cut import amodel_reply, model_reply
 from langgraph_loop.nodes.view import policy_of, run_view
 
 __all__ = ["ModelNode", "build_request", "criteria_instruction", "estimate_usage",
-           "pick_tools", "progress_message", "system_message"]
+           "pick_tools", "system_message"]
 
 
 def criteria_instruction(criteria: Sequence[str]) -> str:
@@ -98,14 +98,6 @@ def system_message(settings: LoopSettings, existing: BaseMessage | None) -> Syst
     return SystemMessage("\n\n".join(parts)) if parts else None
 
 
-def progress_message(progress: Sequence[str]) -> BaseMessage | None:
-    """"Progress so far" as a tagged user message (None when the log is empty)."""
-    if not progress:
-        return None
-    lines = "\n".join(f"{i}. {p}" for i, p in enumerate(progress, 1))
-    return loop_message(prompts.PROGRESS.format(lines=lines), name=PROGRESS_NAME)
-
-
 def build_request(
     state: LoopState, settings: LoopSettings, extra: Sequence[BaseMessage]
 ) -> list[BaseMessage]:
@@ -120,9 +112,10 @@ def build_request(
     if settings.iterations.fresh_context and state.get("iteration", 1) > 1:
         request_id = (state.get("run") or {}).get("request_id")
         request += [m for m in messages if m.id == request_id][:1]
-        progress = (progress_message(state.get("progress") or [])
-                    if settings.iterations.inject_progress else None)
-        request += [progress] if progress is not None else []
+        progress = state.get("progress") or []
+        if settings.iterations.inject_progress and progress:  # "Progress so far", as a tagged message
+            lines = "\n".join(f"{i}. {p}" for i, p in enumerate(progress, 1))
+            request.append(loop_message(prompts.PROGRESS.format(lines=lines), name=PROGRESS_NAME))
         request += iteration_messages(messages, iteration_info(state).get("start_id"))
     else:
         request += messages
