@@ -30,7 +30,7 @@ from langgraph_loop.core.stop import StopReason, limit_guard, stop_update
 from langgraph_loop.core.upgrade import translated
 from langgraph_loop.engine.dialogue import typed_instead
 
-__all__ = ["PrepareNode", "folded_budget", "go_on", "question_open", "repair_dangling", "start_run"]
+__all__ = ["PrepareNode", "folded_budget", "go_on", "repair_dangling", "start_run"]
 
 
 def repair_dangling(messages: Sequence[BaseMessage]) -> list[Any]:
@@ -56,24 +56,20 @@ def folded_budget(state: LoopState) -> ThreadBudget | None:
                         extra=int(before.get("extra") or 0) + extra)
 
 
-def question_open(state: LoopState, settings: LoopSettings) -> bool:
-    """Did the run stop at the loop question (``LoopDetection.ask_human``) and wait there?"""
-    decision = (state.get("run") or {}).get("decision") or {}
-    detection = settings.loop_detection
-    return (detection is not None and detection.ask_human and decision.get("guard") is not None
-            and decision.get("finding") is not None)
-
-
 def go_on(state: LoopState, settings: LoopSettings) -> dict[str, Any] | None:
-    """A message typed while the loop question was open continues the paused run as a
-    redirect (``typed_instead``: the paused calls are recorded as not run; None: not that case)."""
-    if not question_open(state, settings):
-        return None
+    """A message typed while the run waits at the loop question (``LoopDetection.ask_human``)
+    continues it as a redirect (``typed_instead``: the paused calls are recorded as not run;
+    None: not that case)."""
+    run = state.get("run") or {}
+    decision = run.get("decision") or {}
+    detection = settings.loop_detection
+    if (detection is None or not detection.ask_human or decision.get("guard") is None
+            or decision.get("finding") is None):
+        return None  # the question is not open
     writes = typed_instead(state.get("messages") or [])
     if writes is None:
         return None
-    run = {k: v for k, v in (state.get("run") or {}).items() if k != "decision"}
-    return {"run": run, "messages": writes}
+    return {"run": {k: v for k, v in run.items() if k != "decision"}, "messages": writes}
 
 
 def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = None,
