@@ -98,8 +98,7 @@ class ScriptedChatModel(BaseChatModel):
                 raise ScriptExhaustedError(f"scripted model: script of {len(self.script)} replies exhausted")
         return self._to_message(item, messages, kwargs.get("max_tokens", self.max_tokens))
 
-    def _to_message(self, item: Any, messages: list[BaseMessage],
-                    max_tokens: int | None = None) -> AIMessage:
+    def _to_message(self, item: Any, messages: list[BaseMessage], max_tokens: int | None = None) -> AIMessage:
         while callable(item) and not isinstance(item, BaseMessage):
             item = item(messages)
         if isinstance(item, BaseException):

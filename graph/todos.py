@@ -27,8 +27,7 @@ from langgraph_loop.core import prompts
 from langgraph_loop.core.state import Todo
 from langgraph_loop.nodes.router import default_message
 
-__all__ = ["TodoItem", "open_todos", "set_mode", "todos_remaining", "todos_remaining_message",
-           "write_todos"]
+__all__ = ["TodoItem", "open_todos", "set_mode", "todos_remaining", "todos_remaining_message", "write_todos"]
 
 STATUSES = ("pending", "in_progress", "completed")
 
@@ -56,9 +55,7 @@ def _explain(error: Any) -> str:
 
 
 @tool
-def write_todos(
-    todos: list[TodoItem], tool_call_id: Annotated[str, InjectedToolCallId]
-) -> Command[Any]:
+def write_todos(todos: list[TodoItem], tool_call_id: Annotated[str, InjectedToolCallId]) -> Command[Any]:
     """Write the complete todo list for the task (it replaces the previous list).
 
     Plan the work as todos, keep exactly the items you are working on as in_progress,
@@ -89,22 +86,15 @@ def open_todos(todos: Sequence[Mapping[str, Any]] | None) -> list[Mapping[str, A
     return [t for t in todos or [] if t.get("status") != "completed"]
 
 
-def _modes(modes: Sequence[str] | None) -> set[str] | None:
-    if modes is None:
-        return None
-    if isinstance(modes, str):
-        raise ValueError("todos_remaining: modes must be a list of mode names, not one string")
-    wanted = {str(m).strip().lower() for m in modes}
-    if not wanted or "" in wanted:
-        raise ValueError("todos_remaining: modes must name at least one non-empty mode "
-                         "(use None to loop in every mode)")
-    return wanted
-
-
 def todos_remaining(modes: Sequence[str] | None = None) -> Callable[[Mapping[str, Any]], bool]:
     """A ``should_continue`` predicate: true while a todo is not completed (with ``modes``, only
     while ``state["mode"]`` is one of them, case-insensitive; a ``ValueError`` for bad ``modes``)."""
-    wanted = _modes(modes)
+    if isinstance(modes, str):
+        raise ValueError("todos_remaining: modes must be a list of mode names, not one string")
+    wanted = None if modes is None else {str(m).strip().lower() for m in modes}
+    if wanted is not None and (not wanted or "" in wanted):
+        raise ValueError("todos_remaining: modes must name at least one non-empty mode "
+                         "(use None to loop in every mode)")
 
     def predicate(state: Mapping[str, Any]) -> bool:
         if wanted is not None and str(state.get("mode") or "").strip().lower() not in wanted:

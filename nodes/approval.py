@@ -171,8 +171,7 @@ class ApprovalNode(StepNode):
         """The gated calls of the newest reply and how to decide them (None: nothing gated)."""
         settings = self.settings.for_runtime(get_runtime())
         approval = settings.approval
-        messages = state.get("messages") or []
-        newest = newest_reply(messages)
+        newest = newest_reply(state.get("messages") or [])
         ai = newest.reply
         if approval is None or ai is None or not newest.pending:
             return None
@@ -191,10 +190,9 @@ class ApprovalNode(StepNode):
         gate = self._gate(state, ensure_config(config))
         if gate is None:
             return {}
-        resolver = gate.resolver
         answer = None
-        if resolver is not None:
-            answer = yield callback(resolver, copy.deepcopy(gate.request), name="approval.resolver")
+        if gate.resolver is not None:
+            answer = yield callback(gate.resolver, copy.deepcopy(gate.request), name="approval.resolver")
         return gate.decide(answer)
 
 
@@ -203,8 +201,7 @@ class _Gate:
 
     def __init__(self, ai: AIMessage, calls: list[dict[str, Any]], run: dict[str, Any],
                  approval: Approval, auto: bool, schema: Any) -> None:
-        self.ai, self.calls, self.run, self.approval, self.auto = ai, calls, run, approval, auto
-        self.schema = schema
+        self.ai, self.calls, self.run, self.schema = ai, calls, run, schema
         self.request = approval_request(calls, approval.description)
         self.resolver = approval.resolver if auto else None  # None: a person decides
 

@@ -1,12 +1,11 @@
 """The ``compaction`` node: keep long loops inside the context window.
 
-It runs before every model call. When the request the model is about to receive would exceed
-``Compaction.max_tokens`` (counted as ``graph/engine/limits.py`` counts), the oldest messages
-are replaced *in state* by one summary written by ``Compaction.summarizer`` (default: the
-agent's model). Kept: a leading system message, the run's original request, and the last
-``keep_last`` messages, widened so an AIMessage is never separated from its ToolMessages. The
-summary is a tagged ``HumanMessage(name="loop_summary")`` right before the kept tail; it is
-written as a snapshot (``docs/reliability.md``, "Guarantees").
+Before every model call: when the request would exceed ``Compaction.max_tokens`` (counted as
+``graph/engine/limits.py`` counts), the oldest messages are replaced *in state* by one summary
+written by ``Compaction.summarizer`` (default: the agent's model), a tagged
+``HumanMessage(name="loop_summary")`` right before the kept tail. Kept: a leading system
+message, the run's original request, and the last ``keep_last`` messages, widened so an
+AIMessage is never separated from its ToolMessages. Written as a snapshot (``compaction_writes``).
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ from langgraph_loop.nodes.binding import COMPACTION, tagged
 from langgraph_loop.nodes.model import build_request, estimate_usage
 
 __all__ = ["CompactionNode", "Plan", "Split", "compaction_writes", "plan_compaction", "render",
-           "summary_message", "summary_prompt"]
+           "summary_message"]
 
 
 @dataclass(frozen=True)
@@ -64,18 +63,13 @@ class Split:
     tail: list[BaseMessage]
 
 
-def _tail_start(messages: Sequence[BaseMessage], keep_last: int) -> int:
-    start = max(0, len(messages) - keep_last)
-    while start > 0 and isinstance(messages[start], ToolMessage):
-        start -= 1  # back to the AIMessage that owns these ToolMessages
-    return start
-
-
 def plan_compaction(messages: Sequence[BaseMessage], *, keep_last: int,
                     keep_ids: Collection[str | None] = ()) -> Split | None:
     """Split the transcript for a compaction (``keep_ids``: messages kept in place besides a
     leading system message); None when there is nothing old to replace."""
-    start = _tail_start(messages, keep_last)
+    start = max(0, len(messages) - keep_last)
+    while start > 0 and isinstance(messages[start], ToolMessage):
+        start -= 1  # back to the AIMessage that owns these ToolMessages
     head: list[BaseMessage] = []
     old: list[BaseMessage] = []
     for i, message in enumerate(messages[:start]):
@@ -97,12 +91,6 @@ def render(messages: Sequence[BaseMessage]) -> str:
             text = f"{text}\n[tool calls] {calls}".strip()
         lines.append(f"[{role}] {text}")
     return "\n\n".join(lines)
-
-
-def summary_prompt(old: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """The summarizer's request."""
-    return [SystemMessage(prompts.SUMMARY_INSTRUCTIONS),
-            HumanMessage(prompts.SUMMARY_REQUEST.format(transcript=render(old)))]
 
 
 def summary_message(text: str, replaced: int, *, hidden: bool = True) -> HumanMessage:
@@ -151,8 +139,7 @@ class CompactionNode(StepNode):
         if compaction is None or (state.get("stop_reason") is not None and (
                 run.get("finalized") or not settings.limits.final_answer)):
             return None
-        notice = drain(state.get("loop_notices"), run=str(run.get("id")),
-                       hidden=not settings.show_notices)
+        notice = drain(state.get("loop_notices"), run=str(run.get("id")), hidden=not settings.show_notices)
         request = build_request(state, settings, [notice] if notice is not None else [])
         # the tools apart: langchain-openai's counter ignores them, with a warning
         size = (count_tokens(settings.chat_model, request)
@@ -162,11 +149,12 @@ class CompactionNode(StepNode):
         keep = {run.get("request_id")}
         if settings.iterations.fresh_context:
             keep.add(iteration_info(state).get("start_id"))
-        split = plan_compaction(state.get("messages") or [], keep_last=compaction.keep_last,
-                                keep_ids=keep)
+        split = plan_compaction(state.get("messages") or [], keep_last=compaction.keep_last, keep_ids=keep)
         if split is None:
             return None
-        prompt, summarizer = summary_prompt(split.old), compaction.summarizer or settings.model
+        prompt = [SystemMessage(prompts.SUMMARY_INSTRUCTIONS),
+                  HumanMessage(prompts.SUMMARY_REQUEST.format(transcript=render(split.old)))]
+        summarizer = compaction.summarizer or settings.model
         room = summary_room(state, settings, prompt, summarizer)
         if room is not None and room < MIN_FINAL_OUTPUT:  # the budget decides, not a summary
             return None

@@ -40,8 +40,7 @@ from langgraph_loop.engine.final import none_choice
 from langgraph_loop.nodes.binding import native_kwargs
 from langgraph_loop.nodes.respond import read_native_answer, read_tool_answer, structured_due
 
-__all__ = ["HookNode", "ModelCalls", "Reply", "merged_schemas", "middleware_end",
-           "tool_call_wrappers"]
+__all__ = ["HookNode", "ModelCalls", "Reply", "merged_schemas", "middleware_end", "tool_call_wrappers"]
 
 
 # --- state: the middleware's schemas beside the loop's ----------------------------------------
@@ -104,30 +103,26 @@ class HookNode(StepNode):
                                   f"implemented; run the agent with ainvoke/astream")
 
     def _checked(self, state: Any, update: Any) -> Any:
-        """The hook's update (``_resolved``), or a ``ValueError`` naming the hook for a
-        ``jump_to`` that names no target, or removals that would break the pairing."""
+        """The hook's update with its ``RemoveMessage``s resolved against the stored messages
+        (``REMOVE_ALL_MESSAGES`` spelled out: the lowest supported LangGraph does not know it), or
+        a ``ValueError`` naming the hook for a ``jump_to`` that names no target, or removals that
+        would break the pairing."""
         jump = update.get("jump_to") if isinstance(update, dict) else None
         if jump is not None and jump not in JUMP_TARGETS:
             declared = list(can_jump_to(self.middleware, self.hook))
             raise ValueError(f"middleware {self.name}: jump_to {jump!r} is not a target; use one "
                              f"of {list(JUMP_TARGETS)} (declared: {declared})")
-        resolved = _resolved(state, update)
-        if resolved is not update:  # it removes messages
-            broken = removal_breaks(state.get("messages") or [], resolved["messages"])
-            if broken:
-                raise ValueError(f"middleware {self.name}: its update would break the transcript "
-                                 f"({'; '.join(broken)}); remove a tool call's AIMessage to remove "
-                                 f"its results with it, or replace a result under the same id")
-        return resolved
-
-
-def _resolved(state: Any, update: Any) -> Any:
-    """A hook's update with its ``RemoveMessage``s resolved against the stored messages
-    (``REMOVE_ALL_MESSAGES`` spelled out: the lowest supported LangGraph does not know it)."""
-    messages = update.get("messages") if isinstance(update, dict) else None
-    if not isinstance(messages, list) or not any(isinstance(m, RemoveMessage) for m in messages):
-        return update
-    return {**update, "messages": resolve_removals(state.get("messages") or [], messages)}
+        messages = update.get("messages") if isinstance(update, dict) else None
+        if not isinstance(messages, list) or not any(isinstance(m, RemoveMessage) for m in messages):
+            return update
+        stored = state.get("messages") or []
+        resolved = resolve_removals(stored, messages)
+        broken = removal_breaks(stored, resolved)
+        if broken:
+            raise ValueError(f"middleware {self.name}: its update would break the transcript "
+                             f"({'; '.join(broken)}); remove a tool call's AIMessage to remove "
+                             f"its results with it, or replace a result under the same id")
+        return {**update, "messages": resolved}
 
 
 def middleware_end(state: LoopState) -> dict[str, Any]:
@@ -144,8 +139,7 @@ def middleware_end(state: LoopState) -> dict[str, Any]:
 
 # --- wrap_model_call ---------------------------------------------------------------------------
 
-Layer = Steps[tuple[ModelResponse[Any], list[Command[Any]]]]
-"""The call through the chain from one middleware in: the response and the commands."""
+Layer = Steps[tuple[ModelResponse[Any], list[Command[Any]]]]  # the call from one middleware in
 
 
 def _normalised(result: Any) -> tuple[ModelResponse[Any], list[Command[Any]]]:
@@ -351,16 +345,14 @@ def tool_call_wrappers(settings: LoopSettings, own: OwnWrapper, errors: Callable
         def at(i: int, req: ToolCallRequest) -> Steps[Any]:
             if i == len(users):
                 return (yield from own(req, tool))
-            return (yield around(users[i].wrap_tool_call, users[i].awrap_tool_call, req,
-                                 partial(at, i + 1)))
+            return (yield around(users[i].wrap_tool_call, users[i].awrap_tool_call, req, partial(at, i + 1)))
         try:
             return (yield from at(0, request))
         except Exception as exc:  # only the tool's own exception becomes an error result
             if not (users and default) or isinstance(exc, GraphBubbleUp) or all(exc is not e for e in raised):
                 raise
             call = request.tool_call
-            return ToolMessage(errors(exc), tool_call_id=str(call["id"]), name=call["name"],
-                               status="error")
+            return ToolMessage(errors(exc), tool_call_id=str(call["id"]), name=call["name"], status="error")
 
     def wrap(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
         return drive(steps(request, execute), perform)

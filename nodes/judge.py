@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from contextlib import suppress
 from typing import Any
 
 from langchain_core.language_models import LanguageModelInput
@@ -66,8 +67,7 @@ def judge_request(state: LoopState, judge: Judge) -> list[BaseMessage]:
                               HumanMessage(prompts.JUDGE_INTRO)]
     if request is not None:
         out.append(HumanMessage(request.content))  # type: ignore[arg-type]
-    out.append(HumanMessage(prompts.JUDGE_RESPONSE.format(answer=answer,
-                                                          question=prompts.JUDGE_QUESTION)))
+    out.append(HumanMessage(prompts.JUDGE_RESPONSE.format(answer=answer, question=prompts.JUDGE_QUESTION)))
     return out
 
 
@@ -75,8 +75,7 @@ REASONING_LIMIT = 2000
 
 _MARKER = re.compile(r"VERDICT\s*:\s*[*_`]*\s*(DONE|MORE)\b", re.IGNORECASE)
 _MARKER_LINE = re.compile(rf"^[^\n]*{_MARKER.pattern}[^\n]*$", re.IGNORECASE | re.MULTILINE)
-_JSON_ANSWERED = re.compile(r"(?<![A-Za-z_])answered[\"']?\s*[:=]\s*[\"']?(true|false)\b",
-                            re.IGNORECASE)
+_JSON_ANSWERED = re.compile(r"(?<![A-Za-z_])answered[\"']?\s*[:=]\s*[\"']?(true|false)\b", re.IGNORECASE)
 
 
 def criteria_block(criteria: Sequence[str]) -> str:
@@ -134,11 +133,9 @@ def parse_text_verdict(text: str) -> dict[str, Any]:
 
 
 def _as_verdict(value: Any) -> JudgeVerdict | None:
-    if isinstance(value, JudgeVerdict):
-        return value
-    if isinstance(value, dict):
+    if isinstance(value, JudgeVerdict | dict):
         try:
-            return JudgeVerdict.model_validate(value)
+            return JudgeVerdict.model_validate(value)  # a JudgeVerdict comes back as it is
         except ValidationError:
             return None
     return None
@@ -153,13 +150,6 @@ def resolve_verdict(parsed: Any, tool_args: Sequence[Any], text: str) -> dict[st
     return parse_text_verdict(text)
 
 
-def _structured_judge(model: Any) -> Runnable[LanguageModelInput, Any] | None:
-    try:
-        return model.with_structured_output(JudgeVerdict, include_raw=True)  # type: ignore[no-any-return]
-    except NotImplementedError:
-        return None
-
-
 def _read(result: Any, structured: bool) -> tuple[dict[str, Any], Usage]:
     """The verdict and usage of one judge reply."""
     reply = (as_structured(result, "judge") if structured else
@@ -171,10 +161,6 @@ def _read(result: Any, structured: bool) -> tuple[dict[str, Any], Usage]:
     return verdict, add_usage(new_usage(), usage_of(raw))
 
 
-def _failed(errors: Sequence[str]) -> dict[str, Any]:
-    return {"answered": False, "reasoning": "", "error": "; ".join(errors)}
-
-
 class JudgeNode(StepNode):
     """Ask the predicate, then the judge model (see module docstring)."""
 
@@ -183,25 +169,17 @@ class JudgeNode(StepNode):
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
         judge = settings.iterations.judge
-        self._structured = _structured_judge(judge.model) if judge is not None else None
-
-    def _due(self, state: LoopState) -> LoopSettings | None:
-        """The run's settings when the judge is asked at this iteration end, else None."""
-        settings = self.settings.for_runtime(get_runtime())
-        asked = settings.iterations.judge is not None and state.get("stop_reason") is None
-        return settings if asked and not capped(state, settings) else None
-
-    def _attempts(self, judge: Judge) -> list[tuple[Runnable[Any, Any], bool]]:
-        """Two tries: structured first (when the model has it), then plain text."""
-        if self._structured is None:
-            return [(judge.model, False), (judge.model, False)]
-        return [(self._structured, True), (judge.model, False)]
+        self._structured: Runnable[LanguageModelInput, Any] | None = None
+        if judge is not None:
+            with suppress(NotImplementedError):  # no structured output: plain text only
+                self._structured = judge.model.with_structured_output(JudgeVerdict, include_raw=True)
 
     def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
         """The predicate, then the judge (two tries), as one core for both entry points."""
-        settings = self._due(state)
-        if settings is None or settings.iterations.judge is None:
-            return {}
+        settings = self.settings.for_runtime(get_runtime())
+        judge = settings.iterations.judge
+        if judge is None or state.get("stop_reason") is not None or capped(state, settings):
+            return {}  # asked only at a natural iteration end, and not on the capped iteration
         info = dict(iteration_info(state))
         if settings.iterations.should_continue is not None:
             go, feedback = normalize_predicate((yield callback(
@@ -210,8 +188,8 @@ class JudgeNode(StepNode):
             if go:
                 return {"iteration_info": info}
         errors: list[str] = []
-        judge = settings.iterations.judge
-        for runnable, structured in self._attempts(judge):
+        first = (judge.model, False) if self._structured is None else (self._structured, True)
+        for runnable, structured in (first, (judge.model, False)):  # structured first, then plain text
             try:
                 result = yield Io(runnable.invoke, runnable.ainvoke,
                                   (judge_request(state, judge), tagged(config or {}, JUDGE)))
@@ -222,7 +200,8 @@ class JudgeNode(StepNode):
                 errors.append(f"{type(exc).__name__}: {exc}")
                 continue
             return self._update(state, info, verdict, usage)
-        return self._update(state, info, _failed(errors), new_usage())
+        failed = {"answered": False, "reasoning": "", "error": "; ".join(errors)}
+        return self._update(state, info, failed, new_usage())
 
     @staticmethod
     def _update(state: LoopState, info: dict[str, Any], verdict: dict[str, Any],

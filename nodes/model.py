@@ -65,10 +65,8 @@ from langgraph_loop.nodes.stream_cut import amodel_reply, model_reply
 from langgraph_loop.nodes.view import policy_of, run_view
 
 __all__ = ["ModelNode", "build_request", "criteria_instruction", "estimate_usage",
-           "pick_tools", "progress_message", "system_message"]
+           "pick_tools", "system_message"]
 
-
-# --- the request -----------------------------------------------------------------------------
 
 def criteria_instruction(criteria: Sequence[str]) -> str:
     """The text that tells the agent the judge's criteria."""
@@ -100,14 +98,6 @@ def system_message(settings: LoopSettings, existing: BaseMessage | None) -> Syst
     return SystemMessage("\n\n".join(parts)) if parts else None
 
 
-def progress_message(progress: Sequence[str]) -> BaseMessage | None:
-    """"Progress so far" as a tagged user message (None when the log is empty)."""
-    if not progress:
-        return None
-    lines = "\n".join(f"{i}. {p}" for i, p in enumerate(progress, 1))
-    return loop_message(prompts.PROGRESS.format(lines=lines), name=PROGRESS_NAME)
-
-
 def build_request(
     state: LoopState, settings: LoopSettings, extra: Sequence[BaseMessage]
 ) -> list[BaseMessage]:
@@ -122,17 +112,16 @@ def build_request(
     if settings.iterations.fresh_context and state.get("iteration", 1) > 1:
         request_id = (state.get("run") or {}).get("request_id")
         request += [m for m in messages if m.id == request_id][:1]
-        progress = (progress_message(state.get("progress") or [])
-                    if settings.iterations.inject_progress else None)
-        request += [progress] if progress is not None else []
+        progress = state.get("progress") or []
+        if settings.iterations.inject_progress and progress:  # "Progress so far", as a tagged message
+            lines = "\n".join(f"{i}. {p}" for i, p in enumerate(progress, 1))
+            request.append(loop_message(prompts.PROGRESS.format(lines=lines), name=PROGRESS_NAME))
         request += iteration_messages(messages, iteration_info(state).get("start_id"))
     else:
         request += messages
     request += extra
     return request
 
-
-# --- replies ---------------------------------------------------------------------------------
 
 def estimate_usage(request: Sequence[BaseMessage], reply: BaseMessage, model: Any = None) -> Usage:
     """Usage for models that report none (only used for token budgets): ``count_tokens``."""
@@ -169,8 +158,7 @@ class Call:
     extra: list[BaseMessage] = field(default_factory=list)
     update: dict[str, Any] = field(default_factory=dict)
     fixed: list[BaseMessage] = field(default_factory=list)
-    watch: bool = False
-    """Stream the call to cut a runaway reply (the ``text`` layer is on)."""
+    watch: bool = False  # stream the call to cut a runaway reply (the ``text`` layer is on)
 
     def __post_init__(self) -> None:
         detection = self.settings.loop_detection
@@ -197,10 +185,9 @@ class ModelNode(StepNode):
 
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
-        self.memo = DetectorMemo()
-        """The detector states of earlier replies (one memo per compiled graph)."""
+        self.memo = DetectorMemo()  # the detector states of earlier replies, one per compiled graph
+        # the user's ``wrap_model_call`` middleware around the call (``nodes/hosted.py``)
         self.wrapped = ModelCalls(settings) if settings.hooked("wrap_model_call") else None
-        """The user's ``wrap_model_call`` middleware around the call (``nodes/hosted.py``)."""
 
     @cached_property
     def _bound_all(self) -> Runnable[LanguageModelInput, BaseMessage]:
@@ -244,8 +231,7 @@ class ModelNode(StepNode):
         stop = state.get("stop_reason")
         pending = state.get("loop_notices") or []
         limits = settings.limits
-        timeout = (timeout_guard(state, settings)
-                   if stop is None and limits.max_duration_s is not None else None)
+        timeout = timeout_guard(state, settings) if stop is None else None
         if timeout is not None:  # the time cap, checked between steps
             update = stop_update(run, timeout)
             run, stop = update["run"], timeout["reason"]

@@ -30,7 +30,7 @@ from langgraph_loop.core.stop import StopReason, limit_guard, stop_update
 from langgraph_loop.core.upgrade import translated
 from langgraph_loop.engine.dialogue import typed_instead
 
-__all__ = ["PrepareNode", "folded_budget", "go_on", "question_open", "repair_dangling", "start_run"]
+__all__ = ["PrepareNode", "folded_budget", "go_on", "repair_dangling", "start_run"]
 
 
 def repair_dangling(messages: Sequence[BaseMessage]) -> list[Any]:
@@ -56,33 +56,28 @@ def folded_budget(state: LoopState) -> ThreadBudget | None:
                         extra=int(before.get("extra") or 0) + extra)
 
 
-def question_open(state: LoopState, settings: LoopSettings) -> bool:
-    """Did the run stop at the loop question (``LoopDetection.ask_human``) and wait there?"""
-    decision = (state.get("run") or {}).get("decision") or {}
-    detection = settings.loop_detection
-    return (detection is not None and detection.ask_human and decision.get("guard") is not None
-            and decision.get("finding") is not None)
-
-
 def go_on(state: LoopState, settings: LoopSettings) -> dict[str, Any] | None:
-    """A message typed while the loop question was open continues the paused run as a
-    redirect (``typed_instead``: the paused calls are recorded as not run; None: not that case)."""
-    if not question_open(state, settings):
-        return None
+    """A message typed while the run waits at the loop question (``LoopDetection.ask_human``)
+    continues it as a redirect (``typed_instead``: the paused calls are recorded as not run;
+    None: not that case)."""
+    run = state.get("run") or {}
+    decision = run.get("decision") or {}
+    detection = settings.loop_detection
+    if (detection is None or not detection.ask_human or decision.get("guard") is None
+            or decision.get("finding") is None):
+        return None  # the question is not open
     writes = typed_instead(state.get("messages") or [])
     if writes is None:
         return None
-    run = {k: v for k, v in (state.get("run") or {}).items() if k != "decision"}
-    return {"run": run, "messages": writes}
+    return {"run": {k: v for k, v in run.items() if k != "decision"}, "messages": writes}
 
 
 def start_run(state: LoopState, settings: LoopSettings, *, now: float | None = None,
               overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """The update that starts a run: fresh per-run keys, a repaired thread (pure)."""
     messages = state.get("messages") or []
-    request = messages[-1] if messages else None
     started = time.time() if now is None else now
-    request_id = request.id if request is not None else None
+    request_id = messages[-1].id if messages else None
     run: RunInfo = {"id": uuid.uuid4().hex, "started_at": started, "request_id": request_id,
                     "auto_rounds": 0, "finalized": False,
                     "pressure_queued": False, "overrides": dict(overrides or {})}
@@ -129,23 +124,18 @@ class PrepareNode(StepNode):
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
 
-    def _start(self, state: LoopState) -> tuple[dict[str, Any], LoopSettings, bool]:
-        """The update, the run's settings, and whether a new run starts (not ``go_on``)."""
+    def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
+        """Start the run (or ``go_on`` with a paused one); a new one calls
+        ``hooks.on_iteration_start`` and emits its event."""
         runtime = get_runtime()
         settings = self.settings.for_runtime(runtime)
         going_on = go_on(state, settings)
         if going_on is not None:
-            return going_on, settings, False
+            return going_on
         overrides = self.settings.overrides(runtime.context)  # validated, stored with the run
-        return start_run(state, settings, overrides=overrides), settings, True
-
-    def _steps(self, state: LoopState, config: RunnableConfig | None) -> Steps[dict[str, Any]]:
-        """Start the run; a new one calls ``hooks.on_iteration_start`` and emits its event."""
-        update, settings, new = self._start(state)
-        if not new:
-            return update
+        update = start_run(state, settings, overrides=overrides)
         if settings.hooks.on_iteration_start is not None:
             yield callback(settings.hooks.on_iteration_start, {**state, **update},
                            name="hooks.on_iteration_start")
-        emit(get_runtime(), {"event": "iteration_start", "iteration": 1})
+        emit(runtime, {"event": "iteration_start", "iteration": 1})
         return update

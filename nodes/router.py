@@ -83,11 +83,8 @@ def capped(state: LoopState, settings: LoopSettings) -> bool:
 def current_record(state: LoopState) -> IterationRecord:
     """The record of the iteration that is ending (without feedback and verdict)."""
     iteration = state.get("iteration", 1)
-    return build_record(
-        iteration=iteration, info=iteration_info(state),
-        calls=calls_of_iteration(state.get("call_log") or [], iteration),
-        answer=latest_answer(state),
-    )
+    return build_record(iteration=iteration, info=iteration_info(state), answer=latest_answer(state),
+                        calls=calls_of_iteration(state.get("call_log") or [], iteration))
 
 
 def guard_at_iteration_end(state: LoopState, settings: LoopSettings) -> Guard | None:
@@ -100,9 +97,6 @@ def guard_at_iteration_end(state: LoopState, settings: LoopSettings) -> Guard | 
                        new_work=new_work_by_iteration(state.get("call_log") or []))
 
 
-_END_REASONS = (StopReason.TIMEOUT, StopReason.BUDGET_PRESSURE, StopReason.STALLED)
-
-
 def explain_stop(state: LoopState, settings: LoopSettings, stop: StopReason | None) -> Guard | None:
     """The guard that explains ``stop`` in the iteration record (None for ``completed``)."""
     if stop is None or stop == StopReason.COMPLETED:
@@ -110,13 +104,8 @@ def explain_stop(state: LoopState, settings: LoopSettings, stop: StopReason | No
     stored = state.get("stop_guard")
     if stored and stored.get("reason") == stop.value:
         return stored
-    if stop in _END_REASONS:
-        found = guard_at_iteration_end(state, settings)
-        if found is not None and found["reason"] == stop.value:
-            return found
     if stop == StopReason.MAX_ITERATIONS:
-        return guard("max_iterations", stop, limit=settings.iterations.max,
-                     value=state.get("iteration", 1))
+        return guard("max_iterations", stop, limit=settings.iterations.max, value=state.get("iteration", 1))
     if stop == StopReason.STEP_LIMIT:
         return limit_guard(stop, "recursion_limit", state.get("remaining_steps"))
     return guard("router", stop)
@@ -168,8 +157,10 @@ class _End:
         stored = state.get("stop_reason")
         self.stop: StopReason | None = StopReason(stored) if stored is not None else None
         self.feedback: str | None = None
+        self.found: Guard | None = None  # the guard that stops the run at this iteration end
         loop = settings.iterations
         self.has_condition = loop.should_continue is not None or loop.judge is not None
+        self.inject = loop.inject_progress and not loop.fresh_context  # progress in the continuation
         self.verdict = state.get("verdict") if loop.judge is not None else None
         self.predicate = iteration_info(state).get("predicate")
         self.ask = self.stop is None and self.has_condition and not capped(state, settings)
@@ -193,8 +184,8 @@ class _End:
         if self.stop is None and not settings.shape.can_start_iteration(state.get("remaining_steps")):
             self.stop = StopReason.STEP_LIMIT
         if self.stop is None:  # time cap, budget-pressure wrap-up, stall
-            found = guard_at_iteration_end(state, settings)
-            self.stop = StopReason(found["reason"]) if found is not None else None
+            self.found = guard_at_iteration_end(state, settings)
+            self.stop = StopReason(self.found["reason"]) if self.found is not None else None
 
     def log(self, entry: Any = None) -> None:
         """Record the iteration (``entry``: ``record_feedback``'s answer, if asked)."""
@@ -205,13 +196,12 @@ class _End:
             text = shorten(latest_answer(state), 300) or None
         self.progress = list(state.get("progress") or []) + ([text] if text else [])
         self.record = {**current_record(state), "feedback": text, "verdict": self.verdict,
-                       "guard": explain_stop(state, self.settings, self.stop)}
+                       "guard": self.found or explain_stop(state, self.settings, self.stop)}
 
     @property
     def view(self) -> LoopState:
         """The state the callbacks see (with this iteration's progress entry)."""
-        view: LoopState = {**self.state, "progress": self.progress}
-        return view
+        return {**self.state, "progress": self.progress}
 
     def ended(self, answer: Any) -> dict[str, Any]:
         """The update once ``on_iteration_end`` answered (True stops: ``terminated``)."""
@@ -228,10 +218,6 @@ class _End:
                                  "iteration": self.record["iteration"], "guard": self.record["guard"]})
         return update
 
-    @property
-    def inject(self) -> bool:
-        return self.settings.iterations.inject_progress and not self.settings.iterations.fresh_context
-
     def continuation(self, text: Any, asked: bool) -> HumanMessage:
         """The next iteration's input (``text``: the callback's answer, when ``asked``)."""
         hidden = not self.settings.show_notices
@@ -245,12 +231,6 @@ class _End:
                                   fresh_context=self.settings.iterations.fresh_context,
                                   feedback=self.feedback, hidden=hidden)
         return continuation_message(with_progress(str(text), self.progress, self.inject), hidden=hidden)
-
-    def next_iteration(self, update: dict[str, Any], message: HumanMessage) -> dict[str, Any]:
-        """The update that starts the next iteration with ``message``."""
-        update.update(messages=[message], iteration=self.state.get("iteration", 1) + 1,
-                      iteration_info=new_iteration(message.id), verdict=None)
-        return update
 
     def start_view(self, update: dict[str, Any]) -> LoopState:
         """What ``on_iteration_start`` sees."""
@@ -285,7 +265,9 @@ class RouterNode(StepNode):
         continuation = end.settings.iterations.continuation
         text = ((yield callback(continuation, end.view, end.feedback, name="continuation"))
                 if continuation is not None else None)
-        update = end.next_iteration(update, end.continuation(text, continuation is not None))
+        message = end.continuation(text, continuation is not None)
+        update.update(messages=[message], iteration=state.get("iteration", 1) + 1,
+                      iteration_info=new_iteration(message.id), verdict=None)
         if hooks.on_iteration_start is not None:
             yield callback(hooks.on_iteration_start, end.start_view(update), name="hooks.on_iteration_start")
         emit(get_runtime(), {"event": "iteration_start", "iteration": update["iteration"]})

@@ -12,16 +12,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from langgraph_loop.core.config import StallDetection
 from langgraph_loop.core.state import IterationRecord, LoggedCall
 from langgraph_loop.core.stop import Guard, StopReason, guard
 
 __all__ = ["flat_tokens", "new_work_by_iteration", "stall_guard"]
-
-_RAN = ("success", "error")
-
 
 def flat_tokens(totals: Sequence[int], *, tolerance: float) -> bool:
     """True when all totals are > 0 and within ``tolerance`` of each other."""
@@ -30,18 +26,14 @@ def flat_tokens(totals: Sequence[int], *, tolerance: float) -> bool:
     return max(totals) - min(totals) <= tolerance * min(totals)
 
 
-def _call_key(call: Mapping[str, Any]) -> str:
-    args = json.dumps(call.get("args"), sort_keys=True, default=str)
-    return f"{call.get('name')}|{args}|{call.get('result_hash')}"
-
-
 def new_work_by_iteration(log: Sequence[LoggedCall]) -> dict[int, bool]:
     """For each iteration of the run's call log: did it run a call no earlier one made?"""
     by_iteration: dict[int, set[str]] = {}
     for call in log:
         keys = by_iteration.setdefault(int(call.get("iteration", 0)), set())
-        if call.get("status") in _RAN:
-            keys.add(_call_key(call))
+        if call.get("status") in ("success", "error"):  # it ran
+            args = json.dumps(call.get("args"), sort_keys=True, default=str)
+            keys.add(f"{call.get('name')}|{args}|{call.get('result_hash')}")
     seen: set[str] = set()
     out: dict[int, bool] = {}
     for iteration in sorted(by_iteration):

@@ -35,8 +35,7 @@ class _Watch:
             reply_text(chunk.content, chunk.additional_kwargs))
 
 
-def model_reply(runnable: Runnable[Any, Any], request: Any, config: RunnableConfig, watch_text: bool
-                ) -> Any:
+def model_reply(runnable: Runnable[Any, Any], request: Any, config: RunnableConfig, watch_text: bool) -> Any:
     """The model call; streamed and closed as soon as the text loops when ``watch_text`` (the
     ``text`` layer is on) and LangChain streams it anyway (see module docstring)."""
     if not (watch_text and streams(runnable, config, async_api=False)):

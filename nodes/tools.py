@@ -15,7 +15,7 @@ import copy
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig, ensure_config
@@ -129,8 +129,7 @@ def _call_task(node: ToolNode, payload: dict[str, Any], config: RunnableConfig) 
     return _saved(node.invoke(payload, config), payload["tool_call"]["id"])
 
 
-async def _acall_task(node: ToolNode, payload: dict[str, Any],
-                      config: RunnableConfig) -> dict[str, Any]:
+async def _acall_task(node: ToolNode, payload: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
     return _saved(await node.ainvoke(payload, config), payload["tool_call"]["id"])
 
 
@@ -176,13 +175,11 @@ def _run_sync(node: ToolNode, payloads: Sequence[dict[str, Any]], config: Runnab
 async def _run_async(node: ToolNode, payloads: Sequence[dict[str, Any]], config: RunnableConfig,
                      saved: bool) -> list[Result]:
     if saved:
-        results = await asyncio.gather(*(_asaved_call(node, p) for p in payloads),
-                                       return_exceptions=True)
+        results = await asyncio.gather(*(_asaved_call(node, p) for p in payloads), return_exceptions=True)
         return [(r["message"], r["duration_s"]) for r in _settled(results)]
     if len(payloads) == 1:
         return [(await node.ainvoke(payloads[0], config), 0.0)]
-    outputs = await asyncio.gather(*(node.ainvoke(p, config) for p in payloads),
-                                   return_exceptions=True)
+    outputs = await asyncio.gather(*(node.ainvoke(p, config) for p in payloads), return_exceptions=True)
     return [(r, 0.0) for r in _settled(outputs)]
 
 
@@ -222,8 +219,7 @@ def outcome_of(call: Mapping[str, Any], output: Any, duration: float = 0.0) -> O
     if answer is None and any(c.graph == Command.PARENT for c in commands):
         answer = ToolMessage("", tool_call_id=str(call["id"]))  # answered in the parent
     message = answer or _error_message(call, prompts.NO_ANSWER)
-    return Outcome(message, extra, updates, commands,
-                   message.response_metadata.pop(_SECONDS, duration))
+    return Outcome(message, extra, updates, commands, message.response_metadata.pop(_SECONDS, duration))
 
 
 # --- the node --------------------------------------------------------------------------------
@@ -239,15 +235,13 @@ class _Batch:
         self.empty = ai is None or not newest.pending
         if ai is None or self.empty:
             return
-        self.run = cast(Mapping[str, Any], state.get("run") or {})  # the state's own: never changed
-        calls = newest.calls()
+        self.calls: list[dict[str, Any]] = newest.calls()
         self.invalid = newest.calls(invalid=True)
         review = state.get("review")
         self.reviewed: Reviewed | None = None  # what a reviewer decided (``approval`` only)
-        self.calls: list[dict[str, Any]] = calls
         refusals: dict[str, str] = {}
         if settings.approval is not None:
-            self.reviewed = apply_review(calls, review, message_id=ai.id, gated=settings.approval.tools)
+            self.reviewed = apply_review(self.calls, review, message_id=ai.id, gated=settings.approval.tools)
             self.calls, refusals = self.reviewed.calls, self.reviewed.refusals
         cap = settings.limits.max_tool_calls
         self.executed = executed_calls(state)
@@ -255,8 +249,7 @@ class _Batch:
         self.plans = plan_calls(self.calls, known=known, offered=iteration_info(state).get("offered"),
                                 allowance=allowance, rejected=refusals,
                                 dynamic=bool(settings.hooked("wrap_tool_call")))
-        self.runnable = [c for c, (action, _) in zip(self.calls, self.plans, strict=True)
-                         if action == "run"]
+        self.runnable = [c for c, (action, _) in zip(self.calls, self.plans, strict=True) if action == "run"]
         self.payloads = [{"__type": "tool_call_with_context", "tool_call": {**c, "type": "tool_call"},
                           "state": state} for c in self.runnable]  # ToolNode's one-call input
         per_call = len(self.runnable) > 1 or settings.hooks.on_tool_call is not None
@@ -279,12 +272,9 @@ class ToolsNode(StepNode):
     def _per_call(self, request: ToolCallRequest,
                   execute: Callable[[ToolCallRequest], Steps[Any]]) -> Steps[Any]:
         """``ToolNode``'s innermost ``wrap_tool_call``: the tool runs on its own copy of its
-        args; its answer is capped and timed."""
+        args; its answer is cut to ``max_tool_output_chars`` and timed."""
         started = time.perf_counter()
-        return self._capped(request, (yield from execute(_own_args(request))), started)
-
-    def _capped(self, request: ToolCallRequest, output: Any, started: float) -> Any:
-        """The tool's output, its answer cut to ``max_tool_output_chars`` and timed."""
+        output = yield from execute(_own_args(request))
         answer = _answer(output, str(request.tool_call["id"]))
         if answer is not None:  # the call's runtime carries the run's context (its overrides)
             limit = self.settings.for_runtime(request.runtime).limits.max_tool_output_chars  # type: ignore[arg-type]
@@ -334,8 +324,13 @@ class ToolsNode(StepNode):
             records.append(record)
             logged.append({**record, "result_hash": content_hash(message.content, normalized=stall),
                            "executed": executed})
-        if batch.invalid:
-            _answer_invalid(batch.invalid, messages, logged, iteration, executed)
+        for bad in batch.invalid:  # calls whose arguments could not be parsed
+            text = prompts.INVALID_JSON.format(name=repr(bad.get("name")),
+                                               error=bad.get("error") or "could not be parsed")
+            messages.append(_error_message(bad, text))
+            logged.append({"name": str(bad.get("name")), "args": {"raw": bad.get("args")},
+                           "status": "invalid", "duration_s": 0.0, "iteration": iteration,
+                           "executed": executed})
         if batch.reviewed is not None and batch.reviewed.edited:
             mark_edited(messages, batch.reviewed)
         extra = resolve_removals(batch.state.get("messages") or [], extra) if extra else extra
@@ -344,18 +339,14 @@ class ToolsNode(StepNode):
         update.update(self._counted(batch, executed, ran))
         if batch.state.get("review") is not None:
             update["review"] = None  # consumed
-        outcomes = list(done.values())
-        if any(o.updates or o.commands for o in outcomes):
-            return _as_output(update, outcomes), records
-        return update, records
+        return _as_output(update, list(done.values())), records
 
     def _counted(self, batch: _Batch, total: int, ran: Sequence[str]) -> dict[str, Any]:
         """The stop the run's ``total`` tool executions lead to (the cap, or ``return_direct``
         of the tools that ran: ``ran``, which a ``wrap_tool_call`` middleware may have swapped)."""
-        run = batch.run
-        unchanged = {} if run is batch.state.get("run") or run == batch.state.get("run") else {"run": run}
         if batch.state.get("stop_reason") is not None:
-            return unchanged
+            return {}
+        run = batch.state.get("run") or {}
         cap = batch.settings.limits.max_tool_calls
         if cap is not None and total >= cap:
             return stop_update(run, limit_guard(StopReason.MAX_TOOL_CALLS, cap, total))
@@ -364,19 +355,7 @@ class ToolsNode(StepNode):
             names = ", ".join(ran)
             why = guard("tools", StopReason.COMPLETED, detail=f"return_direct: {names}")
             return stop_update(run, why, finalized=True)
-        return unchanged
-
-
-def _answer_invalid(invalid: Sequence[Mapping[str, Any]], messages: list[BaseMessage],
-                    logged: list[dict[str, Any]], iteration: int, executed: int) -> None:
-    """Answer the calls whose arguments could not be parsed, and log them."""
-    for bad in invalid:
-        text = prompts.INVALID_JSON.format(name=repr(bad.get("name")),
-                                           error=bad.get("error") or "could not be parsed")
-        messages.append(_error_message(bad, text))
-        logged.append({"name": str(bad.get("name")), "args": {"raw": bad.get("args")},
-                       "status": "invalid", "duration_s": 0.0, "iteration": iteration,
-                       "executed": executed})
+        return {}
 
 
 # The loop's own single-value keys tools may write (``write_todos``, ``set_mode``): several
