@@ -86,7 +86,6 @@ RETRY = RetryPolicy(max_attempts=3, initial_interval=0.5, backoff_factor=2.0, re
 
 C = TypeVar("C")
 Configured: TypeAlias = C | Mapping[str, Any] | None
-"""A configuration model, or a dict of its fields, or None."""
 
 _NOT_SETTINGS = frozenset({"model", "tools", "checkpointer", "store", "removed", "interrupt_before",
                            "interrupt_after", "debug", "cache", "transformers"})
@@ -124,18 +123,14 @@ def create_loop_agent(
     show_notices: bool = False,
     **removed: Never,
 ) -> CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput]:
-    """Build the loop agent as a compiled graph. The arguments: README, "Configuration
-    reference"; beyond it: ``middleware`` runs LangChain ``AgentMiddleware`` with
-    ``create_agent``'s semantics (``nodes/hosted.py``); ``interrupt_before``,
-    ``interrupt_after``, ``debug``, ``cache`` go to ``StateGraph.compile`` (node names:
-    ``core/shape.py``); ``transformers`` follow those ``create_agent`` registers
+    """Build the loop agent as a compiled graph whose recursion limit fits the configured limits.
+    The arguments: README, "Configuration reference"; beyond it: ``middleware`` runs LangChain
+    ``AgentMiddleware`` with ``create_agent``'s semantics (``nodes/hosted.py``);
+    ``interrupt_before``, ``interrupt_after``, ``debug``, ``cache`` go to ``StateGraph.compile``
+    (node names: ``core/shape.py``); ``transformers`` follow those ``create_agent`` registers
     (``core/streams.py``); ``show_notices=True`` gives the loop's notices plain ids instead of
-    ``do-not-render-`` ones, which chat UIs keep out of view; ``**removed``: 0.2's keywords are
-    a ``TypeError`` naming what to write instead. A configuration model may be a dict of its
-    fields.
-
-    Returns:
-        The compiled graph; its recursion limit fits the configured limits.
+    ``do-not-render-`` ones, which chat UIs keep out of view. A configuration model may be a
+    dict of its fields.
 
     Raises:
         TypeError: a keyword it does not take (0.2's name the group that replaced them).
@@ -273,20 +268,19 @@ class Edge(Runnable[LoopState, str]):
         self.name = route.__name__
 
     def invoke(self, input: LoopState, config: RunnableConfig | None = None, **kwargs: Any) -> str:
-        """``route(state)``."""
         return self.route(input)
 
     async def ainvoke(self, input: LoopState, config: RunnableConfig | None = None,
                       **kwargs: Any) -> str:
-        """The same as ``invoke`` (a route does not block)."""
-        return self.invoke(input, config)
+        return self.route(input)  # a route does not block
 
 
 _NODES: dict[str, Any] = {"prepare": PrepareNode, "model": ModelNode, "tools": ToolsNode,
-                         "router": RouterNode, "judge": JudgeNode,
-                         "approval": ApprovalNode, "compaction": CompactionNode}
-"""The node classes that call out (models, tools, callbacks): Runnables with sync and async
-entry points, which LangGraph calls directly (no wrapper, no callback run of their own)."""
+                         "router": RouterNode, "judge": JudgeNode, "approval": ApprovalNode,
+                         "compaction": CompactionNode, "loop_detector": LoopDetector,
+                         "respond": RespondNode}
+"""Each node's class, built from the settings. Those that call out (models, tools, callbacks) are
+Runnables LangGraph calls directly, sync or async (no wrapper, no callback run of their own)."""
 
 
 def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, LoopInput, LoopOutput]:
@@ -301,10 +295,6 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
     hooks = {f"{m.name}.{hook}": HookNode(m, hook) for hook in NODE_HOOKS
              for m in settings.hooked(hook)}
     for name in shape.nodes:
-        if name in ("loop_detector", "respond"):  # plain functions over state
-            builder.add_node(name, LoopDetector(settings) if name == "loop_detector"
-                             else RespondNode(settings))
-            continue
         if name in hooks:  # the user's middleware hooks, traced as their trace_policy says
             builder.add_node(name, hooks[name], trace_policy=node_trace_policy(
                 hooks[name].middleware.trace_policy))
