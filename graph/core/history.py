@@ -213,10 +213,8 @@ def input_problem(input: Mapping[str, Any], stored: StateSnapshot | None,
     unknown = sorted(str(k) for k in input if k not in accepted)
     if unknown:
         return f"input: unknown key(s) {unknown}; a run accepts {sorted(accepted)}"
-    if _has_user_message(input.get("messages") or []):
-        return None
-    saved = (stored.values or {}).get("messages") if stored is not None else None
-    return None if _has_user_message(saved or []) else NOTHING
+    given, saved = input.get("messages"), _values(stored).get("messages")
+    return None if _has_user_message(given) or _has_user_message(saved) else NOTHING
 
 
 def new_user_messages(input: Any) -> bool:
@@ -414,15 +412,11 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
             problem = input_problem(input, stored, self._accepted)
             if problem is not None:
                 raise ValueError(problem)
-            if "messages" in input:
-                messages = values.get("messages") or []
-                given = resolve_removals(messages, _as_list(input["messages"]))
-                input = {**input, "messages": checked_messages(given, messages, saved)}
+            input = self._update(input, values.get("messages") or [], saved, update=False)
         return input, kwargs
 
     def _saver(self, config: RunnableConfig | None) -> BaseCheckpointSaver[Any] | None:
-        """The checkpointer holding the config's thread (the graph's or a parent's; None: no
-        thread id or no checkpointer)."""
+        """The checkpointer holding the config's thread (the graph's or a parent's), if any."""
         if _thread(config) is None:
             return None
         return self.checkpointer if isinstance(self.checkpointer, BaseCheckpointSaver) \
@@ -451,12 +445,13 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         saved = yield Io(self.checkpointer.get_tuple, self.checkpointer.aget_tuple, (stored.config,))
         return stored, saved_answers(saved.pending_writes or [] if saved else [], missing), True
 
-    def _update(self, values: Any, messages: Sequence[BaseMessage]) -> Any:
-        """``update_state`` values with their removals resolved and their messages checked."""
+    def _update(self, values: Any, messages: Sequence[BaseMessage], saved: Sequence[ToolMessage] = (),
+                *, update: bool = True) -> Any:
+        """Values with their removals resolved and their messages checked (``checked_messages``)."""
         if not isinstance(values, Mapping) or "messages" not in values:
             return values
         given = resolve_removals(messages, _as_list(values["messages"]))
-        return {**values, "messages": checked_messages(given, messages, update=True)}
+        return {**values, "messages": checked_messages(given, messages, saved, update=update)}
 
     def _checked_updates(self, supersteps: Sequence[Sequence[StateUpdate]],
                          stored: StateSnapshot | None) -> list[list[StateUpdate]]:
@@ -478,8 +473,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
 
     def bulk_update_state(self, config: RunnableConfig,
                           supersteps: Sequence[Sequence[StateUpdate]]) -> RunnableConfig:
-        """``bulk_update_state`` (and so ``update_state``) after the checks (``ValueError``,
-        ``ThreadBusyError``)."""
+        """Checked first (``ValueError``, ``ThreadBusyError``); ``update_state`` comes here too."""
         if _is_subgraph(config):
             return super().bulk_update_state(config, supersteps)
         _claim(self.checkpointer, config, edit=True)
