@@ -88,7 +88,6 @@ class LoopSettings:
     approval: Approval | None = None
     compaction: Compaction | None = None
     hooks: Hooks = field(default_factory=Hooks)
-    response_format: Any = None
     state_schema: Any = None
     context_schema: Any = None
     handle_tool_errors: Any = None
@@ -128,7 +127,7 @@ class LoopSettings:
         extra = [t for m in kwargs["middleware"] for t in getattr(m, "tools", ())]
         if extra:  # the middleware's tools, first (as create_agent orders them)
             coerced = _coerce_tools([*extra, *coerced])
-        kwargs["structured"] = resolve_response_format(kwargs.get("response_format"), model,
+        kwargs["structured"] = resolve_response_format(kwargs.pop("response_format", None), model,
                                                        [*coerced, *kwargs["provider_tools"]])
         if kwargs.get("loop_detection") is not None:  # MCP read-only hints in tool metadata
             kwargs["loop_detection"] = kwargs["loop_detection"].with_tool_hints(coerced)
@@ -221,20 +220,17 @@ class LoopSettings:
             key, cached = None, None
         if cached is not None:
             return cached
-        resolved = self._apply(checked_groups(context))
-        if key is not None and len(self._cache) < 64:
-            self._cache[key] = resolved
-        return resolved
-
-    def _apply(self, context: dict[str, dict[str, Any]]) -> LoopSettings:
         changes: dict[str, Any] = {}
-        for group, update in context.items():
+        for group, update in checked_groups(context).items():
             current = getattr(self, group)
             if current is None:
                 raise ValueError(f"invalid run context: {group} is disabled for this graph "
                                  f"(given: {given(update)})")
             changes[group] = merged(group, current, update)
-        return replace(self, **changes, _cache={})
+        resolved = replace(self, **changes, _cache={})
+        if key is not None and len(self._cache) < 64:
+            self._cache[key] = resolved
+        return resolved
 
 
 # --- the builder's configuration objects -----------------------------------------------

@@ -87,9 +87,8 @@ class RunInfo(TypedDict, total=False):
 
 
 class ThreadBudget(TypedDict, total=False):
-    """The token budget's per-thread record (``state["thread_budget"]``, kept across runs):
-    what the thread's earlier runs spent and what people added at their check-ins, folded
-    in by ``prepare`` when a run starts (``Limits.budget_scope="thread"`` counts them)."""
+    """The token budget's per-thread record, kept across runs: what earlier runs spent and what
+    people added at their check-ins (folded in by ``prepare``; ``budget_scope="thread"`` counts them)."""
 
     spent: int
     extra: int
@@ -407,14 +406,12 @@ the thread's length, while writing a snapshot costs the whole thread (benchmarks
 LOG_SNAPSHOT_EVERY = 10
 """The call log's (small, per run): nearer than the messages', so a load walks back no further."""
 
-MESSAGES: DeltaChannel[list[Any]] = DeltaChannel(messages_delta_reducer, snapshot_frequency=SNAPSHOT_EVERY)
-"""The messages channel: each checkpoint stores only the step's new messages."""
-
 
 class LoopInput(TypedDict, total=False):
     """What a run accepts as input."""
 
-    messages: Annotated[list[AnyMessage], MESSAGES]
+    messages: Annotated[list[AnyMessage],
+                        DeltaChannel(messages_delta_reducer, snapshot_frequency=SNAPSHOT_EVERY)]
     mode: str | None
     todos: list[Todo]
 
