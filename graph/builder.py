@@ -32,14 +32,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer, RetryPolicy
 
 from langgraph_loop.core.compat import node_trace_policy
-from langgraph_loop.core.config import (
-    Approval,
-    Compaction,
-    Hooks,
-    Iterations,
-    Limits,
-    LoopDetection,
-)
+from langgraph_loop.core.config import Approval, Compaction, Hooks, Iterations, Limits, LoopDetection
 from langgraph_loop.core.history import LoopGraph
 from langgraph_loop.core.hosting import NODE_HOOKS
 from langgraph_loop.core.messages import is_blocked, is_cut, is_notice, is_redirect, newest_reply

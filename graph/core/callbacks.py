@@ -1,5 +1,4 @@
-"""Calling user callbacks that may be sync or async, from sync or async nodes.
-"""
+"""Calling user callbacks that may be sync or async, from sync or async nodes."""
 
 from __future__ import annotations
 

@@ -45,10 +45,7 @@ __all__ = ["SubagentTransformer", "checkpointer", "durable", "messages_delta_red
            "node_trace_policy", "resuming", "streams", "streams_messages", "would_stream"]
 
 messages_delta_reducer: Any = _messages_delta_reducer
-"""LangGraph's batch reducer for a ``DeltaChannel`` of messages (see the module docstring)."""
-
 node_trace_policy = _node_trace_policy
-"""A middleware hook node's ``TracePolicy``, as ``create_agent`` gives it (see above)."""
 
 
 def _configurable(config: RunnableConfig | None) -> dict[str, Any]:

@@ -314,11 +314,9 @@ class Judge(_Config):
 
     @model_validator(mode="before")
     @classmethod
-    def _tuple_criteria(cls, data: Any) -> Any:
+    def _criteria_not_one_string(cls, data: Any) -> Any:
         if isinstance(data, dict) and isinstance(data.get("criteria"), str):
             raise ValueError("Judge: criteria must be a list of strings, not one string")
-        if isinstance(data, dict) and isinstance(data.get("criteria"), Sequence):
-            data = {**data, "criteria": tuple(data["criteria"])}
         return data
 
 

@@ -17,7 +17,6 @@ __all__ = ["JUMP_TARGETS", "LOOP_KEYS", "NODE_HOOKS", "SHARED_KEYS", "DuplicateM
 LOOP_KEYS = frozenset(LoopState.__annotations__) - {"messages", "todos", "mode"}
 """State keys the loop owns: a tool's ``Command`` cannot write them."""
 
-
 SHARED_KEYS = frozenset(get_type_hints(AgentState))
 """The keys of LangChain's ``AgentState`` (``messages``, ``jump_to``, ``structured_response``):
 every middleware schema declares them; the loop's declaration of each serves both."""

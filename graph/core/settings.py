@@ -111,8 +111,7 @@ class LoopSettings:
     @classmethod
     def build(cls, model: ChatRunnable | str, tools: Sequence[Any] | BaseTool | Callback | None = (),
               **kwargs: Any) -> LoopSettings:
-        """Validate ``create_loop_agent``'s keywords (``ValueError`` naming the argument; one
-        0.4 removed is a ``TypeError`` naming what to write instead)."""
+        """``create_loop_agent``'s keywords validated (the errors: its docstring)."""
         removed = sorted(set(kwargs) & set(KEYWORDS))
         if removed:
             raise removed_keyword(removed)
@@ -141,8 +140,7 @@ class LoopSettings:
         return settings
 
     def _check_tools_named(self) -> None:
-        """Approval's and the detector's per-tool settings name the graph's tools (a
-        ``ValueError`` naming the setting and the unknown tools otherwise)."""
+        """Approval's and the detector's per-tool settings must name the graph's tools."""
         named: list[tuple[str, Iterable[str]]] = [
             ("approval.tools", self.approval.tools if self.approval is not None else ())]
         if self.loop_detection is not None:
@@ -256,8 +254,7 @@ _MODELS: dict[str, type[BaseModel]] = {
 
 
 def _check_types(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """Configuration objects of the right type (a dict of fields is validated into one), and the
-    plain arguments' types; a ``ValueError`` names the argument."""
+    """The configuration objects (a dict of fields validated into one); the plain arguments' types."""
     out: dict[str, Any] = {}
     for name, model in _MODELS.items():
         value = _as_model(name, kwargs.get(name), model)

@@ -53,7 +53,6 @@ class Shape:
     """Steps a run needs at least: [compaction] model, loop_detector, [judge] router."""
 
     def __post_init__(self) -> None:
-        # a model call: its before_model hooks, [compaction], model, its after_model hooks
         model_steps = len(self.before_model) + 1 + int(self.compaction) + len(self.after_model)
         router_steps = 1 + len(self.after_agent)  # the router, then the after_agent hooks
         end_steps = int(self.judge) + router_steps

@@ -82,7 +82,7 @@ class RunInfo(TypedDict, total=False):
     overrides: dict[str, Any]
     """The run's per-run overrides (its ``context=``), so every resume enforces them."""
     decision: dict[str, Any]
-    """The engine's decision on the newest reply when it acts (``graph/engine/detection.py``:
+    """The engine's decision on the newest reply when it acts (``graph/engine/decision.py``:
     ``DecisionRecord``), kept from the model node until the ``loop_detector`` node applies it."""
 
 
@@ -440,8 +440,7 @@ class LoopOutput(LoopInput, total=False):
 
 
 class LoopState(LoopOutput, total=False):
-    """The full state schema of the compiled graph: the public keys (README, "State keys") and
-    the nodes' own."""
+    """The compiled graph's state schema: the public keys (README, "State keys") and the nodes' own."""
 
     run: RunInfo
     iteration_info: IterationInfo
