@@ -145,8 +145,7 @@ def create_loop_agent(
 # --- the conditional edges ---------------------------------------------------------------
 
 class Routes:
-    """The graph's conditional edges: each reads the state and returns one of the targets
-    ``core/shape.py`` lists for its edge."""
+    """The conditional edges: each reads the state and returns a target ``core/shape.py`` lists."""
 
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
@@ -174,8 +173,7 @@ class Routes:
         return self.shape.after_model[0] if self.shape.after_model else self.after_model(state)
 
     def after_detector(self, state: LoopState) -> str:
-        """Tools (or approval) for a reply with calls, ``respond`` for a structured answer;
-        judge/router when the iteration ends."""
+        """After a stop: the final-answer call (if due), then ``respond`` or the router; else on."""
         if state.get("stop_reason") is not None:
             if (state.get("run") or {}).get("finalized") or not self.shape.final_answer:
                 return self._respond_or("router", state)

@@ -53,8 +53,7 @@ class _Ladder(_Config):
 LAYERS: tuple[str, ...] = ("no_progress", "drift", "cycle", "repeat", "same_reply", "per_tool", "text")
 """Every detection layer, in the order their findings are ranked."""
 DEFAULT_LAYERS: tuple[str, ...] = ("no_progress", "same_reply", "per_tool", "text")
-"""The layers on by default (why the others are opt-in: docs/loop-detection.md, "What counts as a
-loop")."""
+"""The layers on by default (why the others are opt-in: docs/loop-detection.md)."""
 
 OPT_IN: tuple[str, ...] = ("repeat", "cycle", "drift")
 """The opt-in layers with settings of their own: giving them switches the layer on."""

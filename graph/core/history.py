@@ -327,8 +327,7 @@ def _key(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | No
 def _claim(saver: Any, config: RunnableConfig | None, *, edit: bool = False
            ) -> tuple[int, str, str] | None:
     """Mark the config's thread as running (None: no thread to guard), or ``ThreadBusyError``;
-    ``edit``: only check that no run works on it (an edit would land between two of its steps,
-    a tool call and its result)."""
+    ``edit``: only check that no run works on it."""
     key = _key(saver, config)
     if key is None:
         return None
@@ -497,9 +496,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         stored, saved, kept = drive(self._reads(input, config), perform)
         input, kwargs = self._checked(input, config, kwargs, stored, saved)
         chunks = super().stream(input, config, **kwargs)
-        if not kept:  # no thread kept (no checkpointer or thread id): nothing to guard
-            return chunks
-        return self._alone(chunks, config)
+        return self._alone(chunks, config) if kept else chunks  # no thread kept: nothing to guard
 
     def _alone(self, chunks: Iterator[Any], config: RunnableConfig | None) -> Iterator[Any]:
         """``chunks`` while no other run of this process works on the thread."""

@@ -24,8 +24,7 @@ every middleware schema declares them; the loop's declaration of each serves bot
 
 def check_state_schema(schema: Any, where: str) -> None:
     """A ``state_schema`` (the user's or a middleware's: ``where``) may extend ``LoopState`` or
-    ``AgentState`` and add keys; re-declaring a key the loop owns (``LOOP_KEYS``) with another
-    type is a ``ValueError`` naming the keys (its writes would break the loop)."""
+    ``AgentState`` and add keys, but not re-declare one the loop owns with another type."""
     if schema is None:
         return
     own = get_type_hints(LoopState, include_extras=True)

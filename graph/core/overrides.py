@@ -35,8 +35,7 @@ GROUPS: dict[str, tuple[type[BaseModel], Any]] = {
     "limits": (Limits, LimitsOverrides),
     "loop_detection": (LoopDetection, LoopDetectionOverrides),
 }
-"""Each per-run override group: the configuration model it is merged over, and the
-``LoopContext`` declaration of its overridable fields."""
+"""Each per-run group: the configuration model it is merged over, its ``LoopContext`` declaration."""
 
 
 def _declared(schema: Any) -> set[str]:

@@ -1,8 +1,5 @@
-"""Everything the builder was given, validated once, plus per-run overrides.
-
-Nodes read a ``LoopSettings``: the groups as given (``settings.iterations.max``, ...).
-``settings.for_run(runtime.context)`` applies a run's overrides, nested by group (``LoopContext``;
-checked and merged by ``core/overrides.py``), the same way in-process and on LangGraph Server.
+"""Everything the builder was given, validated once: nodes read a ``LoopSettings``, the groups as
+given (``settings.iterations.max``), under a run's overrides (``for_runtime``; ``core/overrides.py``).
 """
 
 from __future__ import annotations
@@ -154,8 +151,6 @@ class LoopSettings:
             if unknown:
                 raise ValueError(f"{where}: unknown tools {unknown}; known: {sorted(known)}")
 
-    # --- derived -----------------------------------------------------------------------------
-
     def hooked(self, hook: str) -> tuple[AgentMiddleware[Any, Any], ...]:
         """The user's middleware that implement ``hook``, in the order given."""
         return tuple(m for m in self.middleware if overrides_hook(m, hook))
@@ -188,8 +183,6 @@ class LoopSettings:
         """The compiled graph's recursion limit: room for every configured iteration."""
         return self.shape.recursion_limit(max_model_calls=self.iterations.max_model_calls,
                                           max_iterations=self.iterations.max)
-
-    # --- per-run overrides -------------------------------------------------------------------
 
     def for_runtime(self, runtime: Runtime[Any] | None) -> LoopSettings:
         """These settings with the running graph's overrides (its runtime context) applied; a

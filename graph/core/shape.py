@@ -92,9 +92,8 @@ class Shape:
                    if node not in self.after_agent)
 
     def jump_target(self, node: str, jump: str) -> str:
-        """Where a hook node's ``jump_to`` leads: ``"model"`` to ``entry`` (the
-        ``before_model`` hooks first, as in ``create_agent``), ``"tools"`` to the tools,
-        ``"end"`` to ``middleware_end`` (the end itself after ``after_agent``)."""
+        """Where a hook node's ``jump_to`` leads (``"model"``: the ``before_model`` hooks first, as in
+        ``create_agent``; ``"end"`` after ``after_agent``: the end itself)."""
         if jump == "model":
             return self.entry
         if jump == "tools":
