@@ -313,12 +313,10 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
         builder.add_conditional_edges("respond", Edge(routes.after_respond), shape.respond_targets)
     # the next iteration, or the end (through the after_agent hooks)
     builder.add_conditional_edges("router", Edge(routes.after_router), shape.router_targets)
-    fixed = [edge for edge in shape.fixed_edges if edge[0] != "model"]
     if shape.respond:  # after the tools: the model again, or the end of an answered iteration
-        fixed = [edge for edge in fixed if edge[0] != "tools"]
         builder.add_conditional_edges("tools", Edge(routes.after_tools),
                                       sorted({shape.entry, shape.iteration_end}))
-    for source, target in fixed:
+    for source, target in shape.fixed_edges:
         builder.add_edge(source, target)
     for node, default, targets in shape.hook_edges:
         if targets == [default]:

@@ -155,16 +155,15 @@ class Shape:
 
     @property
     def fixed_edges(self) -> list[tuple[str, str]]:
-        """The unconditional edges (a stop found by ``tools`` ends via the model)."""
-        edges = [("tools", self.entry)]
+        """The unconditional edges (a stop found by ``tools`` ends via the model; with ``respond``
+        the edge after ``tools`` is a route)."""
+        edges = [] if self.respond else [("tools", self.entry)]
         if self.judge:
             edges.append(("judge", "router"))
         if self.approval:
             edges.append(("approval", "tools"))
         if self.compaction:
             edges.append(("compaction", "model"))
-        if self.after_model:
-            edges.append(("model", self.after_model[0]))
         if self.middleware_end:
             edges.append(("middleware_end", "router"))
         return edges
