@@ -60,8 +60,7 @@ _LANGGRAPH_RETRY_ON = RetryPolicy().retry_on
 def retryable(exc: BaseException) -> bool:
     """Whether sending the same request again may succeed, as the exception says itself:
     langchain-core's ``ModelError.is_retryable``, else the HTTP status a provider SDK
-    attaches (408, 409, 429 and 5xx, as the openai SDK retries), else LangGraph's default;
-    never a structured answer that did not parse or a state-update conflict."""
+    attaches (408, 409, 429 and 5xx, as the openai SDK retries), else LangGraph's default."""
     if isinstance(exc, StructuredOutputError | InvalidUpdateError):
         return False  # the same reply parses the same way; a state conflict repeats
     flag = getattr(exc, "is_retryable", None)

@@ -6,10 +6,8 @@
   messages ids only for this function, by identity.
 - ``durable(config)``: only a step saved as it goes runs ``tools``' batch as tasks, so a crash
   re-runs only unfinished calls.
-- ``resuming(config)``: the step is resumed with an answer to its interrupt (``approval`` must not
-  ask its resolver again).
-- ``checkpointer(config)``: the running graph's saver, for a loop stop's checkpoint and the loop
-  question.
+- ``resuming(config)``: a step resumed with an answer (``approval`` must not ask its resolver again).
+- ``checkpointer(config)``: the running graph's saver (a loop stop's checkpoint, the loop question).
 - ``streams_messages(config)``: only then does ``model`` hand a notice to ``stream_mode="messages"``
   (``tests/e2e/test_ui_streams.py``).
 - ``would_stream``/``streams``: LangChain's ``_should_stream`` (never through a retry, a cache or

@@ -423,9 +423,8 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
 
     def _reads(self, input: Any, config: RunnableConfig | None
                ) -> Steps[tuple[StateSnapshot | None, list[ToolMessage], bool]]:
-        """The thread's state (None: none, or not needed: ``new_user_messages`` on a thread
-        with no pending writes), the results a crashed step saved for the stored last
-        AIMessage's unanswered calls, and whether there is a thread to guard."""
+        """The thread's state (None: none, or not needed: ``new_user_messages``, no pending writes),
+        what a crashed step saved for the last AIMessage's open calls, and is there a thread to guard."""
         saver = self._saver(config)
         if saver is None:
             return None, [], False

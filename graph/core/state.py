@@ -59,9 +59,8 @@ class Todo(TypedDict):
 
 
 class LoopAllowed(TypedDict):
-    """Loops a person let go on at the loop question (``LoopDetection(ask_human=True)``), in the
-    run ``run`` (its request message id): finding key → its count then. The same key and shape
-    at both front doors (``state["loop_allowed"]``)."""
+    """Loops a person let go on at the loop question (``LoopDetection(ask_human=True)``) in the run
+    ``run`` (its request message id): finding key → its count then. The same at both front doors."""
 
     run: str | None
     allowed: dict[str, int]
@@ -331,9 +330,8 @@ def build_record(*, iteration: int, info: IterationInfo, calls: list[CallRecord]
 
 
 def emit(runtime: Runtime[Any] | None, event: Event) -> None:
-    """Send a typed event, made JSON-friendly, to ``stream_mode="custom"`` and, as a LangChain
-    custom event named by its ``event``, to ``astream_events`` and the run's callbacks
-    (outside a run, with no callbacks listening: nothing)."""
+    """Send a typed event, JSON-friendly, to ``stream_mode="custom"`` and, as a LangChain custom event
+    named by its ``event``, to ``astream_events`` and the run's callbacks (none listening: nothing)."""
     writer = runtime.stream_writer if runtime is not None else None
     callbacks = (var_child_runnable_config.get() or {}).get("callbacks")  # the running step's
     listens = (isinstance(callbacks, BaseCallbackManager) and callbacks.parent_run_id is not None
