@@ -141,8 +141,6 @@ def create_loop_agent(
         recursion_limit=settings.recursion_limit, metadata=metadata)
 
 
-# --- the conditional edges ---------------------------------------------------------------
-
 class Routes:
     """The conditional edges: each reads the state and returns a target ``core/shape.py`` lists."""
 

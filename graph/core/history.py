@@ -285,10 +285,9 @@ def _merged(state: Mapping[str, Any], values: Mapping[str, Any]) -> list[BaseMes
 
 def _continued(values: Mapping[str, Any], as_node: str | None, state: Mapping[str, Any]
                ) -> dict[str, Any]:
-    """An update made as ``as_node`` on a thread holding ``state``, with the calls it leaves open
-    sent where the edge after ``as_node`` goes: as ``tools`` the model comes next, so they are
-    answered ``not_executed``; as ``model`` on a finished thread the stop is cleared, so the
-    tools run them, as under ``create_agent``."""
+    """An update made as ``as_node`` on a thread holding ``state``, its open calls sent where the edge
+    after ``as_node`` goes, as under ``create_agent``: as ``tools`` the model comes next, so they are
+    answered ``not_executed``; as ``model`` on a finished thread the stop is cleared (the tools run them)."""
     open_calls = newest_reply(_merged(state, values)).pending
     if open_calls and as_node == "tools":
         return {**values, "messages": [*_as_list(values["messages"]),

@@ -115,9 +115,8 @@ class LoopSettings:
         model = resolve_model(model)
         tools, kwargs["provider_tools"] = split_provider_tools(() if tools is None else tools)
         kwargs.update(_check_types(kwargs))
-        kwargs["iterations"] = kwargs.get("iterations") or Iterations()
-        kwargs["limits"] = kwargs.get("limits") or Limits()
-        kwargs["hooks"] = kwargs.get("hooks") or Hooks()
+        for name in ("iterations", "limits", "hooks"):  # None: the group's defaults
+            kwargs[name] = kwargs.get(name) or _MODELS[name]()
         kwargs["middleware"] = check_middleware(kwargs.get("middleware") or ())
         coerced = _coerce_tools(tools)
         extra = [t for m in kwargs["middleware"] for t in getattr(m, "tools", ())]
@@ -223,8 +222,6 @@ class LoopSettings:
             self._cache[key] = resolved
         return resolved
 
-
-# --- the builder's configuration objects -----------------------------------------------
 
 def _as_model(name: str, value: Any, model: type[BaseModel]) -> BaseModel | None:
     """``value`` as a ``model`` (a dict of its fields validated into one), else ``ValueError``."""
