@@ -1,9 +1,6 @@
-"""Per-run overrides: a run's ``context=``, nested by group, checked and merged over the
-graph's own configuration.
-
-``LoopContext`` (``core/state.py``) declares what a run may override (README, "Per-run
-overrides"); each group given is checked against it strictly (``True`` is not a count and
-``"3"`` not a number: a deployed graph gets JSON numbers).
+"""Per-run overrides: a run's ``context=``, nested by group as ``LoopContext`` (``core/state.py``;
+README, "Per-run overrides") declares, checked strictly (``True`` is not a count, ``"3"`` not a
+number: a deployed graph gets JSON numbers) and merged over the graph's own configuration.
 """
 
 from __future__ import annotations

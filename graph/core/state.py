@@ -1,7 +1,6 @@
-"""The graph state (public keys, the nodes' own), the records kept in it, the stream events,
-and the pure helpers that build them. Messages (and the per-run call log) live in a
-``DeltaChannel``: a checkpoint stores only a step's new ones, so storage grows linearly with
-the thread.
+"""The graph state (public keys, the nodes' own), the records kept in it, the stream events, and the
+pure helpers that build them. Messages (and the per-run call log) live in a ``DeltaChannel``: a
+checkpoint stores only a step's new ones, so storage grows linearly with the thread.
 """
 
 from __future__ import annotations
