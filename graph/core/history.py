@@ -301,12 +301,11 @@ class ThreadBusyError(RuntimeError):
     """A run was started on a thread that has a run in progress in this process."""
 
 
-_RUNNING: set[tuple[int, str, str]] = set()
-"""The threads with a run in progress in this process: (checkpointer, thread_id, namespace)."""
+_RUNNING: set[tuple[int, str]] = set()
+"""The threads with a run in progress in this process: (checkpointer, thread_id)."""
 _RUNNING_LOCK = threading.Lock()
 
-
-_CLOSING: set[tuple[int, str, str]] = set()
+_CLOSING: set[tuple[int, str]] = set()
 """The running threads whose async run is being closed (its reader left it: ``_astream``)."""
 
 ABANDONED_TURNS = 3
@@ -314,17 +313,16 @@ ABANDONED_TURNS = 3
 closes an async generator its reader left one or two turns later)."""
 
 
-def _key(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | None:
-    """The config's thread under this checkpointer (None: no thread to guard)."""
+def _key(saver: Any, config: RunnableConfig | None) -> tuple[int, str] | None:
+    """The config's thread under this checkpointer (None: no thread to guard; no subgraph gets here)."""
     thread = _thread(config)
     if thread is None or not isinstance(saver, BaseCheckpointSaver):
         return None
-    namespace = str(((config or {}).get("configurable") or {}).get("checkpoint_ns") or "")
-    return (id(saver), str(thread), namespace)
+    return (id(saver), str(thread))
 
 
 def _claim(saver: Any, config: RunnableConfig | None, *, edit: bool = False
-           ) -> tuple[int, str, str] | None:
+           ) -> tuple[int, str] | None:
     """Mark the config's thread as running (None: no thread to guard), or ``ThreadBusyError``;
     ``edit``: only check that no run works on it."""
     key = _key(saver, config)
@@ -346,7 +344,7 @@ def _claim(saver: Any, config: RunnableConfig | None, *, edit: bool = False
     return key
 
 
-async def _aclaim(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | None:
+async def _aclaim(saver: Any, config: RunnableConfig | None) -> tuple[int, str] | None:
     """``_claim`` for an async run: waits while a run its reader left is closed."""
     turns = 0
     while True:
@@ -361,7 +359,7 @@ async def _aclaim(saver: Any, config: RunnableConfig | None) -> tuple[int, str, 
             await asyncio.sleep(0.001 if closing else 0)  # a close may wait for a tool: no spin
 
 
-def _release(key: tuple[int, str, str] | None) -> None:
+def _release(key: tuple[int, str] | None) -> None:
     if key is not None:
         with _RUNNING_LOCK:
             _RUNNING.discard(key)
