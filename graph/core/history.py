@@ -306,7 +306,7 @@ _RUNNING: set[tuple[int, str]] = set()
 _RUNNING_LOCK = threading.Lock()
 
 _CLOSING: set[tuple[int, str]] = set()
-"""The running threads whose async run is being closed (its reader left it: ``_astream``)."""
+"""The running threads whose async run is being closed (its reader left it: ``astream``)."""
 
 ABANDONED_TURNS = 3
 """Event-loop turns an async run waits for a busy thread's run to start closing (the loop
@@ -502,13 +502,9 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         finally:
             _release(key)
 
-    def astream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
-                **kwargs: Any) -> AsyncIterator[Any]:
+    async def astream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
+                      **kwargs: Any) -> AsyncIterator[Any]:
         """``astream`` after the input check (``ValueError``, ``ThreadBusyError``)."""
-        return self._astream(input, config, **kwargs)
-
-    async def _astream(self, input: Any, config: RunnableConfig | None,
-                       **kwargs: Any) -> AsyncIterator[Any]:
         if _is_subgraph(config):
             async for chunk in super().astream(_escaped(input), config, **kwargs):
                 yield chunk
