@@ -286,13 +286,11 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
         if name in hooks:  # the user's middleware hooks, traced as their trace_policy says
             builder.add_node(name, hooks[name], trace_policy=node_trace_policy(
                 hooks[name].middleware.trace_policy))
-            continue
-        if name == "middleware_end":
+        elif name == "middleware_end":
             builder.add_node(name, middleware_end)
-            continue
-        retry = RETRY if name == "compaction" or (name == "model" and not settings.hooked(
-            "wrap_model_call")) else None  # the user's wrap_model_call middleware own the call
-        builder.add_node(name, _NODES[name](settings), retry_policy=retry)
+        else:  # the user's wrap_model_call middleware own the model call's retries
+            retried = name == "compaction" or (name == "model" and not settings.hooked("wrap_model_call"))
+            builder.add_node(name, _NODES[name](settings), retry_policy=RETRY if retried else None)
     builder.add_edge(START, "prepare")
     # into the loop, or the end when not even one model call fits the recursion limit
     builder.add_conditional_edges("prepare", Edge(routes.after_prepare), shape.prepare_targets)

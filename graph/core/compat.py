@@ -10,9 +10,8 @@
 - ``checkpointer(config)``: the running graph's saver (a loop stop's checkpoint, the loop question).
 - ``streams_messages(config)``: only then does ``model`` hand a notice to ``stream_mode="messages"``
   (``tests/e2e/test_ui_streams.py``).
-- ``would_stream``/``streams``: LangChain's ``_should_stream`` (never through a retry, a cache or
-  a configurable model): a call ``invoke`` streams anyway, ``model`` streams itself to cut a
-  runaway reply.
+- ``would_stream``/``streams``: LangChain's ``_should_stream`` (never through a retry, a cache or a
+  configurable model): a call ``invoke`` streams anyway, ``model`` streams itself to cut a runaway reply.
 - ``SubagentTransformer`` (private): ``create_agent`` registers it on every agent, so a drop-in
   does too (``core/streams.py``; ``tests/parity/test_dropin.py``).
 - ``node_trace_policy(policy)``: a hook node's ``TracePolicy``, the middleware's own else the

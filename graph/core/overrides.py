@@ -96,8 +96,7 @@ def checked_groups(context: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for group, value in context.items():
         if group in GROUPS:
-            model, declared = GROUPS[group]
-            out[group] = _checked(group, value, model, declared)
+            out[group] = _checked(group, value, *GROUPS[group])
         elif group in CONTEXT:
             raise ValueError(removed_context(group))
         else:

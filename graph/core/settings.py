@@ -71,8 +71,7 @@ def _coerce_tools(tools: Sequence[Any] | BaseTool | Callable[..., Any]) -> tuple
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """The validated configuration of one compiled loop graph: ``create_loop_agent``'s arguments
-    (README, "Configuration reference"), the groups as given."""
+    """The validated arguments of ``create_loop_agent`` (README, "Configuration reference")."""
 
     model: ChatRunnable
     tools: tuple[BaseTool, ...] = ()

@@ -26,19 +26,13 @@ from langgraph_loop.core.messages import Notice, digest
 from langgraph_loop.core.stop import Guard, StopReason
 
 __all__ = ["ApprovalAutoEvent", "BudgetPressureEvent", "CallRecord", "CompactionEvent", "Event",
-           "EventName", "IterationEndEvent", "IterationInfo", "IterationRecord",
-           "IterationStartEvent", "IterationsOverrides", "LimitsOverrides", "LoggedCall",
-           "LoopAllowed", "LoopBlockEvent", "LoopContext", "LoopDetectionOverrides", "LoopInput",
-           "LoopOutput", "LoopState", "LoopWarningEvent", "Notice", "Review", "RunInfo",
-           "StopEvent", "ThreadBudget", "Todo", "ToolCallEvent", "Usage", "add_usage",
-           "ashow_messages", "build_record", "calls_of_iteration", "emit",
-           "executed_calls", "iteration_info", "latest_answer", "new_iteration", "new_usage",
+           "IterationEndEvent", "IterationInfo", "IterationRecord", "IterationStartEvent",
+           "IterationsOverrides", "LimitsOverrides", "LoggedCall", "LoopAllowed", "LoopBlockEvent",
+           "LoopContext", "LoopDetectionOverrides", "LoopInput", "LoopOutput", "LoopState",
+           "LoopWarningEvent", "Notice", "Review", "RunInfo", "StopEvent", "ThreadBudget", "Todo",
+           "ToolCallEvent", "Usage", "add_usage", "ashow_messages", "build_record", "calls_of_iteration",
+           "emit", "executed_calls", "iteration_info", "latest_answer", "new_iteration", "new_usage",
            "show_messages", "usage_of"]
-
-EventName = Literal["iteration_start", "tool_call", "loop_warning", "loop_block",
-                    "budget_pressure", "approval_auto", "compaction", "iteration_end", "stop"]
-"""The ``event`` of a ``custom`` stream event."""
-
 
 class Usage(TypedDict, total=False):
     """Token usage; ``cached_tokens``/``reasoning_tokens`` only when reported."""
@@ -223,7 +217,7 @@ class CompactionEvent(TypedDict):
 
 Event = (IterationStartEvent | IterationEndEvent | StopEvent | ToolCallEvent | LoopWarningEvent
          | LoopBlockEvent | BudgetPressureEvent | ApprovalAutoEvent | CompactionEvent)
-"""A ``custom`` stream event: ``{"event": <EventName>, ...}``."""
+"""A ``custom`` stream event: ``{"event": <its name>, ...}``."""
 
 
 def new_usage() -> Usage:
@@ -362,9 +356,8 @@ def _show(config: RunnableConfig, messages: Sequence[BaseMessage]) -> Runnable[A
 
 
 def show_messages(config: RunnableConfig, messages: Sequence[BaseMessage]) -> None:
-    """Hand ``messages`` a node writes to ``stream_mode="messages"`` now, before the model call
-    that follows them (LangGraph shows a node's messages when the node ends: a notice would
-    come after the reply it preceded). Only while that stream listens."""
+    """Hand ``messages`` a node writes to ``stream_mode="messages"`` (while it listens) before the model
+    call that follows them: LangGraph shows them when the node ends, after the reply they preceded."""
     step = _show(config, messages)
     if step is not None:
         step.invoke(None, config)
