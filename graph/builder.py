@@ -208,11 +208,10 @@ class Routes:
     def after_tools(self, state: LoopState) -> str:
         """The model again; the iteration's end when the reply whose calls ran also gave the
         structured answer (``create_agent`` ends there too)."""
-        names = self.settings.structured.tool_names if self.settings.structured else ()
         messages = state.get("messages") or []
         index = newest_reply(messages).at
         if state.get("stop_reason") is None and index >= 0 and any(
-                isinstance(m, ToolMessage) and m.name in names and m.status != "error"
+                isinstance(m, ToolMessage) and m.name in self.settings.output_tools and m.status != "error"
                 for m in messages[index + 1:]):
             return self.shape.iteration_end
         return self.shape.entry
@@ -229,8 +228,7 @@ class Routes:
             return None
         target = self.shape.jump_target(node, jump)
         if target == "tools":
-            messages = state.get("messages") or []
-            _, ai, pending = newest_reply(messages)
+            _, ai, pending = newest_reply(state.get("messages") or [])
             if pending and self.shape.approval and needs_approval(ai, self.settings.approval):
                 return "approval"
         return target

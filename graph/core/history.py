@@ -403,7 +403,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         if resume and kept and (context is None or isinstance(context, Mapping)):
             kwargs = {**kwargs, "context": {**(context or {}), **kept}}  # the run's win
         if isinstance(input, Command) and input.update is not None:
-            input = replace(input, update=self._update(input.update, _values(stored).get("messages") or []))
+            input = replace(input, update=self._update(input.update, values.get("messages") or []))
         if isinstance(input, Mapping):
             problem = input_problem(input, stored, self._accepted)
             if problem is not None:

@@ -68,8 +68,7 @@ def can_jump_to(middleware: AgentMiddleware[Any, Any], hook: str) -> tuple[str, 
 
 
 def check_middleware(middleware: Any) -> tuple[AgentMiddleware[Any, Any], ...]:
-    """The ``middleware`` list checked: ``AgentMiddleware`` instances with distinct names
-    (``DuplicateMiddlewareError`` otherwise, as ``create_agent``), jumps the loop maps."""
+    """The ``middleware`` checked as ``create_agent`` checks it (distinct names), and its jumps."""
     if isinstance(middleware, AgentMiddleware) or not isinstance(middleware, Iterable):
         raise ValueError(f"middleware must be a list of AgentMiddleware, got "
                          f"{type(middleware).__name__}")

@@ -74,8 +74,7 @@ class RunInfo(TypedDict, total=False):
     overrides: dict[str, Any]
     """The run's per-run overrides (its ``context=``), so every resume enforces them."""
     decision: dict[str, Any]
-    """The engine's decision on the newest reply when it acts (``graph/engine/decision.py``:
-    ``DecisionRecord``), kept from the model node until the ``loop_detector`` node applies it."""
+    """The model node's ``DecisionRecord`` on the newest reply, when it acts, for ``loop_detector``."""
 
 
 class ThreadBudget(TypedDict, total=False):
