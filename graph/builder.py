@@ -32,14 +32,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer, RetryPolicy
 
 from langgraph_loop.core.compat import node_trace_policy
-from langgraph_loop.core.config import (
-    Approval,
-    Compaction,
-    Hooks,
-    Iterations,
-    Limits,
-    LoopDetection,
-)
+from langgraph_loop.core.config import Approval, Compaction, Hooks, Iterations, Limits, LoopDetection
 from langgraph_loop.core.history import LoopGraph
 from langgraph_loop.core.hosting import NODE_HOOKS
 from langgraph_loop.core.messages import is_blocked, is_cut, is_notice, is_redirect, newest_reply
@@ -67,8 +60,7 @@ _LANGGRAPH_RETRY_ON = RetryPolicy().retry_on
 def retryable(exc: BaseException) -> bool:
     """Whether sending the same request again may succeed, as the exception says itself:
     langchain-core's ``ModelError.is_retryable``, else the HTTP status a provider SDK
-    attaches (408, 409, 429 and 5xx, as the openai SDK retries), else LangGraph's default;
-    never a structured answer that did not parse or a state-update conflict."""
+    attaches (408, 409, 429 and 5xx, as the openai SDK retries), else LangGraph's default."""
     if isinstance(exc, StructuredOutputError | InvalidUpdateError):
         return False  # the same reply parses the same way; a state conflict repeats
     flag = getattr(exc, "is_retryable", None)
@@ -86,7 +78,6 @@ RETRY = RetryPolicy(max_attempts=3, initial_interval=0.5, backoff_factor=2.0, re
 
 C = TypeVar("C")
 Configured: TypeAlias = C | Mapping[str, Any] | None
-"""A configuration model, or a dict of its fields, or None."""
 
 _NOT_SETTINGS = frozenset({"model", "tools", "checkpointer", "store", "removed", "interrupt_before",
                            "interrupt_after", "debug", "cache", "transformers"})
@@ -124,18 +115,14 @@ def create_loop_agent(
     show_notices: bool = False,
     **removed: Never,
 ) -> CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput]:
-    """Build the loop agent as a compiled graph. The arguments: README, "Configuration
-    reference"; beyond it: ``middleware`` runs LangChain ``AgentMiddleware`` with
-    ``create_agent``'s semantics (``nodes/hosted.py``); ``interrupt_before``,
-    ``interrupt_after``, ``debug``, ``cache`` go to ``StateGraph.compile`` (node names:
-    ``core/shape.py``); ``transformers`` follow those ``create_agent`` registers
+    """Build the loop agent as a compiled graph whose recursion limit fits the configured limits.
+    The arguments: README, "Configuration reference"; beyond it: ``middleware`` runs LangChain
+    ``AgentMiddleware`` with ``create_agent``'s semantics (``nodes/hosted.py``);
+    ``interrupt_before``, ``interrupt_after``, ``debug``, ``cache`` go to ``StateGraph.compile``
+    (node names: ``core/shape.py``); ``transformers`` follow those ``create_agent`` registers
     (``core/streams.py``); ``show_notices=True`` gives the loop's notices plain ids instead of
-    ``do-not-render-`` ones, which chat UIs keep out of view; ``**removed``: 0.2's keywords are
-    a ``TypeError`` naming what to write instead. A configuration model may be a dict of its
-    fields.
-
-    Returns:
-        The compiled graph; its recursion limit fits the configured limits.
+    ``do-not-render-`` ones, which chat UIs keep out of view. A configuration model may be a
+    dict of its fields.
 
     Raises:
         TypeError: a keyword it does not take (0.2's name the group that replaced them).
@@ -154,11 +141,8 @@ def create_loop_agent(
         recursion_limit=settings.recursion_limit, metadata=metadata)
 
 
-# --- the conditional edges ---------------------------------------------------------------
-
 class Routes:
-    """The graph's conditional edges: each reads the state and returns one of the targets
-    ``core/shape.py`` lists for its edge."""
+    """The conditional edges: each reads the state and returns a target ``core/shape.py`` lists."""
 
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
@@ -186,8 +170,7 @@ class Routes:
         return self.shape.after_model[0] if self.shape.after_model else self.after_model(state)
 
     def after_detector(self, state: LoopState) -> str:
-        """Tools (or approval) for a reply with calls, ``respond`` for a structured answer;
-        judge/router when the iteration ends."""
+        """After a stop: the final-answer call (if due), then ``respond`` or the router; else on."""
         if state.get("stop_reason") is not None:
             if (state.get("run") or {}).get("finalized") or not self.shape.final_answer:
                 return self._respond_or("router", state)
@@ -225,11 +208,10 @@ class Routes:
     def after_tools(self, state: LoopState) -> str:
         """The model again; the iteration's end when the reply whose calls ran also gave the
         structured answer (``create_agent`` ends there too)."""
-        names = self.settings.structured.tool_names if self.settings.structured else ()
         messages = state.get("messages") or []
         index = newest_reply(messages).at
         if state.get("stop_reason") is None and index >= 0 and any(
-                isinstance(m, ToolMessage) and m.name in names and m.status != "error"
+                isinstance(m, ToolMessage) and m.name in self.settings.output_tools and m.status != "error"
                 for m in messages[index + 1:]):
             return self.shape.iteration_end
         return self.shape.entry
@@ -246,8 +228,7 @@ class Routes:
             return None
         target = self.shape.jump_target(node, jump)
         if target == "tools":
-            messages = state.get("messages") or []
-            _, ai, pending = newest_reply(messages)
+            _, ai, pending = newest_reply(state.get("messages") or [])
             if pending and self.shape.approval and needs_approval(ai, self.settings.approval):
                 return "approval"
         return target
@@ -273,20 +254,19 @@ class Edge(Runnable[LoopState, str]):
         self.name = route.__name__
 
     def invoke(self, input: LoopState, config: RunnableConfig | None = None, **kwargs: Any) -> str:
-        """``route(state)``."""
         return self.route(input)
 
     async def ainvoke(self, input: LoopState, config: RunnableConfig | None = None,
                       **kwargs: Any) -> str:
-        """The same as ``invoke`` (a route does not block)."""
-        return self.invoke(input, config)
+        return self.route(input)  # a route does not block
 
 
 _NODES: dict[str, Any] = {"prepare": PrepareNode, "model": ModelNode, "tools": ToolsNode,
-                         "router": RouterNode, "judge": JudgeNode,
-                         "approval": ApprovalNode, "compaction": CompactionNode}
-"""The node classes that call out (models, tools, callbacks): Runnables with sync and async
-entry points, which LangGraph calls directly (no wrapper, no callback run of their own)."""
+                         "router": RouterNode, "judge": JudgeNode, "approval": ApprovalNode,
+                         "compaction": CompactionNode, "loop_detector": LoopDetector,
+                         "respond": RespondNode}
+"""Each node's class, built from the settings. Those that call out (models, tools, callbacks) are
+Runnables LangGraph calls directly, sync or async (no wrapper, no callback run of their own)."""
 
 
 def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, LoopInput, LoopOutput]:
@@ -301,20 +281,14 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
     hooks = {f"{m.name}.{hook}": HookNode(m, hook) for hook in NODE_HOOKS
              for m in settings.hooked(hook)}
     for name in shape.nodes:
-        if name in ("loop_detector", "respond"):  # plain functions over state
-            builder.add_node(name, LoopDetector(settings) if name == "loop_detector"
-                             else RespondNode(settings))
-            continue
         if name in hooks:  # the user's middleware hooks, traced as their trace_policy says
             builder.add_node(name, hooks[name], trace_policy=node_trace_policy(
                 hooks[name].middleware.trace_policy))
-            continue
-        if name == "middleware_end":
+        elif name == "middleware_end":
             builder.add_node(name, middleware_end)
-            continue
-        retry = RETRY if name == "compaction" or (name == "model" and not settings.hooked(
-            "wrap_model_call")) else None  # the user's wrap_model_call middleware own the call
-        builder.add_node(name, _NODES[name](settings), retry_policy=retry)
+        else:  # the user's wrap_model_call middleware own the model call's retries
+            retried = name == "compaction" or (name == "model" and not settings.hooked("wrap_model_call"))
+            builder.add_node(name, _NODES[name](settings), retry_policy=RETRY if retried else None)
     builder.add_edge(START, "prepare")
     # into the loop, or the end when not even one model call fits the recursion limit
     builder.add_conditional_edges("prepare", Edge(routes.after_prepare), shape.prepare_targets)
@@ -332,12 +306,10 @@ def _assemble(settings: LoopSettings) -> StateGraph[LoopState, LoopContext, Loop
         builder.add_conditional_edges("respond", Edge(routes.after_respond), shape.respond_targets)
     # the next iteration, or the end (through the after_agent hooks)
     builder.add_conditional_edges("router", Edge(routes.after_router), shape.router_targets)
-    fixed = [edge for edge in shape.fixed_edges if edge[0] != "model"]
     if shape.respond:  # after the tools: the model again, or the end of an answered iteration
-        fixed = [edge for edge in fixed if edge[0] != "tools"]
         builder.add_conditional_edges("tools", Edge(routes.after_tools),
                                       sorted({shape.entry, shape.iteration_end}))
-    for source, target in fixed:
+    for source, target in shape.fixed_edges:
         builder.add_edge(source, target)
     for node, default, targets in shape.hook_edges:
         if targets == [default]:

@@ -1,5 +1,4 @@
-"""Calling user callbacks that may be sync or async, from sync or async nodes.
-"""
+"""Calling user callbacks that may be sync or async, from sync or async nodes."""
 
 from __future__ import annotations
 
@@ -54,8 +53,7 @@ async def call_async(fn: Callable[..., Any], *args: Any, name: str | None = None
 
 
 def callback(fn: Callable[..., Any], *args: Any, name: str) -> Io:
-    """A user's callback as one blocking call of a step (``core/drive.py``): ``call_sync`` in a
-    sync run, ``call_async`` in an async one."""
+    """A user's callback as one blocking call of a step: ``call_sync``, or ``call_async`` in an async run."""
     return Io(call_sync, call_async, (fn, *args), {"name": name})
 
 

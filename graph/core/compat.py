@@ -6,15 +6,12 @@
   messages ids only for this function, by identity.
 - ``durable(config)``: only a step saved as it goes runs ``tools``' batch as tasks, so a crash
   re-runs only unfinished calls.
-- ``resuming(config)``: the step is resumed with an answer to its interrupt (``approval`` must not
-  ask its resolver again).
-- ``checkpointer(config)``: the running graph's saver, for a loop stop's checkpoint and the loop
-  question.
+- ``resuming(config)``: a step resumed with an answer (``approval`` must not ask its resolver again).
+- ``checkpointer(config)``: the running graph's saver (a loop stop's checkpoint, the loop question).
 - ``streams_messages(config)``: only then does ``model`` hand a notice to ``stream_mode="messages"``
   (``tests/e2e/test_ui_streams.py``).
-- ``would_stream``/``streams``: LangChain's ``_should_stream`` (never through a retry, a cache or
-  a configurable model): a call ``invoke`` streams anyway, ``model`` streams itself to cut a
-  runaway reply.
+- ``would_stream``/``streams``: LangChain's ``_should_stream`` (never through a retry, a cache or a
+  configurable model): a call ``invoke`` streams anyway, ``model`` streams itself to cut a runaway reply.
 - ``SubagentTransformer`` (private): ``create_agent`` registers it on every agent, so a drop-in
   does too (``core/streams.py``; ``tests/parity/test_dropin.py``).
 - ``node_trace_policy(policy)``: a hook node's ``TracePolicy``, the middleware's own else the
@@ -45,10 +42,7 @@ __all__ = ["SubagentTransformer", "checkpointer", "durable", "messages_delta_red
            "node_trace_policy", "resuming", "streams", "streams_messages", "would_stream"]
 
 messages_delta_reducer: Any = _messages_delta_reducer
-"""LangGraph's batch reducer for a ``DeltaChannel`` of messages (see the module docstring)."""
-
 node_trace_policy = _node_trace_policy
-"""A middleware hook node's ``TracePolicy``, as ``create_agent`` gives it (see above)."""
 
 
 def _configurable(config: RunnableConfig | None) -> dict[str, Any]:

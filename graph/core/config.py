@@ -53,8 +53,7 @@ class _Ladder(_Config):
 LAYERS: tuple[str, ...] = ("no_progress", "drift", "cycle", "repeat", "same_reply", "per_tool", "text")
 """Every detection layer, in the order their findings are ranked."""
 DEFAULT_LAYERS: tuple[str, ...] = ("no_progress", "same_reply", "per_tool", "text")
-"""The layers on by default (why the others are opt-in: docs/loop-detection.md, "What counts as a
-loop")."""
+"""The layers on by default (why the others are opt-in: docs/loop-detection.md)."""
 
 OPT_IN: tuple[str, ...] = ("repeat", "cycle", "drift")
 """The opt-in layers with settings of their own: giving them switches the layer on."""
@@ -314,11 +313,9 @@ class Judge(_Config):
 
     @model_validator(mode="before")
     @classmethod
-    def _tuple_criteria(cls, data: Any) -> Any:
+    def _criteria_not_one_string(cls, data: Any) -> Any:
         if isinstance(data, dict) and isinstance(data.get("criteria"), str):
             raise ValueError("Judge: criteria must be a list of strings, not one string")
-        if isinstance(data, dict) and isinstance(data.get("criteria"), Sequence):
-            data = {**data, "criteria": tuple(data["criteria"])}
         return data
 
 

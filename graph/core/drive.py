@@ -35,12 +35,10 @@ Steps = Generator[Io, Any, T]
 
 
 def perform(io: Io) -> Any:
-    """Make the call, sync."""
     return io.sync(*io.args, **io.kwargs)
 
 
 async def aperform(io: Io) -> Any:
-    """Make the call, async."""
     return await io.asynchronous(*io.args, **io.kwargs)
 
 

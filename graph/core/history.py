@@ -213,10 +213,8 @@ def input_problem(input: Mapping[str, Any], stored: StateSnapshot | None,
     unknown = sorted(str(k) for k in input if k not in accepted)
     if unknown:
         return f"input: unknown key(s) {unknown}; a run accepts {sorted(accepted)}"
-    if _has_user_message(input.get("messages") or []):
-        return None
-    saved = (stored.values or {}).get("messages") if stored is not None else None
-    return None if _has_user_message(saved or []) else NOTHING
+    given, saved = input.get("messages"), _values(stored).get("messages")
+    return None if _has_user_message(given) or _has_user_message(saved) else NOTHING
 
 
 def new_user_messages(input: Any) -> bool:
@@ -287,10 +285,9 @@ def _merged(state: Mapping[str, Any], values: Mapping[str, Any]) -> list[BaseMes
 
 def _continued(values: Mapping[str, Any], as_node: str | None, state: Mapping[str, Any]
                ) -> dict[str, Any]:
-    """An update made as ``as_node`` on a thread holding ``state``, with the calls it leaves open
-    sent where the edge after ``as_node`` goes: as ``tools`` the model comes next, so they are
-    answered ``not_executed``; as ``model`` on a finished thread the stop is cleared, so the
-    tools run them, as under ``create_agent``."""
+    """An update made as ``as_node`` on a thread holding ``state``, its open calls sent where the edge
+    after ``as_node`` goes, as under ``create_agent``: as ``tools`` the model comes next, so they are
+    answered ``not_executed``; as ``model`` on a finished thread the stop is cleared (the tools run them)."""
     open_calls = newest_reply(_merged(state, values)).pending
     if open_calls and as_node == "tools":
         return {**values, "messages": [*_as_list(values["messages"]),
@@ -304,33 +301,30 @@ class ThreadBusyError(RuntimeError):
     """A run was started on a thread that has a run in progress in this process."""
 
 
-_RUNNING: set[tuple[int, str, str]] = set()
-"""The threads with a run in progress in this process: (checkpointer, thread_id, namespace)."""
+_RUNNING: set[tuple[int, str]] = set()
+"""The threads with a run in progress in this process: (checkpointer, thread_id)."""
 _RUNNING_LOCK = threading.Lock()
 
-
-_CLOSING: set[tuple[int, str, str]] = set()
-"""The running threads whose async run is being closed (its reader left it: ``_astream``)."""
+_CLOSING: set[tuple[int, str]] = set()
+"""The running threads whose async run is being closed (its reader left it: ``astream``)."""
 
 ABANDONED_TURNS = 3
 """Event-loop turns an async run waits for a busy thread's run to start closing (the loop
 closes an async generator its reader left one or two turns later)."""
 
 
-def _key(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | None:
-    """The config's thread under this checkpointer (None: no thread to guard)."""
+def _key(saver: Any, config: RunnableConfig | None) -> tuple[int, str] | None:
+    """The config's thread under this checkpointer (None: no thread to guard; no subgraph gets here)."""
     thread = _thread(config)
     if thread is None or not isinstance(saver, BaseCheckpointSaver):
         return None
-    namespace = str(((config or {}).get("configurable") or {}).get("checkpoint_ns") or "")
-    return (id(saver), str(thread), namespace)
+    return (id(saver), str(thread))
 
 
 def _claim(saver: Any, config: RunnableConfig | None, *, edit: bool = False
-           ) -> tuple[int, str, str] | None:
+           ) -> tuple[int, str] | None:
     """Mark the config's thread as running (None: no thread to guard), or ``ThreadBusyError``;
-    ``edit``: only check that no run works on it (an edit would land between two of its steps,
-    a tool call and its result)."""
+    ``edit``: only check that no run works on it."""
     key = _key(saver, config)
     if key is None:
         return None
@@ -350,7 +344,7 @@ def _claim(saver: Any, config: RunnableConfig | None, *, edit: bool = False
     return key
 
 
-async def _aclaim(saver: Any, config: RunnableConfig | None) -> tuple[int, str, str] | None:
+async def _aclaim(saver: Any, config: RunnableConfig | None) -> tuple[int, str] | None:
     """``_claim`` for an async run: waits while a run its reader left is closed."""
     turns = 0
     while True:
@@ -365,7 +359,7 @@ async def _aclaim(saver: Any, config: RunnableConfig | None) -> tuple[int, str, 
             await asyncio.sleep(0.001 if closing else 0)  # a close may wait for a tool: no spin
 
 
-def _release(key: tuple[int, str, str] | None) -> None:
+def _release(key: tuple[int, str] | None) -> None:
     if key is not None:
         with _RUNNING_LOCK:
             _RUNNING.discard(key)
@@ -409,20 +403,16 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         if resume and kept and (context is None or isinstance(context, Mapping)):
             kwargs = {**kwargs, "context": {**(context or {}), **kept}}  # the run's win
         if isinstance(input, Command) and input.update is not None:
-            input = replace(input, update=self._update(input.update, _values(stored).get("messages") or []))
+            input = replace(input, update=self._update(input.update, values.get("messages") or []))
         if isinstance(input, Mapping):
             problem = input_problem(input, stored, self._accepted)
             if problem is not None:
                 raise ValueError(problem)
-            if "messages" in input:
-                messages = values.get("messages") or []
-                given = resolve_removals(messages, _as_list(input["messages"]))
-                input = {**input, "messages": checked_messages(given, messages, saved)}
+            input = self._update(input, values.get("messages") or [], saved, update=False)
         return input, kwargs
 
     def _saver(self, config: RunnableConfig | None) -> BaseCheckpointSaver[Any] | None:
-        """The checkpointer holding the config's thread (the graph's or a parent's; None: no
-        thread id or no checkpointer)."""
+        """The checkpointer holding the config's thread (the graph's or a parent's), if any."""
         if _thread(config) is None:
             return None
         return self.checkpointer if isinstance(self.checkpointer, BaseCheckpointSaver) \
@@ -430,9 +420,8 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
 
     def _reads(self, input: Any, config: RunnableConfig | None
                ) -> Steps[tuple[StateSnapshot | None, list[ToolMessage], bool]]:
-        """The thread's state (None: none, or not needed: ``new_user_messages`` on a thread
-        with no pending writes), the results a crashed step saved for the stored last
-        AIMessage's unanswered calls, and whether there is a thread to guard."""
+        """The thread's state (None: none, or not needed: ``new_user_messages``, no pending writes),
+        what a crashed step saved for the last AIMessage's open calls, and is there a thread to guard."""
         saver = self._saver(config)
         if saver is None:
             return None, [], False
@@ -451,12 +440,13 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         saved = yield Io(self.checkpointer.get_tuple, self.checkpointer.aget_tuple, (stored.config,))
         return stored, saved_answers(saved.pending_writes or [] if saved else [], missing), True
 
-    def _update(self, values: Any, messages: Sequence[BaseMessage]) -> Any:
-        """``update_state`` values with their removals resolved and their messages checked."""
+    def _update(self, values: Any, messages: Sequence[BaseMessage], saved: Sequence[ToolMessage] = (),
+                *, update: bool = True) -> Any:
+        """Values with their removals resolved and their messages checked (``checked_messages``)."""
         if not isinstance(values, Mapping) or "messages" not in values:
             return values
         given = resolve_removals(messages, _as_list(values["messages"]))
-        return {**values, "messages": checked_messages(given, messages, update=True)}
+        return {**values, "messages": checked_messages(given, messages, saved, update=update)}
 
     def _checked_updates(self, supersteps: Sequence[Sequence[StateUpdate]],
                          stored: StateSnapshot | None) -> list[list[StateUpdate]]:
@@ -480,8 +470,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
 
     def bulk_update_state(self, config: RunnableConfig,
                           supersteps: Sequence[Sequence[StateUpdate]]) -> RunnableConfig:
-        """``bulk_update_state`` (and so ``update_state``) after the checks (``ValueError``,
-        ``ThreadBusyError``)."""
+        """Checked first (``ValueError``, ``ThreadBusyError``); ``update_state`` comes here too."""
         if _is_subgraph(config):
             return super().bulk_update_state(config, supersteps)
         _claim(self.checkpointer, config, edit=True)
@@ -505,9 +494,7 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         stored, saved, kept = drive(self._reads(input, config), perform)
         input, kwargs = self._checked(input, config, kwargs, stored, saved)
         chunks = super().stream(input, config, **kwargs)
-        if not kept:  # no thread kept (no checkpointer or thread id): nothing to guard
-            return chunks
-        return self._alone(chunks, config)
+        return self._alone(chunks, config) if kept else chunks  # no thread kept: nothing to guard
 
     def _alone(self, chunks: Iterator[Any], config: RunnableConfig | None) -> Iterator[Any]:
         """``chunks`` while no other run of this process works on the thread."""
@@ -517,13 +504,9 @@ class LoopGraph(CompiledStateGraph[LoopState, LoopContext, LoopInput, LoopOutput
         finally:
             _release(key)
 
-    def astream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
-                **kwargs: Any) -> AsyncIterator[Any]:
+    async def astream(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
+                      **kwargs: Any) -> AsyncIterator[Any]:
         """``astream`` after the input check (``ValueError``, ``ThreadBusyError``)."""
-        return self._astream(input, config, **kwargs)
-
-    async def _astream(self, input: Any, config: RunnableConfig | None,
-                       **kwargs: Any) -> AsyncIterator[Any]:
         if _is_subgraph(config):
             async for chunk in super().astream(_escaped(input), config, **kwargs):
                 yield chunk

@@ -17,7 +17,6 @@ __all__ = ["JUMP_TARGETS", "LOOP_KEYS", "NODE_HOOKS", "SHARED_KEYS", "DuplicateM
 LOOP_KEYS = frozenset(LoopState.__annotations__) - {"messages", "todos", "mode"}
 """State keys the loop owns: a tool's ``Command`` cannot write them."""
 
-
 SHARED_KEYS = frozenset(get_type_hints(AgentState))
 """The keys of LangChain's ``AgentState`` (``messages``, ``jump_to``, ``structured_response``):
 every middleware schema declares them; the loop's declaration of each serves both."""
@@ -25,8 +24,7 @@ every middleware schema declares them; the loop's declaration of each serves bot
 
 def check_state_schema(schema: Any, where: str) -> None:
     """A ``state_schema`` (the user's or a middleware's: ``where``) may extend ``LoopState`` or
-    ``AgentState`` and add keys; re-declaring a key the loop owns (``LOOP_KEYS``) with another
-    type is a ``ValueError`` naming the keys (its writes would break the loop)."""
+    ``AgentState`` and add keys, but not re-declare one the loop owns with another type."""
     if schema is None:
         return
     own = get_type_hints(LoopState, include_extras=True)
@@ -70,8 +68,7 @@ def can_jump_to(middleware: AgentMiddleware[Any, Any], hook: str) -> tuple[str, 
 
 
 def check_middleware(middleware: Any) -> tuple[AgentMiddleware[Any, Any], ...]:
-    """The ``middleware`` list checked: ``AgentMiddleware`` instances with distinct names
-    (``DuplicateMiddlewareError`` otherwise, as ``create_agent``), jumps the loop maps."""
+    """The ``middleware`` checked as ``create_agent`` checks it (distinct names), and its jumps."""
     if isinstance(middleware, AgentMiddleware) or not isinstance(middleware, Iterable):
         raise ValueError(f"middleware must be a list of AgentMiddleware, got "
                          f"{type(middleware).__name__}")

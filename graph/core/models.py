@@ -72,4 +72,3 @@ def resolve_model(model: Any) -> ChatRunnable:
         if not _is_chat(inner):
             raise ValueError(f"model: expected {_ACCEPTED}; got {type(inner).__name__}")
     return model  # type: ignore[no-any-return]
-

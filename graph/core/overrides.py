@@ -1,9 +1,6 @@
-"""Per-run overrides: a run's ``context=``, nested by group, checked and merged over the
-graph's own configuration.
-
-``LoopContext`` (``core/state.py``) declares what a run may override (README, "Per-run
-overrides"); each group given is checked against it strictly (``True`` is not a count and
-``"3"`` not a number: a deployed graph gets JSON numbers).
+"""Per-run overrides: a run's ``context=``, nested by group as ``LoopContext`` (``core/state.py``;
+README, "Per-run overrides") declares, checked strictly (``True`` is not a count, ``"3"`` not a
+number: a deployed graph gets JSON numbers) and merged over the graph's own configuration.
 """
 
 from __future__ import annotations
@@ -35,8 +32,7 @@ GROUPS: dict[str, tuple[type[BaseModel], Any]] = {
     "limits": (Limits, LimitsOverrides),
     "loop_detection": (LoopDetection, LoopDetectionOverrides),
 }
-"""Each per-run override group: the configuration model it is merged over, and the
-``LoopContext`` declaration of its overridable fields."""
+"""Each per-run group: the configuration model it is merged over, its ``LoopContext`` declaration."""
 
 
 def _declared(schema: Any) -> set[str]:
@@ -100,8 +96,7 @@ def checked_groups(context: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for group, value in context.items():
         if group in GROUPS:
-            model, declared = GROUPS[group]
-            out[group] = _checked(group, value, model, declared)
+            out[group] = _checked(group, value, *GROUPS[group])
         elif group in CONTEXT:
             raise ValueError(removed_context(group))
         else:

@@ -1,8 +1,5 @@
-"""Everything the builder was given, validated once, plus per-run overrides.
-
-Nodes read a ``LoopSettings``: the groups as given (``settings.iterations.max``, ...).
-``settings.for_run(runtime.context)`` applies a run's overrides, nested by group (``LoopContext``;
-checked and merged by ``core/overrides.py``), the same way in-process and on LangGraph Server.
+"""Everything the builder was given, validated once: nodes read a ``LoopSettings``, the groups as
+given (``settings.iterations.max``), under a run's overrides (``for_runtime``; ``core/overrides.py``).
 """
 
 from __future__ import annotations
@@ -74,8 +71,7 @@ def _coerce_tools(tools: Sequence[Any] | BaseTool | Callable[..., Any]) -> tuple
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """The validated configuration of one compiled loop graph: ``create_loop_agent``'s arguments
-    (README, "Configuration reference"), the groups as given."""
+    """The validated arguments of ``create_loop_agent`` (README, "Configuration reference")."""
 
     model: ChatRunnable
     tools: tuple[BaseTool, ...] = ()
@@ -88,7 +84,6 @@ class LoopSettings:
     approval: Approval | None = None
     compaction: Compaction | None = None
     hooks: Hooks = field(default_factory=Hooks)
-    response_format: Any = None
     state_schema: Any = None
     context_schema: Any = None
     handle_tool_errors: Any = None
@@ -112,23 +107,21 @@ class LoopSettings:
     @classmethod
     def build(cls, model: ChatRunnable | str, tools: Sequence[Any] | BaseTool | Callback | None = (),
               **kwargs: Any) -> LoopSettings:
-        """Validate ``create_loop_agent``'s keywords (``ValueError`` naming the argument; one
-        0.4 removed is a ``TypeError`` naming what to write instead)."""
+        """``create_loop_agent``'s keywords validated (the errors: its docstring)."""
         removed = sorted(set(kwargs) & set(KEYWORDS))
         if removed:
             raise removed_keyword(removed)
         model = resolve_model(model)
         tools, kwargs["provider_tools"] = split_provider_tools(() if tools is None else tools)
         kwargs.update(_check_types(kwargs))
-        kwargs["iterations"] = kwargs.get("iterations") or Iterations()
-        kwargs["limits"] = kwargs.get("limits") or Limits()
-        kwargs["hooks"] = kwargs.get("hooks") or Hooks()
+        for name in ("iterations", "limits", "hooks"):  # None: the group's defaults
+            kwargs[name] = kwargs.get(name) or _MODELS[name]()
         kwargs["middleware"] = check_middleware(kwargs.get("middleware") or ())
         coerced = _coerce_tools(tools)
         extra = [t for m in kwargs["middleware"] for t in getattr(m, "tools", ())]
         if extra:  # the middleware's tools, first (as create_agent orders them)
             coerced = _coerce_tools([*extra, *coerced])
-        kwargs["structured"] = resolve_response_format(kwargs.get("response_format"), model,
+        kwargs["structured"] = resolve_response_format(kwargs.pop("response_format", None), model,
                                                        [*coerced, *kwargs["provider_tools"]])
         if kwargs.get("loop_detection") is not None:  # MCP read-only hints in tool metadata
             kwargs["loop_detection"] = kwargs["loop_detection"].with_tool_hints(coerced)
@@ -142,8 +135,7 @@ class LoopSettings:
         return settings
 
     def _check_tools_named(self) -> None:
-        """Approval's and the detector's per-tool settings name the graph's tools (a
-        ``ValueError`` naming the setting and the unknown tools otherwise)."""
+        """Approval's and the detector's per-tool settings must name the graph's tools."""
         named: list[tuple[str, Iterable[str]]] = [
             ("approval.tools", self.approval.tools if self.approval is not None else ())]
         if self.loop_detection is not None:
@@ -156,8 +148,6 @@ class LoopSettings:
             unknown = sorted(set(names) - known)
             if unknown:
                 raise ValueError(f"{where}: unknown tools {unknown}; known: {sorted(known)}")
-
-    # --- derived -----------------------------------------------------------------------------
 
     def hooked(self, hook: str) -> tuple[AgentMiddleware[Any, Any], ...]:
         """The user's middleware that implement ``hook``, in the order given."""
@@ -192,8 +182,6 @@ class LoopSettings:
         return self.shape.recursion_limit(max_model_calls=self.iterations.max_model_calls,
                                           max_iterations=self.iterations.max)
 
-    # --- per-run overrides -------------------------------------------------------------------
-
     def for_runtime(self, runtime: Runtime[Any] | None) -> LoopSettings:
         """These settings with the running graph's overrides (its runtime context) applied; a
         resume's context holds the run's own (``run["overrides"]``, passed again by ``LoopGraph``)."""
@@ -221,23 +209,18 @@ class LoopSettings:
             key, cached = None, None
         if cached is not None:
             return cached
-        resolved = self._apply(checked_groups(context))
-        if key is not None and len(self._cache) < 64:
-            self._cache[key] = resolved
-        return resolved
-
-    def _apply(self, context: dict[str, dict[str, Any]]) -> LoopSettings:
         changes: dict[str, Any] = {}
-        for group, update in context.items():
+        for group, update in checked_groups(context).items():
             current = getattr(self, group)
             if current is None:
                 raise ValueError(f"invalid run context: {group} is disabled for this graph "
                                  f"(given: {given(update)})")
             changes[group] = merged(group, current, update)
-        return replace(self, **changes, _cache={})
+        resolved = replace(self, **changes, _cache={})
+        if key is not None and len(self._cache) < 64:
+            self._cache[key] = resolved
+        return resolved
 
-
-# --- the builder's configuration objects -----------------------------------------------
 
 def _as_model(name: str, value: Any, model: type[BaseModel]) -> BaseModel | None:
     """``value`` as a ``model`` (a dict of its fields validated into one), else ``ValueError``."""
@@ -260,8 +243,7 @@ _MODELS: dict[str, type[BaseModel]] = {
 
 
 def _check_types(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """Configuration objects of the right type (a dict of fields is validated into one), and the
-    plain arguments' types; a ``ValueError`` names the argument."""
+    """The configuration objects (a dict of fields validated into one); the plain arguments' types."""
     out: dict[str, Any] = {}
     for name, model in _MODELS.items():
         value = _as_model(name, kwargs.get(name), model)

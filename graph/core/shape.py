@@ -53,7 +53,6 @@ class Shape:
     """Steps a run needs at least: [compaction] model, loop_detector, [judge] router."""
 
     def __post_init__(self) -> None:
-        # a model call: its before_model hooks, [compaction], model, its after_model hooks
         model_steps = len(self.before_model) + 1 + int(self.compaction) + len(self.after_model)
         router_steps = 1 + len(self.after_agent)  # the router, then the after_agent hooks
         end_steps = int(self.judge) + router_steps
@@ -93,9 +92,8 @@ class Shape:
                    if node not in self.after_agent)
 
     def jump_target(self, node: str, jump: str) -> str:
-        """Where a hook node's ``jump_to`` leads: ``"model"`` to ``entry`` (the
-        ``before_model`` hooks first, as in ``create_agent``), ``"tools"`` to the tools,
-        ``"end"`` to ``middleware_end`` (the end itself after ``after_agent``)."""
+        """Where a hook node's ``jump_to`` leads (``"model"``: the ``before_model`` hooks first, as in
+        ``create_agent``; ``"end"`` after ``after_agent``: the end itself)."""
         if jump == "model":
             return self.entry
         if jump == "tools":
@@ -157,16 +155,15 @@ class Shape:
 
     @property
     def fixed_edges(self) -> list[tuple[str, str]]:
-        """The unconditional edges (a stop found by ``tools`` ends via the model)."""
-        edges = [("tools", self.entry)]
+        """The unconditional edges (a stop found by ``tools`` ends via the model; with ``respond``
+        the edge after ``tools`` is a route)."""
+        edges = [] if self.respond else [("tools", self.entry)]
         if self.judge:
             edges.append(("judge", "router"))
         if self.approval:
             edges.append(("approval", "tools"))
         if self.compaction:
             edges.append(("compaction", "model"))
-        if self.after_model:
-            edges.append(("model", self.after_model[0]))
         if self.middleware_end:
             edges.append(("middleware_end", "router"))
         return edges

@@ -1,7 +1,6 @@
-"""The graph state (public keys, the nodes' own), the records kept in it, the stream events,
-and the pure helpers that build them. Messages (and the per-run call log) live in a
-``DeltaChannel``: a checkpoint stores only a step's new ones, so storage grows linearly with
-the thread.
+"""The graph state (public keys, the nodes' own), the records kept in it, the stream events, and the
+pure helpers that build them. Messages (and the per-run call log) live in a ``DeltaChannel``: a
+checkpoint stores only a step's new ones, so storage grows linearly with the thread.
 """
 
 from __future__ import annotations
@@ -27,19 +26,13 @@ from langgraph_loop.core.messages import Notice, digest
 from langgraph_loop.core.stop import Guard, StopReason
 
 __all__ = ["ApprovalAutoEvent", "BudgetPressureEvent", "CallRecord", "CompactionEvent", "Event",
-           "EventName", "IterationEndEvent", "IterationInfo", "IterationRecord",
-           "IterationStartEvent", "IterationsOverrides", "LimitsOverrides", "LoggedCall",
-           "LoopAllowed", "LoopBlockEvent", "LoopContext", "LoopDetectionOverrides", "LoopInput",
-           "LoopOutput", "LoopState", "LoopWarningEvent", "Notice", "Review", "RunInfo",
-           "StopEvent", "ThreadBudget", "Todo", "ToolCallEvent", "Usage", "add_usage",
-           "ashow_messages", "build_record", "calls_of_iteration", "emit",
-           "executed_calls", "iteration_info", "latest_answer", "new_iteration", "new_usage",
+           "IterationEndEvent", "IterationInfo", "IterationRecord", "IterationStartEvent",
+           "IterationsOverrides", "LimitsOverrides", "LoggedCall", "LoopAllowed", "LoopBlockEvent",
+           "LoopContext", "LoopDetectionOverrides", "LoopInput", "LoopOutput", "LoopState",
+           "LoopWarningEvent", "Notice", "Review", "RunInfo", "StopEvent", "ThreadBudget", "Todo",
+           "ToolCallEvent", "Usage", "add_usage", "ashow_messages", "build_record", "calls_of_iteration",
+           "emit", "executed_calls", "iteration_info", "latest_answer", "new_iteration", "new_usage",
            "show_messages", "usage_of"]
-
-EventName = Literal["iteration_start", "tool_call", "loop_warning", "loop_block",
-                    "budget_pressure", "approval_auto", "compaction", "iteration_end", "stop"]
-"""The ``event`` of a ``custom`` stream event."""
-
 
 class Usage(TypedDict, total=False):
     """Token usage; ``cached_tokens``/``reasoning_tokens`` only when reported."""
@@ -59,9 +52,8 @@ class Todo(TypedDict):
 
 
 class LoopAllowed(TypedDict):
-    """Loops a person let go on at the loop question (``LoopDetection(ask_human=True)``), in the
-    run ``run`` (its request message id): finding key → its count then. The same key and shape
-    at both front doors (``state["loop_allowed"]``)."""
+    """Loops a person let go on at the loop question (``LoopDetection(ask_human=True)``) in the run
+    ``run`` (its request message id): finding key → its count then. The same at both front doors."""
 
     run: str | None
     allowed: dict[str, int]
@@ -82,14 +74,12 @@ class RunInfo(TypedDict, total=False):
     overrides: dict[str, Any]
     """The run's per-run overrides (its ``context=``), so every resume enforces them."""
     decision: dict[str, Any]
-    """The engine's decision on the newest reply when it acts (``graph/engine/detection.py``:
-    ``DecisionRecord``), kept from the model node until the ``loop_detector`` node applies it."""
+    """The model node's ``DecisionRecord`` on the newest reply, when it acts, for ``loop_detector``."""
 
 
 class ThreadBudget(TypedDict, total=False):
-    """The token budget's per-thread record (``state["thread_budget"]``, kept across runs):
-    what the thread's earlier runs spent and what people added at their check-ins, folded
-    in by ``prepare`` when a run starts (``Limits.budget_scope="thread"`` counts them)."""
+    """The token budget's per-thread record, kept across runs: what earlier runs spent and what
+    people added at their check-ins (folded in by ``prepare``; ``budget_scope="thread"`` counts them)."""
 
     spent: int
     extra: int
@@ -226,7 +216,7 @@ class CompactionEvent(TypedDict):
 
 Event = (IterationStartEvent | IterationEndEvent | StopEvent | ToolCallEvent | LoopWarningEvent
          | LoopBlockEvent | BudgetPressureEvent | ApprovalAutoEvent | CompactionEvent)
-"""A ``custom`` stream event: ``{"event": <EventName>, ...}``."""
+"""A ``custom`` stream event: ``{"event": <its name>, ...}``."""
 
 
 def new_usage() -> Usage:
@@ -332,9 +322,8 @@ def build_record(*, iteration: int, info: IterationInfo, calls: list[CallRecord]
 
 
 def emit(runtime: Runtime[Any] | None, event: Event) -> None:
-    """Send a typed event, made JSON-friendly, to ``stream_mode="custom"`` and, as a LangChain
-    custom event named by its ``event``, to ``astream_events`` and the run's callbacks
-    (outside a run, with no callbacks listening: nothing)."""
+    """Send a typed event, JSON-friendly, to ``stream_mode="custom"`` and, as a LangChain custom event
+    named by its ``event``, to ``astream_events`` and the run's callbacks (none listening: nothing)."""
     writer = runtime.stream_writer if runtime is not None else None
     callbacks = (var_child_runnable_config.get() or {}).get("callbacks")  # the running step's
     listens = (isinstance(callbacks, BaseCallbackManager) and callbacks.parent_run_id is not None
@@ -366,9 +355,8 @@ def _show(config: RunnableConfig, messages: Sequence[BaseMessage]) -> Runnable[A
 
 
 def show_messages(config: RunnableConfig, messages: Sequence[BaseMessage]) -> None:
-    """Hand ``messages`` a node writes to ``stream_mode="messages"`` now, before the model call
-    that follows them (LangGraph shows a node's messages when the node ends: a notice would
-    come after the reply it preceded). Only while that stream listens."""
+    """Hand ``messages`` a node writes to ``stream_mode="messages"`` (while it listens) before the model
+    call that follows them: LangGraph shows them when the node ends, after the reply they preceded."""
     step = _show(config, messages)
     if step is not None:
         step.invoke(None, config)
@@ -407,14 +395,12 @@ the thread's length, while writing a snapshot costs the whole thread (benchmarks
 LOG_SNAPSHOT_EVERY = 10
 """The call log's (small, per run): nearer than the messages', so a load walks back no further."""
 
-MESSAGES: DeltaChannel[list[Any]] = DeltaChannel(messages_delta_reducer, snapshot_frequency=SNAPSHOT_EVERY)
-"""The messages channel: each checkpoint stores only the step's new messages."""
-
 
 class LoopInput(TypedDict, total=False):
     """What a run accepts as input."""
 
-    messages: Annotated[list[AnyMessage], MESSAGES]
+    messages: Annotated[list[AnyMessage],
+                        DeltaChannel(messages_delta_reducer, snapshot_frequency=SNAPSHOT_EVERY)]
     mode: str | None
     todos: list[Todo]
 
@@ -443,8 +429,7 @@ class LoopOutput(LoopInput, total=False):
 
 
 class LoopState(LoopOutput, total=False):
-    """The full state schema of the compiled graph: the public keys (README, "State keys") and
-    the nodes' own."""
+    """The compiled graph's state schema: the public keys (README, "State keys") and the nodes' own."""
 
     run: RunInfo
     iteration_info: IterationInfo

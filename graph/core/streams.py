@@ -24,8 +24,4 @@ def stream_transformers(middleware: Sequence[AgentMiddleware[Any, Any]],
     """The built-in transformers, the middleware's, then ``given``; each (by identity) once."""
     ordered = [ToolCallTransformer, SubagentTransformer,
                *(t for m in middleware for t in getattr(m, "transformers", ())), *(given or ())]
-    unique: list[TransformerFactory] = []
-    for factory in ordered:
-        if not any(factory is kept for kept in unique):
-            unique.append(factory)
-    return unique
+    return list({id(factory): factory for factory in ordered}.values())  # the first place kept

@@ -83,8 +83,6 @@ def resolve_response_format(response_format: Any, model: Any,
     return StructuredOutput(strategy, bindings)
 
 
-# --- model replies ---------------------------------------------------------------------------
-
 class StructuredReply(TypedDict):
     """What ``with_structured_output(..., include_raw=True)`` returns."""
 

@@ -1,8 +1,6 @@
-"""Reading a thread that 0.2 or 0.3 stored: the one translator, run once per run start.
-
-What an earlier version stored that a new run still reads is translated when ``prepare`` starts
-a run, and written back (a notice 0.2 stored, named ``"loop_warning"``); what a run keeps only
-while it runs is not: finish runs 0.2 or 0.3 left paused before upgrading (CHANGELOG, 0.4.0).
+"""Reading a thread that 0.2 or 0.3 stored: what a new run still reads (a notice 0.2 named
+``"loop_warning"``) is translated when ``prepare`` starts a run, and written back; what a run keeps
+only while it runs is not: finish runs 0.2 or 0.3 left paused before upgrading (CHANGELOG, 0.4.0).
 """
 
 from __future__ import annotations
