@@ -311,8 +311,9 @@ class _CheckingIn(ToolSteps, TokenBudgetMiddleware):
         if request.model is not None:  # what it sends besides the thread, for ``before_model``
             if len(self._seen) >= 256:
                 self._seen.clear()
-            self._seen[get_config()["configurable"].get("thread_id")] = request.override(
-                messages=[], state=cast(Any, {}))
+            thread = get_config()["configurable"].get("thread_id")
+            self._seen.pop(thread, None)  # the newest last
+            self._seen[thread] = request.override(messages=[], state=cast(Any, {}))
         return super()._turn(request, answering=answering)
 
     def _foreseen(self, runtime: Runtime[Any]) -> ModelRequest[Any]:
